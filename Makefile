@@ -1,0 +1,46 @@
+# Two commands do all the set-up: `make test` and `make demo` create what they need.
+SHELL := /bin/bash
+# .python-version pins 3.12 (the Lambda runtime); pyenv's shim resolves python3.12.
+PYTHON ?= $(shell command -v python3.12 2>/dev/null || pyenv which python3.12 2>/dev/null || echo python3.12)
+VENV := .venv
+BIN := $(VENV)/bin
+# aws-sam-cli pins its own boto3 and click: it gets a tool environment of its own.
+SAM_VENV := .venv-sam
+SAM_CLI_VERSION := 1.170.0
+
+.PHONY: all venv sam-tools lint typecheck unit test bench-polling simulator clean
+
+all: test
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@touch $@
+
+venv: $(BIN)/.installed
+
+$(SAM_VENV)/.installed:
+	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+	@touch $@
+
+sam-tools: $(SAM_VENV)/.installed
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/python -m pytest
+
+bench-polling: venv
+	$(BIN)/python -m bench.polling
+
+simulator: venv
+	$(BIN)/geonode-sim
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,141 @@
+"""The one exception tree of the Geonode API client.
+
+    GeonodeError
+    ├── MissingAPIKeyError          no key in the argument or the environment
+    ├── TransportError              the request may not have reached the API (network)
+    ├── JobTimeoutError             a poller's hard deadline passed before the job settled
+    └── APIError                    the API answered with an error status
+        ├── AuthError               401 / 403
+        ├── PaymentRequiredError    402, balance exhausted
+        ├── NotFoundError           404
+        ├── ConflictError           409, e.g. cancelling a finished crawl
+        ├── ValidationError         422, with FastAPI's ``detail`` list
+        ├── RateLimitedError        429, with ``retry_after`` seconds when sent
+        └── ServerError             5xx
+
+Messages carry the API's code, message and correlation id, never the API key. When retries
+give up (attempt cap or total deadline), the last error itself is raised, with ``attempts`` set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class GeonodeError(Exception):
+    """Base of every error the client raises; ``attempts`` counts the tries made."""
+
+    attempts: int = 1
+
+
+class MissingAPIKeyError(GeonodeError):
+    """No API key was given and ``GEONODE_SCRAPER_API_KEY`` is not set."""
+
+
+class TransportError(GeonodeError):
+    """The network failed; ``request_sent`` says whether the API may have acted on the request."""
+
+    def __init__(self, message: str, *, request_sent: bool) -> None:
+        super().__init__(message)
+        self.request_sent = request_sent
+        self.retryable = True
+
+
+class JobTimeoutError(GeonodeError):
+    """A poller's deadline passed with the job (or jobs) still unsettled."""
+
+    def __init__(self, job_ids: Sequence[str], waited: float) -> None:
+        shown = ", ".join(list(job_ids)[:5]) + (" ..." if len(job_ids) > 5 else "")
+        super().__init__(f"{len(job_ids)} job(s) not settled after {waited:.1f}s: {shown}")
+        self.job_ids = list(job_ids)
+        self.waited = waited
+
+
+class APIError(GeonodeError):
+    """An error answer from the API, read from either error shape of the contract."""
+
+    def __init__(
+        self,
+        status_code: int,
+        *,
+        code: str | None = None,
+        message: str | None = None,
+        retryable: bool = False,
+        correlation_id: str | None = None,
+        body: Any = None,
+    ) -> None:
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.correlation_id = correlation_id
+        self.body = body
+        text = f"HTTP {status_code}" + (f" {code}" if code else "")
+        if message:
+            text += f": {message}"
+        if correlation_id:
+            text += f" (correlation id {correlation_id})"
+        super().__init__(text)
+
+
+class AuthError(APIError):
+    """The API key is missing, wrong or not allowed (401/403)."""
+
+
+class PaymentRequiredError(APIError):
+    """The account's balance is exhausted (402)."""
+
+
+class NotFoundError(APIError):
+    """No such resource, or not visible yet (replica lag right after a submission)."""
+
+
+class ConflictError(APIError):
+    """The resource's state forbids the action (409)."""
+
+
+class ValidationError(APIError):
+    """The request was rejected as invalid, or the extraction itself failed (422)."""
+
+    @property
+    def detail(self) -> list[dict[str, Any]]:
+        """FastAPI's ``detail`` items, or an empty list for the other error shape."""
+        if isinstance(self.body, dict) and isinstance(self.body.get("detail"), list):
+            return [d for d in self.body["detail"] if isinstance(d, dict)]
+        return []
+
+
+class RateLimitedError(APIError):
+    """Throttled or over the concurrency limit (429); ``retry_after`` in seconds when sent."""
+
+    def __init__(
+        self, status_code: int, *, retry_after: float | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(status_code, **kwargs)
+        self.retry_after = retry_after
+
+
+class ServerError(APIError):
+    """The API failed (5xx)."""
+
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    401: AuthError,
+    403: AuthError,
+    402: PaymentRequiredError,
+    404: NotFoundError,
+    409: ConflictError,
+    422: ValidationError,
+    429: RateLimitedError,
+}
+
+# Statuses whose failure is transient by nature, whatever the body says.
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def error_class_for(status_code: int) -> type[APIError]:
+    """The exception class for an HTTP error status."""
+    if status_code >= 500:
+        return ServerError
+    return _BY_STATUS.get(status_code, APIError)

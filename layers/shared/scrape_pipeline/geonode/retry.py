@@ -1,0 +1,39 @@
+"""Exponential backoff with full jitter under a total deadline, honouring ``Retry-After``."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long and how often a request is tried again.
+
+    The n-th wait (n from 0) is uniform in [0, min(max_delay, base_delay * 2**n)]: full
+    jitter keeps many clients from retrying in step. A server's ``Retry-After`` is a floor.
+    """
+
+    max_attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+    deadline: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self.base_delay <= 0 or self.max_delay < self.base_delay:
+            raise ValueError("need 0 < base_delay <= max_delay")
+        if self.deadline <= 0:
+            raise ValueError("deadline must be positive")
+
+    def backoff(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
+        """The wait before try ``attempt + 1`` (``attempt`` counts failures so far, from 0)."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** min(attempt, 30)))
+        wait = rng.uniform(0.0, ceiling)
+        if retry_after is not None and retry_after > wait:
+            wait = retry_after
+        return wait
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)

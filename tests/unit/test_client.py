@@ -1,0 +1,305 @@
+"""The API client's retry rules and error reading, against httpx.MockTransport (no network)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+from devstack.clock import ManualClock
+from scrape_pipeline.geonode import (
+    APIError,
+    AuthError,
+    ConflictError,
+    GeonodeClient,
+    MissingAPIKeyError,
+    NotFoundError,
+    PaymentRequiredError,
+    RateLimitedError,
+    RetryPolicy,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+
+API_KEY = "test-key-c0ffee-do-not-leak"
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def make_client(handler: Handler, clock: ManualClock, **kwargs) -> GeonodeClient:
+    kwargs.setdefault(
+        "retry", RetryPolicy(max_attempts=5, base_delay=0.5, max_delay=4, deadline=30)
+    )
+    return GeonodeClient(
+        API_KEY,
+        base_url="http://geonode.test",
+        clock=clock,
+        rng=random.Random(7),
+        transport=httpx.MockTransport(handler),
+        **kwargs,
+    )
+
+
+def scripted(*steps: httpx.Response | Exception) -> tuple[Handler, list[httpx.Request]]:
+    """A handler answering each request with the next step; the last step repeats."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        step = steps[min(len(seen) - 1, len(steps) - 1)]
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    return handler, seen
+
+
+JOB = {
+    "job_id": "j1",
+    "status": "completed",
+    "data": {"markdown": "# hi"},
+    "metadata": {"url": "https://a.example"},
+}
+
+
+def err(status: int, code: str = "X", retryable: bool = False, **headers: str) -> httpx.Response:
+    body = {"code": code, "message": "m", "correlation_id": "c-1", "retryable": retryable}
+    return httpx.Response(status, json=body, headers=headers)
+
+
+def test_client_get_retries_5xx_then_succeeds():
+    clock = ManualClock()
+    handler, seen = scripted(err(503, retryable=True), err(502), httpx.Response(200, json=JOB))
+    client = make_client(handler, clock)
+
+    job = client.get_job("j1")
+
+    assert job.status == "completed" and job.data["markdown"] == "# hi"
+    assert len(seen) == 3
+    assert client.requests_sent == 3
+    assert len(clock.sleeps) == 2
+    # full jitter: each wait lies within its doubling ceiling
+    assert 0 <= clock.sleeps[0] <= 0.5 and 0 <= clock.sleeps[1] <= 1.0
+
+
+def test_client_get_retries_network_errors():
+    clock = ManualClock()
+    handler, seen = scripted(httpx.ReadTimeout("slow"), httpx.Response(200, json=JOB))
+    assert make_client(handler, clock).get_job("j1").job_id == "j1"
+    assert len(seen) == 2
+
+
+def test_client_sends_api_key_header():
+    handler, seen = scripted(httpx.Response(200, json=JOB))
+    make_client(handler, ManualClock()).get_job("j1")
+    assert seen[0].headers["X-Api-Key"] == API_KEY
+
+
+def test_client_post_not_retried_after_timeout():
+    # GIVEN a submission whose answer timed out: the API may have created the job
+    handler, seen = scripted(httpx.ReadTimeout("slow"), httpx.Response(202, json={"job_id": "j"}))
+    client = make_client(handler, ManualClock())
+    # WHEN it is submitted THEN it is not sent twice
+    with pytest.raises(TransportError) as info:
+        client.submit_extract("https://a.example")
+    assert info.value.request_sent is True
+    assert len(seen) == 1
+
+
+def test_client_post_not_retried_on_5xx():
+    handler, seen = scripted(err(503, retryable=True), httpx.Response(202, json={"job_id": "j"}))
+    with pytest.raises(ServerError):
+        make_client(handler, ManualClock()).create_batch(["https://a.example"])
+    assert len(seen) == 1
+
+
+def test_client_post_retried_when_connection_refused():
+    handler, seen = scripted(
+        httpx.ConnectError("refused"), httpx.Response(202, json={"job_id": "j"})
+    )
+    submitted = make_client(handler, ManualClock()).submit_extract("https://a.example")
+    assert submitted.job_id == "j"
+    assert len(seen) == 2
+    assert json.loads(seen[1].content)["processing_mode"] == "async"
+
+
+def test_client_post_retried_on_429_after_retry_after():
+    clock = ManualClock()
+    handler, seen = scripted(
+        err(429, "RATE_LIMITED", True, **{"Retry-After": "7"}),
+        httpx.Response(202, json={"job_id": "j"}),
+    )
+    make_client(handler, clock).submit_extract("https://a.example")
+    assert len(seen) == 2
+    assert clock.sleeps == [7.0]
+
+
+def test_client_retry_after_http_date():
+    clock = ManualClock(start=datetime(2026, 1, 1, tzinfo=UTC).timestamp())
+    when = format_datetime(datetime(2026, 1, 1, 0, 0, 12, tzinfo=UTC), usegmt=True)
+    handler, _ = scripted(
+        err(429, "RATE_LIMITED", True, **{"Retry-After": when}), httpx.Response(200, json=JOB)
+    )
+    make_client(handler, clock).get_job("j1")
+    assert clock.sleeps == [12.0]
+
+
+def test_client_gives_up_at_deadline_with_last_error():
+    clock = ManualClock()
+    handler, seen = scripted(err(503, "BUSY", True))
+    client = make_client(
+        handler, clock, retry=RetryPolicy(max_attempts=100, base_delay=1, max_delay=8, deadline=20)
+    )
+    with pytest.raises(ServerError) as info:
+        client.get_job("j1")
+    assert sum(clock.sleeps) <= 20
+    assert info.value.attempts == len(seen) > 2
+    assert info.value.code == "BUSY"
+
+
+def test_client_gives_up_at_max_attempts():
+    handler, seen = scripted(httpx.ConnectError("refused"))
+    client = make_client(handler, ManualClock(), retry=RetryPolicy(max_attempts=3, deadline=1000))
+    with pytest.raises(TransportError):
+        client.get_job("j1")
+    assert len(seen) == 3
+
+
+def test_client_retry_after_beyond_deadline_raises_rate_limited():
+    clock = ManualClock()
+    handler, seen = scripted(err(429, "RATE_LIMITED", True, **{"Retry-After": "120"}))
+    with pytest.raises(RateLimitedError) as info:
+        make_client(handler, clock).get_job("j1")
+    assert info.value.retry_after == 120.0
+    assert len(seen) == 1 and clock.sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (401, AuthError),
+        (402, PaymentRequiredError),
+        (404, NotFoundError),
+        (409, ConflictError),
+        (400, APIError),
+    ],
+)
+def test_client_maps_status_to_error_class_without_retry(status, cls):
+    handler, seen = scripted(err(status, "CODE"))
+    with pytest.raises(cls) as info:
+        make_client(handler, ManualClock()).get_job("j1")
+    assert type(info.value) is cls
+    assert info.value.status_code == status and info.value.code == "CODE"
+    assert info.value.correlation_id == "c-1"
+    assert len(seen) == 1
+
+
+def test_client_reads_nested_error_shape():
+    body = {
+        "error": {
+            "code": "NOT_FOUND",
+            "message": "no job",
+            "correlation_id": "c-9",
+            "retryable": False,
+        }
+    }
+    handler, _ = scripted(httpx.Response(404, json=body))
+    with pytest.raises(NotFoundError) as info:
+        make_client(handler, ManualClock()).get_job("j1")
+    assert (info.value.code, info.value.message, info.value.correlation_id) == (
+        "NOT_FOUND",
+        "no job",
+        "c-9",
+    )
+    assert "NOT_FOUND" in str(info.value) and "c-9" in str(info.value)
+
+
+def test_client_reads_validation_detail():
+    body = {"detail": [{"loc": ["body", "url"], "msg": "invalid url", "type": "value_error"}]}
+    handler, _ = scripted(httpx.Response(422, json=body))
+    with pytest.raises(ValidationError) as info:
+        make_client(handler, ManualClock()).submit_extract("nope")
+    assert info.value.detail == body["detail"]
+    assert info.value.message == "body.url: invalid url"
+
+
+def test_client_error_without_json_body():
+    handler, _ = scripted(
+        httpx.Response(502, text="<html>bad gateway</html>", headers={"X-Correlation-Id": "edge-1"})
+    )
+    client = make_client(handler, ManualClock(), retry=RetryPolicy(max_attempts=1))
+    with pytest.raises(ServerError) as info:
+        client.get_job("j1")
+    assert info.value.retryable is True and info.value.correlation_id == "edge-1"
+
+
+def test_client_invalid_json_on_success_is_an_api_error():
+    handler, _ = scripted(httpx.Response(200, text="not json"))
+    with pytest.raises(APIError, match="INVALID_RESPONSE"):
+        make_client(handler, ManualClock()).get_job("j1")
+
+
+def test_client_never_shows_api_key():
+    handler, _ = scripted(err(401, "UNAUTHORIZED"))
+    client = make_client(handler, ManualClock())
+    with pytest.raises(AuthError) as info:
+        client.get_job("j1")
+    assert API_KEY not in repr(client)
+    assert API_KEY not in str(info.value) and API_KEY not in repr(info.value)
+
+
+def test_client_key_from_environment(monkeypatch):
+    monkeypatch.setenv("GEONODE_SCRAPER_API_KEY", "from-env")
+    handler, seen = scripted(httpx.Response(200, json=JOB))
+    GeonodeClient(base_url="http://g.test", transport=httpx.MockTransport(handler)).get_job("j1")
+    assert seen[0].headers["X-Api-Key"] == "from-env"
+
+
+def test_client_missing_key(monkeypatch):
+    monkeypatch.delenv("GEONODE_SCRAPER_API_KEY", raising=False)
+    with pytest.raises(MissingAPIKeyError, match="GEONODE_SCRAPER_API_KEY"):
+        GeonodeClient(base_url="http://g.test")
+
+
+def test_client_job_id_cannot_escape_its_path():
+    handler, seen = scripted(httpx.Response(200, json=JOB))
+    make_client(handler, ManualClock()).get_job("../webhooks")
+    assert seen[0].url.raw_path == b"/v1/extract/..%2Fwebhooks"
+
+
+def test_client_list_jobs_accepts_items_field_and_iterates_without_repeats():
+    pages = {
+        1: {
+            "items": [{"job_id": "a", "status": "completed"}, {"job_id": "b", "status": "queued"}],
+            "page": 1,
+            "page_count": 2,
+        },
+        # a new job pushed "b" onto page 2: it must not come out twice
+        2: {
+            "items": [{"job_id": "b", "status": "queued"}, {"job_id": "c", "status": "failed"}],
+            "page": 2,
+            "page_count": 2,
+        },
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.params["status"] == "completed"
+        return httpx.Response(200, json=pages[int(request.url.params["page"])])
+
+    client = make_client(handler, ManualClock())
+    ids = [j.job_id for j in client.iter_jobs(status="completed")]
+    assert ids == ["a", "b", "c"]
+
+
+def test_client_date_filters_are_iso_utc():
+    handler, seen = scripted(httpx.Response(200, json={"jobs": [], "page": 1, "page_count": 1}))
+    make_client(handler, ManualClock()).list_jobs(
+        start_date=datetime(2026, 5, 27, 8, 16, 9, tzinfo=UTC), end_date=0.0
+    )
+    assert seen[0].url.params["start_date"] == "2026-05-27T08:16:09Z"
+    assert seen[0].url.params["end_date"] == "1970-01-01T00:00:00Z"
