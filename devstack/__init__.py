@@ -1,1 +1,1 @@
-"""Local-only tooling: the Geonode simulator, AWS stand-ins and the demo. Never shipped to Lambda."""
+"""Local-only tooling: the Geonode simulator, AWS stand-ins, the demo. Never shipped to Lambda."""
