@@ -1,0 +1,332 @@
+"""Receiver benchmark: handler overhead without AWS time, AWS calls per delivery, cold import.
+
+Runs the real Lambda handler on API Gateway proxy events against moto in-process. botocore's
+event hooks time and count every AWS call, so overhead = handler time - AWS time.
+
+    python -m bench.receiver [--deliveries 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from bench.report import markdown_table, percentile, save
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECRET = "whsec_YmVuY2htYXJrLXNlY3JldC1ub3QtcmVhbA"
+TARGETS = {"p99_overhead_ms": 1.0, "calls_new": 2, "calls_duplicate": 1, "import_ratio": 1.6}
+
+
+class CallMeter:
+    """Counts and times whole AWS calls (botocore's serialization, signing, parsing included)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.seconds = 0.0
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.seconds = 0.0
+
+    def wrap(self, client: Any) -> Any:
+        meter = self
+
+        class Timed:
+            def __getattr__(self, name: str) -> Any:
+                method = getattr(client, name)
+                if not callable(method):
+                    return method
+
+                def timed(*args: Any, **kwargs: Any) -> Any:
+                    meter.calls.append(name)
+                    started = time.perf_counter()
+                    try:
+                        return method(*args, **kwargs)
+                    finally:
+                        meter.seconds += time.perf_counter() - started
+
+                return timed
+
+        return Timed()
+
+
+@contextlib.contextmanager
+def quiet(logger: Any) -> Iterator[None]:
+    """Send the handler's log and metric lines to a sink (CloudWatch's job in Lambda)."""
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        previous = logger.registered_handler.setStream(sink)
+        try:
+            yield
+        finally:
+            logger.registered_handler.setStream(previous)
+
+
+def run_handler(deliveries: int) -> dict[str, Any]:
+    import boto3
+    from moto import mock_aws
+
+    from scrape_pipeline.signatures import SignatureConfig, sign
+    from tests.support.events import api_gateway_event
+    from tests.support.template import create_ledger_table, create_queues, create_secret
+
+    meter = CallMeter()
+    with mock_aws():
+        create_ledger_table(boto3.client("dynamodb"), "ledger")
+        queue_url, _ = create_queues(boto3.client("sqs"), "jobs")
+        arn = create_secret(
+            boto3.client("secretsmanager"),
+            "hooks",
+            json.dumps({"secrets": [{"value": SECRET, "expires_at": None}]}),
+        )
+        os.environ.update(
+            {"LEDGER_TABLE_NAME": "ledger", "QUEUE_URL": queue_url, "WEBHOOK_SECRET_ID": arn}
+        )
+        sys.path.insert(0, os.path.join(ROOT, "functions", "receiver"))
+        import app  # the handler, exactly as Lambda loads it
+
+        app.reset_receiver()
+        receiver = app.get_receiver()
+        receiver._ledger._db = meter.wrap(receiver._ledger._db)
+        receiver._queue._sqs = meter.wrap(receiver._queue._sqs)
+
+        class Context:
+            function_name = "receiver"
+            memory_limit_in_mb = 256
+            invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:receiver"
+            aws_request_id = "bench"
+
+        def event(job_id: str, delivery: str) -> dict[str, Any]:
+            body = json.dumps(
+                {"event": "extract_completed", "delivery_id": delivery, "data": {"job_id": job_id}}
+            ).encode()
+            headers = {"Content-Type": "application/json", "X-Webhook-Delivery-Id": delivery}
+            headers.update(sign(SignatureConfig(), body, SECRET, time.time()))
+            return api_gateway_event(body, headers)
+
+        sqs = boto3.client("sqs")
+        new_events = [event(f"job-{i}", f"d-{i}") for i in range(deliveries)]
+        dup_events = [event(f"job-{i}", f"d-{i}-retry") for i in range(deliveries)]
+        with quiet(app.logger):
+            app.lambda_handler(event("warm", "w"), Context())  # caches the secret
+        overhead: dict[str, list[float]] = {"new": [], "duplicate": []}
+        calls: dict[str, list[int]] = {"new": [], "duplicate": []}
+        statuses: dict[str, list[int]] = {"new": [], "duplicate": []}
+        with quiet(app.logger):
+            for label, events in (("new", new_events), ("duplicate", dup_events)):
+                for ev in events:
+                    meter.reset()
+                    started = time.perf_counter()
+                    response = app.lambda_handler(ev, Context())
+                    total = time.perf_counter() - started
+                    overhead[label].append((total - meter.seconds) * 1000)
+                    calls[label].append(len(meter.calls))
+                    statuses[label].append(response["statusCode"])
+                    if label == "new":
+                        # keep moto's queue shallow: its cost grows with depth (field-notes)
+                        for m in sqs.receive_message(QueueUrl=queue_url).get("Messages", []):
+                            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+    assert set(statuses["new"]) == {200} and set(statuses["duplicate"]) == {200}
+    both = overhead["new"] + overhead["duplicate"]
+    return {
+        "deliveries": deliveries,
+        "overhead_ms": {
+            "p50": round(percentile(both, 50), 3),
+            "p99": round(percentile(both, 99), 3),
+            "new_p99": round(percentile(overhead["new"], 99), 3),
+            "duplicate_p99": round(percentile(overhead["duplicate"], 99), 3),
+        },
+        "aws_calls": {
+            "new": max(calls["new"]),
+            "duplicate": max(calls["duplicate"]),
+            "new_mean": statistics.mean(calls["new"]),
+        },
+    }
+
+
+class InstantDynamoDB:
+    """Answers PutItem as DynamoDB does, at once: new keys pass, known keys fail the condition."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+
+    def put_item(self, **kwargs: Any) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        item = kwargs["Item"]
+        old = self.items.get(item["pk"]["S"])
+        if old is not None:
+            error = {"Error": {"Code": "ConditionalCheckFailedException", "Message": "x"}}
+            raise ClientError({**error, "Item": old}, "PutItem")  # type: ignore[typeddict-item]
+        self.items[item["pk"]["S"]] = item
+        return {}
+
+
+class InstantSQS:
+    """Answers SendMessage at once."""
+
+    def send_message(self, **_: Any) -> dict[str, Any]:
+        return {"MessageId": "00000000-0000-0000-0000-000000000000"}
+
+
+def run_without_aws(deliveries: int) -> dict[str, Any]:
+    """The handler's own time: AWS answered instantly in memory, so nothing else is measured."""
+    sys.path.insert(0, os.path.join(ROOT, "functions", "receiver"))
+    import app
+
+    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.queue import JobQueue
+    from scrape_pipeline.receiver import Receiver, ReceiverSettings
+    from scrape_pipeline.secret_store import SecretStore
+    from scrape_pipeline.signatures import SignatureConfig, sign
+    from tests.support.events import api_gateway_event
+
+    bundle = json.dumps({"secrets": [{"value": SECRET, "expires_at": None}]})
+    settings = ReceiverSettings(table_name="ledger", queue_url="queue", secret_id="hooks")
+    app._receiver = Receiver(
+        settings,
+        ledger=Ledger("ledger", client=InstantDynamoDB()),  # type: ignore[arg-type]
+        queue=JobQueue("queue", client=InstantSQS()),  # type: ignore[arg-type]
+        secrets=SecretStore("hooks", fetch=lambda *_: bundle),
+    )
+    import gc
+
+    gc.freeze()  # as get_receiver() does after a cold start
+
+    class Context:
+        function_name = "receiver"
+        memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:receiver"
+        aws_request_id = "bench"
+
+    events = []
+    for i in range(deliveries):
+        for attempt in ("", "-retry"):
+            body = json.dumps({"event": "extract_completed", "data": {"job_id": f"j{i}"}}).encode()
+            headers = {"X-Webhook-Delivery-Id": f"d{i}{attempt}"}
+            headers.update(sign(SignatureConfig(), body, SECRET, time.time()))
+            events.append(api_gateway_event(body, headers))
+    timings: list[float] = []
+    with quiet(app.logger):
+        for ev in events:
+            started = time.perf_counter()
+            response = app.lambda_handler(ev, Context())
+            timings.append((time.perf_counter() - started) * 1000)
+            assert response["statusCode"] == 200
+    return {
+        "deliveries": len(events),
+        "p50": round(percentile(timings, 50), 3),
+        "p90": round(percentile(timings, 90), 3),
+        "p99": round(percentile(timings, 99), 3),
+    }
+
+
+def cold_import(repeats: int) -> dict[str, Any]:
+    """Median wall time of fresh interpreters importing boto3, the handler, and building it."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # compare with byte code cached on both sides
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(ROOT, "functions", "receiver"), os.path.join(ROOT, "layers", "shared")]
+    )
+    env.update(
+        {
+            "POWERTOOLS_METRICS_NAMESPACE": "Bench",
+            "POWERTOOLS_SERVICE_NAME": "receiver",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "LEDGER_TABLE_NAME": "t",
+            "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q",
+            "WEBHOOK_SECRET_ID": "s",
+        }
+    )
+    programs = {
+        "boto3": "import boto3",
+        "receiver": "import app",
+        "receiver_and_clients": "import app; app.get_receiver()",
+    }
+    timings: dict[str, list[float]] = {k: [] for k in programs}
+    for _ in range(2):  # warm the byte-code caches
+        for code in programs.values():
+            subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    for _ in range(repeats):
+        for name, code in programs.items():
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], env=env, check=True)
+            timings[name].append((time.perf_counter() - started) * 1000)
+    medians = {k: round(statistics.median(v), 1) for k, v in timings.items()}
+    medians["ratio"] = round(medians["receiver"] / medians["boto3"], 2)
+    medians["ratio_with_clients"] = round(medians["receiver_and_clients"] / medians["boto3"], 2)
+    return medians
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--deliveries", type=int, default=2000)
+    parser.add_argument("--import-repeats", type=int, default=15)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Bench")
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "receiver")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(name, "bench")
+
+    # The handler's own time first, in a heap that moto has not filled with garbage.
+    own = run_without_aws(args.deliveries)
+    handler = run_handler(args.deliveries)
+    imports = cold_import(args.import_repeats)
+    ok = {
+        "p99_overhead": own["p99"] <= TARGETS["p99_overhead_ms"],
+        "calls_new": handler["aws_calls"]["new"] <= TARGETS["calls_new"],
+        "calls_duplicate": handler["aws_calls"]["duplicate"] <= TARGETS["calls_duplicate"],
+        "import_ratio": imports["ratio"] <= TARGETS["import_ratio"],
+    }
+    rows = [
+        [
+            "handler time, AWS answered instantly: p50 / p99 (ms)",
+            f"{own['p50']} / {own['p99']}",
+            "p99 ≤ 1 ms",
+        ],
+        [
+            "handler time against moto, AWS calls subtracted: p50 / p99 (ms)",
+            f"{handler['overhead_ms']['p50']} / {handler['overhead_ms']['p99']}",
+            "(moto's garbage inflates the tail)",
+        ],
+        ["AWS calls per new delivery", handler["aws_calls"]["new"], "≤ 2"],
+        ["AWS calls per duplicate", handler["aws_calls"]["duplicate"], "≤ 1"],
+        ["cold import: `import boto3` (ms, median)", imports["boto3"], "baseline"],
+        [
+            "cold import: receiver handler (ms, median)",
+            f"{imports['receiver']} ({imports['ratio']}×)",
+            "≤ 1.6×",
+        ],
+        [
+            "cold init: handler + its boto3 clients (ms)",
+            f"{imports['receiver_and_clients']} ({imports['ratio_with_clients']}×)",
+            "(for reference)",
+        ],
+    ]
+    table = markdown_table(["receiver", "measured", "target"], rows)
+    print(table)
+    print("targets met:", ok)
+    save(
+        "receiver",
+        {
+            "handler_moto": handler,
+            "handler_own_ms": own,
+            "cold_import_ms": imports,
+            "targets_met": ok,
+        },
+        table,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

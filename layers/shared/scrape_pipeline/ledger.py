@@ -1,0 +1,512 @@
+"""The job ledger: one DynamoDB row per job, moved forward only by conditional writes.
+
+    RECEIVED ──▶ ENQUEUED ──▶ PROCESSING (lease) ──▶ DONE (stored | resubmitted |
+        │            ▲             │    ▲                   dead_lettered | cancelled)
+        │            └── release ──┘    └── an expired lease is taken again
+        └──────────────────────────────▶ (the processor may lease straight from RECEIVED)
+
+"Processed" means DONE, never "a row exists". Uniqueness is the database's: a conditional
+put, never a read followed by a write. Rows that are not DONE carry ``pending_state`` and
+``state_since``, the keys of the sparse GSI ``pending-by-state`` that the reconciler queries
+for stuck rows; DONE rows drop ``pending_state`` and leave the index.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
+# Names defined once: the template's key schema, GSI and TTL attribute are these.
+PARTITION_KEY = "pk"
+PENDING_INDEX = "pending-by-state"
+PENDING_STATE = "pending_state"
+STATE_SINCE = "state_since"
+TTL_ATTRIBUTE = "expires_at"
+DEFAULT_TTL_DAYS = 90
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class JobKind(StrEnum):
+    """What kind of Geonode job a row tracks (part of the key: ids are per kind)."""
+
+    EXTRACT = "extract"
+    BATCH = "batch"
+    CRAWL = "crawl"
+
+
+class JobState(StrEnum):
+    """Where a job is in the pipeline; it only moves forward."""
+
+    RECEIVED = "RECEIVED"
+    ENQUEUED = "ENQUEUED"
+    PROCESSING = "PROCESSING"
+    DONE = "DONE"
+
+
+class Outcome(StrEnum):
+    """How a DONE job ended."""
+
+    STORED = "stored"
+    RESUBMITTED = "resubmitted"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """A job's identity: its kind and its Geonode id (never a delivery id)."""
+
+    kind: JobKind
+    job_id: str
+
+    @property
+    def pk(self) -> str:
+        """The ledger's partition key."""
+        return f"{self.kind.value}#{self.job_id}"
+
+    @classmethod
+    def from_pk(cls, pk: str) -> JobKey:
+        """Read a partition key back."""
+        kind, _, job_id = pk.partition("#")
+        return cls(JobKind(kind), job_id)
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One job's row."""
+
+    key: JobKey
+    state: JobState
+    state_since: float
+    created_at: float
+    source: str
+    attempts: int = 0
+    releases: int = 0
+    outcome: Outcome | None = None
+    lease_owner: str | None = None
+    lease_until: float | None = None
+    token: str | None = field(default=None, repr=False)
+    detail: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_done(self) -> bool:
+        """The job reached its one outcome."""
+        return self.state is JobState.DONE
+
+    def lease_expired(self, now: float) -> bool:
+        """A PROCESSING row whose holder may have died."""
+        return self.state is JobState.PROCESSING and (self.lease_until or 0.0) < now
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The result of ``Ledger.record``: ``created`` is False when the job was known already."""
+
+    created: bool
+    row: LedgerRow
+
+
+class LedgerError(Exception):
+    """Base of the ledger's own errors (AWS failures raise ``AWSUnavailableError``)."""
+
+
+class LeaseLostError(LedgerError):
+    """The caller no longer holds the job's lease; ``row`` is the row as it is now."""
+
+    def __init__(self, key: JobKey, row: LedgerRow | None) -> None:
+        super().__init__(f"lease on {key.pk} is not held")
+        self.key = key
+        self.row = row
+
+
+@dataclass(frozen=True)
+class LeaseResult:
+    """The result of ``Ledger.acquire``: ``row`` is the new row when granted, else the old one."""
+
+    granted: bool
+    row: LedgerRow | None
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: float) -> dict[str, str]:
+    # Fixed milliseconds: DynamoDB numbers are decimal strings; repr of a float is not stable.
+    return {"N": f"{value:.3f}" if isinstance(value, float) else str(value)}
+
+
+def _row(item: Mapping[str, Any]) -> LedgerRow:
+    def s(name: str) -> str | None:
+        value = item.get(name)
+        return value["S"] if value and "S" in value else None
+
+    def n(name: str) -> float | None:
+        value = item.get(name)
+        return float(value["N"]) if value and "N" in value else None
+
+    outcome = s("outcome")
+    detail = item.get("detail", {}).get("M", {})
+    return LedgerRow(
+        key=JobKey.from_pk(s(PARTITION_KEY) or ""),
+        state=JobState(s("state") or JobState.RECEIVED),
+        state_since=n(STATE_SINCE) or 0.0,
+        created_at=n("created_at") or 0.0,
+        source=s("source") or "",
+        attempts=int(n("attempts") or 0),
+        releases=int(n("releases") or 0),
+        outcome=Outcome(outcome) if outcome else None,
+        lease_owner=s("lease_owner"),
+        lease_until=n("lease_until"),
+        token=s("token"),
+        detail={k: v.get("S", "") for k, v in detail.items()},
+    )
+
+
+class Ledger:
+    """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client: DynamoDBClient | None = None,
+        ttl_days: int = DEFAULT_TTL_DAYS,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        if client is None:
+            import boto3  # noqa: PLC0415 - only when no client is injected
+
+            client = boto3.client("dynamodb")
+        self.table_name = table_name
+        self._db = client
+        self._ttl_seconds = ttl_days * 86_400
+        self._clock = clock
+
+    # -- receiver --------------------------------------------------------------------------
+
+    def record(
+        self,
+        key: JobKey,
+        *,
+        source: str,
+        state: JobState = JobState.RECEIVED,
+        detail: Mapping[str, str] | None = None,
+    ) -> Recorded:
+        """Create the job's row unless it exists; the old row comes back when it does."""
+        if state not in (JobState.RECEIVED, JobState.ENQUEUED):
+            raise ValueError("a new row starts RECEIVED or ENQUEUED")
+        now = self._clock.time()
+        item: dict[str, Any] = {
+            PARTITION_KEY: _s(key.pk),
+            "kind": _s(key.kind.value),
+            "job_id": _s(key.job_id),
+            "state": _s(state.value),
+            PENDING_STATE: _s(state.value),
+            STATE_SINCE: _n(now),
+            "created_at": _n(now),
+            "updated_at": _n(now),
+            TTL_ATTRIBUTE: _n(int(now) + self._ttl_seconds),
+            "source": _s(source),
+            # Lets the writer undo its own row, and only its own (forget_unsent).
+            "token": _s(uuid.uuid4().hex),
+            "attempts": _n(0),
+        }
+        if detail:
+            item["detail"] = {"M": {k: _s(v) for k, v in detail.items()}}
+        try:
+            self._db.put_item(
+                TableName=self.table_name,
+                Item=item,
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": PARTITION_KEY},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) == _CONDITION_FAILED:
+                old = getattr(exc, "response", {}).get("Item")
+                return Recorded(False, _row(old) if old else self._must_get(key))
+            raise unavailable("dynamodb", "PutItem", exc) from exc
+        return Recorded(True, _row(item))
+
+    def forget_unsent(self, row: LedgerRow) -> bool:
+        """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
+        try:
+            self._db.delete_item(
+                TableName=self.table_name,
+                Key={PARTITION_KEY: _s(row.key.pk)},
+                ConditionExpression="#state = :received AND #token = :token",
+                ExpressionAttributeNames={"#state": "state", "#token": "token"},
+                ExpressionAttributeValues={
+                    ":received": _s(JobState.RECEIVED.value),
+                    ":token": _s(row.token or ""),
+                },
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) == _CONDITION_FAILED:
+                return False
+            raise unavailable("dynamodb", "DeleteItem", exc) from exc
+        return True
+
+    def mark_enqueued(self, row: LedgerRow) -> bool:
+        """Move a RECEIVED or ENQUEUED row to ENQUEUED (now), if nobody moved it since ``row``.
+
+        The condition on ``state_since`` makes concurrent re-enqueuers agree on one winner.
+        """
+        now = self._clock.time()
+        try:
+            self._db.update_item(
+                TableName=self.table_name,
+                Key={PARTITION_KEY: _s(row.key.pk)},
+                UpdateExpression=(
+                    "SET #state = :enqueued, #pending = :enqueued, #since = :now, #updated = :now"
+                ),
+                ConditionExpression="#state = :old_state AND #since = :old_since",
+                ExpressionAttributeNames={
+                    "#state": "state",
+                    "#pending": PENDING_STATE,
+                    "#since": STATE_SINCE,
+                    "#updated": "updated_at",
+                },
+                ExpressionAttributeValues={
+                    ":enqueued": _s(JobState.ENQUEUED.value),
+                    ":now": _n(now),
+                    ":old_state": _s(row.state.value),
+                    ":old_since": _n(row.state_since),
+                },
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) == _CONDITION_FAILED:
+                return False
+            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        return True
+
+    # -- processor -------------------------------------------------------------------------
+
+    def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
+        """Take the job's PROCESSING lease: from RECEIVED/ENQUEUED, an expired lease, or no row.
+
+        ``source`` is recorded only when the row did not exist (a job known from elsewhere).
+        """
+        now = self._clock.time()
+        names = {
+            "#pk": PARTITION_KEY,
+            "#state": "state",
+            "#pending": PENDING_STATE,
+            "#since": STATE_SINCE,
+            "#updated": "updated_at",
+            "#owner": "lease_owner",
+            "#until": "lease_until",
+            "#attempts": "attempts",
+            "#kind": "kind",
+            "#job": "job_id",
+            "#created": "created_at",
+            "#ttl": TTL_ATTRIBUTE,
+            "#source": "source",
+        }
+        values = {
+            ":processing": _s(JobState.PROCESSING.value),
+            ":received": _s(JobState.RECEIVED.value),
+            ":enqueued": _s(JobState.ENQUEUED.value),
+            ":now": _n(now),
+            ":owner": _s(owner),
+            ":until": _n(now + lease_seconds),
+            ":zero": _n(0),
+            ":one": _n(1),
+            ":kind": _s(key.kind.value),
+            ":job": _s(key.job_id),
+            ":ttl": _n(int(now) + self._ttl_seconds),
+            ":source": _s(source),
+        }
+        try:
+            response = self._db.update_item(
+                TableName=self.table_name,
+                Key={PARTITION_KEY: _s(key.pk)},
+                UpdateExpression=(
+                    "SET #state = :processing, #pending = :processing, #since = :now,"
+                    " #updated = :now, #owner = :owner, #until = :until,"
+                    " #attempts = if_not_exists(#attempts, :zero) + :one,"
+                    " #kind = if_not_exists(#kind, :kind), #job = if_not_exists(#job, :job),"
+                    " #created = if_not_exists(#created, :now), #ttl = if_not_exists(#ttl, :ttl),"
+                    " #source = if_not_exists(#source, :source)"
+                ),
+                ConditionExpression=(
+                    "attribute_not_exists(#pk) OR #state IN (:received, :enqueued)"
+                    " OR (#state = :processing AND #until < :now)"
+                ),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) == _CONDITION_FAILED:
+                old = getattr(exc, "response", {}).get("Item")
+                return LeaseResult(False, _row(old) if old else self.get(key))
+            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        return LeaseResult(True, _row(response["Attributes"]))
+
+    def release(self, key: JobKey, owner: str) -> LedgerRow:
+        """Give the lease back with the job still to do (not settled yet, API throttled)."""
+        now = self._clock.time()
+        return self._leased_update(
+            key,
+            owner,
+            "UpdateItem",
+            update=(
+                "SET #state = :enqueued, #pending = :enqueued, #since = :now, #updated = :now,"
+                " #releases = if_not_exists(#releases, :zero) + :one REMOVE #owner, #until"
+            ),
+            names={"#pending": PENDING_STATE, "#since": STATE_SINCE, "#releases": "releases"},
+            values={":enqueued": _s(JobState.ENQUEUED.value), ":zero": _n(0), ":one": _n(1)},
+            now=now,
+        )
+
+    def finish(
+        self, key: JobKey, owner: str, outcome: Outcome, detail: Mapping[str, str] | None = None
+    ) -> LedgerRow:
+        """Mark the job DONE with its one outcome; only the lease holder may."""
+        now = self._clock.time()
+        return self._leased_update(
+            key,
+            owner,
+            "UpdateItem",
+            update=(
+                "SET #state = :done, #outcome = :outcome, #updated = :now, #finished = :now,"
+                " #detail = :detail REMOVE #pending, #owner, #until"
+            ),
+            names={
+                "#outcome": "outcome",
+                "#finished": "finished_at",
+                "#detail": "detail",
+                "#pending": PENDING_STATE,
+            },
+            values={
+                ":done": _s(JobState.DONE.value),
+                ":outcome": _s(outcome.value),
+                ":detail": {"M": {k: _s(v) for k, v in (detail or {}).items()}},
+            },
+            now=now,
+        )
+
+    def _leased_update(
+        self,
+        key: JobKey,
+        owner: str,
+        operation: str,
+        *,
+        update: str,
+        names: Mapping[str, str],
+        values: Mapping[str, Any],
+        now: float,
+    ) -> LedgerRow:
+        try:
+            response = self._db.update_item(
+                TableName=self.table_name,
+                Key={PARTITION_KEY: _s(key.pk)},
+                UpdateExpression=update,
+                ConditionExpression="#state = :processing AND #owner = :owner",
+                ExpressionAttributeNames={
+                    "#state": "state",
+                    "#owner": "lease_owner",
+                    "#until": "lease_until",
+                    "#updated": "updated_at",
+                    **names,
+                },
+                ExpressionAttributeValues={
+                    ":processing": _s(JobState.PROCESSING.value),
+                    ":owner": _s(owner),
+                    ":now": _n(now),
+                    **values,
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) == _CONDITION_FAILED:
+                old = getattr(exc, "response", {}).get("Item")
+                raise LeaseLostError(key, _row(old) if old else None) from exc
+            raise unavailable("dynamodb", operation, exc) from exc
+        return _row(response["Attributes"])
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, key: JobKey) -> LedgerRow | None:
+        """The job's row, read consistently; None when unknown."""
+        try:
+            response = self._db.get_item(
+                TableName=self.table_name,
+                Key={PARTITION_KEY: _s(key.pk)},
+                ConsistentRead=True,
+            )
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "GetItem", exc) from exc
+        item = response.get("Item")
+        return _row(item) if item else None
+
+    def _must_get(self, key: JobKey) -> LedgerRow:
+        row = self.get(key)
+        if row is None:  # deleted between the failed put and this read: a forgotten orphan
+            raise LedgerError(f"{key.pk} vanished while being recorded")
+        return row
+
+    def pending(
+        self,
+        state: JobState,
+        *,
+        since_before: float,
+        limit: int = 100,
+        cursor: Mapping[str, Any] | None = None,
+    ) -> tuple[list[LedgerRow], dict[str, Any] | None]:
+        """Rows in ``state`` (not DONE) since before ``since_before``, oldest first, one page."""
+        if state is JobState.DONE:
+            raise ValueError("DONE rows are not in the pending index")
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": PENDING_INDEX,
+            "KeyConditionExpression": "#pending = :state AND #since < :before",
+            "ExpressionAttributeNames": {"#pending": PENDING_STATE, "#since": STATE_SINCE},
+            "ExpressionAttributeValues": {":state": _s(state.value), ":before": _n(since_before)},
+            "Limit": limit,
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = dict(cursor)
+        try:
+            response = self._db.query(**kwargs)
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "Query", exc) from exc
+        rows = [_row(item) for item in response.get("Items", [])]
+        return rows, response.get("LastEvaluatedKey")
+
+
+def new_owner_id(prefix: str = "") -> str:
+    """A lease owner id unique to one processing attempt."""
+    return f"{prefix}{uuid.uuid4().hex}"
+
+
+__all__: Sequence[str] = (
+    "DEFAULT_TTL_DAYS",
+    "PARTITION_KEY",
+    "PENDING_INDEX",
+    "TTL_ATTRIBUTE",
+    "JobKey",
+    "JobKind",
+    "JobState",
+    "LeaseLostError",
+    "LeaseResult",
+    "Ledger",
+    "LedgerError",
+    "LedgerRow",
+    "Outcome",
+    "Recorded",
+    "new_owner_id",
+)

@@ -1,0 +1,106 @@
+"""Reading a delivery's job id, event and job kind from configurable field locations.
+
+Defaults follow the contract's envelope (``event``, ``data.job_id``) and fall back to the
+seed article's flat fields (``event_type``, ``job_id``): the real payload is unpublished.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scrape_pipeline.ledger import JobKind
+
+# Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
+# an expression or a log-injection payload.
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+EVENT_KINDS: Mapping[str, JobKind] = {
+    "extract_completed": JobKind.EXTRACT,
+    "batch_completed": JobKind.BATCH,
+    "crawl_completed": JobKind.CRAWL,
+}
+
+
+class PayloadError(ValueError):
+    """The delivery is not a usable job notification (answered 400)."""
+
+
+@dataclass(frozen=True)
+class FieldLocations:
+    """Dotted paths tried in order; the first present value wins."""
+
+    job_id: Sequence[str] = ("data.job_id", "job_id")
+    event: Sequence[str] = ("event", "event_type")
+    # Empty: the kind follows from the event name (extract_completed -> extract).
+    kind: Sequence[str] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> FieldLocations:
+        """``JOB_ID_FIELDS``, ``EVENT_FIELDS``, ``JOB_KIND_FIELDS``: comma-separated paths."""
+
+        def paths(name: str, default: Sequence[str]) -> tuple[str, ...]:
+            raw = env.get(name, "")
+            parts = tuple(p.strip() for p in raw.split(",") if p.strip())
+            return parts or tuple(default)
+
+        return cls(
+            job_id=paths("JOB_ID_FIELDS", cls.job_id),
+            event=paths("EVENT_FIELDS", cls.event),
+            kind=paths("JOB_KIND_FIELDS", cls.kind),
+        )
+
+
+@dataclass(frozen=True)
+class Notification:
+    """What the receiver needs from a delivery: which job, and of what kind."""
+
+    kind: JobKind
+    job_id: str
+    event: str
+
+
+def _lookup(document: Mapping[str, Any], path: str) -> Any:
+    node: Any = document
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
+    for path in paths:
+        value = _lookup(document, path)
+        if value is not None:
+            return value
+    return None
+
+
+def read_notification(
+    document: Any, locations: FieldLocations, event_header: str | None = None
+) -> Notification:
+    """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
+    if not isinstance(document, Mapping):
+        raise PayloadError("body must be a JSON object")
+    job_id = _first(document, locations.job_id)
+    if job_id is None:
+        raise PayloadError("missing job id")
+    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
+        raise PayloadError("malformed job id")
+    event = _first(document, locations.event) or event_header
+    if not isinstance(event, str) or not event:
+        raise PayloadError("missing event type")
+    kind_value = _first(document, locations.kind) if locations.kind else None
+    if kind_value is not None:
+        try:
+            kind = JobKind(kind_value)
+        except ValueError:
+            raise PayloadError("unknown job kind") from None
+    elif event in EVENT_KINDS:
+        kind = EVENT_KINDS[event]
+    else:
+        raise PayloadError("unknown event type")
+    return Notification(kind=kind, job_id=job_id, event=event)

@@ -1,0 +1,61 @@
+"""The job queue: messages carry only ``{kind, job_id}``; the processor fetches the real state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
+from scrape_pipeline.ledger import JobKey, JobKind
+
+if TYPE_CHECKING:
+    from types_boto3_sqs.client import SQSClient
+
+
+@dataclass(frozen=True)
+class JobMessage:
+    """A queue message: which job, and who enqueued it (for the gap metrics)."""
+
+    key: JobKey
+    source: str
+
+    def to_json(self) -> str:
+        """The message body."""
+        return json.dumps(
+            {"kind": self.key.kind.value, "job_id": self.key.job_id, "source": self.source},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, body: str) -> JobMessage:
+        """Read a message body; ``ValueError`` when it is not one of ours."""
+        data: Any = json.loads(body)
+        if not isinstance(data, Mapping) or not isinstance(data.get("job_id"), str):
+            raise ValueError("not a job message")
+        return cls(JobKey(JobKind(data["kind"]), data["job_id"]), str(data.get("source", "")))
+
+
+class JobQueue:
+    """Sends job messages to SQS."""
+
+    def __init__(self, queue_url: str, *, client: SQSClient | None = None) -> None:
+        if client is None:
+            import boto3  # noqa: PLC0415 - only when no client is injected
+
+            client = boto3.client("sqs")
+        self.queue_url = queue_url
+        self._sqs = client
+
+    def send(self, message: JobMessage, *, delay_seconds: int = 0) -> str:
+        """Enqueue one job; returns the SQS message id."""
+        try:
+            response = self._sqs.send_message(
+                QueueUrl=self.queue_url,
+                MessageBody=message.to_json(),
+                DelaySeconds=delay_seconds,
+            )
+        except AWS_ERRORS as exc:
+            raise unavailable("sqs", "SendMessage", exc) from exc
+        return response["MessageId"]

@@ -1,0 +1,234 @@
+"""The webhook receiver's logic: verify, record once, enqueue; answer within milliseconds.
+
+Independent of Lambda and API Gateway, so the handler, the local stack and the tests run the
+same code. Every outcome is an ``Answer``; errors become statuses here and nowhere else:
+
+    body too large            413   nothing read further
+    signature invalid         401   nothing parsed, nothing written
+    body or job id invalid    400   nothing written
+    new job                   200 accepted    ledger put + SQS send (2 AWS calls)
+    known job                 200 duplicate   ledger put only (1 AWS call)
+    RECEIVED row gone stale   200 accepted    a crashed earlier delivery is re-enqueued
+    AWS failing               503   the sender retries; no orphan row is left
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, JobKey, JobState, Ledger, LedgerError
+from scrape_pipeline.payload import FieldLocations, PayloadError, read_notification
+from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.secret_store import SecretStore
+from scrape_pipeline.signatures import SignatureConfig, SignatureError, verify
+
+SOURCE_WEBHOOK = "webhook"
+EVENT_HEADER = "x-webhook-event"
+_NO_MATCH = frozenset({"no matching signature", "no valid secret"})
+
+
+@dataclass(frozen=True)
+class ReceiverSettings:
+    """The receiver's configuration (environment variables in brackets).
+
+    | variable | default | why |
+    |---|---|---|
+    | LEDGER_TABLE_NAME | (required) | the ledger table |
+    | QUEUE_URL | (required) | the job queue |
+    | WEBHOOK_SECRET_ID | (required) | Secrets Manager id of the secret bundle |
+    | MAX_BODY_BYTES | 262144 | larger deliveries are refused (413) before any work |
+    | SECRET_CACHE_SECONDS | 60 | how stale a cached secret may be |
+    | SECRET_REFRESH_MIN_SECONDS | 5 | at most one forced refresh this often per container |
+    | LEDGER_TTL_DAYS | 90 | rows outlive every sender's retries (Svix: 14 days) |
+    | RESEND_AFTER_SECONDS | 120 | a RECEIVED row this old means its writer crashed |
+    | SIGNATURE_* | see signatures.py | scheme, header, encoding, prefix, tolerance |
+    | JOB_ID_FIELDS, EVENT_FIELDS, JOB_KIND_FIELDS | see payload.py | where the job is |
+    """
+
+    table_name: str
+    queue_url: str
+    secret_id: str
+    signature: SignatureConfig = field(default_factory=SignatureConfig)
+    fields: FieldLocations = field(default_factory=FieldLocations)
+    max_body_bytes: int = 262_144
+    secret_cache_seconds: float = 60.0
+    secret_refresh_min_seconds: float = 5.0
+    ttl_days: int = DEFAULT_TTL_DAYS
+    resend_after_seconds: float = 120.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ReceiverSettings:
+        """Read and validate the settings; ``ValueError`` names what is wrong."""
+        env = os.environ if env is None else env
+        missing = [
+            n for n in ("LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID") if not env.get(n)
+        ]
+        if missing:
+            raise ValueError(f"missing settings: {', '.join(missing)}")
+        return cls(
+            table_name=env["LEDGER_TABLE_NAME"],
+            queue_url=env["QUEUE_URL"],
+            secret_id=env["WEBHOOK_SECRET_ID"],
+            signature=SignatureConfig.from_env(env),
+            fields=FieldLocations.from_env(env),
+            max_body_bytes=int(env.get("MAX_BODY_BYTES") or cls.max_body_bytes),
+            secret_cache_seconds=float(env.get("SECRET_CACHE_SECONDS") or cls.secret_cache_seconds),
+            secret_refresh_min_seconds=float(
+                env.get("SECRET_REFRESH_MIN_SECONDS") or cls.secret_refresh_min_seconds
+            ),
+            ttl_days=int(env.get("LEDGER_TTL_DAYS") or cls.ttl_days),
+            resend_after_seconds=float(env.get("RESEND_AFTER_SECONDS") or cls.resend_after_seconds),
+        )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to tell the sender, and what happened (the metric to count)."""
+
+    status: int
+    body: dict[str, str]
+    outcome: str
+    job: JobKey | None = None
+    reason: str | None = None
+
+
+OUTCOME_METRICS: Mapping[str, str] = {
+    "accepted": "WebhookAccepted",
+    "duplicate": "WebhookDuplicate",
+    "recovered": "WebhookRecovered",
+    "signature_rejected": "SignatureRejected",
+    "bad_request": "WebhookBadRequest",
+    "too_large": "WebhookBadRequest",
+    "unavailable": "ReceiverUnavailable",
+}
+
+
+def unavailable_answer(reason: str, job: JobKey | None = None) -> Answer:
+    """503: the sender must retry; nothing was recorded that a retry would not fix."""
+    return Answer(503, {"error": "temporarily unavailable"}, "unavailable", job, reason)
+
+
+class Receiver:
+    """Verify, record, enqueue."""
+
+    def __init__(
+        self,
+        settings: ReceiverSettings,
+        *,
+        ledger: Ledger,
+        queue: JobQueue,
+        secrets: SecretStore,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.settings = settings
+        self._ledger = ledger
+        self._queue = queue
+        self._secrets = secrets
+        self._clock = clock
+
+    def handle(self, body: bytes, headers: Mapping[str, str]) -> Answer:
+        """Answer one delivery, given its exact bytes and headers."""
+        if len(body) > self.settings.max_body_bytes:
+            return Answer(413, {"error": "body too large"}, "too_large", reason="body too large")
+        try:
+            self._verify(body, headers)
+        except SignatureError as exc:
+            if exc.reason == "no valid secret":
+                # Our configuration, not the sender's fault: make it retry, and alarm.
+                return unavailable_answer("no valid secret configured")
+            return Answer(
+                401, {"error": "invalid signature"}, "signature_rejected", reason=exc.reason
+            )
+        except (AWSUnavailableError, ValueError) as exc:
+            # ValueError: the stored bundle is malformed; a retry after it is fixed succeeds.
+            return unavailable_answer(f"secret unavailable: {type(exc).__name__}")
+        try:
+            document = json.loads(body)
+            note = read_notification(document, self.settings.fields, _header(headers, EVENT_HEADER))
+        except PayloadError as exc:
+            return Answer(400, {"error": str(exc)}, "bad_request", reason=str(exc))
+        except (ValueError, RecursionError):
+            return Answer(400, {"error": "body is not JSON"}, "bad_request", reason="invalid JSON")
+        key = JobKey(note.kind, note.job_id)
+        try:
+            return self._record_and_enqueue(key, note.event)
+        except (AWSUnavailableError, LedgerError) as exc:
+            return unavailable_answer(str(exc), key)
+
+    def _verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        now = self._clock.time()
+        config = self.settings.signature
+        try:
+            verify(config, headers, body, self._secrets.secrets(), now)
+        except SignatureError as exc:
+            if exc.reason not in _NO_MATCH:
+                raise
+            # Maybe the secret was rotated since we cached it: read it anew, once.
+            fresh = self._secrets.refreshed()
+            if fresh is None:
+                raise
+            verify(config, headers, body, fresh, now)
+
+    def _record_and_enqueue(self, key: JobKey, event: str) -> Answer:
+        message = JobMessage(key, SOURCE_WEBHOOK)
+        recorded = self._ledger.record(key, source=SOURCE_WEBHOOK, detail={"event": event})
+        accepted = {"status": "accepted", "kind": key.kind.value, "job_id": key.job_id}
+        if recorded.created:
+            try:
+                self._queue.send(message)
+            except AWSUnavailableError:
+                # Undo our row so the sender's retry records it afresh; if the undo fails too,
+                # the stale RECEIVED row is re-enqueued by a later delivery or the reconciler.
+                with contextlib.suppress(AWSUnavailableError):
+                    self._ledger.forget_unsent(recorded.row)
+                raise
+            return Answer(200, accepted, "accepted", key)
+        row = recorded.row
+        stale_before = self._clock.time() - self.settings.resend_after_seconds
+        # A RECEIVED row this old means its writer died between the put and the send:
+        # this delivery finishes the job (mark_enqueued lets one of several duplicates win).
+        stale = row.state is JobState.RECEIVED and row.state_since < stale_before
+        if stale and self._ledger.mark_enqueued(row):
+            self._queue.send(message)
+            return Answer(200, accepted, "recovered", key)
+        duplicate = {"status": "duplicate", "kind": key.kind.value, "job_id": key.job_id}
+        return Answer(200, duplicate, "duplicate", key)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def build_receiver(
+    env: Mapping[str, str] | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> Receiver:
+    """The receiver wired to AWS from the environment (boto3 honours ``AWS_ENDPOINT_URL``)."""
+    settings = ReceiverSettings.from_env(env)
+    import boto3  # noqa: PLC0415 - keeps this module importable without AWS set up
+
+    return Receiver(
+        settings,
+        ledger=Ledger(
+            settings.table_name,
+            client=boto3.client("dynamodb"),
+            ttl_days=settings.ttl_days,
+            clock=clock,
+        ),
+        queue=JobQueue(settings.queue_url, client=boto3.client("sqs")),
+        secrets=SecretStore(
+            settings.secret_id,
+            max_age=settings.secret_cache_seconds,
+            min_refresh_interval=settings.secret_refresh_min_seconds,
+            clock=clock,
+        ),
+        clock=clock,
+    )

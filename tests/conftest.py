@@ -1,0 +1,38 @@
+"""Suite-wide fixtures: a clean, offline AWS environment for every test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+OFFLINE_AWS_ENV = {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    # Powertools raises on flush without a namespace, tests included (field-notes.md).
+    "POWERTOOLS_METRICS_NAMESPACE": "ScrapePipelineTest",
+    "POWERTOOLS_SERVICE_NAME": "test",
+    "POWERTOOLS_DEV": "false",
+}
+
+
+# Handlers build their Logger and Metrics at import, as in Lambda: the environment must be
+# there before any test module imports one.
+for _name in ("POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_SERVICE_NAME"):
+    os.environ.setdefault(_name, OFFLINE_AWS_ENV[_name])
+
+
+@pytest.fixture(autouse=True)
+def offline_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test reaches real AWS or reads the developer's credentials."""
+    for name, value in OFFLINE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "GEONODE_SCRAPER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    yield

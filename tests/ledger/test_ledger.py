@@ -1,0 +1,220 @@
+"""The ledger's state machine over DynamoDB conditional writes (moto; fake clock)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import httpx
+import pytest
+from moto import mock_aws
+
+from devstack.clock import ManualClock
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.ledger import (
+    JobKey,
+    JobKind,
+    JobState,
+    LeaseLostError,
+    Ledger,
+    Outcome,
+)
+from tests.support.template import create_ledger_table, moto_server
+
+KEY = JobKey(JobKind.EXTRACT, "job-1")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def ledger(clock: ManualClock) -> Iterator[Ledger]:
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_ledger_table(client, "ledger")
+        yield Ledger("ledger", client=client, clock=clock)
+
+
+def test_ledger_record_creates_once(ledger: Ledger):
+    first = ledger.record(KEY, source="webhook", detail={"event": "extract_completed"})
+    second = ledger.record(KEY, source="reconciler")
+
+    assert first.created and not second.created
+    assert second.row.state is JobState.RECEIVED
+    assert second.row.source == "webhook"  # the old row, untouched
+    assert second.row.detail == {"event": "extract_completed"}
+    assert second.row.token == first.row.token
+
+
+def test_ledger_key_is_per_kind(ledger: Ledger):
+    assert ledger.record(JobKey(JobKind.BATCH, "x"), source="s").created
+    assert ledger.record(JobKey(JobKind.CRAWL, "x"), source="s").created
+    assert JobKey.from_pk("crawl#x") == JobKey(JobKind.CRAWL, "x")
+
+
+def test_ledger_acquire_is_exclusive_until_lease_expires(ledger: Ledger, clock: ManualClock):
+    ledger.record(KEY, source="webhook")
+    first = ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    busy = ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+    clock.advance(61)
+    taken_over = ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+
+    assert first.granted and first.row is not None and first.row.attempts == 1
+    assert not busy.granted and busy.row is not None and busy.row.lease_owner == "w1"
+    assert taken_over.granted and taken_over.row is not None
+    assert taken_over.row.lease_owner == "w2" and taken_over.row.attempts == 2
+    # the first holder's lease is gone: it can no longer finish the job
+    with pytest.raises(LeaseLostError) as info:
+        ledger.finish(KEY, "w1", Outcome.STORED)
+    assert info.value.row is not None and info.value.row.lease_owner == "w2"
+
+
+def test_ledger_acquire_creates_row_for_unknown_job(ledger: Ledger):
+    result = ledger.acquire(KEY, "w1", lease_seconds=60, source="reconciler:job_list")
+    assert result.granted and result.row is not None
+    assert result.row.state is JobState.PROCESSING and result.row.source == "reconciler:job_list"
+    row = ledger.get(KEY)
+    assert row is not None and row.created_at > 0
+
+
+def test_ledger_finish_is_final(ledger: Ledger, clock: ManualClock):
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    done = ledger.finish(KEY, "w1", Outcome.STORED, {"s3_key": "results/extract/job-1"})
+    clock.advance(3600)
+    again = ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+
+    assert done.is_done and done.outcome is Outcome.STORED and done.lease_owner is None
+    assert done.detail == {"s3_key": "results/extract/job-1"}
+    assert not again.granted and again.row is not None and again.row.is_done
+    assert ledger.record(KEY, source="webhook").created is False
+
+
+def test_ledger_release_returns_job_to_enqueued(ledger: Ledger):
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    row = ledger.release(KEY, "w1")
+    assert row.state is JobState.ENQUEUED and row.releases == 1 and row.lease_owner is None
+    assert ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs").granted
+    with pytest.raises(LeaseLostError):
+        ledger.release(KEY, "w1")
+
+
+def test_ledger_pending_finds_stale_rows_not_done_ones(ledger: Ledger, clock: ManualClock):
+    keys = [JobKey(JobKind.EXTRACT, f"j{i}") for i in range(5)]
+    for key in keys:
+        ledger.record(key, source="webhook")
+        clock.advance(10)
+    ledger.acquire(keys[0], "w", lease_seconds=5, source="sqs")
+    ledger.finish(keys[0], "w", Outcome.STORED)
+
+    stale, _ = ledger.pending(JobState.RECEIVED, since_before=clock.time() - 15)
+    processing, _ = ledger.pending(JobState.PROCESSING, since_before=clock.time() + 1)
+
+    assert [r.key.job_id for r in stale] == ["j1", "j2", "j3"]  # oldest first, j4 too fresh
+    assert processing == []  # DONE rows left the index
+
+
+def test_ledger_pending_pages_with_cursor(ledger: Ledger, clock: ManualClock):
+    for i in range(7):
+        ledger.record(JobKey(JobKind.EXTRACT, f"p{i}"), source="s")
+        clock.advance(1)
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        rows, cursor = ledger.pending(
+            JobState.RECEIVED, since_before=clock.time(), limit=3, cursor=cursor
+        )
+        seen.extend(r.key.job_id for r in rows)
+        if cursor is None:
+            break
+    assert seen == [f"p{i}" for i in range(7)]
+
+
+def test_ledger_pending_rejects_done(ledger: Ledger):
+    with pytest.raises(ValueError, match="DONE"):
+        ledger.pending(JobState.DONE, since_before=0)
+
+
+def test_ledger_forget_unsent_only_own_received_row(ledger: Ledger):
+    mine = ledger.record(KEY, source="webhook").row
+    impostor = ledger.record(JobKey(JobKind.EXTRACT, "other"), source="webhook").row
+    assert ledger.forget_unsent(impostor.__class__(**{**impostor.__dict__, "key": KEY})) is False
+    assert ledger.forget_unsent(mine) is True
+    assert ledger.get(KEY) is None
+
+
+def test_ledger_forget_unsent_refuses_once_processing(ledger: Ledger):
+    row = ledger.record(KEY, source="webhook").row
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    assert ledger.forget_unsent(row) is False
+    assert ledger.get(KEY) is not None
+
+
+def test_ledger_mark_enqueued_has_one_winner(ledger: Ledger, clock: ManualClock):
+    snapshot = ledger.record(KEY, source="webhook").row
+    clock.advance(5)
+    assert ledger.mark_enqueued(snapshot) is True
+    assert ledger.mark_enqueued(snapshot) is False  # a concurrent re-enqueuer with the same view
+    row = ledger.get(KEY)
+    assert row is not None and row.state is JobState.ENQUEUED and row.state_since == clock.time()
+
+
+def test_ledger_aws_failure_is_unavailable_error(clock: ManualClock):
+    with mock_aws():
+        ledger = Ledger("missing-table", client=boto3.client("dynamodb"), clock=clock)
+        with pytest.raises(AWSUnavailableError) as info:
+            ledger.record(KEY, source="webhook")
+    assert info.value.code == "ResourceNotFoundException"
+
+
+def test_ledger_record_rejects_later_states(ledger: Ledger):
+    with pytest.raises(ValueError, match="RECEIVED or ENQUEUED"):
+        ledger.record(KEY, source="s", state=JobState.DONE)
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint() -> Iterator[str]:
+    server, endpoint = moto_server()
+    yield endpoint
+    server.stop()
+
+
+def test_ledger_concurrent_records_create_exactly_one(moto_endpoint: str, clock: ManualClock):
+    # GIVEN a real moto server (thread-safe, over HTTP) and 50 writers racing on one job
+    httpx.post(f"{moto_endpoint}/moto-api/reset")
+    client = boto3.client("dynamodb", endpoint_url=moto_endpoint)
+    create_ledger_table(client, "race")
+    ledger = Ledger("race", client=client, clock=clock)
+    start = threading.Barrier(50)
+
+    def write(_: int) -> bool:
+        start.wait()
+        return ledger.record(KEY, source="webhook").created
+
+    with ThreadPoolExecutor(50) as pool:
+        created = list(pool.map(write, range(50)))
+
+    assert created.count(True) == 1
+    assert len(client.scan(TableName="race")["Items"]) == 1
+
+
+def test_ledger_concurrent_acquires_grant_one_lease(moto_endpoint: str, clock: ManualClock):
+    httpx.post(f"{moto_endpoint}/moto-api/reset")
+    client = boto3.client("dynamodb", endpoint_url=moto_endpoint)
+    create_ledger_table(client, "race2")
+    ledger = Ledger("race2", client=client, clock=clock)
+    ledger.record(KEY, source="webhook")
+    start = threading.Barrier(20)
+
+    def take(i: int) -> bool:
+        start.wait()
+        return ledger.acquire(KEY, f"w{i}", lease_seconds=60, source="sqs").granted
+
+    with ThreadPoolExecutor(20) as pool:
+        granted = list(pool.map(take, range(20)))
+    assert granted.count(True) == 1

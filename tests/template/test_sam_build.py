@@ -1,0 +1,188 @@
+"""`sam build` (no container) produces a layer and handlers that import as Lambda imports them.
+
+Each check runs in a fresh python3.12 started with -I -S -B: no site-packages, no PYTHONPATH, no
+editable install of scrape_pipeline; only the built directories on sys.path, plus the few
+packages the Lambda python3.12 runtime itself provides (boto3 and its dependencies).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.template.helpers import (
+    REGION,
+    REPO,
+    SAM,
+    SAM_VENV_BIN,
+    TEMPLATE,
+    describe,
+    function_environment,
+    function_property,
+    load_template,
+    require_sam_tools,
+    resources_of_type,
+    run,
+    tool_env,
+)
+
+LAYER = "SharedLayer"
+LAYER_MODULES = ("scrape_pipeline", "scrape_pipeline.signatures", "aws_lambda_powertools", "httpx")
+# What the python3.12 Lambda runtime ships besides the standard library.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six")
+
+# Imports modules with sys.path set to argv[1] (JSON list), prints where each came from.
+_IMPORT_SCRIPT = """
+import importlib, json, sys
+paths, modules, attribute = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+sys.path[:0] = paths
+report = {}
+for name in modules:
+    module = importlib.import_module(name)
+    report[name] = module.__file__
+if attribute:
+    report["callable"] = callable(getattr(importlib.import_module(modules[-1]), attribute, None))
+for name in ("scrape_pipeline", "aws_lambda_powertools", "httpx"):
+    if name in sys.modules:
+        report.setdefault(name, sys.modules[name].__file__)
+print(json.dumps(report))
+"""
+
+FUNCTIONS = sorted(resources_of_type(load_template(), "AWS::Serverless::Function"))
+
+
+def _python312() -> Path:
+    """The base python3.12 (not a venv): what SAM's python3.12 workflow needs on PATH."""
+    base = Path(sys.base_prefix) / "bin" / "python3.12"
+    if base.is_file():
+        return base
+    found = shutil.which("python3.12")
+    if found is None:
+        pytest.fail("python3.12 is not on PATH: `sam build` for runtime python3.12 needs it")
+    return Path(found)
+
+
+def _fresh_import(
+    paths: list[Path], modules: list[str], attribute: str = "", env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Import modules in an isolated python3.12 with only `paths` on sys.path."""
+    args: list[str | Path] = [_python312(), "-I", "-S", "-B", "-c", _IMPORT_SCRIPT]
+    args += [json.dumps([str(p) for p in paths]), json.dumps(modules), attribute]
+    result = run(args, cwd=paths[0], env=env, timeout=60)
+    assert result.returncode == 0, describe(result)
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def _is_under(file: str | None, directory: Path) -> bool:
+    return file is not None and Path(file).resolve().is_relative_to(directory.resolve())
+
+
+def _placeholder(value: Any, template: dict[str, Any]) -> str:
+    """An environment value as Lambda would see it: parameter defaults, resource stand-ins."""
+    if isinstance(value, dict) and "Ref" in value:
+        name = value["Ref"]
+        parameter = template.get("Parameters", {}).get(name)
+        return str(parameter.get("Default", "")) if parameter else f"placeholder-{name}"
+    if isinstance(value, dict):
+        return f"placeholder-{next(iter(value))}"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`sam build` of the repository, once per module, into a temporary directory.
+
+    --no-cached overrides samconfig.toml: SAM keeps its build graph next to the build dir and
+    its caches under the working directory; a test must not write into the repository.
+    """
+    require_sam_tools()
+    work = tmp_path_factory.mktemp("sam-build")
+    out = work / "build"
+    args: list[str | Path] = [SAM, "build", "--template", TEMPLATE, "--build-dir", out]
+    args += ["--base-dir", REPO, "--no-cached", "--parallel"]
+    env = tool_env(path_prefix=[SAM_VENV_BIN, _python312().parent])
+    result = run(args, cwd=work, env=env, timeout=300)
+    assert result.returncode == 0, f"sam build failed:\n{describe(result)}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding only what the Lambda runtime provides (linked from this venv)."""
+    out = tmp_path_factory.mktemp("lambda-runtime")
+    for name in RUNTIME_PROVIDED:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None, f"{name} is not installed"
+        locations = spec.submodule_search_locations
+        source = Path(next(iter(locations))) if locations else Path(spec.origin)
+        (out / source.name).symlink_to(source)
+    return out
+
+
+def test_built_layer_imports_package_and_dependencies(build_dir: Path) -> None:
+    # GIVEN the built layer's python/ directory, alone on sys.path
+    layer_python = build_dir / LAYER / "python"
+    # WHEN a fresh python3.12 imports the shared package and its dependencies
+    report = _fresh_import([layer_python], list(LAYER_MODULES))
+    # THEN each one comes from the layer (SAM put layers/shared/ under python/ itself)
+    for module in LAYER_MODULES:
+        assert _is_under(report[module], layer_python), f"{module} from {report[module]}"
+
+
+def test_built_layer_ships_the_pinned_dependency_versions(build_dir: Path) -> None:
+    # GIVEN the layer's requirements and the distributions sam build installed
+    layer_python = build_dir / LAYER / "python"
+    pins = dict(
+        line.split("==")
+        for line in (REPO / "layers" / "shared" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    installed = {p.name.removesuffix(".dist-info") for p in layer_python.glob("*.dist-info")}
+    # THEN each pinned version is the one in the layer
+    assert pins
+    for name, version in pins.items():
+        assert f"{name.replace('-', '_')}-{version}" in installed, (name, sorted(installed))
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_built_function_handler_loads(
+    build_dir: Path, runtime_dir: Path, function: str, tmp_path: Path
+) -> None:
+    # GIVEN a built function, the built layer and the runtime's own packages, in Lambda's order
+    template = load_template()
+    module, _, attribute = function_property(template, function, "Handler").rpartition(".")
+    function_dir = build_dir / function
+    layer_python = build_dir / LAYER / "python"
+    # AND the function's environment from the template (parameters at their defaults)
+    env = {
+        name: _placeholder(value, template)
+        for name, value in function_environment(template, function).items()
+    }
+    env.update(
+        PATH="/usr/bin:/bin",
+        HOME=str(tmp_path),
+        AWS_REGION=REGION,
+        AWS_DEFAULT_REGION=REGION,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_LAMBDA_FUNCTION_NAME=function,
+    )
+    assert env["POWERTOOLS_METRICS_NAMESPACE"]
+    # WHEN a fresh python3.12 imports the handler module
+    report = _fresh_import([function_dir, layer_python, runtime_dir], [module], attribute, env)
+    # THEN the handler is there and callable, with the shared code from the layer
+    assert report["callable"] is True
+    assert _is_under(report[module], function_dir)
+    # (handlers are wiring over scrape_pipeline, so every one imports it)
+    assert "scrape_pipeline" in report, "the handler does not import scrape_pipeline"
+    for shared in ("scrape_pipeline", "aws_lambda_powertools"):
+        if shared in report:
+            assert _is_under(report[shared], layer_python), f"{shared} from {report[shared]}"

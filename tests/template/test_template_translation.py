@@ -1,0 +1,415 @@
+"""The wiring of template.yaml, asserted on the CloudFormation SAM translates it to.
+
+Translation is what CloudFormation deploys, so these assertions hold for the real stack:
+what the receiver may do, what the API hands it, how the ledger and the queues are shaped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.template.helpers import (
+    Translation,
+    function_environment,
+    function_property,
+    only_resource,
+    parameter_default,
+    resources_of_type,
+)
+
+RECEIVER = "ReceiverFunction"
+WEBHOOK_ROUTE = "/webhooks/{provider}"
+BINARY_MEDIA_EXTENSION = "x-amazon-apigateway-binary-media-types"
+
+# The receiver's whole IAM surface. A new action must be added here on purpose.
+RECEIVER_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "sqs:SendMessage*",  # SAM's SQSSendMessagePolicy: SendMessage and SendMessageBatch
+    "secretsmanager:GetSecretValue",
+}
+GUARDED_SERVICES = ("dynamodb", "sqs", "secretsmanager")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        statement
+        for policy in role["Properties"].get("Policies", [])
+        for statement in _as_list(policy["PolicyDocument"]["Statement"])
+    ]
+
+
+def _references(value: Any, logical_id: str) -> bool:
+    """Whether an intrinsic (Ref, GetAtt, Sub and its variables) points at a resource."""
+    text = json.dumps(value)
+    return f'"Ref": "{logical_id}"' in text or f'"{logical_id}", ' in text
+
+
+def _rest_api_body(cfn: dict[str, Any]) -> dict[str, Any]:
+    _, api = only_resource(cfn, "AWS::ApiGateway::RestApi")
+    body: dict[str, Any] = api["Properties"]["Body"]
+    return body
+
+
+def _alarm(cfn: dict[str, Any], metric_name: str) -> dict[str, Any]:
+    matches = [
+        alarm["Properties"]
+        for alarm in resources_of_type(cfn, "AWS::CloudWatch::Alarm").values()
+        if alarm["Properties"].get("MetricName") == metric_name
+    ]
+    assert len(matches) == 1, f"expected one alarm on {metric_name}, found {len(matches)}"
+    alarm: dict[str, Any] = matches[0]
+    return alarm
+
+
+def _dimensions(alarm: dict[str, Any]) -> dict[str, Any]:
+    return {d["Name"]: d["Value"] for d in alarm.get("Dimensions", [])}
+
+
+def test_translation_resolves_no_managed_policy_name(translation: Translation) -> None:
+    # GIVEN the template translated with a managed-policy loader that knows no name
+    # THEN the translator never needed it (online it would call IAM and fail offline)
+    assert translation.loader_calls == 0
+    # AND every managed policy attached to a role is already an ARN
+    for name, role in resources_of_type(translation.template, "AWS::IAM::Role").items():
+        for arn in role["Properties"].get("ManagedPolicyArns", []):
+            text = arn if isinstance(arn, str) else arn.get("Fn::Sub", "")
+            assert text.startswith("arn:"), f"{name} attaches a policy by name: {arn!r}"
+
+
+def test_rest_api_binary_media_types_accept_every_type(cfn: dict[str, Any]) -> None:
+    # GIVEN the REST API SAM generated
+    _, api = only_resource(cfn, "AWS::ApiGateway::RestApi")
+    body_types = api["Properties"]["Body"].get(BINARY_MEDIA_EXTENSION, [])
+    property_types = api["Properties"].get("BinaryMediaTypes", [])
+    # THEN every content type is binary: the body reaches the receiver as exact bytes (base64)
+    assert "*/*" in body_types or "*/*" in property_types
+
+
+def test_webhook_route_post_integrates_receiver(cfn: dict[str, Any]) -> None:
+    # GIVEN the REST API's OpenAPI body
+    paths = _rest_api_body(cfn)["paths"]
+    # THEN the only route is POST /webhooks/{provider}
+    assert set(paths) == {WEBHOOK_ROUTE}
+    assert set(paths[WEBHOOK_ROUTE]) == {"post"}
+    # AND it is a Lambda proxy integration of the receiver
+    integration = paths[WEBHOOK_ROUTE]["post"]["x-amazon-apigateway-integration"]
+    assert integration["type"] == "aws_proxy"
+    assert integration["httpMethod"] == "POST"
+    assert f"${{{RECEIVER}.Arn}}" in integration["uri"]["Fn::Sub"]
+    # AND API Gateway may invoke the receiver for that route
+    permissions = [
+        p["Properties"]
+        for p in resources_of_type(cfn, "AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == {"Ref": RECEIVER}
+    ]
+    assert len(permissions) == 1
+    assert permissions[0]["Principal"] == "apigateway.amazonaws.com"
+    assert "/POST/webhooks/" in json.dumps(permissions[0]["SourceArn"])
+
+
+def test_webhook_stage_name_and_throttling_come_from_parameters(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    # GIVEN the one stage SAM generated (no extra default stage named "Stage")
+    _, stage = only_resource(cfn, "AWS::ApiGateway::Stage")
+    for deployment in resources_of_type(cfn, "AWS::ApiGateway::Deployment").values():
+        assert "StageName" not in deployment["Properties"]
+    # THEN its name is the StageName parameter, v1 by default
+    assert stage["Properties"]["StageName"] == {"Ref": "StageName"}
+    assert parameter_default(template, "StageName") == "v1"
+    # AND every method is throttled by the rate and burst parameters
+    [settings] = stage["Properties"]["MethodSettings"]
+    assert settings["ResourcePath"] == "/*"
+    assert settings["HttpMethod"] == "*"
+    assert settings["ThrottlingRateLimit"] == {"Ref": "ApiThrottlingRateLimit"}
+    assert settings["ThrottlingBurstLimit"] == {"Ref": "ApiThrottlingBurstLimit"}
+    assert parameter_default(template, "ApiThrottlingRateLimit") > 0
+    assert parameter_default(template, "ApiThrottlingBurstLimit") > 0
+
+
+def test_job_queue_redrive_targets_dlq_with_parameter_max_receive_count(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    # GIVEN the job queue's redrive policy
+    redrive = cfn["Resources"]["JobQueue"]["Properties"]["RedrivePolicy"]
+    # THEN poison messages go to the dead-letter queue after MaxReceiveCount receives
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["JobDeadLetterQueue", "Arn"]}
+    assert redrive["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
+    assert parameter_default(template, "MaxReceiveCount") == 5
+
+
+def test_job_queue_visibility_timeout_covers_six_processor_timeouts(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    # GIVEN the processor's timeout parameter and the queue's visibility timeout
+    timeout = template["Parameters"]["ProcessorTimeoutSeconds"]
+    visibility = int(cfn["Resources"]["JobQueue"]["Properties"]["VisibilityTimeout"])
+    # THEN the queue hides a message for at least 6 processor timeouts (SQS guidance),
+    assert parameter_default(template, "ProcessorTimeoutSeconds") == 60
+    assert visibility >= 6 * int(timeout["Default"])
+    # AND for any value the parameter accepts, not only its default
+    assert "MaxValue" in timeout
+    assert visibility >= 6 * int(timeout["MaxValue"])
+
+
+def test_queues_encrypt_with_sqs_managed_keys_and_dlq_keeps_14_days(
+    cfn: dict[str, Any],
+) -> None:
+    # GIVEN the job queue and its dead-letter queue
+    queues = resources_of_type(cfn, "AWS::SQS::Queue")
+    assert set(queues) == {"JobQueue", "JobDeadLetterQueue"}
+    # THEN both encrypt at rest with SQS-managed keys
+    for name, queue in queues.items():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True, name
+    # AND the DLQ keeps messages 14 days, longer than the job queue does
+    dlq_retention = int(queues["JobDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"])
+    job_retention = int(queues["JobQueue"]["Properties"].get("MessageRetentionPeriod", 345600))
+    assert dlq_retention == 14 * 24 * 3600
+    assert job_retention < dlq_retention
+
+
+def test_ledger_table_key_ttl_pitr_sse_and_retention(cfn: dict[str, Any]) -> None:
+    # GIVEN the ledger table
+    table = cfn["Resources"]["LedgerTable"]
+    props = table["Properties"]
+    # THEN one row per job: partition key pk (S) only, on demand
+    assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert {"AttributeName": "pk", "AttributeType": "S"} in props["AttributeDefinitions"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    # AND rows expire on expires_at
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    # AND it is recoverable, encrypted, and survives stack deletion or replacement
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+
+
+def test_ledger_table_pending_index_is_sparse_state_by_age(cfn: dict[str, Any]) -> None:
+    # GIVEN the ledger table's secondary indexes
+    props = cfn["Resources"]["LedgerTable"]["Properties"]
+    [index] = props["GlobalSecondaryIndexes"]
+    # THEN pending-by-state finds rows by state, oldest first, with the whole row
+    assert index["IndexName"] == "pending-by-state"
+    assert index["KeySchema"] == [
+        {"AttributeName": "pending_state", "KeyType": "HASH"},
+        {"AttributeName": "state_since", "KeyType": "RANGE"},
+    ]
+    assert index["Projection"] == {"ProjectionType": "ALL"}
+    # AND only key attributes are declared (a row without pending_state is not indexed)
+    definitions = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}
+    assert definitions == {"pk": "S", "pending_state": "S", "state_since": "N"}
+
+
+def test_receiver_role_statements_target_specific_resources(cfn: dict[str, Any]) -> None:
+    # GIVEN the receiver's role
+    role_id = cfn["Resources"][RECEIVER]["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = _statements(cfn["Resources"][role_id])
+    assert statements
+    for statement in statements:
+        services = {action.split(":")[0] for action in _as_list(statement["Action"])}
+        resources = _as_list(statement["Resource"])
+        assert statement["Effect"] == "Allow"
+        # THEN no data-plane statement names a wildcard resource
+        if services & set(GUARDED_SERVICES):
+            assert "*" not in json.dumps(resources), statement
+        # AND each service reaches only its own resource of this stack
+        for resource in resources:
+            assert isinstance(resource, dict), f"literal resource {resource!r}"
+            if services == {"dynamodb"}:
+                assert resource == {"Fn::GetAtt": ["LedgerTable", "Arn"]}
+            elif services == {"sqs"}:
+                assert _references(resource, "JobQueue")
+            elif services == {"secretsmanager"}:
+                assert _references(resource, "WebhookSecret")
+            else:
+                pytest.fail(f"unexpected statement: {statement}")
+
+
+def test_receiver_role_actions_are_exactly_the_listed_ones(cfn: dict[str, Any]) -> None:
+    # GIVEN every action the receiver's role allows
+    role_id = cfn["Resources"][RECEIVER]["Properties"]["Role"]["Fn::GetAtt"][0]
+    actions = {
+        action
+        for statement in _statements(cfn["Resources"][role_id])
+        for action in _as_list(statement["Action"])
+    }
+    # THEN it is exactly the conditional ledger writes, the send and the secret read
+    assert actions == RECEIVER_ACTIONS
+    # AND no managed policy widens it: only the basic execution role (CloudWatch Logs)
+    managed = cfn["Resources"][role_id]["Properties"].get("ManagedPolicyArns", [])
+    assert [json.dumps(arn).split(":policy/")[-1].strip('"') for arn in managed] == [
+        "service-role/AWSLambdaBasicExecutionRole"
+    ]
+
+
+def test_receiver_function_runtime_architecture_handler_and_layer(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    # GIVEN the receiver as written and as translated
+    props = cfn["Resources"][RECEIVER]["Properties"]
+    _, layer = only_resource(cfn, "AWS::Lambda::LayerVersion")
+    # THEN it runs app.lambda_handler from functions/receiver/ on python3.12, arm64
+    assert function_property(template, RECEIVER, "CodeUri") == "functions/receiver/"
+    assert props["Handler"] == "app.lambda_handler"
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["arm64"]
+    # AND with the shared layer
+    layer_ids = [ref["Ref"] for ref in props["Layers"]]
+    assert len(layer_ids) == 1
+    assert cfn["Resources"][layer_ids[0]] == layer
+
+
+def test_shared_layer_builds_python312_from_layer_folder(template: dict[str, Any]) -> None:
+    # GIVEN the shared layer as written
+    layer = template["Resources"]["SharedLayer"]
+    # THEN SAM builds layers/shared/ (package scrape_pipeline + requirements.txt) for 3.12
+    assert layer["Type"] == "AWS::Serverless::LayerVersion"
+    assert layer["Properties"]["ContentUri"] == "layers/shared/"
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+    assert layer["Metadata"]["BuildMethod"] == "python3.12"
+    # AND every function gets it from Globals
+    assert template["Globals"]["Function"]["Layers"] == [{"Ref": "SharedLayer"}]
+
+
+def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None:
+    # GIVEN every translated function
+    functions = resources_of_type(cfn, "AWS::Lambda::Function")
+    assert RECEIVER in functions
+    for name, function in functions.items():
+        env = function["Properties"]["Environment"]["Variables"]
+        # THEN metrics always have a namespace and each function names its service
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "ScrapePipeline", name
+        assert isinstance(env["POWERTOOLS_SERVICE_NAME"], str), name
+        assert env["POWERTOOLS_SERVICE_NAME"], name
+        # AND the stack's resources and shared settings reach it
+        assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}, name
+        assert env["LEDGER_TABLE_NAME"] == {"Ref": "LedgerTable"}, name
+        assert env["LEDGER_TTL_DAYS"] == {"Ref": "LedgerTtlDays"}, name
+        assert env["QUEUE_URL"] == {"Ref": "JobQueue"}, name
+        assert env["WEBHOOK_SECRET_ID"] == {"Ref": "WebhookSecret"}, name
+
+
+@pytest.mark.parametrize(
+    ("variable", "parameter", "default"),
+    [
+        ("POWERTOOLS_LOG_LEVEL", "LogLevel", "INFO"),
+        ("LEDGER_TTL_DAYS", "LedgerTtlDays", 90),
+        ("SIGNATURE_SCHEME", "SignatureScheme", "geonode"),
+        ("SIGNATURE_HEADER", "SignatureHeader", ""),
+        ("SIGNATURE_ENCODING", "SignatureEncoding", ""),
+        ("SIGNATURE_PREFIX", "SignaturePrefix", ""),
+        ("SIGNATURE_TIMESTAMP_HEADER", "SignatureTimestampHeader", ""),
+        ("SIGNATURE_TOLERANCE_SECONDS", "SignatureToleranceSeconds", 300),
+        ("MAX_BODY_BYTES", "MaxBodyBytes", 262144),
+        ("SECRET_CACHE_SECONDS", "SecretCacheSeconds", 60),
+    ],
+)
+def test_receiver_environment_variable_comes_from_parameter(
+    cfn: dict[str, Any], template: dict[str, Any], variable: str, parameter: str, default: Any
+) -> None:
+    # GIVEN the receiver's translated environment
+    env = cfn["Resources"][RECEIVER]["Properties"]["Environment"]["Variables"]
+    # THEN the variable is the parameter, with the documented default
+    assert env[variable] == {"Ref": parameter}
+    assert parameter_default(template, parameter) == default
+
+
+def test_signature_scheme_allows_the_four_schemes(template: dict[str, Any]) -> None:
+    # GIVEN the SignatureScheme parameter
+    scheme = template["Parameters"]["SignatureScheme"]
+    # THEN exactly the schemes scrape_pipeline.signatures verifies are accepted
+    assert set(scheme["AllowedValues"]) == {"geonode", "standard_webhooks", "stripe", "github"}
+
+
+def test_receiver_service_name_is_set_on_the_function(template: dict[str, Any]) -> None:
+    # GIVEN the receiver's environment as written
+    env = function_environment(template, RECEIVER)
+    # THEN its service name is a literal (the SignatureRejected alarm's dimension must match)
+    assert isinstance(env["POWERTOOLS_SERVICE_NAME"], str)
+    assert env["POWERTOOLS_SERVICE_NAME"]
+
+
+def test_webhook_secret_is_a_generated_placeholder(cfn: dict[str, Any]) -> None:
+    # GIVEN the webhook secret
+    props = cfn["Resources"]["WebhookSecret"]["Properties"]
+    # THEN its first value is random and verifies nothing; no secret is in the repository
+    assert "SecretString" not in props
+    assert props["GenerateSecretString"] == {"PasswordLength": 48, "ExcludePunctuation": True}
+
+
+def test_dlq_depth_alarm_fires_on_any_visible_message(cfn: dict[str, Any]) -> None:
+    # GIVEN the alarm on queue depth
+    alarm = _alarm(cfn, "ApproximateNumberOfMessagesVisible")
+    # THEN it watches the dead-letter queue and fires on the first message
+    assert alarm["Namespace"] == "AWS/SQS"
+    assert _dimensions(alarm) == {"QueueName": {"Fn::GetAtt": ["JobDeadLetterQueue", "QueueName"]}}
+    assert alarm["Threshold"] == 0
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_receiver_5xx_alarm_sums_the_webhook_stage_over_5_minutes(cfn: dict[str, Any]) -> None:
+    # GIVEN the 5XXError alarm and the REST API's name (SAM's OpenAPI title unless Name is set)
+    alarm = _alarm(cfn, "5XXError")
+    _, api = only_resource(cfn, "AWS::ApiGateway::RestApi")
+    api_name = api["Properties"].get("Name", api["Properties"]["Body"]["info"]["title"])
+    # THEN it sums this API's stage over 5 minutes against a parameter threshold
+    assert alarm["Namespace"] == "AWS/ApiGateway"
+    assert _dimensions(alarm) == {"ApiName": api_name, "Stage": {"Ref": "StageName"}}
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
+    assert alarm["Threshold"] == {"Ref": "Receiver5xxAlarmThreshold"}
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_signature_rejected_alarm_watches_the_receivers_metric(cfn: dict[str, Any]) -> None:
+    # GIVEN the SignatureRejected alarm and the receiver's Powertools settings
+    alarm = _alarm(cfn, "SignatureRejected")
+    env = cfn["Resources"][RECEIVER]["Properties"]["Environment"]["Variables"]
+    # THEN it reads the metric where Powertools writes it: the namespace, service dimension
+    assert alarm["Namespace"] == env["POWERTOOLS_METRICS_NAMESPACE"]
+    assert _dimensions(alarm) == {"service": env["POWERTOOLS_SERVICE_NAME"]}
+    # AND sums 5 minutes against a parameter threshold
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
+    assert alarm["Threshold"] == {"Ref": "SignatureRejectedAlarmThreshold"}
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_alarms_notify_only_when_a_topic_is_given(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    # GIVEN the optional AlarmTopicArn parameter and its condition
+    assert parameter_default(template, "AlarmTopicArn") == ""
+    assert cfn["Conditions"]["HasAlarmTopic"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]
+    }
+    # THEN every alarm notifies the topic when given, and nobody otherwise
+    alarms = resources_of_type(cfn, "AWS::CloudWatch::Alarm")
+    assert len(alarms) == 3
+    for name, alarm in alarms.items():
+        assert alarm["Properties"]["AlarmActions"] == {
+            "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+        }, name
+
+
+def test_outputs_expose_webhook_url_queues_table_and_secret(cfn: dict[str, Any]) -> None:
+    # GIVEN the stack's outputs
+    outputs = cfn["Outputs"]
+    # THEN the operator finds every resource it needs
+    assert outputs["WebhookUrl"]["Value"] == {
+        "Fn::Sub": "https://${WebhookApi}.execute-api.${AWS::Region}.amazonaws.com"
+        "/${StageName}/webhooks/geonode"
+    }
+    assert outputs["JobQueueUrl"]["Value"] == {"Ref": "JobQueue"}
+    assert outputs["JobDeadLetterQueueUrl"]["Value"] == {"Ref": "JobDeadLetterQueue"}
+    assert outputs["LedgerTableName"]["Value"] == {"Ref": "LedgerTable"}
+    assert outputs["WebhookSecretArn"]["Value"] == {"Ref": "WebhookSecret"}
