@@ -20,7 +20,13 @@ from datetime import datetime
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.geonode.errors import GeonodeError, JobTimeoutError
+from scrape_pipeline.geonode.errors import (
+    GeonodeError,
+    JobTimeoutError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+)
 from scrape_pipeline.geonode.models import Job, SubmittedJob
 from scrape_pipeline.ratebudget import RateBudget
 
@@ -58,6 +64,9 @@ class RoundStats:
     list_pages: int = 0
     fetched: int = 0
     settled: list[Job] = field(default_factory=list)
+    # A transient failure cut the round short; the next round starts over.
+    error: GeonodeError | None = None
+    retry_after: float | None = None
 
 
 class ManyJobsPoller:
@@ -103,7 +112,13 @@ class ManyJobsPoller:
         stats = RoundStats()
         if not self._jobs:
             return stats
-        settled_ids = self._settled_in_listing(stats)
+        try:
+            settled_ids = self._settled_in_listing(stats)
+        except (RateLimitedError, ServerError, TransportError) as exc:
+            # The client already retried; give the API room and try a whole round later.
+            stats.error = exc
+            stats.retry_after = exc.retry_after if isinstance(exc, RateLimitedError) else None
+            return stats
         for job_id, tracked in self._jobs.items():
             if job_id not in settled_ids and tracked.unseen_rounds >= (
                 self.settings.unseen_rounds_before_direct_get
@@ -134,6 +149,8 @@ class ManyJobsPoller:
             if elapsed >= max_wait:
                 raise JobTimeoutError(list(self._jobs), elapsed)
             wait = self._rng.uniform(0.75, 1.0) * interval
+            if stats.retry_after is not None:
+                wait = max(wait, stats.retry_after)
             self._clock.sleep(min(wait, max_wait - elapsed))
 
     def _settled_in_listing(self, stats: RoundStats) -> list[str]:
