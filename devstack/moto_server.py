@@ -11,15 +11,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
+from moto.sqs import models as sqs_models
 from werkzeug.serving import BaseWSGIServer, make_server
+
+from devstack.lifecycle import Service
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -36,12 +38,41 @@ class _OneCallAtATime:
             return [b"".join(self._app(environ, start_response))]
 
 
-class MotoServer:
-    """Start with ``start()`` or ``with``; ``endpoint`` is the URL for ``AWS_ENDPOINT_URL``."""
+class _ClockTime:
+    """moto's ``unix_time`` helpers, answering from an injected clock."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, clock: _Clock) -> None:
+        self._clock = clock
+
+    def seconds(self, dt: Any = None) -> float:
+        return self._clock.time() if dt is None else float(_ORIGINAL_UNIX_TIME(dt))
+
+    def millis(self, dt: Any = None) -> float:
+        return self.seconds(dt) * 1000.0
+
+
+class _Clock(Protocol):
+    def time(self) -> float: ...
+
+
+# moto's SQS reads the time through these two module attributes.
+_TIME_HELPERS = ("unix_time", "unix_time_millis")
+_ORIGINALS: dict[str, Any] = {name: getattr(sqs_models, name) for name in _TIME_HELPERS}
+_ORIGINAL_UNIX_TIME = _ORIGINALS["unix_time"]
+
+
+class MotoServer(Service):
+    """Start with ``start()`` or ``with``; ``endpoint`` is the URL for ``AWS_ENDPOINT_URL``.
+
+    With a ``clock``, SQS visibility timeouts and delays run on it (moto reads time through
+    module-level helpers, patched here while the server runs): a local stack on a manual or
+    scaled clock then sees messages come back when its own time says so. One per process.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, clock: _Clock | None = None):
         self._host = host
         self._port = port
+        self._clock = clock
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.endpoint = ""
@@ -49,6 +80,10 @@ class MotoServer:
     def start(self) -> Self:
         """Listen and serve in a daemon thread."""
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        if self._clock is not None:
+            timing = _ClockTime(self._clock)
+            for name, helper in zip(_TIME_HELPERS, (timing.seconds, timing.millis), strict=True):
+                setattr(sqs_models, name, helper)
         app = _OneCallAtATime(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
             self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler
@@ -72,14 +107,6 @@ class MotoServer:
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        if self._clock is not None:
+            for name, original in _ORIGINALS.items():
+                setattr(sqs_models, name, original)

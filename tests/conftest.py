@@ -35,4 +35,17 @@ def offline_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    forget_cached_clients()
     yield
+    forget_cached_clients()
+
+
+def forget_cached_clients() -> None:
+    """boto3's default session and Powertools' providers remember an endpoint: start clean."""
+    import boto3
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import constants
+
+    boto3.DEFAULT_SESSION = None
+    parameters.clear_caches()
+    constants.DEFAULT_PROVIDERS.clear()

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from types import TracebackType
 
 import uvicorn
 
+from devstack.lifecycle import Service
 from devstack.simulator.app import create_app
 from devstack.simulator.clocks import Clock
 from devstack.simulator.config import SimConfig
 from devstack.simulator.engine import Simulator
 
 
-class SimulatorServer:
+class SimulatorServer(Service):
     """Serve a Simulator over HTTP (uvicorn in a thread); ``.base_url`` and ``.sim`` once started.
 
     ``port=0`` picks a free port. The webhook dispatcher starts too unless the config disables it.
@@ -64,14 +64,3 @@ class SimulatorServer:
             self._thread.join(timeout=10)
             self._thread = None
         self.sim.close()
-
-    def __enter__(self) -> SimulatorServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -186,3 +186,34 @@ def function_property(template: dict[str, Any], logical_id: str, name: str) -> A
     if name in own:
         return own[name]
     return template.get("Globals", {}).get("Function", {}).get(name)
+
+
+def as_list(value: Any) -> list[Any]:
+    """A policy field that may be one value or a list, as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def function_role(template: dict[str, Any], logical_id: str) -> tuple[str, dict[str, Any]]:
+    """The logical id and resource of the role SAM generated for a translated function."""
+    role_id: str = template["Resources"][logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return role_id, template["Resources"][role_id]
+
+
+def role_statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every statement of a role's inline policies."""
+    return [
+        statement
+        for policy in role["Properties"].get("Policies", [])
+        for statement in as_list(policy["PolicyDocument"]["Statement"])
+    ]
+
+
+def references(value: Any, logical_id: str) -> bool:
+    """Whether an intrinsic (Ref, GetAtt, Sub and its variables) points at a resource."""
+    text = json.dumps(value)
+    return (
+        f'"Ref": "{logical_id}"' in text
+        or f'"{logical_id}", ' in text
+        or f"${{{logical_id}}}" in text
+        or f"${{{logical_id}." in text
+    )

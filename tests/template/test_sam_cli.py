@@ -53,8 +53,14 @@ def test_cfn_lint_accepts_template() -> None:
         ("            RestApiId: ", "            RestApiIdz: ", "RestApiIdz"),
         # a policy template name: cfn-lint 1.58 (and so `sam validate --lint`) passes this one
         ("        - SQSSendMessagePolicy:", "        - SQSSendMessagePolicz:", "Policies"),
+        # an SQS event property: cfn-lint 1.58 passes this one too (field-notes.md)
+        (
+            "            FunctionResponseTypes:",
+            "            FunctionResponseTypez:",
+            "FunctionResponseTypez",
+        ),
     ],
-    ids=["api-property", "api-event-property", "policy-template"],
+    ids=["api-property", "api-event-property", "policy-template", "sqs-event-property"],
 )
 def test_sam_validate_rejects_misspelt_sam_property(
     tmp_path: Path, written: str, misspelt: str, reported: str

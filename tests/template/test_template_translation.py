@@ -13,11 +13,15 @@ import pytest
 
 from tests.template.helpers import (
     Translation,
+    as_list,
     function_environment,
     function_property,
+    function_role,
     only_resource,
     parameter_default,
+    references,
     resources_of_type,
+    role_statements,
 )
 
 RECEIVER = "ReceiverFunction"
@@ -34,24 +38,6 @@ RECEIVER_ACTIONS = {
     "secretsmanager:GetSecretValue",
 }
 GUARDED_SERVICES = ("dynamodb", "sqs", "secretsmanager")
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        statement
-        for policy in role["Properties"].get("Policies", [])
-        for statement in _as_list(policy["PolicyDocument"]["Statement"])
-    ]
-
-
-def _references(value: Any, logical_id: str) -> bool:
-    """Whether an intrinsic (Ref, GetAtt, Sub and its variables) points at a resource."""
-    text = json.dumps(value)
-    return f'"Ref": "{logical_id}"' in text or f'"{logical_id}", ' in text
 
 
 def _rest_api_body(cfn: dict[str, Any]) -> dict[str, Any]:
@@ -213,12 +199,12 @@ def test_ledger_table_pending_index_is_sparse_state_by_age(cfn: dict[str, Any]) 
 
 def test_receiver_role_statements_target_specific_resources(cfn: dict[str, Any]) -> None:
     # GIVEN the receiver's role
-    role_id = cfn["Resources"][RECEIVER]["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = _statements(cfn["Resources"][role_id])
+    _, role = function_role(cfn, RECEIVER)
+    statements = role_statements(role)
     assert statements
     for statement in statements:
-        services = {action.split(":")[0] for action in _as_list(statement["Action"])}
-        resources = _as_list(statement["Resource"])
+        services = {action.split(":")[0] for action in as_list(statement["Action"])}
+        resources = as_list(statement["Resource"])
         assert statement["Effect"] == "Allow"
         # THEN no data-plane statement names a wildcard resource
         if services & set(GUARDED_SERVICES):
@@ -229,25 +215,23 @@ def test_receiver_role_statements_target_specific_resources(cfn: dict[str, Any])
             if services == {"dynamodb"}:
                 assert resource == {"Fn::GetAtt": ["LedgerTable", "Arn"]}
             elif services == {"sqs"}:
-                assert _references(resource, "JobQueue")
+                assert references(resource, "JobQueue")
             elif services == {"secretsmanager"}:
-                assert _references(resource, "WebhookSecret")
+                assert references(resource, "WebhookSecret")
             else:
                 pytest.fail(f"unexpected statement: {statement}")
 
 
 def test_receiver_role_actions_are_exactly_the_listed_ones(cfn: dict[str, Any]) -> None:
     # GIVEN every action the receiver's role allows
-    role_id = cfn["Resources"][RECEIVER]["Properties"]["Role"]["Fn::GetAtt"][0]
+    _, role = function_role(cfn, RECEIVER)
     actions = {
-        action
-        for statement in _statements(cfn["Resources"][role_id])
-        for action in _as_list(statement["Action"])
+        action for statement in role_statements(role) for action in as_list(statement["Action"])
     }
     # THEN it is exactly the conditional ledger writes, the send and the secret read
     assert actions == RECEIVER_ACTIONS
     # AND no managed policy widens it: only the basic execution role (CloudWatch Logs)
-    managed = cfn["Resources"][role_id]["Properties"].get("ManagedPolicyArns", [])
+    managed = role["Properties"].get("ManagedPolicyArns", [])
     assert [json.dumps(arn).split(":policy/")[-1].strip('"') for arn in managed] == [
         "service-role/AWSLambdaBasicExecutionRole"
     ]
@@ -285,7 +269,7 @@ def test_shared_layer_builds_python312_from_layer_folder(template: dict[str, Any
 def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None:
     # GIVEN every translated function
     functions = resources_of_type(cfn, "AWS::Lambda::Function")
-    assert RECEIVER in functions
+    assert set(functions) == {RECEIVER, "ProcessorFunction", "ReconcilerFunction"}
     for name, function in functions.items():
         env = function["Properties"]["Environment"]["Variables"]
         # THEN metrics always have a namespace and each function names its service
@@ -298,6 +282,10 @@ def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None
         assert env["LEDGER_TTL_DAYS"] == {"Ref": "LedgerTtlDays"}, name
         assert env["QUEUE_URL"] == {"Ref": "JobQueue"}, name
         assert env["WEBHOOK_SECRET_ID"] == {"Ref": "WebhookSecret"}, name
+        # (a secret's Ref is its ARN; the role decides which secret a function may read)
+        assert env["GEONODE_API_KEY_SECRET_ID"] == {"Ref": "GeonodeApiKeySecret"}, name
+        assert env["GEONODE_BASE_URL"] == {"Ref": "GeonodeBaseUrl"}, name
+        assert env["RESULTS_BUCKET"] == {"Ref": "ResultsBucket"}, name
 
 
 @pytest.mark.parametrize(
@@ -394,14 +382,20 @@ def test_alarms_notify_only_when_a_topic_is_given(
     }
     # THEN every alarm notifies the topic when given, and nobody otherwise
     alarms = resources_of_type(cfn, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 3
+    assert set(alarms) == {
+        "JobDeadLetterQueueDepthAlarm",
+        "Receiver5xxAlarm",
+        "SignatureRejectedAlarm",
+        "ProcessorErrorsAlarm",
+        "ReconcilerRecoveriesAlarm",
+    }
     for name, alarm in alarms.items():
         assert alarm["Properties"]["AlarmActions"] == {
             "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
         }, name
 
 
-def test_outputs_expose_webhook_url_queues_table_and_secret(cfn: dict[str, Any]) -> None:
+def test_outputs_expose_every_resource_the_operator_needs(cfn: dict[str, Any]) -> None:
     # GIVEN the stack's outputs
     outputs = cfn["Outputs"]
     # THEN the operator finds every resource it needs
@@ -413,3 +407,9 @@ def test_outputs_expose_webhook_url_queues_table_and_secret(cfn: dict[str, Any])
     assert outputs["JobDeadLetterQueueUrl"]["Value"] == {"Ref": "JobDeadLetterQueue"}
     assert outputs["LedgerTableName"]["Value"] == {"Ref": "LedgerTable"}
     assert outputs["WebhookSecretArn"]["Value"] == {"Ref": "WebhookSecret"}
+    # AND the results, the Geonode key, both new functions and the dashboard
+    assert outputs["GeonodeApiKeySecretArn"]["Value"] == {"Ref": "GeonodeApiKeySecret"}
+    assert outputs["ResultsBucketName"]["Value"] == {"Ref": "ResultsBucket"}
+    assert outputs["ProcessorFunctionName"]["Value"] == {"Ref": "ProcessorFunction"}
+    assert outputs["ReconcilerFunctionName"]["Value"] == {"Ref": "ReconcilerFunction"}
+    assert outputs["DashboardName"]["Value"] == {"Ref": "PipelineDashboard"}

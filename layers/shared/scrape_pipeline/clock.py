@@ -37,3 +37,15 @@ class SystemClock:
 
 
 SYSTEM_CLOCK: Clock = SystemClock()
+_active: Clock = SYSTEM_CLOCK
+
+
+def active_clock() -> Clock:
+    """The clock the Lambda wiring uses: the system's, unless a local stack runs on its own."""
+    return _active
+
+
+def use_clock(clock: Clock | None) -> None:
+    """Run the wiring on ``clock`` (local stack and tests); None restores the system clock."""
+    global _active  # noqa: PLW0603 - one clock per process, set by whoever hosts the handlers
+    _active = clock or SYSTEM_CLOCK

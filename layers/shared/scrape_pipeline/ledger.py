@@ -189,8 +189,13 @@ class Ledger:
             client = boto3.client("dynamodb")
         self.table_name = table_name
         self._db = client
-        self._ttl_seconds = ttl_days * 86_400
-        self._clock = clock
+        self.ttl_seconds = ttl_days * 86_400
+        self.clock = clock
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The DynamoDB client (bookkeeping rows share the table)."""
+        return self._db
 
     # -- receiver --------------------------------------------------------------------------
 
@@ -205,7 +210,7 @@ class Ledger:
         """Create the job's row unless it exists; the old row comes back when it does."""
         if state not in (JobState.RECEIVED, JobState.ENQUEUED):
             raise ValueError("a new row starts RECEIVED or ENQUEUED")
-        now = self._clock.time()
+        now = self.clock.time()
         item: dict[str, Any] = {
             PARTITION_KEY: _s(key.pk),
             "kind": _s(key.kind.value),
@@ -215,7 +220,7 @@ class Ledger:
             STATE_SINCE: _n(now),
             "created_at": _n(now),
             "updated_at": _n(now),
-            TTL_ATTRIBUTE: _n(int(now) + self._ttl_seconds),
+            TTL_ATTRIBUTE: _n(int(now) + self.ttl_seconds),
             "source": _s(source),
             # Lets the writer undo its own row, and only its own (forget_unsent).
             "token": _s(uuid.uuid4().hex),
@@ -262,7 +267,7 @@ class Ledger:
 
         The condition on ``state_since`` makes concurrent re-enqueuers agree on one winner.
         """
-        now = self._clock.time()
+        now = self.clock.time()
         try:
             self._db.update_item(
                 TableName=self.table_name,
@@ -297,7 +302,7 @@ class Ledger:
 
         ``source`` is recorded only when the row did not exist (a job known from elsewhere).
         """
-        now = self._clock.time()
+        now = self.clock.time()
         names = {
             "#pk": PARTITION_KEY,
             "#state": "state",
@@ -324,7 +329,7 @@ class Ledger:
             ":one": _n(1),
             ":kind": _s(key.kind.value),
             ":job": _s(key.job_id),
-            ":ttl": _n(int(now) + self._ttl_seconds),
+            ":ttl": _n(int(now) + self.ttl_seconds),
             ":source": _s(source),
         }
         try:
@@ -357,7 +362,7 @@ class Ledger:
 
     def release(self, key: JobKey, owner: str) -> LedgerRow:
         """Give the lease back with the job still to do (not settled yet, API throttled)."""
-        now = self._clock.time()
+        now = self.clock.time()
         return self._leased_update(
             key,
             owner,
@@ -375,7 +380,7 @@ class Ledger:
         self, key: JobKey, owner: str, outcome: Outcome, detail: Mapping[str, str] | None = None
     ) -> LedgerRow:
         """Mark the job DONE with its one outcome; only the lease holder may."""
-        now = self._clock.time()
+        now = self.clock.time()
         return self._leased_update(
             key,
             owner,
@@ -453,6 +458,32 @@ class Ledger:
         item = response.get("Item")
         return _row(item) if item else None
 
+    def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]:
+        """The rows of up to 100 jobs in one read (missing jobs are absent from the result)."""
+        if not keys:
+            return {}
+        if len(keys) > 100:
+            raise ValueError("at most 100 keys per read")
+        request: dict[str, Any] = {
+            self.table_name: {
+                "Keys": [{PARTITION_KEY: _s(k.pk)} for k in dict.fromkeys(keys)],
+                "ConsistentRead": True,
+            }
+        }
+        rows: dict[JobKey, LedgerRow] = {}
+        for _ in range(8):  # unprocessed keys come back under load: ask for them again
+            try:
+                response = self._db.batch_get_item(RequestItems=request)
+            except AWS_ERRORS as exc:
+                raise unavailable("dynamodb", "BatchGetItem", exc) from exc
+            for item in response.get("Responses", {}).get(self.table_name, []):
+                row = _row(item)
+                rows[row.key] = row
+            request = dict(response.get("UnprocessedKeys") or {})
+            if not request:
+                return rows
+        raise LedgerError("BatchGetItem kept returning unprocessed keys")
+
     def _must_get(self, key: JobKey) -> LedgerRow:
         row = self.get(key)
         if row is None:  # deleted between the failed put and this read: a forgotten orphan
@@ -488,6 +519,67 @@ class Ledger:
         return rows, response.get("LastEvaluatedKey")
 
 
+class Bookkeeping:
+    """Counters and checkpoints kept beside the job rows (never in the pending index).
+
+    ``url#<sha256>`` rows count resubmissions per URL; ``meta#<name>`` rows hold the
+    reconciler's watermark and checkpoints. Each is one conditional write.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def take_resubmission_slot(self, url: str, limit: int) -> bool:
+        """Count one more resubmission of ``url`` unless ``limit`` is reached."""
+        import hashlib  # noqa: PLC0415 - only the processor needs it
+
+        digest = hashlib.sha256(url.encode()).hexdigest()
+        ledger = self._ledger
+        try:
+            ledger.client.update_item(
+                TableName=ledger.table_name,
+                Key={PARTITION_KEY: _s(f"url#{digest}")},
+                UpdateExpression="SET #count = if_not_exists(#count, :zero) + :one, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+                ExpressionAttributeNames={"#count": "resubmissions", "#ttl": TTL_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":zero": _n(0),
+                    ":one": _n(1),
+                    ":limit": _n(limit),
+                    ":ttl": _n(int(ledger.clock.time()) + ledger.ttl_seconds),
+                },
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) == _CONDITION_FAILED:
+                return False
+            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        return True
+
+    def read(self, name: str) -> dict[str, str] | None:
+        """A checkpoint's fields, or None before the first write."""
+        try:
+            response = self._ledger.client.get_item(
+                TableName=self._ledger.table_name,
+                Key={PARTITION_KEY: _s(f"meta#{name}")},
+                ConsistentRead=True,
+            )
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "GetItem", exc) from exc
+        item = response.get("Item")
+        if not item:
+            return None
+        return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != PARTITION_KEY}
+
+    def write(self, name: str, fields: Mapping[str, str]) -> None:
+        """Replace a checkpoint's fields."""
+        item: dict[str, Any] = {PARTITION_KEY: _s(f"meta#{name}")}
+        item.update({k: _s(v) for k, v in fields.items()})
+        try:
+            self._ledger.client.put_item(TableName=self._ledger.table_name, Item=item)
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "PutItem", exc) from exc
+
+
 def new_owner_id(prefix: str = "") -> str:
     """A lease owner id unique to one processing attempt."""
     return f"{prefix}{uuid.uuid4().hex}"
@@ -498,6 +590,7 @@ __all__: Sequence[str] = (
     "PARTITION_KEY",
     "PENDING_INDEX",
     "TTL_ATTRIBUTE",
+    "Bookkeeping",
     "JobKey",
     "JobKind",
     "JobState",

@@ -37,8 +37,12 @@ class JobMessage:
         return cls(JobKey(JobKind(data["kind"]), data["job_id"]), str(data.get("source", "")))
 
 
+# SQS caps DelaySeconds at 15 minutes.
+MAX_DELAY_SECONDS = 900
+
+
 class JobQueue:
-    """Sends job messages to SQS."""
+    """Sends job messages to SQS, and brings received ones back later."""
 
     def __init__(self, queue_url: str, *, client: SQSClient | None = None) -> None:
         if client is None:
@@ -59,3 +63,29 @@ class JobQueue:
         except AWS_ERRORS as exc:
             raise unavailable("sqs", "SendMessage", exc) from exc
         return response["MessageId"]
+
+    def retry_later(
+        self,
+        message: JobMessage,
+        *,
+        receipt_handle: str,
+        seconds: int,
+        receive_count: int,
+        max_receive_count: int,
+    ) -> bool:
+        """Make a received message come back in ``seconds``; True when it was sent anew.
+
+        Normally the message's visibility is changed and the caller reports it failed. Near
+        the redrive limit that would move a healthy job to the DLQ, so a delayed copy is sent
+        instead and the caller acknowledges the original (True).
+        """
+        if receive_count + 1 >= max_receive_count:
+            self.send(message, delay_seconds=min(seconds, MAX_DELAY_SECONDS))
+            return True
+        try:
+            self._sqs.change_message_visibility(
+                QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            )
+        except AWS_ERRORS as exc:
+            raise unavailable("sqs", "ChangeMessageVisibility", exc) from exc
+        return False

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock, active_clock
 from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, JobKey, JobState, Ledger, LedgerError
 from scrape_pipeline.payload import FieldLocations, PayloadError, read_notification
 from scrape_pipeline.queue import JobMessage, JobQueue
@@ -208,11 +208,10 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def build_receiver(
-    env: Mapping[str, str] | None = None, *, clock: Clock = SYSTEM_CLOCK
-) -> Receiver:
+def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Receiver:
     """The receiver wired to AWS from the environment (boto3 honours ``AWS_ENDPOINT_URL``)."""
     settings = ReceiverSettings.from_env(env)
+    clock = clock or active_clock()
     import boto3  # noqa: PLC0415 - keeps this module importable without AWS set up
 
     return Receiver(

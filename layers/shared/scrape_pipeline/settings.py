@@ -12,6 +12,11 @@ from dataclasses import dataclass
 DEFAULT_BASE_URL = "https://scraper.geonode.io"
 
 
+def positive_number(env: Mapping[str, str], name: str, default: float) -> float:
+    """``env[name]`` as a positive number, ``default`` when unset or empty; ValueError names it."""
+    return _float(env, name, default)
+
+
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":

@@ -1,0 +1,114 @@
+"""An API Gateway stand-in on 127.0.0.1: HTTP requests in, REST proxy events to a handler.
+
+Like a REST API with ``BinaryMediaTypes: ["*/*"]``, bodies reach the handler base64-encoded
+and exact. One invocation runs at a time, as in one Lambda container (Powertools' Logger and
+Metrics keep per-invocation state in module globals).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+from devstack.events import api_gateway_event
+from devstack.lifecycle import Service
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+class LambdaContext:
+    """The parts of a Lambda context that Powertools reads."""
+
+    def __init__(self, function_name: str) -> None:
+        self.function_name = function_name
+        self.memory_limit_in_mb = 256
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        )
+        self.aws_request_id = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+class ApiGatewayFront(Service):
+    """Serves ``POST /<stage>/<path>`` by calling ``handler`` with a proxy event."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        stage: str = "v1",
+        function_name: str = "receiver",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.stage = stage
+        self._handler = handler
+        self._context = LambdaContext(function_name)
+        self._lock = threading.Lock()
+        self.invocations = 0
+        front = self
+
+        class Request(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                front._serve(self)
+
+            do_GET = do_PUT = do_DELETE = do_POST
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # quiet: the handler logs what matters
+
+        self._server = ThreadingHTTPServer((host, port), Request)
+        self._server.daemon_threads = True
+        host_, port_ = self._server.server_address[:2]
+        self.base_url = f"http://{host_!s}:{port_}/{stage}"
+        self._thread: threading.Thread | None = None
+
+    def url(self, path: str) -> str:
+        """The public URL of ``path`` (e.g. ``/webhooks/geonode``)."""
+        return self.base_url + path
+
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else b""
+        path = request.path.split("?", 1)[0]
+        prefix = f"/{self.stage}"
+        if not path.startswith(prefix + "/"):
+            request.send_error(403, "Missing Authentication Token")  # what API Gateway says
+            return
+        event = api_gateway_event(
+            body,
+            dict(request.headers.items()),
+            path=path[len(prefix) :],
+            method=request.command,
+            stage=self.stage,
+        )
+        with self._lock:
+            self.invocations += 1
+            try:
+                response = self._handler(event, self._context)
+            except Exception:  # noqa: BLE001 - a crashed Lambda is a 502 at the gateway
+                response = {"statusCode": 502, "body": '{"message": "Internal server error"}'}
+        payload = response.get("body") or ""
+        data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
+        request.send_response(int(response.get("statusCode", 200)))
+        for name, value in (response.get("headers") or {}).items():
+            request.send_header(name, str(value))
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+
+    def start(self) -> Self:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,30 @@
+"""The start/stop shape every local service shares, so each is usable in a ``with`` block."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from types import TracebackType
+from typing import Self
+
+
+class Service(ABC):
+    """Subclasses implement ``start`` (returning self) and ``stop``."""
+
+    @abstractmethod
+    def start(self) -> Self:
+        """Bring the service up."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Bring the service down."""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,90 @@
+"""Processor Lambda: SQS batch of job ids -> each job's one outcome, with partial batch failures.
+
+Wiring only: the logic is ``scrape_pipeline.processing``. A message to be retried later gets
+its visibility changed and is reported failed; a Lambda never sleeps.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from scrape_pipeline.processing import OUTCOME_METRICS, JobProcessor
+from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.wiring import build_processor
+
+logger = Logger()
+metrics = Metrics()
+# All failed is a normal state (every job throttled): not a Lambda error that alarms.
+batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+_built: tuple[JobProcessor, JobQueue] | None = None
+
+
+class RetryLaterError(Exception):
+    """Reported as a batch item failure: SQS brings the message back after its visibility."""
+
+
+def get_processor() -> tuple[JobProcessor, JobQueue]:
+    """The processor and its queue, built once per container."""
+    global _built  # noqa: PLW0603 - one per warm container, on purpose
+    if _built is None:
+        _built = build_processor()
+        gc.freeze()
+    return _built
+
+
+def reset_processor() -> None:
+    """Forget the cached processor (tests change the environment)."""
+    global _built  # noqa: PLW0603
+    _built = None
+
+
+def record_handler(record: SQSRecord) -> None:
+    """One message: one job."""
+    processor, queue = get_processor()
+    message = JobMessage.from_json(record.body)
+    disposition = processor.process(message)
+    metrics.add_metric(name=OUTCOME_METRICS[disposition.outcome], unit=MetricUnit.Count, value=1)
+    logger.info(
+        "job",
+        extra={
+            "kind": message.key.kind.value,
+            "job_id": message.key.job_id,
+            "source": message.source,
+            "outcome": disposition.outcome,
+            "retry_in": disposition.retry_in,
+            "detail": disposition.detail,
+        },
+    )
+    if disposition.retry_in is None:
+        return
+    resent = queue.retry_later(
+        message,
+        receipt_handle=record.receipt_handle,
+        seconds=disposition.retry_in,
+        receive_count=int(record.attributes.approximate_receive_count or 1),
+        max_receive_count=int(os.environ.get("MAX_RECEIVE_COUNT") or 5),
+    )
+    if not resent:
+        raise RetryLaterError(disposition.outcome)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    """SQS batch in, ``batchItemFailures`` out."""
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=batch, context=context
+    )

@@ -1,0 +1,60 @@
+"""Reconciler Lambda (EventBridge schedule): find what the webhooks missed, enqueue it, count it.
+
+Wiring only: the logic is ``scrape_pipeline.reconciler``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from scrape_pipeline.reconciler import Reconciler
+from scrape_pipeline.wiring import build_reconciler
+
+logger = Logger()
+metrics = Metrics()
+_reconciler: Reconciler | None = None
+
+
+def get_reconciler() -> Reconciler:
+    """The reconciler, built once per container."""
+    global _reconciler  # noqa: PLW0603 - one per warm container, on purpose
+    if _reconciler is None:
+        _reconciler = build_reconciler()
+    return _reconciler
+
+
+def reset_reconciler() -> None:
+    """Forget the cached reconciler (tests change the environment)."""
+    global _reconciler  # noqa: PLW0603
+    _reconciler = None
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One run; the counts by source are the measured webhook gap."""
+    report = get_reconciler().run()
+    # The total (the alarm's series) and one series per source (the dashboard's split).
+    metrics.add_metric(name="JobsRecovered", unit=MetricUnit.Count, value=report.total_recovered)
+    metrics.add_metric(name="ReconcilerListPages", unit=MetricUnit.Count, value=report.list_pages)
+    service = {"service": os.environ.get("POWERTOOLS_SERVICE_NAME", "reconciler")}
+    for source, count in report.recovered.items():
+        with single_metric(
+            name="JobsRecovered", unit=MetricUnit.Count, value=count, default_dimensions=service
+        ) as metric:
+            metric.add_dimension(name="source", value=source)
+    summary = {
+        "recovered": report.recovered,
+        "list_pages": report.list_pages,
+        "delivery_pages": report.delivery_pages,
+        "jobs_seen": report.jobs_seen,
+        "watermark": report.watermark,
+        "complete": report.complete,
+    }
+    logger.info("reconciled", extra=summary)
+    return summary

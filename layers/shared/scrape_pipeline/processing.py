@@ -1,0 +1,304 @@
+"""The processor's logic: turn one job id into exactly one outcome, whatever order things came in.
+
+    lease ─▶ GET job ─▶ completed          store each format once (S3); DONE stored
+      │             ├─▶ failed, retryable  resubmit (once per job, N per URL); DONE resubmitted
+      │             ├─▶ failed otherwise   dead-letter record; DONE dead_lettered
+      │             ├─▶ cancelled          DONE cancelled (a crawl's finished pages stored first)
+      │             ├─▶ not settled, 404   release; retry later, growing delay; bounded
+      │             └─▶ 429, 5xx, network  release; retry after Retry-After or a backoff
+      └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
+
+It acts on the job's state as the API reports it now, never on the webhook payload. It never
+sleeps: "retry later" is a ``Disposition`` with a delay, which the handler turns into an SQS
+visibility change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import (
+    GeonodeError,
+    NotFoundError,
+    RateLimitedError,
+)
+from scrape_pipeline.geonode.models import BatchStatus, Job
+from scrape_pipeline.ledger import (
+    JobKey,
+    JobKind,
+    LeaseLostError,
+    Ledger,
+    LedgerRow,
+    Outcome,
+    new_owner_id,
+)
+from scrape_pipeline.queue import JobMessage
+from scrape_pipeline.resubmission import Resubmitter
+from scrape_pipeline.results import ResultStore, result_prefix
+from scrape_pipeline.settings import positive_number
+
+# SQS caps a visibility timeout at 12 h; our waits stay far below.
+MAX_VISIBILITY_SECONDS = 43_200
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    """The processor's knobs (environment variables in brackets).
+
+    | variable | default | why |
+    |---|---|---|
+    | LEASE_SECONDS | 120 | longer than the processor's timeout, so a live holder keeps it |
+    | MAX_RESUBMISSIONS_PER_URL | 2 | a URL that keeps failing is not retried for ever |
+    | RETRY_BASE_SECONDS | 15 | first wait for a job not settled yet (doubles each time) |
+    | RETRY_MAX_SECONDS | 600 | longest wait; below the reconciler's staleness bound |
+    | UNSETTLED_MAX_SECONDS | 86400 | a job unsettled this long after creation is dead-lettered |
+    | NOT_FOUND_MAX_TRIES | 6 | a job the API keeps not knowing is dead-lettered as unknown |
+    | THROTTLE_DEFAULT_SECONDS | 30 | wait after a 429 without Retry-After |
+    """
+
+    lease_seconds: float = 120.0
+    max_resubmissions_per_url: int = 2
+    retry_base_seconds: float = 15.0
+    retry_max_seconds: float = 600.0
+    unsettled_max_seconds: float = 86_400.0
+    not_found_max_tries: int = 6
+    throttle_default_seconds: float = 30.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
+        """Read the settings; ``ValueError`` names a bad value."""
+        env = os.environ if env is None else env
+
+        def num(name: str, default: float) -> float:
+            return positive_number(env, name, default)
+
+        return cls(
+            lease_seconds=num("LEASE_SECONDS", cls.lease_seconds),
+            max_resubmissions_per_url=int(
+                num("MAX_RESUBMISSIONS_PER_URL", cls.max_resubmissions_per_url)
+            ),
+            retry_base_seconds=num("RETRY_BASE_SECONDS", cls.retry_base_seconds),
+            retry_max_seconds=num("RETRY_MAX_SECONDS", cls.retry_max_seconds),
+            unsettled_max_seconds=num("UNSETTLED_MAX_SECONDS", cls.unsettled_max_seconds),
+            not_found_max_tries=int(num("NOT_FOUND_MAX_TRIES", cls.not_found_max_tries)),
+            throttle_default_seconds=num("THROTTLE_DEFAULT_SECONDS", cls.throttle_default_seconds),
+        )
+
+
+@dataclass(frozen=True)
+class Disposition:
+    """What became of one message: ``retry_in`` seconds means "bring it back then"."""
+
+    outcome: str
+    retry_in: int | None = None
+    detail: str = ""
+
+    @property
+    def done(self) -> bool:
+        """The message can be deleted."""
+        return self.retry_in is None
+
+
+OUTCOME_METRICS: Mapping[str, str] = {
+    "stored": "JobsStored",
+    "resubmitted": "JobsResubmitted",
+    "dead_lettered": "JobsDeadLettered",
+    "cancelled": "JobsCancelled",
+    "not_settled": "JobsNotSettled",
+    "not_found": "JobsNotSettled",
+    "throttled": "GeonodeThrottled",
+    "api_unavailable": "GeonodeUnavailable",
+    "aws_unavailable": "ProcessorAWSUnavailable",
+    "busy": "JobsBusy",
+    "already_done": "JobsAlreadyDone",
+    "lease_lost": "JobsLeaseLost",
+}
+
+
+class JobProcessor:
+    """Processes job messages; one instance per container."""
+
+    def __init__(
+        self,
+        settings: ProcessorSettings,
+        *,
+        ledger: Ledger,
+        client: GeonodeClient,
+        results: ResultStore,
+        resubmitter: Resubmitter,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.settings = settings
+        self._ledger = ledger
+        self._client = client
+        self._results = results
+        self._resubmitter = resubmitter
+        self._clock = clock
+
+    def process(self, message: JobMessage) -> Disposition:
+        """Take the job's lease and act on its current state."""
+        key = message.key
+        owner = new_owner_id()
+        lease = self._ledger.acquire(key, owner, self.settings.lease_seconds, source=message.source)
+        if not lease.granted:
+            row = lease.row
+            if row is None or row.is_done:
+                return Disposition("already_done")
+            # Someone holds it; if they die, their lease ends and this message finds it free.
+            wait = (row.lease_until or self._clock.time()) - self._clock.time()
+            return Disposition("busy", self._seconds(wait + 1))
+        row = lease.row
+        assert row is not None  # a granted lease always returns the new row
+        try:
+            return self._act(key, owner, row)
+        except LeaseLostError:
+            # Our lease expired mid-way and another holder took over: it finishes the job.
+            return Disposition("lease_lost")
+        except AWSUnavailableError as exc:
+            self._release_quietly(key, owner)
+            return Disposition("aws_unavailable", self._backoff(row.attempts), str(exc))
+
+    # -- acting on the state ---------------------------------------------------------------
+
+    def _act(self, key: JobKey, owner: str, row: LedgerRow) -> Disposition:
+        try:
+            state: Job | BatchStatus = (
+                self._client.get_job(key.job_id)
+                if key.kind is JobKind.EXTRACT
+                else self._get_batch_or_crawl(key, page=1)
+            )
+        except RateLimitedError as exc:
+            self._ledger.release(key, owner)
+            wait = exc.retry_after or self.settings.throttle_default_seconds
+            return Disposition("throttled", self._seconds(wait))
+        except NotFoundError:
+            if row.releases + 1 >= self.settings.not_found_max_tries:
+                return self._dead_letter(key, owner, {"reason": "unknown job", "status": "404"})
+            self._ledger.release(key, owner)
+            return Disposition("not_found", self._backoff(row.releases))
+        except GeonodeError as exc:
+            self._ledger.release(key, owner)
+            return Disposition("api_unavailable", self._backoff(row.attempts), type(exc).__name__)
+        if state.status == "completed":
+            return self._store(key, owner, state)
+        if state.status == "failed":
+            return self._failed(key, owner, row, state)
+        if state.status == "cancelled":
+            if isinstance(state, BatchStatus):
+                self._store_items(key, state)
+            self._ledger.finish(key, owner, Outcome.CANCELLED)
+            return Disposition("cancelled")
+        return self._not_settled(key, owner, row, state)
+
+    def _get_batch_or_crawl(self, key: JobKey, page: int) -> BatchStatus:
+        if key.kind is JobKind.BATCH:
+            return self._client.get_batch(key.job_id, page=page, page_size=50)
+        return self._client.get_crawl(key.job_id, page=page, page_size=50)
+
+    def _store(self, key: JobKey, owner: str, state: Job | BatchStatus) -> Disposition:
+        if isinstance(state, Job):
+            metadata = {k: v for k, v in state.raw.items() if k != "data"}
+            self._results.store(key.kind, key.job_id, state.data, metadata)
+            detail = {"prefix": result_prefix(key.kind, key.job_id)}
+        else:
+            detail = self._store_items(key, state)
+        self._ledger.finish(key, owner, Outcome.STORED, detail)
+        return Disposition("stored")
+
+    def _store_items(self, key: JobKey, first_page: BatchStatus) -> dict[str, str]:
+        """Store every completed item of a batch or crawl once; dead-letter the failed ones."""
+        stored = failed = 0
+        status = first_page
+        while True:
+            for item in status.page.items:
+                index = item.input_index if item.input_index is not None else stored + failed
+                if item.status == "completed":
+                    metadata = {k: v for k, v in item.raw.items() if k != "data"}
+                    self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
+                    stored += 1
+                elif item.status == "failed":
+                    self._results.dead_letter(
+                        key.kind,
+                        key.job_id,
+                        {"url": item.url, "code": item.error_code, "message": item.error_message},
+                        item=index,
+                    )
+                    failed += 1
+            if status.page.is_last or not status.page.items:
+                break
+            status = self._get_batch_or_crawl(key, page=status.page.page + 1)
+        return {
+            "prefix": result_prefix(key.kind, key.job_id),
+            "items_stored": str(stored),
+            "items_failed": str(failed),
+        }
+
+    def _failed(
+        self, key: JobKey, owner: str, row: LedgerRow, state: Job | BatchStatus
+    ) -> Disposition:
+        if isinstance(state, Job) and state.error is not None and state.error.retryable:
+            resubmission = self._resubmitter.resubmit(state, may_have_posted=row.attempts > 1)
+            if resubmission is not None:
+                detail = {
+                    "resubmitted_as": resubmission.job_id,
+                    "adopted": str(resubmission.adopted).lower(),
+                }
+                self._ledger.finish(key, owner, Outcome.RESUBMITTED, detail)
+                return Disposition("resubmitted", detail=resubmission.job_id)
+            reason = "resubmission budget spent"
+        elif isinstance(state, BatchStatus):
+            self._store_items(key, state)
+            reason = "batch failed"
+        else:
+            reason = "not retryable"
+        error = state.error if isinstance(state, Job) else None
+        record: dict[str, Any] = {
+            "reason": reason,
+            "code": error.code if error else None,
+            "message": error.message if error else None,
+            "url": state.url if isinstance(state, Job) else None,
+        }
+        return self._dead_letter(key, owner, record)
+
+    def _not_settled(
+        self, key: JobKey, owner: str, row: LedgerRow, state: Job | BatchStatus
+    ) -> Disposition:
+        created = (
+            state.created_at.timestamp() if isinstance(state, Job) and state.created_at else None
+        )
+        created = created or row.created_at
+        if self._clock.time() - created > self.settings.unsettled_max_seconds:
+            return self._dead_letter(
+                key, owner, {"reason": "never settled", "status": state.status}
+            )
+        self._ledger.release(key, owner)
+        return Disposition("not_settled", self._backoff(row.releases))
+
+    def _dead_letter(self, key: JobKey, owner: str, record: dict[str, Any]) -> Disposition:
+        where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
+        reason = str(record.get("reason", ""))
+        self._ledger.finish(key, owner, Outcome.DEAD_LETTERED, {"record": where, "reason": reason})
+        return Disposition("dead_lettered", detail=reason)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _backoff(self, tries: int) -> int:
+        wait = self.settings.retry_base_seconds * 2 ** min(tries, 20)
+        return self._seconds(min(wait, self.settings.retry_max_seconds))
+
+    @staticmethod
+    def _seconds(wait: float) -> int:
+        return max(1, min(MAX_VISIBILITY_SECONDS, math.ceil(wait)))
+
+    def _release_quietly(self, key: JobKey, owner: str) -> None:
+        # If this fails too, the lease expires on its own and the job is retaken then.
+        with contextlib.suppress(AWSUnavailableError, LeaseLostError):
+            self._ledger.release(key, owner)

@@ -1,0 +1,114 @@
+"""Results in S3 under deterministic keys, each written at most once.
+
+    results/<kind>/<job id>[/<item index>]/content.md | content.html | links.json | metadata.json
+    dead-letters/<kind>/<job id>[/<item index>].json
+
+Every object is put with ``If-None-Match: *``: a second writer (a retry after a crash, a
+duplicate message) gets 412 and moves on, so a job never has two versions of an object.
+``metadata.json`` goes last: its presence means the whole result is there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
+from scrape_pipeline.ledger import JobKind
+
+if TYPE_CHECKING:
+    from types_boto3_s3.client import S3Client
+
+RESULTS_PREFIX = "results"
+DEAD_LETTER_PREFIX = "dead-letters"
+# format name in the job's data -> (file name, content type)
+CONTENT_FILES: Mapping[str, tuple[str, str]] = {
+    "markdown": ("content.md", "text/markdown; charset=utf-8"),
+    "html": ("content.html", "text/html; charset=utf-8"),
+    "links": ("links.json", "application/json"),
+}
+_ALREADY_THERE = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """Which keys this call wrote, and which were already there."""
+
+    prefix: str
+    written: list[str] = field(default_factory=list)
+    already_present: list[str] = field(default_factory=list)
+
+
+def result_prefix(kind: JobKind, job_id: str, item: int | None = None) -> str:
+    """Where a job's (or a batch item's) result lives."""
+    base = f"{RESULTS_PREFIX}/{kind.value}/{job_id}"
+    return base if item is None else f"{base}/{item:05d}"
+
+
+def dead_letter_key(kind: JobKind, job_id: str, item: int | None = None) -> str:
+    """Where a job's (or a batch item's) dead-letter record lives."""
+    base = f"{DEAD_LETTER_PREFIX}/{kind.value}/{job_id}"
+    return f"{base}.json" if item is None else f"{base}/{item:05d}.json"
+
+
+class ResultStore:
+    """Writes results and dead-letter records to the results bucket."""
+
+    def __init__(self, bucket: str, *, client: S3Client | None = None) -> None:
+        if client is None:
+            import boto3  # noqa: PLC0415 - only when no client is injected
+
+            client = boto3.client("s3")
+        self.bucket = bucket
+        self._s3 = client
+
+    def store(
+        self,
+        kind: JobKind,
+        job_id: str,
+        data: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        *,
+        item: int | None = None,
+    ) -> StoredResult:
+        """Write each content format the job returned, then its metadata."""
+        prefix = result_prefix(kind, job_id, item)
+        result = StoredResult(prefix)
+        for name, (filename, content_type) in CONTENT_FILES.items():
+            value = data.get(name)
+            if value is None:
+                continue
+            body = value.encode() if isinstance(value, str) else _json(value)
+            self._put_once(f"{prefix}/{filename}", body, content_type, result)
+        self._put_once(f"{prefix}/metadata.json", _json(metadata), "application/json", result)
+        return result
+
+    def dead_letter(
+        self, kind: JobKind, job_id: str, record: Mapping[str, Any], *, item: int | None = None
+    ) -> str:
+        """Park a job that will not succeed, with why, for an operator to look at."""
+        key = dead_letter_key(kind, job_id, item)
+        self._put_once(key, _json(record), "application/json", StoredResult(key))
+        return key
+
+    def _put_once(self, key: str, body: bytes, content_type: str, result: StoredResult) -> None:
+        try:
+            self._s3.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                ContentType=content_type,
+                IfNoneMatch="*",
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) in _ALREADY_THERE:
+                result.already_present.append(key)
+                return
+            raise unavailable("s3", "PutObject", exc) from exc
+        result.written.append(key)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()

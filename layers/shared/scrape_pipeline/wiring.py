@@ -1,0 +1,98 @@
+"""Building the processor and the reconciler from the environment, with real AWS clients.
+
+boto3 honours ``AWS_ENDPOINT_URL``, so the same wiring serves Lambda and the local stack.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from scrape_pipeline.api_key import load_api_key
+from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.retry import NO_RETRY, RetryPolicy
+from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Bookkeeping, Ledger
+from scrape_pipeline.processing import JobProcessor, ProcessorSettings
+from scrape_pipeline.queue import JobQueue
+from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
+from scrape_pipeline.recovery import Recoverer, RecoverySettings
+from scrape_pipeline.resubmission import Resubmitter
+from scrape_pipeline.results import ResultStore
+from scrape_pipeline.settings import GeonodeSettings
+
+# The reconciler may wait a little for a throttled page (it runs minutes apart); the processor
+# never waits: its messages come back later instead.
+RECONCILER_RETRY = RetryPolicy(max_attempts=4, base_delay=1.0, max_delay=10.0, deadline=30.0)
+
+
+def _required(env: Mapping[str, str], *names: str) -> list[str]:
+    missing = [n for n in names if not env.get(n)]
+    if missing:
+        raise ValueError(f"missing settings: {', '.join(missing)}")
+    return [env[n] for n in names]
+
+
+def _ledger(env: Mapping[str, str], clock: Clock) -> Ledger:
+    import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
+
+    (table,) = _required(env, "LEDGER_TABLE_NAME")
+    ttl_days = int(env.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
+    return Ledger(table, client=boto3.client("dynamodb"), ttl_days=ttl_days, clock=clock)
+
+
+def _queue(env: Mapping[str, str]) -> JobQueue:
+    import boto3  # noqa: PLC0415
+
+    (url,) = _required(env, "QUEUE_URL")
+    return JobQueue(url, client=boto3.client("sqs"))
+
+
+def build_processor(
+    env: Mapping[str, str] | None = None, *, clock: Clock | None = None
+) -> tuple[JobProcessor, JobQueue]:
+    """The processor and the queue it sends delayed copies to."""
+    import boto3  # noqa: PLC0415
+
+    env = os.environ if env is None else env
+    clock = clock or active_clock()
+    settings = ProcessorSettings.from_env(env)
+    (bucket,) = _required(env, "RESULTS_BUCKET")
+    ledger = _ledger(env, clock)
+    client = GeonodeClient(
+        load_api_key(env), settings=GeonodeSettings.from_env(env), retry=NO_RETRY, clock=clock
+    )
+    processor = JobProcessor(
+        settings,
+        ledger=ledger,
+        client=client,
+        results=ResultStore(bucket, client=boto3.client("s3")),
+        resubmitter=Resubmitter(
+            client, Bookkeeping(ledger), per_url_limit=settings.max_resubmissions_per_url
+        ),
+        clock=clock,
+    )
+    return processor, _queue(env)
+
+
+def build_reconciler(
+    env: Mapping[str, str] | None = None, *, clock: Clock | None = None
+) -> Reconciler:
+    """The reconciler."""
+    env = os.environ if env is None else env
+    clock = clock or active_clock()
+    settings = ReconcilerSettings.from_env(env)
+    ledger = _ledger(env, clock)
+    client = GeonodeClient(
+        load_api_key(env),
+        settings=GeonodeSettings.from_env(env),
+        retry=RECONCILER_RETRY,
+        clock=clock,
+    )
+    recoverer = Recoverer(
+        ledger,
+        _queue(env),
+        RecoverySettings(stale_after_seconds=settings.stale_after_seconds),
+        clock=clock,
+    )
+    return Reconciler(settings, ledger=ledger, client=client, recoverer=recoverer, clock=clock)
