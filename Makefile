@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test bench bench-polling bench-receiver simulator clean
+.PHONY: all venv sam-tools lint typecheck test bench bench-polling bench-receiver bench-pipeline simulator clean
 
 all: test
 
@@ -37,13 +37,16 @@ test: lint typecheck sam-tools
 	$(BIN)/python -m pytest
 
 # Benchmarks print their figures, save bench/results/*.json and update the README's tables.
-bench: bench-polling bench-receiver
+bench: bench-polling bench-receiver bench-pipeline
 
 bench-polling: venv
 	$(BIN)/python -m bench.polling
 
 bench-receiver: venv
 	$(BIN)/python -m bench.receiver
+
+bench-pipeline: venv
+	$(BIN)/python -m bench.pipeline
 
 simulator: venv
 	$(BIN)/geonode-sim

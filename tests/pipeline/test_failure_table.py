@@ -99,7 +99,8 @@ def test_failure_receiver_5xx_window_recovered_by_sender_retry(make_stack: MakeS
     stack.run_until(lambda: len(stack.sim.delivery_attempts()) >= N, step=1.0, limit=60)
     # the receiver said 503 to every first attempt and left no row behind
     assert all(a["http_status"] == 503 for a in stack.sim.delivery_attempts())
-    assert ledger(stack).pending(JobState.RECEIVED, since_before=stack.clock.time() + 1)[0] == []
+    left = ledger(stack).pending(JobState.RECEIVED, since_before=stack.clock.time() + 1)[0]
+    assert left == [], (left, stack.sim.delivery_attempts())
     outage["on"] = False
     stack.run_until(all_settled_and_done(stack, N), step=1.0, limit=600)
     assert check_exactly_once(stack) == {"stored": N}

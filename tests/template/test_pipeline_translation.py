@@ -197,7 +197,7 @@ def test_function_code_handler_runtime_layer_and_service_name(
         # the queue's own redrive count (test_template_translation pins the queue side)
         (PROCESSOR, "MAX_RECEIVE_COUNT", "MaxReceiveCount", 5),
         (RECONCILER, "RECONCILE_THRESHOLD_SECONDS", "ReconcileThresholdSeconds", 600),
-        (RECONCILER, "RECONCILE_OVERLAP_SECONDS", "ReconcileOverlapSeconds", 900),
+        (RECONCILER, "RECONCILE_OVERLAP_SECONDS", "ReconcileOverlapSeconds", 120),
         (RECONCILER, "STALE_AFTER_SECONDS", "StaleAfterSeconds", 900),
         (RECONCILER, "RECONCILE_MAX_PAGES", "ReconcileMaxPages", 20),
     ],

@@ -30,7 +30,6 @@ SOURCE_JOB_LIST = "job_list"
 SOURCE_STUCK_ROWS = "stuck_rows"
 SOURCE_DELIVERY_LOG = "delivery_log"
 JOBS_CHECKPOINT = "reconciler-jobs"
-_BAD_DELIVERY = frozenset({"failed", "abandoned"})
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,8 @@ class ReconcilerSettings:
     | variable | default | why |
     |---|---|---|
     | RECONCILE_THRESHOLD_SECONDS | 600 | younger jobs may still get their webhook |
-    | RECONCILE_OVERLAP_SECONDS | 900 | re-read this much before the watermark (clock skew, lag) |
+    | RECONCILE_OVERLAP_SECONDS | 120 | re-read this much before the watermark (clock skew, lag) |
+    | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
     | STALE_AFTER_SECONDS | 900 | a RECEIVED/ENQUEUED row unchanged this long lost its message |
     | RECONCILE_MAX_PAGES | 20 | API pages per run, per sweep: work is bounded, resumed next run |
     | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the very first run looks |
@@ -49,7 +49,8 @@ class ReconcilerSettings:
     """
 
     threshold_seconds: float = 600.0
-    overlap_seconds: float = 900.0
+    overlap_seconds: float = 120.0
+    delivery_overlap_seconds: float = 60.0
     stale_after_seconds: float = 900.0
     max_pages: int = 20
     lookback_seconds: float = 86_400.0
@@ -67,6 +68,7 @@ class ReconcilerSettings:
         return cls(
             threshold_seconds=num("RECONCILE_THRESHOLD_SECONDS", cls.threshold_seconds),
             overlap_seconds=num("RECONCILE_OVERLAP_SECONDS", cls.overlap_seconds),
+            delivery_overlap_seconds=num("DELIVERY_OVERLAP_SECONDS", cls.delivery_overlap_seconds),
             stale_after_seconds=num("STALE_AFTER_SECONDS", cls.stale_after_seconds),
             max_pages=int(num("RECONCILE_MAX_PAGES", cls.max_pages)),
             lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", cls.lookback_seconds),
@@ -246,19 +248,27 @@ class Reconciler:
     # -- delivery log ----------------------------------------------------------------------
 
     def sweep_delivery_log(self, report: ReconcileReport) -> None:
-        """Make sure of every job whose delivery failed since each subscription's checkpoint."""
+        """Make sure of every job whose delivery failed since each subscription's checkpoint.
+
+        Only attempts the log marks ``failed`` are read (the API filters them), so a run costs
+        one page per subscription when deliveries go well; every abandoned delivery had failed
+        attempts before it. The checkpoint is the newest attempt seen, on the sender's clock.
+        """
         for hook in self._client.list_webhooks():
             name = f"deliveries-{hook.id}"
             saved = self._books.read(name)
-            now = self._clock.time()
-            checkpoint = (
-                float(saved["checkpoint"]) if saved else now - self.settings.lookback_seconds
+            since = (
+                float(saved["checkpoint"])
+                if saved
+                else self._clock.time() - self.settings.lookback_seconds
             )
-            report.recovered[SOURCE_DELIVERY_LOG] += self.replay_failed(
-                hook.id, since=checkpoint - self.settings.overlap_seconds, report=report
+            keys, newest, finished = self._scan_failed(
+                hook.id, since - self.settings.delivery_overlap_seconds, report
             )
-            if report.complete:
-                self._books.write(name, {"checkpoint": f"{now:.3f}"})
+            report.recovered[SOURCE_DELIVERY_LOG] += self._ensure(keys, SOURCE_DELIVERY_LOG)
+            if finished and (saved is None or newest > since):
+                self._books.write(name, {"checkpoint": f"{max(newest, since):.3f}"})
+            report.complete &= finished
 
     def replay_failed(
         self,
@@ -269,35 +279,40 @@ class Reconciler:
         only_status: int | None = None,
         source: str = SOURCE_DELIVERY_LOG,
     ) -> int:
-        """Ensure the jobs of failed deliveries since ``since`` (newest first, bounded)."""
+        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401)."""
+        keys, _, finished = self._scan_failed(webhook_id, since, report, only_status)
+        report.complete &= finished
+        return self._ensure(keys, source)
+
+    def _scan_failed(
+        self,
+        webhook_id: str,
+        since: float,
+        report: ReconcileReport,
+        only_status: int | None = None,
+    ) -> tuple[list[JobKey], float, bool]:
+        """Jobs of failed attempts since ``since`` (newest first, bounded by the page budget).
+
+        Returns the keys, the newest attempt time seen, and whether ``since`` was reached.
+        """
         keys: list[JobKey] = []
-        pages_left = self.settings.max_pages
-        page = 1
-        reached_since = False
-        while pages_left > 0 and not reached_since:
-            listing = self._client.list_deliveries(webhook_id, page=page)
-            pages_left -= 1
+        newest = since
+        for page in range(1, self.settings.max_pages + 1):
+            listing = self._client.list_deliveries(webhook_id, status="failed", page=page)
             report.delivery_pages += 1
             for delivery in listing.items:
-                created = delivery.created_at.timestamp() if delivery.created_at else None
-                if created is not None and created < since:
-                    reached_since = True
-                    break
-                failed = delivery.status in _BAD_DELIVERY or (
-                    delivery.http_status is not None and not delivery.succeeded
-                )
-                if only_status is not None:
-                    failed = delivery.http_status == only_status
+                created = delivery.created_at.timestamp() if delivery.created_at else since
+                if created < since:
+                    return list(dict.fromkeys(keys)), newest, True
+                newest = max(newest, created)
+                if only_status is not None and delivery.http_status != only_status:
+                    continue
                 kind = EVENT_KINDS.get(delivery.event_type)
-                if failed and kind is not None and delivery.job_id:
+                if kind is not None and delivery.job_id:
                     keys.append(JobKey(kind, delivery.job_id))
             if listing.is_last or not listing.items:
-                break
-            page += 1
-        else:
-            if not reached_since:
-                report.complete = False
-        return self._ensure(list(dict.fromkeys(keys)), source)
+                return list(dict.fromkeys(keys)), newest, True
+        return list(dict.fromkeys(keys)), newest, False
 
     # -- shared ----------------------------------------------------------------------------
 

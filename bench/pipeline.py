@@ -1,0 +1,154 @@
+"""Pipeline benchmark: Geonode requests per settled job in webhook mode, reconciler included.
+
+1,000 async extract jobs submitted over half an hour of simulated time, on the local stack
+(the real handlers, moto, the simulator's default failure rates), the reconciler running
+every 10 simulated minutes. Requests are counted by the simulator; submissions and
+resubmissions (POSTs: the work itself) are excluded, every read is counted: job fetches, the
+reconciler's job-list and delivery-log pages, its subscription listing. In the same run, the
+seed article's backoff poller is measured as in the polling benchmark, for comparison.
+
+    python -m bench.pipeline [--jobs 1000] [--seed-jobs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from typing import Any
+
+from bench.report import markdown_table, save
+
+TARGET_REQUESTS_PER_JOB = 1.05
+
+
+def run_pipeline(jobs: int, spread: float, seed: int) -> dict[str, Any]:
+    os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"})
+    from devstack.clock import ManualClock
+    from devstack.simulator import SimConfig
+    from devstack.stack import LocalStack, StackSettings
+
+    clock = ManualClock(start=time.time())
+    stack = LocalStack(
+        clock,
+        SimConfig(seed=seed),  # default durations (1-20 s), failure rates and rate limit
+        StackSettings(reconcile_interval=600.0),
+    ).start()
+    try:
+        client = stack.client()
+        interval = spread / jobs
+        started = time.perf_counter()
+        for i in range(jobs):
+            client.submit_extract(f"https://bench.example/pipeline/{i}")
+            stack.step(interval)
+        # let everything settle, then two more reconciler runs past the threshold
+        deadline = clock.time() + 3 * 600 + 60
+        while clock.time() < deadline:
+            stack.step(5.0)
+        wall = time.perf_counter() - started
+        truth = stack.sim.truth_jobs("extract")
+        settled = [j for j in truth if j["status"] in ("completed", "failed", "cancelled")]
+        counts = stack.sim.request_counts()["by_route"]
+        reads = {route: n for route, n in counts.items() if not route.startswith("POST ")}
+        posts = {route: n for route, n in counts.items() if route.startswith("POST ")}
+        assert stack.schedule is not None
+        runs = stack.schedule.runs
+    finally:
+        stack.stop()
+    total_reads = sum(reads.values())
+    return {
+        "jobs_submitted": jobs,
+        "settled_jobs": len(settled),
+        "resubmissions": len(truth) - jobs,
+        "reads": reads,
+        "posts": posts,
+        "requests_per_settled_job": round(total_reads / len(settled), 4),
+        "reconciler_runs": len(runs),
+        "recovered": {k: sum(r["recovered"][k] for r in runs) for k in runs[0]["recovered"]},
+        "simulated_seconds": round(spread + 3 * 600 + 60),
+        "wall_seconds": round(wall, 1),
+    }
+
+
+def run_seed_poller(jobs: int, time_scale: float, seed: int) -> dict[str, Any]:
+    """The polling benchmark's seed poller, alone, in this same run."""
+    import httpx
+
+    from bench.polling import aligned_clock, run_strategy, start_simulator
+
+    args = argparse.Namespace(seed=seed, min_duration=1.0, max_duration=20.0, time_scale=time_scale)
+    process, base_url = start_simulator(args)
+    try:
+        clock = aligned_clock(base_url, time_scale)
+        result: dict[str, Any] = {}
+        thread = threading.Thread(
+            target=lambda: result.update(run_strategy("seed_backoff", base_url, clock, jobs, seed))
+        )
+        thread.start()
+        thread.join()
+        routes = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    reads = sum(n for r, n in routes.get("seed_backoff", {}).items() if r.startswith("GET "))
+    return {"jobs": jobs, "requests_per_job": round(reads / jobs, 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--spread", type=float, default=1800.0, help="simulated submission span")
+    parser.add_argument("--seed-jobs", type=int, default=200)
+    parser.add_argument("--seed-time-scale", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args(argv)
+
+    pipeline = run_pipeline(args.jobs, args.spread, args.seed)
+    seed_poller = run_seed_poller(args.seed_jobs, args.seed_time_scale, args.seed)
+    ratio = seed_poller["requests_per_job"] / pipeline["requests_per_settled_job"]
+    ok = {"requests_per_job": pipeline["requests_per_settled_job"] <= TARGET_REQUESTS_PER_JOB}
+    rows = [
+        [
+            "webhook pipeline (reconciler every 10 min included)",
+            pipeline["requests_per_settled_job"],
+            f"{ratio:.1f}×",
+            "≤ 1.05",
+        ],
+        [
+            "seed article's backoff poller (polling benchmark)",
+            seed_poller["requests_per_job"],
+            "1.0×",
+            "baseline",
+        ],
+    ]
+    table = markdown_table(
+        ["mode", "Geonode requests per settled job", "fewer than seed", "target"], rows
+    )
+    table += (
+        f"\n\n{pipeline['jobs_submitted']} jobs submitted over {args.spread:.0f} simulated s, "
+        f"{pipeline['settled_jobs']} settled ({pipeline['resubmissions']} of them resubmissions of "
+        f"retryable failures); reads by route: "
+        + ", ".join(f"`{r}` {n}" for r, n in sorted(pipeline["reads"].items()))
+        + f"; {pipeline['reconciler_runs']} reconciler runs, recovered {pipeline['recovered']}. "
+        f"Seed poller: {seed_poller['jobs']} jobs of 1–20 s. Submissions are not counted."
+    )
+    print(table)
+    print(f"wall time {pipeline['wall_seconds']} s; targets met: {ok}")
+    if not args.no_save:
+        save(
+            "pipeline",
+            {
+                "args": vars(args),
+                "pipeline": pipeline,
+                "seed_poller": seed_poller,
+                "targets_met": ok,
+            },
+            table,
+        )
+    return 0 if all(ok.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
