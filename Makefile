@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test bench bench-polling bench-receiver bench-pipeline simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline simulator clean
 
 all: test
 
@@ -35,6 +35,11 @@ typecheck: venv
 
 test: lint typecheck sam-tools
 	$(BIN)/python -m pytest
+
+# The whole pipeline on this machine under a chaos profile; exits 1 if anything was lost or
+# processed twice. DEMO_ARGS="--jobs 500 --chaos heavy --seed 3" to change the run.
+demo: venv
+	$(BIN)/python -m devstack.demo $(DEMO_ARGS)
 
 # Benchmarks print their figures, save bench/results/*.json and update the README's tables.
 bench: bench-polling bench-receiver bench-pipeline

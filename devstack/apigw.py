@@ -51,6 +51,9 @@ class ApiGatewayFront(Service):
         self._context = LambdaContext(function_name)
         self._lock = threading.Lock()
         self.invocations = 0
+        # Chaos: while set, every request gets this status without reaching the handler
+        # (a bad deploy, a throttled or broken integration).
+        self.failing_with: int | None = None
         front = self
 
         class Request(BaseHTTPRequestHandler):
@@ -87,12 +90,17 @@ class ApiGatewayFront(Service):
             method=request.command,
             stage=self.stage,
         )
-        with self._lock:
-            self.invocations += 1
-            try:
-                response = self._handler(event, self._context)
-            except Exception:  # noqa: BLE001 - a crashed Lambda is a 502 at the gateway
-                response = {"statusCode": 502, "body": '{"message": "Internal server error"}'}
+        failing = self.failing_with
+        response: dict[str, Any]
+        if failing is not None:
+            response = {"statusCode": failing, "body": '{"message": "Service Unavailable"}'}
+        else:
+            with self._lock:
+                self.invocations += 1
+                try:
+                    response = self._handler(event, self._context)
+                except Exception:  # noqa: BLE001 - a crashed Lambda is a 502 at the gateway
+                    response = {"statusCode": 502, "body": '{"message": "Internal server error"}'}
         payload = response.get("body") or ""
         data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
         request.send_response(int(response.get("statusCode", 200)))

@@ -96,7 +96,7 @@ class MotoServer(Service):
 
     def reset(self) -> None:
         """Forget every resource (moto's reset API)."""
-        import httpx  # noqa: PLC0415
+        import httpx
 
         httpx.post(f"{self.endpoint}/moto-api/reset").raise_for_status()
 

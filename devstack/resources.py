@@ -28,7 +28,7 @@ TEMPLATE = ROOT / "template.yaml"
 @cache
 def template(path: Path = TEMPLATE) -> dict[str, Any]:
     """template.yaml parsed with CloudFormation's short-form tags (!Ref, !Sub, ...)."""
-    from cfnlint.decode import cfn_yaml  # noqa: PLC0415 - heavy, local tooling only
+    from cfnlint.decode import cfn_yaml
 
     return dict(cfn_yaml.load(str(path)))
 

@@ -232,8 +232,8 @@ class LocalStack(Service):
 
 def _forget_powertools_clients() -> None:
     """Clients and values cached per process point at the previous stack's endpoint: drop them."""
-    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
-    from aws_lambda_powertools.utilities.parameters import constants  # noqa: PLC0415
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import constants
 
     parameters.clear_caches()  # type: ignore[no-untyped-call]
     constants.DEFAULT_PROVIDERS.clear()

@@ -108,3 +108,22 @@ def test_receiver_message_is_job_id_only(env: dict[str, str]):
     assert [json.loads(m["Body"]) for m in messages] == [
         {"kind": "extract", "job_id": "m-1", "source": "webhook"}
     ]
+
+
+def test_receiver_enqueues_first_webhook_of_an_announced_batch(env: dict[str, str]):
+    from scrape_pipeline.submissions import expect
+
+    # GIVEN a batch its submitter announced to the ledger (no API lists batches)
+    book = Ledger("ledger", client=boto3.client("dynamodb"))
+    expect(book, JobKind.BATCH, "batch-1")
+    receiver = build_receiver()
+    body = delivery_body("batch-1", event="batch_completed")
+    # WHEN its webhook arrives, twice
+    first = receiver.handle(body, sign(SignatureConfig(), body, SECRET, time.time()))
+    second = receiver.handle(body, sign(SignatureConfig(), body, SECRET, time.time()))
+    # THEN the first is taken as new and enqueued once; the second is a duplicate
+    assert (first.status, first.outcome) == (200, "accepted")
+    assert second.outcome == "duplicate"
+    assert queue_depth(env["QUEUE_URL"]) == 1
+    row = book.get(JobKey(JobKind.BATCH, "batch-1"))
+    assert row is not None and row.state is JobState.ENQUEUED

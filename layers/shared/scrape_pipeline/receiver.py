@@ -9,6 +9,7 @@ same code. Every outcome is an ``Answer``; errors become statuses here and nowhe
     new job                   200 accepted    ledger put + SQS send (2 AWS calls)
     known job                 200 duplicate   ledger put only (1 AWS call)
     RECEIVED row gone stale   200 accepted    a crashed earlier delivery is re-enqueued
+    row from a submission     200 accepted    the batch/crawl its submitter announced
     AWS failing               503   the sender retries; no orphan row is left
 """
 
@@ -27,6 +28,7 @@ from scrape_pipeline.payload import FieldLocations, PayloadError, read_notificat
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.secret_store import SecretStore
 from scrape_pipeline.signatures import SignatureConfig, SignatureError, verify
+from scrape_pipeline.submissions import SOURCE_SUBMITTED
 
 SOURCE_WEBHOOK = "webhook"
 EVENT_HEADER = "x-webhook-event"
@@ -191,12 +193,14 @@ class Receiver:
             return Answer(200, accepted, "accepted", key)
         row = recorded.row
         stale_before = self._clock.time() - self.settings.resend_after_seconds
-        # A RECEIVED row this old means its writer died between the put and the send:
-        # this delivery finishes the job (mark_enqueued lets one of several duplicates win).
-        stale = row.state is JobState.RECEIVED and row.state_since < stale_before
-        if stale and self._ledger.mark_enqueued(row):
+        # A RECEIVED row this old means its writer died between the put and the send; one
+        # recorded at submission is waiting for exactly this first webhook. Either way this
+        # delivery enqueues it (mark_enqueued lets one of several duplicates win).
+        announced = row.source == SOURCE_SUBMITTED
+        waiting = row.state is JobState.RECEIVED and (announced or row.state_since < stale_before)
+        if waiting and self._ledger.mark_enqueued(row):
             self._queue.send(message)
-            return Answer(200, accepted, "recovered", key)
+            return Answer(200, accepted, "accepted" if announced else "recovered", key)
         duplicate = {"status": "duplicate", "kind": key.kind.value, "job_id": key.job_id}
         return Answer(200, duplicate, "duplicate", key)
 

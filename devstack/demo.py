@@ -1,0 +1,471 @@
+"""``make demo``: the whole pipeline on this machine, under fire, judged from outside.
+
+A workload of extract jobs, batches and crawls runs through the local stack (the real Lambda
+handlers, moto, the Geonode simulator) on a simulated clock while a chaos profile drops,
+duplicates, delays and reorders webhooks, takes the receiver down for a while, rotates the
+secret mid-run and throttles the API. Then it reports what happened, counting "lost" and
+"processed twice" from the simulator's record and S3's object versions, never from the
+pipeline's own word, and exits 1 if either is not zero.
+
+    python -m devstack.demo [--jobs 200] [--chaos default|none|heavy] [--seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrape_pipeline.geonode.errors import RateLimitedError
+
+CHAOS_PROFILES: dict[str, dict[str, Any]] = {
+    "none": {},
+    "default": {
+        "drop_rate": 0.2,
+        "duplicate_rate": 0.2,
+        "reorder_window_s": 10.0,
+        "delay_max_s": 5.0,
+        "outage": (120.0, 180.0),  # the receiver answers 503 (a bad deploy)
+        "rotate_at": 300.0,  # the extract subscription's secret is rotated
+        "throttle": (240.0, 60.0),  # 429s from the API: start, duration
+    },
+    "heavy": {
+        "drop_rate": 0.5,
+        "duplicate_rate": 0.3,
+        "reorder_window_s": 30.0,
+        "delay_max_s": 20.0,
+        "outage": (60.0, 240.0),
+        "rotate_at": 200.0,
+        "throttle": (100.0, 180.0),
+        "api_error_rate": 0.05,
+    },
+}
+STEP_SECONDS = 5.0
+CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
+SUBMIT_SPAN_SECONDS = 600.0
+MAX_SIMULATED_SECONDS = 5400.0
+
+
+@dataclass
+class Unit:
+    """One piece of work the user cares about: an extract job, a batch item, a crawl page."""
+
+    kind: str  # extract | batch | crawl
+    job_id: str
+    index: int | None
+
+    @property
+    def result_key(self) -> str:
+        base = f"results/{self.kind}/{self.job_id}"
+        return (
+            f"{base}/metadata.json"
+            if self.index is None
+            else f"{base}/{self.index:05d}/metadata.json"
+        )
+
+    @property
+    def dead_letter_key(self) -> str:
+        base = f"dead-letters/{self.kind}/{self.job_id}"
+        return f"{base}.json" if self.index is None else f"{base}/{self.index:05d}.json"
+
+
+@dataclass
+class Report:
+    """The demo's figures (all counted from outside the pipeline)."""
+
+    submitted: Counter[str] = field(default_factory=Counter)
+    settled: int = 0
+    stored: int = 0
+    resubmitted: int = 0
+    dead_lettered: int = 0
+    cancelled: int = 0
+    duplicates_suppressed: int = 0
+    recovered: Counter[str] = field(default_factory=Counter)
+    lost: int = 0
+    processed_twice: int = 0
+    latency_p50: float = 0.0
+    latency_p99: float = 0.0
+    requests_per_job: float = 0.0
+    simulated_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    lost_examples: list[str] = field(default_factory=list)
+    twice_examples: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """Label / value rows, in the order the README describes them."""
+        submitted = ", ".join(f"{n} {kind}" for kind, n in sorted(self.submitted.items()))
+        recovered = ", ".join(f"{n} {src}" for src, n in sorted(self.recovered.items())) or "0"
+        return [
+            ("submitted", f"{sum(self.submitted.values())} ({submitted})"),
+            ("settled (jobs, batch items, crawl pages)", str(self.settled)),
+            ("stored", str(self.stored)),
+            ("resubmitted (retryable failures)", str(self.resubmitted)),
+            ("dead-lettered", str(self.dead_lettered)),
+            ("cancelled", str(self.cancelled)),
+            ("duplicate deliveries suppressed", str(self.duplicates_suppressed)),
+            ("recovered by the reconciler", recovered),
+            ("LOST", str(self.lost)),
+            ("PROCESSED TWICE", str(self.processed_twice)),
+            (
+                "settle-to-stored latency p50 / p99",
+                f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
+            ),
+            ("Geonode requests per settled job", f"{self.requests_per_job:.3f}"),
+            (
+                "simulated time / wall time",
+                f"{self.simulated_seconds:.0f} s / {self.wall_seconds:.1f} s",
+            ),
+        ]
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+class Demo:
+    """Runs one workload under one chaos profile and measures it."""
+
+    def __init__(self, jobs: int, chaos: str, seed: int) -> None:
+        from devstack.clock import ManualClock
+        from devstack.simulator import SimConfig
+        from devstack.stack import LocalStack, StackSettings
+
+        self.jobs = jobs
+        self.profile = CHAOS_PROFILES[chaos]
+        self.clock = ManualClock(start=time.time())
+        self.stack = LocalStack(
+            self.clock,
+            SimConfig(seed=seed, webhook_time_scale=1.0),
+            StackSettings(
+                env={"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+            ),
+        )
+        self.started_at = 0.0
+        self.first_seen: dict[str, float] = {}
+
+    # -- workload --------------------------------------------------------------------------
+
+    def plan(self) -> list[tuple[float, str, Any]]:
+        """(offset, kind, payload): 70 % extract jobs, 15 % batch items, 15 % crawl pages."""
+        batch_urls = max(1, round(self.jobs * 0.15))
+        crawl_pages = max(1, round(self.jobs * 0.15))
+        extracts = max(0, self.jobs - batch_urls - crawl_pages)
+        items: list[tuple[str, Any]] = [
+            ("extract", f"https://demo.example/page/{i}") for i in range(extracts)
+        ]
+        per_batch = 5
+        for b in range(0, batch_urls, per_batch):
+            urls = [
+                f"https://demo.example/batch/{b + i}" for i in range(min(per_batch, batch_urls - b))
+            ]
+            items.append(("batch", urls))
+        per_crawl = 10
+        for c in range(0, crawl_pages, per_crawl):
+            items.append(
+                ("crawl", (f"https://demo.example/site/{c}", min(per_crawl, crawl_pages - c)))
+            )
+        spacing = SUBMIT_SPAN_SECONDS / max(1, len(items))
+        # interleave kinds so batches and crawls run alongside extracts
+        items.sort(key=lambda item: hash(str(item[1])) % 997)
+        return [(i * spacing, kind, payload) for i, (kind, payload) in enumerate(items)]
+
+    def run(self, progress: Any = None) -> Report:
+        stack = self.stack.start()
+        report = Report()
+        wall = time.perf_counter()
+        try:
+            self.started_at = self.clock.time()
+            for name in (
+                "drop_rate",
+                "duplicate_rate",
+                "reorder_window_s",
+                "delay_max_s",
+                "api_error_rate",
+            ):
+                if name in self.profile:
+                    stack.sim.faults.update(**{name: self.profile[name]})
+            client = stack.client()
+            plan = self.plan()
+            rotated = False
+            throttled = False
+            total_units = self.jobs
+            steps = 0
+            while True:
+                steps += 1
+                elapsed = self.clock.time() - self.started_at
+                while plan and plan[0][0] <= elapsed:
+                    _, kind, payload = plan[0]
+                    try:
+                        self._submit(client, kind, payload, report)
+                    except RateLimitedError:
+                        break  # the user waits out the throttling, as the pipeline does
+                    plan.pop(0)
+                self._chaos(elapsed, rotated, throttled)
+                if (
+                    "rotate_at" in self.profile
+                    and not rotated
+                    and elapsed >= self.profile["rotate_at"]
+                ):
+                    self._rotate()
+                    rotated = True
+                throttle = self.profile.get("throttle")
+                if throttle and not throttled and elapsed >= throttle[0]:
+                    stack.sim.faults.burst(duration_s=throttle[1], status=429)
+                    throttled = True
+                stack.step(STEP_SECONDS)
+                done = self._observe()
+                if progress is not None:
+                    progress(min(done, total_units), total_units)
+                checking = steps % CHECK_EVERY_STEPS == 0
+                if (not plan and checking and self._finished()) or elapsed > MAX_SIMULATED_SECONDS:
+                    break
+            self._measure(report)
+        finally:
+            report.wall_seconds = time.perf_counter() - wall
+            report.simulated_seconds = self.clock.time() - self.started_at
+            stack.stop()
+        return report
+
+    def _submit(self, client: Any, kind: str, payload: Any, report: Report) -> None:
+        from scrape_pipeline.ledger import JobKind
+        from scrape_pipeline.submissions import expect
+
+        if kind == "extract":
+            client.submit_extract(payload)
+            report.submitted["extract jobs"] += 1
+        elif kind == "batch":
+            job_id = client.create_batch(payload).job_id
+            expect(self._ledger(), JobKind.BATCH, job_id)  # no API lists batches: announce it
+            report.submitted["batch items"] += len(payload)
+        else:
+            url, pages = payload
+            job_id = client.create_crawl(url, max_pages=pages).job_id
+            expect(self._ledger(), JobKind.CRAWL, job_id)
+            report.submitted["crawl pages"] += pages
+
+    def _ledger(self) -> Any:
+        import boto3
+
+        from scrape_pipeline.ledger import Ledger
+
+        assert self.stack.resources is not None
+        return Ledger(self.stack.resources.table, client=boto3.client("dynamodb"), clock=self.clock)
+
+    def _chaos(self, elapsed: float, rotated: bool, throttled: bool) -> None:
+        outage = self.profile.get("outage")
+        front = self.stack.front
+        assert front is not None
+        if outage:
+            front.failing_with = 503 if outage[0] <= elapsed < outage[1] else None
+
+    def _rotate(self) -> None:
+        from scrape_pipeline.rotation import SecretBundle, rotate_webhook_secret
+
+        stack = self.stack
+        assert stack.resources is not None
+        rotate_webhook_secret(
+            stack.client(),
+            stack.webhook_ids["extract_completed"],
+            SecretBundle(stack.resources.webhook_secret_arn),
+            grace_seconds=3600,
+            replay_with=stack.handlers["reconciler"].get_reconciler(),
+            clock=self.clock,
+        )
+
+    # -- measuring from outside ------------------------------------------------------------
+
+    def _units(self) -> list[tuple[Unit, dict[str, Any]]]:
+        out = []
+        for job in self.stack.sim.truth_jobs():
+            kind = {"extract": "extract", "batch_item": "batch", "crawl_page": "crawl"}[job["kind"]]
+            index = None if kind == "extract" else int(job["index"])
+            out.append((Unit(kind, job["job_id"], index), job))
+        return out
+
+    def _observe(self) -> int:
+        """Stamp result objects the first time they are seen; returns units with an outcome."""
+        import boto3
+
+        assert self.stack.resources is not None
+        s3 = boto3.client("s3")
+        now = self.clock.time()
+        for prefix in ("results/", "dead-letters/"):
+            for page in s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.stack.resources.bucket, Prefix=prefix
+            ):
+                for obj in page.get("Contents", []):
+                    self.first_seen.setdefault(obj["Key"], now)
+        units = self._units()
+        return sum(
+            1
+            for unit, _ in units
+            if unit.result_key in self.first_seen or unit.dead_letter_key in self.first_seen
+        )
+
+    def _finished(self) -> bool:
+        for unit, job in self._units():
+            if job["status"] in ("queued", "processing"):
+                return False
+            if job["status"] == "cancelled":
+                continue
+            if unit.result_key in self.first_seen or unit.dead_letter_key in self.first_seen:
+                continue
+            if self._was_resubmitted(unit, job):
+                continue
+            return False
+        return True
+
+    def _was_resubmitted(self, unit: Unit, job: dict[str, Any]) -> bool:
+        return (
+            unit.kind == "extract"
+            and job["status"] == "failed"
+            and bool(job["retryable"])
+            and self._resubmitted(job)
+        )
+
+    def _resubmitted(self, job: dict[str, Any]) -> bool:
+        later = [
+            j
+            for j in self.stack.sim.truth_jobs("extract")
+            if j["url"] == job["url"] and j["created_at"] > job["created_at"]
+        ]
+        return bool(later)
+
+    def _measure(self, report: Report) -> None:
+        import boto3
+
+        stack = self.stack
+        assert stack.resources is not None and stack.schedule is not None
+        s3 = boto3.client("s3")
+        versions: Counter[str] = Counter()
+        for page in s3.get_paginator("list_object_versions").paginate(
+            Bucket=stack.resources.bucket
+        ):
+            for version in page.get("Versions", []):
+                versions[version["Key"]] += 1
+        latencies = []
+        for unit, job in self._units():
+            status = job["status"]
+            if status in ("queued", "processing"):
+                continue
+            report.settled += 1
+            stored = unit.result_key in versions
+            dead = unit.dead_letter_key in versions
+            if stored and dead:
+                report.processed_twice += 1
+                report.twice_examples.append(unit.result_key)
+            if stored:
+                report.stored += 1
+                latencies.append(self.first_seen[unit.result_key] - float(job["settled_at"]))
+            elif dead:
+                report.dead_lettered += 1
+            elif status == "cancelled":
+                report.cancelled += 1
+            elif (
+                unit.kind == "extract"
+                and status == "failed"
+                and job["retryable"]
+                and self._resubmitted(job)
+            ):
+                report.resubmitted += 1
+            else:
+                report.lost += 1
+                report.lost_examples.append(f"{unit.kind} {unit.job_id} {unit.index}")
+        for key, count in versions.items():
+            if count > 1:
+                report.processed_twice += 1
+                report.twice_examples.append(key)
+        accepted: Counter[tuple[str, str]] = Counter(
+            (a["event_type"], a["job_id"])
+            for a in stack.sim.delivery_attempts()
+            if a["http_status"] is not None and 200 <= int(a["http_status"]) < 300
+        )
+        report.duplicates_suppressed = sum(n - 1 for n in accepted.values() if n > 1)
+        for run in stack.schedule.runs:
+            report.recovered.update({k: v for k, v in run["recovered"].items() if v})
+        report.latency_p50 = _percentile(latencies, 50)
+        report.latency_p99 = _percentile(latencies, 99)
+        routes = stack.sim.request_counts()["by_route"]
+        reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
+        report.requests_per_job = reads / max(1, report.settled)
+
+
+def print_report(report: Report, chaos: str) -> None:
+    """The report as a table (rich when available)."""
+    title = f"scrape-pipeline demo (chaos: {chaos})"
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # pragma: no cover - rich is a dev dependency
+        print(title)
+        for label, value in report.lines():
+            print(f"  {label:<42} {value}")
+        return
+    table = Table(title=title, show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for label, value in report.lines():
+        style = (
+            "red" if label.isupper() and value != "0" else ("green" if label.isupper() else None)
+        )
+        table.add_row(label, value, style=style)
+    Console().print(table)
+    if report.lost_examples:
+        print("lost:", ", ".join(report.lost_examples[:10]))
+    if report.twice_examples:
+        print("twice:", ", ".join(report.twice_examples[:10]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; 0 when nothing was lost and nothing processed twice."""
+    parser = argparse.ArgumentParser(
+        prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
+    )
+    parser.add_argument("--jobs", type=int, default=200, help="units of work (default 200)")
+    parser.add_argument("--chaos", choices=sorted(CHAOS_PROFILES), default="default")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    if args.jobs < 10:
+        parser.error("--jobs must be at least 10")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineDemo")
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "demo")
+    demo = Demo(args.jobs, args.chaos, args.seed)
+    report = _run_with_progress(demo)
+    print_report(report, args.chaos)
+    return 1 if report.lost or report.processed_twice else 0
+
+
+def _run_with_progress(demo: Demo) -> Report:
+    try:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+    except ImportError:  # pragma: no cover
+        return demo.run()
+    with Progress(
+        TextColumn("[bold]pipeline"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("outcomes stored"),
+        TimeElapsedColumn(),
+        transient=False,
+        disable=not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task("run", total=demo.jobs)
+        return demo.run(lambda done, total: progress.update(task, completed=done, total=total))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
