@@ -33,8 +33,9 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# Two workers on this 2-core machine; a file's tests stay together (module-scoped stacks).
 test: lint typecheck sam-tools
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The whole pipeline on this machine under a chaos profile; exits 1 if anything was lost or
 # processed twice. DEMO_ARGS="--jobs 500 --chaos heavy --seed 3" to change the run.

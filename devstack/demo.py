@@ -7,7 +7,7 @@ secret mid-run and throttles the API. Then it reports what happened, counting "l
 "processed twice" from the simulator's record and S3's object versions, never from the
 pipeline's own word, and exits 1 if either is not zero.
 
-    python -m devstack.demo [--jobs 200] [--chaos default|none|heavy] [--seed 7]
+    python -m devstack.demo [--jobs 200] [--chaos default|none|heavy|<matrix scenario>] [--seed 7]
 """
 
 from __future__ import annotations
@@ -21,30 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_pipeline.geonode.errors import RateLimitedError
+from devstack.chaos import PROFILES, ChaosProfile, install_crashes
+from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 
-CHAOS_PROFILES: dict[str, dict[str, Any]] = {
-    "none": {},
-    "default": {
-        "drop_rate": 0.2,
-        "duplicate_rate": 0.2,
-        "reorder_window_s": 10.0,
-        "delay_max_s": 5.0,
-        "outage": (120.0, 180.0),  # the receiver answers 503 (a bad deploy)
-        "rotate_at": 300.0,  # the extract subscription's secret is rotated
-        "throttle": (240.0, 60.0),  # 429s from the API: start, duration
-    },
-    "heavy": {
-        "drop_rate": 0.5,
-        "duplicate_rate": 0.3,
-        "reorder_window_s": 30.0,
-        "delay_max_s": 20.0,
-        "outage": (60.0, 240.0),
-        "rotate_at": 200.0,
-        "throttle": (100.0, 180.0),
-        "api_error_rate": 0.05,
-    },
-}
 STEP_SECONDS = 5.0
 CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
 SUBMIT_SPAN_SECONDS = 600.0
@@ -76,7 +55,7 @@ class Unit:
 
 @dataclass
 class Report:
-    """The demo's figures (all counted from outside the pipeline)."""
+    """The figures: lost and twice from outside (simulator, S3 versions); latency by the ledger."""
 
     submitted: Counter[str] = field(default_factory=Counter)
     settled: int = 0
@@ -90,6 +69,8 @@ class Report:
     processed_twice: int = 0
     latency_p50: float = 0.0
     latency_p99: float = 0.0
+    latency_max: float = 0.0
+    crashes: dict[str, int] = field(default_factory=dict)
     requests_per_job: float = 0.0
     simulated_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -139,17 +120,21 @@ class Demo:
         from devstack.stack import LocalStack, StackSettings
 
         self.jobs = jobs
-        self.profile = CHAOS_PROFILES[chaos]
+        self.seed = seed
+        self.profile: ChaosProfile = PROFILES[chaos]
         self.clock = ManualClock(start=time.time())
+        sim = SimConfig(seed=seed)
+        if self.profile.retryable_failure_rate is not None:
+            sim = SimConfig(seed=seed, retryable_failure_rate=self.profile.retryable_failure_rate)
         self.stack = LocalStack(
             self.clock,
-            SimConfig(seed=seed, webhook_time_scale=1.0),
+            sim,
             StackSettings(
                 env={"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
             ),
         )
         self.started_at = 0.0
-        self.first_seen: dict[str, float] = {}
+        self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
 
     # -- workload --------------------------------------------------------------------------
 
@@ -183,19 +168,21 @@ class Demo:
         wall = time.perf_counter()
         try:
             self.started_at = self.clock.time()
-            for name in (
-                "drop_rate",
-                "duplicate_rate",
-                "reorder_window_s",
-                "delay_max_s",
-                "api_error_rate",
-            ):
-                if name in self.profile:
-                    stack.sim.faults.update(**{name: self.profile[name]})
+            p = self.profile
+            stack.sim.faults.update(
+                drop_rate=p.drop_rate,
+                duplicate_rate=p.duplicate_rate,
+                reorder_window_s=p.reorder_window_s,
+                delay_max_s=p.delay_max_s,
+                api_error_rate=p.api_error_rate,
+            )
             client = stack.client()
+            if p.webhooks_disabled:
+                for webhook_id in stack.webhook_ids.values():
+                    client.update_webhook(webhook_id, is_active=False)
+            report.crashes = install_crashes(stack, p, self.seed)
             plan = self.plan()
-            rotated = False
-            throttled = False
+            fired: set[str] = set()
             total_units = self.jobs
             steps = 0
             while True:
@@ -205,28 +192,21 @@ class Demo:
                     _, kind, payload = plan[0]
                     try:
                         self._submit(client, kind, payload, report)
-                    except RateLimitedError:
-                        break  # the user waits out the throttling, as the pipeline does
+                    except (RateLimitedError, ServerError):
+                        # The user waits and submits again (the simulator's injected 429/5xx
+                        # happen before the API acts, so a second POST creates no twin).
+                        break
                     plan.pop(0)
-                self._chaos(elapsed, rotated, throttled)
-                if (
-                    "rotate_at" in self.profile
-                    and not rotated
-                    and elapsed >= self.profile["rotate_at"]
-                ):
-                    self._rotate()
-                    rotated = True
-                throttle = self.profile.get("throttle")
-                if throttle and not throttled and elapsed >= throttle[0]:
-                    stack.sim.faults.burst(duration_s=throttle[1], status=429)
-                    throttled = True
+                self._chaos(elapsed, fired)
                 stack.step(STEP_SECONDS)
-                done = self._observe()
-                if progress is not None:
-                    progress(min(done, total_units), total_units)
                 checking = steps % CHECK_EVERY_STEPS == 0
+                if checking:
+                    done = self._observe()
+                    if progress is not None:
+                        progress(min(done, total_units), total_units)
                 if (not plan and checking and self._finished()) or elapsed > MAX_SIMULATED_SECONDS:
                     break
+            self._observe()
             self._measure(report)
         finally:
             report.wall_seconds = time.perf_counter() - wall
@@ -259,12 +239,23 @@ class Demo:
         assert self.stack.resources is not None
         return Ledger(self.stack.resources.table, client=boto3.client("dynamodb"), clock=self.clock)
 
-    def _chaos(self, elapsed: float, rotated: bool, throttled: bool) -> None:
-        outage = self.profile.get("outage")
+    def _chaos(self, elapsed: float, fired: set[str]) -> None:
+        """Switch the timed faults on and off as the run's clock passes them."""
+        p = self.profile
         front = self.stack.front
         assert front is not None
-        if outage:
-            front.failing_with = 503 if outage[0] <= elapsed < outage[1] else None
+        if p.outage:
+            front.failing_with = 503 if p.outage[0] <= elapsed < p.outage[1] else None
+        if p.rotate_at is not None and "rotate" not in fired and elapsed >= p.rotate_at:
+            try:
+                self._rotate()
+            except GeonodeError:
+                return  # throttled or failing API: the operator tries again a moment later
+            fired.add("rotate")
+        for name, window, status in (("throttle", p.throttle, 429), ("5xx", p.server_errors, 503)):
+            if window and name not in fired and elapsed >= window[0]:
+                fired.add(name)
+                self.stack.sim.faults.burst(duration_s=window[1], status=status)
 
     def _rotate(self) -> None:
         from scrape_pipeline.rotation import SecretBundle, rotate_webhook_secret
@@ -291,34 +282,37 @@ class Demo:
         return out
 
     def _observe(self) -> int:
-        """Stamp result objects the first time they are seen; returns units with an outcome."""
-        import boto3
-
-        assert self.stack.resources is not None
-        s3 = boto3.client("s3")
-        now = self.clock.time()
-        for prefix in ("results/", "dead-letters/"):
-            for page in s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self.stack.resources.bucket, Prefix=prefix
-            ):
-                for obj in page.get("Contents", []):
-                    self.first_seen.setdefault(obj["Key"], now)
+        """Jobs done so far, by the ledger (cheap; only the progress bar and the stop use it)."""
+        self.done_at.update(self._ledger_done())
         units = self._units()
-        return sum(
-            1
-            for unit, _ in units
-            if unit.result_key in self.first_seen or unit.dead_letter_key in self.first_seen
+        return sum(1 for unit, _ in units if unit.job_id in self.done_at)
+
+    def _ledger_done(self) -> dict[str, float]:
+        """Job ids (extract, batch, crawl) the ledger has DONE, with when."""
+        from scrape_pipeline.ledger import JobKey, JobKind
+
+        kinds = {"extract": JobKind.EXTRACT, "batch": JobKind.BATCH, "crawl": JobKind.CRAWL}
+        keys = list(
+            dict.fromkeys(
+                JobKey(kinds[unit.kind], unit.job_id)
+                for unit, _ in self._units()
+                if unit.job_id not in self.done_at
+            )
         )
+        done: dict[str, float] = {}
+        ledger = self._ledger()
+        for start in range(0, len(keys), 100):
+            for key, row in ledger.get_many(keys[start : start + 100]).items():
+                if row.is_done:
+                    done[key.job_id] = row.finished_at or self.clock.time()
+        return done
 
     def _finished(self) -> bool:
+        """Every settled job has its one outcome (by the ledger; S3 judges at the end)."""
         for unit, job in self._units():
             if job["status"] in ("queued", "processing"):
                 return False
-            if job["status"] == "cancelled":
-                continue
-            if unit.result_key in self.first_seen or unit.dead_letter_key in self.first_seen:
-                continue
-            if self._was_resubmitted(unit, job):
+            if job["status"] == "cancelled" or unit.job_id in self.done_at:
                 continue
             return False
         return True
@@ -364,7 +358,9 @@ class Demo:
                 report.twice_examples.append(unit.result_key)
             if stored:
                 report.stored += 1
-                latencies.append(self.first_seen[unit.result_key] - float(job["settled_at"]))
+                finished = self.done_at.get(unit.job_id)
+                if finished is not None:
+                    latencies.append(finished - float(job["settled_at"]))
             elif dead:
                 report.dead_lettered += 1
             elif status == "cancelled":
@@ -393,6 +389,7 @@ class Demo:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latency_p50 = _percentile(latencies, 50)
         report.latency_p99 = _percentile(latencies, 99)
+        report.latency_max = max(latencies, default=0.0)
         routes = stack.sim.request_counts()["by_route"]
         reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
         report.requests_per_job = reads / max(1, report.settled)
@@ -430,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
     parser.add_argument("--jobs", type=int, default=200, help="units of work (default 200)")
-    parser.add_argument("--chaos", choices=sorted(CHAOS_PROFILES), default="default")
+    parser.add_argument("--chaos", choices=sorted(PROFILES), default="default")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     if args.jobs < 10:

@@ -96,6 +96,7 @@ class LedgerRow:
     lease_until: float | None = None
     token: str | None = field(default=None, repr=False)
     detail: dict[str, str] = field(default_factory=dict)
+    finished_at: float | None = None
 
     @property
     def is_done(self) -> bool:
@@ -169,6 +170,7 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         lease_until=n("lease_until"),
         token=s("token"),
         detail={k: v.get("S", "") for k, v in detail.items()},
+        finished_at=n("finished_at"),
     )
 
 

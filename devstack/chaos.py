@@ -1,0 +1,112 @@
+"""Chaos profiles: what goes wrong during a local run, on the sender's side and on ours.
+
+Sender-side faults are the simulator's (drop, duplicate, delay, reorder, 429/5xx bursts,
+a disabled subscription, a secret rotated mid-run). Our-side faults are crashes injected
+into the real handlers at the worst moments the architecture names: between the receiver's
+ledger write and its SQS send, between the processor's result write and its DONE, and
+between a resubmission POST and its ledger write. Crashes are drawn from a seeded RNG.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from scrape_pipeline.ledger import Outcome
+
+
+@dataclass(frozen=True)
+class ChaosProfile:
+    """One run's faults; times are seconds after the run starts (simulated)."""
+
+    drop_rate: float = 0.0
+    duplicate_rate: float = 0.0
+    reorder_window_s: float = 0.0
+    delay_max_s: float = 0.0
+    api_error_rate: float = 0.0
+    outage: tuple[float, float] | None = None  # the receiver answers 503 in [start, end)
+    rotate_at: float | None = None  # the extract subscription's secret is rotated
+    throttle: tuple[float, float] | None = None  # 429s from the API: (start, duration)
+    server_errors: tuple[float, float] | None = None  # 503s from the API: (start, duration)
+    webhooks_disabled: bool = False  # every subscription disabled: the reconciler alone
+    receiver_crash_rate: float = 0.0  # dies after the ledger put, before the SQS send
+    processor_crash_rate: float = 0.0  # dies after storing the result, before DONE
+    resubmit_crash_rate: float = 0.0  # dies after the resubmission POST, before the ledger
+    retryable_failure_rate: float | None = None  # None: the simulator's default
+
+
+PROFILES: dict[str, ChaosProfile] = {
+    "none": ChaosProfile(),
+    "default": ChaosProfile(
+        drop_rate=0.2,
+        duplicate_rate=0.2,
+        reorder_window_s=10.0,
+        delay_max_s=5.0,
+        outage=(120.0, 180.0),
+        rotate_at=300.0,
+        throttle=(240.0, 60.0),
+    ),
+    "heavy": ChaosProfile(
+        drop_rate=0.5,
+        duplicate_rate=0.3,
+        reorder_window_s=30.0,
+        delay_max_s=20.0,
+        api_error_rate=0.05,
+        outage=(60.0, 240.0),
+        rotate_at=200.0,
+        throttle=(100.0, 180.0),
+        receiver_crash_rate=0.05,
+        processor_crash_rate=0.05,
+        resubmit_crash_rate=0.3,
+    ),
+    # The matrix: one fault at a time (tests/chaos).
+    "drop-20": ChaosProfile(drop_rate=0.2),
+    "drop-50": ChaosProfile(drop_rate=0.5),
+    "duplicates-30": ChaosProfile(duplicate_rate=0.3),
+    "reorder": ChaosProfile(reorder_window_s=60.0, delay_max_s=30.0),
+    "receiver-outage": ChaosProfile(outage=(60.0, 300.0)),
+    "crash-put-send": ChaosProfile(receiver_crash_rate=0.2),
+    "crash-store-done": ChaosProfile(processor_crash_rate=0.2),
+    "crash-resubmit": ChaosProfile(resubmit_crash_rate=1.0, retryable_failure_rate=0.2),
+    "throttle-429": ChaosProfile(throttle=(30.0, 240.0)),
+    "burst-5xx": ChaosProfile(server_errors=(30.0, 180.0)),
+    "rotation": ChaosProfile(rotate_at=120.0),
+    "webhooks-off": ChaosProfile(webhooks_disabled=True),
+}
+
+
+class _Crash(RuntimeError):
+    """An injected crash: the invocation dies here, as if the Lambda was killed."""
+
+
+def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, int]:
+    """Wrap the live handlers' collaborators so they die at the named moments; returns counts."""
+    rng = random.Random(seed)
+    counts = {"receiver": 0, "processor": 0, "resubmit": 0}
+    if profile.receiver_crash_rate:
+        queue = stack.handlers["receiver"].get_receiver()._queue
+        send = queue.send
+
+        def crashing_send(message: Any, **kwargs: Any) -> Any:
+            if rng.random() < profile.receiver_crash_rate:
+                counts["receiver"] += 1
+                raise _Crash("receiver killed between the ledger put and the SQS send")
+            return send(message, **kwargs)
+
+        queue.send = crashing_send
+    if profile.processor_crash_rate or profile.resubmit_crash_rate:
+        ledger = stack.handlers["processor"].get_processor()[0]._ledger
+        finish = ledger.finish
+
+        def crashing_finish(key: Any, owner: str, outcome: Outcome, detail: Any = None) -> Any:
+            if outcome is Outcome.STORED and rng.random() < profile.processor_crash_rate:
+                counts["processor"] += 1
+                raise _Crash("processor killed after storing, before DONE")
+            if outcome is Outcome.RESUBMITTED and rng.random() < profile.resubmit_crash_rate:
+                counts["resubmit"] += 1
+                raise _Crash("processor killed after the resubmission POST")
+            return finish(key, owner, outcome, detail)
+
+        ledger.finish = crashing_finish
+    return counts

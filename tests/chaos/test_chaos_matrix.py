@@ -1,0 +1,68 @@
+"""The chaos matrix: one fault at a time on the local stack, judged from outside.
+
+Each scenario runs the demo's workload (extract jobs, batches, crawls) through the real
+handlers with one fault injected, then checks against the simulator's record and S3's object
+versions: nothing lost, nothing processed twice, every job finished within a bound that
+follows from the reconciler's cadence.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from devstack.demo import Demo, Report
+from scrape_pipeline.reconciler import ReconcilerSettings
+
+# A dropped webhook waits for the threshold and the next run; a lost message for the staleness
+# bound and the next run; the processor's own retries add at most its longest wait.
+_R = ReconcilerSettings()
+FINISH_BOUND_SECONDS = _R.threshold_seconds + _R.stale_after_seconds + 2 * 600 + 600
+
+MATRIX = [
+    "none",  # webhook drop 0 %
+    "drop-20",
+    "drop-50",
+    "duplicates-30",
+    "reorder",
+    "receiver-outage",
+    "crash-put-send",
+    "crash-store-done",
+    "crash-resubmit",
+    "throttle-429",
+    "burst-5xx",
+    "rotation",
+    "webhooks-off",
+]
+
+
+def run(scenario: str, jobs: int, seed: int) -> Report:
+    report = Demo(jobs=jobs, chaos=scenario, seed=seed).run()
+    print(
+        f"{scenario}: jobs={jobs} lost={report.lost} twice={report.processed_twice} "
+        f"max={report.latency_max:.0f}s crashes={report.crashes}"
+    )
+    return report
+
+
+def check(report: Report, scenario: str) -> None:
+    assert report.lost == 0, f"{scenario}: lost {report.lost_examples}"
+    assert report.processed_twice == 0, f"{scenario}: twice {report.twice_examples}"
+    assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
+    assert report.settled >= sum(report.submitted.values())
+    if scenario.startswith("crash-"):
+        assert sum(report.crashes.values()) > 0, "the crash never happened"
+    if scenario in ("drop-50", "webhooks-off"):
+        assert report.recovered["job_list"] > 0
+    if scenario == "webhooks-off":
+        assert report.duplicates_suppressed == 0
+
+
+@pytest.mark.parametrize("scenario", MATRIX)
+def test_chaos_matrix_100_jobs(scenario: str):
+    check(run(scenario, jobs=100, seed=MATRIX.index(scenario) + 1), scenario)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", MATRIX)
+def test_chaos_matrix_1000_jobs(scenario: str):
+    check(run(scenario, jobs=1000, seed=MATRIX.index(scenario) + 101), scenario)

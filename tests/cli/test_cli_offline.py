@@ -1,0 +1,360 @@
+"""The CLI without a stack: its tree, its one-line errors, its printing, its configuration."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from scrape_pipeline.cli.main import main
+from scrape_pipeline.cli.output import Printer, plain_table
+from tests.cli.conftest import Cli, assert_one_error_line
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "layers" / "shared" / "scrape_pipeline"
+SCRIPT = Path(sys.executable).parent / "scrape-pipeline"
+
+COMMANDS = [
+    [],
+    ["submit"],
+    ["poll"],
+    ["webhooks"],
+    ["webhooks", "register"],
+    ["webhooks", "list"],
+    ["webhooks", "delete"],
+    ["webhooks", "enable"],
+    ["webhooks", "disable"],
+    ["webhooks", "rotate-secret"],
+    ["deliveries"],
+    ["deliveries", "list"],
+    ["deliveries", "replay"],
+    ["reconcile"],
+    ["status"],
+    ["dlq"],
+    ["dlq", "inspect"],
+    ["dlq", "redrive"],
+    ["local"],
+    ["local", "up"],
+]
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GEONODE_SCRAPER_API_KEY", "GEONODE_API_KEY_SECRET_ID", "GEONODE_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# -- the tree ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "top")
+def test_help_every_command_exits_0(cli: Cli, path: list[str]):
+    result = cli(*path, "--help")
+    assert result.code == 0
+    assert result.out.startswith("usage: scrape-pipeline")
+    assert result.err == ""
+
+
+def test_main_without_command_is_usage_error(cli: Cli):
+    assert_one_error_line(cli(), 2, "COMMAND")
+
+
+def test_main_unknown_option_is_usage_error(cli: Cli):
+    assert_one_error_line(cli("status", "--nope"), 2, "--nope")
+
+
+def test_main_global_options_after_the_command(cli: Cli, tmp_path: Path):
+    # --json and --api-key are accepted after the command name too
+    missing = tmp_path / "missing.txt"
+    result = cli("submit", str(missing), "--json", "--api-key", "k" * 12)
+    assert_one_error_line(result, 2, "missing.txt")
+
+
+# -- usage errors --------------------------------------------------------------------------
+
+
+def test_submit_bad_mode_is_exit_2(cli: Cli):
+    assert_one_error_line(cli("submit", "--mode", "later"), 2, "later")
+
+
+def test_submit_bad_file_path_is_exit_2(cli: Cli, tmp_path: Path):
+    result = cli("--api-key", "key-1234", "submit", str(tmp_path / "nope.txt"))
+    assert_one_error_line(result, 2, "nope.txt")
+
+
+def test_submit_not_a_url_is_exit_2(cli: Cli):
+    result = cli("--api-key", "key-1234", "submit", stdin="example.com/no-scheme\n")
+    assert_one_error_line(result, 2, "not an http(s) URL")
+
+
+def test_submit_empty_input_is_exit_2(cli: Cli):
+    assert_one_error_line(cli("submit", stdin="# only a comment\n\n"), 2, "no URLs")
+
+
+def test_submit_max_pages_outside_crawl_is_exit_2(cli: Cli):
+    result = cli("submit", "--max-pages", "3", stdin="https://example.com\n")
+    assert_one_error_line(result, 2, "--max-pages")
+
+
+def test_submit_unknown_format_is_exit_2(cli: Cli):
+    result = cli("submit", "--formats", "markdown,pdf", stdin="https://example.com\n")
+    assert_one_error_line(result, 2, "--formats")
+
+
+def test_submit_missing_api_key_is_exit_2(cli: Cli):
+    result = cli("submit", stdin="https://example.com\n")
+    assert_one_error_line(result, 2, "no API key")
+
+
+def test_poll_without_ids_is_exit_2(cli: Cli):
+    assert_one_error_line(cli("poll", stdin=""), 2, "no job ids")
+
+
+def test_poll_rejects_batch_lines_and_path_like_ids(cli: Cli):
+    batch = json.dumps({"job_id": "abc", "kind": "batch"})
+    assert_one_error_line(cli("poll", "--from", "-", stdin=batch), 2, "batch")
+    assert_one_error_line(cli("poll", "../etc"), 2, "not a job id")
+
+
+def test_webhooks_register_needs_a_place_for_the_secret(cli: Cli):
+    result = cli("--api-key", "key-1234", "webhooks", "register", "https://h/x", "batch_completed")
+    assert_one_error_line(result, 2, "--store-secret")
+
+
+def test_webhooks_register_bad_event_type_is_exit_2(cli: Cli):
+    result = cli("webhooks", "register", "https://h/x", "job_done", "--show-secret")
+    assert_one_error_line(result, 2, "job_done")
+
+
+def test_bad_base_url_is_exit_2_and_hides_the_key(cli: Cli):
+    result = cli("--api-key", "sk-very-secret-1", "--base-url", "ftp://x", "webhooks", "list")
+    line = assert_one_error_line(result, 2, "--base-url")
+    assert "sk-very-secret-1" not in line
+
+
+def test_unrecognized_argument_never_echoes_the_api_key(cli: Cli):
+    result = cli("--api-key=sk-very-secret-2", "status", "sk-very-secret-2")
+    line = assert_one_error_line(result, 2, "unrecognized")
+    assert "sk-very-secret-2" not in line
+
+
+def test_status_without_resources_is_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    for name in ("LEDGER_TABLE_NAME", "QUEUE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert_one_error_line(cli("status"), 2, "LEDGER_TABLE_NAME", "QUEUE_URL")
+
+
+def test_unreachable_api_is_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("GEONODE_RETRY_MAX_ATTEMPTS", "1")
+    result = cli("--api-key", "key-1234", "--base-url", "http://127.0.0.1:9", "webhooks", "list")
+    assert_one_error_line(result, 1, "Geonode API")
+
+
+def test_keyboard_interrupt_is_exit_130(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    from scrape_pipeline.cli import ops
+
+    def interrupted(ctx: object, args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ops, "status", interrupted)
+    assert_one_error_line(cli("status"), 130, "interrupted")
+
+
+def test_unexpected_error_is_one_line_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    from scrape_pipeline.cli import ops
+
+    def broken(ctx: object, args: object) -> int:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(ops, "status", broken)
+    assert_one_error_line(cli("status"), 1, "internal error: RuntimeError: bug")
+    monkeypatch.setenv("SCRAPE_PIPELINE_TRACEBACK", "1")
+    with pytest.raises(RuntimeError, match="bug"):
+        main(["status"])
+
+
+# -- local demo ----------------------------------------------------------------------------
+
+
+def test_local_demo_missing_is_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "devstack.demo", None)
+    assert_one_error_line(cli("local", "demo"), 2, "devstack.demo")
+
+
+def test_local_demo_passes_its_arguments_through(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    seen: list[list[str]] = []
+
+    def fake_main(argv: list[str]) -> int:
+        seen.append(argv)
+        return 3
+
+    monkeypatch.setitem(sys.modules, "devstack.demo", types.SimpleNamespace(main=fake_main))
+    result = cli("local", "demo", "--jobs", "5", "--json", "--help")
+    assert result.code == 3
+    assert seen == [["--jobs", "5", "--json", "--help"]]
+
+
+# -- configuration from a CloudFormation stack -----------------------------------------------
+
+
+def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    import boto3
+    from moto import mock_aws
+
+    names = ("LEDGER_TABLE_NAME", "QUEUE_URL", "DLQ_URL", "RESULTS_BUCKET", "WEBHOOK_SECRET_ID")
+    for name in names:
+        monkeypatch.setenv(name, "stale")  # restored after the test
+    template = {
+        "Resources": {
+            "LedgerTable": {
+                "Type": "AWS::DynamoDB::Table",
+                "Properties": {
+                    "TableName": "cfn-ledger",
+                    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                    "BillingMode": "PAY_PER_REQUEST",
+                },
+            },
+            "JobQueue": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "cfn-jobs"}},
+            "JobDeadLetterQueue": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"QueueName": "cfn-dlq"},
+            },
+        },
+        "Outputs": {
+            "LedgerTableName": {"Value": {"Ref": "LedgerTable"}},
+            "JobQueueUrl": {"Value": {"Ref": "JobQueue"}},
+            "JobDeadLetterQueueUrl": {"Value": {"Ref": "JobDeadLetterQueue"}},
+            "ResultsBucketName": {"Value": "cfn-results"},
+            "WebhookSecretArn": {"Value": "arn:aws:secretsmanager:us-east-1:1:secret:x"},
+        },
+    }
+    with mock_aws():
+        boto3.client("cloudformation").create_stack(
+            StackName="pipe", TemplateBody=json.dumps(template)
+        )
+        dlq = boto3.client("sqs").get_queue_url(QueueName="cfn-dlq")["QueueUrl"]
+        boto3.client("sqs").send_message(QueueUrl=dlq, MessageBody="{}")
+        result = cli("--stack-name", "pipe", "status", "--json")
+        missing = cli("--stack-name", "nope", "status")
+    assert result.code == 0, result.err
+    status = result.record()
+    assert status["ledger"]["jobs"] == 0
+    assert status["dlq"]["visible"] == 1
+    assert os.environ["LEDGER_TABLE_NAME"] == "cfn-ledger"
+    assert os.environ["RESULTS_BUCKET"] == "cfn-results"
+    assert os.environ["DLQ_URL"] == dlq
+    assert_one_error_line(missing, 1, "DescribeStacks")
+
+
+# -- printing ------------------------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_output_plain_table_aligns_columns():
+    lines = plain_table([{"id": "a", "n": 10}, {"id": "bbb", "n": None}], ["id", "n"])
+    assert lines == ["ID   N", "a    10", "bbb  -"]
+
+
+def test_output_json_mode_prints_every_field_as_json_lines():
+    out = io.StringIO()
+    Printer(json_mode=True, stdout=out).table([{"id": "a", "extra": [1]}], ["id"])
+    assert json.loads(out.getvalue()) == {"id": "a", "extra": [1]}
+
+
+def test_output_rich_table_on_a_terminal():
+    out = _Terminal()
+    Printer(stdout=out).table([{"id": "job-1", "status": "done"}], ["id", "status"], title="t")
+    text = out.getvalue()
+    assert "job-1" in text
+    assert any(line in text for line in "━─┃│")  # drawn by rich, not the plain fallback
+
+
+def test_output_plain_on_a_terminal_without_rich(monkeypatch: pytest.MonkeyPatch):
+    for name in ("rich", "rich.console", "rich.table"):
+        monkeypatch.setitem(sys.modules, name, None)
+    out = _Terminal()
+    Printer(stdout=out).table([{"id": "job-1", "status": "done"}], ["id", "status"])
+    assert out.getvalue().splitlines() == ["ID     STATUS", "job-1  done"]
+
+
+def test_output_error_is_one_line():
+    err = io.StringIO()
+    Printer(stderr=err).error("first\nsecond   third")
+    assert err.getvalue() == "scrape-pipeline: error: first second third\n"
+
+
+# -- packaging and cold start ----------------------------------------------------------------
+
+
+def test_nothing_outside_cli_imports_it():
+    offenders = []
+    outside = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "cli"]
+    for path in [*outside, *(ROOT / "functions").rglob("*.py")]:
+        text = path.read_text()
+        if "scrape_pipeline.cli" in text or "from scrape_pipeline import cli" in text:
+            offenders.append(str(path))
+    assert offenders == []
+
+
+def test_cli_modules_import_rich_and_devstack_lazily():
+    # (httpx itself imports rich when it is installed, for its own CLI: only ours is checked)
+    eager = []
+    for path in (PACKAGE / "cli").glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            eager += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("rich", "devstack")]
+    assert eager == []
+
+
+def test_cli_runs_without_rich_and_loads_no_devstack():
+    code = (
+        "import sys; sys.modules['rich'] = None\n"
+        "from scrape_pipeline.cli.main import main\n"
+        "code = main(['status', '--help'])\n"
+        "assert not [m for m in sys.modules if m.startswith('devstack')], 'devstack loaded'\n"
+        "sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage: scrape-pipeline status" in done.stdout
+
+
+def test_installed_script_help_and_missing_key():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEONODE_")}
+    helped = subprocess.run(
+        [str(SCRIPT), "--help"], check=False, capture_output=True, text=True, env=env, timeout=60
+    )
+    assert helped.returncode == 0
+    assert "webhooks" in helped.stdout and helped.stderr == ""
+    failed = subprocess.run(
+        [str(SCRIPT), "webhooks", "list"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert failed.returncode == 2
+    assert failed.stderr.splitlines() == [
+        "scrape-pipeline: error: no API key: set GEONODE_SCRAPER_API_KEY, or pass --api-key "
+        "or --api-key-secret-id"
+    ]
+    assert failed.stdout == ""
