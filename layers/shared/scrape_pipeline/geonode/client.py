@@ -363,14 +363,22 @@ class GeonodeClient:
 
     def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
         """The batch's counters and one page of its items."""
-        body = self._get(
-            f"/v1/batch/{_segment(batch_id)}", page=page, page_size=min(page_size, BATCH_PAGE_MAX)
-        )
-        return BatchStatus.from_api(body)
+        return self._paged_job("batch", batch_id, page, page_size)
 
     def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]:
         """Every item of a batch, page by page."""
-        for status in self._pages(lambda n: self.get_batch(batch_id, page=n, page_size=50)):
+        return self._items("batch", batch_id)
+
+    def _paged_job(self, kind: str, job_id: str, page: int, page_size: int) -> BatchStatus:
+        # Batches and crawls share one paged shape: counters plus a page of items.
+        body = self._get(
+            f"/v1/{kind}/{_segment(job_id)}", page=page, page_size=min(page_size, BATCH_PAGE_MAX)
+        )
+        return BatchStatus.from_api(body)
+
+    def _items(self, kind: str, job_id: str) -> Iterator[BatchItem]:
+        fetch = lambda n: self._paged_job(kind, job_id, n, BATCH_PAGE_MAX)  # noqa: E731
+        for status in self._pages(fetch):
             yield from status.page.items
 
     def create_crawl(
@@ -387,15 +395,11 @@ class GeonodeClient:
 
     def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
         """The crawl's counters and one page of its pages."""
-        body = self._get(
-            f"/v1/crawl/{_segment(crawl_id)}", page=page, page_size=min(page_size, BATCH_PAGE_MAX)
-        )
-        return BatchStatus.from_api(body)
+        return self._paged_job("crawl", crawl_id, page, page_size)
 
     def iter_crawl_items(self, crawl_id: str) -> Iterator[BatchItem]:
         """Every page of a crawl, page by page."""
-        for status in self._pages(lambda n: self.get_crawl(crawl_id, page=n, page_size=50)):
-            yield from status.page.items
+        return self._items("crawl", crawl_id)
 
     def cancel_crawl(self, crawl_id: str) -> CrawlCancel:
         """Stop scheduling new pages; in-flight pages drain. 409 when already finished."""
