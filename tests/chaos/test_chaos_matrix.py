@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from pathlib import Path
+
 from devstack.demo import Demo, Report
 from scrape_pipeline.reconciler import ReconcilerSettings
 
@@ -17,6 +19,9 @@ from scrape_pipeline.reconciler import ReconcilerSettings
 # bound and the next run; the processor's own retries add at most its longest wait.
 _R = ReconcilerSettings()
 FINISH_BOUND_SECONDS = _R.threshold_seconds + _R.stale_after_seconds + 2 * 600 + 600
+
+# scenario, jobs, settled, lost, twice, slowest finish (s), recovered: for the record
+RESULTS_LOG = Path(__file__).resolve().parents[2] / "bench" / "out" / "chaos-matrix.tsv"
 
 MATRIX = [
     "none",  # webhook drop 0 %
@@ -37,6 +42,12 @@ MATRIX = [
 
 def run(scenario: str, jobs: int, seed: int) -> Report:
     report = Demo(jobs=jobs, chaos=scenario, seed=seed).run()
+    RESULTS_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS_LOG.open("a") as log:
+        log.write(
+            f"{scenario}\t{jobs}\t{report.settled}\t{report.lost}\t{report.processed_twice}"
+            f"\t{report.latency_max:.0f}\t{sum(report.recovered.values())}\n"
+        )
     print(
         f"{scenario}: jobs={jobs} lost={report.lost} twice={report.processed_twice} "
         f"max={report.latency_max:.0f}s crashes={report.crashes}"
@@ -57,12 +68,14 @@ def check(report: Report, scenario: str) -> None:
         assert report.duplicates_suppressed == 0
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("scenario", MATRIX)
 def test_chaos_matrix_100_jobs(scenario: str):
     check(run(scenario, jobs=100, seed=MATRIX.index(scenario) + 1), scenario)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("scenario", MATRIX)
 def test_chaos_matrix_1000_jobs(scenario: str):
     check(run(scenario, jobs=1000, seed=MATRIX.index(scenario) + 101), scenario)
