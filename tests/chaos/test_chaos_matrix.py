@@ -8,9 +8,9 @@ follows from the reconciler's cadence.
 
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
+
+import pytest
 
 from devstack.demo import Demo, Report
 from scrape_pipeline.reconciler import ReconcilerSettings
