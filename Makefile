@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-results simulator clean
 
 all: test
 
@@ -44,6 +44,11 @@ demo: venv
 
 # Benchmarks print their figures, save bench/results/*.json and update the README's tables.
 bench: bench-polling bench-receiver bench-pipeline
+	$(BIN)/python -m bench.results_report
+
+# Tables and charts of every mode in bench/RESULTS.md (runs its own measurements).
+bench-results: venv
+	$(BIN)/python -m bench.results_report
 
 bench-polling: venv
 	$(BIN)/python -m bench.polling

@@ -277,7 +277,12 @@ class Ledger:
                 UpdateExpression=(
                     "SET #state = :enqueued, #pending = :enqueued, #since = :now, #updated = :now"
                 ),
-                ConditionExpression="#state = :old_state AND #since = :old_since",
+                # Only RECEIVED/ENQUEUED rows may move here, whatever snapshot a caller holds:
+                # a DONE row must never leave DONE, a leased one belongs to its holder.
+                ConditionExpression=(
+                    "#state = :old_state AND #since = :old_since"
+                    " AND #state IN (:received, :enqueued)"
+                ),
                 ExpressionAttributeNames={
                     "#state": "state",
                     "#pending": PENDING_STATE,
@@ -289,6 +294,7 @@ class Ledger:
                     ":now": _n(now),
                     ":old_state": _s(row.state.value),
                     ":old_since": _n(row.state_since),
+                    ":received": _s(JobState.RECEIVED.value),
                 },
             )
         except AWS_ERRORS as exc:

@@ -1,0 +1,502 @@
+"""Cost model: dollars per million jobs, from unit prices and call counts measured in the runs.
+
+Every figure is a line: what is paid for, how many units per job, the unit price, and where
+the count comes from (measured in a run, or assumed). A mode's cost is the sum of its lines.
+
+    webhook pipeline   Geonode (submission, job fetch, reconciler reads) + API Gateway
+                       + receiver/processor/reconciler Lambdas + DynamoDB + SQS + S3
+                       + Secrets Manager
+    pollers            Geonode (submission, every poll) + the same S3 result writes
+                       (the poller's own host is not priced: it runs wherever the caller does)
+
+Prices are list prices as published (AWS us-east-1 on-demand, Geonode pay-as-you-go), without
+free tiers. They change: check them before relying on a figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+PRICES_AS_OF = "published list price, as of 2026-11, check before relying"
+PER_MILLION = 1_000_000
+SECONDS_PER_MONTH = 30 * 86_400
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Unit prices in dollars per single unit (request, GB-second, capacity unit)."""
+
+    lambda_request: float = 0.20 / 1_000_000
+    lambda_gb_second_x86: float = 0.0000166667
+    lambda_gb_second_arm64: float = 0.0000133334
+    apigw_rest_request: float = 3.50 / 1_000_000
+    dynamodb_write_unit: float = 0.625 / 1_000_000
+    dynamodb_read_unit: float = 0.125 / 1_000_000
+    sqs_request: float = 0.40 / 1_000_000  # per 64 KB chunk of a request's payload
+    s3_put: float = 0.005 / 1_000  # PUT, COPY, POST, LIST
+    s3_get: float = 0.0004 / 1_000  # GET, SELECT and the rest
+    secrets_api_call: float = 0.05 / 10_000
+    geonode_request: float = 3.50 / 10_000
+
+
+# field -> (the price as published, where it is published); all PRICES_AS_OF.
+PRICE_SOURCES: dict[str, tuple[str, str]] = {
+    "lambda_request": ("$0.20 per 1M requests", "AWS Lambda pricing, us-east-1"),
+    "lambda_gb_second_x86": ("$0.0000166667 per GB-second (x86)", "AWS Lambda pricing, us-east-1"),
+    "lambda_gb_second_arm64": (
+        "$0.0000133334 per GB-second (arm64)",
+        "AWS Lambda pricing, us-east-1",
+    ),
+    "apigw_rest_request": (
+        "$3.50 per 1M requests (REST API, first tier)",
+        "Amazon API Gateway pricing, us-east-1",
+    ),
+    "dynamodb_write_unit": (
+        "$0.625 per 1M write request units (on-demand)",
+        "Amazon DynamoDB pricing, us-east-1",
+    ),
+    "dynamodb_read_unit": (
+        "$0.125 per 1M read request units (on-demand)",
+        "Amazon DynamoDB pricing, us-east-1",
+    ),
+    "sqs_request": (
+        "$0.40 per 1M requests (standard queue, 64 KB chunks)",
+        "Amazon SQS pricing, us-east-1",
+    ),
+    "s3_put": ("$0.005 per 1,000 PUT requests (S3 Standard)", "Amazon S3 pricing, us-east-1"),
+    "s3_get": ("$0.0004 per 1,000 GET requests (S3 Standard)", "Amazon S3 pricing, us-east-1"),
+    "secrets_api_call": ("$0.05 per 10,000 API calls", "AWS Secrets Manager pricing"),
+    "geonode_request": (
+        "$3.50 per 10,000 requests (pay as you go)",
+        "Geonode Scraper API, shared/docs/geonode-api.md",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the runs cannot measure. Durations are guesses for real AWS, not moto's."""
+
+    jobs_per_month: float = 1_000_000  # steady volume: amortises the time-based costs
+    lambda_memory_mb: int = 256  # template.yaml Globals
+    arm64: bool = True  # template.yaml Globals: Architectures [arm64]
+    receiver_ms: float = 30.0  # a put and a send in-region, ~0.5 ms of own time (receiver.json)
+    processor_ms_per_job: float = 400.0  # one Geonode GET (~300 ms) + ledger and S3 calls
+    reconciler_ms_per_run: float = 3_000.0  # a few Geonode pages and ledger queries
+    reconcile_interval_s: float = 600.0  # ReconcileSchedule rate(10 minutes)
+    reconcile_overlap_s: float = 120.0  # ReconcileOverlapSeconds: listed jobs read again
+    jobs_page_size: int = 100  # JOBS_PAGE_MAX of the job list
+    write_units_per_write: float = 1.0  # ledger rows stay under 1 KB
+    read_units_per_read: float = 1.0  # strongly consistent reads of rows under 4 KB
+    esm_pollers: int = 5  # the SQS event source's long-polling pollers when idle
+    esm_wait_s: float = 20.0  # their long-poll wait
+    receiver_secret_cache_s: float = 60.0  # SECRET_CACHE_SECONDS
+    processor_secret_cache_s: float = 300.0  # Powertools parameters' default max_age
+    warm_containers: int = 1  # per function: secret refreshes scale with it
+
+    @property
+    def reconciler_runs_per_job(self) -> float:
+        return SECONDS_PER_MONTH / self.reconcile_interval_s / self.jobs_per_month
+
+    @property
+    def gb_second_price_field(self) -> str:
+        return "lambda_gb_second_arm64" if self.arm64 else "lambda_gb_second_x86"
+
+
+@dataclass(frozen=True)
+class PipelineMeasure:
+    """Counts from one webhook-pipeline run (totals over the run, not per job)."""
+
+    settled_jobs: int
+    job_reads: int  # GET /v1/extract/{job_id}: the processor's fetches
+    deliveries: int  # webhook attempts the receiver answered
+    duplicate_deliveries: int  # of those, repeats of a delivery already recorded
+    processor_batches: int  # processor invocations
+    processor_calls: Mapping[str, int]  # "dynamodb:UpdateItem" -> calls over the run
+    event_source_calls: Mapping[str, int]  # non-empty receives and batch deletes
+    reconciler_runs: int
+    reconciler_calls: Mapping[str, int]  # the ledger and watermark calls of every run
+    reconciler_fixed_reads: int  # subscriptions and delivery-log pages over every run
+    receiver_calls_new: int = 2  # bench/results/receiver.json
+    receiver_calls_duplicate: int = 1
+
+
+@dataclass(frozen=True)
+class Line:
+    """One thing paid for, per job."""
+
+    mode: str
+    component: str
+    item: str
+    per_job: float
+    unit: str
+    unit_price: float
+    basis: str
+    category: str  # "geonode" or "aws"
+
+    @property
+    def per_million(self) -> float:
+        """Dollars per million jobs."""
+        return self.per_job * self.unit_price * PER_MILLION
+
+
+def gb_seconds(memory_mb: float, milliseconds: float) -> float:
+    """GB-seconds of one invocation (Lambda bills memory in MB / 1024 and time per ms)."""
+    return memory_mb / 1024 * math.ceil(milliseconds) / 1000
+
+
+def total(lines: list[Line]) -> float:
+    """Dollars per million jobs for these lines."""
+    return sum(line.per_million for line in lines)
+
+
+def by_category(lines: list[Line]) -> dict[str, float]:
+    """Dollars per million jobs, Geonode against AWS."""
+    out = {"geonode": 0.0, "aws": 0.0}
+    for line in lines:
+        out[line.category] += line.per_million
+    return out
+
+
+COMPONENT_ORDER = (
+    "Geonode",
+    "API Gateway",
+    "receiver λ",
+    "SQS event source",
+    "processor λ",
+    "reconciler λ",
+    "Secrets Manager",
+    "S3",
+)
+_DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+_DYNAMODB_READS = {"GetItem", "Query", "Scan"}
+_S3_PUT_TIER = {"PutObject", "CopyObject", "ListObjects", "ListObjectsV2", "ListObjectVersions"}
+
+
+def aws_call_line(
+    mode: str,
+    *,
+    component: str,
+    call: str,
+    per_job: float,
+    prices: Prices,
+    assumptions: Assumptions,
+    basis: str,
+) -> Line | None:
+    """The line for ``per_job`` calls of ``service:Operation``; None for calls priced elsewhere.
+
+    Secrets Manager reads are cached for a time, so they are priced by time, not per call seen.
+    """
+    service, operation = call.split(":", 1)
+    if service == "dynamodb" and operation in _DYNAMODB_WRITES:
+        units, unit, price = assumptions.write_units_per_write, "write unit", "dynamodb_write_unit"
+    elif service == "dynamodb" and operation in _DYNAMODB_READS:
+        units, unit, price = assumptions.read_units_per_read, "read unit", "dynamodb_read_unit"
+    elif service == "sqs":
+        units, unit, price = 1.0, "request", "sqs_request"
+    elif service == "s3" and operation in _S3_PUT_TIER:
+        units, unit, price = 1.0, "PUT-tier request", "s3_put"
+    elif service == "s3":
+        units, unit, price = 1.0, "GET-tier request", "s3_get"
+    else:
+        return None
+    return Line(
+        mode,
+        component,
+        f"{service} {operation}",
+        per_job * units,
+        unit,
+        getattr(prices, price),
+        basis,
+        "aws",
+    )
+
+
+def pipeline_lines(
+    measure: PipelineMeasure,
+    assumptions: Assumptions | None = None,
+    prices: Prices | None = None,
+    mode: str = "webhook pipeline",
+) -> list[Line]:
+    """Every line of the webhook pipeline, per settled job."""
+    a = assumptions or Assumptions()
+    p = prices or Prices()
+    jobs = max(1, measure.settled_jobs)
+    runs_per_job = a.reconciler_runs_per_job
+    gbs_price = getattr(p, a.gb_second_price_field)
+    deliveries = measure.deliveries / jobs
+    new_deliveries = (measure.deliveries - measure.duplicate_deliveries) / jobs
+    listed_per_run = a.jobs_per_month / (SECONDS_PER_MONTH / a.reconcile_interval_s)
+    listed_per_run *= 1 + a.reconcile_overlap_s / a.reconcile_interval_s
+    list_pages_per_run = max(1, math.ceil(listed_per_run / a.jobs_page_size))
+    fixed_reads_per_run = measure.reconciler_fixed_reads / max(1, measure.reconciler_runs)
+    volume = f"{a.jobs_per_month:,.0f} jobs/month"
+    measured = f"measured: {measure.settled_jobs} settled jobs"
+    lines = [
+        Line(
+            mode,
+            "Geonode",
+            "submission POST",
+            1.0,
+            "request",
+            p.geonode_request,
+            "one per settled job (a resubmission is a new job)",
+            "geonode",
+        ),
+        Line(
+            mode,
+            "Geonode",
+            "job fetch GET /v1/extract/{id}",
+            measure.job_reads / jobs,
+            "request",
+            p.geonode_request,
+            f"{measured}, {measure.job_reads} fetches",
+            "geonode",
+        ),
+        Line(
+            mode,
+            "Geonode",
+            "reconciler job-list pages",
+            list_pages_per_run * runs_per_job,
+            "request",
+            p.geonode_request,
+            f"assumed: {list_pages_per_run} page(s) of {a.jobs_page_size} per run at {volume}, "
+            f"{runs_per_job * PER_MILLION:,.0f} runs per million jobs",
+            "geonode",
+        ),
+        Line(
+            mode,
+            "Geonode",
+            "reconciler subscriptions + delivery log",
+            fixed_reads_per_run * runs_per_job,
+            "request",
+            p.geonode_request,
+            f"measured: {fixed_reads_per_run:g} reads per run ({measure.reconciler_runs} runs), "
+            f"amortised at {volume}",
+            "geonode",
+        ),
+        Line(
+            mode,
+            "API Gateway",
+            "webhook deliveries",
+            deliveries,
+            "request",
+            p.apigw_rest_request,
+            f"{measured}, {measure.deliveries} deliveries "
+            f"({measure.duplicate_deliveries} duplicates)",
+            "aws",
+        ),
+        Line(
+            mode,
+            "receiver λ",
+            "invocations",
+            deliveries,
+            "request",
+            p.lambda_request,
+            "one per delivery",
+            "aws",
+        ),
+        Line(
+            mode,
+            "receiver λ",
+            "duration",
+            deliveries * gb_seconds(a.lambda_memory_mb, a.receiver_ms),
+            "GB-second",
+            gbs_price,
+            f"assumed: {a.receiver_ms:g} ms at {a.lambda_memory_mb} MB, "
+            f"{'arm64' if a.arm64 else 'x86'}",
+            "aws",
+        ),
+        Line(
+            mode,
+            "receiver λ",
+            "dynamodb PutItem (ledger)",
+            deliveries * a.write_units_per_write,
+            "write unit",
+            p.dynamodb_write_unit,
+            "receiver.json: 1 conditional put per delivery, duplicates included",
+            "aws",
+        ),
+        Line(
+            mode,
+            "receiver λ",
+            "sqs SendMessage",
+            new_deliveries * (measure.receiver_calls_new - 1),
+            "request",
+            p.sqs_request,
+            f"receiver.json: {measure.receiver_calls_new} calls per new delivery "
+            f"(put + send), {measure.receiver_calls_duplicate} per duplicate (put)",
+            "aws",
+        ),
+        Line(
+            mode,
+            "processor λ",
+            "invocations",
+            measure.processor_batches / jobs,
+            "request",
+            p.lambda_request,
+            f"{measured}, {measure.processor_batches} batches "
+            f"({measure.settled_jobs / max(1, measure.processor_batches):.1f} jobs each)",
+            "aws",
+        ),
+        Line(
+            mode,
+            "processor λ",
+            "duration",
+            gb_seconds(a.lambda_memory_mb, a.processor_ms_per_job),
+            "GB-second",
+            gbs_price,
+            f"assumed: {a.processor_ms_per_job:g} ms per job at {a.lambda_memory_mb} MB",
+            "aws",
+        ),
+        Line(
+            mode,
+            "reconciler λ",
+            "invocations",
+            runs_per_job,
+            "request",
+            p.lambda_request,
+            f"assumed: every {a.reconcile_interval_s:g} s at {volume}",
+            "aws",
+        ),
+        Line(
+            mode,
+            "reconciler λ",
+            "duration",
+            runs_per_job * gb_seconds(a.lambda_memory_mb, a.reconciler_ms_per_run),
+            "GB-second",
+            gbs_price,
+            f"assumed: {a.reconciler_ms_per_run:g} ms per run",
+            "aws",
+        ),
+        Line(
+            mode,
+            "reconciler λ",
+            "dynamodb BatchGetItem (listed jobs)",
+            (1 + a.reconcile_overlap_s / a.reconcile_interval_s) * a.read_units_per_read,
+            "read unit",
+            p.dynamodb_read_unit,
+            "assumed: each listed job's row read once per run that lists it (overlap included)",
+            "aws",
+        ),
+    ]
+
+    def add(component: str, call: str, per_job: float, basis: str) -> None:
+        line = aws_call_line(
+            mode,
+            component=component,
+            call=call,
+            per_job=per_job,
+            prices=p,
+            assumptions=a,
+            basis=basis,
+        )
+        if line is not None:
+            lines.append(line)
+
+    for call, count in sorted(measure.processor_calls.items()):
+        add("processor λ", call, count / jobs, measured)
+    for call, count in sorted(measure.event_source_calls.items()):
+        add("SQS event source", call, count / jobs, f"{measured} (non-empty receives, deletes)")
+    for call, count in sorted(measure.reconciler_calls.items()):
+        if call == "dynamodb:BatchGetItem":
+            continue  # priced above, by listed job
+        per_run = count / max(1, measure.reconciler_runs)
+        add(
+            "reconciler λ",
+            call,
+            per_run * runs_per_job,
+            f"measured: {per_run:g} per run, amortised at {volume}",
+        )
+    idle_polls = a.esm_pollers * SECONDS_PER_MONTH / a.esm_wait_s / a.jobs_per_month
+    lines.append(
+        Line(
+            mode,
+            "SQS event source",
+            "sqs ReceiveMessage (empty long polls)",
+            idle_polls,
+            "request",
+            p.sqs_request,
+            f"assumed: {a.esm_pollers} pollers, {a.esm_wait_s:g} s waits, all month, at {volume}",
+            "aws",
+        )
+    )
+    refreshes = (
+        a.warm_containers
+        * SECONDS_PER_MONTH
+        * (1 / a.receiver_secret_cache_s + 1 / a.processor_secret_cache_s)
+        + SECONDS_PER_MONTH / a.reconcile_interval_s
+    )
+    lines.append(
+        Line(
+            mode,
+            "Secrets Manager",
+            "GetSecretValue",
+            refreshes / a.jobs_per_month,
+            "API call",
+            p.secrets_api_call,
+            f"assumed: receiver every {a.receiver_secret_cache_s:g} s, processor every "
+            f"{a.processor_secret_cache_s:g} s ({a.warm_containers} warm container "
+            f"each), reconciler once per run, at {volume}",
+            "aws",
+        )
+    )
+    order = list(COMPONENT_ORDER)
+    return sorted(lines, key=lambda x: order.index(x.component) if x.component in order else 99)
+
+
+def poller_lines(
+    mode: str,
+    reads_per_job: float,
+    s3_puts_per_job: float,
+    prices: Prices | None = None,
+    basis: str = "measured",
+) -> list[Line]:
+    """A poller: its submission, its polls, and the same result writes as the pipeline."""
+    p = prices or Prices()
+    return [
+        Line(
+            mode,
+            "Geonode",
+            "submission POST",
+            1.0,
+            "request",
+            p.geonode_request,
+            "one per job",
+            "geonode",
+        ),
+        Line(
+            mode,
+            "Geonode",
+            "status polls (GET)",
+            reads_per_job,
+            "request",
+            p.geonode_request,
+            basis,
+            "geonode",
+        ),
+        Line(
+            mode,
+            "S3",
+            "result PUTs",
+            s3_puts_per_job,
+            "PUT-tier request",
+            p.s3_put,
+            "as the pipeline's processor (its measured PUTs per job); "
+            "the poller's host is not priced",
+            "aws",
+        ),
+    ]
+
+
+def price_rows(prices: Prices | None = None) -> list[list[str]]:
+    """Prices as table rows: field, unit price, as published, source, as of."""
+    p = prices or Prices()
+    rows = []
+    for f in fields(p):
+        published, source = PRICE_SOURCES[f.name]
+        per_unit = "$" + f"{getattr(p, f.name):.10f}".rstrip("0").rstrip(".")
+        rows.append([f"`{f.name}`", per_unit, published, source, PRICES_AS_OF])
+    return rows

@@ -1,0 +1,844 @@
+"""The benchmark results as one document: ``bench/RESULTS.md``, its tables and PNG charts.
+
+Three studies, run here and now:
+
+* Geonode requests per job against the number of concurrent jobs, for the fixed 1 s poller,
+  the seed article's backoff poller, the many-jobs poller (``bench.polling``'s pieces on the
+  simulator in its own process, sped up by ``--time-scale``; requests counted by the
+  simulator) and the webhook pipeline (``bench.pipeline.run_pipeline`` on a manual clock).
+* The webhook pipeline's settle-to-stored latency, per stored unit, from ``make demo``'s run
+  (``devstack.demo.Demo``) without faults and under the default chaos profile.
+* A cost model per million jobs (``bench.cost``) fed with the call counts of those runs.
+
+The pollers run first and alone (their figures depend on real time); the pipeline runs and
+the demos, on manual clocks, then run side by side in worker processes, each with a botocore
+hook that counts every AWS call by the Lambda function that made it.
+
+    python -m bench.results_report [--quick] [--out bench] [--time-scale 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from bench import cost
+from bench.report import RESULTS, machine, markdown_table, percentile
+
+BENCH = Path(__file__).resolve().parent
+POLLERS = ("fixed_1s", "seed_backoff", "many_jobs")
+MODES = (*POLLERS, "webhook")
+LABELS = {
+    "fixed_1s": "fixed 1 s poller",
+    "seed_backoff": "seed article's backoff poller",
+    "many_jobs": "many-jobs poller",
+    "webhook": "webhook pipeline",
+}
+SUBMIT_RATE = 40.0  # pipeline submissions per simulated second: under the 50/s rate limit
+RECONCILER_THRESHOLD_S = 600.0  # a latency past this went through the reconciler
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one report runs."""
+
+    job_counts: tuple[int, ...] = (10, 50, 200)
+    time_scale: float = 2.0
+    min_duration: float = 1.0
+    max_duration: float = 20.0
+    demo_jobs: int = 200
+    seed: int = 1
+    demo_seed: int = 7
+    workers: int = 2
+    quick: bool = False
+
+
+FULL = Plan()
+QUICK = Plan(job_counts=(3, 6), time_scale=8.0, max_duration=4.0, demo_jobs=10, quick=True)
+
+
+# -- the pollers (real time, sped up) ----------------------------------------------------------
+
+
+def run_pollers(plan: Plan, log: Callable[[str], None]) -> dict[int, dict[str, Any]]:
+    """Per job count: each poller's Geonode GETs per job, one poller at a time.
+
+    One simulator per job count, each poller on its own account; the pollers run one after
+    the other so that none slows another (a slowed request stretches in simulated time).
+    """
+    import httpx
+
+    from bench.polling import aligned_clock, run_strategy, start_simulator
+
+    out: dict[int, dict[str, Any]] = {}
+    for jobs in plan.job_counts:
+        args = argparse.Namespace(
+            seed=plan.seed,
+            min_duration=plan.min_duration,
+            max_duration=plan.max_duration,
+            time_scale=plan.time_scale,
+        )
+        process, base_url = start_simulator(args)
+        missed: dict[str, int] = {}
+        try:
+            clock = aligned_clock(base_url, plan.time_scale)
+            for name in POLLERS:
+                started = time.perf_counter()
+                result = run_strategy(name, base_url, clock, jobs, plan.seed)
+                missed[name] = jobs - len(result["noticed"])
+                log(f"  {name} × {jobs}: {time.perf_counter() - started:.1f} s")
+            routes = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+        figures: dict[str, Any] = {}
+        for name in POLLERS:
+            reads = sum(n for route, n in routes.get(name, {}).items() if route.startswith("GET "))
+            figures[name] = {
+                "reads": reads,
+                "requests_per_job": reads / jobs,
+                "missed": missed[name],
+            }
+        out[jobs] = figures
+    return out
+
+
+# -- the pipeline and the demos (manual clocks, worker processes) -----------------------------
+
+
+class AwsCallMeter:
+    """Counts every botocore call by the Lambda function on the stack that made it.
+
+    Installed in a worker process only; it also records each ``LocalStack`` started, whose
+    simulator stays readable after ``stop`` (it is in-process), for the delivery counts.
+    """
+
+    def __init__(self) -> None:
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.stacks: list[Any] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _component() -> str:
+        frame: FrameType | None = sys._getframe(3)
+        while frame is not None:
+            path = frame.f_code.co_filename.replace(os.sep, "/")
+            for name in ("receiver", "processor", "reconciler"):
+                if f"/functions/{name}/" in path:
+                    return name
+            if path.endswith("/devstack/sqs_poller.py"):
+                return "event_source"
+            frame = frame.f_back
+        return "other"
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[AwsCallMeter]:
+        from botocore.client import BaseClient
+
+        from devstack.stack import LocalStack
+
+        original_call = getattr(BaseClient, "_make_api_call")  # noqa: B009 - private: untyped
+        original_start = LocalStack.start
+        meter = self
+
+        def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            response = original_call(client, operation, params)
+            name = operation
+            if operation == "ReceiveMessage" and not response.get("Messages"):
+                name = "ReceiveMessage(empty)"
+            service = client.meta.service_model.service_name
+            with meter._lock:
+                meter.calls[(meter._component(), f"{service}:{name}")] += 1
+            return response
+
+        def start(stack: Any) -> Any:
+            meter.stacks.append(stack)
+            return original_start(stack)
+
+        setattr(BaseClient, "_make_api_call", counted)  # noqa: B010
+        setattr(LocalStack, "start", start)  # noqa: B010
+        try:
+            yield self
+        finally:
+            setattr(BaseClient, "_make_api_call", original_call)  # noqa: B010
+            setattr(LocalStack, "start", original_start)  # noqa: B010
+
+    def by_component(self, component: str) -> dict[str, int]:
+        return {call: n for (who, call), n in sorted(self.calls.items()) if who == component}
+
+
+def _quiet_worker() -> None:
+    """The handlers' log and metric lines would bury the report's own output."""
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineBench")
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "bench")
+    os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"
+    warnings.simplefilter("ignore")
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - this worker's stdout, for its life
+
+
+def pipeline_task(jobs: int, seed: int) -> dict[str, Any]:
+    """``run_pipeline`` with N jobs in flight at once, every AWS call counted (in a worker)."""
+    _quiet_worker()
+    from bench.pipeline import run_pipeline
+
+    meter = AwsCallMeter()
+    with meter.installed():
+        result = run_pipeline(jobs, jobs / SUBMIT_RATE, seed)
+    stack = meter.stacks[-1]
+    attempts = [a for a in stack.sim.delivery_attempts() if a["http_status"] is not None]
+    accepted = Counter(
+        (a["event_type"], a["job_id"]) for a in attempts if 200 <= int(a["http_status"]) < 300
+    )
+    counts = stack.sim.request_counts()
+    return {
+        **result,
+        "deliveries": len(attempts),
+        "duplicate_deliveries": sum(n - 1 for n in accepted.values() if n > 1),
+        "processor_batches": stack.poller.batches,
+        "aws_calls": {
+            who: meter.by_component(who)
+            for who in ("receiver", "processor", "reconciler", "event_source")
+        },
+        "statuses": counts["by_status"],
+    }
+
+
+def demo_task(jobs: int, chaos: str, seed: int) -> dict[str, Any]:
+    """``make demo``'s run; per-unit settle-to-stored latencies from its public data."""
+    _quiet_worker()
+    from devstack.demo import Demo
+
+    demo = Demo(jobs, chaos, seed)
+    report = demo.run()
+    # The stack is stopped, but its simulator is in-process: the truth is still there.
+    latencies = [
+        demo.done_at[job["job_id"]] - float(job["settled_at"])
+        for job in demo.stack.sim.truth_jobs()
+        if job["status"] == "completed" and job["job_id"] in demo.done_at
+    ]
+    return {
+        "chaos": chaos,
+        "jobs": jobs,
+        "latencies": latencies,
+        "report": {
+            "settled": report.settled,
+            "stored": report.stored,
+            "lost": report.lost,
+            "processed_twice": report.processed_twice,
+            "duplicates_suppressed": report.duplicates_suppressed,
+            "recovered": dict(report.recovered),
+            "latency_p50": report.latency_p50,
+            "latency_p99": report.latency_p99,
+            "requests_per_job": report.requests_per_job,
+            "simulated_seconds": report.simulated_seconds,
+            "wall_seconds": report.wall_seconds,
+        },
+    }
+
+
+def run_workers(plan: Plan, log: Callable[[str], None]) -> tuple[dict[int, Any], dict[str, Any]]:
+    """The pipeline at each job count and both demos, longest first, in worker processes."""
+    context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked threads
+    pipelines: dict[int, Future[dict[str, Any]]] = {}
+    demos: dict[str, Future[dict[str, Any]]] = {}
+    with ProcessPoolExecutor(max_workers=plan.workers, mp_context=context) as pool:
+        for chaos in ("default", "none"):
+            demos[chaos] = pool.submit(demo_task, plan.demo_jobs, chaos, plan.demo_seed)
+        for jobs in sorted(plan.job_counts, reverse=True):
+            pipelines[jobs] = pool.submit(pipeline_task, jobs, plan.seed)
+        for chaos, future in demos.items():
+            log(f"  demo, chaos {chaos}: {future.result()['report']['wall_seconds']:.0f} s")
+        for jobs, future in pipelines.items():
+            log(f"  pipeline × {jobs}: {future.result()['wall_seconds']:.0f} s")
+    return (
+        {jobs: pipelines[jobs].result() for jobs in plan.job_counts},
+        {chaos: future.result() for chaos, future in demos.items()},
+    )
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
+def requests_table(polling: dict[int, Any], pipelines: dict[int, Any]) -> dict[str, list[float]]:
+    """Mode -> requests per job at each job count (ascending)."""
+    counts = sorted(polling)
+    table = {name: [polling[n][name]["requests_per_job"] for n in counts] for name in POLLERS}
+    table["webhook"] = [pipelines[n]["requests_per_settled_job"] for n in counts]
+    return table
+
+
+def latency_figures(latencies: list[float]) -> dict[str, float]:
+    return {
+        "count": len(latencies),
+        "p50": percentile(latencies, 50),
+        "p90": percentile(latencies, 90),
+        "p99": percentile(latencies, 99),
+        "max": max(latencies, default=float("nan")),
+        "over_threshold": sum(1 for v in latencies if v >= RECONCILER_THRESHOLD_S),
+    }
+
+
+def pipeline_measure(run: dict[str, Any], receiver: dict[str, Any]) -> cost.PipelineMeasure:
+    """The cost model's counts from one instrumented pipeline run and receiver.json."""
+    reads = run["reads"]
+    calls = run["aws_calls"]
+    source = {c: n for c, n in calls["event_source"].items() if not c.endswith("(empty)")}
+    aws = receiver.get("handler_moto", {}).get("aws_calls", {})
+    return cost.PipelineMeasure(
+        settled_jobs=run["settled_jobs"],
+        job_reads=reads.get("GET /v1/extract/{job_id}", 0),
+        deliveries=run["deliveries"],
+        duplicate_deliveries=run["duplicate_deliveries"],
+        processor_batches=run["processor_batches"],
+        processor_calls=calls["processor"],
+        event_source_calls=source,
+        reconciler_runs=run["reconciler_runs"],
+        reconciler_calls=calls["reconciler"],
+        reconciler_fixed_reads=reads.get("GET /v1/webhooks", 0)
+        + reads.get("GET /v1/webhooks/{webhook_id}/deliveries", 0),
+        receiver_calls_new=int(aws.get("new", 2)),
+        receiver_calls_duplicate=int(aws.get("duplicate", 1)),
+    )
+
+
+def cost_lines(
+    polling: dict[int, Any], pipeline_run: dict[str, Any], receiver: dict[str, Any]
+) -> dict[str, list[cost.Line]]:
+    """Mode -> its cost lines; pollers at the largest job count measured."""
+    measure = pipeline_measure(pipeline_run, receiver)
+    lines = {"webhook": cost.pipeline_lines(measure, mode=LABELS["webhook"])}
+    largest = max(polling)
+    puts = measure.processor_calls.get("s3:PutObject", 0) / max(1, measure.settled_jobs)
+    for name in POLLERS:
+        per_job = polling[largest][name]["requests_per_job"]
+        lines[name] = cost.poller_lines(
+            LABELS[name], per_job, puts, basis=f"measured: {largest} concurrent jobs"
+        )
+    return lines
+
+
+# -- charts ----------------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def chart_requests(path: Path, counts: list[int], table: dict[str, list[float]]) -> None:
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for mode, marker in zip(MODES, "osd^", strict=True):
+        ax.plot(counts, table[mode], marker=marker, label=LABELS[mode])
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="floor: one fetch per job")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.set_xticks(counts, [str(n) for n in counts])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_xlabel("concurrent jobs")
+    ax.set_ylabel("Geonode requests per job (submission excluded)")
+    ax.set_title("Requests per job against concurrency")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def chart_latency(path: Path, demos: dict[str, Any]) -> None:
+    plt = _pyplot()
+    fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=110)
+    values = [v for d in demos.values() for v in d["latencies"] if v > 0]
+    low = 10 ** math.floor(math.log10(min(values, default=0.1)))
+    high = 10 ** math.ceil(math.log10(max(values, default=10.0)))
+    edges = [low * (high / low) ** (i / 40) for i in range(41)]
+    for chaos, demo in demos.items():
+        data = [max(v, low) for v in demo["latencies"]]
+        label = f"chaos {chaos} ({len(data)} units)"
+        hist.hist(data, bins=edges, alpha=0.6, label=label)
+        ordered = sorted(data)
+        shares = [(i + 1) / len(ordered) for i in range(len(ordered))]
+        cdf.step(ordered, shares, where="post", label=label)
+    for ax in (hist, cdf):
+        ax.set_xscale("log")
+        ax.axvline(RECONCILER_THRESHOLD_S, color="grey", linestyle="--", linewidth=1)
+        ax.set_xlabel("settle-to-stored latency (s, log scale)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    hist.set_ylabel("stored units")
+    hist.set_title("Histogram")
+    cdf.set_ylabel("share of stored units")
+    cdf.set_ylim(0, 1.01)
+    cdf.set_title("CDF (dashed: the reconciler's 600 s threshold)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def chart_cost(path: Path, lines: dict[str, list[cost.Line]]) -> None:
+    plt = _pyplot()
+    modes = ["webhook", "many_jobs", "seed_backoff", "fixed_1s"]
+    names = [LABELS[m] for m in modes]
+    submit = [sum(x.per_million for x in lines[m] if x.item == "submission POST") for m in modes]
+    geonode = [
+        cost.by_category(lines[m])["geonode"] - s for m, s in zip(modes, submit, strict=True)
+    ]
+    aws = [cost.by_category(lines[m])["aws"] for m in modes]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    ax.bar(names, submit, label="Geonode: submissions")
+    ax.bar(names, geonode, bottom=submit, label="Geonode: polls, fetches, reconciler reads")
+    tops = [s + g for s, g in zip(submit, geonode, strict=True)]
+    ax.bar(names, aws, bottom=tops, label="AWS (API Gateway, Lambda, DynamoDB, SQS, S3, ...)")
+    for i, mode in enumerate(modes):
+        ax.annotate(
+            f"${cost.total(lines[mode]):,.0f}",
+            (i, tops[i] + aws[i]),
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
+    ax.set_ylabel("US dollars per million jobs")
+    ax.set_title("Cost per million jobs (list prices, see RESULTS.md)")
+    ax.tick_params(axis="x", labelsize=8)
+    ax.legend(fontsize=8)
+    ax.margins(y=0.12)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# -- the document ----------------------------------------------------------------------------
+
+
+def _polling_reference() -> str:
+    import json
+
+    path = RESULTS / "polling.json"
+    if not path.exists():
+        return ""
+    figures = json.loads(path.read_text()).get("figures", {})
+    return ", ".join(
+        f"{LABELS[name]} {figures[name]['requests_per_job']}" for name in POLLERS if name in figures
+    )
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _price(value: float) -> str:
+    return "$" + f"{value:.10f}".rstrip("0").rstrip(".")
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}" if value >= 0.01 else f"${value:.4f}"
+
+
+def render(
+    plan: Plan,
+    *,
+    polling: dict[int, Any],
+    pipelines: dict[int, Any],
+    demos: dict[str, Any],
+    lines: dict[str, list[cost.Line]],
+    receiver: dict[str, Any],
+    elapsed: float,
+    load: float | None = None,
+) -> str:
+    about = machine()
+    counts = sorted(polling)
+    table = requests_table(polling, pipelines)
+    largest = max(counts)
+    big = pipelines[largest]
+    out: list[str] = [
+        "# Benchmark results",
+        "",
+        "_Generated by `python -m bench.results_report"
+        + (" --quick" if plan.quick else "")
+        + f"` on {about['date']} (UTC) on {about['cpus']} CPUs ({about['machine']}), Python "
+        f"{about['python']}, in {elapsed:.0f} s"
+        + ("" if load is None else f", load average {load:.1f} when it began")
+        + ". Do not edit: `make bench` writes it._",
+        "",
+        "## What was run",
+        "",
+        f"* **Pollers**: for {', '.join(map(str, counts))} concurrent async extract jobs "
+        f"(durations {plan.min_duration:g}–{plan.max_duration:g} s, the simulator's default "
+        f"failure rates, no rate limit), the fixed 1 s poller, the seed article's backoff poller "
+        f"and the many-jobs poller (`bench.polling`), one after the other on one simulator per "
+        f"job count, each on its own account, time sped up {plan.time_scale:g}×. Requests are "
+        "the simulator's count of GETs; submissions are not counted.",
+        f"* **Webhook pipeline**: `bench.pipeline.run_pipeline` at the same job counts, submitted "
+        f"at {SUBMIT_RATE:g} per simulated second (all in flight at once) on a manual clock: the "
+        "real handlers, moto, the simulator's default failure rates, then 31 simulated minutes "
+        "for everything to settle and the reconciler to run every 10 minutes. Requests per "
+        "*settled* job (resubmissions of retryable failures are jobs too), every read counted, "
+        "the reconciler's included.",
+        f"* **Latency**: `devstack.demo.Demo(jobs={plan.demo_jobs}, chaos=…, seed="
+        f"{plan.demo_seed})`, the run of `make demo`, without faults (`none`) and under the "
+        "`default` profile (20 % of webhooks dropped, 20 % duplicated, reordering, a receiver "
+        "outage, a secret rotation, a 429 burst). Per stored unit (extract job, batch item, "
+        "crawl page): the ledger's finish time minus the simulator's settle time.",
+        "* **Cost**: `bench/cost.py` at list prices, with the AWS calls counted in the "
+        f"{largest}-job pipeline run (a botocore hook, by the function that made each call), the "
+        "receiver's calls per delivery from `bench/results/receiver.json`, and the pollers' "
+        f"requests at {largest} concurrent jobs.",
+        "",
+        "## Requests per job against concurrent jobs",
+        "",
+        markdown_table(
+            ["mode", *(f"{n} jobs" for n in counts)],
+            [[LABELS[m], *(_fmt(v) for v in table[m])] for m in MODES],
+        ),
+        "",
+        "![Geonode requests per job against concurrent jobs](charts/requests_per_job.png)",
+        "",
+        "Geonode requests (GETs) per job, submissions excluded; one fetch per job is the floor. "
+        "The fixed and the seed pollers pay per job whatever the concurrency. The many-jobs "
+        "poller's list pages are shared by every job in flight, so it nears the floor as jobs "
+        "grow. The pipeline's reconciler costs a few reads per run whatever the volume "
+        f"({big['reconciler_runs']} runs in each pipeline run), which weighs on few jobs only.",
+        "",
+    ]
+    missed = {
+        (n, name): polling[n][name]["missed"]
+        for n in counts
+        for name in POLLERS
+        if polling[n][name]["missed"]
+    }
+    if missed:
+        out += [f"Jobs a poller never saw settle: {missed}.", ""]
+    reference = _polling_reference()
+    if reference:
+        out += [
+            "The speed-up stretches every request's own time in simulated time, so on a busy "
+            "machine the fixed and seed pollers ask a little less often than at time scale 1. "
+            f"For reference, `bench/results/polling.json` (time scale 1, 200 jobs, the three "
+            f"pollers at once): {reference}.",
+            "",
+        ]
+    statuses = {n: pipelines[n]["statuses"] for n in counts}
+    throttled = sum(int(s.get("429", 0)) for s in statuses.values())
+    out += [
+        "Pipeline runs: settled jobs "
+        + ", ".join(str(pipelines[n]["settled_jobs"]) for n in counts)
+        + f"; 429 answers {throttled}; reads by route at {largest} jobs: "
+        + ", ".join(f"`{r}` {n}" for r, n in sorted(big["reads"].items()))
+        + ".",
+        "",
+        "## Settle-to-stored latency of the webhook pipeline",
+        "",
+    ]
+    rows = []
+    for chaos, demo in demos.items():
+        f = latency_figures(demo["latencies"])
+        r = demo["report"]
+        recovered = ", ".join(f"{n} {k}" for k, n in sorted(r["recovered"].items()) if n) or "0"
+        rows.append(
+            [
+                chaos,
+                f["count"],
+                _fmt(f["p50"]),
+                _fmt(f["p90"]),
+                _fmt(f["p99"]),
+                _fmt(f["max"]),
+                f["over_threshold"],
+                recovered,
+                f"{r['lost']} / {r['processed_twice']}",
+            ]
+        )
+    out += [
+        markdown_table(
+            [
+                "chaos",
+                "stored units",
+                "p50 (s)",
+                "p90 (s)",
+                "p99 (s)",
+                "max (s)",
+                "≥ 600 s (units)",
+                "recovered by the reconciler",
+                "lost / twice",
+            ],
+            rows,
+        ),
+        "",
+        "![Settle-to-stored latency: histogram and CDF](charts/latency.png)",
+        "",
+        "Simulated seconds. The demo's clock moves in 5 s steps and webhooks go out at the "
+        "steps, so a few seconds is the webhook path's resolution. Without faults every unit is "
+        "stored through its webhook within seconds. Under the default chaos the tail has two "
+        "more modes: a few minutes, the sender's own retry (its schedule waits 5 minutes after "
+        "the second attempt) of deliveries the receiver's outage or the rotation refused; and "
+        "beyond 600 s, the dropped webhooks, which wait until the job is 600 s settled and the "
+        "next 10-minute reconciler run finds it.",
+    ]
+    checks = []
+    for chaos, demo in demos.items():
+        f = latency_figures(demo["latencies"])
+        r = demo["report"]
+        same = math.isclose(f["p50"], r["latency_p50"]) and math.isclose(f["p99"], r["latency_p99"])
+        checks.append(
+            f"{chaos}: {'same as' if same else 'differs from'} the demo's own p50 / p99 "
+            f"({r['latency_p50']:.1f} s / {r['latency_p99']:.1f} s)"
+        )
+    out += ["", "Check: " + "; ".join(checks) + ".", ""]
+    out += _cost_section(lines, receiver, largest)
+    return "\n".join(out) + "\n"
+
+
+def _cost_section(
+    lines: dict[str, list[cost.Line]], receiver: dict[str, Any], largest: int
+) -> list[str]:
+    seed_total = cost.total(lines["seed_backoff"])
+    webhook, many = cost.total(lines["webhook"]), cost.total(lines["many_jobs"])
+    runs = cost.Assumptions().reconciler_runs_per_job * cost.PER_MILLION
+    close = (
+        ": on cost the pipeline and the many-jobs poller are within the model's margin, and the "
+        "choice between them rests on the rest (a public endpoint for the webhooks, a process "
+        "that keeps running for the poller)."
+        if abs(many / webhook - 1) < 0.1
+        else "."
+    )
+    order = ["webhook", "many_jobs", "seed_backoff", "fixed_1s"]
+    rows = []
+    for mode in order:
+        cats = cost.by_category(lines[mode])
+        requests = sum(x.per_job for x in lines[mode] if x.component == "Geonode")
+        rows.append(
+            [
+                LABELS[mode],
+                _fmt(requests),
+                _money(cats["geonode"]),
+                _money(cats["aws"]),
+                _money(cost.total(lines[mode])),
+                f"{cost.total(lines[mode]) / seed_total:.2f}×",
+            ]
+        )
+    detail = []
+    for mode in order:
+        for x in lines[mode]:
+            detail.append(
+                [
+                    x.mode,
+                    x.component,
+                    x.item,
+                    f"{x.per_job:.4g}",
+                    x.unit,
+                    _price(x.unit_price),
+                    _money(x.per_million),
+                    x.basis,
+                ]
+            )
+    a = cost.Assumptions()
+    assumptions = [
+        [
+            "volume",
+            f"{a.jobs_per_month:,.0f} jobs per month, steady",
+            "spreads the time-based costs (reconciler runs, idle SQS polls, secret refreshes)",
+        ],
+        [
+            "Lambda",
+            f"{a.lambda_memory_mb} MB, {'arm64' if a.arm64 else 'x86'}",
+            "template.yaml Globals",
+        ],
+        [
+            "receiver duration",
+            f"{a.receiver_ms:g} ms",
+            "a ledger put and an SQS send in-region; its own work is "
+            f"{receiver.get('handler_own_ms', {}).get('p50', '?')} ms (receiver.json)",
+        ],
+        [
+            "processor duration",
+            f"{a.processor_ms_per_job:g} ms per job",
+            "one Geonode GET (~300 ms) plus the ledger and S3 calls; not measurable on moto",
+        ],
+        [
+            "reconciler duration",
+            f"{a.reconciler_ms_per_run:g} ms per run",
+            "a few pages and queries",
+        ],
+        [
+            "reconciler",
+            f"every {a.reconcile_interval_s:g} s, {a.reconcile_overlap_s:g} s overlap, "
+            f"{a.jobs_page_size} jobs per list page",
+            "template defaults; JOBS_PAGE_MAX",
+        ],
+        [
+            "DynamoDB",
+            f"{a.write_units_per_write:g} write unit per write, "
+            f"{a.read_units_per_read:g} read unit per read or query",
+            "rows under 1 KB; reads strongly consistent (upper bound for queries); a failed "
+            "conditional write is billed too",
+        ],
+        [
+            "SQS",
+            f"1 request per call; idle: {a.esm_pollers} pollers × {a.esm_wait_s:g} s long polls",
+            "messages far under 64 KB; the event source's empty polls are billed",
+        ],
+        [
+            "S3",
+            "the measured PUTs per job for every mode",
+            "pollers store results as the processor does; no GETs measured",
+        ],
+        [
+            "Secrets Manager",
+            f"receiver every {a.receiver_secret_cache_s:g} s, processor every "
+            f"{a.processor_secret_cache_s:g} s, {a.warm_containers} warm container each",
+            "SECRET_CACHE_SECONDS; Powertools' cache",
+        ],
+        [
+            "Geonode",
+            "every request billed, submissions included; no free tier",
+            "1,500 free requests a month ignored",
+        ],
+        [
+            "pollers",
+            f"requests per job at {largest} concurrent jobs; host not priced",
+            "they run wherever the caller runs",
+        ],
+        [
+            "left out",
+            "storage (S3, DynamoDB), CloudWatch logs and metrics, alarms, data "
+            "transfer, secret storage ($0.40 per secret-month, two secrets), the DLQ",
+            "not per job",
+        ],
+    ]
+    return [
+        "## Cost per million jobs",
+        "",
+        markdown_table(
+            [
+                "mode",
+                "Geonode requests per job (submission included)",
+                "Geonode",
+                "AWS",
+                "total",
+                "vs seed poller",
+            ],
+            rows,
+        ),
+        "",
+        "![Cost per million jobs by mode](charts/cost_per_million.png)",
+        "",
+        "Geonode's per-request price makes the bill: each request per job is $350 per million "
+        "jobs, the submission included. The pipeline's AWS side is mostly the S3 writes of the "
+        "results, which any mode that stores them pays too. Its reconciler reads are priced at "
+        f"the assumed volume ({runs:,.0f} runs per million jobs), not at the few jobs of one "
+        f"run, hence fewer requests per job than in the table above. The many-jobs poller "
+        f"comes to {many / webhook:.2f}× the pipeline's cost and the seed poller to "
+        f"{seed_total / webhook:.2f}×" + close,
+        "",
+        "### Lines",
+        "",
+        markdown_table(
+            [
+                "mode",
+                "component",
+                "item",
+                "per job",
+                "unit",
+                "unit price",
+                "per million jobs",
+                "basis",
+            ],
+            detail,
+        ),
+        "",
+        "### Assumptions",
+        "",
+        markdown_table(["assumption", "value", "why"], assumptions),
+        "",
+        "### Prices",
+        "",
+        f"All prices: {cost.PRICES_AS_OF}. AWS prices are us-east-1 on-demand.",
+        "",
+        markdown_table(["price", "per unit", "as published", "source", "as of"], cost.price_rows()),
+    ]
+
+
+# -- entry point -----------------------------------------------------------------------------
+
+
+def build(
+    plan: Plan, out_dir: Path, receiver_json: Path | None = None, log: Callable[[str], None] = print
+) -> Path:
+    """Run everything, write ``out_dir/RESULTS.md`` and ``out_dir/charts/*.png``."""
+    import json
+
+    started = time.perf_counter()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    receiver_path = receiver_json or RESULTS / "receiver.json"
+    receiver = json.loads(receiver_path.read_text()) if receiver_path.exists() else {}
+    log(f"pollers at {plan.job_counts} jobs, time scale {plan.time_scale:g}")
+    polling = run_pollers(plan, log)
+    log(f"pipeline at {plan.job_counts} jobs and demos of {plan.demo_jobs} units")
+    pipelines, demos = run_workers(plan, log)
+    lines = cost_lines(polling, pipelines[max(plan.job_counts)], receiver)
+    charts = out_dir / "charts"
+    charts.mkdir(parents=True, exist_ok=True)
+    counts = sorted(polling)
+    chart_requests(charts / "requests_per_job.png", counts, requests_table(polling, pipelines))
+    chart_latency(charts / "latency.png", demos)
+    chart_cost(charts / "cost_per_million.png", lines)
+    elapsed = time.perf_counter() - started
+    path = out_dir / "RESULTS.md"
+    path.write_text(
+        render(
+            plan,
+            polling=polling,
+            pipelines=pipelines,
+            demos=demos,
+            lines=lines,
+            receiver=receiver,
+            elapsed=elapsed,
+            load=load,
+        )
+    )
+    log(f"wrote {path} in {elapsed:.0f} s")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small job counts (tests)")
+    parser.add_argument("--out", type=Path, default=BENCH, help="where RESULTS.md and charts/ go")
+    parser.add_argument("--time-scale", type=float, help="pollers' speed-up (default 2, quick 8)")
+    parser.add_argument("--workers", type=int, help="worker processes (default 2)")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.time_scale is not None:
+        plan = replace(plan, time_scale=args.time_scale)
+    if args.workers is not None:
+        plan = replace(plan, workers=max(1, args.workers))
+    build(plan, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
