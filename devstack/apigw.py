@@ -34,6 +34,12 @@ class LambdaContext:
         return 30_000
 
 
+class _Server(ThreadingHTTPServer):
+    # Python's default listen backlog is 5: a burst of senders got connections reset.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class ApiGatewayFront(Service):
     """Serves ``POST /<stage>/<path>`` by calling ``handler`` with a proxy event."""
 
@@ -65,7 +71,7 @@ class ApiGatewayFront(Service):
             def log_message(self, format: str, *args: Any) -> None:
                 return  # quiet: the handler logs what matters
 
-        self._server = ThreadingHTTPServer((host, port), Request)
+        self._server = _Server((host, port), Request)
         self._server.daemon_threads = True
         host_, port_ = self._server.server_address[:2]
         self.base_url = f"http://{host_!s}:{port_}/{stage}"

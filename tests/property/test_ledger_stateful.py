@@ -141,11 +141,12 @@ class Aws:
 class LedgerMachine(RuleBasedStateMachine):
     """Receiver, processors, reconciler and clock interleaved over the ledger."""
 
-    # Snapshots callers hold on to: the receiver's own rows (from record), rows seen waiting
-    # (RECEIVED/ENQUEUED when read: what mark_enqueued is documented for), rows the reconciler
+    # Snapshots callers hold on to: the receiver's own rows (from record); any row read at some
+    # point, in any state (what mark_enqueued is handed: the receiver hands it RECEIVED rows only,
+    # but the ledger must refuse to move any other whatever it is given); rows the reconciler
     # read (any state but DONE: what Recoverer.ensure is given).
     recorded = Bundle("recorded")
-    waiting = Bundle("waiting")
+    snapshots = Bundle("snapshots")
     read = Bundle("read")
     # (key, owner) of every lease ever granted: processors finish or release what they were
     # granted, whether or not they still hold it by then.
@@ -224,10 +225,10 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # -- receiver --------------------------------------------------------------------------
 
-    @rule(targets=(recorded, waiting), key=st.sampled_from(KEYS))
-    def receiver_record(self, key: JobKey) -> Any:
-        """The receiver records a delivery's job; it keeps the row it got back as a snapshot
-        when that row is waiting (it re-enqueues only RECEIVED rows), stale soon after."""
+    @rule(targets=(recorded, snapshots), key=st.sampled_from(KEYS))
+    def receiver_record(self, key: JobKey) -> LedgerRow:
+        """The receiver records a delivery's job and keeps the row it got back (its own, or the
+        one a duplicate found) as a snapshot, stale soon after."""
         before = self.before(key)
         step = self.begin("record", key)
         result = self.ledger.record(key, source="webhook", detail={"event": "extract_completed"})
@@ -235,8 +236,6 @@ class LedgerMachine(RuleBasedStateMachine):
         assert result.created == (before is None), "record creates exactly when no row exists"
         if before is not None:
             assert self.same_row(result.row, before), "a duplicate gets the existing row back"
-        if result.row.state not in (JobState.RECEIVED, JobState.ENQUEUED):
-            return multiple()
         return result.row
 
     @rule(row=recorded)
@@ -248,14 +247,18 @@ class LedgerMachine(RuleBasedStateMachine):
         own_received = _state(before) == RECEIVED and _s(before, "token") == row.token
         assert deleted == own_received, "forget_unsent deletes exactly its own RECEIVED row"
 
-    @rule(row=waiting)
+    @rule(row=snapshots)
     def receiver_mark_enqueued(self, row: LedgerRow) -> None:
+        """Re-enqueue from a snapshot that may be stale, and of any state."""
         before = self.before(row.key)
         step = self.begin("mark_enqueued", row.key, snapshot=row)
         moved = self.ledger.mark_enqueued(row)
         step.wrote = moved
         unmoved = _state(before) == row.state.value and _n(before, "state_since") == row.state_since
-        assert moved == unmoved, "mark_enqueued wins exactly when the row is as the snapshot"
+        waiting = _state(before) in (RECEIVED, ENQUEUED)
+        assert moved == (unmoved and waiting), (
+            "mark_enqueued wins exactly when a RECEIVED/ENQUEUED row is as the snapshot"
+        )
 
     # -- processors ------------------------------------------------------------------------
 
@@ -385,15 +388,13 @@ class LedgerMachine(RuleBasedStateMachine):
             assert self.same_row(r, self.items[r.key.pk])
         return multiple(*rows)
 
-    @rule(target=waiting, key=st.sampled_from(KEYS))
+    @rule(target=snapshots, key=st.sampled_from(KEYS))
     def read_row(self, key: JobKey) -> Any:
-        """Someone reads a row and keeps it: the receiver's snapshot, stale soon after."""
+        """Someone reads a row and keeps it: a snapshot, stale soon after."""
         self.begin("get")
         row = self.ledger.get(key)
         assert self.same_row(row, self.before(key))
-        if row is None or row.state not in (JobState.RECEIVED, JobState.ENQUEUED):
-            return multiple()
-        return row
+        return multiple() if row is None else row
 
     # -- invariants ------------------------------------------------------------------------
 

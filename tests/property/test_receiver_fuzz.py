@@ -208,7 +208,7 @@ def unsigned_headers(draw: st.DrawFn, body: bytes) -> dict[str, str]:
 # --- (a) and (b): no valid signature -----------------------------------------------------------
 
 
-@settings(max_examples=150)
+@settings(max_examples=120)
 @given(data=st.data())
 def test_receiver_unsigned_random_delivery_is_4xx_and_writes_nothing(
     receiver_stack: ReceiverStack, data: st.DataObject
@@ -247,7 +247,7 @@ paths = st.one_of(
 )
 
 
-@settings(max_examples=100)
+@settings(max_examples=60)
 @given(data=st.data(), method=methods | st.text(TCHAR, min_size=1, max_size=8), path=paths)
 def test_receiver_random_method_and_path_is_4xx_and_writes_nothing(
     receiver_stack: ReceiverStack, data: st.DataObject, method: str, path: str
@@ -356,7 +356,7 @@ def expected_notification(body: bytes, event_header: str | None) -> tuple[str, s
     return note.kind.value, note.job_id, note.event
 
 
-@settings(max_examples=150)
+@settings(max_examples=120)
 @given(delivery=signed_deliveries(), base64_encoded=st.booleans())
 def test_receiver_signed_json_is_accepted_once_or_400_exactly_per_read_notification(
     receiver_stack: ReceiverStack,
@@ -406,7 +406,7 @@ def test_receiver_signed_json_is_accepted_once_or_400_exactly_per_read_notificat
         receiver_stack.clean()
 
 
-@settings(max_examples=100)
+@settings(max_examples=60)
 @given(body=any_bytes, data=st.data())
 def test_receiver_signed_random_bytes_are_400_or_413_and_write_nothing(
     receiver_stack: ReceiverStack, body: bytes, data: st.DataObject
