@@ -108,7 +108,7 @@ def api_router(sim: Simulator) -> APIRouter:
     @router.get("/extract/{job_id}")
     async def get_extract(job_id: str, request: Request) -> JSONResponse:
         job = sim.get_extract(_account(request), job_id)
-        return JSONResponse(views.extract_job(job, sim.clock.time()))
+        return JSONResponse(sim.faults.malformed(views.extract_job(job, sim.clock.time()), job_id))
 
     @router.post("/batch")
     async def post_batch(body: BatchRequest, request: Request) -> JSONResponse:
@@ -134,7 +134,8 @@ def api_router(sim: Simulator) -> APIRouter:
         page_size: Annotated[int, Query(ge=1, le=50)] = 10,
     ) -> JSONResponse:
         batch = sim.get_batch(_account(request), batch_id)
-        return JSONResponse(views.batch_page(batch, sim.clock.time(), page, page_size))
+        body = views.batch_page(batch, sim.clock.time(), page, page_size)
+        return JSONResponse(sim.faults.malformed(body, batch_id))
 
     @router.post("/crawl")
     async def post_crawl(body: CrawlRequest, request: Request) -> JSONResponse:
@@ -159,7 +160,8 @@ def api_router(sim: Simulator) -> APIRouter:
         page_size: Annotated[int, Query(ge=1, le=50)] = 10,
     ) -> JSONResponse:
         crawl = sim.get_crawl(_account(request), crawl_id)
-        return JSONResponse(views.crawl_page(crawl, sim.clock.time(), page, page_size))
+        body = views.crawl_page(crawl, sim.clock.time(), page, page_size)
+        return JSONResponse(sim.faults.malformed(body, crawl_id))
 
     @router.delete("/crawl/{crawl_id}")
     async def delete_crawl(crawl_id: str, request: Request) -> JSONResponse:

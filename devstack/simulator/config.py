@@ -23,6 +23,9 @@ class FaultSettings:
     reorder_window_s: float = 0.0  # attempts are held a random 0..window so they go out shuffled
     api_error_rate: float = 0.0  # share of API requests answered with api_error_status
     api_error_status: int = 503
+    # Share of jobs (drawn per job id) whose GET answers 200 with a body missing ``job_id``,
+    # on every call: a poison job, failing the same way whatever the processor does.
+    malformed_rate: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -99,9 +99,9 @@ class Simulator:
     def new_correlation_id(self) -> str:
         return stable_uuid(self.config.seed, "correlation", next(self._correlation))
 
-    def admit(self, api_key: str | None) -> ApiError | None:
+    def admit(self, api_key: str | None, route: str | None = None) -> ApiError | None:
         """Why an API request is refused before routing (fault, auth, rate limit), or None."""
-        fault = self.faults.api_fault()
+        fault = self.faults.api_fault(route)
         if fault is not None:
             error = ApiError.for_status(fault, "injected fault")
             if fault == 429:

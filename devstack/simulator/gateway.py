@@ -61,7 +61,7 @@ class Gateway:
             await self.app(scope, receive, send_with_id)
             return
         try:
-            refusal = self.sim.admit(api_key)
+            refusal = self.sim.admit(api_key, route)
             if refusal is None:
                 state["account"] = api_key
                 await self.app(scope, receive, send_with_id)
