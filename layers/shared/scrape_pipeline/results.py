@@ -29,7 +29,12 @@ CONTENT_FILES: Mapping[str, tuple[str, str]] = {
     "html": ("content.html", "text/html; charset=utf-8"),
     "links": ("links.json", "application/json"),
 }
-_ALREADY_THERE = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
+# 412: an object is already at the key, so this write is a repeat of one that succeeded.
+_ALREADY_THERE = frozenset({"PreconditionFailed", "412"})
+# 409: another conditional write to the same key is in flight; nothing says it will succeed, so
+# this one is tried again (S3's advice), never taken for "already there".
+_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})
+CONFLICT_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -93,21 +98,37 @@ class ResultStore:
         self._put_once(key, _json(record), "application/json", StoredResult(key))
         return key
 
-    def _put_once(self, key: str, body: bytes, content_type: str, result: StoredResult) -> None:
+    def retire(self, key: str) -> None:
+        """Remove a dead-letter record that a later outcome overturned (the bucket keeps it as
+        a noncurrent version, so the history stays readable)."""
+        if not key.startswith(f"{DEAD_LETTER_PREFIX}/"):
+            raise ValueError(f"only dead-letter records are retired, not {key!r}")
         try:
-            self._s3.put_object(
-                Bucket=self.bucket,
-                Key=key,
-                Body=body,
-                ContentType=content_type,
-                IfNoneMatch="*",
-            )
+            self._s3.delete_object(Bucket=self.bucket, Key=key)
         except AWS_ERRORS as exc:
-            if error_code(exc) in _ALREADY_THERE:
-                result.already_present.append(key)
-                return
-            raise unavailable("s3", "PutObject", exc) from exc
-        result.written.append(key)
+            raise unavailable("s3", "DeleteObject", exc) from exc
+
+    def _put_once(self, key: str, body: bytes, content_type: str, result: StoredResult) -> None:
+        for attempt in range(1, CONFLICT_TRIES + 1):
+            try:
+                self._s3.put_object(
+                    Bucket=self.bucket,
+                    Key=key,
+                    Body=body,
+                    ContentType=content_type,
+                    IfNoneMatch="*",
+                )
+            except AWS_ERRORS as exc:
+                code = error_code(exc)
+                if code in _ALREADY_THERE:
+                    result.already_present.append(key)
+                    return
+                if code in _CONFLICT and attempt < CONFLICT_TRIES:
+                    continue
+                # Still conflicting, or S3 failing: the job is retried later, nothing is marked.
+                raise unavailable("s3", "PutObject", exc) from exc
+            result.written.append(key)
+            return
 
 
 def _json(value: Any) -> bytes:
