@@ -7,7 +7,6 @@ its visibility changed and is reported failed; a Lambda never sleeps.
 from __future__ import annotations
 
 import gc
-import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -51,11 +50,15 @@ def reset_processor() -> None:
     _built = None
 
 
-def record_handler(record: SQSRecord) -> None:
-    """One message: one job."""
+def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+    """One message: one job, within the invocation's remaining time."""
     processor, queue = get_processor()
     message = JobMessage.from_json(record.body)
-    disposition = processor.process(message)
+    context = lambda_context
+    remaining = (
+        (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else None
+    )
+    disposition = processor.process(message, remaining=remaining)
     metrics.add_metric(name=OUTCOME_METRICS[disposition.outcome], unit=MetricUnit.Count, value=1)
     logger.info(
         "job",
@@ -75,7 +78,7 @@ def record_handler(record: SQSRecord) -> None:
         receipt_handle=record.receipt_handle,
         seconds=disposition.retry_in,
         receive_count=int(record.attributes.approximate_receive_count or 1),
-        max_receive_count=int(os.environ.get("MAX_RECEIVE_COUNT") or 5),
+        max_receive_count=processor.settings.max_receive_count,
     )
     if not resent:
         raise RetryLaterError(disposition.outcome)

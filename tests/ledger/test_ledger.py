@@ -218,3 +218,103 @@ def test_ledger_concurrent_acquires_grant_one_lease(moto_endpoint: str, clock: M
     with ThreadPoolExecutor(20) as pool:
         granted = list(pool.map(take, range(20)))
     assert granted.count(True) == 1
+
+
+# -- the long tail: strikes, 404s, watching, checkpoints, reopening, lifetime --------------------
+
+
+def test_ledger_strikes_count_only_attempts_that_did_not_end_cleanly(
+    ledger: Ledger, clock: ManualClock
+):
+    # GIVEN a clean release, a failed attempt, a 404 and an attempt that was killed
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    clean = ledger.release(KEY, "w1")
+    ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+    failed = ledger.release(KEY, "w2", error="KeyError: 'job_id'")
+    ledger.acquire(KEY, "w3", lease_seconds=60, source="sqs")
+    missing = ledger.release(KEY, "w3", not_found=True)
+    ledger.acquire(KEY, "w4", lease_seconds=60, source="sqs")  # never released: killed
+    clock.advance(61)
+    retaken = ledger.acquire(KEY, "w5", lease_seconds=60, source="sqs")
+
+    # THEN only the error and the killed attempt keep their strikes; 404s are counted apart
+    assert clean.strikes == 0 and clean.last_error is None
+    assert failed.strikes == 1 and failed.last_error == "KeyError: 'job_id'"
+    assert missing.strikes == 1 and missing.not_found == 1
+    assert retaken.row is not None
+    assert retaken.row.strikes == 3 and retaken.row.attempts == 5 and retaken.row.not_found == 1
+
+
+def test_ledger_watch_parks_a_job_until_woken(ledger: Ledger, clock: ManualClock):
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    parked = ledger.watch(KEY, "w1")
+    clock.advance(3600)
+    watched, _ = ledger.pending(JobState.WATCHING, since_before=clock.time())
+    stuck, _ = ledger.pending(JobState.ENQUEUED, since_before=clock.time())
+
+    assert parked.state is JobState.WATCHING and parked.lease_owner is None
+    assert parked.strikes == 0  # a clean end of the attempt
+    assert [r.key for r in watched] == [KEY] and stuck == []
+    assert ledger.mark_enqueued(parked)  # woken (its webhook, or the reconciler)
+    assert ledger.get(KEY).state is JobState.ENQUEUED  # type: ignore[union-attr]
+
+
+def test_ledger_checkpoint_keeps_the_lease_and_records_progress(ledger: Ledger):
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    row = ledger.checkpoint(KEY, "w1", next_page=3, stored=98, failed=2)
+    assert row.state is JobState.PROCESSING and row.lease_owner == "w1"
+    assert (row.next_page, row.items_stored, row.items_failed) == (3, 98, 2)
+    with pytest.raises(LeaseLostError):
+        ledger.checkpoint(KEY, "w2", next_page=4, stored=1, failed=0)
+    released = ledger.release(KEY, "w1")
+    assert released.next_page == 3  # the next holder starts there
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason", "reopens"),
+    [
+        (Outcome.DEAD_LETTERED, "unknown job", True),
+        (Outcome.DEAD_LETTERED, "never settled", True),
+        (Outcome.DEAD_LETTERED, "not retryable", False),
+        (Outcome.STORED, "unknown job", False),
+    ],
+)
+def test_ledger_reopen_only_overturns_closes_that_evidence_can_overturn(
+    ledger: Ledger, clock: ManualClock, outcome: Outcome, reason: str, reopens: bool
+):
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    ledger.release(KEY, "w1", error="boom")
+    ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+    record = "dead-letters/extract/job-1.json"
+    closed = ledger.finish(KEY, "w2", outcome, {"reason": reason, "record": record})
+    clock.advance(86_400)
+
+    assert ledger.reopen(closed) is reopens
+    row = ledger.get(KEY)
+    assert row is not None
+    if reopens:
+        assert row.state is JobState.ENQUEUED and row.outcome is None
+        assert row.strikes == 0 and row.last_error is None
+        assert row.detail == {"reopened": reason, "superseded": record}
+        assert not ledger.reopen(closed)  # the snapshot is stale now: one winner
+    else:
+        assert row == closed
+
+
+def test_ledger_row_expires_counting_from_its_last_change(ledger: Ledger, clock: ManualClock):
+    # GIVEN a row created now and changed again 80 days later (a job resubmitted, replayed)
+    ttl = ledger.ttl_seconds
+    created = ledger.record(KEY, source="webhook").row
+    clock.advance(80 * 86_400)
+    leased = ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs").row
+    clock.advance(5 * 86_400)
+    done = ledger.finish(KEY, "w1", Outcome.STORED)
+
+    # THEN each write pushed the expiry to ttl after itself, never left it at creation's
+    assert created.expires_at == int(created.created_at) + ttl
+    assert leased is not None and leased.expires_at == int(leased.state_since) + ttl
+    assert done.expires_at == int(clock.time()) + ttl

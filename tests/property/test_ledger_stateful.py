@@ -1,8 +1,9 @@
 """The ledger driven through random interleavings of its callers, against moto in-process.
 
-A ``RuleBasedStateMachine`` plays the receiver (record, forget_unsent, mark_enqueued with a
-possibly stale snapshot), several processors (acquire, release, finish with each outcome,
-catching ``LeaseLostError``), the reconciler (``Recoverer.ensure`` with a real ``JobQueue`` on
+A ``RuleBasedStateMachine`` plays the receiver (record, forget_unsent, mark_enqueued and
+reopen with a possibly stale snapshot), several processors (acquire, release clean or with an
+error or a 404, watch, checkpoint, finish with each outcome, catching ``LeaseLostError``), the
+reconciler (``Recoverer.ensure`` with a real ``JobQueue`` on
 moto SQS, ``pending`` queries) and the clock (``ManualClock``; some advances beyond the lease)
 over a few job keys. After every step the whole table is read (unless the step sent no request
 at all) and checked against the allowed transitions written down in ``ALLOWED`` below and the
@@ -61,12 +62,19 @@ DETAILS: tuple[dict[str, str], ...] = (
 )
 
 ABSENT = "ABSENT"
-RECEIVED, ENQUEUED, PROCESSING, DONE = (s.value for s in JobState)
-ORDER = {ABSENT: -1, RECEIVED: 0, ENQUEUED: 1, PROCESSING: 2, DONE: 3}
+RECEIVED, ENQUEUED, PROCESSING, WATCHING, DONE = (
+    JobState.RECEIVED.value,
+    JobState.ENQUEUED.value,
+    JobState.PROCESSING.value,
+    JobState.WATCHING.value,
+    JobState.DONE.value,
+)
+ORDER = {ABSENT: -1, RECEIVED: 0, ENQUEUED: 1, PROCESSING: 2, WATCHING: 3, DONE: 4}
+REOPENABLE = frozenset({"unknown job", "never settled"})
 
 # Every transition a row may make in one step, and the only operations that may make it.
 # (A row that does not change makes no transition.) Forward moves in RECEIVED < ENQUEUED <
-# PROCESSING < DONE, plus the exceptions named in BACKWARD_OR_SAME.
+# PROCESSING < WATCHING < DONE, plus the exceptions named in BACKWARD_OR_SAME.
 ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     (ABSENT, RECEIVED): frozenset({"record"}),
     (ABSENT, ENQUEUED): frozenset({"ensure"}),  # the reconciler records a job it found
@@ -74,12 +82,16 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     (RECEIVED, ENQUEUED): frozenset({"mark_enqueued", "ensure"}),
     (RECEIVED, PROCESSING): frozenset({"acquire"}),  # leased before its message was confirmed
     (ENQUEUED, PROCESSING): frozenset({"acquire"}),
+    (PROCESSING, WATCHING): frozenset({"watch"}),  # a long-running job parked by its holder
     (PROCESSING, DONE): frozenset({"finish"}),
     # not forward:
     (RECEIVED, ABSENT): frozenset({"forget_unsent"}),  # its writer's undo, own token only
     (ENQUEUED, ENQUEUED): frozenset({"mark_enqueued", "ensure"}),  # re-enqueued: new since
     (PROCESSING, ENQUEUED): frozenset({"release"}),  # given back by its holder
-    (PROCESSING, PROCESSING): frozenset({"acquire"}),  # an expired lease taken again
+    (PROCESSING, PROCESSING): frozenset({"acquire", "checkpoint"}),  # retaken; progress noted
+    (WATCHING, ENQUEUED): frozenset({"mark_enqueued", "ensure"}),  # woken: it settled
+    (WATCHING, PROCESSING): frozenset({"acquire"}),  # a message found it parked
+    (DONE, ENQUEUED): frozenset({"reopen", "ensure"}),  # a reopenable close overturned
 }
 BACKWARD_OR_SAME = frozenset(
     {
@@ -87,6 +99,9 @@ BACKWARD_OR_SAME = frozenset(
         (ENQUEUED, ENQUEUED),
         (PROCESSING, ENQUEUED),
         (PROCESSING, PROCESSING),
+        (WATCHING, ENQUEUED),
+        (WATCHING, PROCESSING),
+        (DONE, ENQUEUED),
     }
 )
 
@@ -107,6 +122,14 @@ def _state(item: dict[str, Any] | None) -> str:
 
 def _detail(item: dict[str, Any]) -> dict[str, str]:
     return {k: v["S"] for k, v in item.get("detail", {}).get("M", {}).items()}
+
+
+def _reopenable(item: dict[str, Any] | None) -> bool:
+    return (
+        _state(item) == DONE
+        and _s(item, "outcome") == Outcome.DEAD_LETTERED.value
+        and _detail(item or {}).get("reason") in REOPENABLE
+    )
 
 
 @dataclass
@@ -255,10 +278,24 @@ class LedgerMachine(RuleBasedStateMachine):
         moved = self.ledger.mark_enqueued(row)
         step.wrote = moved
         unmoved = _state(before) == row.state.value and _n(before, "state_since") == row.state_since
-        waiting = _state(before) in (RECEIVED, ENQUEUED)
+        waiting = _state(before) in (RECEIVED, ENQUEUED, WATCHING)
         assert moved == (unmoved and waiting), (
-            "mark_enqueued wins exactly when a RECEIVED/ENQUEUED row is as the snapshot"
+            "mark_enqueued wins exactly when a RECEIVED/ENQUEUED/WATCHING row is as the snapshot"
         )
+
+    @rule(row=snapshots)
+    def receiver_reopen(self, row: LedgerRow) -> None:
+        """A terminal event reopens a row closed as unknown, from a snapshot that may be stale."""
+        before = self.before(row.key)
+        step = self.begin("reopen", row.key, snapshot=row)
+        reopened = self.ledger.reopen(row)
+        step.wrote = reopened
+        current = _state(before) == row.state.value and _n(before, "finished_at") == row.finished_at
+        assert reopened == (current and _reopenable(before)), (
+            "reopen wins exactly when a reopenable DONE row is as the snapshot"
+        )
+        if reopened:
+            self.outcomes[row.key].clear()
 
     # -- processors ------------------------------------------------------------------------
 
@@ -270,7 +307,7 @@ class LedgerMachine(RuleBasedStateMachine):
         result = self.ledger.acquire(key, owner, LEASE_SECONDS, source="sqs")
         step.wrote = result.granted
         state = _state(before)
-        free = state in (ABSENT, RECEIVED, ENQUEUED) or (
+        free = state in (ABSENT, RECEIVED, ENQUEUED, WATCHING) or (
             state == PROCESSING and (_n(before, "lease_until") or 0.0) < now
         )
         assert result.granted == free, f"acquire from {state} at {now}: granted={result.granted}"
@@ -285,7 +322,13 @@ class LedgerMachine(RuleBasedStateMachine):
         return multiple()
 
     def _leased(
-        self, name: str, key: JobKey, owner: str, call: Any, **kwargs: Any
+        self,
+        name: str,
+        key: JobKey,
+        owner: str,
+        call: Any,
+        keeps_lease: bool = False,
+        **kwargs: Any,
     ) -> LedgerRow | None:
         before = self.before(key)
         step = self.begin(name, key, owner=owner, **kwargs)
@@ -299,15 +342,44 @@ class LedgerMachine(RuleBasedStateMachine):
             return None
         step.wrote = True
         assert holds, f"{name} by {owner}, who does not hold the lease, succeeded"
-        self.holders[key].pop(owner, None)
+        if not keeps_lease:
+            self.holders[key].pop(owner, None)
         return row
 
-    @rule(lease=leases)
-    def processor_release(self, lease: tuple[JobKey, str]) -> None:
+    @rule(lease=leases, how=st.sampled_from(["clean", "error", "not_found"]))
+    def processor_release(self, lease: tuple[JobKey, str], how: str) -> None:
         key, owner = lease
-        row = self._leased("release", key, owner, lambda: self.ledger.release(key, owner))
+        before = self.before(key)
+        error = "ValueError: poison" if how == "error" else None
+        row = self._leased(
+            "release",
+            key,
+            owner,
+            lambda: self.ledger.release(key, owner, error=error, not_found=how == "not_found"),
+        )
         if row is not None:
             assert row.state is JobState.ENQUEUED and row.lease_owner is None
+            strikes = int(_n(before, "strikes") or 0)
+            # A clean release takes the attempt's strike back; a failed one keeps it.
+            assert row.strikes == (strikes if error else strikes - 1)
+            assert row.not_found == int(_n(before, "not_found") or 0) + (how == "not_found")
+            if error:
+                assert row.last_error == error
+
+    @rule(lease=leases)
+    def processor_watch(self, lease: tuple[JobKey, str]) -> None:
+        key, owner = lease
+        row = self._leased("watch", key, owner, lambda: self.ledger.watch(key, owner))
+        if row is not None:
+            assert row.state is JobState.WATCHING and row.lease_owner is None
+
+    @rule(lease=leases, page=st.integers(min_value=2, max_value=5))
+    def processor_checkpoint(self, lease: tuple[JobKey, str], page: int) -> None:
+        key, owner = lease
+        call = lambda: self.ledger.checkpoint(key, owner, next_page=page, stored=page, failed=0)  # noqa: E731
+        row = self._leased("checkpoint", key, owner, call, keeps_lease=True)
+        if row is not None:
+            assert row.state is JobState.PROCESSING and row.next_page == page
 
     @rule(lease=leases, outcome=st.sampled_from(Outcome), detail=st.sampled_from(DETAILS))
     def processor_finish(
@@ -334,6 +406,8 @@ class LedgerMachine(RuleBasedStateMachine):
         now = step.now
         enqueued = self.recoverer.ensure(key, row, source="reconciler")
         step.wrote = enqueued
+        if enqueued and _state(before) == DONE:
+            self.outcomes[key].clear()  # reopened: the next outcome is its one outcome
         messages = self.sent()
         expected_message = {"kind": key.kind.value, "job_id": key.job_id, "source": "reconciler"}
         assert messages == [expected_message] * enqueued, "True exactly when one message went"
@@ -343,7 +417,9 @@ class LedgerMachine(RuleBasedStateMachine):
             if state == ABSENT:
                 needed = True
             elif state == DONE:
-                needed = False
+                needed = _reopenable(before)
+            elif state == WATCHING:
+                needed = True  # the caller found it settled: wake it
             elif state == PROCESSING:
                 needed = (_n(before, "lease_until") or 0.0) < now
             else:
@@ -369,7 +445,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(
         target=read,
-        state=st.sampled_from([RECEIVED, ENQUEUED, PROCESSING]),
+        state=st.sampled_from([RECEIVED, ENQUEUED, PROCESSING, WATCHING]),
         age=st.sampled_from([0.0, 60.0, STALE_AFTER_SECONDS]),
     )
     def reconciler_pending(self, state: str, age: float) -> Any:
@@ -441,7 +517,10 @@ class LedgerMachine(RuleBasedStateMachine):
             if move[0] == PROCESSING:
                 until = _n(before, "lease_until") or 0.0
                 assert until < step.now, f"{where}: the lease (until {until}) was live"
-        if step.name in ("release", "finish"):
+        if move[0] == DONE:
+            assert _reopenable(before), f"{where}: left DONE from a close that is final"
+            assert _detail(after or {}).get("reopened") == _detail(before or {}).get("reason")
+        if step.name in ("release", "finish", "watch", "checkpoint"):
             assert _s(before, "lease_owner") == step.owner, f"{where}, not by the holder"
         if step.name == "finish":
             assert after is not None
@@ -498,12 +577,13 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 def test_ledger_transitions_table_is_forward_but_for_named_exceptions():
-    """The allowed transition set itself: forward in RECEIVED < ENQUEUED < PROCESSING < DONE,
-    except the moves named as exceptions; nothing leaves DONE."""
-    for before, after in ALLOWED:
+    """The allowed transition set itself: forward in RECEIVED < ENQUEUED < PROCESSING <
+    WATCHING < DONE, except the moves named as exceptions; only reopen leaves DONE."""
+    for (before, after), operations in ALLOWED.items():
         forward = ORDER[after] > ORDER[before]
         assert forward or (before, after) in BACKWARD_OR_SAME, (before, after)
-        assert before != DONE
+        if before == DONE:
+            assert operations <= {"reopen", "ensure"}, (before, after)
 
 
 @pytest.fixture
@@ -523,7 +603,8 @@ def aws() -> Iterator[Aws]:
 def test_ledger_random_interleavings_keep_transitions_and_invariants(aws: Aws):
     """Random interleavings of receiver, processor, reconciler steps and clock advances: every
     observed transition is in ALLOWED and made by an operation allowed to make it; DONE rows
-    never change; at most one outcome per job; forget_unsent deletes only its own RECEIVED row;
+    change only when a reopenable close is reopened; one outcome per job since its last reopen;
+    forget_unsent deletes only its own RECEIVED row;
     at most one live lease holder; rows not DONE are exactly the pending index, with their
     state; each operation's return value agrees with the row it acted on."""
 

@@ -44,6 +44,7 @@ PROCESSOR_GRANTS = {
     "dynamodb:Query": {LEDGER, LEDGER_INDEXES},
     "s3:PutObject": {RESULTS_OBJECTS},
     "s3:GetObject": {RESULTS_OBJECTS},
+    "s3:DeleteObject": {"ResultsBucket/dead-letters/*"},  # retiring an overturned dead letter
     "sqs:ChangeMessageVisibility": {JOB_QUEUE},
     "sqs:SendMessage": {JOB_QUEUE},
     "secretsmanager:GetSecretValue": {GEONODE_KEY},

@@ -387,6 +387,7 @@ def test_alarms_notify_only_when_a_topic_is_given(
         "Receiver5xxAlarm",
         "SignatureRejectedAlarm",
         "ProcessorErrorsAlarm",
+        "PoisonJobsAlarm",
         "ReconcilerRecoveriesAlarm",
     }
     for name, alarm in alarms.items():

@@ -1,18 +1,32 @@
 """The job ledger: one DynamoDB row per job, moved forward only by conditional writes.
 
     RECEIVED ──▶ ENQUEUED ──▶ PROCESSING (lease) ──▶ DONE (stored | resubmitted |
-        │            ▲             │    ▲                   dead_lettered | cancelled)
-        │            └── release ──┘    └── an expired lease is taken again
+        │          ▲  ▲  ▲         │    ▲                   dead_lettered | cancelled)
+        │          │  │  └ release ┘    └── an expired lease is taken again
+        │          │  └─ wake ── WATCHING ◀── watch (a job that runs for hours or days)
+        │          └──── reopen ── DONE dead_lettered "never settled" | "unknown job"
         └──────────────────────────────▶ (the processor may lease straight from RECEIVED)
 
 "Processed" means DONE, never "a row exists". Uniqueness is the database's: a conditional
 put, never a read followed by a write. Rows that are not DONE carry ``pending_state`` and
 ``state_since``, the keys of the sparse GSI ``pending-by-state`` that the reconciler queries
-for stuck rows; DONE rows drop ``pending_state`` and leave the index.
+for stuck and watched rows; DONE rows drop ``pending_state`` and leave the index.
+
+The one way back from DONE is ``reopen``: a job closed because the API did not know it or
+it did not settle in time is reopened by evidence that it has settled (its webhook, the job
+list, the delivery log), with a condition on the exact row that was closed.
+
+``strikes`` counts the attempts that did not end cleanly: ``acquire`` adds one, a clean
+release (not settled, throttled, a transient outage, a page checkpoint) takes it back. An
+attempt that raised keeps its strike and its error; one that was killed (timeout, crash)
+keeps its strike without one. The processor dead-letters a job whose strikes pass a bound.
+
+Every write sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +46,8 @@ PENDING_STATE = "pending_state"
 STATE_SINCE = "state_since"
 TTL_ATTRIBUTE = "expires_at"
 DEFAULT_TTL_DAYS = 90
+# Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
+MAX_ERROR_CHARS = 500
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
@@ -49,7 +65,17 @@ class JobState(StrEnum):
     RECEIVED = "RECEIVED"
     ENQUEUED = "ENQUEUED"
     PROCESSING = "PROCESSING"
+    # Not settled after a long time: parked without a message; woken by evidence it settled.
+    WATCHING = "WATCHING"
     DONE = "DONE"
+
+
+# States a new message may take the lease from (besides an expired PROCESSING lease).
+LEASABLE_STATES = (JobState.RECEIVED, JobState.ENQUEUED, JobState.WATCHING)
+# Dead-letter reasons that later evidence of a settled job overturns (``Ledger.reopen``).
+REASON_NEVER_SETTLED = "never settled"
+REASON_UNKNOWN_JOB = "unknown job"
+REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
 
 
 class Outcome(StrEnum):
@@ -97,11 +123,28 @@ class LedgerRow:
     token: str | None = field(default=None, repr=False)
     detail: dict[str, str] = field(default_factory=dict)
     finished_at: float | None = None
+    strikes: int = 0
+    not_found: int = 0
+    last_error: str | None = None
+    # A batch's or crawl's storing progress: the next page to read, items done so far.
+    next_page: int = 1
+    items_stored: int = 0
+    items_failed: int = 0
+    expires_at: float | None = None
 
     @property
     def is_done(self) -> bool:
         """The job reached its one outcome."""
         return self.state is JobState.DONE
+
+    @property
+    def reopenable(self) -> bool:
+        """Closed for a reason that evidence of a settled job overturns."""
+        return (
+            self.state is JobState.DONE
+            and self.outcome is Outcome.DEAD_LETTERED
+            and self.detail.get("reason") in REOPENABLE_REASONS
+        )
 
     def lease_expired(self, now: float) -> bool:
         """A PROCESSING row whose holder may have died."""
@@ -146,6 +189,19 @@ def _n(value: float) -> dict[str, str]:
     return {"N": f"{value:.3f}" if isinstance(value, float) else str(value)}
 
 
+def _stamped(update: str) -> str:
+    """``update`` with ``updated_at`` and the TTL set too: a row expires after its last change."""
+    set_part, remove, remove_part = update.partition(" REMOVE ")
+    return f"{set_part}, #updated = :now, #ttl = :ttl" + (
+        f" REMOVE {remove_part}" if remove else ""
+    )
+
+
+def _used(expressions: str, names: Mapping[str, str]) -> dict[str, str]:
+    """The ``#name`` placeholders that ``expressions`` mention."""
+    return {k: v for k, v in names.items() if re.search(re.escape(k) + r"\b", expressions)}
+
+
 def _row(item: Mapping[str, Any]) -> LedgerRow:
     def s(name: str) -> str | None:
         value = item.get(name)
@@ -171,6 +227,13 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         token=s("token"),
         detail={k: v.get("S", "") for k, v in detail.items()},
         finished_at=n("finished_at"),
+        strikes=int(n("strikes") or 0),
+        not_found=int(n("not_found") or 0),
+        last_error=s("last_error"),
+        next_page=int(n("next_page") or 1),
+        items_stored=int(n("items_stored") or 0),
+        items_failed=int(n("items_failed") or 0),
+        expires_at=n(TTL_ATTRIBUTE),
     )
 
 
@@ -265,50 +328,120 @@ class Ledger:
         return True
 
     def mark_enqueued(self, row: LedgerRow) -> bool:
-        """Move a RECEIVED or ENQUEUED row to ENQUEUED (now), if nobody moved it since ``row``.
+        """Move a RECEIVED, ENQUEUED or WATCHING row to ENQUEUED (now), if unmoved since ``row``.
 
         The condition on ``state_since`` makes concurrent re-enqueuers agree on one winner.
         """
         now = self.clock.time()
+        return self._conditional_update(
+            row.key,
+            "UpdateItem",
+            update="SET #state = :enqueued, #pending = :enqueued, #since = :now",
+            # Only waiting rows may move here, whatever snapshot a caller holds: a DONE row
+            # must never leave DONE this way, a leased one belongs to its holder.
+            condition=(
+                "#state = :old_state AND #since = :old_since"
+                " AND #state IN (:received, :enqueued, :watching)"
+            ),
+            names={"#pending": PENDING_STATE, "#since": STATE_SINCE},
+            values={
+                ":enqueued": _s(JobState.ENQUEUED.value),
+                ":old_state": _s(row.state.value),
+                ":old_since": _n(row.state_since),
+                ":received": _s(JobState.RECEIVED.value),
+                ":watching": _s(JobState.WATCHING.value),
+            },
+            now=now,
+        )
+
+    def reopen(self, row: LedgerRow) -> bool:
+        """Bring a job closed as "never settled" or "unknown" back to ENQUEUED; False if moved.
+
+            DONE dead_lettered (reason in REOPENABLE_REASONS, finished at T)
+              └─ evidence the job settled ─▶ ENQUEUED, counters reset,
+                                             detail.superseded = the dead-letter record
+
+        The condition is on the very row the caller read (state, outcome, finish time), so of
+        several pieces of evidence arriving at once exactly one reopens it.
+        """
+        if not row.reopenable or row.finished_at is None:
+            return False
+        now = self.clock.time()
+        detail = {"reopened": row.detail.get("reason", "")}
+        if row.detail.get("record"):
+            detail["superseded"] = row.detail["record"]
+        return self._conditional_update(
+            row.key,
+            "UpdateItem",
+            update=(
+                "SET #state = :enqueued, #pending = :enqueued, #since = :now, #detail = :detail,"
+                " #strikes = :zero, #not_found = :zero, #releases = :zero"
+                " REMOVE #outcome, #finished, #error"
+            ),
+            condition="#state = :done AND #outcome = :dead AND #finished = :old_finished",
+            names={
+                "#pending": PENDING_STATE,
+                "#since": STATE_SINCE,
+                "#detail": "detail",
+                "#strikes": "strikes",
+                "#not_found": "not_found",
+                "#releases": "releases",
+                "#outcome": "outcome",
+                "#finished": "finished_at",
+                "#error": "last_error",
+            },
+            values={
+                ":enqueued": _s(JobState.ENQUEUED.value),
+                ":detail": {"M": {k: _s(v) for k, v in detail.items()}},
+                ":zero": _n(0),
+                ":done": _s(JobState.DONE.value),
+                ":dead": _s(Outcome.DEAD_LETTERED.value),
+                ":old_finished": _n(row.finished_at),
+            },
+            now=now,
+        )
+
+    def _conditional_update(
+        self,
+        key: JobKey,
+        operation: str,
+        *,
+        update: str,
+        condition: str,
+        names: Mapping[str, str],
+        values: Mapping[str, Any],
+        now: float,
+    ) -> bool:
+        """One conditional update that also stamps ``updated_at`` and the TTL; False if refused."""
         try:
             self._db.update_item(
                 TableName=self.table_name,
-                Key={PARTITION_KEY: _s(row.key.pk)},
-                UpdateExpression=(
-                    "SET #state = :enqueued, #pending = :enqueued, #since = :now, #updated = :now"
+                Key={PARTITION_KEY: _s(key.pk)},
+                UpdateExpression=_stamped(update),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=_used(
+                    _stamped(update) + condition,
+                    {"#state": "state", "#updated": "updated_at", "#ttl": TTL_ATTRIBUTE, **names},
                 ),
-                # Only RECEIVED/ENQUEUED rows may move here, whatever snapshot a caller holds:
-                # a DONE row must never leave DONE, a leased one belongs to its holder.
-                ConditionExpression=(
-                    "#state = :old_state AND #since = :old_since"
-                    " AND #state IN (:received, :enqueued)"
-                ),
-                ExpressionAttributeNames={
-                    "#state": "state",
-                    "#pending": PENDING_STATE,
-                    "#since": STATE_SINCE,
-                    "#updated": "updated_at",
-                },
                 ExpressionAttributeValues={
-                    ":enqueued": _s(JobState.ENQUEUED.value),
                     ":now": _n(now),
-                    ":old_state": _s(row.state.value),
-                    ":old_since": _n(row.state_since),
-                    ":received": _s(JobState.RECEIVED.value),
+                    ":ttl": _n(int(now) + self.ttl_seconds),
+                    **values,
                 },
             )
         except AWS_ERRORS as exc:
             if error_code(exc) == _CONDITION_FAILED:
                 return False
-            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+            raise unavailable("dynamodb", operation, exc) from exc
         return True
 
     # -- processor -------------------------------------------------------------------------
 
     def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
-        """Take the job's PROCESSING lease: from RECEIVED/ENQUEUED, an expired lease, or no row.
+        """Take the job's PROCESSING lease: from a waiting state, an expired lease, or no row.
 
         ``source`` is recorded only when the row did not exist (a job known from elsewhere).
+        The attempt counts a strike until it ends cleanly.
         """
         now = self.clock.time()
         names = {
@@ -320,6 +453,7 @@ class Ledger:
             "#owner": "lease_owner",
             "#until": "lease_until",
             "#attempts": "attempts",
+            "#strikes": "strikes",
             "#kind": "kind",
             "#job": "job_id",
             "#created": "created_at",
@@ -330,6 +464,7 @@ class Ledger:
             ":processing": _s(JobState.PROCESSING.value),
             ":received": _s(JobState.RECEIVED.value),
             ":enqueued": _s(JobState.ENQUEUED.value),
+            ":watching": _s(JobState.WATCHING.value),
             ":now": _n(now),
             ":owner": _s(owner),
             ":until": _n(now + lease_seconds),
@@ -348,12 +483,13 @@ class Ledger:
                     "SET #state = :processing, #pending = :processing, #since = :now,"
                     " #updated = :now, #owner = :owner, #until = :until,"
                     " #attempts = if_not_exists(#attempts, :zero) + :one,"
+                    " #strikes = if_not_exists(#strikes, :zero) + :one,"
                     " #kind = if_not_exists(#kind, :kind), #job = if_not_exists(#job, :job),"
-                    " #created = if_not_exists(#created, :now), #ttl = if_not_exists(#ttl, :ttl),"
+                    " #created = if_not_exists(#created, :now), #ttl = :ttl,"
                     " #source = if_not_exists(#source, :source)"
                 ),
                 ConditionExpression=(
-                    "attribute_not_exists(#pk) OR #state IN (:received, :enqueued)"
+                    "attribute_not_exists(#pk) OR #state IN (:received, :enqueued, :watching)"
                     " OR (#state = :processing AND #until < :now)"
                 ),
                 ExpressionAttributeNames=names,
@@ -368,34 +504,86 @@ class Ledger:
             raise unavailable("dynamodb", "UpdateItem", exc) from exc
         return LeaseResult(True, _row(response["Attributes"]))
 
-    def release(self, key: JobKey, owner: str) -> LedgerRow:
-        """Give the lease back with the job still to do (not settled yet, API throttled)."""
-        now = self.clock.time()
+    def release(
+        self, key: JobKey, owner: str, *, error: str | None = None, not_found: bool = False
+    ) -> LedgerRow:
+        """Give the lease back with the job still to do.
+
+        Clean (not settled, throttled, an outage): the attempt's strike is taken back, and a
+        404 is counted apart (``not_found``). With ``error`` the strike stays and the error is
+        kept: the attempt failed in a way that may repeat (a poison job).
+        """
+        names = {
+            "#pending": PENDING_STATE,
+            "#since": STATE_SINCE,
+            "#releases": "releases",
+            "#strikes": "strikes",
+        }
+        values: dict[str, Any] = {
+            ":enqueued": _s(JobState.ENQUEUED.value),
+            ":zero": _n(0),
+            ":one": _n(1),
+        }
+        update = (
+            "SET #state = :enqueued, #pending = :enqueued, #since = :now,"
+            " #releases = if_not_exists(#releases, :zero) + :one"
+        )
+        if error is None:
+            update += ", #strikes = if_not_exists(#strikes, :one) - :one"
+        else:
+            update += ", #error = :error"
+            names["#error"] = "last_error"
+            values[":error"] = _s(error[:MAX_ERROR_CHARS])
+        if not_found:
+            update += ", #not_found = if_not_exists(#not_found, :zero) + :one"
+            names["#not_found"] = "not_found"
+        return self._leased_update(
+            key,
+            owner,
+            "UpdateItem",
+            update=update + " REMOVE #owner, #until",
+            names=names,
+            values=values,
+        )
+
+    def watch(self, key: JobKey, owner: str) -> LedgerRow:
+        """Park a long-running job: WATCHING, no lease, no message (the attempt was clean)."""
         return self._leased_update(
             key,
             owner,
             "UpdateItem",
             update=(
-                "SET #state = :enqueued, #pending = :enqueued, #since = :now, #updated = :now,"
-                " #releases = if_not_exists(#releases, :zero) + :one REMOVE #owner, #until"
+                "SET #state = :watching, #pending = :watching, #since = :now,"
+                " #strikes = if_not_exists(#strikes, :one) - :one REMOVE #owner, #until"
             ),
-            names={"#pending": PENDING_STATE, "#since": STATE_SINCE, "#releases": "releases"},
-            values={":enqueued": _s(JobState.ENQUEUED.value), ":zero": _n(0), ":one": _n(1)},
-            now=now,
+            names={"#pending": PENDING_STATE, "#since": STATE_SINCE, "#strikes": "strikes"},
+            values={":watching": _s(JobState.WATCHING.value), ":one": _n(1)},
+        )
+
+    def checkpoint(
+        self, key: JobKey, owner: str, *, next_page: int, stored: int, failed: int
+    ) -> LedgerRow:
+        """Record a batch's or crawl's progress after a page is stored; the lease stays held."""
+        return self._leased_update(
+            key,
+            owner,
+            "UpdateItem",
+            update="SET #page = :page, #stored = :stored, #failed = :failed",
+            names={"#page": "next_page", "#stored": "items_stored", "#failed": "items_failed"},
+            values={":page": _n(next_page), ":stored": _n(stored), ":failed": _n(failed)},
         )
 
     def finish(
         self, key: JobKey, owner: str, outcome: Outcome, detail: Mapping[str, str] | None = None
     ) -> LedgerRow:
         """Mark the job DONE with its one outcome; only the lease holder may."""
-        now = self.clock.time()
         return self._leased_update(
             key,
             owner,
             "UpdateItem",
             update=(
-                "SET #state = :done, #outcome = :outcome, #updated = :now, #finished = :now,"
-                " #detail = :detail REMOVE #pending, #owner, #until"
+                "SET #state = :done, #outcome = :outcome, #finished = :now, #detail = :detail"
+                " REMOVE #pending, #owner, #until"
             ),
             names={
                 "#outcome": "outcome",
@@ -408,7 +596,6 @@ class Ledger:
                 ":outcome": _s(outcome.value),
                 ":detail": {"M": {k: _s(v) for k, v in (detail or {}).items()}},
             },
-            now=now,
         )
 
     def _leased_update(
@@ -420,25 +607,33 @@ class Ledger:
         update: str,
         names: Mapping[str, str],
         values: Mapping[str, Any],
-        now: float,
     ) -> LedgerRow:
+        now = self.clock.time()
+        expression = _stamped(update)
+        condition = "#state = :processing AND #owner = :owner"
         try:
             response = self._db.update_item(
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
-                UpdateExpression=update,
-                ConditionExpression="#state = :processing AND #owner = :owner",
-                ExpressionAttributeNames={
-                    "#state": "state",
-                    "#owner": "lease_owner",
-                    "#until": "lease_until",
-                    "#updated": "updated_at",
-                    **names,
-                },
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                # DynamoDB refuses names and values the expressions do not use.
+                ExpressionAttributeNames=_used(
+                    expression + condition,
+                    {
+                        "#state": "state",
+                        "#owner": "lease_owner",
+                        "#until": "lease_until",
+                        "#updated": "updated_at",
+                        "#ttl": TTL_ATTRIBUTE,
+                        **names,
+                    },
+                ),
                 ExpressionAttributeValues={
                     ":processing": _s(JobState.PROCESSING.value),
                     ":owner": _s(owner),
                     ":now": _n(now),
+                    ":ttl": _n(int(now) + self.ttl_seconds),
                     **values,
                 },
                 ReturnValues="ALL_NEW",
@@ -539,6 +734,25 @@ class Bookkeeping:
 
     def take_resubmission_slot(self, url: str, limit: int) -> bool:
         """Count one more resubmission of ``url`` unless ``limit`` is reached."""
+        return self._count_resubmission(
+            url,
+            update="SET #count = if_not_exists(#count, :zero) + :one, #ttl = :ttl",
+            condition="attribute_not_exists(#count) OR #count < :limit",
+            values={":zero": _n(0), ":limit": _n(limit)},
+        )
+
+    def give_back_resubmission_slot(self, url: str) -> bool:
+        """Undo ``take_resubmission_slot`` for a POST the API certainly did not act on."""
+        return self._count_resubmission(
+            url,
+            update="SET #count = #count - :one, #ttl = :ttl",
+            condition="#count >= :one",
+            values={},
+        )
+
+    def _count_resubmission(
+        self, url: str, *, update: str, condition: str, values: Mapping[str, Any]
+    ) -> bool:
         import hashlib  # noqa: PLC0415 - only the processor needs it
 
         digest = hashlib.sha256(url.encode()).hexdigest()
@@ -547,14 +761,13 @@ class Bookkeeping:
             ledger.client.update_item(
                 TableName=ledger.table_name,
                 Key={PARTITION_KEY: _s(f"url#{digest}")},
-                UpdateExpression="SET #count = if_not_exists(#count, :zero) + :one, #ttl = :ttl",
-                ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+                UpdateExpression=update,
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#count": "resubmissions", "#ttl": TTL_ATTRIBUTE},
                 ExpressionAttributeValues={
-                    ":zero": _n(0),
                     ":one": _n(1),
-                    ":limit": _n(limit),
                     ":ttl": _n(int(ledger.clock.time()) + ledger.ttl_seconds),
+                    **values,
                 },
             )
         except AWS_ERRORS as exc:
@@ -595,8 +808,13 @@ def new_owner_id(prefix: str = "") -> str:
 
 __all__: Sequence[str] = (
     "DEFAULT_TTL_DAYS",
+    "LEASABLE_STATES",
+    "MAX_ERROR_CHARS",
     "PARTITION_KEY",
     "PENDING_INDEX",
+    "REASON_NEVER_SETTLED",
+    "REASON_UNKNOWN_JOB",
+    "REOPENABLE_REASONS",
     "TTL_ATTRIBUTE",
     "Bookkeeping",
     "JobKey",

@@ -4,13 +4,20 @@
       │             ├─▶ failed, retryable  resubmit (once per job, N per URL); DONE resubmitted
       │             ├─▶ failed otherwise   dead-letter record; DONE dead_lettered
       │             ├─▶ cancelled          DONE cancelled (a crawl's finished pages stored first)
-      │             ├─▶ not settled, 404   release; retry later, growing delay; bounded
+      │             ├─▶ not settled        release, retry later with a growing delay; after
+      │             │                      WATCH_AFTER, park it WATCHING (no message, no polls)
+      │             ├─▶ 404                release; only 404s count toward "unknown job"
       │             └─▶ 429, 5xx, network  release; retry after Retry-After or a backoff
+      ├─ any other error: release, keeping the attempt's strike and the error
+      ├─ strikes past MAX_ATTEMPTS (errors, or attempts killed by a timeout): dead-letter, no call
       └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
 
 It acts on the job's state as the API reports it now, never on the webhook payload. It never
 sleeps: "retry later" is a ``Disposition`` with a delay, which the handler turns into an SQS
-visibility change.
+visibility change. It watches the invocation's remaining time: no job is started, and no
+further page of a batch or crawl is read, within ``STOP_MARGIN`` of the deadline. A batch's
+or crawl's items are stored page by page with a checkpoint in the ledger, so a large one
+completes across invocations without storing a page twice.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +33,17 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
-    GeonodeError,
+    AuthError,
+    MissingAPIKeyError,
     NotFoundError,
+    PaymentRequiredError,
     RateLimitedError,
+    ServerError,
+    TransportError,
 )
 from scrape_pipeline.geonode.models import BatchStatus, Job
 from scrape_pipeline.ledger import (
+    REASON_UNKNOWN_JOB,
     JobKey,
     JobKind,
     LeaseLostError,
@@ -47,6 +59,19 @@ from scrape_pipeline.settings import positive_number
 
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
 MAX_VISIBILITY_SECONDS = 43_200
+BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
+REASON_POISON = "failed on every attempt"
+# Errors that say nothing about the job: our key, our balance, the API or the network.
+_NOT_THE_JOBS_FAULT = (
+    AuthError,
+    MissingAPIKeyError,
+    PaymentRequiredError,
+    ServerError,
+    TransportError,
+)
+
+# Seconds left in the invocation; None outside Lambda (no deadline).
+RemainingTime = Callable[[], float]
 
 
 @dataclass(frozen=True)
@@ -57,20 +82,26 @@ class ProcessorSettings:
     |---|---|---|
     | LEASE_SECONDS | 120 | longer than the processor's timeout, so a live holder keeps it |
     | MAX_RESUBMISSIONS_PER_URL | 2 | a URL that keeps failing is not retried for ever |
+    | MAX_ATTEMPTS | 5 | attempts that raised or were killed before a job is dead-lettered |
     | RETRY_BASE_SECONDS | 15 | first wait for a job not settled yet (doubles each time) |
     | RETRY_MAX_SECONDS | 600 | longest wait; below the reconciler's staleness bound |
-    | UNSETTLED_MAX_SECONDS | 86400 | a job unsettled this long after creation is dead-lettered |
-    | NOT_FOUND_MAX_TRIES | 6 | a job the API keeps not knowing is dead-lettered as unknown |
+    | WATCH_AFTER_SECONDS | 1800 | a job unsettled this long is parked WATCHING, not polled |
+    | NOT_FOUND_MAX_TRIES | 6 | 404s before a job is dead-lettered as unknown (reopenable) |
     | THROTTLE_DEFAULT_SECONDS | 30 | wait after a 429 without Retry-After |
+    | STOP_MARGIN_SECONDS | 10 | no new job or page this close to the invocation's deadline |
+    | MAX_RECEIVE_COUNT | 5 | the queue's redrive count: a retry about to reach it is re-sent |
     """
 
     lease_seconds: float = 120.0
     max_resubmissions_per_url: int = 2
+    max_attempts: int = 5
     retry_base_seconds: float = 15.0
     retry_max_seconds: float = 600.0
-    unsettled_max_seconds: float = 86_400.0
+    watch_after_seconds: float = 1800.0
     not_found_max_tries: int = 6
     throttle_default_seconds: float = 30.0
+    stop_margin_seconds: float = 10.0
+    max_receive_count: int = 5
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
@@ -85,11 +116,14 @@ class ProcessorSettings:
             max_resubmissions_per_url=int(
                 num("MAX_RESUBMISSIONS_PER_URL", cls.max_resubmissions_per_url)
             ),
+            max_attempts=int(num("MAX_ATTEMPTS", cls.max_attempts)),
             retry_base_seconds=num("RETRY_BASE_SECONDS", cls.retry_base_seconds),
             retry_max_seconds=num("RETRY_MAX_SECONDS", cls.retry_max_seconds),
-            unsettled_max_seconds=num("UNSETTLED_MAX_SECONDS", cls.unsettled_max_seconds),
+            watch_after_seconds=num("WATCH_AFTER_SECONDS", cls.watch_after_seconds),
             not_found_max_tries=int(num("NOT_FOUND_MAX_TRIES", cls.not_found_max_tries)),
             throttle_default_seconds=num("THROTTLE_DEFAULT_SECONDS", cls.throttle_default_seconds),
+            stop_margin_seconds=num("STOP_MARGIN_SECONDS", cls.stop_margin_seconds),
+            max_receive_count=int(num("MAX_RECEIVE_COUNT", cls.max_receive_count)),
         )
 
 
@@ -111,9 +145,14 @@ OUTCOME_METRICS: Mapping[str, str] = {
     "stored": "JobsStored",
     "resubmitted": "JobsResubmitted",
     "dead_lettered": "JobsDeadLettered",
+    "poisoned": "JobsPoisoned",
     "cancelled": "JobsCancelled",
     "not_settled": "JobsNotSettled",
     "not_found": "JobsNotSettled",
+    "watching": "JobsWatching",
+    "in_progress": "JobsInProgress",
+    "out_of_time": "ProcessorOutOfTime",
+    "failed_attempt": "JobsFailedAttempt",
     "throttled": "GeonodeThrottled",
     "api_unavailable": "GeonodeUnavailable",
     "aws_unavailable": "ProcessorAWSUnavailable",
@@ -121,6 +160,10 @@ OUTCOME_METRICS: Mapping[str, str] = {
     "already_done": "JobsAlreadyDone",
     "lease_lost": "JobsLeaseLost",
 }
+
+
+class _OutOfTime(Exception):
+    """A batch or crawl stopped at a page boundary near the deadline (progress checkpointed)."""
 
 
 class JobProcessor:
@@ -143,8 +186,13 @@ class JobProcessor:
         self._resubmitter = resubmitter
         self._clock = clock
 
-    def process(self, message: JobMessage) -> Disposition:
-        """Take the job's lease and act on its current state."""
+    def process(
+        self, message: JobMessage, *, remaining: RemainingTime | None = None
+    ) -> Disposition:
+        """Take the job's lease and act on its current state, within ``remaining()`` seconds."""
+        if self._out_of_time(remaining):
+            # Started now, the job could be killed half-way: leave it for the next invocation.
+            return Disposition("out_of_time", 1)
         key = message.key
         owner = new_owner_id()
         lease = self._ledger.acquire(key, owner, self.settings.lease_seconds, source=message.source)
@@ -157,69 +205,108 @@ class JobProcessor:
             return Disposition("busy", self._seconds(wait + 1))
         row = lease.row
         assert row is not None  # a granted lease always returns the new row
+        if row.strikes > self.settings.max_attempts:
+            # Every earlier attempt raised or was killed: stop spending API calls on it.
+            return self._poisoned(key, owner, row, row.last_error)
         try:
-            return self._act(key, owner, row)
+            return self._act(key, owner, row, remaining)
         except LeaseLostError:
             # Our lease expired mid-way and another holder took over: it finishes the job.
             return Disposition("lease_lost")
+        except _OutOfTime:
+            self._release_quietly(key, owner)
+            return Disposition("in_progress", 1)
         except AWSUnavailableError as exc:
             self._release_quietly(key, owner)
-            return Disposition("aws_unavailable", self._backoff(row.attempts), str(exc))
+            return Disposition("aws_unavailable", self._backoff(row.releases), str(exc))
+        except RateLimitedError as exc:
+            self._release_quietly(key, owner)
+            wait = exc.retry_after or self.settings.throttle_default_seconds
+            return Disposition("throttled", self._seconds(wait))
+        except _NOT_THE_JOBS_FAULT as exc:
+            self._release_quietly(key, owner)
+            return Disposition("api_unavailable", self._backoff(row.releases), type(exc).__name__)
+        except Exception as exc:  # noqa: BLE001 - a job that fails this way must not hold its lease
+            return self._failed_attempt(key, owner, row, exc)
 
     # -- acting on the state ---------------------------------------------------------------
 
-    def _act(self, key: JobKey, owner: str, row: LedgerRow) -> Disposition:
+    def _act(
+        self, key: JobKey, owner: str, row: LedgerRow, remaining: RemainingTime | None
+    ) -> Disposition:
         try:
             state: Job | BatchStatus = (
                 self._client.get_job(key.job_id)
                 if key.kind is JobKind.EXTRACT
-                else self._get_batch_or_crawl(key, page=1)
+                else self._get_batch_or_crawl(key, page=row.next_page)
             )
-        except RateLimitedError as exc:
-            self._ledger.release(key, owner)
-            wait = exc.retry_after or self.settings.throttle_default_seconds
-            return Disposition("throttled", self._seconds(wait))
         except NotFoundError:
-            if row.releases + 1 >= self.settings.not_found_max_tries:
-                return self._dead_letter(key, owner, {"reason": "unknown job", "status": "404"})
-            self._ledger.release(key, owner)
-            return Disposition("not_found", self._backoff(row.releases))
-        except GeonodeError as exc:
-            self._ledger.release(key, owner)
-            return Disposition("api_unavailable", self._backoff(row.attempts), type(exc).__name__)
+            if row.not_found + 1 >= self.settings.not_found_max_tries:
+                return self._dead_letter(
+                    key, owner, {"reason": REASON_UNKNOWN_JOB, "status": "404"}
+                )
+            self._ledger.release(key, owner, not_found=True)
+            return Disposition("not_found", self._backoff(row.not_found))
         if state.status == "completed":
-            return self._store(key, owner, state)
+            return self._store(key, owner, row, state, remaining)
         if state.status == "failed":
-            return self._failed(key, owner, row, state)
+            return self._failed(key, owner, row, state, remaining)
         if state.status == "cancelled":
             if isinstance(state, BatchStatus):
-                self._store_items(key, state)
+                self._store_items(key, owner, row, state, remaining)
             self._ledger.finish(key, owner, Outcome.CANCELLED)
             return Disposition("cancelled")
         return self._not_settled(key, owner, row, state)
 
     def _get_batch_or_crawl(self, key: JobKey, page: int) -> BatchStatus:
         if key.kind is JobKind.BATCH:
-            return self._client.get_batch(key.job_id, page=page, page_size=50)
-        return self._client.get_crawl(key.job_id, page=page, page_size=50)
+            return self._client.get_batch(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
+        return self._client.get_crawl(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
 
-    def _store(self, key: JobKey, owner: str, state: Job | BatchStatus) -> Disposition:
+    def _store(
+        self,
+        key: JobKey,
+        owner: str,
+        row: LedgerRow,
+        state: Job | BatchStatus,
+        remaining: RemainingTime | None,
+    ) -> Disposition:
         if isinstance(state, Job):
             metadata = {k: v for k, v in state.raw.items() if k != "data"}
             self._results.store(key.kind, key.job_id, state.data, metadata)
             detail = {"prefix": result_prefix(key.kind, key.job_id)}
         else:
-            detail = self._store_items(key, state)
+            detail = self._store_items(key, owner, row, state, remaining)
+        superseded = row.detail.get("superseded")
+        if superseded:
+            # A job closed as unknown or never settled that did settle: its result is the one
+            # outcome now, so the dead-letter record it was closed with is retired.
+            self._results.retire(superseded)
         self._ledger.finish(key, owner, Outcome.STORED, detail)
         return Disposition("stored")
 
-    def _store_items(self, key: JobKey, first_page: BatchStatus) -> dict[str, str]:
-        """Store every completed item of a batch or crawl once; dead-letter the failed ones."""
-        stored = failed = 0
+    def _store_items(
+        self,
+        key: JobKey,
+        owner: str,
+        row: LedgerRow,
+        first_page: BatchStatus,
+        remaining: RemainingTime | None,
+    ) -> dict[str, str]:
+        """Store every completed item once, dead-letter the failed ones, page by page.
+
+        Starts at the row's checkpoint; after each page the checkpoint moves on, so a later
+        invocation never redoes a stored page. Stops at a page boundary near the deadline.
+        """
+        stored, failed = row.items_stored, row.items_failed
         status = first_page
         while True:
-            for item in status.page.items:
-                index = item.input_index if item.input_index is not None else stored + failed
+            for position, item in enumerate(status.page.items):
+                index = (
+                    item.input_index
+                    if item.input_index is not None
+                    else (status.page.page - 1) * BATCH_PAGE_SIZE + position
+                )
                 if item.status == "completed":
                     metadata = {k: v for k, v in item.raw.items() if k != "data"}
                     self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
@@ -234,7 +321,11 @@ class JobProcessor:
                     failed += 1
             if status.page.is_last or not status.page.items:
                 break
-            status = self._get_batch_or_crawl(key, page=status.page.page + 1)
+            next_page = status.page.page + 1
+            self._ledger.checkpoint(key, owner, next_page=next_page, stored=stored, failed=failed)
+            if self._out_of_time(remaining):
+                raise _OutOfTime
+            status = self._get_batch_or_crawl(key, page=next_page)
         return {
             "prefix": result_prefix(key.kind, key.job_id),
             "items_stored": str(stored),
@@ -242,7 +333,12 @@ class JobProcessor:
         }
 
     def _failed(
-        self, key: JobKey, owner: str, row: LedgerRow, state: Job | BatchStatus
+        self,
+        key: JobKey,
+        owner: str,
+        row: LedgerRow,
+        state: Job | BatchStatus,
+        remaining: RemainingTime | None,
     ) -> Disposition:
         if isinstance(state, Job) and state.error is not None and state.error.retryable:
             resubmission = self._resubmitter.resubmit(state, may_have_posted=row.attempts > 1)
@@ -255,7 +351,7 @@ class JobProcessor:
                 return Disposition("resubmitted", detail=resubmission.job_id)
             reason = "resubmission budget spent"
         elif isinstance(state, BatchStatus):
-            self._store_items(key, state)
+            self._store_items(key, owner, row, state, remaining)
             reason = "batch failed"
         else:
             reason = "not retryable"
@@ -275,12 +371,36 @@ class JobProcessor:
             state.created_at.timestamp() if isinstance(state, Job) and state.created_at else None
         )
         created = created or row.created_at
-        if self._clock.time() - created > self.settings.unsettled_max_seconds:
-            return self._dead_letter(
-                key, owner, {"reason": "never settled", "status": state.status}
-            )
+        if self._clock.time() - created >= self.settings.watch_after_seconds:
+            # A crawl that runs for days: polling it every few minutes would cost a call per
+            # job per poll. Parked, it is woken by its webhook or by the reconciler.
+            self._ledger.watch(key, owner)
+            return Disposition("watching", detail=state.status)
         self._ledger.release(key, owner)
         return Disposition("not_settled", self._backoff(row.releases))
+
+    def _failed_attempt(
+        self, key: JobKey, owner: str, row: LedgerRow, exc: Exception
+    ) -> Disposition:
+        """An unexpected error: keep the strike and the error; dead-letter at the bound."""
+        error = f"{type(exc).__name__}: {exc}"
+        if row.strikes >= self.settings.max_attempts:
+            with contextlib.suppress(AWSUnavailableError, LeaseLostError):
+                return self._poisoned(key, owner, row, error)
+        # If the release fails, the lease expires on its own; the strike stays, so the bound holds.
+        with contextlib.suppress(AWSUnavailableError, LeaseLostError):
+            self._ledger.release(key, owner, error=error)
+        return Disposition("failed_attempt", self._backoff(row.strikes), error)
+
+    def _poisoned(self, key: JobKey, owner: str, row: LedgerRow, error: str | None) -> Disposition:
+        record = {
+            "reason": REASON_POISON,
+            "attempts": str(row.strikes),
+            # No error recorded: the attempts were killed (a timeout, out of memory).
+            "last_error": error or "attempt did not finish (timeout or crash)",
+        }
+        self._dead_letter(key, owner, record)
+        return Disposition("poisoned", detail=record["last_error"])
 
     def _dead_letter(self, key: JobKey, owner: str, record: dict[str, Any]) -> Disposition:
         where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
@@ -290,8 +410,11 @@ class JobProcessor:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def _out_of_time(self, remaining: RemainingTime | None) -> bool:
+        return remaining is not None and remaining() < self.settings.stop_margin_seconds
+
     def _backoff(self, tries: int) -> int:
-        wait = self.settings.retry_base_seconds * 2 ** min(tries, 20)
+        wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)
         return self._seconds(min(wait, self.settings.retry_max_seconds))
 
     @staticmethod

@@ -10,6 +10,8 @@ same code. Every outcome is an ``Answer``; errors become statuses here and nowhe
     known job                 200 duplicate   ledger put only (1 AWS call)
     RECEIVED row gone stale   200 accepted    a crashed earlier delivery is re-enqueued
     row from a submission     200 accepted    the batch/crawl its submitter announced
+    WATCHING row              200 accepted    a long-running job settled: woken, enqueued
+    closed as unknown/never   200 reopened    it did settle after all: reopened, enqueued
     AWS failing               503   the sender retries; no orphan row is left
 """
 
@@ -104,6 +106,7 @@ OUTCOME_METRICS: Mapping[str, str] = {
     "accepted": "WebhookAccepted",
     "duplicate": "WebhookDuplicate",
     "recovered": "WebhookRecovered",
+    "reopened": "JobsReopened",
     "signature_rejected": "SignatureRejected",
     "bad_request": "WebhookBadRequest",
     "too_large": "WebhookBadRequest",
@@ -192,12 +195,20 @@ class Receiver:
                 raise
             return Answer(200, accepted, "accepted", key)
         row = recorded.row
+        if row.reopenable and self._ledger.reopen(row):
+            # Closed because the API did not know the job or it ran too long; this event says
+            # it has settled. The conditional reopen lets one of several deliveries win.
+            self._queue.send(message)
+            return Answer(200, accepted, "reopened", key)
         stale_before = self._clock.time() - self.settings.resend_after_seconds
         # A RECEIVED row this old means its writer died between the put and the send; one
-        # recorded at submission is waiting for exactly this first webhook. Either way this
-        # delivery enqueues it (mark_enqueued lets one of several duplicates win).
+        # recorded at submission is waiting for exactly this first webhook, and a WATCHING one
+        # (a long-running job, parked) for its settling. Each delivery of these enqueues it
+        # (mark_enqueued lets one of several duplicates win).
         announced = row.source == SOURCE_SUBMITTED
-        waiting = row.state is JobState.RECEIVED and (announced or row.state_since < stale_before)
+        waiting = row.state is JobState.WATCHING or (
+            row.state is JobState.RECEIVED and (announced or row.state_since < stale_before)
+        )
         if waiting and self._ledger.mark_enqueued(row):
             self._queue.send(message)
             return Answer(200, accepted, "accepted" if announced else "recovered", key)

@@ -38,7 +38,11 @@ class Recoverer:
         self._clock = clock
 
     def ensure(self, key: JobKey, row: LedgerRow | None, *, source: str) -> bool:
-        """Enqueue ``key`` if it needs it, given its row as just read; True when enqueued."""
+        """Enqueue ``key`` if it needs it, given its row as just read; True when enqueued.
+
+        Callers call it with evidence that the job settled (job list, delivery log) or that
+        its row is stuck; a WATCHING row is only passed when its job was found settled.
+        """
         if row is None:
             recorded = self._ledger.record(key, source=source, state=JobState.ENQUEUED)
             if not recorded.created:
@@ -46,7 +50,17 @@ class Recoverer:
             self._queue.send(JobMessage(key, source))
             return True
         if row.is_done:
+            # Evidence that it settled overturns a close as "unknown" or "never settled".
+            if row.reopenable and self._ledger.reopen(row):
+                self._queue.send(JobMessage(key, source))
+                return True
             return False
+        if row.state is JobState.WATCHING:
+            # A parked long-running job the caller found settled: wake it now.
+            if not self._ledger.mark_enqueued(row):
+                return False
+            self._queue.send(JobMessage(key, source))
+            return True
         now = self._clock.time()
         if row.state is JobState.PROCESSING:
             if not row.lease_expired(now):

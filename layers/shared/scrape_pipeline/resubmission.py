@@ -4,6 +4,9 @@ Only a lease holder resubmits, and the job's row goes DONE (resubmitted) right a
 failed job is resubmitted once. A holder may die between its POST and that write; whoever
 takes the lease next first looks for a job for the same URL created after the failed one,
 and adopts it instead of posting again.
+
+A POST the API certainly did not act on (429, or a connection never made) gives its per-URL
+slot back before the error goes up: a throttle must not spend the budget with nothing posted.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import RateLimitedError, TransportError
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.ledger import Bookkeeping
 
@@ -48,11 +52,16 @@ class Resubmitter:
         if not self._bookkeeping.take_resubmission_slot(url, self.per_url_limit):
             return None
         formats = job.metadata.get("formats")
-        submitted = self._client.submit_extract(
-            url,
-            formats=formats if isinstance(formats, list) and formats else ("markdown",),
-            render_js=bool(job.metadata.get("render_js", False)),
-        )
+        try:
+            submitted = self._client.submit_extract(
+                url,
+                formats=formats if isinstance(formats, list) and formats else ("markdown",),
+                render_js=bool(job.metadata.get("render_js", False)),
+            )
+        except (RateLimitedError, TransportError) as exc:
+            if isinstance(exc, RateLimitedError) or not exc.request_sent:
+                self._bookkeeping.give_back_resubmission_slot(url)
+            raise
         return Resubmission(submitted.job_id, adopted=False)
 
     def _newer_job_for(self, job: Job, url: str) -> str | None:
