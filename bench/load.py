@@ -467,7 +467,7 @@ class LoadStack:
     def start(self) -> Self:
         from devstack.apigw import ApiGatewayFront
         from devstack.moto_server import MotoServer
-        from devstack.resources import create_all
+        from devstack.resources import create_all, local_settings, translate
         from scrape_pipeline.rotation import render_bundle
         from scrape_pipeline.signatures import WebhookSecret
 
@@ -503,7 +503,10 @@ class LoadStack:
             sys.path.insert(0, ROOT)
         self.handler = importlib.import_module("functions.receiver.app")
         self.handler.reset_receiver()
-        self.front = ApiGatewayFront(self.handler.lambda_handler)
+        self.front = ApiGatewayFront(
+            self.handler.lambda_handler,
+            timeout_seconds=local_settings(translate())["receiver_timeout"],
+        )
         if self.backlog:
             # socketserver listens with a backlog of 5: a burst of new connections overflows
             # it (resets, 1 s SYN retransmits). API Gateway has no such limit; the invocations

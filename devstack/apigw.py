@@ -1,8 +1,10 @@
 """An API Gateway stand-in on 127.0.0.1: HTTP requests in, REST proxy events to a handler.
 
 Like a REST API with ``BinaryMediaTypes: ["*/*"]``, bodies reach the handler base64-encoded
-and exact. One invocation runs at a time, as in one Lambda container (Powertools' Logger and
-Metrics keep per-invocation state in module globals).
+and exact. As on AWS, a body over API Gateway's 10 MB, or whose event is over Lambda's 6 MB
+invocation payload, gets 413 without an invocation; an invocation that fails or runs past the
+function's timeout gets 502. One invocation runs at a time, as in one Lambda container
+(Powertools' Logger and Metrics keep per-invocation state in module globals).
 """
 
 from __future__ import annotations
@@ -14,24 +16,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 from devstack.events import api_gateway_event
+from devstack.lambda_runtime import (
+    LAMBDA_DEFAULT_TIMEOUT_SECONDS,
+    LambdaContext,
+    RunsAFunction,
+    TimedInvoker,
+)
 from devstack.lifecycle import Service
+from devstack.limits import (
+    API_GATEWAY_MAX_PAYLOAD_BYTES,
+    LAMBDA_SYNC_MAX_PAYLOAD_BYTES,
+    event_bytes,
+)
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
+__all__ = ["ApiGatewayFront", "LambdaContext"]  # LambdaContext moved to devstack.lambda_runtime
 
-class LambdaContext:
-    """The parts of a Lambda context that Powertools reads."""
-
-    def __init__(self, function_name: str) -> None:
-        self.function_name = function_name
-        self.memory_limit_in_mb = 256
-        self.invoked_function_arn = (
-            f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
-        )
-        self.aws_request_id = "local"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+_READ_CHUNK_BYTES = 64 * 1024
+_TOO_LARGE = {"statusCode": 413, "body": '{"message": "Request Entity Too Large"}'}
+_LAMBDA_FAILED = {"statusCode": 502, "body": '{"message": "Internal server error"}'}
 
 
 class _Server(ThreadingHTTPServer):
@@ -40,7 +44,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
-class ApiGatewayFront(Service):
+class ApiGatewayFront(RunsAFunction, Service):
     """Serves ``POST /<stage>/<path>`` by calling ``handler`` with a proxy event."""
 
     def __init__(
@@ -49,14 +53,15 @@ class ApiGatewayFront(Service):
         *,
         stage: str = "v1",
         function_name: str = "receiver",
+        timeout_seconds: float = LAMBDA_DEFAULT_TIMEOUT_SECONDS,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.stage = stage
-        self._handler = handler
-        self._context = LambdaContext(function_name)
+        self._invoker = TimedInvoker(handler, function_name, timeout_seconds)
         self._lock = threading.Lock()
         self.invocations = 0
+        self.too_large = 0  # requests answered 413 without invoking
         # Chaos: while set, every request gets this status without reaching the handler
         # (a bad deploy, a throttled or broken integration).
         self.failing_with: int | None = None
@@ -83,6 +88,11 @@ class ApiGatewayFront(Service):
 
     def _serve(self, request: BaseHTTPRequestHandler) -> None:
         length = int(request.headers.get("Content-Length") or 0)
+        if length > API_GATEWAY_MAX_PAYLOAD_BYTES:
+            _discard(request, length)  # read it all, or the sender sees a reset, not the 413
+            self.too_large += 1
+            self._answer(request, dict(_TOO_LARGE))
+            return
         body = request.rfile.read(length) if length else b""
         path = request.path.split("?", 1)[0]
         prefix = f"/{self.stage}"
@@ -100,13 +110,19 @@ class ApiGatewayFront(Service):
         response: dict[str, Any]
         if failing is not None:
             response = {"statusCode": failing, "body": '{"message": "Service Unavailable"}'}
+        elif event_bytes(event) > LAMBDA_SYNC_MAX_PAYLOAD_BYTES:
+            # Fits API Gateway but not a synchronous invoke: Lambda refuses it, never runs.
+            self.too_large += 1
+            response = dict(_TOO_LARGE)
         else:
             with self._lock:
                 self.invocations += 1
-                try:
-                    response = self._handler(event, self._context)
-                except Exception:  # noqa: BLE001 - a crashed Lambda is a 502 at the gateway
-                    response = {"statusCode": 502, "body": '{"message": "Internal server error"}'}
+                outcome = self._invoker.invoke(event)
+            # A crashed or timed-out Lambda is a 502 at the gateway.
+            response = outcome.result if outcome.ok else dict(_LAMBDA_FAILED)
+        self._answer(request, response)
+
+    def _answer(self, request: BaseHTTPRequestHandler, response: dict[str, Any]) -> None:
         payload = response.get("body") or ""
         data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
         request.send_response(int(response.get("statusCode", 200)))
@@ -126,3 +142,12 @@ class ApiGatewayFront(Service):
         """Stop serving."""
         self._server.shutdown()
         self._server.server_close()
+
+
+def _discard(request: BaseHTTPRequestHandler, length: int) -> None:
+    """Read and drop ``length`` bytes of request body."""
+    while length > 0:
+        chunk = request.rfile.read(min(length, _READ_CHUNK_BYTES))
+        if not chunk:
+            return
+        length -= len(chunk)

@@ -43,6 +43,7 @@ TABLE = "AWS::DynamoDB::Table"
 QUEUE = "AWS::SQS::Queue"
 BUCKET = "AWS::S3::Bucket"
 SECRET = "AWS::SecretsManager::Secret"  # noqa: S105 - a resource type
+FUNCTION = "AWS::Lambda::Function"
 WEBHOOK_SECRET_ID = "WebhookSecret"  # noqa: S105 - a logical id
 API_KEY_SECRET_ID = "GeonodeApiKeySecret"  # noqa: S105 - a logical id
 
@@ -792,10 +793,18 @@ class LocalSettings(TypedDict):
     batching_window_seconds: int  # its MaximumBatchingWindowInSeconds (0 when unset)
     reconcile_schedule: str  # the EventBridge rule's ScheduleExpression
     reconcile_interval: float  # that expression in seconds
+    function_timeouts: dict[str, int]  # logical id -> the function's resolved Timeout
+    processor_timeout: int  # the Timeout of the event source mapping's function
+    reconciler_timeout: int  # the Timeout of the scheduled rule's target
+    receiver_timeout: int  # the Timeout of the function the REST API integrates
     env: dict[str, str]  # the functions' variables that agree across functions
     function_env: dict[str, dict[str, str]]  # logical id -> that function's resolved variables
     unresolved: NotRequired[dict[str, str]]  # variable -> why it was left out
 
+
+# Lambda's defaults when the template leaves them out.
+_DEFAULT_SQS_BATCH_SIZE = 10
+_DEFAULT_FUNCTION_TIMEOUT = 3
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
@@ -813,7 +822,8 @@ def schedule_seconds(expression: str) -> float:
 def local_settings(
     translation: Mapping[str, Any], resources: StackResources | None = None
 ) -> LocalSettings:
-    """The processor's SQS batch size, the reconciler's schedule and the functions' environment.
+    """The processor's SQS batching, the reconciler's schedule, the functions' timeouts and
+    environment.
 
     Environment variables resolve parameters to their defaults and resources to what
     ``resources`` created (without it, a variable naming any resource is left out); a variable
@@ -841,17 +851,22 @@ def local_settings(
         {key: mappings[0].get(key) for key in ("BatchSize", "MaximumBatchingWindowInSeconds")}
     )
     schedule = _text(resolver.resolve(rules[0]["ScheduleExpression"]))
+    timeouts = function_timeouts(translation)
+    api_id, api = _only(translation, "AWS::ApiGateway::RestApi")
     function_env, unresolved = _function_environments(translation, resolver)
     values: dict[str, set[str]] = {}
     for variables in function_env.values():
         for name, value in variables.items():
             values.setdefault(name, set()).add(value)
     settings = LocalSettings(
-        # Lambda's default for an SQS source is 10.
-        batch_size=int(mapping.get("BatchSize") or 10),
+        batch_size=int(mapping.get("BatchSize") or _DEFAULT_SQS_BATCH_SIZE),
         batching_window_seconds=int(mapping.get("MaximumBatchingWindowInSeconds") or 0),
         reconcile_schedule=schedule,
         reconcile_interval=schedule_seconds(schedule),
+        function_timeouts=timeouts,
+        processor_timeout=timeouts[_function_named(timeouts, "the SQS mapping", mappings[0])],
+        reconciler_timeout=timeouts[_function_named(timeouts, "the rule", rules[0]["Targets"])],
+        receiver_timeout=timeouts[_function_named(timeouts, api_id, api.get("Properties", {}))],
         env={name: seen.pop() for name, seen in sorted(values.items()) if len(seen) == 1},
         function_env=function_env,
     )
@@ -860,12 +875,31 @@ def local_settings(
     return settings
 
 
+def function_timeouts(translation: Mapping[str, Any]) -> dict[str, int]:
+    """Logical id -> each function's Timeout in seconds, parameters at their defaults."""
+    resolver = Resolver(translation)
+    return {
+        logical_id: int(
+            resolver.resolve(resource["Properties"].get("Timeout", _DEFAULT_FUNCTION_TIMEOUT))
+        )
+        for logical_id, resource in resources_of_type(translation, FUNCTION).items()
+    }
+
+
+def _function_named(functions: Mapping[str, Any], where: str, value: Any) -> str:
+    """The one function ``value`` refers to."""
+    named = references(value) & set(functions)
+    if len(named) != 1:
+        raise TemplateError(f"expected {where} to name one function, found {sorted(named)}")
+    return named.pop()
+
+
 def _function_environments(
     translation: Mapping[str, Any], resolver: Resolver
 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     function_env: dict[str, dict[str, str]] = {}
     unresolved: dict[str, str] = {}
-    for logical_id, resource in resources_of_type(translation, "AWS::Lambda::Function").items():
+    for logical_id, resource in resources_of_type(translation, FUNCTION).items():
         variables = resource["Properties"].get("Environment", {}).get("Variables", {})
         resolved: dict[str, str] = {}
         for name, value in variables.items():

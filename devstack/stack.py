@@ -26,8 +26,14 @@ import boto3
 from devstack.apigw import ApiGatewayFront
 from devstack.lifecycle import Service
 from devstack.moto_server import MotoServer
-from devstack.resources import ROOT, StackResources, create_all
-from devstack.scheduler import Schedule
+from devstack.resources import (
+    ROOT,
+    StackResources,
+    create_all,
+    local_settings,
+    translate,
+)
+from devstack.scheduler import DEFAULT_ASYNC_RETRIES, Schedule
 from devstack.simulator import SimConfig, Simulator, SimulatorServer
 from devstack.sqs_poller import SqsEventSource
 from scrape_pipeline.clock import use_clock
@@ -48,10 +54,16 @@ _SIM_SCHEME = {
 
 @dataclass
 class StackSettings:
-    """How the stack is put together."""
+    """How the stack is put together; a None takes the value template.yaml gives."""
 
-    reconcile_interval: float = 600.0
-    batch_size: int = 10
+    reconcile_interval: float | None = None  # the reconciler's schedule, in seconds
+    batch_size: int | None = None  # the SQS event source's BatchSize
+    batching_window_seconds: float | None = None  # its MaximumBatchingWindowInSeconds
+    # Each function's Timeout in seconds (wall time, as in Lambda).
+    receiver_timeout: float | None = None
+    processor_timeout: float | None = None
+    reconciler_timeout: float | None = None
+    reconciler_retries: int = DEFAULT_ASYNC_RETRIES  # Lambda's retries of a failed scheduled run
     signature_scheme: str = "geonode"
     webhooks: bool = True  # subscribe the three event types through the API
     env: dict[str, str] = field(default_factory=dict)  # extra Lambda settings
@@ -122,16 +134,28 @@ class LocalStack(Service):
             for reset in ("reset_receiver", "reset_processor", "reset_reconciler"):
                 if hasattr(module, reset):
                     getattr(module, reset)()
-        self.front = ApiGatewayFront(self.handlers["receiver"].lambda_handler).start()
-        assert self.resources is not None
+        wiring = local_settings(translate(), self.resources)
+        self.front = ApiGatewayFront(
+            self.handlers["receiver"].lambda_handler,
+            timeout_seconds=_chosen(self.settings.receiver_timeout, wiring["receiver_timeout"]),
+        ).start()
         self.poller = SqsEventSource(
             session.client("sqs"),
             self.resources.queue_url,
             self.handlers["processor"].lambda_handler,
-            batch_size=self.settings.batch_size,
+            batch_size=_chosen(self.settings.batch_size, wiring["batch_size"]),
+            batching_window_seconds=_chosen(
+                self.settings.batching_window_seconds, wiring["batching_window_seconds"]
+            ),
+            timeout_seconds=_chosen(self.settings.processor_timeout, wiring["processor_timeout"]),
+            clock=self.clock,
         )
         self.schedule = Schedule(
-            self.handlers["reconciler"].lambda_handler, self.settings.reconcile_interval, self.clock
+            self.handlers["reconciler"].lambda_handler,
+            _chosen(self.settings.reconcile_interval, wiring["reconcile_interval"]),
+            self.clock,
+            timeout_seconds=_chosen(self.settings.reconciler_timeout, wiring["reconciler_timeout"]),
+            max_retries=self.settings.reconciler_retries,
         )
         if self.settings.webhooks:
             self.subscribe()
@@ -198,7 +222,11 @@ class LocalStack(Service):
         self.clock.advance(seconds)
 
     def settle_now(self) -> None:
-        """Everything due at this instant: deliveries, queue messages, the schedule."""
+        """Everything due at this instant: deliveries, queue messages, the schedule.
+
+        A partial batch inside its batching window is not due: the poller holds it and a
+        later call, once ``step`` has moved the clock past the window, invokes it.
+        """
         assert self.simulator is not None and self.poller is not None and self.schedule is not None
         for _ in range(20):
             self.simulator.sim.drain(timeout=30)
@@ -228,6 +256,11 @@ class LocalStack(Service):
         for name, value in values.items():
             self._saved_env.setdefault(name, os.environ.get(name))
             os.environ[name] = value
+
+
+def _chosen[T](override: T | None, from_template: T) -> T:
+    """A setting's override, else the template's value."""
+    return from_template if override is None else override
 
 
 def _forget_powertools_clients() -> None:

@@ -240,6 +240,9 @@ def test_local_settings_from_the_event_source_and_the_schedule(stack):
     settings = local_settings(translate(), stack)
 
     assert settings["batch_size"] == 10
+    assert settings["batching_window_seconds"] == parameter_default(
+        "ProcessorBatchingWindowSeconds"
+    )
     assert settings["reconcile_schedule"] == "rate(10 minutes)"
     assert settings["reconcile_interval"] == 600
     env = settings["env"]
@@ -252,6 +255,29 @@ def test_local_settings_from_the_event_source_and_the_schedule(stack):
     assert "POWERTOOLS_SERVICE_NAME" not in env
     assert settings["function_env"]["ProcessorFunction"]["POWERTOOLS_SERVICE_NAME"] == "processor"
     assert "unresolved" not in settings
+
+
+def test_local_settings_read_each_functions_resolved_timeout():
+    settings = local_settings(translate())
+
+    # The processor's is a parameter (resolved to its default), the receiver's the Globals'.
+    assert settings["processor_timeout"] == int(parameter_default("ProcessorTimeoutSeconds"))
+    assert settings["reconciler_timeout"] == properties("ReconcilerFunction")["Timeout"]
+    assert settings["receiver_timeout"] == template()["Globals"]["Function"]["Timeout"]
+    assert settings["function_timeouts"] == {
+        "ReceiverFunction": settings["receiver_timeout"],
+        "ProcessorFunction": settings["processor_timeout"],
+        "ReconcilerFunction": settings["reconciler_timeout"],
+    }
+
+
+def test_a_function_without_a_timeout_gets_lambdas_default(tmp_path):
+    copy = json.loads(json.dumps(template()))
+    del copy["Globals"]["Function"]["Timeout"]
+    path = tmp_path / "template.json"
+    path.write_text(json.dumps(copy))
+
+    assert local_settings(translate(path))["receiver_timeout"] == 3
 
 
 def test_local_settings_without_resources_leave_resource_references_out():
