@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.processing import OUTCOME_METRICS, JobProcessor
+from scrape_pipeline.processing import OUTCOME_METRICS, Deadline, JobProcessor
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.wiring import build_processor
 
@@ -29,6 +29,8 @@ metrics = Metrics()
 # All failed is a normal state (every job throttled): not a Lambda error that alarms.
 batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 _built: tuple[JobProcessor, JobQueue] | None = None
+# The running invocation's deadline, set once at its start (record handlers share it).
+_deadline: Deadline | None = None
 
 
 class RetryLaterError(Exception):
@@ -50,15 +52,11 @@ def reset_processor() -> None:
     _built = None
 
 
-def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
-    """One message: one job, within the invocation's remaining time."""
+def record_handler(record: SQSRecord) -> None:
+    """One message: one job, before the invocation's deadline."""
     processor, queue = get_processor()
     message = JobMessage.from_json(record.body)
-    context = lambda_context
-    remaining = (
-        (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else None
-    )
-    disposition = processor.process(message, remaining=remaining)
+    disposition = processor.process(message, deadline=_deadline)
     metrics.add_metric(name=OUTCOME_METRICS[disposition.outcome], unit=MetricUnit.Count, value=1)
     logger.info(
         "job",
@@ -88,6 +86,12 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """SQS batch in, ``batchItemFailures`` out."""
+    global _deadline  # noqa: PLW0603 - one invocation at a time per container
+    processor, _ = get_processor()
+    _deadline = Deadline.of_invocation(
+        lambda: context.get_remaining_time_in_millis() / 1000,
+        processor.settings.stop_margin_seconds,
+    )
     return process_partial_response(
         event=event, record_handler=record_handler, processor=batch, context=context
     )

@@ -13,6 +13,7 @@ import boto3
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 
 from devstack.stack import LocalStack, StackSettings
+from scrape_pipeline.ledger import JobKey, JobKind, Ledger
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,
@@ -173,3 +174,42 @@ def test_long_tail_s3_conflict_is_retried_not_taken_for_stored(make_stack: MakeS
         assert content in seen, f"{content} missing: the 409 was taken for 'already there'"
         body = boto3.client("s3").get_object(Bucket=stack.resources.bucket, Key=content)
         assert body["Body"].read()
+
+
+# -- timeouts: a batch larger than one invocation ------------------------------------------------
+
+BIG_BATCH = 1000
+PAGE = 50  # the processor reads batches 50 items a page
+GET_BATCH = "GET /v1/batch/{batch_id}"
+
+
+def test_long_tail_big_batch_stored_across_invocations_page_by_page(make_stack: MakeStack):
+    # GIVEN a 1,000-item batch and a processor that times out after 3 s of wall time (storing
+    # all of it takes several times that on moto), stopping 1 s before its deadline
+    stack = make_stack(
+        StackSettings(processor_timeout=3.0, env={"STOP_MARGIN_SECONDS": "1"}),
+        job_duration_min_s=1,
+        job_duration_max_s=2,
+    )
+    urls = [f"https://example.com/big/{i}" for i in range(BIG_BATCH)]
+    batch_id = stack.client().create_batch(urls).job_id
+
+    # WHEN it completes and the pipeline runs (the ledger only says when to stop looking)
+    key = JobKey(JobKind.BATCH, batch_id)
+    assert stack.resources is not None
+    ledger = Ledger(stack.resources.table, client=boto3.client("dynamodb"), clock=stack.clock)
+    stack.run_until(lambda: (row := ledger.get(key)) is not None and row.is_done, step=5.0)
+
+    # THEN every item is stored once, and no stored page was read again: the pages read are the
+    # 20 pages plus one re-read of its starting page per later invocation
+    assert stack.poller is not None
+    seen = versions(stack)
+    assert max(seen.values()) == 1
+    assert not [k for k in seen if k.startswith("dead-letters/")]
+    prefix = f"results/batch/{batch_id}/"
+    items = {k.rsplit("/", 2)[-2] for k in seen if k.startswith(prefix)}
+    assert len(items) == BIG_BATCH
+    pages = routes(stack)[GET_BATCH]
+    invocations = stack.poller.batches
+    assert BIG_BATCH // PAGE <= pages <= BIG_BATCH // PAGE + invocations, (pages, invocations)
+    assert stack.poller.timeouts == 0  # it stopped itself before the deadline every time

@@ -70,8 +70,26 @@ _NOT_THE_JOBS_FAULT = (
     TransportError,
 )
 
-# Seconds left in the invocation; None outside Lambda (no deadline).
-RemainingTime = Callable[[], float]
+# A stop margin above this share of a whole invocation would leave it no time to work (a
+# processor configured with a 5 s timeout and the default 10 s margin would never start a job).
+MAX_MARGIN_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The end of the invocation as the processor sees it: seconds left, and the margin kept."""
+
+    remaining: Callable[[], float]
+    margin: float
+
+    @classmethod
+    def of_invocation(cls, remaining: Callable[[], float], stop_margin: float) -> Deadline:
+        """Built once at the start of an invocation, while ``remaining()`` is its whole length."""
+        return cls(remaining, min(stop_margin, remaining() * MAX_MARGIN_SHARE))
+
+    def near(self) -> bool:
+        """Too close to the end to start a job or read another page."""
+        return self.remaining() < self.margin
 
 
 @dataclass(frozen=True)
@@ -186,11 +204,9 @@ class JobProcessor:
         self._resubmitter = resubmitter
         self._clock = clock
 
-    def process(
-        self, message: JobMessage, *, remaining: RemainingTime | None = None
-    ) -> Disposition:
-        """Take the job's lease and act on its current state, within ``remaining()`` seconds."""
-        if self._out_of_time(remaining):
+    def process(self, message: JobMessage, *, deadline: Deadline | None = None) -> Disposition:
+        """Take the job's lease and act on its current state, before ``deadline``."""
+        if deadline is not None and deadline.near():
             # Started now, the job could be killed half-way: leave it for the next invocation.
             return Disposition("out_of_time", 1)
         key = message.key
@@ -209,7 +225,7 @@ class JobProcessor:
             # Every earlier attempt raised or was killed: stop spending API calls on it.
             return self._poisoned(key, owner, row, row.last_error)
         try:
-            return self._act(key, owner, row, remaining)
+            return self._act(key, owner, row, deadline)
         except LeaseLostError:
             # Our lease expired mid-way and another holder took over: it finishes the job.
             return Disposition("lease_lost")
@@ -232,7 +248,7 @@ class JobProcessor:
     # -- acting on the state ---------------------------------------------------------------
 
     def _act(
-        self, key: JobKey, owner: str, row: LedgerRow, remaining: RemainingTime | None
+        self, key: JobKey, owner: str, row: LedgerRow, deadline: Deadline | None
     ) -> Disposition:
         try:
             state: Job | BatchStatus = (
@@ -248,12 +264,12 @@ class JobProcessor:
             self._ledger.release(key, owner, not_found=True)
             return Disposition("not_found", self._backoff(row.not_found))
         if state.status == "completed":
-            return self._store(key, owner, row, state, remaining)
+            return self._store(key, owner, row, state, deadline)
         if state.status == "failed":
-            return self._failed(key, owner, row, state, remaining)
+            return self._failed(key, owner, row, state, deadline)
         if state.status == "cancelled":
             if isinstance(state, BatchStatus):
-                self._store_items(key, owner, row, state, remaining)
+                self._store_items(key, owner, row, state, deadline)
             self._ledger.finish(key, owner, Outcome.CANCELLED)
             return Disposition("cancelled")
         return self._not_settled(key, owner, row, state)
@@ -269,14 +285,14 @@ class JobProcessor:
         owner: str,
         row: LedgerRow,
         state: Job | BatchStatus,
-        remaining: RemainingTime | None,
+        deadline: Deadline | None,
     ) -> Disposition:
         if isinstance(state, Job):
             metadata = {k: v for k, v in state.raw.items() if k != "data"}
             self._results.store(key.kind, key.job_id, state.data, metadata)
             detail = {"prefix": result_prefix(key.kind, key.job_id)}
         else:
-            detail = self._store_items(key, owner, row, state, remaining)
+            detail = self._store_items(key, owner, row, state, deadline)
         superseded = row.detail.get("superseded")
         if superseded:
             # A job closed as unknown or never settled that did settle: its result is the one
@@ -291,7 +307,7 @@ class JobProcessor:
         owner: str,
         row: LedgerRow,
         first_page: BatchStatus,
-        remaining: RemainingTime | None,
+        deadline: Deadline | None,
     ) -> dict[str, str]:
         """Store every completed item once, dead-letter the failed ones, page by page.
 
@@ -323,7 +339,7 @@ class JobProcessor:
                 break
             next_page = status.page.page + 1
             self._ledger.checkpoint(key, owner, next_page=next_page, stored=stored, failed=failed)
-            if self._out_of_time(remaining):
+            if deadline is not None and deadline.near():
                 raise _OutOfTime
             status = self._get_batch_or_crawl(key, page=next_page)
         return {
@@ -338,7 +354,7 @@ class JobProcessor:
         owner: str,
         row: LedgerRow,
         state: Job | BatchStatus,
-        remaining: RemainingTime | None,
+        deadline: Deadline | None,
     ) -> Disposition:
         if isinstance(state, Job) and state.error is not None and state.error.retryable:
             resubmission = self._resubmitter.resubmit(state, may_have_posted=row.attempts > 1)
@@ -351,7 +367,7 @@ class JobProcessor:
                 return Disposition("resubmitted", detail=resubmission.job_id)
             reason = "resubmission budget spent"
         elif isinstance(state, BatchStatus):
-            self._store_items(key, owner, row, state, remaining)
+            self._store_items(key, owner, row, state, deadline)
             reason = "batch failed"
         else:
             reason = "not retryable"
@@ -409,9 +425,6 @@ class JobProcessor:
         return Disposition("dead_lettered", detail=reason)
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def _out_of_time(self, remaining: RemainingTime | None) -> bool:
-        return remaining is not None and remaining() < self.settings.stop_margin_seconds
 
     def _backoff(self, tries: int) -> int:
         wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)
