@@ -239,6 +239,7 @@ def truth_attempt(attempt: Attempt) -> Json:
         "sent_at": attempt.sent_at,
         "delivered_at": attempt.delivered_at,
         "dispatch_seq": attempt.dispatch_seq,
+        "body_bytes": attempt.body_bytes,
     }
 
 
