@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import pytest
 
 from devstack.simulator import content
 from devstack.stack import LocalStack, StackSettings
@@ -59,22 +60,27 @@ def test_large_page_under_the_limit_is_stored_exact_through_the_webhook(make_sta
     assert stored_markdown(stack, job_id) == true_markdown(job)
 
 
+@pytest.mark.parametrize(
+    ("limit", "page"),
+    [
+        (FRONT_LIMIT_BYTES, 2 * MB),  # a front limit a test moves quickly
+        (None, 5 * MB),  # the default: more than a REST API + Lambda event can carry
+    ],
+    ids=["front-1MB", "default-limit"],
+)
 def test_delivery_over_the_limit_is_413_and_recovered_from_the_delivery_log(
-    make_stack: MakeStack,
+    make_stack: MakeStack, limit: int | None, page: int
 ):
-    # GIVEN a front that carries at most 1 MB and a 2 MB page
-    stack = make_stack(
-        StackSettings(env={"MAX_BODY_BYTES": str(FRONT_LIMIT_BYTES)}),
-        **FIXED_SIZE,
-        content_size_median_bytes=2 * MB,
-    )
+    # GIVEN a page larger than what the front carries
+    env = {} if limit is None else {"MAX_BODY_BYTES": str(limit)}
+    stack = make_stack(StackSettings(env=env), **FIXED_SIZE, content_size_median_bytes=page)
     job_id = stack.client().submit_extract("https://example.com/too-large").job_id
     # WHEN the pipeline runs
     took = stack.run_until(all_settled_and_done(stack, 1), step=5.0, limit=1800)
     # THEN every attempt was answered 413, and the sender's log shows them failed with 413
     attempts = stack.sim.delivery_attempts()
     assert attempts and {a["http_status"] for a in attempts} == {413}
-    assert min(a["body_bytes"] for a in attempts) > FRONT_LIMIT_BYTES
+    assert min(a["body_bytes"] for a in attempts) > (limit or PLATFORM_MAX_BODY_BYTES)
     log = stack.client().list_deliveries(stack.webhook_ids["extract_completed"], status="failed")
     assert {(d.job_id, d.http_status) for d in log.items} == {(job_id, 413)}
     # AND the reconciler's next run found it in the log, not in the job list
@@ -85,4 +91,4 @@ def test_delivery_over_the_limit_is_413_and_recovered_from_the_delivery_log(
     assert check_exactly_once(stack) == {"stored": 1}
     (job,) = truth(stack)
     assert stored_markdown(stack, job_id) == true_markdown(job)
-    assert len(true_markdown(job)) == 2 * MB
+    assert len(true_markdown(job)) == page
