@@ -10,9 +10,10 @@ between a resubmission POST and its ledger write. Crashes are drawn from a seede
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from devstack.simulator.config import ContentSizeModel
 from scrape_pipeline.ledger import Outcome
 
 
@@ -34,6 +35,8 @@ class ChaosProfile:
     processor_crash_rate: float = 0.0  # dies after storing the result, before DONE
     resubmit_crash_rate: float = 0.0  # dies after the resubmission POST, before the ledger
     retryable_failure_rate: float | None = None  # None: the simulator's default
+    content_size: ContentSizeModel = "natural"  # page sizes; "lognormal": the heavy tail
+    front_limit_bytes: int | None = None  # bodies over this answered 413 (None: the default)
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -74,6 +77,11 @@ PROFILES: dict[str, ChaosProfile] = {
     "rotation": ChaosProfile(rotate_at=120.0),
     "webhooks-off": ChaosProfile(webhooks_disabled=True),
 }
+# Heavy-tailed pages amid the default faults. The real limit (about 4.7 MB) is reached by
+# about 0.1 % of pages; lowered to 512 KiB (6 %), a 100-job run sends a few deliveries over it.
+PROFILES["large-payloads"] = replace(
+    PROFILES["default"], content_size="lognormal", front_limit_bytes=524_288
+)
 
 
 class _Crash(RuntimeError):

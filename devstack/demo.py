@@ -18,10 +18,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devstack.chaos import PROFILES, ChaosProfile, install_crashes
+from devstack.large_results import LargeResults, measure
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 
 STEP_SECONDS = 5.0
@@ -76,6 +77,7 @@ class Report:
     wall_seconds: float = 0.0
     lost_examples: list[str] = field(default_factory=list)
     twice_examples: list[str] = field(default_factory=list)
+    large: LargeResults = field(default_factory=LargeResults)
 
     def lines(self) -> list[tuple[str, str]]:
         """Label / value rows, in the order the README describes them."""
@@ -101,6 +103,7 @@ class Report:
                 "simulated time / wall time",
                 f"{self.simulated_seconds:.0f} s / {self.wall_seconds:.1f} s",
             ),
+            *([self.large.line()] if self.large.stored else []),
         ]
 
 
@@ -123,16 +126,14 @@ class Demo:
         self.seed = seed
         self.profile: ChaosProfile = PROFILES[chaos]
         self.clock = ManualClock(start=time.time())
-        sim = SimConfig(seed=seed)
+        sim = SimConfig(seed=seed, content_size=self.profile.content_size)
         if self.profile.retryable_failure_rate is not None:
-            sim = SimConfig(seed=seed, retryable_failure_rate=self.profile.retryable_failure_rate)
-        self.stack = LocalStack(
-            self.clock,
-            sim,
-            StackSettings(
-                env={"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
-            ),
-        )
+            sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
+        env = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+        if self.profile.front_limit_bytes is not None:
+            # The receiver's own 413 stands for the platform's: same answer, same delivery log.
+            env["MAX_BODY_BYTES"] = str(self.profile.front_limit_bytes)
+        self.stack = LocalStack(self.clock, sim, StackSettings(env=env))
         self.started_at = 0.0
         self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
 
@@ -346,6 +347,7 @@ class Demo:
             for version in page.get("Versions", []):
                 versions[version["Key"]] += 1
         latencies = []
+        stored_units: list[tuple[str, dict[str, Any]]] = []
         for unit, job in self._units():
             status = job["status"]
             if status in ("queued", "processing"):
@@ -358,6 +360,7 @@ class Demo:
                 report.twice_examples.append(unit.result_key)
             if stored:
                 report.stored += 1
+                stored_units.append((unit.result_key.rsplit("/", 1)[0], job))
                 finished = self.done_at.get(unit.job_id)
                 if finished is not None:
                     latencies.append(finished - float(job["settled_at"]))
@@ -385,6 +388,9 @@ class Demo:
             if a["http_status"] is not None and 200 <= int(a["http_status"]) < 300
         )
         report.duplicates_suppressed = sum(n - 1 for n in accepted.values() if n > 1)
+        report.large = measure(
+            s3, stack.resources.bucket, stored_units, stack.sim.delivery_attempts()
+        )
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latency_p50 = _percentile(latencies, 50)

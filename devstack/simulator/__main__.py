@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from types import FrameType
 
 from devstack.clock import ScaledClock
-from devstack.simulator.config import SIGNATURE_SCHEMES, FaultSettings, SimConfig
+from devstack.simulator.config import (
+    CONTENT_SIZE_MODELS,
+    SIGNATURE_SCHEMES,
+    FaultSettings,
+    SimConfig,
+)
 from devstack.simulator.server import SimulatorServer
 
 
@@ -35,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--permanent-failure-rate", type=float, default=defaults.permanent_failure_rate)
     add("--min-duration", type=float, default=defaults.job_duration_min_s)
     add("--max-duration", type=float, default=defaults.job_duration_max_s)
+    add(
+        "--content-size",
+        choices=CONTENT_SIZE_MODELS,
+        default=defaults.content_size,
+        help="page sizes: natural (small) or lognormal (heavy tail up to 8 MiB)",
+    )
     add("--drop-rate", type=float, default=0.0)
     add("--duplicate-rate", type=float, default=0.0)
     add("--flat-fields", action="store_true", help="also put job_id/event_type/id at the top")
@@ -52,6 +63,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         job_duration_max_s=args.max_duration,
         retryable_failure_rate=args.retryable_failure_rate,
         permanent_failure_rate=args.permanent_failure_rate,
+        content_size=args.content_size,
         rate_limit_per_s=args.rate,
         rate_limit_burst=args.burst,
         webhook_time_scale=args.webhook_time_scale,

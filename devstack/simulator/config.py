@@ -7,6 +7,8 @@ from typing import Literal
 
 SignatureScheme = Literal["geonode", "standard_webhooks", "stripe", "github"]
 SIGNATURE_SCHEMES: tuple[str, ...] = ("geonode", "standard_webhooks", "stripe", "github")
+ContentSizeModel = Literal["natural", "lognormal"]
+CONTENT_SIZE_MODELS: tuple[str, ...] = ("natural", "lognormal")
 
 # Svix / Standard Webhooks' published schedule: delay before each attempt, after the previous one.
 DEFAULT_RETRY_SCHEDULE_S: tuple[float, ...] = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -55,6 +57,15 @@ class SimConfig:
     sync_timeout_s: float = 60.0  # a sync job drawn longer than this answers 504
     tokens_per_page: int = 1
 
+    # Page size of each text format (markdown, html) a completed job returns. "natural": the
+    # page's own few hundred bytes (fast tests). "lognormal": a heavy tail drawn per job, like
+    # real pages; median 48 KiB and sigma 1.5 put p99 near 1.6 MB and p99.9 near 5 MB, and the
+    # cap stops the rare draw beyond 8 MiB (p99.97) at what a browser-rendered page reaches.
+    content_size: ContentSizeModel = "natural"
+    content_size_median_bytes: int = 48 * 1024
+    content_size_sigma: float = 1.5
+    content_size_max_bytes: int = 8 * 1024 * 1024
+
     # Batches and crawls.
     batch_max_urls: int = 1000
     crawl_default_max_pages: int = 10
@@ -99,6 +110,12 @@ class SimConfig:
             raise ValueError("need 0 < crawl_page_duration_min_s <= crawl_page_duration_max_s")
         if self.signature_scheme not in SIGNATURE_SCHEMES:
             raise ValueError(f"signature_scheme must be one of {SIGNATURE_SCHEMES}")
+        if self.content_size not in CONTENT_SIZE_MODELS:
+            raise ValueError(f"content_size must be one of {CONTENT_SIZE_MODELS}")
+        if not 0 < self.content_size_median_bytes <= self.content_size_max_bytes:
+            raise ValueError("need 0 < content_size_median_bytes <= content_size_max_bytes")
+        if self.content_size_sigma < 0:
+            raise ValueError("content_size_sigma must not be negative")
         if self.webhook_time_scale <= 0:
             raise ValueError("webhook_time_scale must be positive")
         if not self.webhook_retry_schedule_s:

@@ -25,6 +25,7 @@ class Page:
     markdown: str
     html: str
     links: tuple[str, ...]
+    body: str  # the paragraph of text, which a larger page repeats
 
 
 def is_http_url(value: str) -> bool:
@@ -71,12 +72,40 @@ def page(url: str) -> Page:
         f"<html><head><title>{title}</title></head><body><h1>{title}</h1>"
         f"<p>{body}</p><ul>{anchors}</ul></body></html>"
     )
-    return Page(title=title, markdown=markdown, html=html, links=links)
+    return Page(title=title, markdown=markdown, html=html, links=links, body=body)
 
 
-def extract(url: str, formats: tuple[str, ...]) -> dict[str, object]:
-    """The ``data`` object of a completed extraction, holding only the requested formats."""
-    served = page(url)
+def _fill(unit: str, length: int) -> str:
+    """``length`` characters of ``unit`` repeated: multi-MB text at the cost of a copy."""
+    if length <= 0:
+        return ""
+    return (unit * (length // len(unit) + 1))[:length]
+
+
+def sized(served: Page, size: int) -> Page:
+    """``served`` grown to ``size`` bytes per text format (never shrunk below its own text).
+
+    The growth is the page's own paragraph repeated, between the text and the links, so a large
+    page still reads like the small one and the links (what crawls follow) stay the same.
+    """
+    paragraph = served.body + " "
+    # Both texts are ASCII, so characters are bytes; the filler goes just before the links.
+    head, links = served.markdown.split("\n\n- ", 1)
+    gap = size - len(served.markdown) - len("\n\n")
+    markdown = f"{head}\n\n{_fill(paragraph, gap)}\n\n- {links}" if gap > 0 else served.markdown
+    top, tail = served.html.split("<ul>", 1)
+    gap = size - len(served.html) - len("<p></p>")
+    html = f"{top}<p>{_fill(paragraph, gap)}</p><ul>{tail}" if gap > 0 else served.html
+    return Page(served.title, markdown, html, served.links, served.body)
+
+
+def extract(url: str, formats: tuple[str, ...], size: int = 0) -> dict[str, object]:
+    """The ``data`` object of a completed extraction, holding only the requested formats.
+
+    ``size`` (the work's drawn ``content_bytes``): bytes of each text format; 0 keeps the
+    natural page.
+    """
+    served = sized(page(url), size) if size else page(url)
     data: dict[str, object] = {}
     if "markdown" in formats:
         data["markdown"] = served.markdown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 from devstack.simulator.config import SimConfig
@@ -43,6 +44,20 @@ def outcome(rng: random.Random, config: SimConfig) -> Outcome:
     return Outcome(status="completed", http_status=200, retry_count=int(rng.random() < 0.1))
 
 
+def content_bytes(rng: random.Random, config: SimConfig) -> int:
+    """Size of the work's page per text format; 0 (no draw at all) under the natural model.
+
+    Nothing is drawn when the model is off, and the size is a job's last draw, so turning the
+    model on leaves its duration and outcome as they were.
+    """
+    if config.content_size == "natural":
+        return 0
+    drawn = rng.lognormvariate(
+        math.log(config.content_size_median_bytes), config.content_size_sigma
+    )
+    return min(config.content_size_max_bytes, max(1, round(drawn)))
+
+
 def job_work(
     rng: random.Random,
     *,
@@ -66,6 +81,7 @@ def job_work(
         settle_at=now + total,
         outcome=drawn,
         tokens=config.tokens_per_page,
+        content_bytes=content_bytes(rng, config),
     )
 
 
@@ -96,6 +112,7 @@ def crawl_works(
                 settle_at=start + took,
                 outcome=outcome(rng, config),
                 tokens=config.tokens_per_page,
+                content_bytes=content_bytes(rng, config),
             )
         )
     return works

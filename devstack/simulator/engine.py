@@ -353,6 +353,8 @@ class Simulator:
                     "status": r.work.status(now),
                     "error_code": r.work.outcome.error_code,
                     "retryable": r.work.outcome.retryable,
+                    "formats": list(r.work.formats),
+                    "content_bytes": r.work.content_bytes,
                 }
                 for r in records
             ]

@@ -37,6 +37,7 @@ class Work:
     settle_at: float
     outcome: Outcome
     tokens: int
+    content_bytes: int = 0  # size of each text format once completed; 0: the natural page
 
     def status(self, now: float) -> str:
         """queued, processing, then the drawn outcome once ``settle_at`` has passed."""

@@ -43,6 +43,7 @@ class Attempt:
     http_status: int | None = None
     delivered_at: float | None = None
     error: str | None = None
+    body_bytes: int = 0  # size on the wire: large pages make large deliveries
 
 
 @dataclass(slots=True)

@@ -37,7 +37,9 @@ def extract_job(job: ExtractJob, now: float) -> Json:
         "status": status,
         "created_at": iso(work.created_at),
         "completed_at": iso(work.settle_at) if settled else None,
-        "data": content.extract(work.url, work.formats) if status == "completed" else None,
+        "data": content.extract(work.url, work.formats, work.content_bytes)
+        if status == "completed"
+        else None,
         "metadata": {
             "url": work.url,
             "render_js": work.render_js,
@@ -67,7 +69,7 @@ def extract_sync(job: ExtractJob) -> Json:
     """The 200 answer to a sync ``POST /v1/extract`` that completed."""
     work = job.work
     return {
-        "data": content.extract(work.url, work.formats),
+        "data": content.extract(work.url, work.formats, work.content_bytes),
         "metadata": {
             "url": work.url,
             "http_status": work.outcome.http_status,
@@ -104,7 +106,9 @@ def work_item(index: int, work: Work, now: float) -> Json:
         "status": status,
         "error_code": work.outcome.error_code if status == "failed" else None,
         "error_message": work.outcome.error_message if status == "failed" else None,
-        "data": content.extract(work.url, work.formats) if status == "completed" else None,
+        "data": content.extract(work.url, work.formats, work.content_bytes)
+        if status == "completed"
+        else None,
         "metadata": {
             "http_status": work.outcome.http_status if settled else None,
             "duration_ms": work.duration_ms() if settled else None,
@@ -235,6 +239,7 @@ def truth_attempt(attempt: Attempt) -> Json:
         "sent_at": attempt.sent_at,
         "delivered_at": attempt.delivered_at,
         "dispatch_seq": attempt.dispatch_seq,
+        "body_bytes": attempt.body_bytes,
     }
 
 

@@ -256,7 +256,14 @@ class WebhookDispatcher:
                 self._config, sub=sub, event=event, delivery_id=delivery_id, now=now, data=data
             )
             attempt = Attempt(
-                delivery_id, event, item.attempt_number, item.duplicate, sub.url, now, order
+                delivery_id,
+                event,
+                item.attempt_number,
+                item.duplicate,
+                sub.url,
+                now,
+                order,
+                body_bytes=len(body),
             )
             sub.log.append(attempt)
             self._attempts.append(attempt)

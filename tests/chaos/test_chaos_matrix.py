@@ -37,6 +37,7 @@ MATRIX = [
     "burst-5xx",
     "rotation",
     "webhooks-off",
+    "large-payloads",  # heavy-tailed pages amid the default faults; some deliveries 413
 ]
 
 
@@ -66,6 +67,12 @@ def check(report: Report, scenario: str) -> None:
         assert report.recovered["job_list"] > 0
     if scenario == "webhooks-off":
         assert report.duplicates_suppressed == 0
+    if scenario == "large-payloads":
+        large = report.large
+        print(f"{scenario}: {large.line()[1]}; requests/job {report.requests_per_job:.3f}")
+        assert large.stored > 0 and not large.mismatched, large.mismatched
+        assert large.refused > 0, "no delivery went over the limit"
+        assert large.paths["delivery log"] >= large.refused
 
 
 @pytest.mark.timeout(600)

@@ -299,7 +299,7 @@ def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None
         ("SIGNATURE_PREFIX", "SignaturePrefix", ""),
         ("SIGNATURE_TIMESTAMP_HEADER", "SignatureTimestampHeader", ""),
         ("SIGNATURE_TOLERANCE_SECONDS", "SignatureToleranceSeconds", 300),
-        ("MAX_BODY_BYTES", "MaxBodyBytes", 262144),
+        ("MAX_BODY_BYTES", "MaxBodyBytes", 4694016),
         ("SECRET_CACHE_SECONDS", "SecretCacheSeconds", 60),
     ],
 )

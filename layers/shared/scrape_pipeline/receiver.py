@@ -36,6 +36,15 @@ SOURCE_WEBHOOK = "webhook"
 EVENT_HEADER = "x-webhook-event"
 _NO_MATCH = frozenset({"no matching signature", "no valid secret"})
 
+# The largest body the platform can hand us. A REST API proxy integration with binary media
+# "*/*" puts the body base64-encoded (4 bytes per 3) inside the event JSON, and a synchronous
+# Lambda invocation takes at most 6 MiB of event; API Gateway's own 10 MB limit is looser.
+# The rest of the event (headers twice, as headers and multiValueHeaders, at API Gateway's
+# 10,240-byte header limit; the request context; JSON quoting) is reserved generously.
+LAMBDA_SYNC_PAYLOAD_BYTES = 6_291_456
+PROXY_EVENT_OVERHEAD_BYTES = 32_768
+PLATFORM_MAX_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_OVERHEAD_BYTES) * 3 // 4
+
 
 @dataclass(frozen=True)
 class ReceiverSettings:
@@ -46,7 +55,9 @@ class ReceiverSettings:
     | LEDGER_TABLE_NAME | (required) | the ledger table |
     | QUEUE_URL | (required) | the job queue |
     | WEBHOOK_SECRET_ID | (required) | Secrets Manager id of the secret bundle |
-    | MAX_BODY_BYTES | 262144 | larger deliveries are refused (413) before any work |
+    | MAX_BODY_BYTES | 4694016 | larger deliveries are refused (413) before any work; the
+    default is what REST API + Lambda can carry: (6,291,456 - 32,768 event overhead) * 3/4,
+    base64 inside a 6 MiB event; a larger body never reaches us (the platform answers 413) |
     | SECRET_CACHE_SECONDS | 60 | how stale a cached secret may be |
     | SECRET_REFRESH_MIN_SECONDS | 5 | at most one forced refresh this often per container |
     | LEDGER_TTL_DAYS | 90 | rows outlive every sender's retries (Svix: 14 days) |
@@ -60,7 +71,7 @@ class ReceiverSettings:
     secret_id: str
     signature: SignatureConfig = field(default_factory=SignatureConfig)
     fields: FieldLocations = field(default_factory=FieldLocations)
-    max_body_bytes: int = 262_144
+    max_body_bytes: int = PLATFORM_MAX_BODY_BYTES
     secret_cache_seconds: float = 60.0
     secret_refresh_min_seconds: float = 5.0
     ttl_days: int = DEFAULT_TTL_DAYS
