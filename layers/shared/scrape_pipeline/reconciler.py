@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, JOBS_PAGE_MAX, GeonodeClient
 from scrape_pipeline.ledger import Bookkeeping, JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
@@ -46,6 +46,7 @@ class ReconcilerSettings:
     | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the very first run looks |
     | RECONCILE_ROWS_PER_STATE | 200 | stuck rows handled per state per run |
     | UNSETTLED_MAX_SECONDS | 86400 | an unsettled job older than this stops pinning the watermark |
+    | DELIVERY_PAGE_SIZE | 100 | delivery-log rows a page (the API's maximum; smaller in tests) |
     """
 
     threshold_seconds: float = 600.0
@@ -56,6 +57,7 @@ class ReconcilerSettings:
     lookback_seconds: float = 86_400.0
     rows_per_state: int = 200
     unsettled_max_seconds: float = 86_400.0
+    delivery_page_size: int = DELIVERIES_PAGE_MAX
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
@@ -74,6 +76,9 @@ class ReconcilerSettings:
             lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", cls.lookback_seconds),
             rows_per_state=int(num("RECONCILE_ROWS_PER_STATE", cls.rows_per_state)),
             unsettled_max_seconds=num("UNSETTLED_MAX_SECONDS", cls.unsettled_max_seconds),
+            delivery_page_size=min(
+                int(num("DELIVERY_PAGE_SIZE", cls.delivery_page_size)), DELIVERIES_PAGE_MAX
+            ),
         )
 
 
@@ -298,7 +303,9 @@ class Reconciler:
         keys: list[JobKey] = []
         newest = since
         for page in range(1, self.settings.max_pages + 1):
-            listing = self._client.list_deliveries(webhook_id, status="failed", page=page)
+            listing = self._client.list_deliveries(
+                webhook_id, status="failed", page=page, page_size=self.settings.delivery_page_size
+            )
             report.delivery_pages += 1
             for delivery in listing.items:
                 created = delivery.created_at.timestamp() if delivery.created_at else since
