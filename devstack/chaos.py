@@ -34,6 +34,7 @@ class ChaosProfile:
     processor_crash_rate: float = 0.0  # dies after storing the result, before DONE
     resubmit_crash_rate: float = 0.0  # dies after the resubmission POST, before the ledger
     retryable_failure_rate: float | None = None  # None: the simulator's default
+    reconciler_env: tuple[tuple[str, str], ...] = ()  # reconciler settings for this run
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -73,6 +74,14 @@ PROFILES: dict[str, ChaosProfile] = {
     "burst-5xx": ChaosProfile(server_errors=(30.0, 180.0)),
     "rotation": ChaosProfile(rotate_at=120.0),
     "webhooks-off": ChaosProfile(webhooks_disabled=True),
+    # An hour of receiver outage with some drops. Delivery-log pages of 5 rows make a run's
+    # budget (20 pages) 100 failed attempts a subscription, less than the outage leaves at 100
+    # jobs, so runs resume passes; the job list keeps its usual pages.
+    "outage-backlog": ChaosProfile(
+        drop_rate=0.1,
+        outage=(60.0, 3660.0),
+        reconciler_env=(("DELIVERY_PAGE_SIZE", "5"),),
+    ),
 }
 
 

@@ -130,7 +130,11 @@ class Demo:
             self.clock,
             sim,
             StackSettings(
-                env={"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+                env={
+                    "POWERTOOLS_LOG_LEVEL": "ERROR",
+                    "POWERTOOLS_METRICS_DISABLED": "true",
+                    **dict(self.profile.reconciler_env),
+                }
             ),
         )
         self.started_at = 0.0

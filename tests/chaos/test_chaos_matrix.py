@@ -37,6 +37,7 @@ MATRIX = [
     "burst-5xx",
     "rotation",
     "webhooks-off",
+    "outage-backlog",
 ]
 
 
@@ -66,6 +67,8 @@ def check(report: Report, scenario: str) -> None:
         assert report.recovered["job_list"] > 0
     if scenario == "webhooks-off":
         assert report.duplicates_suppressed == 0
+    if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
+        assert report.recovered["delivery_log"] > 0
 
 
 @pytest.mark.timeout(600)
