@@ -57,19 +57,23 @@ class ReconcilerSettings:
     | RECONCILE_OVERLAP_SECONDS | 120 | re-read this much before the watermark (clock skew, lag) |
     | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
     | STALE_AFTER_SECONDS | 900 | a RECEIVED/ENQUEUED row unchanged this long lost its message |
-    | RECONCILE_MAX_PAGES | 20 | API pages per run, per sweep: work is bounded, resumed next run |
+    | RECONCILE_MAX_PAGES | 20 | pages per run and sweep: a safety bound beside the time shares |
     | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the very first run looks |
     | RECONCILE_ROWS_PER_STATE | 200 | stuck rows per ledger page (pages capped as API pages) |
     | UNSETTLED_MAX_SECONDS | 86400 | an unsettled job older than this stops pinning the watermark |
     | DELIVERY_PAGE_SIZE | 100 | delivery-log rows a page (the API's maximum; smaller in tests) |
-    | RECONCILE_SAFETY_MARGIN_SECONDS | 20 | left of the Lambda's time after the sweeps: one page |
-    |  |  | call and the checkpoint writes; below the local stack's 30 s context |
+    | RECONCILE_SAFETY_MARGIN_SECONDS | 20 | kept back from the Lambda's time: last page, writes |
     | RECONCILE_SHARE_STUCK_ROWS | 0.2 | weight of the stuck-rows sweep in the run's time |
     | RECONCILE_SHARE_DELIVERY_LOG | 0.4 | weight of the delivery-log sweep |
     | RECONCILE_SHARE_JOB_LIST | 0.4 | weight of the job-list sweep |
 
     Each sweep gets its weight's fraction of the time left when it starts (weights of the sweeps
     still to run), so time one sweep leaves unused flows to the next; the last takes the rest.
+    Sweeps stop at page boundaries, so the margin covers the page under way when a share runs
+    out and the checkpoint writes after it. A page stuck in the client's retries (up to 30 s)
+    can still overrun it; the timeout then costs only that run's unsaved progress. The margin
+    stays below the local stack's Lambda context (30 s left, always), which would otherwise
+    leave the sweeps no time at all.
     """
 
     threshold_seconds: float = 600.0
