@@ -429,7 +429,9 @@ class Reconciler:
         resumes there before anything else. The log grows at the top while a pass is under
         way: new failures push older rows down, so the saved page number now shows rows a
         little newer than where the pass stopped. Resuming by page number therefore re-reads
-        a few rows and never skips one (rows are only ever added). Only a pass that reaches
+        a few rows and never skips one: rows are only ever added, never removed, so a row can
+        move down a page and never up one (an attempt that fails late lands among older rows,
+        which again only pushes rows down). Only a pass that reaches
         its lower bound moves the checkpoint, to its upper bound. A run that finishes a
         resumed pass starts a fresh one (the failures since) while its budget lasts.
         """
