@@ -37,6 +37,7 @@ class ChaosProfile:
     retryable_failure_rate: float | None = None  # None: the simulator's default
     content_size: ContentSizeModel = "natural"  # page sizes; "lognormal": the heavy tail
     front_limit_bytes: int | None = None  # bodies over this answered 413 (None: the default)
+    reconciler_env: tuple[tuple[str, str], ...] = ()  # reconciler settings for this run
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -76,6 +77,14 @@ PROFILES: dict[str, ChaosProfile] = {
     "burst-5xx": ChaosProfile(server_errors=(30.0, 180.0)),
     "rotation": ChaosProfile(rotate_at=120.0),
     "webhooks-off": ChaosProfile(webhooks_disabled=True),
+    # An hour of receiver outage with some drops. Delivery-log pages of 5 rows make a run's
+    # budget (20 pages) 100 failed attempts a subscription, less than the outage leaves at 100
+    # jobs, so runs resume passes; the job list keeps its usual pages.
+    "outage-backlog": ChaosProfile(
+        drop_rate=0.1,
+        outage=(60.0, 3660.0),
+        reconciler_env=(("DELIVERY_PAGE_SIZE", "5"),),
+    ),
 }
 # Heavy-tailed pages amid the default faults. The real limit (about 4.7 MB) is reached by
 # about 0.1 % of pages; lowered to 512 KiB (6 %), a 100-job run sends a few deliveries over it.

@@ -129,7 +129,11 @@ class Demo:
         sim = SimConfig(seed=seed, content_size=self.profile.content_size)
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
-        env = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+        env = {
+            "POWERTOOLS_LOG_LEVEL": "ERROR",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            **dict(self.profile.reconciler_env),
+        }
         if self.profile.front_limit_bytes is not None:
             # The receiver's own 413 stands for the platform's: same answer, same delivery log.
             env["MAX_BODY_BYTES"] = str(self.profile.front_limit_bytes)

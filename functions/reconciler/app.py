@@ -37,8 +37,13 @@ def reset_reconciler() -> None:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """One run; the counts by source are the measured webhook gap."""
-    report = get_reconciler().run()
+    """One run; the counts by source are the measured webhook gap.
+
+    The sweeps share the invocation's remaining time (less the reconciler's safety margin). A
+    failed sweep is a metric and a log line, not a raise: a raise makes Lambda retry the whole
+    run twice, and the failed sweep resumes from its checkpoint on the next scheduled run.
+    """
+    report = get_reconciler().run(lambda: context.get_remaining_time_in_millis() / 1000.0)
     # The total (the alarm's series) and one series per source (the dashboard's split).
     metrics.add_metric(name="JobsRecovered", unit=MetricUnit.Count, value=report.total_recovered)
     metrics.add_metric(name="ReconcilerListPages", unit=MetricUnit.Count, value=report.list_pages)
@@ -48,13 +53,23 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             name="JobsRecovered", unit=MetricUnit.Count, value=count, default_dimensions=service
         ) as metric:
             metric.add_dimension(name="source", value=source)
+    for sweep in report.errors:
+        with single_metric(
+            name="ReconcileSweepFailed", unit=MetricUnit.Count, value=1, default_dimensions=service
+        ) as metric:
+            metric.add_dimension(name="sweep", value=sweep)
     summary = {
         "recovered": report.recovered,
         "list_pages": report.list_pages,
         "delivery_pages": report.delivery_pages,
+        "row_pages": report.row_pages,
+        "resumed_passes": report.resumed_passes,
         "jobs_seen": report.jobs_seen,
         "watermark": report.watermark,
         "complete": report.complete,
+        "errors": report.errors,
     }
+    if report.errors:
+        logger.error("reconciler sweeps failed", extra={"errors": report.errors})
     logger.info("reconciled", extra=summary)
     return summary

@@ -38,6 +38,7 @@ MATRIX = [
     "rotation",
     "webhooks-off",
     "large-payloads",  # heavy-tailed pages amid the default faults; some deliveries 413
+    "outage-backlog",
 ]
 
 
@@ -73,6 +74,8 @@ def check(report: Report, scenario: str) -> None:
         assert large.stored > 0 and not large.mismatched, large.mismatched
         assert large.refused > 0, "no delivery went over the limit"
         assert large.paths["delivery log"] >= large.refused
+    if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
+        assert report.recovered["delivery_log"] > 0
 
 
 @pytest.mark.timeout(600)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import boto3
+import json
+from typing import Any
 
+import boto3
+import pytest
+
+from devstack.apigw import LambdaContext
 from devstack.stack import LocalStack, StackSettings
+from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.reconciler import JOBS_CHECKPOINT, Reconciler, ReconcileReport
 from tests.pipeline.conftest import MakeStack, check_exactly_once, truth
@@ -119,3 +125,131 @@ def test_reconciler_delivery_log_checkpoint_skips_what_it_read(make_stack: MakeS
     reconciler(stack).sweep_delivery_log(second)
     assert second.recovered["delivery_log"] == 0
     assert check_exactly_once(stack) == {"stored": 30}
+
+
+def test_reconciler_stuck_rows_read_page_after_page(make_stack: MakeStack):
+    # GIVEN 12 rows whose receiver died after the put, and ledger pages of 5 rows
+    stack = make_stack(
+        StackSettings(
+            reconcile_interval=NO_SCHEDULE,
+            env={"RECONCILE_ROWS_PER_STATE": "5", "RECONCILE_MAX_PAGES": "2"},
+        )
+    )
+    stack.sim.faults.update(drop_rate=1.0)
+    client = stack.client()
+    book = ledger(stack)
+    for i in range(12):
+        job_id = client.submit_extract(f"https://example.com/stuck/{i}").job_id
+        book.record(JobKey(JobKind.EXTRACT, job_id), source="webhook")
+    settle(stack, 1000)
+    # WHEN the sweep runs twice with a cap of two pages per state
+    first, second = ReconcileReport(), ReconcileReport()
+    reconciler(stack).sweep_stuck_rows(first)
+    reconciler(stack).sweep_stuck_rows(second)
+    # THEN the first run read two pages and stopped short; the second, from the oldest again,
+    # found only the rows the first did not reach (those it handled left the stale range)
+    assert (first.recovered["stuck_rows"], first.complete) == (10, False)
+    assert (second.recovered["stuck_rows"], second.complete) == (2, True)
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 12}
+
+
+class FakeRemaining:
+    """The Lambda's remaining time, moved by the calls it is charged for (never by sleeping)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+def test_reconciler_sweep_out_of_time_saves_its_page_and_next_run_resumes(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN 60 failed attempts (30 jobs, two attempts each, all 401) in pages of 5, and a
+    # delivery log that takes 10 s a page
+    stack = make_stack(
+        StackSettings(reconcile_interval=NO_SCHEDULE, env={"DELIVERY_PAGE_SIZE": "5"})
+    )
+    client = stack.client()
+    hook = stack.webhook_ids["extract_completed"]
+    client.rotate_webhook_secret(hook)
+    for i in range(30):
+        client.submit_extract(f"https://example.com/slow-log/{i}")
+    settle(stack, 60)
+    found = reconciler(stack)
+    remaining = FakeRemaining(100.0)
+    pages: list[int] = []
+    real = found._client.list_deliveries
+
+    def slow_page(webhook_id: str, **kwargs: Any) -> Any:
+        if webhook_id == hook:
+            pages.append(kwargs["page"])
+            remaining.seconds -= 10.0
+        return real(webhook_id, **kwargs)
+
+    monkeypatch.setattr(found._client, "list_deliveries", slow_page)
+    # WHEN a run has 100 s left: 80 after the margin, 40 for the log, at most 20 for this hook
+    first = found.run(remaining)
+    # THEN it stopped after two pages and saved the third as the pass's resume point
+    assert pages == [1, 2]
+    assert first.complete is False and first.errors == {}
+    saved = checkpoint(stack, f"deliveries-{hook}")
+    assert saved["pass_page"] == "3"
+    assert float(saved["pass_low"]) < float(saved["pass_high"])
+    # AND the next run takes up the pass at that page, not at the top again
+    pages.clear()
+    second = found.run(FakeRemaining(100.0))
+    assert pages[0] == 3
+    assert second.resumed_passes >= 1
+    # AND runs without a deadline finish the pass and move the checkpoint to its upper bound
+    for _ in range(3):
+        found.run()
+    done = checkpoint(stack, f"deliveries-{hook}")
+    assert "pass_page" not in done
+    assert float(done["checkpoint"]) >= float(saved["pass_high"])
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 30}
+
+
+def test_reconciler_failing_delivery_log_does_not_starve_the_job_list(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # GIVEN dropped webhooks, settled jobs, and a delivery log that answers 503 every time
+    stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
+    stack.sim.faults.update(drop_rate=1.0)
+    client = stack.client()
+    for i in range(12):
+        client.submit_extract(f"https://example.com/no-log/{i}")
+    settle(stack, 700)
+
+    def broken(webhook_id: str, **kwargs: Any) -> Any:
+        raise ServerError(503, code="UNAVAILABLE", message="delivery log down")
+
+    monkeypatch.setattr(reconciler(stack)._client, "list_deliveries", broken)
+    # WHEN the scheduled Lambda runs
+    capsys.readouterr()
+    summary = stack.handlers["reconciler"].lambda_handler(
+        {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}},
+        LambdaContext("reconciler"),
+    )
+    # THEN the run returned, named the failed sweep, and the job list still found every job
+    assert set(summary["errors"]) == {"delivery_log"}
+    assert "ServerError" in summary["errors"]["delivery_log"]
+    assert summary["recovered"]["job_list"] == 12
+    assert summary["complete"] is False
+    metrics = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line
+    ]
+    failed = [m for m in metrics if "ReconcileSweepFailed" in m]
+    assert [(m["sweep"], m["ReconcileSweepFailed"]) for m in failed] == [("delivery_log", [1.0])]
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 12}
+
+
+def checkpoint(stack: LocalStack, name: str) -> dict[str, str]:
+    item = ledger(stack).client.get_item(
+        TableName=ledger(stack).table_name, Key={"pk": {"S": f"meta#{name}"}}
+    )["Item"]
+    return {k: v["S"] for k, v in item.items() if k != "pk"}

@@ -11,16 +11,24 @@ Three sweeps a run, each bounded and resumable:
                   or got a non-2xx answer: the job is made sure of.
 
 The counts by sweep are the measured webhook gap (metric ``JobsRecovered``, by source).
+
+Every sweep has its own share of the run's time (taken from the Lambda's remaining time) and
+its own error handling: one that runs out of time stops at a page boundary and saves where it
+stopped; one that fails is named in the report and the next sweep still runs.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.budget import Budget, RemainingSeconds, unlimited
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.ledger import Bookkeeping, JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
@@ -30,6 +38,13 @@ SOURCE_JOB_LIST = "job_list"
 SOURCE_STUCK_ROWS = "stuck_rows"
 SOURCE_DELIVERY_LOG = "delivery_log"
 JOBS_CHECKPOINT = "reconciler-jobs"
+DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
+# The order sweeps run in: most specific evidence first, so the gap is attributed to its cause.
+SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_JOB_LIST)
+# What a sweep may fail with and the run survive: the API's errors and AWS being unavailable.
+SWEEP_ERRORS = (GeonodeError, AWSUnavailableError)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,10 +57,23 @@ class ReconcilerSettings:
     | RECONCILE_OVERLAP_SECONDS | 120 | re-read this much before the watermark (clock skew, lag) |
     | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
     | STALE_AFTER_SECONDS | 900 | a RECEIVED/ENQUEUED row unchanged this long lost its message |
-    | RECONCILE_MAX_PAGES | 20 | API pages per run, per sweep: work is bounded, resumed next run |
+    | RECONCILE_MAX_PAGES | 20 | pages per run and sweep: a safety bound beside the time shares |
     | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the very first run looks |
-    | RECONCILE_ROWS_PER_STATE | 200 | stuck rows handled per state per run |
+    | RECONCILE_ROWS_PER_STATE | 200 | stuck rows per ledger page (pages capped as API pages) |
     | UNSETTLED_MAX_SECONDS | 86400 | an unsettled job older than this stops pinning the watermark |
+    | DELIVERY_PAGE_SIZE | 100 | delivery-log rows a page (the API's maximum; smaller in tests) |
+    | RECONCILE_SAFETY_MARGIN_SECONDS | 20 | kept back from the Lambda's time: last page, writes |
+    | RECONCILE_SHARE_STUCK_ROWS | 0.2 | weight of the stuck-rows sweep in the run's time |
+    | RECONCILE_SHARE_DELIVERY_LOG | 0.4 | weight of the delivery-log sweep |
+    | RECONCILE_SHARE_JOB_LIST | 0.4 | weight of the job-list sweep |
+
+    Each sweep gets its weight's fraction of the time left when it starts (weights of the sweeps
+    still to run), so time one sweep leaves unused flows to the next; the last takes the rest.
+    Sweeps stop at page boundaries, so the margin covers the page under way when a share runs
+    out and the checkpoint writes after it. A page stuck in the client's retries (up to 30 s)
+    can still overrun it; the timeout then costs only that run's unsaved progress. The margin
+    stays below the local stack's Lambda context (30 s left, always), which would otherwise
+    leave the sweeps no time at all.
     """
 
     threshold_seconds: float = 600.0
@@ -56,6 +84,11 @@ class ReconcilerSettings:
     lookback_seconds: float = 86_400.0
     rows_per_state: int = 200
     unsettled_max_seconds: float = 86_400.0
+    delivery_page_size: int = DELIVERIES_PAGE_MAX
+    safety_margin_seconds: float = 20.0
+    share_stuck_rows: float = 0.2
+    share_delivery_log: float = 0.4
+    share_job_list: float = 0.4
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
@@ -74,7 +107,22 @@ class ReconcilerSettings:
             lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", cls.lookback_seconds),
             rows_per_state=int(num("RECONCILE_ROWS_PER_STATE", cls.rows_per_state)),
             unsettled_max_seconds=num("UNSETTLED_MAX_SECONDS", cls.unsettled_max_seconds),
+            delivery_page_size=min(
+                int(num("DELIVERY_PAGE_SIZE", cls.delivery_page_size)), DELIVERIES_PAGE_MAX
+            ),
+            safety_margin_seconds=num("RECONCILE_SAFETY_MARGIN_SECONDS", cls.safety_margin_seconds),
+            share_stuck_rows=num("RECONCILE_SHARE_STUCK_ROWS", cls.share_stuck_rows),
+            share_delivery_log=num("RECONCILE_SHARE_DELIVERY_LOG", cls.share_delivery_log),
+            share_job_list=num("RECONCILE_SHARE_JOB_LIST", cls.share_job_list),
         )
+
+    def share(self, sweep: str) -> float:
+        """The weight of ``sweep`` (one of ``SWEEPS``) in the run's time."""
+        return {
+            SOURCE_STUCK_ROWS: self.share_stuck_rows,
+            SOURCE_DELIVERY_LOG: self.share_delivery_log,
+            SOURCE_JOB_LIST: self.share_job_list,
+        }[sweep]
 
 
 @dataclass
@@ -86,10 +134,15 @@ class ReconcileReport:
     )
     list_pages: int = 0
     delivery_pages: int = 0
+    row_pages: int = 0
+    # Passes taken up where an earlier run saved them (job list, one per subscription's log).
+    resumed_passes: int = 0
     jobs_seen: int = 0
     watermark: float = 0.0
-    # False when a budget ran out: the next run carries on from the checkpoints.
+    # False when a budget ran out or a sweep failed: the next run carries on from the checkpoints.
     complete: bool = True
+    # sweep -> what failed; the other sweeps ran all the same.
+    errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def total_recovered(self) -> int:
@@ -133,6 +186,50 @@ class _JobsCheckpoint:
         return out
 
 
+@dataclass(frozen=True)
+class _DeliveryCheckpoint:
+    """One subscription's delivery-log sweep state, one ledger bookkeeping row.
+
+    Fields: ``checkpoint`` (attempts older than it minus the overlap were read) and, while a
+    pass is cut short, ``pass_low``, ``pass_high`` and ``pass_page``: the pass's bounds and
+    the page the next run reads first.
+    """
+
+    checkpoint: float
+    # (lower bound, upper bound, next page) of a pass cut short
+    resume: tuple[float, float, int] | None
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None, default: float) -> _DeliveryCheckpoint:
+        if not saved:
+            return cls(default, None)
+        resume = None
+        if saved.get("pass_page"):
+            resume = (
+                float(saved["pass_low"]),
+                float(saved["pass_high"]),
+                int(saved["pass_page"]),
+            )
+        return cls(float(saved["checkpoint"]), resume)
+
+    def fields(self) -> dict[str, str]:
+        out = {"checkpoint": f"{self.checkpoint:.3f}"}
+        if self.resume is not None:
+            low, high, page = self.resume
+            out.update(pass_low=f"{low:.3f}", pass_high=f"{high:.3f}", pass_page=str(page))
+        return out
+
+
+@dataclass
+class _Scan:
+    """What one stretch of delivery-log pages gave."""
+
+    keys: list[JobKey]
+    newest: float | None  # the newest attempt seen: a fresh pass's upper bound
+    next_page: int | None  # where to go on; None once the lower bound or the end was reached
+    error: GeonodeError | None = None  # the page read that failed, after the pages before it
+
+
 class Reconciler:
     """One reconciliation run at a time (the template reserves a concurrency of one)."""
 
@@ -152,37 +249,64 @@ class Reconciler:
         self._recoverer = recoverer
         self._clock = clock
 
-    def run(self) -> ReconcileReport:
-        """All three sweeps, most specific evidence first, so the gap is attributed to its cause:
-        a row we lost, then a delivery the receiver did not take, then an event never sent."""
+    def run(self, remaining: RemainingSeconds = unlimited) -> ReconcileReport:
+        """All three sweeps, each in its share of ``remaining()`` less the safety margin.
+
+        ``remaining`` gives the seconds the invocation has left (the handler passes the Lambda
+        context's); without it only the page caps bound the run. A sweep that fails is
+        recorded in ``report.errors`` and the next one still runs. Nothing is raised: a raise
+        makes Lambda retry the whole run twice, repeating the sweeps that worked, while the
+        failed one resumes from its checkpoint on the next scheduled run anyway.
+        """
         report = ReconcileReport()
-        self.sweep_stuck_rows(report)
-        self.sweep_delivery_log(report)
-        self.sweep_job_list(report)
+        margin = self.settings.safety_margin_seconds
+
+        def usable() -> float:
+            return remaining() - margin
+
+        run_budget = Budget(usable, usable())
+        sweeps: dict[str, Callable[[ReconcileReport, Budget], None]] = {
+            SOURCE_STUCK_ROWS: self.sweep_stuck_rows,
+            SOURCE_DELIVERY_LOG: self.sweep_delivery_log,
+            SOURCE_JOB_LIST: self.sweep_job_list,
+        }
+        weights = [self.settings.share(name) for name in SWEEPS]
+        for index, name in enumerate(SWEEPS):
+            budget = run_budget.share(weights[index:])
+            try:
+                sweeps[name](report, budget)
+            except SWEEP_ERRORS as exc:
+                report.errors[name] = f"{type(exc).__name__}: {exc}"
+                report.complete = False
+                logger.warning("reconciler sweep %s failed: %s", name, report.errors[name])
         return report
 
     # -- job list --------------------------------------------------------------------------
 
-    def sweep_job_list(self, report: ReconcileReport) -> None:
+    def sweep_job_list(self, report: ReconcileReport, budget: Budget | None = None) -> None:
         """Enqueue settled jobs older than the threshold that the ledger has not finished.
 
         A pass reads [watermark - overlap, now - threshold] newest first, page by page. A run
-        that runs out of pages saves where it stopped (the range lies in the past, so its
-        pages do not move) and the next run resumes there. When a pass completes, the
+        that runs out of pages or time saves where it stopped (the range lies in the past, so
+        its pages do not move) and the next run resumes there. When a pass completes, the
         watermark moves to its end, or to the oldest job in it that had not settled.
         """
         s = self.settings
+        budget = budget or Budget(unlimited, 0.0)
         now = self._clock.time()
         mark = _JobsCheckpoint.read(self._books.read(JOBS_CHECKPOINT), now - s.lookback_seconds)
         if mark.resume is not None:
             start, end, page, oldest = mark.resume
+            report.resumed_passes += 1
         else:
             start, end = mark.watermark - s.overlap_seconds, now - s.threshold_seconds
             page, oldest = 1, None
         watermark = mark.watermark
         resume: tuple[float, float, int, float | None] | None = None
         if start < end:
-            oldest, next_page = self._sweep_range(start, end, page, oldest, report=report, now=now)
+            oldest, next_page = self._sweep_range(
+                start, end, page, oldest, report=report, now=now, budget=budget
+            )
             if next_page is not None:
                 resume = (start, end, next_page, oldest)
                 report.complete = False
@@ -200,9 +324,12 @@ class Reconciler:
         *,
         report: ReconcileReport,
         now: float,
+        budget: Budget,
     ) -> tuple[float | None, int | None]:
         """Read a range from ``page``; returns (oldest unsettled, next page if cut short)."""
         for _ in range(self.settings.max_pages):
+            if budget.spent():
+                break
             listing = self._client.list_jobs(
                 start_date=start, end_date=end, page=page, page_size=JOBS_PAGE_MAX
             )
@@ -226,49 +353,120 @@ class Reconciler:
 
     # -- stuck rows ------------------------------------------------------------------------
 
-    def sweep_stuck_rows(self, report: ReconcileReport) -> None:
-        """Re-enqueue rows whose message was lost and leases whose holder died."""
+    def sweep_stuck_rows(self, report: ReconcileReport, budget: Budget | None = None) -> None:
+        """Re-enqueue rows whose message was lost and leases whose holder died.
+
+        Each state's rows are read oldest first (the index is ordered by ``state_since``),
+        page after page while the budget and the page cap last. No cursor is kept between
+        runs: a fresh query from the oldest is the resume point, because every RECEIVED or
+        ENQUEUED row handled leaves the range (``mark_enqueued`` stamps it now, newer than
+        ``stale_after`` ago), so the next run's first page starts where this run stopped.
+        PROCESSING rows do not move when their message is re-sent, but there are only as many
+        as leases taken recently, far fewer than a page cap of pages.
+        """
+        budget = budget or Budget(unlimited, 0.0)
         now = self._clock.time()
-        limit = self.settings.rows_per_state
         stale_before = now - self.settings.stale_after_seconds
-        recovered = 0
-        for state in (JobState.RECEIVED, JobState.ENQUEUED):
-            rows, more = self._ledger.pending(state, since_before=stale_before, limit=limit)
-            report.complete &= more is None
-            for row in rows:
-                recovered += self._recoverer.ensure(row.key, row, source=SOURCE_STUCK_ROWS)
         # A lease lasts far less than STALE_AFTER; rows leased before now may have expired.
-        rows, more = self._ledger.pending(JobState.PROCESSING, since_before=now, limit=limit)
-        report.complete &= more is None
-        for row in rows:
-            if row.lease_expired(now):
-                recovered += self._recoverer.ensure(row.key, row, source=SOURCE_STUCK_ROWS)
-        report.recovered[SOURCE_STUCK_ROWS] += recovered
+        ranges = (
+            (JobState.RECEIVED, stale_before),
+            (JobState.ENQUEUED, stale_before),
+            (JobState.PROCESSING, now),
+        )
+        for state, before in ranges:
+            if not self._sweep_state(state, before, report, now=now, budget=budget):
+                report.complete = False
+                return  # out of time: the next run starts again from the oldest
+
+    def _sweep_state(
+        self,
+        state: JobState,
+        before: float,
+        report: ReconcileReport,
+        *,
+        now: float,
+        budget: Budget,
+    ) -> bool:
+        """Handle ``state``'s rows older than ``before``; False when cut short."""
+        cursor: dict[str, object] | None = None
+        for _ in range(self.settings.max_pages):
+            if budget.spent():
+                return False
+            rows, cursor = self._ledger.pending(
+                state, since_before=before, limit=self.settings.rows_per_state, cursor=cursor
+            )
+            report.row_pages += 1
+            for row in rows:
+                if state is not JobState.PROCESSING or row.lease_expired(now):
+                    report.recovered[SOURCE_STUCK_ROWS] += self._recoverer.ensure(
+                        row.key, row, source=SOURCE_STUCK_ROWS
+                    )
+            if cursor is None:
+                return True
+        return False
 
     # -- delivery log ----------------------------------------------------------------------
 
-    def sweep_delivery_log(self, report: ReconcileReport) -> None:
-        """Make sure of every job whose delivery failed since each subscription's checkpoint.
+    def sweep_delivery_log(self, report: ReconcileReport, budget: Budget | None = None) -> None:
+        """Make sure of every job whose delivery failed, subscription by subscription.
 
         Only attempts the log marks ``failed`` are read (the API filters them), so a run costs
         one page per subscription when deliveries go well; every abandoned delivery had failed
-        attempts before it. The checkpoint is the newest attempt seen, on the sender's clock.
+        attempts before it. Each subscription gets an equal share of the sweep's time (what
+        one leaves flows to the next), so one deep backlog cannot starve the others.
         """
-        for hook in self._client.list_webhooks():
-            name = f"deliveries-{hook.id}"
-            saved = self._books.read(name)
-            since = (
-                float(saved["checkpoint"])
-                if saved
-                else self._clock.time() - self.settings.lookback_seconds
+        budget = budget or Budget(unlimited, 0.0)
+        hooks = self._client.list_webhooks()
+        for index, hook in enumerate(hooks):
+            share = budget.share([1.0] * (len(hooks) - index))
+            self._sweep_subscription(hook.id, report, share)
+
+    def _sweep_subscription(self, webhook_id: str, report: ReconcileReport, budget: Budget) -> None:
+        """One subscription's log, in passes that resume where the last run stopped.
+
+        A pass covers [checkpoint - overlap, the newest attempt on its first page], newest
+        first. Cut short (pages or time), it saves its bounds and next page; the next run
+        resumes there before anything else. The log grows at the top while a pass is under
+        way: new failures push older rows down, so the saved page number now shows rows a
+        little newer than where the pass stopped. Resuming by page number therefore re-reads
+        a few rows and never skips one: rows are only ever added, never removed, so a row can
+        move down a page and never up one (an attempt that fails late lands among older rows,
+        which again only pushes rows down). Only a pass that reaches
+        its lower bound moves the checkpoint, to its upper bound. A run that finishes a
+        resumed pass starts a fresh one (the failures since) while its budget lasts.
+        """
+        s = self.settings
+        name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
+        saved = self._books.read(name)
+        mark = _DeliveryCheckpoint.read(saved, self._clock.time() - s.lookback_seconds)
+        pages_before = report.delivery_pages
+        failure: GeonodeError | None = None
+        while True:
+            if mark.resume is not None:
+                low, high, page = mark.resume
+                report.resumed_passes += 1
+            else:
+                low, high, page = mark.checkpoint - s.delivery_overlap_seconds, None, 1
+            pages_left = s.max_pages - (report.delivery_pages - pages_before)
+            scan = self._scan_failed(
+                webhook_id, low, page, report, budget=budget, max_pages=pages_left
             )
-            keys, newest, finished = self._scan_failed(
-                hook.id, since - self.settings.delivery_overlap_seconds, report
-            )
-            report.recovered[SOURCE_DELIVERY_LOG] += self._ensure(keys, SOURCE_DELIVERY_LOG)
-            if finished and (saved is None or newest > since):
-                self._books.write(name, {"checkpoint": f"{max(newest, since):.3f}"})
-            report.complete &= finished
+            report.recovered[SOURCE_DELIVERY_LOG] += self._ensure(scan.keys, SOURCE_DELIVERY_LOG)
+            high = high if high is not None else scan.newest
+            failure = scan.error
+            if scan.next_page is not None:
+                if high is not None:  # nothing read yet: nothing to resume
+                    mark = _DeliveryCheckpoint(mark.checkpoint, (low, high, scan.next_page))
+                report.complete = False
+                break
+            resumed = mark.resume is not None
+            mark = _DeliveryCheckpoint(max(mark.checkpoint, high or mark.checkpoint), None)
+            if not resumed or budget.spent() or report.delivery_pages - pages_before >= s.max_pages:
+                break
+        if mark.fields() != (saved or {}):
+            self._books.write(name, mark.fields())
+        if failure is not None:
+            raise failure  # after saving the pages read before it
 
     def replay_failed(
         self,
@@ -280,39 +478,68 @@ class Reconciler:
         source: str = SOURCE_DELIVERY_LOG,
     ) -> int:
         """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401)."""
-        keys, _, finished = self._scan_failed(webhook_id, since, report, only_status)
-        report.complete &= finished
-        return self._ensure(keys, source)
+        scan = self._scan_failed(
+            webhook_id,
+            since,
+            1,
+            report,
+            budget=Budget(unlimited, 0.0),
+            max_pages=self.settings.max_pages,
+            only_status=only_status,
+        )
+        if scan.error is not None:
+            raise scan.error
+        report.complete &= scan.next_page is None
+        return self._ensure(scan.keys, source)
 
     def _scan_failed(
         self,
         webhook_id: str,
-        since: float,
+        low: float,
+        page: int,
         report: ReconcileReport,
+        *,
+        budget: Budget,
+        max_pages: int,
         only_status: int | None = None,
-    ) -> tuple[list[JobKey], float, bool]:
-        """Jobs of failed attempts since ``since`` (newest first, bounded by the page budget).
+    ) -> _Scan:
+        """Jobs of failed attempts from ``page`` down to ``low``, while pages and time last.
 
-        Returns the keys, the newest attempt time seen, and whether ``since`` was reached.
+        A failing page read ends the scan with the error, keeping what the pages before gave.
         """
         keys: list[JobKey] = []
-        newest = since
-        for page in range(1, self.settings.max_pages + 1):
-            listing = self._client.list_deliveries(webhook_id, status="failed", page=page)
+        newest: float | None = None
+
+        def scan(next_page: int | None, error: GeonodeError | None = None) -> _Scan:
+            return _Scan(list(dict.fromkeys(keys)), newest, next_page, error)
+
+        for _ in range(max_pages):
+            if budget.spent():
+                break
+            try:
+                listing = self._client.list_deliveries(
+                    webhook_id,
+                    status="failed",
+                    page=page,
+                    page_size=self.settings.delivery_page_size,
+                )
+            except GeonodeError as exc:
+                return scan(page, exc)
             report.delivery_pages += 1
             for delivery in listing.items:
-                created = delivery.created_at.timestamp() if delivery.created_at else since
-                if created < since:
-                    return list(dict.fromkeys(keys)), newest, True
-                newest = max(newest, created)
+                created = delivery.created_at.timestamp() if delivery.created_at else low
+                if created < low:
+                    return scan(None)
+                newest = created if newest is None else max(newest, created)
                 if only_status is not None and delivery.http_status != only_status:
                     continue
                 kind = EVENT_KINDS.get(delivery.event_type)
                 if kind is not None and delivery.job_id:
                     keys.append(JobKey(kind, delivery.job_id))
             if listing.is_last or not listing.items:
-                return list(dict.fromkeys(keys)), newest, True
-        return list(dict.fromkeys(keys)), newest, False
+                return scan(None)
+            page += 1
+        return scan(page)
 
     # -- shared ----------------------------------------------------------------------------
 

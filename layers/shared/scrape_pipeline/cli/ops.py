@@ -110,10 +110,12 @@ def reconcile(ctx: Context, args: argparse.Namespace) -> int:
             "delivery_pages": report.delivery_pages,
             "watermark": format_time(report.watermark) if report.watermark else None,
             "complete": report.complete,
+            "errors": report.errors,
         },
         title="reconciliation",
     )
-    return 0
+    # The other sweeps ran; a failed one is still an API or AWS failure for the operator.
+    return 1 if report.errors else 0
 
 
 # -- status --------------------------------------------------------------------------------

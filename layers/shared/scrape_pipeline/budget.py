@@ -1,0 +1,58 @@
+"""Time budgets for work done in bounded steps (the reconciler's sweeps, page by page).
+
+Budgets are measured on a remaining-time callable (seconds left), never on a clock read here:
+the Lambda handler passes ``context.get_remaining_time_in_millis``, tests pass a fake that
+they move by hand, so a "slow" sweep needs no real sleep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from scrape_pipeline.clock import Clock
+
+RemainingSeconds = Callable[[], float]
+
+
+def unlimited() -> float:
+    """The remaining time of a run with no deadline (the CLI, tests): page caps bound it."""
+    return math.inf
+
+
+def remaining_until(clock: Clock, seconds: float) -> RemainingSeconds:
+    """A remaining-time callable for a deadline ``seconds`` from now on ``clock``'s monotonic."""
+    deadline = clock.monotonic() + seconds
+    return lambda: deadline - clock.monotonic()
+
+
+class Budget:
+    """A share of a run's time: spent once ``seconds`` have gone by on the remaining time."""
+
+    def __init__(self, remaining: RemainingSeconds, seconds: float) -> None:
+        self._remaining = remaining
+        left = remaining()
+        # With no deadline there is no floor: the budget is never spent.
+        self._floor = None if math.isinf(left) else left - max(seconds, 0.0)
+
+    def spent(self) -> bool:
+        """True once the share is used up: stop at the next page boundary."""
+        return self._floor is not None and self._remaining() <= self._floor
+
+    def share(self, weights: Sequence[float]) -> Budget:
+        """A budget for the first of ``weights``' steps, out of what this one has left.
+
+        Each step gets its weight's fraction of the time left when it starts, so time an
+        earlier step did not use flows to the ones after it; the last step gets all that is
+        left.
+        """
+        total = sum(weights)
+        left = self.left()
+        seconds = left if total <= 0 or math.isinf(left) else left * weights[0] / total
+        return Budget(self._remaining, seconds)
+
+    def left(self) -> float:
+        """Seconds of this budget still unspent (``inf`` without a deadline)."""
+        if self._floor is None:
+            return math.inf
+        return max(0.0, self._remaining() - self._floor)
