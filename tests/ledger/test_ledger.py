@@ -172,9 +172,11 @@ def test_ledger_aws_failure_is_unavailable_error(clock: ManualClock):
     assert info.value.code == "ResourceNotFoundException"
 
 
-def test_ledger_record_rejects_later_states(ledger: Ledger):
-    with pytest.raises(ValueError, match="RECEIVED or ENQUEUED"):
-        ledger.record(KEY, source="s", state=JobState.DONE)
+@pytest.mark.parametrize("state", [JobState.PROCESSING, JobState.DONE])
+def test_ledger_record_rejects_later_states(ledger: Ledger, state: JobState):
+    with pytest.raises(ValueError, match="RECEIVED, ENQUEUED or WATCHING"):
+        ledger.record(KEY, source="s", state=state)
+    assert ledger.get(KEY) is None
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +251,7 @@ def test_ledger_strikes_count_only_attempts_that_did_not_end_cleanly(
 def test_ledger_watch_parks_a_job_until_woken(ledger: Ledger, clock: ManualClock):
     ledger.record(KEY, source="webhook")
     ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
-    parked = ledger.watch(KEY, "w1")
+    parked = ledger.watch(KEY, "w1", job_created_at=0.0)
     clock.advance(3600)
     watched, _ = ledger.pending(JobState.WATCHING, since_before=clock.time())
     stuck, _ = ledger.pending(JobState.ENQUEUED, since_before=clock.time())

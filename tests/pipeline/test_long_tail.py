@@ -71,7 +71,7 @@ def test_long_tail_poison_jobs_dead_lettered_with_last_error_and_bounded_calls(
         assert result not in seen and dead in seen
         record = s3_json(stack, dead)
         assert record["reason"] == "failed on every attempt"
-        assert "job_id" in record["last_error"] and int(record["attempts"]) == 5
+        assert "job_id" in record["last_error"] and int(record["attempts"]) == 8
     for job_id in healthy:
         assert outcome_keys(job_id)[0] in seen
     gets_per_healthy_job = 1

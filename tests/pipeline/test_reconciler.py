@@ -17,6 +17,8 @@ from tests.pipeline.conftest import MakeStack, check_exactly_once, truth
 
 NO_SCHEDULE = 10.0**9  # runs are called by hand in these tests
 
+RECONCILER_TIMEOUT_SECONDS = 300  # template.yaml's ReconcilerFunction Timeout
+
 
 def reconciler(stack: LocalStack) -> Reconciler:
     found: Reconciler = stack.handlers["reconciler"].get_reconciler()
@@ -232,7 +234,7 @@ def test_reconciler_failing_delivery_log_does_not_starve_the_job_list(
     capsys.readouterr()
     summary = stack.handlers["reconciler"].lambda_handler(
         {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}},
-        LambdaContext("reconciler"),
+        LambdaContext("reconciler", RECONCILER_TIMEOUT_SECONDS),
     )
     # THEN the run returned, named the failed sweep, and the job list still found every job
     assert set(summary["errors"]) == {"delivery_log"}

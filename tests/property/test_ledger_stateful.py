@@ -369,7 +369,8 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(lease=leases)
     def processor_watch(self, lease: tuple[JobKey, str]) -> None:
         key, owner = lease
-        row = self._leased("watch", key, owner, lambda: self.ledger.watch(key, owner))
+        call = lambda: self.ledger.watch(key, owner, job_created_at=1.0)  # noqa: E731
+        row = self._leased("watch", key, owner, call)
         if row is not None:
             assert row.state is JobState.WATCHING and row.lease_owner is None
 

@@ -131,6 +131,8 @@ class LedgerRow:
     items_stored: int = 0
     items_failed: int = 0
     expires_at: float | None = None
+    # When the job itself was created (API time), kept for WATCHING rows: the row is younger.
+    job_created_at: float | None = None
 
     @property
     def is_done(self) -> bool:
@@ -234,6 +236,7 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         items_stored=int(n("items_stored") or 0),
         items_failed=int(n("items_failed") or 0),
         expires_at=n(TTL_ATTRIBUTE),
+        job_created_at=n("job_created_at"),
     )
 
 
@@ -271,10 +274,14 @@ class Ledger:
         source: str,
         state: JobState = JobState.RECEIVED,
         detail: Mapping[str, str] | None = None,
+        job_created_at: float | None = None,
     ) -> Recorded:
-        """Create the job's row unless it exists; the old row comes back when it does."""
-        if state not in (JobState.RECEIVED, JobState.ENQUEUED):
-            raise ValueError("a new row starts RECEIVED or ENQUEUED")
+        """Create the job's row unless it exists; the old row comes back when it does.
+
+        A job seen running for long is recorded WATCHING, with its own ``job_created_at``.
+        """
+        if state not in (JobState.RECEIVED, JobState.ENQUEUED, JobState.WATCHING):
+            raise ValueError("a new row starts RECEIVED, ENQUEUED or WATCHING")
         now = self.clock.time()
         item: dict[str, Any] = {
             PARTITION_KEY: _s(key.pk),
@@ -293,6 +300,8 @@ class Ledger:
         }
         if detail:
             item["detail"] = {"M": {k: _s(v) for k, v in detail.items()}}
+        if job_created_at is not None:
+            item["job_created_at"] = _n(job_created_at)
         try:
             self._db.put_item(
                 TableName=self.table_name,
@@ -546,18 +555,27 @@ class Ledger:
             values=values,
         )
 
-    def watch(self, key: JobKey, owner: str) -> LedgerRow:
+    def watch(self, key: JobKey, owner: str, *, job_created_at: float) -> LedgerRow:
         """Park a long-running job: WATCHING, no lease, no message (the attempt was clean)."""
         return self._leased_update(
             key,
             owner,
             "UpdateItem",
             update=(
-                "SET #state = :watching, #pending = :watching, #since = :now,"
+                "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc,"
                 " #strikes = if_not_exists(#strikes, :one) - :one REMOVE #owner, #until"
             ),
-            names={"#pending": PENDING_STATE, "#since": STATE_SINCE, "#strikes": "strikes"},
-            values={":watching": _s(JobState.WATCHING.value), ":one": _n(1)},
+            names={
+                "#pending": PENDING_STATE,
+                "#since": STATE_SINCE,
+                "#strikes": "strikes",
+                "#job_created": "job_created_at",
+            },
+            values={
+                ":watching": _s(JobState.WATCHING.value),
+                ":one": _n(1),
+                ":jc": _n(float(job_created_at)),
+            },
         )
 
     def checkpoint(

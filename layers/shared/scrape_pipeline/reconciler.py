@@ -1,14 +1,17 @@
 """The reconciler: find every job the webhooks missed, enqueue it, and count them.
 
-Three sweeps a run, each bounded and resumable:
+Four sweeps a run, each bounded and resumable:
 
     job list      the extract job list from a durable watermark (minus an overlap) up to
                   now - threshold; a settled job the ledger has not finished is enqueued. The
-                  watermark never passes a job that has not settled.
+                  watermark never passes a job that has not settled, unless that job has run
+                  for WATCH_AFTER: then it is recorded WATCHING and left to the watch sweep.
     stuck rows    RECEIVED/ENQUEUED rows unchanged for ``stale_after``, PROCESSING rows with
                   an expired lease (the sparse ``pending-by-state`` index).
     delivery log  per subscription, attempts since a checkpoint that failed, were abandoned
                   or got a non-2xx answer: the job is made sure of.
+    watch         WATCHING rows (jobs running for hours or days) whose job has settled are
+                  woken: see ``scrape_pipeline.watch``.
 
 The counts by sweep are the measured webhook gap (metric ``JobsRecovered``, by source).
 
@@ -33,6 +36,7 @@ from scrape_pipeline.ledger import Bookkeeping, JobKey, JobKind, JobState, Ledge
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.settings import positive_number
+from scrape_pipeline.watch import SOURCE_WATCH, Watcher, WatchSettings
 
 SOURCE_JOB_LIST = "job_list"
 SOURCE_STUCK_ROWS = "stuck_rows"
@@ -40,7 +44,9 @@ SOURCE_DELIVERY_LOG = "delivery_log"
 JOBS_CHECKPOINT = "reconciler-jobs"
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
 # The order sweeps run in: most specific evidence first, so the gap is attributed to its cause.
-SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_JOB_LIST)
+# The watch sweep goes last: the job list records the long-running jobs it finds for it.
+SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_JOB_LIST, SOURCE_WATCH)
+MAX_MARGIN_SHARE = 0.25
 # What a sweep may fail with and the run survive: the API's errors and AWS being unavailable.
 SWEEP_ERRORS = (GeonodeError, AWSUnavailableError)
 
@@ -60,12 +66,14 @@ class ReconcilerSettings:
     | RECONCILE_MAX_PAGES | 20 | pages per run and sweep: a safety bound beside the time shares |
     | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the very first run looks |
     | RECONCILE_ROWS_PER_STATE | 200 | stuck rows per ledger page (pages capped as API pages) |
-    | UNSETTLED_MAX_SECONDS | 86400 | an unsettled job older than this stops pinning the watermark |
+    | WATCH_AFTER_SECONDS | 1800 | an unsettled job this old is watched, not pinning the watermark |
+    | WATCH_POLL_SECONDS | 3600 | a watched batch or crawl (the API lists neither) is polled |
     | DELIVERY_PAGE_SIZE | 100 | delivery-log rows a page (the API's maximum; smaller in tests) |
     | RECONCILE_SAFETY_MARGIN_SECONDS | 20 | kept back from the Lambda's time: last page, writes |
     | RECONCILE_SHARE_STUCK_ROWS | 0.2 | weight of the stuck-rows sweep in the run's time |
     | RECONCILE_SHARE_DELIVERY_LOG | 0.4 | weight of the delivery-log sweep |
     | RECONCILE_SHARE_JOB_LIST | 0.4 | weight of the job-list sweep |
+    | RECONCILE_SHARE_WATCH | 0.1 | weight of the watch sweep |
 
     Each sweep gets its weight's fraction of the time left when it starts (weights of the sweeps
     still to run), so time one sweep leaves unused flows to the next; the last takes the rest.
@@ -83,12 +91,14 @@ class ReconcilerSettings:
     max_pages: int = 20
     lookback_seconds: float = 86_400.0
     rows_per_state: int = 200
-    unsettled_max_seconds: float = 86_400.0
+    watch_after_seconds: float = 1800.0
+    watch_poll_seconds: float = 3600.0
     delivery_page_size: int = DELIVERIES_PAGE_MAX
     safety_margin_seconds: float = 20.0
     share_stuck_rows: float = 0.2
     share_delivery_log: float = 0.4
     share_job_list: float = 0.4
+    share_watch: float = 0.1
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
@@ -106,7 +116,8 @@ class ReconcilerSettings:
             max_pages=int(num("RECONCILE_MAX_PAGES", cls.max_pages)),
             lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", cls.lookback_seconds),
             rows_per_state=int(num("RECONCILE_ROWS_PER_STATE", cls.rows_per_state)),
-            unsettled_max_seconds=num("UNSETTLED_MAX_SECONDS", cls.unsettled_max_seconds),
+            watch_after_seconds=num("WATCH_AFTER_SECONDS", cls.watch_after_seconds),
+            watch_poll_seconds=num("WATCH_POLL_SECONDS", cls.watch_poll_seconds),
             delivery_page_size=min(
                 int(num("DELIVERY_PAGE_SIZE", cls.delivery_page_size)), DELIVERIES_PAGE_MAX
             ),
@@ -114,6 +125,7 @@ class ReconcilerSettings:
             share_stuck_rows=num("RECONCILE_SHARE_STUCK_ROWS", cls.share_stuck_rows),
             share_delivery_log=num("RECONCILE_SHARE_DELIVERY_LOG", cls.share_delivery_log),
             share_job_list=num("RECONCILE_SHARE_JOB_LIST", cls.share_job_list),
+            share_watch=num("RECONCILE_SHARE_WATCH", cls.share_watch),
         )
 
     def share(self, sweep: str) -> float:
@@ -122,6 +134,7 @@ class ReconcilerSettings:
             SOURCE_STUCK_ROWS: self.share_stuck_rows,
             SOURCE_DELIVERY_LOG: self.share_delivery_log,
             SOURCE_JOB_LIST: self.share_job_list,
+            SOURCE_WATCH: self.share_watch,
         }[sweep]
 
 
@@ -129,15 +142,14 @@ class ReconcilerSettings:
 class ReconcileReport:
     """What one run found and did."""
 
-    recovered: dict[str, int] = field(
-        default_factory=lambda: {SOURCE_JOB_LIST: 0, SOURCE_STUCK_ROWS: 0, SOURCE_DELIVERY_LOG: 0}
-    )
+    recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SWEEPS, 0))
     list_pages: int = 0
     delivery_pages: int = 0
     row_pages: int = 0
     # Passes taken up where an earlier run saved them (job list, one per subscription's log).
     resumed_passes: int = 0
     jobs_seen: int = 0
+    watched: int = 0  # WATCHING rows: jobs running for longer than WATCH_AFTER
     watermark: float = 0.0
     # False when a budget ran out or a sweep failed: the next run carries on from the checkpoints.
     complete: bool = True
@@ -248,6 +260,17 @@ class Reconciler:
         self._client = client
         self._recoverer = recoverer
         self._clock = clock
+        self._watcher = Watcher(
+            WatchSettings(
+                poll_seconds=settings.watch_poll_seconds,
+                overlap_seconds=settings.overlap_seconds,
+                max_pages=settings.max_pages,
+            ),
+            ledger=ledger,
+            client=client,
+            recoverer=recoverer,
+            clock=clock,
+        )
 
     def run(self, remaining: RemainingSeconds = unlimited) -> ReconcileReport:
         """All three sweeps, each in its share of ``remaining()`` less the safety margin.
@@ -259,7 +282,8 @@ class Reconciler:
         failed one resumes from its checkpoint on the next scheduled run anyway.
         """
         report = ReconcileReport()
-        margin = self.settings.safety_margin_seconds
+        # A margin over a quarter of the run would leave a short-timeout reconciler nothing.
+        margin = min(self.settings.safety_margin_seconds, remaining() * MAX_MARGIN_SHARE)
 
         def usable() -> float:
             return remaining() - margin
@@ -269,6 +293,7 @@ class Reconciler:
             SOURCE_STUCK_ROWS: self.sweep_stuck_rows,
             SOURCE_DELIVERY_LOG: self.sweep_delivery_log,
             SOURCE_JOB_LIST: self.sweep_job_list,
+            SOURCE_WATCH: self.sweep_watched,
         }
         weights = [self.settings.share(name) for name in SWEEPS]
         for index, name in enumerate(SWEEPS):
@@ -336,20 +361,37 @@ class Reconciler:
             report.list_pages += 1
             report.jobs_seen += len(listing.items)
             settled: list[JobKey] = []
+            long_running: dict[JobKey, float] = {}
             for row in listing.items:
                 created = row.created_at.timestamp() if row.created_at else start
                 if row.is_terminal:
                     settled.append(JobKey(JobKind.EXTRACT, row.job_id))
-                elif now - created < self.settings.unsettled_max_seconds:
+                elif now - created < self.settings.watch_after_seconds:
                     # Not settled yet: the watermark must not pass it.
                     oldest_unsettled = (
                         created if oldest_unsettled is None else min(oldest_unsettled, created)
                     )
+                else:
+                    # Pinning the watermark for a job that runs for days would re-read days of
+                    # listings every run: it is watched instead, and the watermark moves on.
+                    long_running[JobKey(JobKind.EXTRACT, row.job_id)] = created
             report.recovered[SOURCE_JOB_LIST] += self._ensure(settled, SOURCE_JOB_LIST)
+            self._watch_new(long_running)
             if listing.is_last or not listing.items:
                 return oldest_unsettled, None
             page += 1
         return oldest_unsettled, page
+
+    # -- watched jobs ----------------------------------------------------------------------
+
+    def sweep_watched(self, report: ReconcileReport, budget: Budget | None = None) -> None:
+        """Wake the long-running jobs that have settled (see ``scrape_pipeline.watch``)."""
+        result = self._watcher.sweep(budget or Budget(unlimited, 0.0))
+        report.recovered[SOURCE_WATCH] += result.woken
+        report.row_pages += result.row_pages
+        report.list_pages += result.list_pages
+        report.watched = result.watched
+        report.complete &= result.complete
 
     # -- stuck rows ------------------------------------------------------------------------
 
@@ -542,6 +584,18 @@ class Reconciler:
         return scan(page)
 
     # -- shared ----------------------------------------------------------------------------
+
+    def _watch_new(self, jobs: Mapping[JobKey, float]) -> None:
+        """Record WATCHING the long-running jobs the ledger does not know yet."""
+        keys = list(jobs)
+        for start in range(0, len(keys), 100):
+            chunk = keys[start : start + 100]
+            known = self._ledger.get_many(chunk)
+            for key in chunk:
+                if key not in known:
+                    self._ledger.record(
+                        key, source=SOURCE_WATCH, state=JobState.WATCHING, job_created_at=jobs[key]
+                    )
 
     def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
         recovered = 0
