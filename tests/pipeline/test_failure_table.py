@@ -128,7 +128,7 @@ def test_failure_401s_replayed_from_delivery_log(make_stack: MakeStack):
     statuses = {a["http_status"] for a in stack.sim.delivery_attempts()}
     assert statuses == {401}
     assert check_exactly_once(stack) == {"stored": N}
-    assert recovered(stack) == {"delivery_log": N, "job_list": 0, "stuck_rows": 0}
+    assert recovered(stack) == {"delivery_log": N, "job_list": 0, "stuck_rows": 0, "watch": 0}
 
 
 # -- same delivery twice, or concurrently ---------------------------------------------------
