@@ -223,10 +223,10 @@ class JobProcessor:
             return Disposition("busy", self._seconds(wait + 1))
         row = lease.row
         assert row is not None  # a granted lease always returns the new row
-        if row.strikes > self.settings.max_attempts:
-            # Every earlier attempt raised or was killed: stop spending API calls on it.
-            return self._poisoned(key, owner, row, row.last_error)
         try:
+            if row.strikes > self.settings.max_attempts:
+                # Every earlier attempt raised or was killed: stop spending API calls on it.
+                return self._poisoned(key, owner, row, row.last_error)
             return self._act(key, owner, row, deadline)
         except LeaseLostError:
             # Our lease expired mid-way and another holder took over: it finishes the job.
