@@ -716,18 +716,28 @@ class Ledger:
         state: JobState,
         *,
         since_before: float,
+        since_after: float | None = None,
         limit: int = 100,
         cursor: Mapping[str, Any] | None = None,
     ) -> tuple[list[LedgerRow], dict[str, Any] | None]:
-        """Rows in ``state`` (not DONE) since before ``since_before``, oldest first, one page."""
+        """Rows in ``state`` (not DONE) since before ``since_before``, oldest first, one page.
+
+        ``since_after`` (inclusive) starts the range later: a resume point that stays valid
+        however the rows before it moved since.
+        """
         if state is JobState.DONE:
             raise ValueError("DONE rows are not in the pending index")
+        values = {":state": _s(state.value), ":before": _n(since_before)}
+        condition = "#pending = :state AND #since < :before"
+        if since_after is not None:
+            condition = "#pending = :state AND #since BETWEEN :after AND :before"
+            values[":after"] = _n(since_after)
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": PENDING_INDEX,
-            "KeyConditionExpression": "#pending = :state AND #since < :before",
+            "KeyConditionExpression": condition,
             "ExpressionAttributeNames": {"#pending": PENDING_STATE, "#since": STATE_SINCE},
-            "ExpressionAttributeValues": {":state": _s(state.value), ":before": _n(since_before)},
+            "ExpressionAttributeValues": values,
             "Limit": limit,
         }
         if cursor:

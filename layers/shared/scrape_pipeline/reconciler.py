@@ -261,11 +261,7 @@ class Reconciler:
         self._recoverer = recoverer
         self._clock = clock
         self._watcher = Watcher(
-            WatchSettings(
-                poll_seconds=settings.watch_poll_seconds,
-                overlap_seconds=settings.overlap_seconds,
-                max_pages=settings.max_pages,
-            ),
+            WatchSettings(poll_seconds=settings.watch_poll_seconds, max_pages=settings.max_pages),
             ledger=ledger,
             client=client,
             recoverer=recoverer,

@@ -5,11 +5,15 @@ job-list sweep for a job it saw unsettled): no message, no poll of its own. Its 
 it (the receiver); if the webhook is lost, this sweep does:
 
     extract jobs      the API lists the account's unsettled jobs (status queued, then
-                      processing) from the oldest watched job's creation on; a watched job
-                      missing from that list has settled and is woken. A run costs one list
-                      page per 100 unsettled jobs, however many are watched.
+                      processing); a watched job missing from that list has settled and is
+                      woken. A run costs one list page per 100 unsettled jobs, however many
+                      jobs are watched.
     batches, crawls   the API lists neither: each is woken (the processor polls it once, and
                       parks it again if it still runs) every WATCH_POLL seconds.
+
+Watched rows are read page by page from the pending index, oldest ``state_since`` first. A run
+cut short by its budget saves the ``state_since`` it reached and the next run goes on from
+there (a row re-parked meanwhile has a newer one and is met again later: never skipped).
 
 A job woken by mistake (the list read while it moved) costs one GET: the processor finds it
 unsettled and parks it again. The opposite mistake cannot happen: a listed job is unsettled.
@@ -22,10 +26,11 @@ from dataclasses import dataclass
 from scrape_pipeline.budget import Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.ledger import JobKind, JobState, Ledger, LedgerRow
+from scrape_pipeline.ledger import Bookkeeping, JobKind, JobState, Ledger, LedgerRow
 from scrape_pipeline.recovery import Recoverer
 
 SOURCE_WATCH = "watch"
+WATCH_CHECKPOINT = "reconciler-watch"
 UNSETTLED_STATUSES = ("queued", "processing")
 ROWS_PER_PAGE = 100
 
@@ -35,7 +40,6 @@ class WatchSettings:
     """How watched rows are read and batches and crawls polled."""
 
     poll_seconds: float = 3600.0  # a running batch or crawl is polled this often
-    overlap_seconds: float = 120.0  # list from a little before the oldest watched job
     max_pages: int = 20  # ledger pages and API pages per run, each
 
 
@@ -43,7 +47,7 @@ class WatchSettings:
 class WatchResult:
     """What one sweep did."""
 
-    watched: int = 0
+    watched: int = 0  # rows read this run
     woken: int = 0
     row_pages: int = 0
     list_pages: int = 0
@@ -64,6 +68,7 @@ class Watcher:
     ) -> None:
         self.settings = settings
         self._ledger = ledger
+        self._books = Bookkeeping(ledger)
         self._client = client
         self._recoverer = recoverer
         self._clock = clock
@@ -72,65 +77,61 @@ class Watcher:
         """Wake every watched job that has settled, and the batches and crawls due a poll."""
         result = WatchResult()
         now = self._clock.time()
-        rows = self._watched(now, budget, result)
-        extract = [r for r in rows if r.key.kind is JobKind.EXTRACT]
-        due: list[LedgerRow] = [
-            r
-            for r in rows
-            if r.key.kind is not JobKind.EXTRACT
-            and now - r.state_since >= self.settings.poll_seconds
-        ]
-        if extract and not budget.spent():
-            unsettled = self._unsettled_since(min(map(job_created, extract)), budget, result)
-            if unsettled is not None:
-                due.extend(r for r in extract if r.key.job_id not in unsettled)
-        for row in due:
-            result.woken += self._recoverer.ensure(row.key, row, source=SOURCE_WATCH)
-        return result
-
-    def _watched(self, now: float, budget: Budget, result: WatchResult) -> list[LedgerRow]:
-        rows: list[LedgerRow] = []
+        saved = self._books.read(WATCH_CHECKPOINT)
+        after = float(saved["after"]) if saved and saved.get("after") else None
+        unsettled: set[str] | None = None
         cursor = None
         for _ in range(self.settings.max_pages):
-            page, cursor = self._ledger.pending(
-                JobState.WATCHING, since_before=now + 1, limit=ROWS_PER_PAGE, cursor=cursor
+            if budget.spent():
+                return self._cut_short(result, after)
+            rows, cursor = self._ledger.pending(
+                JobState.WATCHING,
+                since_before=now + 1,
+                since_after=after if cursor is None else None,
+                limit=ROWS_PER_PAGE,
+                cursor=cursor,
             )
             result.row_pages += 1
-            rows.extend(page)
-            if cursor is None:
-                break
-            if budget.spent():
-                result.complete = False
-                break
-        else:
-            result.complete = cursor is None
-        result.watched = len(rows)
-        return rows
+            result.watched += len(rows)
+            if unsettled is None and any(r.key.kind is JobKind.EXTRACT for r in rows):
+                unsettled = self._unsettled(budget, result)
+                if unsettled is None:
+                    return self._cut_short(result, after)
+            for row in rows:
+                if self._due(row, now, unsettled or set()):
+                    result.woken += self._recoverer.ensure(row.key, row, source=SOURCE_WATCH)
+            if cursor is None or not rows:
+                if after is not None:
+                    self._books.write(WATCH_CHECKPOINT, {"after": ""})
+                return result
+            # Within a run the query's own cursor goes on; across runs the next one starts at
+            # this state_since, inclusive: a row sharing it is read again, never skipped.
+            after = rows[-1].state_since
+        return self._cut_short(result, after)
 
-    def _unsettled_since(
-        self, since: float, budget: Budget, result: WatchResult
-    ) -> set[str] | None:
-        """Ids of the account's unsettled jobs created since ``since``; None when cut short
-        (then nothing is woken from a partial list)."""
+    def _due(self, row: LedgerRow, now: float, unsettled: set[str]) -> bool:
+        if row.key.kind is JobKind.EXTRACT:
+            return row.key.job_id not in unsettled
+        return now - row.state_since >= self.settings.poll_seconds
+
+    def _cut_short(self, result: WatchResult, after: float | None) -> WatchResult:
+        result.complete = False
+        self._books.write(WATCH_CHECKPOINT, {"after": "" if after is None else f"{after:.3f}"})
+        return result
+
+    def _unsettled(self, budget: Budget, result: WatchResult) -> set[str] | None:
+        """Ids of the account's unsettled jobs; None when cut short (then nothing is woken
+        from a partial list)."""
         ids: set[str] = set()
-        start = since - self.settings.overlap_seconds
         for status in UNSETTLED_STATUSES:
             page = 1
             while True:
                 if budget.spent() or result.list_pages >= self.settings.max_pages:
-                    result.complete = False
                     return None
-                listing = self._client.list_jobs(status=status, start_date=start, page=page)
+                listing = self._client.list_jobs(status=status, page=page)
                 result.list_pages += 1
                 ids.update(job.job_id for job in listing.items)
                 if listing.is_last or not listing.items:
                     break
                 page += 1
         return ids
-
-
-def job_created(row: LedgerRow) -> float:
-    """When the job itself was created, as the row recorded it (else the row's creation)."""
-    if row.job_created_at is None:
-        return row.created_at
-    return min(row.job_created_at, row.created_at)
