@@ -558,9 +558,7 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
         *(custom("JobsRecovered", RECONCILER, source=s) for s in RECOVERY_SOURCES),
         *(
             custom("JobsRecovered", RECONCILER, source=s)
-            for s in _code_names(
-                "reconciler", "SOURCE_JOB_LIST", "SOURCE_STUCK_ROWS", "SOURCE_DELIVERY_LOG"
-            )
+            for s in importlib.import_module("scrape_pipeline.reconciler").SWEEPS
         ),
         # queue depth, dead-letter queue depth
         *(
