@@ -66,6 +66,12 @@ class SimConfig:
     content_size_sigma: float = 1.5
     content_size_max_bytes: int = 8 * 1024 * 1024
 
+    # The long tail of durations: this share of jobs, batch items and crawl pages runs for
+    # hours or days (drawn uniformly in [long_job_min_s, long_job_max_s]) instead.
+    long_job_rate: float = 0.0
+    long_job_min_s: float = 86_400.0
+    long_job_max_s: float = 172_800.0
+
     # Batches and crawls.
     batch_max_urls: int = 1000
     crawl_default_max_pages: int = 10
@@ -110,6 +116,10 @@ class SimConfig:
             raise ValueError("need 0 < crawl_page_duration_min_s <= crawl_page_duration_max_s")
         if self.signature_scheme not in SIGNATURE_SCHEMES:
             raise ValueError(f"signature_scheme must be one of {SIGNATURE_SCHEMES}")
+        if not 0.0 <= self.long_job_rate <= 1.0:
+            raise ValueError("long_job_rate must be within [0, 1]")
+        if not 0 < self.long_job_min_s <= self.long_job_max_s:
+            raise ValueError("need 0 < long_job_min_s <= long_job_max_s")
         if self.content_size not in CONTENT_SIZE_MODELS:
             raise ValueError(f"content_size must be one of {CONTENT_SIZE_MODELS}")
         if not 0 < self.content_size_median_bytes <= self.content_size_max_bytes:

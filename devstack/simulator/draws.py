@@ -58,6 +58,18 @@ def content_bytes(rng: random.Random, config: SimConfig) -> int:
     return min(config.content_size_max_bytes, max(1, round(drawn)))
 
 
+def long_tail_seconds(rng: random.Random, config: SimConfig) -> float:
+    """Extra running time for the long tail of jobs; 0, with no draw, when the tail is off.
+
+    Drawn after everything else, so switching the tail on changes no other draw of the job.
+    """
+    if config.long_job_rate <= 0:
+        return 0.0
+    if rng.random() >= config.long_job_rate:
+        return 0.0
+    return rng.uniform(config.long_job_min_s, config.long_job_max_s)
+
+
 def job_work(
     rng: random.Random,
     *,
@@ -72,6 +84,8 @@ def job_work(
         rng, config.job_duration_min_s, config.job_duration_max_s, config.job_duration_distribution
     )
     drawn = outcome(rng, config)
+    size = content_bytes(rng, config)
+    total += long_tail_seconds(rng, config)
     return Work(
         url=url,
         formats=formats,
@@ -81,7 +95,7 @@ def job_work(
         settle_at=now + total,
         outcome=drawn,
         tokens=config.tokens_per_page,
-        content_bytes=content_bytes(rng, config),
+        content_bytes=size,
     )
 
 
@@ -101,6 +115,9 @@ def crawl_works(
         worker = min(range(len(free_at)), key=free_at.__getitem__)
         start = free_at[worker]
         took = duration(rng, config.crawl_page_duration_min_s, config.crawl_page_duration_max_s)
+        drawn = outcome(rng, config)
+        size = content_bytes(rng, config)
+        took += long_tail_seconds(rng, config)
         free_at[worker] = start + took
         works.append(
             Work(
@@ -110,9 +127,9 @@ def crawl_works(
                 created_at=now,
                 started_at=start,
                 settle_at=start + took,
-                outcome=outcome(rng, config),
+                outcome=drawn,
                 tokens=config.tokens_per_page,
-                content_bytes=content_bytes(rng, config),
+                content_bytes=size,
             )
         )
     return works
