@@ -93,8 +93,14 @@ PROFILES["large-payloads"] = replace(
 )
 
 
-class _Crash(RuntimeError):
-    """An injected crash: the invocation dies here, as if the Lambda was killed."""
+class _Crash(BaseException):
+    """An injected crash: the invocation dies here, as if the Lambda was killed.
+
+    A ``BaseException``, like the runtime's own timeout: a killed Lambda runs none of the
+    handler's ``except Exception`` blocks (the processor's catch-all would release the lease
+    and count a strike, which a dead process never does). The local invoker treats it as a
+    failed invocation: the receiver answers 502, the processor's whole batch comes back.
+    """
 
 
 def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, int]:
