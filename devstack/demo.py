@@ -3,9 +3,10 @@
 A workload of extract jobs, batches and crawls runs through the local stack (the real Lambda
 handlers, moto, the Geonode simulator) on a simulated clock while a chaos profile drops,
 duplicates, delays and reorders webhooks, takes the receiver down for a while, rotates the
-secret mid-run and throttles the API. Then it reports what happened, counting "lost" and
-"processed twice" from the simulator's record and S3's object versions, never from the
-pipeline's own word, and exits 1 if either is not zero.
+secret mid-run and throttles the API. Then it reports what happened, counting "lost",
+"processed twice" and "wrongly dead-lettered" from the simulator's record and S3's object
+versions (``devstack.judge``), never from the pipeline's own word, and exits 1 if any is not
+zero.
 
     python -m devstack.demo [--jobs 200] [--chaos default|none|heavy|<matrix scenario>] [--seed 7]
 """
@@ -13,15 +14,19 @@ pipeline's own word, and exits 1 if either is not zero.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import threading
 import time
+import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devstack.chaos import PROFILES, ChaosProfile, install_crashes
+from devstack.judge import Unit, Verdict, judge, read_listing
 from devstack.large_results import LargeResults, measure
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 
@@ -29,45 +34,17 @@ STEP_SECONDS = 5.0
 CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
 SUBMIT_SPAN_SECONDS = 600.0
 MAX_SIMULATED_SECONDS = 5400.0
+# The simulator's routes that read one job (its request counts are by route template).
+JOB_ROUTES = ("GET /v1/extract/{job_id}", "GET /v1/batch/{batch_id}", "GET /v1/crawl/{crawl_id}")
 
 
 @dataclass
-class Unit:
-    """One piece of work the user cares about: an extract job, a batch item, a crawl page."""
-
-    kind: str  # extract | batch | crawl
-    job_id: str
-    index: int | None
-
-    @property
-    def result_key(self) -> str:
-        base = f"results/{self.kind}/{self.job_id}"
-        return (
-            f"{base}/metadata.json"
-            if self.index is None
-            else f"{base}/{self.index:05d}/metadata.json"
-        )
-
-    @property
-    def dead_letter_key(self) -> str:
-        base = f"dead-letters/{self.kind}/{self.job_id}"
-        return f"{base}.json" if self.index is None else f"{base}/{self.index:05d}.json"
-
-
-@dataclass
-class Report:
-    """The figures: lost and twice from outside (simulator, S3 versions); latency by the ledger."""
+class Report(Verdict):
+    """The figures: the judge's from outside (simulator, S3 versions); latency by the ledger."""
 
     submitted: Counter[str] = field(default_factory=Counter)
-    settled: int = 0
-    stored: int = 0
-    resubmitted: int = 0
-    dead_lettered: int = 0
-    cancelled: int = 0
     duplicates_suppressed: int = 0
     recovered: Counter[str] = field(default_factory=Counter)
-    lost: int = 0
-    processed_twice: int = 0
     latency_p50: float = 0.0
     latency_p99: float = 0.0
     latency_max: float = 0.0
@@ -75,8 +52,9 @@ class Report:
     requests_per_job: float = 0.0
     simulated_seconds: float = 0.0
     wall_seconds: float = 0.0
-    lost_examples: list[str] = field(default_factory=list)
-    twice_examples: list[str] = field(default_factory=list)
+    poison_gets_max: int = 0  # Geonode GETs of the most-read poison job (an upper bound)
+    poller_batches: int = 0  # processor invocations
+    poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
     large: LargeResults = field(default_factory=LargeResults)
 
     def lines(self) -> list[tuple[str, str]]:
@@ -92,13 +70,20 @@ class Report:
             ("cancelled", str(self.cancelled)),
             ("duplicate deliveries suppressed", str(self.duplicates_suppressed)),
             ("recovered by the reconciler", recovered),
+            ("poison jobs' units dead-lettered", str(self.poisoned)),
             ("LOST", str(self.lost)),
             ("PROCESSED TWICE", str(self.processed_twice)),
+            ("WRONGLY DEAD-LETTERED", str(self.wrongly_dead_lettered)),
+            ("POISON MISHANDLED", str(self.poison_mishandled)),
             (
                 "settle-to-stored latency p50 / p99",
                 f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
             ),
             ("Geonode requests per settled job", f"{self.requests_per_job:.3f}"),
+            (
+                "processor invocations / timed out",
+                f"{self.poller_batches} / {self.poller_timeouts}",
+            ),
             (
                 "simulated time / wall time",
                 f"{self.simulated_seconds:.0f} s / {self.wall_seconds:.1f} s",
@@ -140,6 +125,9 @@ class Demo:
         self.stack = LocalStack(self.clock, sim, StackSettings(env=env))
         self.started_at = 0.0
         self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
+        # Job ids the simulator answered a GET for (a job's own route): see _count_job_reads.
+        self.job_reads: Counter[str] = Counter()
+        self._reads_lock = threading.Lock()
 
     # -- workload --------------------------------------------------------------------------
 
@@ -164,7 +152,8 @@ class Demo:
             )
         spacing = SUBMIT_SPAN_SECONDS / max(1, len(items))
         # interleave kinds so batches and crawls run alongside extracts
-        items.sort(key=lambda item: hash(str(item[1])) % 997)
+        # (crc32, not hash(): str hashes differ per process, and a seed must reproduce a run)
+        items.sort(key=lambda item: zlib.crc32(str(item[1]).encode()) % 997)
         return [(i * spacing, kind, payload) for i, (kind, payload) in enumerate(items)]
 
     def run(self, progress: Any = None) -> Report:
@@ -185,6 +174,7 @@ class Demo:
             if p.webhooks_disabled:
                 for webhook_id in stack.webhook_ids.values():
                     client.update_webhook(webhook_id, is_active=False)
+            self._count_job_reads()
             report.crashes = install_crashes(stack, p, self.seed)
             plan = self.plan()
             fired: set[str] = set()
@@ -218,6 +208,38 @@ class Demo:
             report.simulated_seconds = self.clock.time() - self.started_at
             stack.stop()
         return report
+
+    def _count_job_reads(self) -> None:
+        """Count, per job id, the GETs of its own route that reached the simulator's engine.
+
+        The routes of ``GET /v1/extract|batch|crawl/{id}`` call these engine methods once per
+        request the gateway let through (a 404 included); requests the gateway refused (a
+        fault, the rate limit) never do, and ``_poison_gets_max`` adds those as a bound.
+        """
+        sim = self.stack.sim
+        for name in ("get_extract", "get_batch", "get_crawl"):
+            original = getattr(sim, name)
+
+            def counted(account: str, job_id: str, _original: Any = original) -> Any:
+                with self._reads_lock:
+                    self.job_reads[job_id] += 1
+                return _original(account, job_id)
+
+            setattr(sim, name, counted)
+
+    def _poison_gets_max(self, routes: Mapping[str, int]) -> int:
+        """An upper bound on the Geonode GETs of any one poison job (0 without poison jobs).
+
+        The most-read poison job's answered GETs, plus every job-route GET the gateway
+        turned away (counted by route only, so any of them may have been that job's).
+        """
+        faults = self.stack.sim.faults
+        poison = [n for job_id, n in self.job_reads.items() if faults.is_malformed(job_id)]
+        if not poison:
+            return 0
+        at_routes = sum(routes.get(route, 0) for route in JOB_ROUTES)
+        refused = max(0, at_routes - sum(self.job_reads.values()))
+        return max(poison) + refused
 
     def _submit(self, client: Any, kind: str, payload: Any, report: Report) -> None:
         from scrape_pipeline.ledger import JobKind
@@ -322,15 +344,16 @@ class Demo:
             return False
         return True
 
-    def _was_resubmitted(self, unit: Unit, job: dict[str, Any]) -> bool:
+    def _was_resubmitted_row(self, job: Mapping[str, Any]) -> bool:
+        """A failed extract job the pipeline answered with a new job for its URL."""
         return (
-            unit.kind == "extract"
+            job["kind"] == "extract"
             and job["status"] == "failed"
             and bool(job["retryable"])
             and self._resubmitted(job)
         )
 
-    def _resubmitted(self, job: dict[str, Any]) -> bool:
+    def _resubmitted(self, job: Mapping[str, Any]) -> bool:
         later = [
             j
             for j in self.stack.sim.truth_jobs("extract")
@@ -343,58 +366,38 @@ class Demo:
 
         stack = self.stack
         assert stack.resources is not None and stack.schedule is not None
+        assert stack.poller is not None
         s3 = boto3.client("s3")
-        versions: Counter[str] = Counter()
-        for page in s3.get_paginator("list_object_versions").paginate(
-            Bucket=stack.resources.bucket
-        ):
-            for version in page.get("Versions", []):
-                versions[version["Key"]] += 1
+        bucket = stack.resources.bucket
+
+        def reason_of(key: str) -> str | None:
+            body = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            reason = body.get("reason")
+            return None if reason is None else str(reason)
+
+        judge(
+            self._units(),
+            read_listing(s3, bucket),
+            is_poison=stack.sim.faults.is_malformed,
+            resubmitted=self._was_resubmitted_row,
+            reason_of=reason_of,
+            into=report,
+        )
         latencies = []
-        stored_units: list[tuple[str, dict[str, Any]]] = []
-        for unit, job in self._units():
-            status = job["status"]
-            if status in ("queued", "processing"):
-                continue
-            report.settled += 1
-            stored = unit.result_key in versions
-            dead = unit.dead_letter_key in versions
-            if stored and dead:
-                report.processed_twice += 1
-                report.twice_examples.append(unit.result_key)
-            if stored:
-                report.stored += 1
-                stored_units.append((unit.result_key.rsplit("/", 1)[0], job))
-                finished = self.done_at.get(unit.job_id)
-                if finished is not None:
-                    latencies.append(finished - float(job["settled_at"]))
-            elif dead:
-                report.dead_lettered += 1
-            elif status == "cancelled":
-                report.cancelled += 1
-            elif (
-                unit.kind == "extract"
-                and status == "failed"
-                and job["retryable"]
-                and self._resubmitted(job)
-            ):
-                report.resubmitted += 1
-            else:
-                report.lost += 1
-                report.lost_examples.append(f"{unit.kind} {unit.job_id} {unit.index}")
-        for key, count in versions.items():
-            if count > 1:
-                report.processed_twice += 1
-                report.twice_examples.append(key)
+        for unit, job in report.stored_units:
+            finished = self.done_at.get(unit.job_id)
+            if finished is not None:
+                latencies.append(finished - float(job["settled_at"]))
         accepted: Counter[tuple[str, str]] = Counter(
             (a["event_type"], a["job_id"])
             for a in stack.sim.delivery_attempts()
             if a["http_status"] is not None and 200 <= int(a["http_status"]) < 300
         )
         report.duplicates_suppressed = sum(n - 1 for n in accepted.values() if n > 1)
-        report.large = measure(
-            s3, stack.resources.bucket, stored_units, stack.sim.delivery_attempts()
-        )
+        stored_units = [
+            (unit.result_key.rsplit("/", 1)[0], dict(job)) for unit, job in report.stored_units
+        ]
+        report.large = measure(s3, bucket, stored_units, stack.sim.delivery_attempts())
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latency_p50 = _percentile(latencies, 50)
@@ -403,6 +406,9 @@ class Demo:
         routes = stack.sim.request_counts()["by_route"]
         reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
         report.requests_per_job = reads / max(1, report.settled)
+        report.poller_batches = stack.poller.batches
+        report.poller_timeouts = stack.poller.timeouts
+        report.poison_gets_max = self._poison_gets_max(routes)
 
 
 def print_report(report: Report, chaos: str) -> None:
@@ -429,10 +435,14 @@ def print_report(report: Report, chaos: str) -> None:
         print("lost:", ", ".join(report.lost_examples[:10]))
     if report.twice_examples:
         print("twice:", ", ".join(report.twice_examples[:10]))
+    if report.wrongly_examples:
+        print("wrongly dead-lettered:", ", ".join(report.wrongly_examples[:10]))
+    if report.poison_examples:
+        print("poison mishandled:", ", ".join(report.poison_examples[:10]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 when nothing was lost and nothing processed twice."""
+    """Run the demo; 0 when nothing was lost, processed twice or wrongly dead-lettered."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -447,7 +457,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = Demo(args.jobs, args.chaos, args.seed)
     report = _run_with_progress(demo)
     print_report(report, args.chaos)
-    return 1 if report.lost or report.processed_twice else 0
+    failed = (
+        report.lost
+        or report.processed_twice
+        or report.wrongly_dead_lettered
+        or report.poison_mishandled
+    )
+    return 1 if failed else 0
 
 
 def _run_with_progress(demo: Demo) -> Report:

@@ -20,7 +20,8 @@ from scrape_pipeline.reconciler import ReconcilerSettings
 _R = ReconcilerSettings()
 FINISH_BOUND_SECONDS = _R.threshold_seconds + _R.stale_after_seconds + 2 * 600 + 600
 
-# scenario, jobs, settled, lost, twice, slowest finish (s), recovered: for the record
+# scenario, jobs, settled, lost, twice, slowest finish (s), recovered, wrongly dead-lettered,
+# Geonode requests per settled job: for the record
 RESULTS_LOG = Path(__file__).resolve().parents[2] / "bench" / "out" / "chaos-matrix.tsv"
 
 MATRIX = [
@@ -48,11 +49,17 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
     with RESULTS_LOG.open("a") as log:
         log.write(
             f"{scenario}\t{jobs}\t{report.settled}\t{report.lost}\t{report.processed_twice}"
-            f"\t{report.latency_max:.0f}\t{sum(report.recovered.values())}\n"
+            f"\t{report.latency_max:.0f}\t{sum(report.recovered.values())}"
+            f"\t{report.wrongly_dead_lettered}\t{report.requests_per_job:.3f}\n"
         )
     print(
-        f"{scenario}: jobs={jobs} lost={report.lost} twice={report.processed_twice} "
-        f"max={report.latency_max:.0f}s crashes={report.crashes}"
+        f"{scenario}: jobs={jobs} settled={report.settled} lost={report.lost} "
+        f"twice={report.processed_twice} wrongly={report.wrongly_dead_lettered} "
+        f"max={report.latency_max:.0f}s requests/job={report.requests_per_job:.3f} "
+        f"recovered={dict(report.recovered)} crashes={report.crashes} "
+        f"poisoned={report.poisoned} poison_gets_max={report.poison_gets_max} "
+        f"invocations={report.poller_batches} timeouts={report.poller_timeouts} "
+        f"simulated={report.simulated_seconds:.0f}s wall={report.wall_seconds:.1f}s"
     )
     return report
 
@@ -60,6 +67,8 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
 def check(report: Report, scenario: str) -> None:
     assert report.lost == 0, f"{scenario}: lost {report.lost_examples}"
     assert report.processed_twice == 0, f"{scenario}: twice {report.twice_examples}"
+    assert report.wrongly_dead_lettered == 0, f"{scenario}: wrongly {report.wrongly_examples}"
+    assert report.poison_mishandled == 0, f"{scenario}: poison {report.poison_examples}"
     assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
     assert report.settled >= sum(report.submitted.values())
     if scenario.startswith("crash-"):
@@ -76,6 +85,7 @@ def check(report: Report, scenario: str) -> None:
         assert large.paths["delivery log"] >= large.refused
     if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
         assert report.recovered["delivery_log"] > 0
+    assert report.poisoned == 0  # no scenario has poison jobs
 
 
 @pytest.mark.timeout(600)
