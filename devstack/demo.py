@@ -383,11 +383,17 @@ class Demo:
             reason_of=reason_of,
             into=report,
         )
+        # A batch or crawl settles with its last item: its ledger row is DONE only then, so an
+        # item's latency runs from there (a long item would otherwise age its quick siblings).
+        job_settled: dict[str, float] = {}
+        for unit, job in self._units():
+            settled = float(job["settled_at"])
+            job_settled[unit.job_id] = max(job_settled.get(unit.job_id, settled), settled)
         latencies = []
-        for unit, job in report.stored_units:
+        for unit, _ in report.stored_units:
             finished = self.done_at.get(unit.job_id)
             if finished is not None:
-                latencies.append(finished - float(job["settled_at"]))
+                latencies.append(finished - job_settled[unit.job_id])
         accepted: Counter[tuple[str, str]] = Counter(
             (a["event_type"], a["job_id"])
             for a in stack.sim.delivery_attempts()
