@@ -26,14 +26,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devstack.chaos import PROFILES, ChaosProfile, install_crashes
-from devstack.judge import Unit, Verdict, judge, read_listing
+from devstack.judge import UNSETTLED, Unit, Verdict, judge, read_listing
 from devstack.large_results import LargeResults, measure
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 
 STEP_SECONDS = 5.0
 CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
 SUBMIT_SPAN_SECONDS = 600.0
-MAX_SIMULATED_SECONDS = 5400.0
 # The simulator's routes that read one job (its request counts are by route template).
 JOB_ROUTES = ("GET /v1/extract/{job_id}", "GET /v1/batch/{batch_id}", "GET /v1/crawl/{crawl_id}")
 
@@ -111,18 +110,26 @@ class Demo:
         self.seed = seed
         self.profile: ChaosProfile = PROFILES[chaos]
         self.clock = ManualClock(start=time.time())
-        sim = SimConfig(seed=seed, content_size=self.profile.content_size)
+        sim = SimConfig(
+            seed=seed,
+            content_size=self.profile.content_size,
+            long_job_rate=self.profile.long_job_rate,
+            long_job_min_s=self.profile.long_job_min_s,
+            long_job_max_s=self.profile.long_job_max_s,
+        )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
         env = {
             "POWERTOOLS_LOG_LEVEL": "ERROR",
             "POWERTOOLS_METRICS_DISABLED": "true",
             **dict(self.profile.reconciler_env),
+            **dict(self.profile.processor_env),
         }
         if self.profile.front_limit_bytes is not None:
             # The receiver's own 413 stands for the platform's: same answer, same delivery log.
             env["MAX_BODY_BYTES"] = str(self.profile.front_limit_bytes)
-        self.stack = LocalStack(self.clock, sim, StackSettings(env=env))
+        settings = StackSettings(env=env, processor_timeout=self.profile.processor_timeout)
+        self.stack = LocalStack(self.clock, sim, settings)
         self.started_at = 0.0
         self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
         # Job ids the simulator answered a GET for (a job's own route): see _count_job_reads.
@@ -132,20 +139,21 @@ class Demo:
     # -- workload --------------------------------------------------------------------------
 
     def plan(self) -> list[tuple[float, str, Any]]:
-        """(offset, kind, payload): 70 % extract jobs, 15 % batch items, 15 % crawl pages."""
-        batch_urls = max(1, round(self.jobs * 0.15))
-        crawl_pages = max(1, round(self.jobs * 0.15))
+        """(offset, kind, payload): by default 70 % extract jobs, 15 % batch items, 15 % pages."""
+        p = self.profile
+        batch_urls = max(1, round(self.jobs * p.batch_share))
+        crawl_pages = max(1, round(self.jobs * p.crawl_share))
         extracts = max(0, self.jobs - batch_urls - crawl_pages)
         items: list[tuple[str, Any]] = [
             ("extract", f"https://demo.example/page/{i}") for i in range(extracts)
         ]
-        per_batch = 5
+        per_batch = p.batch_urls
         for b in range(0, batch_urls, per_batch):
             urls = [
                 f"https://demo.example/batch/{b + i}" for i in range(min(per_batch, batch_urls - b))
             ]
             items.append(("batch", urls))
-        per_crawl = 10
+        per_crawl = p.crawl_pages
         for c in range(0, crawl_pages, per_crawl):
             items.append(
                 ("crawl", (f"https://demo.example/site/{c}", min(per_crawl, crawl_pages - c)))
@@ -174,12 +182,15 @@ class Demo:
             if p.webhooks_disabled:
                 for webhook_id in stack.webhook_ids.values():
                     client.update_webhook(webhook_id, is_active=False)
+            if p.malformed_rate:
+                stack.sim.faults.update(malformed_rate=p.malformed_rate)
             self._count_job_reads()
             report.crashes = install_crashes(stack, p, self.seed)
             plan = self.plan()
             fired: set[str] = set()
             total_units = self.jobs
             steps = 0
+            step = STEP_SECONDS
             while True:
                 steps += 1
                 elapsed = self.clock.time() - self.started_at
@@ -193,13 +204,14 @@ class Demo:
                         break
                     plan.pop(0)
                 self._chaos(elapsed, fired)
-                stack.step(STEP_SECONDS)
+                stack.step(step)
                 checking = steps % CHECK_EVERY_STEPS == 0
                 if checking:
                     done = self._observe()
                     if progress is not None:
                         progress(min(done, total_units), total_units)
-                if (not plan and checking and self._finished()) or elapsed > MAX_SIMULATED_SECONDS:
+                    step = self._next_step(plan, elapsed)
+                if (not plan and checking and self._finished()) or elapsed > p.horizon_s:
                     break
             self._observe()
             self._measure(report)
@@ -208,6 +220,21 @@ class Demo:
             report.simulated_seconds = self.clock.time() - self.started_at
             stack.stop()
         return report
+
+    def _next_step(self, plan: Sequence[Any], elapsed: float) -> float:
+        """The usual step, or the profile's idle step once only unsettled work is left."""
+        idle = self.profile.idle_step_s
+        if idle is None or plan or elapsed < SUBMIT_SPAN_SECONDS:
+            return STEP_SECONDS
+        units = self._units()
+        # A batch or crawl is settled once all its items are: until then it is not waiting.
+        running = {unit.job_id for unit, job in units if job["status"] in UNSETTLED}
+        for unit, job in units:
+            if unit.job_id in running or job["status"] == "cancelled":
+                continue
+            if unit.job_id not in self.done_at:
+                return STEP_SECONDS  # settled work waits for its outcome: watch it closely
+        return idle
 
     def _count_job_reads(self) -> None:
         """Count, per job id, the GETs of its own route that reached the simulator's engine.

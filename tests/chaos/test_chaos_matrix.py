@@ -40,7 +40,27 @@ MATRIX = [
     "webhooks-off",
     "large-payloads",  # heavy-tailed pages amid the default faults; some deliveries 413
     "outage-backlog",
+    # New scenarios go last: a scenario's seed is its place in this list.
+    "poison",  # 5 % of jobs answer every GET malformed, amid drops and duplicates
+    "timeouts",  # a 2 s processor and batches of up to 200 URLs, amid the default faults
+    "long-running",  # 5 % of the work runs 1-2 days, amid 20 % drops
 ]
+# Scenarios expected to fail until a change elsewhere lands (remove the mark then).
+KNOWN_GAPS = {
+    "long-running": (
+        "a long job whose webhook was dropped stays WATCHING: nothing wakes it until the "
+        "reconciler's watch sweep (in progress on main) lands"
+    ),
+}
+PARAMS = [
+    pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[name]))
+    if name in KNOWN_GAPS
+    else name
+    for name in MATRIX
+]
+# The processor's MAX_ATTEMPTS (5) attempts, one GET each, with room for a 404 while the job is
+# new and a redelivered message: more than this many GETs of one poison job is a leak.
+MAX_POISON_GETS = 10
 
 
 def run(scenario: str, jobs: int, seed: int) -> Report:
@@ -85,17 +105,21 @@ def check(report: Report, scenario: str) -> None:
         assert large.paths["delivery log"] >= large.refused
     if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
         assert report.recovered["delivery_log"] > 0
-    assert report.poisoned == 0  # no scenario has poison jobs
+    if scenario == "poison":  # dead-lettered without a result, and cheaply
+        assert report.poisoned > 0, "no poison job settled"
+        assert report.poison_gets_max <= MAX_POISON_GETS, report.poison_gets_max
+    else:
+        assert report.poisoned == 0
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("scenario", MATRIX)
+@pytest.mark.parametrize("scenario", PARAMS)
 def test_chaos_matrix_100_jobs(scenario: str):
     check(run(scenario, jobs=100, seed=MATRIX.index(scenario) + 1), scenario)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("scenario", MATRIX)
+@pytest.mark.parametrize("scenario", PARAMS)
 def test_chaos_matrix_1000_jobs(scenario: str):
     check(run(scenario, jobs=1000, seed=MATRIX.index(scenario) + 101), scenario)
