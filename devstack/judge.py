@@ -6,9 +6,10 @@ versions (what the pipeline wrote, and what it later took back). The ledger is n
 A key is *live* when its latest version is an object, not a delete marker: the processor
 retires a dead-letter record (a versioned delete) when a job closed as "unknown job" or
 "never settled" settles after all and is stored, so an old record under a delete marker is
-history, not an outcome. For a unit, with "its dead letter" the unit's own record or, for a
-batch item or crawl page, its whole batch's or crawl's record (a poison or never-settled
-batch is dead-lettered as one job; the simulator never fails a whole batch):
+history, not an outcome. A unit's dead letter is its own record or, for a batch item or a
+crawl page, its whole batch's or crawl's record (a poison or never-settled batch is
+dead-lettered as one job; the simulator never fails a whole batch, so such a record always
+speaks for every item):
 
     processed twice        a key with more than one object version, or a unit with a live
                            result and a live dead letter
