@@ -21,13 +21,15 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devstack.chaos import PROFILES, ChaosProfile, install_crashes
 from devstack.judge import UNSETTLED, Unit, Verdict, judge, read_listing
 from devstack.large_results import LargeResults, measure
+from devstack.simulator.gateway import Gateway
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 
 STEP_SECONDS = 5.0
@@ -51,7 +53,7 @@ class Report(Verdict):
     requests_per_job: float = 0.0
     simulated_seconds: float = 0.0
     wall_seconds: float = 0.0
-    poison_gets_max: int = 0  # Geonode GETs of the most-read poison job (an upper bound)
+    poison_gets_max: int = 0  # Geonode GETs of the most-read poison job
     poller_batches: int = 0  # processor invocations
     poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
     large: LargeResults = field(default_factory=LargeResults)
@@ -132,7 +134,7 @@ class Demo:
         self.stack = LocalStack(self.clock, sim, settings)
         self.started_at = 0.0
         self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
-        # Job ids the simulator answered a GET for (a job's own route): see _count_job_reads.
+        # Requests to each job's own route (GET extract, batch, crawl): see _counting_job_reads.
         self.job_reads: Counter[str] = Counter()
         self._reads_lock = threading.Lock()
 
@@ -165,6 +167,11 @@ class Demo:
         return [(i * spacing, kind, payload) for i, (kind, payload) in enumerate(items)]
 
     def run(self, progress: Any = None) -> Report:
+        """Start the stack, run the workload under the profile, measure, stop the stack."""
+        with self._counting_job_reads():
+            return self._run(progress)
+
+    def _run(self, progress: Any) -> Report:
         stack = self.stack.start()
         report = Report()
         wall = time.perf_counter()
@@ -184,7 +191,6 @@ class Demo:
                     client.update_webhook(webhook_id, is_active=False)
             if p.malformed_rate:
                 stack.sim.faults.update(malformed_rate=p.malformed_rate)
-            self._count_job_reads()
             report.crashes = install_crashes(stack, p, self.seed)
             plan = self.plan()
             fired: set[str] = set()
@@ -236,37 +242,36 @@ class Demo:
                 return STEP_SECONDS  # settled work waits for its outcome: watch it closely
         return idle
 
-    def _count_job_reads(self) -> None:
-        """Count, per job id, the GETs of its own route that reached the simulator's engine.
+    @contextmanager
+    def _counting_job_reads(self) -> Iterator[None]:
+        """Count every request to a job's own route, per job id, while the run lasts.
 
-        The routes of ``GET /v1/extract|batch|crawl/{id}`` call these engine methods once per
-        request the gateway let through (a 404 included); requests the gateway refused (a
-        fault, the rate limit) never do, and ``_poison_gets_max`` adds those as a bound.
+        The simulator counts requests by route template only, which cannot name the job. Its
+        gateway labels each ``/v1`` request once, before it admits or refuses it (fault, rate
+        limit, auth), so wrapping that labelling sees every request, answered or not.
         """
-        sim = self.stack.sim
-        for name in ("get_extract", "get_batch", "get_crawl"):
-            original = getattr(sim, name)
+        original = Gateway._route
+        reads, lock = self.job_reads, self._reads_lock
 
-            def counted(account: str, job_id: str, _original: Any = original) -> Any:
-                with self._reads_lock:
-                    self.job_reads[job_id] += 1
-                return _original(account, job_id)
+        def labelled(gateway: Gateway, scope: Any) -> str:
+            route: str = original(gateway, scope)
+            if route in JOB_ROUTES:
+                with lock:
+                    reads[str(scope["path"]).rstrip("/").rsplit("/", 1)[-1]] += 1
+            return route
 
-            setattr(sim, name, counted)
+        Gateway._route = labelled  # type: ignore[method-assign, assignment]
+        try:
+            yield
+        finally:
+            Gateway._route = original  # type: ignore[method-assign]
 
-    def _poison_gets_max(self, routes: Mapping[str, int]) -> int:
-        """An upper bound on the Geonode GETs of any one poison job (0 without poison jobs).
-
-        The most-read poison job's answered GETs, plus every job-route GET the gateway
-        turned away (counted by route only, so any of them may have been that job's).
-        """
+    def _poison_gets_max(self) -> int:
+        """The Geonode GETs of the most-read poison job (0 without poison jobs)."""
         faults = self.stack.sim.faults
-        poison = [n for job_id, n in self.job_reads.items() if faults.is_malformed(job_id)]
-        if not poison:
-            return 0
-        at_routes = sum(routes.get(route, 0) for route in JOB_ROUTES)
-        refused = max(0, at_routes - sum(self.job_reads.values()))
-        return max(poison) + refused
+        return max(
+            (n for job_id, n in self.job_reads.items() if faults.is_malformed(job_id)), default=0
+        )
 
     def _submit(self, client: Any, kind: str, payload: Any, report: Report) -> None:
         from scrape_pipeline.ledger import JobKind
@@ -441,7 +446,7 @@ class Demo:
         report.requests_per_job = reads / max(1, report.settled)
         report.poller_batches = stack.poller.batches
         report.poller_timeouts = stack.poller.timeouts
-        report.poison_gets_max = self._poison_gets_max(routes)
+        report.poison_gets_max = self._poison_gets_max()
 
 
 def print_report(report: Report, chaos: str) -> None:
