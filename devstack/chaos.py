@@ -16,6 +16,11 @@ from typing import Any
 from devstack.simulator.config import ContentSizeModel
 from scrape_pipeline.ledger import Outcome
 
+DAY_SECONDS = 86_400.0
+LONG_JOB_MIN_SECONDS = DAY_SECONDS
+LONG_JOB_MAX_SECONDS = 2 * DAY_SECONDS
+LONG_RUN_SLACK_SECONDS = 4 * 3600.0  # after the last long job could settle
+
 
 @dataclass(frozen=True)
 class ChaosProfile:
@@ -38,6 +43,22 @@ class ChaosProfile:
     content_size: ContentSizeModel = "natural"  # page sizes; "lognormal": the heavy tail
     front_limit_bytes: int | None = None  # bodies over this answered 413 (None: the default)
     reconciler_env: tuple[tuple[str, str], ...] = ()  # reconciler settings for this run
+    malformed_rate: float = 0.0  # poison jobs: every GET answers 200 without job_id
+    processor_timeout: float | None = None  # the processor's Timeout, wall seconds
+    processor_env: tuple[tuple[str, str], ...] = ()  # processor settings for this run
+    # The workload's shape: shares of units in batches and crawls, and their sizes.
+    batch_share: float = 0.15
+    crawl_share: float = 0.15
+    batch_urls: int = 5
+    crawl_pages: int = 10
+    # The long tail: this share of jobs, batch items and crawl pages runs for days.
+    long_job_rate: float = 0.0
+    long_job_min_s: float = LONG_JOB_MIN_SECONDS
+    long_job_max_s: float = LONG_JOB_MAX_SECONDS
+    horizon_s: float = 5400.0  # the run stops this long after it started, finished or not
+    # Step once only unsettled work is left (everything settled has its outcome): a long
+    # job's days pass in fewer steps. None: the usual step all along.
+    idle_step_s: float | None = None
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -91,10 +112,46 @@ PROFILES: dict[str, ChaosProfile] = {
 PROFILES["large-payloads"] = replace(
     PROFILES["default"], content_size="lognormal", front_limit_bytes=524_288
 )
+# 5 % poison jobs (every GET malformed) amid 20 % dropped and 20 % duplicated webhooks: each
+# is dead-lettered after the processor's MAX_ATTEMPTS, the rest judged as usual.
+PROFILES["poison"] = ChaosProfile(drop_rate=0.2, duplicate_rate=0.2, malformed_rate=0.05)
+# A 2 s processor (wall time) with a 0.5 s stop margin, amid the default faults, and the work
+# mostly in batches of up to 200 URLs and crawls of up to 100 pages. A 50-item page takes about
+# 0.6 s to store here: at 1,000 jobs a batch (4 pages) spans invocations, checkpointed page by
+# page; at 100 jobs the one batch (70 URLs) fits one. A shorter timeout would cut the 100-job
+# batch too, but a page that alone outlasts the invocation is killed on every attempt (its
+# strikes make it poison), so a loaded machine would fail the run for a reason of its own.
+PROFILES["timeouts"] = replace(
+    PROFILES["default"],
+    processor_timeout=2.0,
+    processor_env=(("STOP_MARGIN_SECONDS", "0.5"),),
+    batch_share=0.7,
+    crawl_share=0.2,
+    batch_urls=200,
+    crawl_pages=100,
+)
+# 5 % of the work runs 1 to 2 days, amid 20 % dropped webhooks: parked WATCHING, then woken
+# by its webhook or the reconciler. A long job settles within two days of its submission (in
+# the first 600 s); the horizon adds four hours for its outcome (the finish bound is under one).
+# Once only the long jobs are left, 300 s steps: 100 jobs' two days take about 1.5 min here.
+PROFILES["long-running"] = ChaosProfile(
+    drop_rate=0.2,
+    long_job_rate=0.05,
+    long_job_min_s=LONG_JOB_MIN_SECONDS,
+    long_job_max_s=LONG_JOB_MAX_SECONDS,
+    horizon_s=LONG_JOB_MAX_SECONDS + LONG_RUN_SLACK_SECONDS,
+    idle_step_s=300.0,
+)
 
 
-class _Crash(RuntimeError):
-    """An injected crash: the invocation dies here, as if the Lambda was killed."""
+class _Crash(BaseException):
+    """An injected crash: the invocation dies here, as if the Lambda was killed.
+
+    A ``BaseException``, like the runtime's own timeout: a killed Lambda runs none of the
+    handler's ``except Exception`` blocks (the processor's catch-all would release the lease
+    and count a strike, which a dead process never does). The local invoker treats it as a
+    failed invocation: the receiver answers 502, the processor's whole batch comes back.
+    """
 
 
 def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, int]:

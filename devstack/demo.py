@@ -3,9 +3,10 @@
 A workload of extract jobs, batches and crawls runs through the local stack (the real Lambda
 handlers, moto, the Geonode simulator) on a simulated clock while a chaos profile drops,
 duplicates, delays and reorders webhooks, takes the receiver down for a while, rotates the
-secret mid-run and throttles the API. Then it reports what happened, counting "lost" and
-"processed twice" from the simulator's record and S3's object versions, never from the
-pipeline's own word, and exits 1 if either is not zero.
+secret mid-run and throttles the API. Then it reports what happened, counting "lost",
+"processed twice" and "wrongly dead-lettered" from the simulator's record and S3's object
+versions (``devstack.judge``), never from the pipeline's own word, and exits 1 if any is not
+zero.
 
     python -m devstack.demo [--jobs 200] [--chaos default|none|heavy|<matrix scenario>] [--seed 7]
 """
@@ -13,61 +14,38 @@ pipeline's own word, and exits 1 if either is not zero.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import threading
 import time
+import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devstack.chaos import PROFILES, ChaosProfile, install_crashes
+from devstack.judge import UNSETTLED, Unit, Verdict, judge, read_listing
 from devstack.large_results import LargeResults, measure
+from devstack.simulator.gateway import Gateway
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 
 STEP_SECONDS = 5.0
 CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
 SUBMIT_SPAN_SECONDS = 600.0
-MAX_SIMULATED_SECONDS = 5400.0
+# The simulator's routes that read one job (its request counts are by route template).
+JOB_ROUTES = ("GET /v1/extract/{job_id}", "GET /v1/batch/{batch_id}", "GET /v1/crawl/{crawl_id}")
 
 
 @dataclass
-class Unit:
-    """One piece of work the user cares about: an extract job, a batch item, a crawl page."""
-
-    kind: str  # extract | batch | crawl
-    job_id: str
-    index: int | None
-
-    @property
-    def result_key(self) -> str:
-        base = f"results/{self.kind}/{self.job_id}"
-        return (
-            f"{base}/metadata.json"
-            if self.index is None
-            else f"{base}/{self.index:05d}/metadata.json"
-        )
-
-    @property
-    def dead_letter_key(self) -> str:
-        base = f"dead-letters/{self.kind}/{self.job_id}"
-        return f"{base}.json" if self.index is None else f"{base}/{self.index:05d}.json"
-
-
-@dataclass
-class Report:
-    """The figures: lost and twice from outside (simulator, S3 versions); latency by the ledger."""
+class Report(Verdict):
+    """The figures: the judge's from outside (simulator, S3 versions); latency by the ledger."""
 
     submitted: Counter[str] = field(default_factory=Counter)
-    settled: int = 0
-    stored: int = 0
-    resubmitted: int = 0
-    dead_lettered: int = 0
-    cancelled: int = 0
     duplicates_suppressed: int = 0
     recovered: Counter[str] = field(default_factory=Counter)
-    lost: int = 0
-    processed_twice: int = 0
     latency_p50: float = 0.0
     latency_p99: float = 0.0
     latency_max: float = 0.0
@@ -75,8 +53,9 @@ class Report:
     requests_per_job: float = 0.0
     simulated_seconds: float = 0.0
     wall_seconds: float = 0.0
-    lost_examples: list[str] = field(default_factory=list)
-    twice_examples: list[str] = field(default_factory=list)
+    poison_gets_max: int = 0  # Geonode GETs of the most-read poison job
+    poller_batches: int = 0  # processor invocations
+    poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
     large: LargeResults = field(default_factory=LargeResults)
 
     def lines(self) -> list[tuple[str, str]]:
@@ -92,13 +71,20 @@ class Report:
             ("cancelled", str(self.cancelled)),
             ("duplicate deliveries suppressed", str(self.duplicates_suppressed)),
             ("recovered by the reconciler", recovered),
+            ("poison jobs' units dead-lettered", str(self.poisoned)),
             ("LOST", str(self.lost)),
             ("PROCESSED TWICE", str(self.processed_twice)),
+            ("WRONGLY DEAD-LETTERED", str(self.wrongly_dead_lettered)),
+            ("POISON MISHANDLED", str(self.poison_mishandled)),
             (
                 "settle-to-stored latency p50 / p99",
                 f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
             ),
             ("Geonode requests per settled job", f"{self.requests_per_job:.3f}"),
+            (
+                "processor invocations / timed out",
+                f"{self.poller_batches} / {self.poller_timeouts}",
+            ),
             (
                 "simulated time / wall time",
                 f"{self.simulated_seconds:.0f} s / {self.wall_seconds:.1f} s",
@@ -126,48 +112,66 @@ class Demo:
         self.seed = seed
         self.profile: ChaosProfile = PROFILES[chaos]
         self.clock = ManualClock(start=time.time())
-        sim = SimConfig(seed=seed, content_size=self.profile.content_size)
+        sim = SimConfig(
+            seed=seed,
+            content_size=self.profile.content_size,
+            long_job_rate=self.profile.long_job_rate,
+            long_job_min_s=self.profile.long_job_min_s,
+            long_job_max_s=self.profile.long_job_max_s,
+        )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
         env = {
             "POWERTOOLS_LOG_LEVEL": "ERROR",
             "POWERTOOLS_METRICS_DISABLED": "true",
             **dict(self.profile.reconciler_env),
+            **dict(self.profile.processor_env),
         }
         if self.profile.front_limit_bytes is not None:
             # The receiver's own 413 stands for the platform's: same answer, same delivery log.
             env["MAX_BODY_BYTES"] = str(self.profile.front_limit_bytes)
-        self.stack = LocalStack(self.clock, sim, StackSettings(env=env))
+        settings = StackSettings(env=env, processor_timeout=self.profile.processor_timeout)
+        self.stack = LocalStack(self.clock, sim, settings)
         self.started_at = 0.0
         self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
+        # Requests to each job's own route (GET extract, batch, crawl): see _counting_job_reads.
+        self.job_reads: Counter[str] = Counter()
+        self._reads_lock = threading.Lock()
 
     # -- workload --------------------------------------------------------------------------
 
     def plan(self) -> list[tuple[float, str, Any]]:
-        """(offset, kind, payload): 70 % extract jobs, 15 % batch items, 15 % crawl pages."""
-        batch_urls = max(1, round(self.jobs * 0.15))
-        crawl_pages = max(1, round(self.jobs * 0.15))
+        """(offset, kind, payload): by default 70 % extract jobs, 15 % batch items, 15 % pages."""
+        p = self.profile
+        batch_urls = max(1, round(self.jobs * p.batch_share))
+        crawl_pages = max(1, round(self.jobs * p.crawl_share))
         extracts = max(0, self.jobs - batch_urls - crawl_pages)
         items: list[tuple[str, Any]] = [
             ("extract", f"https://demo.example/page/{i}") for i in range(extracts)
         ]
-        per_batch = 5
+        per_batch = p.batch_urls
         for b in range(0, batch_urls, per_batch):
             urls = [
                 f"https://demo.example/batch/{b + i}" for i in range(min(per_batch, batch_urls - b))
             ]
             items.append(("batch", urls))
-        per_crawl = 10
+        per_crawl = p.crawl_pages
         for c in range(0, crawl_pages, per_crawl):
             items.append(
                 ("crawl", (f"https://demo.example/site/{c}", min(per_crawl, crawl_pages - c)))
             )
         spacing = SUBMIT_SPAN_SECONDS / max(1, len(items))
         # interleave kinds so batches and crawls run alongside extracts
-        items.sort(key=lambda item: hash(str(item[1])) % 997)
+        # (crc32, not hash(): str hashes differ per process, and a seed must reproduce a run)
+        items.sort(key=lambda item: zlib.crc32(str(item[1]).encode()) % 997)
         return [(i * spacing, kind, payload) for i, (kind, payload) in enumerate(items)]
 
     def run(self, progress: Any = None) -> Report:
+        """Start the stack, run the workload under the profile, measure, stop the stack."""
+        with self._counting_job_reads():
+            return self._run(progress)
+
+    def _run(self, progress: Any) -> Report:
         stack = self.stack.start()
         report = Report()
         wall = time.perf_counter()
@@ -185,11 +189,14 @@ class Demo:
             if p.webhooks_disabled:
                 for webhook_id in stack.webhook_ids.values():
                     client.update_webhook(webhook_id, is_active=False)
+            if p.malformed_rate:
+                stack.sim.faults.update(malformed_rate=p.malformed_rate)
             report.crashes = install_crashes(stack, p, self.seed)
             plan = self.plan()
             fired: set[str] = set()
             total_units = self.jobs
             steps = 0
+            step = STEP_SECONDS
             while True:
                 steps += 1
                 elapsed = self.clock.time() - self.started_at
@@ -203,13 +210,14 @@ class Demo:
                         break
                     plan.pop(0)
                 self._chaos(elapsed, fired)
-                stack.step(STEP_SECONDS)
+                stack.step(step)
                 checking = steps % CHECK_EVERY_STEPS == 0
                 if checking:
                     done = self._observe()
                     if progress is not None:
                         progress(min(done, total_units), total_units)
-                if (not plan and checking and self._finished()) or elapsed > MAX_SIMULATED_SECONDS:
+                    step = self._next_step(plan, elapsed)
+                if (not plan and checking and self._finished()) or elapsed > p.horizon_s:
                     break
             self._observe()
             self._measure(report)
@@ -218,6 +226,52 @@ class Demo:
             report.simulated_seconds = self.clock.time() - self.started_at
             stack.stop()
         return report
+
+    def _next_step(self, plan: Sequence[Any], elapsed: float) -> float:
+        """The usual step, or the profile's idle step once only unsettled work is left."""
+        idle = self.profile.idle_step_s
+        if idle is None or plan or elapsed < SUBMIT_SPAN_SECONDS:
+            return STEP_SECONDS
+        units = self._units()
+        # A batch or crawl is settled once all its items are: until then it is not waiting.
+        running = {unit.job_id for unit, job in units if job["status"] in UNSETTLED}
+        for unit, job in units:
+            if unit.job_id in running or job["status"] == "cancelled":
+                continue
+            if unit.job_id not in self.done_at:
+                return STEP_SECONDS  # settled work waits for its outcome: watch it closely
+        return idle
+
+    @contextmanager
+    def _counting_job_reads(self) -> Iterator[None]:
+        """Count every request to a job's own route, per job id, while the run lasts.
+
+        The simulator counts requests by route template only, which cannot name the job. Its
+        gateway labels each ``/v1`` request once, before it admits or refuses it (fault, rate
+        limit, auth), so wrapping that labelling sees every request, answered or not.
+        """
+        original = Gateway._route
+        reads, lock = self.job_reads, self._reads_lock
+
+        def labelled(gateway: Gateway, scope: Any) -> str:
+            route: str = original(gateway, scope)
+            if route in JOB_ROUTES:
+                with lock:
+                    reads[str(scope["path"]).rstrip("/").rsplit("/", 1)[-1]] += 1
+            return route
+
+        Gateway._route = labelled  # type: ignore[method-assign, assignment]
+        try:
+            yield
+        finally:
+            Gateway._route = original  # type: ignore[method-assign]
+
+    def _poison_gets_max(self) -> int:
+        """The Geonode GETs of the most-read poison job (0 without poison jobs)."""
+        faults = self.stack.sim.faults
+        return max(
+            (n for job_id, n in self.job_reads.items() if faults.is_malformed(job_id)), default=0
+        )
 
     def _submit(self, client: Any, kind: str, payload: Any, report: Report) -> None:
         from scrape_pipeline.ledger import JobKind
@@ -322,15 +376,16 @@ class Demo:
             return False
         return True
 
-    def _was_resubmitted(self, unit: Unit, job: dict[str, Any]) -> bool:
+    def _was_resubmitted_row(self, job: Mapping[str, Any]) -> bool:
+        """A failed extract job the pipeline answered with a new job for its URL."""
         return (
-            unit.kind == "extract"
+            job["kind"] == "extract"
             and job["status"] == "failed"
             and bool(job["retryable"])
             and self._resubmitted(job)
         )
 
-    def _resubmitted(self, job: dict[str, Any]) -> bool:
+    def _resubmitted(self, job: Mapping[str, Any]) -> bool:
         later = [
             j
             for j in self.stack.sim.truth_jobs("extract")
@@ -343,58 +398,44 @@ class Demo:
 
         stack = self.stack
         assert stack.resources is not None and stack.schedule is not None
+        assert stack.poller is not None
         s3 = boto3.client("s3")
-        versions: Counter[str] = Counter()
-        for page in s3.get_paginator("list_object_versions").paginate(
-            Bucket=stack.resources.bucket
-        ):
-            for version in page.get("Versions", []):
-                versions[version["Key"]] += 1
-        latencies = []
-        stored_units: list[tuple[str, dict[str, Any]]] = []
+        bucket = stack.resources.bucket
+
+        def reason_of(key: str) -> str | None:
+            body = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            reason = body.get("reason")
+            return None if reason is None else str(reason)
+
+        judge(
+            self._units(),
+            read_listing(s3, bucket),
+            is_poison=stack.sim.faults.is_malformed,
+            resubmitted=self._was_resubmitted_row,
+            reason_of=reason_of,
+            into=report,
+        )
+        # A batch or crawl settles with its last item: its ledger row is DONE only then, so an
+        # item's latency runs from there (a long item would otherwise age its quick siblings).
+        job_settled: dict[str, float] = {}
         for unit, job in self._units():
-            status = job["status"]
-            if status in ("queued", "processing"):
-                continue
-            report.settled += 1
-            stored = unit.result_key in versions
-            dead = unit.dead_letter_key in versions
-            if stored and dead:
-                report.processed_twice += 1
-                report.twice_examples.append(unit.result_key)
-            if stored:
-                report.stored += 1
-                stored_units.append((unit.result_key.rsplit("/", 1)[0], job))
-                finished = self.done_at.get(unit.job_id)
-                if finished is not None:
-                    latencies.append(finished - float(job["settled_at"]))
-            elif dead:
-                report.dead_lettered += 1
-            elif status == "cancelled":
-                report.cancelled += 1
-            elif (
-                unit.kind == "extract"
-                and status == "failed"
-                and job["retryable"]
-                and self._resubmitted(job)
-            ):
-                report.resubmitted += 1
-            else:
-                report.lost += 1
-                report.lost_examples.append(f"{unit.kind} {unit.job_id} {unit.index}")
-        for key, count in versions.items():
-            if count > 1:
-                report.processed_twice += 1
-                report.twice_examples.append(key)
+            settled = float(job["settled_at"])
+            job_settled[unit.job_id] = max(job_settled.get(unit.job_id, settled), settled)
+        latencies = []
+        for unit, _ in report.stored_units:
+            finished = self.done_at.get(unit.job_id)
+            if finished is not None:
+                latencies.append(finished - job_settled[unit.job_id])
         accepted: Counter[tuple[str, str]] = Counter(
             (a["event_type"], a["job_id"])
             for a in stack.sim.delivery_attempts()
             if a["http_status"] is not None and 200 <= int(a["http_status"]) < 300
         )
         report.duplicates_suppressed = sum(n - 1 for n in accepted.values() if n > 1)
-        report.large = measure(
-            s3, stack.resources.bucket, stored_units, stack.sim.delivery_attempts()
-        )
+        stored_units = [
+            (unit.result_key.rsplit("/", 1)[0], dict(job)) for unit, job in report.stored_units
+        ]
+        report.large = measure(s3, bucket, stored_units, stack.sim.delivery_attempts())
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latency_p50 = _percentile(latencies, 50)
@@ -403,6 +444,9 @@ class Demo:
         routes = stack.sim.request_counts()["by_route"]
         reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
         report.requests_per_job = reads / max(1, report.settled)
+        report.poller_batches = stack.poller.batches
+        report.poller_timeouts = stack.poller.timeouts
+        report.poison_gets_max = self._poison_gets_max()
 
 
 def print_report(report: Report, chaos: str) -> None:
@@ -429,10 +473,14 @@ def print_report(report: Report, chaos: str) -> None:
         print("lost:", ", ".join(report.lost_examples[:10]))
     if report.twice_examples:
         print("twice:", ", ".join(report.twice_examples[:10]))
+    if report.wrongly_examples:
+        print("wrongly dead-lettered:", ", ".join(report.wrongly_examples[:10]))
+    if report.poison_examples:
+        print("poison mishandled:", ", ".join(report.poison_examples[:10]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 when nothing was lost and nothing processed twice."""
+    """Run the demo; 0 when nothing was lost, processed twice or wrongly dead-lettered."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -447,7 +495,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = Demo(args.jobs, args.chaos, args.seed)
     report = _run_with_progress(demo)
     print_report(report, args.chaos)
-    return 1 if report.lost or report.processed_twice else 0
+    failed = (
+        report.lost
+        or report.processed_twice
+        or report.wrongly_dead_lettered
+        or report.poison_mishandled
+    )
+    return 1 if failed else 0
 
 
 def _run_with_progress(demo: Demo) -> Report:

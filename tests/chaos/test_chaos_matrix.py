@@ -9,6 +9,7 @@ follows from the reconciler's cadence.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,8 @@ from scrape_pipeline.reconciler import ReconcilerSettings
 _R = ReconcilerSettings()
 FINISH_BOUND_SECONDS = _R.threshold_seconds + _R.stale_after_seconds + 2 * 600 + 600
 
-# scenario, jobs, settled, lost, twice, slowest finish (s), recovered: for the issue's record
+# scenario, jobs, settled, lost, twice, slowest finish (s), recovered, wrongly dead-lettered,
+# Geonode requests per settled job: for the issue's record
 RESULTS_LOG = Path(__file__).resolve().parents[2] / "bench" / "out" / "chaos-matrix.tsv"
 
 MATRIX = [
@@ -39,7 +41,41 @@ MATRIX = [
     "webhooks-off",
     "large-payloads",  # heavy-tailed pages amid the default faults; some deliveries 413
     "outage-backlog",
+    # New scenarios go last: a scenario's seed is its place in this list.
+    "poison",  # 5 % of jobs answer every GET malformed, amid drops and duplicates
+    "timeouts",  # a 2 s processor and batches of up to 200 URLs, amid the default faults
+    "long-running",  # 5 % of the work runs 1-2 days, amid 20 % drops
 ]
+# Scenarios expected to fail until a change elsewhere lands (remove the mark then).
+KNOWN_GAPS = {
+    "long-running": (
+        "a long job whose webhook was dropped stays WATCHING: nothing wakes it until the "
+        "reconciler's watch sweep (in progress on main) lands"
+    ),
+}
+# At 1,000 jobs a few poison jobs are batches or crawls (none is at 100, by the seed).
+KNOWN_GAPS_1000 = {
+    **KNOWN_GAPS,
+    "poison": (
+        "BatchStatus.from_api accepts a body without job_id (it defaults to ''), so the "
+        "processor stores a poison batch's or crawl's items instead of dead-lettering it"
+    ),
+}
+
+
+def params(gaps: dict[str, str]) -> list[Any]:
+    """The matrix, with the scenarios in ``gaps`` marked as expected failures."""
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=gaps[name]))
+        if name in gaps
+        else name
+        for name in MATRIX
+    ]
+
+
+# The processor's MAX_ATTEMPTS (5) attempts, one GET each, with room for a 404 while the job is
+# new and a few throttled (429) requests: more than this many GETs of one poison job is a leak.
+MAX_POISON_GETS = 10
 
 
 def run(scenario: str, jobs: int, seed: int) -> Report:
@@ -48,11 +84,17 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
     with RESULTS_LOG.open("a") as log:
         log.write(
             f"{scenario}\t{jobs}\t{report.settled}\t{report.lost}\t{report.processed_twice}"
-            f"\t{report.latency_max:.0f}\t{sum(report.recovered.values())}\n"
+            f"\t{report.latency_max:.0f}\t{sum(report.recovered.values())}"
+            f"\t{report.wrongly_dead_lettered}\t{report.requests_per_job:.3f}\n"
         )
     print(
-        f"{scenario}: jobs={jobs} lost={report.lost} twice={report.processed_twice} "
-        f"max={report.latency_max:.0f}s crashes={report.crashes}"
+        f"{scenario}: jobs={jobs} settled={report.settled} lost={report.lost} "
+        f"twice={report.processed_twice} wrongly={report.wrongly_dead_lettered} "
+        f"max={report.latency_max:.0f}s requests/job={report.requests_per_job:.3f} "
+        f"recovered={dict(report.recovered)} crashes={report.crashes} "
+        f"poisoned={report.poisoned} poison_gets_max={report.poison_gets_max} "
+        f"invocations={report.poller_batches} timeouts={report.poller_timeouts} "
+        f"simulated={report.simulated_seconds:.0f}s wall={report.wall_seconds:.1f}s"
     )
     return report
 
@@ -60,6 +102,8 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
 def check(report: Report, scenario: str) -> None:
     assert report.lost == 0, f"{scenario}: lost {report.lost_examples}"
     assert report.processed_twice == 0, f"{scenario}: twice {report.twice_examples}"
+    assert report.wrongly_dead_lettered == 0, f"{scenario}: wrongly {report.wrongly_examples}"
+    assert report.poison_mishandled == 0, f"{scenario}: poison {report.poison_examples}"
     assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
     assert report.settled >= sum(report.submitted.values())
     if scenario.startswith("crash-"):
@@ -76,16 +120,21 @@ def check(report: Report, scenario: str) -> None:
         assert large.paths["delivery log"] >= large.refused
     if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
         assert report.recovered["delivery_log"] > 0
+    if scenario == "poison":  # dead-lettered without a result, and cheaply
+        assert report.poisoned > 0, "no poison job settled"
+        assert report.poison_gets_max <= MAX_POISON_GETS, report.poison_gets_max
+    else:
+        assert report.poisoned == 0
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("scenario", MATRIX)
+@pytest.mark.parametrize("scenario", params(KNOWN_GAPS))
 def test_chaos_matrix_100_jobs(scenario: str):
     check(run(scenario, jobs=100, seed=MATRIX.index(scenario) + 1), scenario)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("scenario", MATRIX)
+@pytest.mark.parametrize("scenario", params(KNOWN_GAPS_1000))
 def test_chaos_matrix_1000_jobs(scenario: str):
     check(run(scenario, jobs=1000, seed=MATRIX.index(scenario) + 101), scenario)
