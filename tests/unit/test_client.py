@@ -303,3 +303,19 @@ def test_client_date_filters_are_iso_utc():
     )
     assert seen[0].url.params["start_date"] == "2026-05-27T08:16:09Z"
     assert seen[0].url.params["end_date"] == "1970-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "body", [{"status": "completed", "items": []}, {"job_id": "", "items": []}]
+)
+def test_client_batch_answer_without_its_id_is_refused_like_a_jobs(body: dict[str, object]):
+    # GIVEN an answer that does not say which batch it is (a poison answer)
+    handler, _ = scripted(httpx.Response(200, json=body), httpx.Response(200, json=JOB))
+    client = make_client(handler, ManualClock())
+    # THEN it is refused, as an extract job's answer without job_id is
+    with pytest.raises(ValueError, match="without job_id"):
+        client.get_batch("b1")
+    with pytest.raises(KeyError):
+        make_client(
+            scripted(httpx.Response(200, json={"status": "completed"}))[0], ManualClock()
+        ).get_job("j1")

@@ -250,8 +250,13 @@ class BatchStatus:
             page_count=_int(body.get("page_count"), 1),
             raw=dict(body),
         )
+        job_id = body.get("job_id") or body.get("id")
+        if not job_id:
+            # As for an extract job: an answer that does not say which job it is cannot be
+            # acted on (the processor counts it a failed attempt, a poison job if it persists).
+            raise ValueError("batch or crawl answer without job_id")
         return cls(
-            job_id=str(body.get("job_id") or body.get("id") or ""),
+            job_id=str(job_id),
             status=str(body.get("status", "")),
             counters=counters,
             page=page,
