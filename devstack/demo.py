@@ -49,6 +49,7 @@ class Report(Verdict):
     latency_p50: float = 0.0
     latency_p99: float = 0.0
     latency_max: float = 0.0
+    latencies: list[float] = field(default_factory=list)  # settle to stored, per stored unit
     crashes: dict[str, int] = field(default_factory=dict)
     requests_per_job: float = 0.0
     simulated_seconds: float = 0.0
@@ -438,6 +439,7 @@ class Demo:
         report.large = measure(s3, bucket, stored_units, stack.sim.delivery_attempts())
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
+        report.latencies = latencies
         report.latency_p50 = _percentile(latencies, 50)
         report.latency_p99 = _percentile(latencies, 99)
         report.latency_max = max(latencies, default=0.0)

@@ -64,8 +64,9 @@ def params(gaps: dict[str, str]) -> list[Any]:
     ]
 
 
-# The processor's MAX_ATTEMPTS (5) attempts, one GET each, with room for a 404 while the job is
-# new and a few throttled (429) requests: more than this many GETs of one poison job is a leak.
+# The processor's MAX_ATTEMPTS (8) attempts, one GET each, with room for a 404 while the job is
+# new and a throttled (429) request: more than this many GETs of one poison job is a leak
+# (the bound: at most 10 by default).
 MAX_POISON_GETS = 10
 
 
