@@ -438,11 +438,14 @@ class Reconciler:
                 state, since_before=before, limit=self.settings.rows_per_state, cursor=cursor
             )
             report.row_pages += 1
-            for row in rows:
-                if state is not JobState.PROCESSING or row.lease_expired(now):
-                    report.recovered[SOURCE_STUCK_ROWS] += self._recoverer.ensure(
-                        row.key, row, source=SOURCE_STUCK_ROWS
-                    )
+            due = {
+                row.key: row
+                for row in rows
+                if state is not JobState.PROCESSING or row.lease_expired(now)
+            }
+            report.recovered[SOURCE_STUCK_ROWS] += self._recoverer.ensure_many(
+                list(due), due, source=SOURCE_STUCK_ROWS
+            )
             if cursor is None:
                 return True
         return False
@@ -598,10 +601,11 @@ class Reconciler:
                     )
 
     def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
+        """Ensure ``keys`` a hundred at a time: one BatchGetItem, then batched recovery."""
         recovered = 0
         for start in range(0, len(keys), 100):
             chunk = keys[start : start + 100]
-            rows = self._ledger.get_many(chunk)
-            for key in chunk:
-                recovered += self._recoverer.ensure(key, rows.get(key), source=source)
+            recovered += self._recoverer.ensure_many(
+                chunk, self._ledger.get_many(chunk), source=source
+            )
         return recovered

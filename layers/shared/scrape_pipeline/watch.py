@@ -84,8 +84,8 @@ class Watcher:
             unsettled = self._unsettled_since(min(map(job_created, extract)), budget, result)
             if unsettled is not None:
                 due.extend(r for r in extract if r.key.job_id not in unsettled)
-        for row in due:
-            result.woken += self._recoverer.ensure(row.key, row, source=SOURCE_WATCH)
+        by_key = {row.key: row for row in due}
+        result.woken += self._recoverer.ensure_many(list(by_key), by_key, source=SOURCE_WATCH)
         return result
 
     def _watched(self, now: float, budget: Budget, result: WatchResult) -> list[LedgerRow]:
