@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scrape_pipeline.budget import Budget
+from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.ledger import JobKind, JobState, Ledger, LedgerRow
@@ -36,7 +36,7 @@ class WatchSettings:
 
     poll_seconds: float = 3600.0  # a running batch or crawl is polled this often
     overlap_seconds: float = 120.0  # list from a little before the oldest watched job
-    max_pages: int = 20  # ledger pages and API pages per run, each
+    max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
 
 
 @dataclass
