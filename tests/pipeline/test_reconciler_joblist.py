@@ -19,6 +19,7 @@ from tests.pipeline.test_reconciler import NO_SCHEDULE, FakeRemaining, reconcile
 PAGE_SECONDS = 10.0  # what one list page costs of the fake remaining time
 TWO_PAGES = 15.0  # a budget that lets a sweep start a second page, not a third
 BACKLOG_SECONDS = 20 * 3600.0  # inside the first run's 24 h lookback
+SLOW_JOB_SECONDS = 1000  # still running when first listed, settled well within WATCH_AFTER
 
 
 def dropped_jobs(stack: LocalStack, count: int, prefix: str) -> list[str]:
@@ -48,13 +49,14 @@ def stored(stack: LocalStack, job_ids: list[str]) -> list[str]:
 
 
 def pending_pass(
-    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, *, age: float = 1000.0, **sim: Any
 ) -> tuple[LocalStack, Reconciler, FakeRemaining, list[dict[str, Any]], ReconcileReport]:
-    """250 dropped jobs and a first sweep whose budget lasts two of their three list pages."""
-    stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
+    """250 dropped jobs ``age`` old and a first sweep whose budget lasts two of their three
+    list pages; ``sim`` configures the simulator."""
+    stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE), **sim)
     stack.sim.faults.update(drop_rate=1.0)
     dropped_jobs(stack, 250, "old")
-    settle(stack, 1000)
+    settle(stack, age)
     found = reconciler(stack)
     remaining = FakeRemaining(1000.0)
     pages = slow_list_pages(monkeypatch, found, remaining)
@@ -153,3 +155,37 @@ def test_reconciler_first_run_recovers_fresh_jobs_before_a_day_of_backlog(
     assert all(r.list_pages <= 1 for r in [first, second, *runs])
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 380}
+
+
+def test_reconciler_pending_pass_rechecks_its_unsettled_jobs_without_moving_the_watermark(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN 250 dropped jobs still running (young) when a first sweep reads two of their
+    # three pages and runs out of time
+    stack, found, remaining, pages, first = pending_pass(
+        make_stack,
+        monkeypatch,
+        age=800.0,
+        job_duration_min_s=SLOW_JOB_SECONDS,
+        job_duration_max_s=SLOW_JOB_SECONDS + 1,
+    )
+    assert (first.list_pages, first.recovered[SOURCE_JOB_LIST]) == (2, 0)
+    pass_end = pages[0]["end_date"]
+    # WHEN the jobs settle and the next run finishes the pending pass
+    settle(stack, 300)
+    second = ReconcileReport()
+    found.sweep_job_list(second, Budget(remaining, 1000.0))
+    # THEN it recovered the settled jobs of the page it had left, kept the watermark where
+    # fresh passes had brought it, and left the pages it read unsettled for a later run
+    assert second.recovered[SOURCE_JOB_LIST] == 50
+    assert second.watermark > pass_end
+    # AND the next run re-reads only from the oldest unsettled job to the pass's end
+    pages.clear()
+    third = ReconcileReport()
+    found.sweep_job_list(third, Budget(remaining, 1000.0))
+    assert third.recovered[SOURCE_JOB_LIST] == 200
+    rechecked = [p for p in pages if p["end_date"] == pass_end]
+    assert [p["page"] for p in rechecked] == [1, 2, 3]
+    assert third.complete is True
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 250}

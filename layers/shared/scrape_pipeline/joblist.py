@@ -24,11 +24,15 @@ A run works until its time budget (or the optional page cap) is spent, in this o
     3. closing pass   once a run has finished a pending pass, one more fresh pass over the
                       ground that came due while it worked (nothing, on a stopped clock).
 
-Watermark rule: it never passes an unsettled job younger than WATCH_AFTER. A pass that sees
-one keeps the oldest; when the pass completes the watermark moves back to it, so the next fresh
-pass reads it again. An unsettled job older than WATCH_AFTER is recorded WATCHING instead (the
-watch sweep wakes it) and lets the watermark move on: pinning it would re-read days of listings
-every run. A pass cut short keeps its oldest with it until it completes.
+Watermark rule: no pass forgets an unsettled job younger than WATCH_AFTER. A pass that sees
+one keeps the oldest. When a fresh pass completes, the watermark moves back to it, so the next
+fresh pass reads it again (at most WATCH_AFTER of listings re-read). A pending pass may complete
+hours behind the watermark; moving the watermark back that far would re-read hours of listings,
+so it leaves a recheck pass instead, from that job (less the overlap) to the pass's end: a job
+is young when seen on a page of a range ending threshold before then, so that is at most
+WATCH_AFTER - threshold of listings, read from the next run on. An unsettled job older than
+WATCH_AFTER is recorded WATCHING (the watch sweep wakes it) and pins nothing: pinning it would
+re-read days of listings every run.
 
 Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
 per 100 jobs examined, plus the checkpoint's one read and one write per run.
@@ -180,11 +184,13 @@ class JobListSweep:
         default = self._clock.time() - s.lookback_seconds
         mark = _Checkpoint.read(self._books.read(JOBS_CHECKPOINT), default)
         fresh_due, closing_left, cut_short = True, 1, False
+        rechecks: list[_Pass] = []  # made this run; read from the next run on
         try:
             while True:
                 end = self._clock.time() - s.threshold_seconds
                 fresh = fresh_due and end > mark.watermark
-                if not fresh and not mark.pending:
+                waiting = [p for p in mark.pending if p not in rechecks]
+                if not fresh and not waiting:
                     break
                 if self._stopped(budget, result):
                     cut_short = True
@@ -195,7 +201,7 @@ class JobListSweep:
                     mark.watermark = end
                     result.fresh_passes += 1
                 else:
-                    current = mark.pending[0]  # every pending pass comes from an earlier run
+                    current = waiting[0]  # left by an earlier run, the oldest first
                     result.resumed_passes += 1
                 fresh_due = False
                 self._read(current, budget, result)
@@ -204,15 +210,22 @@ class JobListSweep:
                     break
                 mark.pending = [p for p in mark.pending if p is not current]
                 result.finished_passes += 1
-                if current.oldest is not None:
+                if current.oldest is not None and fresh:
+                    # The next fresh pass starts at it again: at most WATCH_AFTER of re-reading.
                     mark.watermark = min(mark.watermark, current.oldest)
+                elif current.oldest is not None:
+                    # A pending pass may end hours behind the watermark: re-read only from its
+                    # young unsettled jobs to its end (WATCH_AFTER at most), in a later run.
+                    recheck = _Pass(current.oldest - s.overlap_seconds, current.end)
+                    mark.pending.append(recheck)
+                    rechecks.append(recheck)
                 if not fresh and closing_left:
                     # A finished resumed pass took time: new ground may have come due.
                     fresh_due, closing_left = True, 0
         finally:
             mark.bound()
             result.watermark = mark.watermark
-            result.complete = not cut_short and not mark.pending
+            result.complete = not cut_short and all(p in rechecks for p in mark.pending)
             self._books.write(JOBS_CHECKPOINT, mark.fields())
         return result
 
