@@ -61,6 +61,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     summary = {
         "recovered": report.recovered,
         "list_pages": report.list_pages,
+        "list_passes": report.list_passes,
         "delivery_pages": report.delivery_pages,
         "row_pages": report.row_pages,
         "resumed_passes": report.resumed_passes,

@@ -200,7 +200,7 @@ def test_function_code_handler_runtime_layer_and_service_name(
         (RECONCILER, "RECONCILE_THRESHOLD_SECONDS", "ReconcileThresholdSeconds", 600),
         (RECONCILER, "RECONCILE_OVERLAP_SECONDS", "ReconcileOverlapSeconds", 120),
         (RECONCILER, "STALE_AFTER_SECONDS", "StaleAfterSeconds", 900),
-        (RECONCILER, "RECONCILE_MAX_PAGES", "ReconcileMaxPages", 20),
+        (RECONCILER, "RECONCILE_MAX_PAGES", "ReconcileMaxPages", 1000),
     ],
 )
 def test_function_environment_variable_comes_from_parameter(

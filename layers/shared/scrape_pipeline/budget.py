@@ -14,6 +14,12 @@ from scrape_pipeline.clock import Clock
 
 RemainingSeconds = Callable[[], float]
 
+# Pages one sweep may read in a run (RECONCILE_MAX_PAGES' default). Time budgets are the
+# working bound; this cap only ends a run that has no deadline (the CLI, a local stack whose
+# Lambda context never runs down) or a list that never says it is done. 1,000 list pages are
+# 100,000 jobs: far more than a run's time reads at the API's pace.
+DEFAULT_MAX_PAGES = 1000
+
 
 def unlimited() -> float:
     """The remaining time of a run with no deadline (the CLI, tests): page caps bound it."""

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
+from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
 from scrape_pipeline.ledger import JobKey, JobKind
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
+    from types_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class JobMessage:
 
 # SQS caps DelaySeconds at 15 minutes.
 MAX_DELAY_SECONDS = 900
+# SQS caps SendMessageBatch at 10 entries.
+BATCH_MAX = 10
 
 
 class JobQueue:
@@ -63,6 +66,38 @@ class JobQueue:
         except AWS_ERRORS as exc:
             raise unavailable("sqs", "SendMessage", exc) from exc
         return response["MessageId"]
+
+    def send_many(self, messages: Sequence[JobMessage]) -> None:
+        """Enqueue jobs ten to a SendMessageBatch call.
+
+        An entry SQS reports ``Failed`` is sent once more with the others that failed; one
+        that fails again raises ``AWSUnavailableError`` after every other entry was tried, so
+        the caller never takes a job for enqueued when it is not.
+        """
+        failed: list[JobMessage] = []
+        for start in range(0, len(messages), BATCH_MAX):
+            failed.extend(self._send_batch(messages[start : start + BATCH_MAX]))
+        still: list[JobMessage] = []
+        for start in range(0, len(failed), BATCH_MAX):
+            still.extend(self._send_batch(failed[start : start + BATCH_MAX]))
+        if still:
+            raise AWSUnavailableError(
+                "sqs", "SendMessageBatch", f"{len(still)} entries failed twice"
+            )
+
+    def _send_batch(self, batch: Sequence[JobMessage]) -> list[JobMessage]:
+        """One SendMessageBatch call; returns the messages SQS reported failed."""
+        if not batch:
+            return []
+        entries: list[SendMessageBatchRequestEntryTypeDef] = [
+            {"Id": str(index), "MessageBody": message.to_json()}
+            for index, message in enumerate(batch)
+        ]
+        try:
+            response = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+        except AWS_ERRORS as exc:
+            raise unavailable("sqs", "SendMessageBatch", exc) from exc
+        return [batch[int(entry["Id"])] for entry in response.get("Failed", [])]
 
     def retry_later(
         self,

@@ -2,10 +2,12 @@
 
 Four sweeps a run, each bounded and resumable:
 
-    job list      the extract job list from a durable watermark (minus an overlap) up to
-                  now - threshold; a settled job the ledger has not finished is enqueued. The
-                  watermark never passes a job that has not settled, unless that job has run
-                  for WATCH_AFTER: then it is recorded WATCHING and left to the watch sweep.
+    job list      the extract job list in passes (``scrape_pipeline.joblist``): the fresh
+                  ground since the watermark (minus an overlap) up to now - threshold first,
+                  then passes earlier runs left pending, until the time share is spent; a
+                  settled job the ledger has not finished is enqueued. The watermark never
+                  passes a job that has not settled, unless that job has run for WATCH_AFTER:
+                  then it is recorded WATCHING and left to the watch sweep.
     stuck rows    RECEIVED/ENQUEUED rows unchanged for ``stale_after``, PROCESSING rows with
                   an expired lease (the sparse ``pending-by-state`` index).
     delivery log  per subscription, attempts since a checkpoint that failed, were abandoned
@@ -17,7 +19,10 @@ The counts by sweep are the measured webhook gap (metric ``JobsRecovered``, by s
 
 Every sweep has its own share of the run's time (taken from the Lambda's remaining time) and
 its own error handling: one that runs out of time stops at a page boundary and saves where it
-stopped; one that fails is named in the report and the next sweep still runs.
+stopped; one that fails is named in the report and the next sweep still runs. Work follows the
+volume: no sweep stops at a page count (RECONCILE_MAX_PAGES is a high safety cap), and the jobs
+found are recovered in batches (``Recoverer.ensure_many``: concurrent conditional puts, then
+SendMessageBatch ten at a time).
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.budget import Budget, RemainingSeconds, unlimited
+from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget, RemainingSeconds, unlimited
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.ledger import Bookkeeping, JobKey, JobKind, JobState, Ledger
+from scrape_pipeline.joblist import JobListSettings, JobListSweep
+from scrape_pipeline.ledger import Bookkeeping, JobKey, JobState, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.settings import positive_number
@@ -41,7 +47,6 @@ from scrape_pipeline.watch import SOURCE_WATCH, Watcher, WatchSettings
 SOURCE_JOB_LIST = "job_list"
 SOURCE_STUCK_ROWS = "stuck_rows"
 SOURCE_DELIVERY_LOG = "delivery_log"
-JOBS_CHECKPOINT = "reconciler-jobs"
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
 # The order sweeps run in: most specific evidence first, so the gap is attributed to its cause.
 # The watch sweep goes last: the job list records the long-running jobs it finds for it.
@@ -63,8 +68,8 @@ class ReconcilerSettings:
     | RECONCILE_OVERLAP_SECONDS | 120 | re-read this much before the watermark (clock skew, lag) |
     | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
     | STALE_AFTER_SECONDS | 900 | a RECEIVED/ENQUEUED row unchanged this long lost its message |
-    | RECONCILE_MAX_PAGES | 20 | pages per run and sweep: a safety bound beside the time shares |
-    | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the very first run looks |
+    | RECONCILE_MAX_PAGES | 1000 | pages per run and sweep: a safety cap; time shares bound work |
+    | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the first run looks (newest first) |
     | RECONCILE_ROWS_PER_STATE | 200 | stuck rows per ledger page (pages capped as API pages) |
     | WATCH_AFTER_SECONDS | 1800 | an unsettled job this old is watched, not pinning the watermark |
     | WATCH_POLL_SECONDS | 3600 | a watched batch or crawl (the API lists neither) is polled |
@@ -88,7 +93,7 @@ class ReconcilerSettings:
     overlap_seconds: float = 120.0
     delivery_overlap_seconds: float = 60.0
     stale_after_seconds: float = 900.0
-    max_pages: int = 20
+    max_pages: int = DEFAULT_MAX_PAGES
     lookback_seconds: float = 86_400.0
     rows_per_state: int = 200
     watch_after_seconds: float = 1800.0
@@ -144,6 +149,7 @@ class ReconcileReport:
 
     recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SWEEPS, 0))
     list_pages: int = 0
+    list_passes: int = 0  # job-list passes begun at the watermark (fresh ground)
     delivery_pages: int = 0
     row_pages: int = 0
     # Passes taken up where an earlier run saved them (job list, one per subscription's log).
@@ -160,42 +166,6 @@ class ReconcileReport:
     def total_recovered(self) -> int:
         """Jobs enqueued by this run, all sweeps together."""
         return sum(self.recovered.values())
-
-
-@dataclass(frozen=True)
-class _JobsCheckpoint:
-    """The job-list sweep's durable state, one ledger bookkeeping row."""
-
-    watermark: float
-    # (range start, range end, next page, oldest unsettled so far) of a pass cut short
-    resume: tuple[float, float, int, float | None] | None
-
-    @classmethod
-    def read(cls, saved: Mapping[str, str] | None, default_watermark: float) -> _JobsCheckpoint:
-        if not saved:
-            return cls(default_watermark, None)
-        resume = None
-        if saved.get("resume_page"):
-            oldest = saved.get("resume_oldest")
-            resume = (
-                float(saved["resume_start"]),
-                float(saved["resume_end"]),
-                int(saved["resume_page"]),
-                float(oldest) if oldest else None,
-            )
-        return cls(float(saved["watermark"]), resume)
-
-    def fields(self) -> dict[str, str]:
-        out = {"watermark": f"{self.watermark:.3f}"}
-        if self.resume is not None:
-            start, end, page, oldest = self.resume
-            out.update(
-                resume_start=f"{start:.3f}",
-                resume_end=f"{end:.3f}",
-                resume_page=str(page),
-                resume_oldest="" if oldest is None else f"{oldest:.3f}",
-            )
-        return out
 
 
 @dataclass(frozen=True)
@@ -260,6 +230,19 @@ class Reconciler:
         self._client = client
         self._recoverer = recoverer
         self._clock = clock
+        self._job_list = JobListSweep(
+            JobListSettings(
+                threshold_seconds=settings.threshold_seconds,
+                overlap_seconds=settings.overlap_seconds,
+                lookback_seconds=settings.lookback_seconds,
+                watch_after_seconds=settings.watch_after_seconds,
+                max_pages=settings.max_pages,
+            ),
+            ledger=ledger,
+            client=client,
+            ensure=lambda keys: self._ensure(keys, SOURCE_JOB_LIST),
+            clock=clock,
+        )
         self._watcher = Watcher(
             WatchSettings(poll_seconds=settings.watch_poll_seconds, max_pages=settings.max_pages),
             ledger=ledger,
@@ -307,76 +290,17 @@ class Reconciler:
     def sweep_job_list(self, report: ReconcileReport, budget: Budget | None = None) -> None:
         """Enqueue settled jobs older than the threshold that the ledger has not finished.
 
-        A pass reads [watermark - overlap, now - threshold] newest first, page by page. A run
-        that runs out of pages or time saves where it stopped (the range lies in the past, so
-        its pages do not move) and the next run resumes there. When a pass completes, the
-        watermark moves to its end, or to the oldest job in it that had not settled.
+        Fresh ground first, then the passes earlier runs left pending, until the budget is
+        spent: see ``scrape_pipeline.joblist`` for the pass order and the watermark rule.
         """
-        s = self.settings
-        budget = budget or Budget(unlimited, 0.0)
-        now = self._clock.time()
-        mark = _JobsCheckpoint.read(self._books.read(JOBS_CHECKPOINT), now - s.lookback_seconds)
-        if mark.resume is not None:
-            start, end, page, oldest = mark.resume
-            report.resumed_passes += 1
-        else:
-            start, end = mark.watermark - s.overlap_seconds, now - s.threshold_seconds
-            page, oldest = 1, None
-        watermark = mark.watermark
-        resume: tuple[float, float, int, float | None] | None = None
-        if start < end:
-            oldest, next_page = self._sweep_range(
-                start, end, page, oldest, report=report, now=now, budget=budget
-            )
-            if next_page is not None:
-                resume = (start, end, next_page, oldest)
-                report.complete = False
-            else:
-                watermark = max(watermark, end if oldest is None else oldest)
-        report.watermark = watermark
-        self._books.write(JOBS_CHECKPOINT, _JobsCheckpoint(watermark, resume).fields())
-
-    def _sweep_range(
-        self,
-        start: float,
-        end: float,
-        page: int,
-        oldest_unsettled: float | None,
-        *,
-        report: ReconcileReport,
-        now: float,
-        budget: Budget,
-    ) -> tuple[float | None, int | None]:
-        """Read a range from ``page``; returns (oldest unsettled, next page if cut short)."""
-        for _ in range(self.settings.max_pages):
-            if budget.spent():
-                break
-            listing = self._client.list_jobs(
-                start_date=start, end_date=end, page=page, page_size=JOBS_PAGE_MAX
-            )
-            report.list_pages += 1
-            report.jobs_seen += len(listing.items)
-            settled: list[JobKey] = []
-            long_running: dict[JobKey, float] = {}
-            for row in listing.items:
-                created = row.created_at.timestamp() if row.created_at else start
-                if row.is_terminal:
-                    settled.append(JobKey(JobKind.EXTRACT, row.job_id))
-                elif now - created < self.settings.watch_after_seconds:
-                    # Not settled yet: the watermark must not pass it.
-                    oldest_unsettled = (
-                        created if oldest_unsettled is None else min(oldest_unsettled, created)
-                    )
-                else:
-                    # Pinning the watermark for a job that runs for days would re-read days of
-                    # listings every run: it is watched instead, and the watermark moves on.
-                    long_running[JobKey(JobKind.EXTRACT, row.job_id)] = created
-            report.recovered[SOURCE_JOB_LIST] += self._ensure(settled, SOURCE_JOB_LIST)
-            self._watch_new(long_running)
-            if listing.is_last or not listing.items:
-                return oldest_unsettled, None
-            page += 1
-        return oldest_unsettled, page
+        result = self._job_list.sweep(budget or Budget(unlimited, 0.0))
+        report.recovered[SOURCE_JOB_LIST] += result.recovered
+        report.list_pages += result.list_pages
+        report.list_passes += result.fresh_passes
+        report.resumed_passes += result.resumed_passes
+        report.jobs_seen += result.jobs_seen
+        report.watermark = result.watermark
+        report.complete &= result.complete
 
     # -- watched jobs ----------------------------------------------------------------------
 
@@ -434,11 +358,14 @@ class Reconciler:
                 state, since_before=before, limit=self.settings.rows_per_state, cursor=cursor
             )
             report.row_pages += 1
-            for row in rows:
-                if state is not JobState.PROCESSING or row.lease_expired(now):
-                    report.recovered[SOURCE_STUCK_ROWS] += self._recoverer.ensure(
-                        row.key, row, source=SOURCE_STUCK_ROWS
-                    )
+            due = {
+                row.key: row
+                for row in rows
+                if state is not JobState.PROCESSING or row.lease_expired(now)
+            }
+            report.recovered[SOURCE_STUCK_ROWS] += self._recoverer.ensure_many(
+                list(due), due, source=SOURCE_STUCK_ROWS
+            )
             if cursor is None:
                 return True
         return False
@@ -581,23 +508,12 @@ class Reconciler:
 
     # -- shared ----------------------------------------------------------------------------
 
-    def _watch_new(self, jobs: Mapping[JobKey, float]) -> None:
-        """Record WATCHING the long-running jobs the ledger does not know yet."""
-        keys = list(jobs)
-        for start in range(0, len(keys), 100):
-            chunk = keys[start : start + 100]
-            known = self._ledger.get_many(chunk)
-            for key in chunk:
-                if key not in known:
-                    self._ledger.record(
-                        key, source=SOURCE_WATCH, state=JobState.WATCHING, job_created_at=jobs[key]
-                    )
-
     def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
+        """Ensure ``keys`` a hundred at a time: one BatchGetItem, then batched recovery."""
         recovered = 0
         for start in range(0, len(keys), 100):
             chunk = keys[start : start + 100]
-            rows = self._ledger.get_many(chunk)
-            for key in chunk:
-                recovered += self._recoverer.ensure(key, rows.get(key), source=source)
+            recovered += self._recoverer.ensure_many(
+                chunk, self._ledger.get_many(chunk), source=source
+            )
         return recovered

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scrape_pipeline.budget import Budget
+from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.ledger import Bookkeeping, JobKind, JobState, Ledger, LedgerRow
@@ -40,7 +40,7 @@ class WatchSettings:
     """How watched rows are read and batches and crawls polled."""
 
     poll_seconds: float = 3600.0  # a running batch or crawl is polled this often
-    max_pages: int = 20  # ledger pages and API pages per run, each
+    max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
 
 
 @dataclass
@@ -97,9 +97,8 @@ class Watcher:
                 unsettled = self._unsettled(budget, result)
                 if unsettled is None:
                     return self._cut_short(result, after)
-            for row in rows:
-                if self._due(row, now, unsettled or set()):
-                    result.woken += self._recoverer.ensure(row.key, row, source=SOURCE_WATCH)
+            due = {row.key: row for row in rows if self._due(row, now, unsettled or set())}
+            result.woken += self._recoverer.ensure_many(list(due), due, source=SOURCE_WATCH)
             if cursor is None or not rows:
                 if after is not None:
                     self._books.write(WATCH_CHECKPOINT, {"after": ""})

@@ -173,15 +173,16 @@ def dlq_url(ctx: Context) -> str:
 
 
 def _watermark(ctx: Context, table: str) -> dict[str, Any]:
+    from scrape_pipeline.joblist import JOBS_CHECKPOINT  # noqa: PLC0415
     from scrape_pipeline.ledger import Bookkeeping, Ledger  # noqa: PLC0415
-    from scrape_pipeline.reconciler import JOBS_CHECKPOINT  # noqa: PLC0415
 
     saved = Bookkeeping(Ledger(table, client=ctx.aws("dynamodb"))).read(JOBS_CHECKPOINT)
     if not saved or not saved.get("watermark"):
         return {"watermark": None, "resuming": False}
     return {
         "watermark": format_time(float(saved["watermark"])),
-        "resuming": bool(saved.get("resume_page")),
+        # Passes cut short wait in "pending" (a JSON list); older versions kept "resume_page".
+        "resuming": bool(saved.get("pending") or saved.get("resume_page")),
     }
 
 

@@ -1,0 +1,276 @@
+"""The reconciler's job-list sweep: settled jobs the ledger has not finished, at the list's pace.
+
+The extract job list is read in passes, each a time range read newest first page by page. A
+range lies wholly in the past (its end is ``now - threshold``, and jobs are listed by
+creation), so its pages never move, and a page number is a valid point to resume it from.
+
+The durable state (one bookkeeping row) is the watermark and the passes still pending:
+
+    watermark   where the next fresh pass starts (less the overlap): every job created before
+                it is either read by a finished pass or inside a pending pass
+    pending     passes cut short (time or page cap), oldest first, each with its next page and
+                the oldest young unsettled job it has seen
+
+A run works until its time budget (or the optional page cap) is spent, in this order:
+
+    1. fresh pass     [watermark - overlap, now - threshold], when there is new ground
+                      (now - threshold beyond the watermark). Newest first, so the jobs that
+                      just settled are the first recovered even on the very first run, whose
+                      range reaches back RECONCILE_LOOKBACK (24 h): its rest becomes a pending
+                      pass, and every later run reads its own fresh ground before resuming it.
+    2. pending passes oldest first, each resumed at its saved page, so an old backlog is
+                      never starved by fresh work for long: it gets all the time fresh ground
+                      leaves over.
+    3. closing pass   once a run has finished a pending pass, one more fresh pass over the
+                      ground that came due while it worked (nothing, on a stopped clock).
+
+Watermark rule: no pass forgets an unsettled job younger than WATCH_AFTER. A pass that sees
+one keeps the oldest. When a fresh pass completes, the watermark moves back to it, so the next
+fresh pass reads it again (at most WATCH_AFTER of listings re-read). A pending pass may complete
+hours behind the watermark; moving the watermark back that far would re-read hours of listings,
+so it leaves a recheck pass instead, from that job (less the overlap) to the pass's end: a job
+is young when seen on a page of a range ending threshold before then, so that is at most
+WATCH_AFTER - threshold of listings, read from the next run on. An unsettled job older than
+WATCH_AFTER is recorded WATCHING (the watch sweep wakes it) and pins nothing: pinning it would
+re-read days of listings every run.
+
+Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
+per 100 jobs examined, plus the checkpoint's one read and one write per run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
+from scrape_pipeline.clock import Clock
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.ledger import Bookkeeping, JobKey, JobKind, JobState, Ledger
+from scrape_pipeline.watch import SOURCE_WATCH
+
+JOBS_CHECKPOINT = "reconciler-jobs"
+# Pending passes kept at most; beyond it the two newest are merged and read again from their
+# first page. Only a reconciler far behind a heavy account reaches it (each run adds at most
+# one pending pass: its fresh one, when cut short).
+MAX_PENDING_PASSES = 16
+KEYS_PER_READ = 100  # BatchGetItem's limit
+
+EnsureJobs = Callable[[Sequence[JobKey]], int]
+
+
+@dataclass(frozen=True)
+class JobListSettings:
+    """The job-list sweep's knobs (``ReconcilerSettings`` documents them)."""
+
+    threshold_seconds: float = 600.0
+    overlap_seconds: float = 120.0
+    lookback_seconds: float = 86_400.0
+    watch_after_seconds: float = 1800.0
+    max_pages: int = DEFAULT_MAX_PAGES  # a safety cap per run; the budget is the working bound
+
+
+@dataclass
+class JobListResult:
+    """What one sweep did."""
+
+    recovered: int = 0
+    list_pages: int = 0
+    fresh_passes: int = 0  # passes begun at the watermark this run (opening, closing)
+    resumed_passes: int = 0  # pending passes taken up where an earlier run left them
+    finished_passes: int = 0
+    jobs_seen: int = 0
+    watermark: float = 0.0
+    complete: bool = True  # False: a pass is pending, or the budget ran out before any
+
+
+@dataclass(eq=False)  # passes are told apart by identity
+class _Pass:
+    """A range of the job list, read newest first; ``page`` is the next page to read."""
+
+    start: float
+    end: float
+    page: int = 1
+    oldest: float | None = None  # the oldest young unsettled job seen so far
+    done: bool = False  # not saved: a finished pass leaves the checkpoint
+
+    def saved(self) -> list[float | int | None]:
+        oldest = None if self.oldest is None else round(self.oldest, 3)
+        return [round(self.start, 3), round(self.end, 3), self.page, oldest]
+
+    @classmethod
+    def from_saved(cls, raw: Sequence[float | int | None]) -> _Pass:
+        start, end, page, oldest = raw
+        return cls(
+            float(start or 0.0),
+            float(end or 0.0),
+            int(page or 1),
+            None if oldest is None else float(oldest),
+        )
+
+    def see_unsettled(self, created: float) -> None:
+        self.oldest = created if self.oldest is None else min(self.oldest, created)
+
+
+@dataclass
+class _Checkpoint:
+    """The sweep's durable state, one ledger bookkeeping row."""
+
+    watermark: float
+    pending: list[_Pass] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None, default_watermark: float) -> _Checkpoint:
+        if not saved:
+            return cls(default_watermark)
+        pending = [_Pass.from_saved(raw) for raw in json.loads(saved.get("pending") or "[]")]
+        if saved.get("resume_page"):  # the single resumable pass of earlier versions
+            oldest = saved.get("resume_oldest")
+            pending.append(
+                _Pass(
+                    float(saved["resume_start"]),
+                    float(saved["resume_end"]),
+                    int(saved["resume_page"]),
+                    float(oldest) if oldest else None,
+                )
+            )
+        return cls(float(saved["watermark"]), pending)
+
+    def bound(self) -> None:
+        """Merge the two newest pending passes while there are too many (see the constant)."""
+        while len(self.pending) > MAX_PENDING_PASSES:
+            older, newer = self.pending[-2], self.pending[-1]
+            merged = _Pass(min(older.start, newer.start), max(older.end, newer.end))
+            for oldest in (older.oldest, newer.oldest):
+                if oldest is not None:
+                    merged.see_unsettled(oldest)
+            self.pending[-2:] = [merged]
+
+    def fields(self) -> dict[str, str]:
+        out = {"watermark": f"{self.watermark:.3f}"}
+        if self.pending:
+            out["pending"] = json.dumps([p.saved() for p in self.pending], separators=(",", ":"))
+        return out
+
+
+class JobListSweep:
+    """Reads the job list in passes (module docstring) and ensures the settled jobs."""
+
+    def __init__(
+        self,
+        settings: JobListSettings,
+        *,
+        ledger: Ledger,
+        client: GeonodeClient,
+        ensure: EnsureJobs,
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self._ledger = ledger
+        self._books = Bookkeeping(ledger)
+        self._client = client
+        self._ensure = ensure
+        self._clock = clock
+
+    def sweep(self, budget: Budget) -> JobListResult:
+        """Work through fresh and pending passes until done or ``budget`` is spent.
+
+        The checkpoint is saved whatever happens, so a page that failed (API or AWS) is where
+        the next run resumes, and the pages read before it are not read again.
+        """
+        s = self.settings
+        result = JobListResult()
+        default = self._clock.time() - s.lookback_seconds
+        mark = _Checkpoint.read(self._books.read(JOBS_CHECKPOINT), default)
+        fresh_due, closing_left, cut_short = True, 1, False
+        rechecks: list[_Pass] = []  # made this run; read from the next run on
+        try:
+            while True:
+                end = self._clock.time() - s.threshold_seconds
+                fresh = fresh_due and end > mark.watermark
+                waiting = [p for p in mark.pending if p not in rechecks]
+                if not fresh and not waiting:
+                    break
+                if self._stopped(budget, result):
+                    cut_short = True
+                    break
+                if fresh:
+                    current = _Pass(mark.watermark - s.overlap_seconds, end)
+                    mark.pending.append(current)  # the newest pass until it completes
+                    mark.watermark = end
+                    result.fresh_passes += 1
+                else:
+                    current = waiting[0]  # left by an earlier run, the oldest first
+                    result.resumed_passes += 1
+                fresh_due = False
+                self._read(current, budget, result)
+                if not current.done:
+                    cut_short = True  # out of time or pages: it stays pending where it is
+                    break
+                mark.pending = [p for p in mark.pending if p is not current]
+                result.finished_passes += 1
+                if current.oldest is not None and fresh:
+                    # The next fresh pass starts at it again: at most WATCH_AFTER of re-reading.
+                    mark.watermark = min(mark.watermark, current.oldest)
+                elif current.oldest is not None:
+                    # A pending pass may end hours behind the watermark: re-read only from its
+                    # young unsettled jobs to its end (WATCH_AFTER at most), in a later run.
+                    recheck = _Pass(current.oldest - s.overlap_seconds, current.end)
+                    mark.pending.append(recheck)
+                    rechecks.append(recheck)
+                if not fresh and closing_left:
+                    # A finished resumed pass took time: new ground may have come due.
+                    fresh_due, closing_left = True, 0
+        finally:
+            mark.bound()
+            result.watermark = mark.watermark
+            result.complete = not cut_short and all(p in rechecks for p in mark.pending)
+            self._books.write(JOBS_CHECKPOINT, mark.fields())
+        return result
+
+    def _stopped(self, budget: Budget, result: JobListResult) -> bool:
+        return budget.spent() or result.list_pages >= self.settings.max_pages
+
+    def _read(self, current: _Pass, budget: Budget, result: JobListResult) -> None:
+        """Read ``current`` from its page while time and pages last; a page counts as read
+        only once its jobs are ensured, so a failure leaves ``current.page`` on it."""
+        now = self._clock.time()
+        while not self._stopped(budget, result):
+            listing = self._client.list_jobs(
+                start_date=current.start,
+                end_date=current.end,
+                page=current.page,
+                page_size=JOBS_PAGE_MAX,
+            )
+            result.list_pages += 1
+            result.jobs_seen += len(listing.items)
+            settled: list[JobKey] = []
+            long_running: dict[JobKey, float] = {}
+            for row in listing.items:
+                created = row.created_at.timestamp() if row.created_at else current.start
+                key = JobKey(JobKind.EXTRACT, row.job_id)
+                if row.is_terminal:
+                    settled.append(key)
+                elif now - created < self.settings.watch_after_seconds:
+                    current.see_unsettled(created)  # the watermark must not pass it
+                else:
+                    long_running[key] = created
+            result.recovered += self._ensure(settled)
+            self._watch_new(long_running)
+            if listing.is_last or not listing.items:
+                current.done = True
+                return
+            current.page += 1
+
+    def _watch_new(self, jobs: Mapping[JobKey, float]) -> None:
+        """Record WATCHING the long-running jobs the ledger does not know yet."""
+        keys = list(jobs)
+        for start in range(0, len(keys), KEYS_PER_READ):
+            chunk = keys[start : start + KEYS_PER_READ]
+            known = self._ledger.get_many(chunk)
+            for key in chunk:
+                if key not in known:
+                    self._ledger.record(
+                        key, source=SOURCE_WATCH, state=JobState.WATCHING, job_created_at=jobs[key]
+                    )

@@ -1,0 +1,191 @@
+"""The job-list sweep follows the volume: fresh ground first, then pending passes, in one run.
+
+Runs are driven by hand on the manual clock; a "slow" API is a remaining-time callable that
+each list page moves (never a real sleep). Outcomes are judged from S3's object versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devstack.stack import LocalStack, StackSettings
+from scrape_pipeline.budget import Budget
+from scrape_pipeline.reconciler import SOURCE_JOB_LIST, Reconciler, ReconcileReport
+from tests.pipeline.conftest import MakeStack, check_exactly_once, versions
+from tests.pipeline.test_reconciler import NO_SCHEDULE, FakeRemaining, reconciler, settle
+
+PAGE_SECONDS = 10.0  # what one list page costs of the fake remaining time
+TWO_PAGES = 15.0  # a budget that lets a sweep start a second page, not a third
+BACKLOG_SECONDS = 20 * 3600.0  # inside the first run's 24 h lookback
+SLOW_JOB_SECONDS = 1000  # still running when first listed, settled well within WATCH_AFTER
+
+
+def dropped_jobs(stack: LocalStack, count: int, prefix: str) -> list[str]:
+    client = stack.client()
+    return [client.submit_extract(f"https://example.com/{prefix}/{i}").job_id for i in range(count)]
+
+
+def slow_list_pages(
+    monkeypatch: pytest.MonkeyPatch, found: Reconciler, remaining: FakeRemaining
+) -> list[dict[str, Any]]:
+    """Every list page costs PAGE_SECONDS of ``remaining``; returns the pages' arguments."""
+    calls: list[dict[str, Any]] = []
+    real = found._client.list_jobs
+
+    def list_jobs(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        remaining.seconds -= PAGE_SECONDS
+        return real(**kwargs)
+
+    monkeypatch.setattr(found._client, "list_jobs", list_jobs)
+    return calls
+
+
+def stored(stack: LocalStack, job_ids: list[str]) -> list[str]:
+    seen = versions(stack)
+    return [j for j in job_ids if f"results/extract/{j}/metadata.json" in seen]
+
+
+def pending_pass(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, *, age: float = 1000.0, **sim: Any
+) -> tuple[LocalStack, Reconciler, FakeRemaining, list[dict[str, Any]], ReconcileReport]:
+    """250 dropped jobs ``age`` old and a first sweep whose budget lasts two of their three
+    list pages; ``sim`` configures the simulator."""
+    stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE), **sim)
+    stack.sim.faults.update(drop_rate=1.0)
+    dropped_jobs(stack, 250, "old")
+    settle(stack, age)
+    found = reconciler(stack)
+    remaining = FakeRemaining(1000.0)
+    pages = slow_list_pages(monkeypatch, found, remaining)
+    first = ReconcileReport()
+    found.sweep_job_list(first, Budget(remaining, TWO_PAGES))
+    return stack, found, remaining, pages, first
+
+
+def test_reconciler_run_reads_fresh_ground_and_finishes_a_pending_pass(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN 250 dropped jobs, and a first sweep whose budget lasts two list pages
+    stack, found, remaining, pages, first = pending_pass(make_stack, monkeypatch)
+    assert (first.list_pages, first.list_passes, first.complete) == (2, 1, False)
+    assert first.recovered[SOURCE_JOB_LIST] == 200
+    # AND 30 more dropped jobs settle before the next run
+    fresh = dropped_jobs(stack, 30, "fresh")
+    settle(stack, 700)
+    # WHEN the next sweep runs with time to spare
+    pages.clear()
+    second = ReconcileReport()
+    found.sweep_job_list(second, Budget(remaining, 1000.0))
+    # THEN it read the fresh ground first (one page: the 30 new jobs), then finished the
+    # pending pass at its third page, all in the same run
+    assert [call["page"] for call in pages] == [1, 3]
+    assert (second.list_passes, second.resumed_passes, second.complete) == (1, 1, True)
+    assert second.recovered[SOURCE_JOB_LIST] == 30 + 50
+    settle(stack, 60)
+    assert stored(stack, fresh) == fresh
+    assert check_exactly_once(stack) == {"stored": 280}
+
+
+def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN a pending pass left by a run whose budget lasted two pages
+    stack, found, remaining, _, _ = pending_pass(make_stack, monkeypatch)
+    # AND jobs submitted just now, not yet past the threshold when the next run starts
+    late = dropped_jobs(stack, 20, "late")
+    settle(stack, 60)
+    # WHEN the next run's pending pass takes long enough for them to come due (each page
+    # moves the clock as a slow API would)
+    real = found._client.list_jobs
+    pages: list[int] = []
+
+    def slow(**kwargs: Any) -> Any:
+        pages.append(kwargs["page"])
+        stack.clock.advance(600.0)
+        return real(**kwargs)
+
+    monkeypatch.setattr(found._client, "list_jobs", slow)
+    report = ReconcileReport()
+    found.sweep_job_list(report, Budget(remaining, 1000.0))
+    # THEN it read the fresh ground (empty), finished the pending pass at its third page, and
+    # went on with a closing fresh pass over what came due meanwhile, all in the same run
+    assert pages == [1, 3, 1]
+    assert report.resumed_passes == 1 and report.list_passes == 2
+    assert report.complete is True
+    assert report.recovered[SOURCE_JOB_LIST] == 50 + 20
+    settle(stack, 60)
+    assert stored(stack, late) == late
+    assert check_exactly_once(stack) == {"stored": 270}
+
+
+def test_reconciler_first_run_recovers_fresh_jobs_before_a_day_of_backlog(
+    make_stack: MakeStack,
+):
+    # GIVEN 300 dropped jobs from 20 hours ago, 40 that settled just now, and a reconciler
+    # that may read one list page a run (a short budget, as on a busy account)
+    stack = make_stack(
+        StackSettings(reconcile_interval=NO_SCHEDULE, env={"RECONCILE_MAX_PAGES": "1"})
+    )
+    stack.sim.faults.update(drop_rate=1.0)
+    dropped_jobs(stack, 300, "backlog")
+    settle(stack, 700)
+    stack.clock.advance(BACKLOG_SECONDS)
+    fresh = dropped_jobs(stack, 40, "fresh")
+    settle(stack, 700)
+    found = reconciler(stack)
+    # WHEN the very first run reads its one page
+    first = found.run()
+    settle(stack, 60)
+    # THEN the fresh jobs were recovered by it: the day is read newest first
+    assert stored(stack, fresh) == fresh
+    assert first.complete is False
+    # AND jobs that settle later are recovered by the next run, before the backlog is done
+    later = dropped_jobs(stack, 40, "later")
+    settle(stack, 700)
+    second = found.run()
+    settle(stack, 60)
+    assert stored(stack, later) == later
+    assert second.complete is False
+    # AND the backlog is read to its end by the runs after, each resuming the pending pass
+    runs = [found.run() for _ in range(6)]
+    assert runs[-1].complete is True
+    assert all(r.list_pages <= 1 for r in [first, second, *runs])
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 380}
+
+
+def test_reconciler_pending_pass_rechecks_its_unsettled_jobs_without_moving_the_watermark(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN 250 dropped jobs still running (young) when a first sweep reads two of their
+    # three pages and runs out of time
+    stack, found, remaining, pages, first = pending_pass(
+        make_stack,
+        monkeypatch,
+        age=800.0,
+        job_duration_min_s=SLOW_JOB_SECONDS,
+        job_duration_max_s=SLOW_JOB_SECONDS + 1,
+    )
+    assert (first.list_pages, first.recovered[SOURCE_JOB_LIST]) == (2, 0)
+    pass_end = pages[0]["end_date"]
+    # WHEN the jobs settle and the next run finishes the pending pass
+    settle(stack, 300)
+    second = ReconcileReport()
+    found.sweep_job_list(second, Budget(remaining, 1000.0))
+    # THEN it recovered the settled jobs of the page it had left, kept the watermark where
+    # fresh passes had brought it, and left the pages it read unsettled for a later run
+    assert second.recovered[SOURCE_JOB_LIST] == 50
+    assert second.watermark > pass_end
+    # AND the next run re-reads only from the oldest unsettled job to the pass's end
+    pages.clear()
+    third = ReconcileReport()
+    found.sweep_job_list(third, Budget(remaining, 1000.0))
+    assert third.recovered[SOURCE_JOB_LIST] == 200
+    rechecked = [p for p in pages if p["end_date"] == pass_end]
+    assert [p["page"] for p in rechecked] == [1, 2, 3]
+    assert third.complete is True
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 250}

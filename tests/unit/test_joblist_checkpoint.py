@@ -1,0 +1,46 @@
+"""The job-list checkpoint's durable format: old rows still read, the pending list bounded."""
+
+from __future__ import annotations
+
+from scrape_pipeline.joblist import MAX_PENDING_PASSES, _Checkpoint, _Pass
+
+
+def test_checkpoint_reads_the_single_resumable_pass_of_earlier_versions():
+    # GIVEN a row written before pending passes existed
+    saved = {
+        "watermark": "1000.000",
+        "resume_start": "100.000",
+        "resume_end": "900.000",
+        "resume_page": "4",
+        "resume_oldest": "",
+    }
+    # WHEN it is read
+    mark = _Checkpoint.read(saved, default_watermark=0.0)
+    # THEN its pass is pending, resumed at its page
+    assert mark.watermark == 1000.0
+    assert [(p.start, p.end, p.page, p.oldest) for p in mark.pending] == [(100.0, 900.0, 4, None)]
+
+
+def test_checkpoint_round_trips_pending_passes():
+    mark = _Checkpoint(500.0, [_Pass(10.0, 20.0, 3, 15.5), _Pass(20.0, 30.0)])
+    again = _Checkpoint.read(mark.fields(), default_watermark=0.0)
+    assert again.watermark == 500.0
+    assert [(p.start, p.end, p.page, p.oldest) for p in again.pending] == [
+        (10.0, 20.0, 3, 15.5),
+        (20.0, 30.0, 1, None),
+    ]
+    assert "pending" not in _Checkpoint(500.0).fields()
+
+
+def test_checkpoint_merges_the_newest_passes_beyond_its_bound():
+    # GIVEN one pending pass more than the bound, the newest two with unsettled jobs
+    passes = [_Pass(float(i), float(i + 1), 2) for i in range(MAX_PENDING_PASSES + 1)]
+    passes[-2].oldest, passes[-1].oldest = 15.2, 16.7
+    mark = _Checkpoint(100.0, passes)
+    # WHEN it is bounded
+    mark.bound()
+    # THEN the two newest became one pass read again from its first page, keeping the oldest
+    assert len(mark.pending) == MAX_PENDING_PASSES
+    merged = mark.pending[-1]
+    last = float(MAX_PENDING_PASSES)
+    assert (merged.start, merged.end, merged.page, merged.oldest) == (last - 1, last + 1, 1, 15.2)
