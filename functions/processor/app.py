@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.processing import OUTCOME_METRICS, Deadline, JobProcessor
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.wiring import build_processor
@@ -92,6 +93,22 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         lambda: context.get_remaining_time_in_millis() / 1000,
         processor.settings.stop_margin_seconds,
     )
+    ordered = {**event, "Records": _suspects_last(processor, event.get("Records") or [])}
     return process_partial_response(
-        event=event, record_handler=record_handler, processor=batch, context=context
+        event=ordered, record_handler=record_handler, processor=batch, context=context
     )
+
+
+def _suspects_last(processor: JobProcessor, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The batch's records, jobs with earlier failed or killed attempts last."""
+    messages: list[JobMessage | None] = []
+    for record in records:
+        try:
+            messages.append(JobMessage.from_json(record.get("body") or ""))
+        except (ValueError, KeyError):
+            messages.append(None)  # not a job: record_handler reports it failed, in place
+    try:
+        order = processor.suspects_last(messages)
+    except AWSUnavailableError:
+        return records  # the ledger is failing: each record will say so for itself
+    return [records[i] for i in order]

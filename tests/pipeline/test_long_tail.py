@@ -15,6 +15,7 @@ from botocore.awsrequest import AWSResponse, HTTPHeaders
 
 from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.ledger import JobKey, JobKind, Ledger
+from scrape_pipeline.queue import JobMessage, JobQueue
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,
@@ -226,3 +227,56 @@ def test_long_tail_big_batch_stored_across_invocations_page_by_page(make_stack: 
     pages = routes(stack)[GET_BATCH]
     invocations = stack.poller.batches
     assert BIG_BATCH // PAGE <= pages <= BIG_BATCH // PAGE + invocations, (pages, invocations)
+
+
+# -- a job that kills every invocation does not take its batch-mates down -----------------------
+
+
+class Killed(BaseException):
+    """The invocation dies here (as on a timeout): no handler code runs after it."""
+
+
+def test_long_tail_job_that_kills_its_invocation_does_not_starve_its_batch(
+    make_stack: MakeStack,
+):
+    # GIVEN ten settled jobs, no webhooks, and one of them whose processing kills the
+    # invocation every time (after its result is written, before DONE)
+    stack = make_stack(StackSettings(webhooks=False))
+    ids = submit(stack, 10, "batchmates")
+    stack.run_until(lambda: all(j["status"] == "completed" for j in truth(stack)), limit=120)
+    killer, healthy = ids[0], ids[1:]
+    processor = stack.handlers["processor"].get_processor()[0]
+    finish = processor._ledger.finish
+
+    def finish_or_die(key: JobKey, owner: str, outcome: Any, detail: Any = None) -> Any:
+        if key.job_id == killer:
+            raise Killed(key.job_id)
+        return finish(key, owner, outcome, detail)
+
+    processor._ledger.finish = finish_or_die
+    # WHEN the killer's message comes first in one batch with the nine others
+    assert stack.resources is not None
+    queue = JobQueue(stack.resources.queue_url, client=boto3.client("sqs"))
+    for job_id in ids:
+        queue.send(JobMessage(JobKey(JobKind.EXTRACT, job_id), "test"))
+    # THEN the nine are stored at the first redelivery (one visibility timeout, 360 s), long
+    # before the reconciler could find them (threshold 600 s, a run every 600 s)
+    took = stack.run_until(
+        lambda: all(outcome_keys(j)[0] in versions(stack) for j in healthy), step=5.0, limit=700
+    )
+    assert stack.schedule is not None
+    assert not any(run["recovered"]["job_list"] for run in stack.schedule.runs), took
+    # AND only the killer's message ever reaches the DLQ
+    for _ in range(40):
+        stack.step(60.0)
+    sqs = boto3.client("sqs")
+    parked: list[str] = []
+    while batch := sqs.receive_message(
+        QueueUrl=stack.resources.dlq_url, MaxNumberOfMessages=10
+    ).get("Messages", []):
+        parked += [json.loads(m["Body"])["job_id"] for m in batch]
+        for m in batch:
+            sqs.delete_message(QueueUrl=stack.resources.dlq_url, ReceiptHandle=m["ReceiptHandle"])
+    assert set(parked) <= {killer}, parked
+    seen = versions(stack)
+    assert all(seen[outcome_keys(j)[0]] == 1 for j in healthy)

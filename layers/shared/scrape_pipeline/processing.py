@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,6 +246,25 @@ class JobProcessor:
             return Disposition("api_unavailable", self._backoff(row.releases), type(exc).__name__)
         except Exception as exc:  # noqa: BLE001 - a job that fails this way must not hold its lease
             return self._failed_attempt(key, owner, row, exc)
+
+    def suspects_last(self, messages: Sequence[JobMessage | None]) -> list[int]:
+        """The order to process a batch in: jobs with strikes (earlier attempts that raised or
+        were killed) last, fewest strikes first; ``None`` (unreadable) keeps its place.
+
+        An attempt killed by the timeout takes its whole batch down with it. Put first, a job
+        that kills every invocation would send its healthy batch-mates round the redrive limit
+        into the DLQ before its own poison verdict; put last, they are done before it runs.
+        One BatchGetItem per batch pays for it.
+        """
+        keys = [m.key for m in messages if m is not None]
+        rows = self._ledger.get_many(keys) if keys else {}
+
+        def strikes(index: int) -> int:
+            message = messages[index]
+            row = rows.get(message.key) if message is not None else None
+            return row.strikes if row is not None and not row.is_done else 0
+
+        return sorted(range(len(messages)), key=strikes)  # stable: equal strikes keep order
 
     # -- acting on the state ---------------------------------------------------------------
 
