@@ -133,6 +133,8 @@ class LedgerRow:
     expires_at: float | None = None
     # When the job itself was created (API time), kept for WATCHING rows: the row is younger.
     job_created_at: float | None = None
+    # When the first webhook came for a job the pipeline had recovered without it.
+    late_webhook_at: float | None = None
 
     @property
     def is_done(self) -> bool:
@@ -237,6 +239,7 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         items_failed=int(n("items_failed") or 0),
         expires_at=n(TTL_ATTRIBUTE),
         job_created_at=n("job_created_at"),
+        late_webhook_at=n("late_webhook_at"),
     )
 
 
@@ -409,6 +412,29 @@ class Ledger:
             },
             now=now,
         )
+
+    def note_late_webhook(self, row: LedgerRow) -> bool:
+        """Record that a webhook came for a job recovered without it; True the first time only.
+
+        The reconciler's count of recovered jobs mixes webhooks that never came with webhooks
+        that were only late; this mark (one write per such job, not per delivery) tells them
+        apart.
+        """
+        now = self.clock.time()
+        try:
+            self._db.update_item(
+                TableName=self.table_name,
+                Key={PARTITION_KEY: _s(row.key.pk)},
+                UpdateExpression="SET #late = :now",
+                ConditionExpression="attribute_exists(#pk) AND attribute_not_exists(#late)",
+                ExpressionAttributeNames={"#late": "late_webhook_at", "#pk": PARTITION_KEY},
+                ExpressionAttributeValues={":now": _n(now)},
+            )
+        except AWS_ERRORS as exc:
+            if error_code(exc) == _CONDITION_FAILED:
+                return False
+            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        return True
 
     def _conditional_update(
         self,

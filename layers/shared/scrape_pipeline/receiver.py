@@ -12,6 +12,7 @@ same code. Every outcome is an ``Answer``; errors become statuses here and nowhe
     row from a submission     200 accepted    the batch/crawl its submitter announced
     WATCHING row              200 accepted    a long-running job settled: woken, enqueued
     closed as unknown/never   200 reopened    it did settle after all: reopened, enqueued
+    job recovered without it  200 late        first one only: the gap was a late webhook
     AWS failing               503   the sender retries; no orphan row is left
 """
 
@@ -118,6 +119,7 @@ OUTCOME_METRICS: Mapping[str, str] = {
     "duplicate": "WebhookDuplicate",
     "recovered": "WebhookRecovered",
     "reopened": "JobsReopened",
+    "late": "WebhookLate",
     "signature_rejected": "SignatureRejected",
     "bad_request": "WebhookBadRequest",
     "too_large": "WebhookBadRequest",
@@ -224,6 +226,11 @@ class Receiver:
             self._queue.send(message)
             return Answer(200, accepted, "accepted" if announced else "recovered", key)
         duplicate = {"status": "duplicate", "kind": key.kind.value, "job_id": key.job_id}
+        recovered = row.source not in (SOURCE_WEBHOOK, SOURCE_SUBMITTED)
+        if recovered and row.late_webhook_at is None and self._ledger.note_late_webhook(row):
+            # The reconciler (or a replay) got there first: its recovery was of a late
+            # webhook, not a lost one. Counted once per job, whatever the duplicates.
+            return Answer(200, duplicate, "late", key)
         return Answer(200, duplicate, "duplicate", key)
 
 
