@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from devstack.stack import LocalStack
 from tests.pipeline.conftest import MakeStack, check_exactly_once
 
 N = 6
@@ -17,10 +18,8 @@ N = 6
 LATE_BY = 1500.0
 
 
-def test_webhook_gap_late_webhooks_counted_once_lost_ones_not(make_stack: MakeStack):
-    # GIVEN every webhook delayed past the reconciler's recovery, and sent twice
-    stack = make_stack()
-    stack.sim.faults.update(delay_min_s=LATE_BY, delay_max_s=LATE_BY, duplicate_rate=1.0)
+def count_answers(stack: LocalStack) -> Counter[str]:
+    """The receiver's answers by outcome, counted as they are given."""
     receiver = stack.handlers["receiver"].get_receiver()
     handle = receiver.handle
     outcomes: Counter[str] = Counter()
@@ -31,6 +30,14 @@ def test_webhook_gap_late_webhooks_counted_once_lost_ones_not(make_stack: MakeSt
         return answer
 
     receiver.handle = counted
+    return outcomes
+
+
+def test_webhook_gap_late_webhooks_counted_once_lost_ones_not(make_stack: MakeStack):
+    # GIVEN every webhook delayed past the reconciler's recovery, and sent twice
+    stack = make_stack()
+    stack.sim.faults.update(delay_min_s=LATE_BY, delay_max_s=LATE_BY, duplicate_rate=1.0)
+    outcomes = count_answers(stack)
     client = stack.client()
     for i in range(N):
         client.submit_extract(f"https://example.com/late{i}")
@@ -50,16 +57,7 @@ def test_webhook_gap_on_time_webhooks_are_not_late(make_stack: MakeStack):
     # GIVEN webhooks that arrive, twice each
     stack = make_stack()
     stack.sim.faults.update(duplicate_rate=1.0)
-    receiver = stack.handlers["receiver"].get_receiver()
-    handle = receiver.handle
-    outcomes: Counter[str] = Counter()
-
-    def counted(body: bytes, headers: Any) -> Any:
-        answer = handle(body, headers)
-        outcomes[answer.outcome] += 1
-        return answer
-
-    receiver.handle = counted
+    outcomes = count_answers(stack)
     client = stack.client()
     for i in range(N):
         client.submit_extract(f"https://example.com/on-time{i}")
