@@ -101,6 +101,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
 
 def _suspects_last(processor: JobProcessor, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The batch's records, jobs with earlier failed or killed attempts last."""
+    if len(records) < 2:
+        return records  # no batch-mates to protect: no ledger read
     messages: list[JobMessage | None] = []
     for record in records:
         try:

@@ -320,3 +320,38 @@ def test_ledger_row_expires_counting_from_its_last_change(ledger: Ledger, clock:
     assert created.expires_at == int(created.created_at) + ttl
     assert leased is not None and leased.expires_at == int(leased.state_since) + ttl
     assert done.expires_at == int(clock.time()) + ttl
+
+
+def test_ledger_every_write_pushes_the_expiry(ledger: Ledger, clock: ManualClock):
+    # GIVEN a row moved by every kind of write, each a day after the one before
+    def expiry_is_a_ttl_from_now(write: str) -> None:
+        row = ledger.get(KEY)
+        assert row is not None
+        assert row.expires_at == int(clock.time()) + ledger.ttl_seconds, write
+        clock.advance(86_400)
+
+    ledger.record(KEY, source="job_list", state=JobState.ENQUEUED)
+    enqueued = ledger.get(KEY)
+    assert enqueued is not None
+    clock.advance(86_400)
+    # WHEN each write happens THEN the row then expires a TTL after it
+    assert ledger.mark_enqueued(enqueued)
+    expiry_is_a_ttl_from_now("mark_enqueued")
+    assert ledger.note_late_webhook(enqueued)
+    expiry_is_a_ttl_from_now("note_late_webhook")
+    assert ledger.acquire(KEY, "w1", 3 * 86_400, source="sqs").granted
+    expiry_is_a_ttl_from_now("acquire")
+    ledger.checkpoint(KEY, "w1", next_page=2, stored=1, failed=0)
+    expiry_is_a_ttl_from_now("checkpoint")
+    ledger.release(KEY, "w1")
+    expiry_is_a_ttl_from_now("release")
+    assert ledger.acquire(KEY, "w2", 60, source="sqs").granted
+    ledger.watch(KEY, "w2", job_created_at=0.0)
+    expiry_is_a_ttl_from_now("watch")
+    assert ledger.acquire(KEY, "w3", 60, source="sqs").granted
+    ledger.finish(KEY, "w3", Outcome.DEAD_LETTERED, {"reason": "unknown job"})
+    expiry_is_a_ttl_from_now("finish")
+    closed = ledger.get(KEY)
+    assert closed is not None
+    assert ledger.reopen(closed)
+    expiry_is_a_ttl_from_now("reopen")

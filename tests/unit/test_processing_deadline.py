@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_pipeline.processing import MAX_MARGIN_SHARE, Deadline
+from scrape_pipeline.budget import MAX_MARGIN_SHARE
+from scrape_pipeline.processing import Deadline
 
 
 class Remaining:

@@ -15,15 +15,28 @@ from scrape_pipeline.clock import Clock
 RemainingSeconds = Callable[[], float]
 
 # Pages one sweep may read in a run (RECONCILE_MAX_PAGES' default). Time budgets are the
-# working bound; this cap only ends a run that has no deadline (the CLI, a local stack whose
-# Lambda context never runs down) or a list that never says it is done. 1,000 list pages are
+# working bound; this cap only ends a run that has no deadline (the CLI, tests) or a list that
+# never says it is done. 1,000 list pages are
 # 100,000 jobs: far more than a run's time reads at the API's pace.
 DEFAULT_MAX_PAGES = 1000
+
+
+# A safety margin above this share of a whole invocation would leave it no time to work (a
+# function configured with a 5 s timeout and a 10 s margin would never start anything).
+MAX_MARGIN_SHARE = 0.25
 
 
 def unlimited() -> float:
     """The remaining time of a run with no deadline (the CLI, tests): page caps bound it."""
     return math.inf
+
+
+def safety_margin(remaining: RemainingSeconds, wanted: float) -> float:
+    """The margin to keep before the deadline: ``wanted``, at most a quarter of what is left.
+
+    Called once at the start of an invocation, while ``remaining()`` is its whole length.
+    """
+    return min(wanted, remaining() * MAX_MARGIN_SHARE)
 
 
 def remaining_until(clock: Clock, seconds: float) -> RemainingSeconds:
@@ -56,6 +69,11 @@ class Budget:
         left = self.left()
         seconds = left if total <= 0 or math.isinf(left) else left * weights[0] / total
         return Budget(self._remaining, seconds)
+
+    @classmethod
+    def no_deadline(cls) -> Budget:
+        """A budget that is never spent: only page caps bound the work."""
+        return cls(unlimited, 0.0)
 
     def left(self) -> float:
         """Seconds of this budget still unspent (``inf`` without a deadline)."""

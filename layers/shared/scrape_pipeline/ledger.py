@@ -70,8 +70,6 @@ class JobState(StrEnum):
     DONE = "DONE"
 
 
-# States a new message may take the lease from (besides an expired PROCESSING lease).
-LEASABLE_STATES = (JobState.RECEIVED, JobState.ENQUEUED, JobState.WATCHING)
 # Dead-letter reasons that later evidence of a settled job overturns (``Ledger.reopen``).
 REASON_NEVER_SETTLED = "never settled"
 REASON_UNKNOWN_JOB = "unknown job"
@@ -344,7 +342,6 @@ class Ledger:
 
         The condition on ``state_since`` makes concurrent re-enqueuers agree on one winner.
         """
-        now = self.clock.time()
         return self._conditional_update(
             row.key,
             "UpdateItem",
@@ -363,7 +360,6 @@ class Ledger:
                 ":received": _s(JobState.RECEIVED.value),
                 ":watching": _s(JobState.WATCHING.value),
             },
-            now=now,
         )
 
     def reopen(self, row: LedgerRow) -> bool:
@@ -378,7 +374,6 @@ class Ledger:
         """
         if not row.reopenable or row.finished_at is None:
             return False
-        now = self.clock.time()
         detail = {"reopened": row.detail.get("reason", "")}
         if row.detail.get("record"):
             detail["superseded"] = row.detail["record"]
@@ -410,7 +405,6 @@ class Ledger:
                 ":dead": _s(Outcome.DEAD_LETTERED.value),
                 ":old_finished": _n(row.finished_at),
             },
-            now=now,
         )
 
     def note_late_webhook(self, row: LedgerRow) -> bool:
@@ -420,21 +414,14 @@ class Ledger:
         that were only late; this mark (one write per such job, not per delivery) tells them
         apart.
         """
-        now = self.clock.time()
-        try:
-            self._db.update_item(
-                TableName=self.table_name,
-                Key={PARTITION_KEY: _s(row.key.pk)},
-                UpdateExpression="SET #late = :now",
-                ConditionExpression="attribute_exists(#pk) AND attribute_not_exists(#late)",
-                ExpressionAttributeNames={"#late": "late_webhook_at", "#pk": PARTITION_KEY},
-                ExpressionAttributeValues={":now": _n(now)},
-            )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                return False
-            raise unavailable("dynamodb", "UpdateItem", exc) from exc
-        return True
+        return self._conditional_update(
+            row.key,
+            "UpdateItem",
+            update="SET #late = :now",
+            condition="attribute_exists(#pk) AND attribute_not_exists(#late)",
+            names={"#late": "late_webhook_at", "#pk": PARTITION_KEY},
+            values={},
+        )
 
     def _conditional_update(
         self,
@@ -445,17 +432,18 @@ class Ledger:
         condition: str,
         names: Mapping[str, str],
         values: Mapping[str, Any],
-        now: float,
     ) -> bool:
         """One conditional update that also stamps ``updated_at`` and the TTL; False if refused."""
+        now = self.clock.time()
+        expression = _stamped(update)
         try:
             self._db.update_item(
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
-                UpdateExpression=_stamped(update),
+                UpdateExpression=expression,
                 ConditionExpression=condition,
                 ExpressionAttributeNames=_used(
-                    _stamped(update) + condition,
+                    expression + condition,
                     {"#state": "state", "#updated": "updated_at", "#ttl": TTL_ATTRIBUTE, **names},
                 ),
                 ExpressionAttributeValues={
@@ -862,7 +850,6 @@ def new_owner_id(prefix: str = "") -> str:
 
 __all__: Sequence[str] = (
     "DEFAULT_TTL_DAYS",
-    "LEASABLE_STATES",
     "MAX_ERROR_CHARS",
     "PARTITION_KEY",
     "PENDING_INDEX",

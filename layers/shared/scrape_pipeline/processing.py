@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.budget import safety_margin
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
@@ -70,10 +71,6 @@ _NOT_THE_JOBS_FAULT = (
     TransportError,
 )
 
-# A stop margin above this share of a whole invocation would leave it no time to work (a
-# processor configured with a 5 s timeout and the default 10 s margin would never start a job).
-MAX_MARGIN_SHARE = 0.25
-
 
 @dataclass(frozen=True)
 class Deadline:
@@ -85,7 +82,7 @@ class Deadline:
     @classmethod
     def of_invocation(cls, remaining: Callable[[], float], stop_margin: float) -> Deadline:
         """Built once at the start of an invocation, while ``remaining()`` is its whole length."""
-        return cls(remaining, min(stop_margin, remaining() * MAX_MARGIN_SHARE))
+        return cls(remaining, safety_margin(remaining, stop_margin))
 
     def near(self) -> bool:
         """Too close to the end to start a job or read another page."""

@@ -33,7 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget, RemainingSeconds, unlimited
+from scrape_pipeline.budget import (
+    DEFAULT_MAX_PAGES,
+    Budget,
+    RemainingSeconds,
+    safety_margin,
+    unlimited,
+)
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
@@ -51,7 +57,6 @@ DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
 # The order sweeps run in: most specific evidence first, so the gap is attributed to its cause.
 # The watch sweep goes last: the job list records the long-running jobs it finds for it.
 SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_JOB_LIST, SOURCE_WATCH)
-MAX_MARGIN_SHARE = 0.25
 # What a sweep may fail with and the run survive: the API's errors and AWS being unavailable.
 SWEEP_ERRORS = (GeonodeError, AWSUnavailableError)
 
@@ -252,7 +257,7 @@ class Reconciler:
         )
 
     def run(self, remaining: RemainingSeconds = unlimited) -> ReconcileReport:
-        """All three sweeps, each in its share of ``remaining()`` less the safety margin.
+        """All four sweeps, each in its share of ``remaining()`` less the safety margin.
 
         ``remaining`` gives the seconds the invocation has left (the handler passes the Lambda
         context's); without it only the page caps bound the run. A sweep that fails is
@@ -261,8 +266,7 @@ class Reconciler:
         failed one resumes from its checkpoint on the next scheduled run anyway.
         """
         report = ReconcileReport()
-        # A margin over a quarter of the run would leave a short-timeout reconciler nothing.
-        margin = min(self.settings.safety_margin_seconds, remaining() * MAX_MARGIN_SHARE)
+        margin = safety_margin(remaining, self.settings.safety_margin_seconds)
 
         def usable() -> float:
             return remaining() - margin
@@ -293,7 +297,7 @@ class Reconciler:
         Fresh ground first, then the passes earlier runs left pending, until the budget is
         spent: see ``scrape_pipeline.joblist`` for the pass order and the watermark rule.
         """
-        result = self._job_list.sweep(budget or Budget(unlimited, 0.0))
+        result = self._job_list.sweep(budget or Budget.no_deadline())
         report.recovered[SOURCE_JOB_LIST] += result.recovered
         report.list_pages += result.list_pages
         report.list_passes += result.fresh_passes
@@ -306,7 +310,7 @@ class Reconciler:
 
     def sweep_watched(self, report: ReconcileReport, budget: Budget | None = None) -> None:
         """Wake the long-running jobs that have settled (see ``scrape_pipeline.watch``)."""
-        result = self._watcher.sweep(budget or Budget(unlimited, 0.0))
+        result = self._watcher.sweep(budget or Budget.no_deadline())
         report.recovered[SOURCE_WATCH] += result.woken
         report.row_pages += result.row_pages
         report.list_pages += result.list_pages
@@ -326,7 +330,7 @@ class Reconciler:
         PROCESSING rows do not move when their message is re-sent, but there are only as many
         as leases taken recently, far fewer than a page cap of pages.
         """
-        budget = budget or Budget(unlimited, 0.0)
+        budget = budget or Budget.no_deadline()
         now = self._clock.time()
         stale_before = now - self.settings.stale_after_seconds
         # A lease lasts far less than STALE_AFTER; rows leased before now may have expired.
@@ -380,7 +384,7 @@ class Reconciler:
         attempts before it. Each subscription gets an equal share of the sweep's time (what
         one leaves flows to the next), so one deep backlog cannot starve the others.
         """
-        budget = budget or Budget(unlimited, 0.0)
+        budget = budget or Budget.no_deadline()
         hooks = self._client.list_webhooks()
         for index, hook in enumerate(hooks):
             share = budget.share([1.0] * (len(hooks) - index))
@@ -448,7 +452,7 @@ class Reconciler:
             since,
             1,
             report,
-            budget=Budget(unlimited, 0.0),
+            budget=Budget.no_deadline(),
             max_pages=self.settings.max_pages,
             only_status=only_status,
         )
