@@ -50,6 +50,10 @@ class Report(Verdict):
     latency_p99: float = 0.0
     latency_max: float = 0.0
     latencies: list[float] = field(default_factory=list)  # settle to stored, per stored unit
+    # The same for the units of jobs whose webhook never came (dropped by the sender).
+    dropped_p50: float = 0.0
+    dropped_p99: float = 0.0
+    dropped_units: int = 0
     crashes: dict[str, int] = field(default_factory=dict)
     requests_per_job: float = 0.0
     simulated_seconds: float = 0.0
@@ -80,6 +84,10 @@ class Report(Verdict):
             (
                 "settle-to-stored latency p50 / p99",
                 f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
+            ),
+            (
+                f"... of the {self.dropped_units} whose webhook was dropped",
+                f"{self.dropped_p50:.1f} s / {self.dropped_p99:.1f} s",
             ),
             ("Geonode requests per settled job", f"{self.requests_per_job:.3f}"),
             (
@@ -422,21 +430,28 @@ class Demo:
         for unit, job in self._units():
             settled = float(job["settled_at"])
             job_settled[unit.job_id] = max(job_settled.get(unit.job_id, settled), settled)
-        latencies = []
+        attempts = stack.sim.delivery_attempts()
+        attempted = {a["job_id"] for a in attempts}
+        latencies, dropped = [], []
         for unit, _ in report.stored_units:
             finished = self.done_at.get(unit.job_id)
             if finished is not None:
                 latencies.append(finished - job_settled[unit.job_id])
+                if unit.job_id not in attempted:  # the sender never tried: dropped
+                    dropped.append(latencies[-1])
+        report.dropped_units = len(dropped)
+        report.dropped_p50 = _percentile(dropped, 50)
+        report.dropped_p99 = _percentile(dropped, 99)
         accepted: Counter[tuple[str, str]] = Counter(
             (a["event_type"], a["job_id"])
-            for a in stack.sim.delivery_attempts()
+            for a in attempts
             if a["http_status"] is not None and 200 <= int(a["http_status"]) < 300
         )
         report.duplicates_suppressed = sum(n - 1 for n in accepted.values() if n > 1)
         stored_units = [
             (unit.result_key.rsplit("/", 1)[0], dict(job)) for unit, job in report.stored_units
         ]
-        report.large = measure(s3, bucket, stored_units, stack.sim.delivery_attempts())
+        report.large = measure(s3, bucket, stored_units, attempts)
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latencies = latencies

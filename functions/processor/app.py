@@ -6,6 +6,7 @@ its visibility changed and is reported failed; a Lambda never sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from typing import Any
 
@@ -32,6 +33,10 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 _built: tuple[JobProcessor, JobQueue] | None = None
 # The running invocation's deadline, set once at its start (record handlers share it).
 _deadline: Deadline | None = None
+# This invocation's records with earlier failed or killed attempts (message ids), and the
+# receipt handles of the records it has finished so far (see record_handler).
+_suspects: set[str] = set()
+_finished: list[str] = []
 
 
 class RetryLaterError(Exception):
@@ -56,6 +61,13 @@ def reset_processor() -> None:
 def record_handler(record: SQSRecord) -> None:
     """One message: one job, before the invocation's deadline."""
     processor, queue = get_processor()
+    if record.message_id in _suspects and _finished:
+        # A suspect may kill the invocation, and a killed invocation reports nothing: the
+        # batch-mates finished before it would come back, and round the redrive limit into
+        # the DLQ. Delete them now (one call, only in batches with a suspect).
+        with contextlib.suppress(AWSUnavailableError):
+            queue.acknowledge(_finished)
+        _finished.clear()
     message = JobMessage.from_json(record.body)
     disposition = processor.process(message, deadline=_deadline)
     metrics.add_metric(name=OUTCOME_METRICS[disposition.outcome], unit=MetricUnit.Count, value=1)
@@ -71,6 +83,7 @@ def record_handler(record: SQSRecord) -> None:
         },
     )
     if disposition.retry_in is None:
+        _finished.append(record.receipt_handle)
         return
     resent = queue.retry_later(
         message,
@@ -81,6 +94,7 @@ def record_handler(record: SQSRecord) -> None:
     )
     if not resent:
         raise RetryLaterError(disposition.outcome)
+    _finished.append(record.receipt_handle)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -93,6 +107,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         lambda: context.get_remaining_time_in_millis() / 1000,
         processor.settings.stop_margin_seconds,
     )
+    _finished.clear()
     ordered = {**event, "Records": _suspects_last(processor, event.get("Records") or [])}
     return process_partial_response(
         event=ordered, record_handler=record_handler, processor=batch, context=context
@@ -100,7 +115,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
 
 
 def _suspects_last(processor: JobProcessor, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The batch's records, jobs with earlier failed or killed attempts last."""
+    """The batch's records, jobs with earlier failed or killed attempts last (``_suspects``)."""
+    _suspects.clear()
     if len(records) < 2:
         return records  # no batch-mates to protect: no ledger read
     messages: list[JobMessage | None] = []
@@ -110,7 +126,8 @@ def _suspects_last(processor: JobProcessor, records: list[dict[str, Any]]) -> li
         except (ValueError, KeyError):
             messages.append(None)  # not a job: record_handler reports it failed, in place
     try:
-        order = processor.suspects_last(messages)
+        order, suspects = processor.suspects_last(messages)
     except AWSUnavailableError:
         return records  # the ledger is failing: each record will say so for itself
+    _suspects.update(str(records[i].get("messageId")) for i in suspects)
     return [records[i] for i in order]

@@ -66,6 +66,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "row_pages": report.row_pages,
         "resumed_passes": report.resumed_passes,
         "jobs_seen": report.jobs_seen,
+        "newly_watched": report.newly_watched,
+        "skipped": report.skipped,
         "watermark": report.watermark,
         "complete": report.complete,
         "errors": report.errors,

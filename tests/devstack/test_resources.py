@@ -243,8 +243,8 @@ def test_local_settings_from_the_event_source_and_the_schedule(stack):
     assert settings["batching_window_seconds"] == parameter_default(
         "ProcessorBatchingWindowSeconds"
     )
-    assert settings["reconcile_schedule"] == "rate(10 minutes)"
-    assert settings["reconcile_interval"] == 600
+    assert settings["reconcile_schedule"] == "rate(1 minute)"
+    assert settings["reconcile_interval"] == 60
     env = settings["env"]
     assert env["LEDGER_TABLE_NAME"] == stack.table
     assert env["QUEUE_URL"] == stack.queue_url

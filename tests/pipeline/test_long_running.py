@@ -99,7 +99,9 @@ def test_long_running_job_closed_as_unknown_reopened_when_it_settles(
     # before the API knows them: 404 for five minutes), dead-lettered as unknown after three
     # 404s; their webhooks arrive, or are all lost and only the job list shows them settled
     stack = make_stack(
-        StackSettings(env={"NOT_FOUND_MAX_TRIES": "3"}),
+        # The API lists a job as late as it answers its GET (300 s here): the job list's
+        # overlap must cover that lag, or no pass sees the job (README, reconciler settings).
+        StackSettings(env={"NOT_FOUND_MAX_TRIES": "3", "RECONCILE_OVERLAP_SECONDS": "400"}),
         job_duration_min_s=600,
         job_duration_max_s=700,
         not_found_lag_s=300,

@@ -45,7 +45,7 @@ def test_reconciler_bounded_work_resumes_where_it_stopped(make_stack: MakeStack)
     client = stack.client()
     for i in range(250):
         client.submit_extract(f"https://example.com/many/{i}")
-    settle(stack, 700)  # settled, and older than the 600 s threshold
+    settle(stack, 700)  # settled, and older than the threshold
     # WHEN it runs three times
     reports = [reconciler(stack).run() for _ in range(3)]
     # THEN each run read one page, the first two stopped short, and nothing was found twice
@@ -74,20 +74,48 @@ def test_reconciler_watermark_advances_with_completed_passes(make_stack: MakeSta
     assert float(saved["watermark"]["S"]) == second.watermark
 
 
-def test_reconciler_watermark_pinned_by_unsettled_job(make_stack: MakeStack):
+def test_reconciler_watches_an_unsettled_job_instead_of_pinning_the_watermark(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN a job that runs for 1,000 s and whose webhook is lost
     stack = make_stack(
         StackSettings(reconcile_interval=NO_SCHEDULE),
-        job_duration_min_s=5000,
-        job_duration_max_s=5001,
+        job_duration_min_s=1000,
+        job_duration_max_s=1001,
     )
-    client = stack.client()
+    stack.sim.faults.update(drop_rate=1.0)
     created = stack.clock.time()
-    client.submit_extract("https://example.com/slow")
-    settle(stack, 1300)
-    report = reconciler(stack).run()
-    # the slow job was created ~1300 s ago and is not settled: the watermark cannot pass it
-    assert report.watermark <= created + 1
-    assert report.recovered["job_list"] == 0
+    job_id = stack.client().submit_extract("https://example.com/slow").job_id
+    settle(stack, 300)
+    found = reconciler(stack)
+    # WHEN a run lists it still running
+    first = found.run()
+    # THEN it is recorded WATCHING and the watermark passes it
+    assert first.newly_watched == 1
+    assert first.watermark > created + 200
+    row = ledger(stack).get(JobKey(JobKind.EXTRACT, job_id))
+    assert row is not None and row.state is JobState.WATCHING
+    # AND the runs after it read only the ground since the watermark (no day of re-reading)
+    starts: list[float] = []
+    real = found._client.list_jobs
+
+    def list_jobs(**kwargs: Any) -> Any:
+        if kwargs.get("start_date") is not None:
+            starts.append(kwargs["start_date"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(found._client, "list_jobs", list_jobs)
+    watermark = first.watermark
+    for _ in range(12):  # two minutes of the default schedule, past the job's end
+        settle(stack, 60)
+        report = found.run()
+        assert all(start >= watermark - found.settings.overlap_seconds for start in starts)
+        watermark, starts = report.watermark, []
+    # AND the watch sweep woke it once it settled: stored once, with one GET
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 1}
+    by_route = stack.sim.request_counts()["by_route"]
+    assert by_route.get("GET /v1/extract/{job_id}", 0) <= 2
 
 
 def test_reconciler_re_enqueues_stuck_rows_and_expired_leases(make_stack: MakeStack):

@@ -12,7 +12,8 @@ import pytest
 
 from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.budget import Budget
-from scrape_pipeline.reconciler import SOURCE_JOB_LIST, Reconciler, ReconcileReport
+from scrape_pipeline.joblist import SOURCE_JOB_LIST
+from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from tests.pipeline.conftest import MakeStack, check_exactly_once, versions
 from tests.pipeline.test_reconciler import NO_SCHEDULE, FakeRemaining, reconciler, settle
 
@@ -157,11 +158,11 @@ def test_reconciler_first_run_recovers_fresh_jobs_before_a_day_of_backlog(
     assert check_exactly_once(stack) == {"stored": 380}
 
 
-def test_reconciler_pending_pass_rechecks_its_unsettled_jobs_without_moving_the_watermark(
+def test_reconciler_pending_pass_watches_its_unsettled_jobs_and_never_rereads_them(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ):
-    # GIVEN 250 dropped jobs still running (young) when a first sweep reads two of their
-    # three pages and runs out of time
+    # GIVEN 250 dropped jobs still running when a first sweep reads two of their three pages
+    # and runs out of time
     stack, found, remaining, pages, first = pending_pass(
         make_stack,
         monkeypatch,
@@ -170,22 +171,19 @@ def test_reconciler_pending_pass_rechecks_its_unsettled_jobs_without_moving_the_
         job_duration_max_s=SLOW_JOB_SECONDS + 1,
     )
     assert (first.list_pages, first.recovered[SOURCE_JOB_LIST]) == (2, 0)
+    assert first.newly_watched == 200
     pass_end = pages[0]["end_date"]
-    # WHEN the jobs settle and the next run finishes the pending pass
-    settle(stack, 300)
+    # WHEN the next run finishes the pending pass while they still run
     second = ReconcileReport()
     found.sweep_job_list(second, Budget(remaining, 1000.0))
-    # THEN it recovered the settled jobs of the page it had left, kept the watermark where
-    # fresh passes had brought it, and left the pages it read unsettled for a later run
-    assert second.recovered[SOURCE_JOB_LIST] == 50
-    assert second.watermark > pass_end
-    # AND the next run re-reads only from the oldest unsettled job to the pass's end
+    # THEN the last 50 are watched too, and the pass is done: no page of it is read again
+    assert (second.newly_watched, second.recovered[SOURCE_JOB_LIST]) == (50, 0)
+    assert second.complete is True
     pages.clear()
-    third = ReconcileReport()
-    found.sweep_job_list(third, Budget(remaining, 1000.0))
-    assert third.recovered[SOURCE_JOB_LIST] == 200
-    rechecked = [p for p in pages if p["end_date"] == pass_end]
-    assert [p["page"] for p in rechecked] == [1, 2, 3]
-    assert third.complete is True
+    settle(stack, 300)  # they settle
+    third = found.run()
+    assert not [p for p in pages if p.get("end_date") == pass_end]
+    # AND the watch sweep wakes all 250 in one run, from one list of the unsettled jobs
+    assert third.recovered["watch"] == 250
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 250}

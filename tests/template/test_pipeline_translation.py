@@ -197,8 +197,9 @@ def test_function_code_handler_runtime_layer_and_service_name(
         (PROCESSOR, "MAX_RESUBMISSIONS_PER_URL", "MaxResubmissionsPerUrl", 2),
         # the queue's own redrive count (test_template_translation pins the queue side)
         (PROCESSOR, "MAX_RECEIVE_COUNT", "MaxReceiveCount", 5),
-        (RECONCILER, "RECONCILE_THRESHOLD_SECONDS", "ReconcileThresholdSeconds", 600),
-        (RECONCILER, "RECONCILE_OVERLAP_SECONDS", "ReconcileOverlapSeconds", 120),
+        (RECONCILER, "RECONCILE_THRESHOLD_SECONDS", "ReconcileThresholdSeconds", 60),
+        (RECONCILER, "RECONCILE_OVERLAP_SECONDS", "ReconcileOverlapSeconds", 30),
+        (RECONCILER, "RECONCILE_FULL_SWEEP_SECONDS", "ReconcileFullSweepSeconds", 600),
         (RECONCILER, "STALE_AFTER_SECONDS", "StaleAfterSeconds", 900),
         (RECONCILER, "RECONCILE_MAX_PAGES", "ReconcileMaxPages", 1000),
     ],
@@ -295,9 +296,9 @@ def test_reconciler_schedule_rule_uses_the_parameter_expression(
 ) -> None:
     # GIVEN the one EventBridge rule, SAM's translation of the reconciler's Schedule event
     rule_id, rule = only_resource(cfn, "AWS::Events::Rule")
-    # THEN it runs on ReconcileSchedule, every 10 minutes by default, and targets the reconciler
+    # THEN it runs on ReconcileSchedule, every minute by default, and targets the reconciler
     assert rule["Properties"]["ScheduleExpression"] == {"Ref": "ReconcileSchedule"}
-    assert parameter_default(template, "ReconcileSchedule") == "rate(10 minutes)"
+    assert parameter_default(template, "ReconcileSchedule") == "rate(1 minute)"
     pattern = template["Parameters"]["ReconcileSchedule"]["AllowedPattern"]
     assert re.fullmatch(pattern, "rate(10 minutes)")
     assert not re.fullmatch(pattern, "every 10 minutes")
@@ -314,12 +315,15 @@ def test_reconciler_schedule_rule_uses_the_parameter_expression(
     assert permission["SourceArn"] == {"Fn::GetAtt": [rule_id, "Arn"]}
 
 
-def test_reconciler_runs_alone_for_up_to_five_minutes(cfn: dict[str, Any]) -> None:
+def test_reconciler_runs_alone_and_ends_before_the_next_scheduled_run(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
     # GIVEN the translated reconciler
     props = cfn["Resources"][RECONCILER]["Properties"]
-    # THEN one instance at most (two would race on the watermark), with 300 s to finish
+    # THEN one instance at most (two would race on the watermark), and a run is over before
+    # the default schedule fires the next (else that one is throttled, not run)
     assert props["ReservedConcurrentExecutions"] == 1
-    assert props["Timeout"] == 300
+    assert props["Timeout"] <= _rate_seconds(parameter_default(template, "ReconcileSchedule"))
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -492,13 +496,14 @@ def test_processor_errors_alarm_sums_the_functions_errors_over_5_minutes(
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
-def test_reconciler_recoveries_alarm_sums_the_run_total_per_run_window(
+def test_reconciler_recoveries_alarm_sums_the_run_total_per_full_sweep_window(
     cfn: dict[str, Any], template: dict[str, Any]
 ) -> None:
-    # GIVEN the recoveries alarm, the reconciler's Powertools settings and its default cadence
+    # GIVEN the recoveries alarm, the reconciler's Powertools settings and its full-sweep cadence
     alarm = cfn["Resources"]["ReconcilerRecoveriesAlarm"]["Properties"]
     env = _env(cfn, RECONCILER)
-    window = _rate_seconds(parameter_default(template, "ReconcileSchedule"))
+    window = parameter_default(template, "ReconcileFullSweepSeconds")
+    assert window % _rate_seconds(parameter_default(template, "ReconcileSchedule")) == 0
     # THEN it reads the run's JobsRecovered total where Powertools writes it: the namespace and
     # the service dimension alone (CloudWatch matches dimension sets exactly; the per-source
     # series carry `source` too)
@@ -507,7 +512,7 @@ def test_reconciler_recoveries_alarm_sums_the_run_total_per_run_window(
         "JobsRecovered",
     )
     assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
-    # AND sums one run window of the default schedule against a parameter threshold
+    # AND sums one window in which every sweep ran, against a parameter threshold
     assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Sum", window, 1)
     assert alarm["Threshold"] == {"Ref": "RecoveriesAlarmThreshold"}
     assert parameter_default(template, "RecoveriesAlarmThreshold") == 10

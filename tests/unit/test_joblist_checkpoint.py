@@ -18,29 +18,33 @@ def test_checkpoint_reads_the_single_resumable_pass_of_earlier_versions():
     mark = _Checkpoint.read(saved, default_watermark=0.0)
     # THEN its pass is pending, resumed at its page
     assert mark.watermark == 1000.0
-    assert [(p.start, p.end, p.page, p.oldest) for p in mark.pending] == [(100.0, 900.0, 4, None)]
+    assert [(p.start, p.end, p.page) for p in mark.pending] == [(100.0, 900.0, 4)]
 
 
 def test_checkpoint_round_trips_pending_passes():
-    mark = _Checkpoint(500.0, [_Pass(10.0, 20.0, 3, 15.5), _Pass(20.0, 30.0)])
+    mark = _Checkpoint(500.0, [_Pass(10.0, 20.0, 3), _Pass(20.0, 30.0)])
     again = _Checkpoint.read(mark.fields(), default_watermark=0.0)
     assert again.watermark == 500.0
-    assert [(p.start, p.end, p.page, p.oldest) for p in again.pending] == [
-        (10.0, 20.0, 3, 15.5),
-        (20.0, 30.0, 1, None),
-    ]
+    assert [(p.start, p.end, p.page) for p in again.pending] == [(10.0, 20.0, 3), (20.0, 30.0, 1)]
     assert "pending" not in _Checkpoint(500.0).fields()
 
 
+def test_checkpoint_reads_the_pinning_field_of_earlier_versions():
+    # GIVEN a pending pass saved with the oldest unsettled job it had seen (no longer kept)
+    saved = {"watermark": "500.000", "pending": "[[10.0,20.0,3,15.5],[20.0,30.0,1,null]]"}
+    # THEN both passes resume where they were
+    mark = _Checkpoint.read(saved, default_watermark=0.0)
+    assert [(p.start, p.end, p.page) for p in mark.pending] == [(10.0, 20.0, 3), (20.0, 30.0, 1)]
+
+
 def test_checkpoint_merges_the_newest_passes_beyond_its_bound():
-    # GIVEN one pending pass more than the bound, the newest two with unsettled jobs
+    # GIVEN one pending pass more than the bound
     passes = [_Pass(float(i), float(i + 1), 2) for i in range(MAX_PENDING_PASSES + 1)]
-    passes[-2].oldest, passes[-1].oldest = 15.2, 16.7
     mark = _Checkpoint(100.0, passes)
     # WHEN it is bounded
     mark.bound()
-    # THEN the two newest became one pass read again from its first page, keeping the oldest
+    # THEN the two newest became one pass read again from its first page
     assert len(mark.pending) == MAX_PENDING_PASSES
     merged = mark.pending[-1]
     last = float(MAX_PENDING_PASSES)
-    assert (merged.start, merged.end, merged.page, merged.oldest) == (last - 1, last + 1, 1, 15.2)
+    assert (merged.start, merged.end, merged.page) == (last - 1, last + 1, 1)

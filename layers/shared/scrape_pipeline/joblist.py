@@ -24,15 +24,12 @@ A run works until its time budget (or the optional page cap) is spent, in this o
     3. closing pass   once a run has finished a pending pass, one more fresh pass over the
                       ground that came due while it worked (nothing, on a stopped clock).
 
-Watermark rule: no pass forgets an unsettled job younger than WATCH_AFTER. A pass that sees
-one keeps the oldest. When a fresh pass completes, the watermark moves back to it, so the next
-fresh pass reads it again (at most WATCH_AFTER of listings re-read). A pending pass may complete
-hours behind the watermark; moving the watermark back that far would re-read hours of listings,
-so it leaves a recheck pass instead, from that job (less the overlap) to the pass's end: a job
-is young when seen on a page of a range ending threshold before then, so that is at most
-WATCH_AFTER - threshold of listings, read from the next run on. An unsettled job older than
-WATCH_AFTER is recorded WATCHING (the watch sweep wakes it) and pins nothing: pinning it would
-re-read days of listings every run.
+Unsettled jobs pin nothing: a pass that lists a job not yet settled records it WATCHING
+(unless the ledger knows it already), and the watch sweep, which runs every run, wakes it once
+the API no longer lists it unsettled. So the watermark only ever moves forward and no run
+re-reads listings it has read (the overlap aside): pinning it at a slow job instead would
+re-read everything since that job every minute. A known row closed as "unknown job" or "never
+settled" is reopened: the list proves the job exists.
 
 Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
 per 100 jobs examined, plus the checkpoint's one read and one write per run.
@@ -41,33 +38,30 @@ per 100 jobs examined, plus the checkpoint's one read and one write per run.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.ledger import Bookkeeping, JobKey, JobKind, JobState, Ledger
-from scrape_pipeline.watch import SOURCE_WATCH
+from scrape_pipeline.ledger import SOURCE_WATCH, Bookkeeping, JobKey, JobKind, Ledger
+from scrape_pipeline.recovery import Recoverer
 
 JOBS_CHECKPOINT = "reconciler-jobs"
+SOURCE_JOB_LIST = "job_list"
 # Pending passes kept at most; beyond it the two newest are merged and read again from their
 # first page. Only a reconciler far behind a heavy account reaches it (each run adds at most
 # one pending pass: its fresh one, when cut short).
 MAX_PENDING_PASSES = 16
-KEYS_PER_READ = 100  # BatchGetItem's limit
-
-EnsureJobs = Callable[[Sequence[JobKey]], int]
 
 
 @dataclass(frozen=True)
 class JobListSettings:
     """The job-list sweep's knobs (``ReconcilerSettings`` documents them)."""
 
-    threshold_seconds: float = 600.0
-    overlap_seconds: float = 120.0
+    threshold_seconds: float = 60.0
+    overlap_seconds: float = 30.0
     lookback_seconds: float = 86_400.0
-    watch_after_seconds: float = 1800.0
     max_pages: int = DEFAULT_MAX_PAGES  # a safety cap per run; the budget is the working bound
 
 
@@ -76,6 +70,7 @@ class JobListResult:
     """What one sweep did."""
 
     recovered: int = 0
+    watched: int = 0  # unsettled jobs recorded WATCHING for the watch sweep
     list_pages: int = 0
     fresh_passes: int = 0  # passes begun at the watermark this run (opening, closing)
     resumed_passes: int = 0  # pending passes taken up where an earlier run left them
@@ -92,25 +87,16 @@ class _Pass:
     start: float
     end: float
     page: int = 1
-    oldest: float | None = None  # the oldest young unsettled job seen so far
     done: bool = False  # not saved: a finished pass leaves the checkpoint
 
-    def saved(self) -> list[float | int | None]:
-        oldest = None if self.oldest is None else round(self.oldest, 3)
-        return [round(self.start, 3), round(self.end, 3), self.page, oldest]
+    def saved(self) -> list[float | int]:
+        return [round(self.start, 3), round(self.end, 3), self.page]
 
     @classmethod
     def from_saved(cls, raw: Sequence[float | int | None]) -> _Pass:
-        start, end, page, oldest = raw
-        return cls(
-            float(start or 0.0),
-            float(end or 0.0),
-            int(page or 1),
-            None if oldest is None else float(oldest),
-        )
-
-    def see_unsettled(self, created: float) -> None:
-        self.oldest = created if self.oldest is None else min(self.oldest, created)
+        # Earlier versions saved a fourth field (the pinning job): no longer needed.
+        start, end, page = raw[:3]
+        return cls(float(start or 0.0), float(end or 0.0), int(page or 1))
 
 
 @dataclass
@@ -126,13 +112,11 @@ class _Checkpoint:
             return cls(default_watermark)
         pending = [_Pass.from_saved(raw) for raw in json.loads(saved.get("pending") or "[]")]
         if saved.get("resume_page"):  # the single resumable pass of earlier versions
-            oldest = saved.get("resume_oldest")
             pending.append(
                 _Pass(
                     float(saved["resume_start"]),
                     float(saved["resume_end"]),
                     int(saved["resume_page"]),
-                    float(oldest) if oldest else None,
                 )
             )
         return cls(float(saved["watermark"]), pending)
@@ -141,11 +125,7 @@ class _Checkpoint:
         """Merge the two newest pending passes while there are too many (see the constant)."""
         while len(self.pending) > MAX_PENDING_PASSES:
             older, newer = self.pending[-2], self.pending[-1]
-            merged = _Pass(min(older.start, newer.start), max(older.end, newer.end))
-            for oldest in (older.oldest, newer.oldest):
-                if oldest is not None:
-                    merged.see_unsettled(oldest)
-            self.pending[-2:] = [merged]
+            self.pending[-2:] = [_Pass(min(older.start, newer.start), max(older.end, newer.end))]
 
     def fields(self) -> dict[str, str]:
         out = {"watermark": f"{self.watermark:.3f}"}
@@ -163,14 +143,14 @@ class JobListSweep:
         *,
         ledger: Ledger,
         client: GeonodeClient,
-        ensure: EnsureJobs,
+        recoverer: Recoverer,
         clock: Clock,
     ) -> None:
         self.settings = settings
         self._ledger = ledger
         self._books = Bookkeeping(ledger)
         self._client = client
-        self._ensure = ensure
+        self._recoverer = recoverer
         self._clock = clock
 
     def sweep(self, budget: Budget) -> JobListResult:
@@ -184,13 +164,11 @@ class JobListSweep:
         default = self._clock.time() - s.lookback_seconds
         mark = _Checkpoint.read(self._books.read(JOBS_CHECKPOINT), default)
         fresh_due, closing_left, cut_short = True, 1, False
-        rechecks: list[_Pass] = []  # made this run; read from the next run on
         try:
             while True:
                 end = self._clock.time() - s.threshold_seconds
                 fresh = fresh_due and end > mark.watermark
-                waiting = [p for p in mark.pending if p not in rechecks]
-                if not fresh and not waiting:
+                if not fresh and not mark.pending:
                     break
                 if self._stopped(budget, result):
                     cut_short = True
@@ -201,7 +179,7 @@ class JobListSweep:
                     mark.watermark = end
                     result.fresh_passes += 1
                 else:
-                    current = waiting[0]  # left by an earlier run, the oldest first
+                    current = mark.pending[0]  # left by an earlier run, the oldest first
                     result.resumed_passes += 1
                 fresh_due = False
                 self._read(current, budget, result)
@@ -210,22 +188,13 @@ class JobListSweep:
                     break
                 mark.pending = [p for p in mark.pending if p is not current]
                 result.finished_passes += 1
-                if current.oldest is not None and fresh:
-                    # The next fresh pass starts at it again: at most WATCH_AFTER of re-reading.
-                    mark.watermark = min(mark.watermark, current.oldest)
-                elif current.oldest is not None:
-                    # A pending pass may end hours behind the watermark: re-read only from its
-                    # young unsettled jobs to its end (WATCH_AFTER at most), in a later run.
-                    recheck = _Pass(current.oldest - s.overlap_seconds, current.end)
-                    mark.pending.append(recheck)
-                    rechecks.append(recheck)
                 if not fresh and closing_left:
                     # A finished resumed pass took time: new ground may have come due.
                     fresh_due, closing_left = True, 0
         finally:
             mark.bound()
             result.watermark = mark.watermark
-            result.complete = not cut_short and all(p in rechecks for p in mark.pending)
+            result.complete = not cut_short and not mark.pending
             self._books.write(JOBS_CHECKPOINT, mark.fields())
         return result
 
@@ -234,8 +203,12 @@ class JobListSweep:
 
     def _read(self, current: _Pass, budget: Budget, result: JobListResult) -> None:
         """Read ``current`` from its page while time and pages last; a page counts as read
-        only once its jobs are ensured, so a failure leaves ``current.page`` on it."""
-        now = self._clock.time()
+        only once its jobs are handled, so a failure leaves ``current.page`` on it.
+
+        One BatchGetItem a page (a page holds at most 100 jobs, BatchGetItem's limit): settled
+        jobs the ledger has not finished are enqueued, unsettled ones it does not know are
+        recorded WATCHING.
+        """
         while not self._stopped(budget, result):
             listing = self._client.list_jobs(
                 start_date=current.start,
@@ -246,31 +219,24 @@ class JobListSweep:
             result.list_pages += 1
             result.jobs_seen += len(listing.items)
             settled: list[JobKey] = []
-            long_running: dict[JobKey, float] = {}
+            unsettled: dict[JobKey, float] = {}
             for row in listing.items:
-                created = row.created_at.timestamp() if row.created_at else current.start
                 key = JobKey(JobKind.EXTRACT, row.job_id)
                 if row.is_terminal:
                     settled.append(key)
-                elif now - created < self.settings.watch_after_seconds:
-                    current.see_unsettled(created)  # the watermark must not pass it
                 else:
-                    long_running[key] = created
-            result.recovered += self._ensure(settled)
-            self._watch_new(long_running)
+                    created = row.created_at.timestamp() if row.created_at else current.start
+                    unsettled[key] = created
+            if settled or unsettled:
+                rows = self._ledger.get_many([*settled, *unsettled])
+                # The list proves a job closed as "unknown" exists: reopen it (ensure does).
+                reopen = [k for k in unsettled if k in rows and rows[k].reopenable]
+                result.recovered += self._recoverer.ensure_many(
+                    [*settled, *reopen], rows, source=SOURCE_JOB_LIST
+                )
+                unknown = {k: created for k, created in unsettled.items() if k not in rows}
+                result.watched += self._recoverer.watch_many(unknown, source=SOURCE_WATCH)
             if listing.is_last or not listing.items:
                 current.done = True
                 return
             current.page += 1
-
-    def _watch_new(self, jobs: Mapping[JobKey, float]) -> None:
-        """Record WATCHING the long-running jobs the ledger does not know yet."""
-        keys = list(jobs)
-        for start in range(0, len(keys), KEYS_PER_READ):
-            chunk = keys[start : start + KEYS_PER_READ]
-            known = self._ledger.get_many(chunk)
-            for key in chunk:
-                if key not in known:
-                    self._ledger.record(
-                        key, source=SOURCE_WATCH, state=JobState.WATCHING, job_created_at=jobs[key]
-                    )

@@ -74,6 +74,8 @@ class JobState(StrEnum):
 REASON_NEVER_SETTLED = "never settled"
 REASON_UNKNOWN_JOB = "unknown job"
 REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
+# The source of the rows the reconciler records WATCHING and of the messages that wake them.
+SOURCE_WATCH = "watch"
 
 
 class Outcome(StrEnum):
@@ -856,6 +858,7 @@ __all__: Sequence[str] = (
     "REASON_NEVER_SETTLED",
     "REASON_UNKNOWN_JOB",
     "REOPENABLE_REASONS",
+    "SOURCE_WATCH",
     "TTL_ATTRIBUTE",
     "Bookkeeping",
     "JobKey",

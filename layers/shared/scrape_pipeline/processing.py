@@ -5,7 +5,8 @@
       │             ├─▶ failed otherwise   dead-letter record; DONE dead_lettered
       │             ├─▶ cancelled          DONE cancelled (a crawl's finished pages stored first)
       │             ├─▶ not settled        release, retry later with a growing delay; after
-      │             │                      WATCH_AFTER, park it WATCHING (no message, no polls)
+      │             │                      WATCH_AFTER, or at once when the watch sweep woke
+      │             │                      it, park it WATCHING (no message, no polls)
       │             ├─▶ 404                release; only 404s count toward "unknown job"
       │             └─▶ 429, 5xx, network  release; retry after Retry-After or a backoff
       ├─ any other error: release, keeping the attempt's strike and the error
@@ -45,6 +46,7 @@ from scrape_pipeline.geonode.errors import (
 from scrape_pipeline.geonode.models import BatchStatus, Job
 from scrape_pipeline.ledger import (
     REASON_UNKNOWN_JOB,
+    SOURCE_WATCH,
     JobKey,
     JobKind,
     LeaseLostError,
@@ -224,7 +226,8 @@ class JobProcessor:
             if row.strikes > self.settings.max_attempts:
                 # Every earlier attempt raised or was killed: stop spending API calls on it.
                 return self._poisoned(key, owner, row, row.last_error)
-            return self._act(key, owner, row, deadline)
+            # Woken by the watch sweep: if it still runs, it goes back to sleep at once.
+            return self._act(key, owner, row, deadline, woken=message.source == SOURCE_WATCH)
         except LeaseLostError:
             # Our lease expired mid-way and another holder took over: it finishes the job.
             return Disposition("lease_lost")
@@ -244,9 +247,10 @@ class JobProcessor:
         except Exception as exc:  # noqa: BLE001 - a job that fails this way must not hold its lease
             return self._failed_attempt(key, owner, row, exc)
 
-    def suspects_last(self, messages: Sequence[JobMessage | None]) -> list[int]:
+    def suspects_last(self, messages: Sequence[JobMessage | None]) -> tuple[list[int], set[int]]:
         """The order to process a batch in: jobs with strikes (earlier attempts that raised or
-        were killed) last, fewest strikes first; ``None`` (unreadable) keeps its place.
+        were killed) last, fewest strikes first; ``None`` (unreadable) keeps its place. Also
+        the indexes of those suspects.
 
         An attempt killed by the timeout takes its whole batch down with it. Put first, a job
         that kills every invocation would send its healthy batch-mates round the redrive limit
@@ -261,12 +265,19 @@ class JobProcessor:
             row = rows.get(message.key) if message is not None else None
             return row.strikes if row is not None and not row.is_done else 0
 
-        return sorted(range(len(messages)), key=strikes)  # stable: equal strikes keep order
+        order = sorted(range(len(messages)), key=strikes)  # stable: equal strikes keep order
+        return order, {i for i in order if strikes(i) > 0}
 
     # -- acting on the state ---------------------------------------------------------------
 
     def _act(
-        self, key: JobKey, owner: str, row: LedgerRow, deadline: Deadline | None
+        self,
+        key: JobKey,
+        owner: str,
+        row: LedgerRow,
+        deadline: Deadline | None,
+        *,
+        woken: bool = False,
     ) -> Disposition:
         try:
             state: Job | BatchStatus = (
@@ -290,7 +301,7 @@ class JobProcessor:
                 self._store_items(key, owner, row, state, deadline)
             self._ledger.finish(key, owner, Outcome.CANCELLED)
             return Disposition("cancelled")
-        return self._not_settled(key, owner, row, state)
+        return self._not_settled(key, owner, row, state, woken=woken)
 
     def _get_batch_or_crawl(self, key: JobKey, page: int) -> BatchStatus:
         if key.kind is JobKind.BATCH:
@@ -399,13 +410,13 @@ class JobProcessor:
         return self._dead_letter(key, owner, record)
 
     def _not_settled(
-        self, key: JobKey, owner: str, row: LedgerRow, state: Job | BatchStatus
+        self, key: JobKey, owner: str, row: LedgerRow, state: Job | BatchStatus, *, woken: bool
     ) -> Disposition:
         created = (
             state.created_at.timestamp() if isinstance(state, Job) and state.created_at else None
         )
         created = created or row.created_at
-        if self._clock.time() - created >= self.settings.watch_after_seconds:
+        if woken or self._clock.time() - created >= self.settings.watch_after_seconds:
             # A crawl that runs for days: polling it every few minutes would cost a call per
             # job per poll. Parked, it is woken by its webhook or by the reconciler.
             self._ledger.watch(key, owner, job_created_at=created)

@@ -1,13 +1,12 @@
 """The reconciler: find every job the webhooks missed, enqueue it, and count them.
 
-Four sweeps a run, each bounded and resumable:
+Four sweeps, each bounded and resumable:
 
     job list      the extract job list in passes (``scrape_pipeline.joblist``): the fresh
                   ground since the watermark (minus an overlap) up to now - threshold first,
                   then passes earlier runs left pending, until the time share is spent; a
-                  settled job the ledger has not finished is enqueued. The watermark never
-                  passes a job that has not settled, unless that job has run for WATCH_AFTER:
-                  then it is recorded WATCHING and left to the watch sweep.
+                  settled job the ledger has not finished is enqueued, an unsettled one it
+                  does not know is recorded WATCHING (left to the watch sweep).
     stuck rows    RECEIVED/ENQUEUED rows unchanged for ``stale_after``, PROCESSING rows with
                   an expired lease (the sparse ``pending-by-state`` index).
     delivery log  per subscription, attempts since a checkpoint that failed, were abandoned
@@ -16,6 +15,14 @@ Four sweeps a run, each bounded and resumable:
                   woken: see ``scrape_pipeline.watch``.
 
 The counts by sweep are the measured webhook gap (metric ``JobsRecovered``, by source).
+
+Cadence: the schedule runs the reconciler every minute, and the job list and watch sweeps run
+every run: a job whose webhook was lost is found once it has been settled for the threshold
+(90 s), at a cost of what settled since the last run (one list page per 100 jobs, at least
+one page a run). The stuck-rows and delivery-log sweeps are slower kinds of evidence (a lost
+message waits STALE_AFTER anyway; a failed delivery is retried by the sender for minutes):
+they run once every RECONCILE_FULL_SWEEP seconds, and at every run while their last one is
+unfinished (cut short or failed), so a backlog is worked through at the full pace.
 
 Every sweep has its own share of the run's time (taken from the Lambda's remaining time) and
 its own error handling: one that runs out of time stops at a page boundary and saves where it
@@ -43,20 +50,26 @@ from scrape_pipeline.budget import (
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.joblist import JobListSettings, JobListSweep
-from scrape_pipeline.ledger import Bookkeeping, JobKey, JobState, Ledger
+from scrape_pipeline.joblist import SOURCE_JOB_LIST, JobListSettings, JobListSweep
+from scrape_pipeline.ledger import SOURCE_WATCH, Bookkeeping, JobKey, JobState, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.settings import positive_number
-from scrape_pipeline.watch import SOURCE_WATCH, Watcher, WatchSettings
+from scrape_pipeline.watch import Watcher, WatchSettings
 
-SOURCE_JOB_LIST = "job_list"
 SOURCE_STUCK_ROWS = "stuck_rows"
 SOURCE_DELIVERY_LOG = "delivery_log"
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
+# When each slow sweep last finished a run (bookkeeping row): the cadence's memory.
+CADENCE_CHECKPOINT = "reconciler-cadence"
 # The order sweeps run in: most specific evidence first, so the gap is attributed to its cause.
 # The watch sweep goes last: the job list records the long-running jobs it finds for it.
 SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_JOB_LIST, SOURCE_WATCH)
+# The sweeps that run at the full-sweep cadence, not every run (module docstring).
+SLOW_SWEEPS = frozenset({SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG})
+# Schedules fire a little early or late: a sweep due "every 600 s" at runs 599.5 s apart
+# must not wait for the next run, a whole schedule period later.
+CADENCE_SLACK = 5.0
 # What a sweep may fail with and the run survive: the API's errors and AWS being unavailable.
 SWEEP_ERRORS = (GeonodeError, AWSUnavailableError)
 
@@ -69,14 +82,14 @@ class ReconcilerSettings:
 
     | variable | default | why |
     |---|---|---|
-    | RECONCILE_THRESHOLD_SECONDS | 600 | younger jobs may still get their webhook |
-    | RECONCILE_OVERLAP_SECONDS | 120 | re-read this much before the watermark (clock skew, lag) |
+    | RECONCILE_THRESHOLD_SECONDS | 60 | younger jobs may still get their webhook |
+    | RECONCILE_OVERLAP_SECONDS | 30 | re-read this much before the watermark (clock skew, lag) |
+    | RECONCILE_FULL_SWEEP_SECONDS | 600 | stuck rows and delivery log run this often (and on) |
     | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
     | STALE_AFTER_SECONDS | 900 | a RECEIVED/ENQUEUED row unchanged this long lost its message |
     | RECONCILE_MAX_PAGES | 1000 | pages per run and sweep: a safety cap; time shares bound work |
     | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the first run looks (newest first) |
     | RECONCILE_ROWS_PER_STATE | 200 | stuck rows per ledger page (pages capped as API pages) |
-    | WATCH_AFTER_SECONDS | 1800 | an unsettled job this old is watched, not pinning the watermark |
     | WATCH_POLL_SECONDS | 3600 | a watched batch or crawl (the API lists neither) is polled |
     | DELIVERY_PAGE_SIZE | 100 | delivery-log rows a page (the API's maximum; smaller in tests) |
     | RECONCILE_SAFETY_MARGIN_SECONDS | 20 | kept back from the Lambda's time: last page, writes |
@@ -94,14 +107,14 @@ class ReconcilerSettings:
     leave the sweeps no time at all.
     """
 
-    threshold_seconds: float = 600.0
-    overlap_seconds: float = 120.0
+    threshold_seconds: float = 60.0
+    overlap_seconds: float = 30.0
+    full_sweep_seconds: float = 600.0
     delivery_overlap_seconds: float = 60.0
     stale_after_seconds: float = 900.0
     max_pages: int = DEFAULT_MAX_PAGES
     lookback_seconds: float = 86_400.0
     rows_per_state: int = 200
-    watch_after_seconds: float = 1800.0
     watch_poll_seconds: float = 3600.0
     delivery_page_size: int = DELIVERIES_PAGE_MAX
     safety_margin_seconds: float = 20.0
@@ -121,12 +134,12 @@ class ReconcilerSettings:
         return cls(
             threshold_seconds=num("RECONCILE_THRESHOLD_SECONDS", cls.threshold_seconds),
             overlap_seconds=num("RECONCILE_OVERLAP_SECONDS", cls.overlap_seconds),
+            full_sweep_seconds=num("RECONCILE_FULL_SWEEP_SECONDS", cls.full_sweep_seconds),
             delivery_overlap_seconds=num("DELIVERY_OVERLAP_SECONDS", cls.delivery_overlap_seconds),
             stale_after_seconds=num("STALE_AFTER_SECONDS", cls.stale_after_seconds),
             max_pages=int(num("RECONCILE_MAX_PAGES", cls.max_pages)),
             lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", cls.lookback_seconds),
             rows_per_state=int(num("RECONCILE_ROWS_PER_STATE", cls.rows_per_state)),
-            watch_after_seconds=num("WATCH_AFTER_SECONDS", cls.watch_after_seconds),
             watch_poll_seconds=num("WATCH_POLL_SECONDS", cls.watch_poll_seconds),
             delivery_page_size=min(
                 int(num("DELIVERY_PAGE_SIZE", cls.delivery_page_size)), DELIVERIES_PAGE_MAX
@@ -160,7 +173,10 @@ class ReconcileReport:
     # Passes taken up where an earlier run saved them (job list, one per subscription's log).
     resumed_passes: int = 0
     jobs_seen: int = 0
-    watched: int = 0  # WATCHING rows: jobs running for longer than WATCH_AFTER
+    watched: int = 0  # WATCHING rows read by the watch sweep
+    newly_watched: int = 0  # unsettled jobs the job list recorded WATCHING
+    # Slow sweeps not due this run (RECONCILE_FULL_SWEEP): they ran recently and finished.
+    skipped: list[str] = field(default_factory=list)
     watermark: float = 0.0
     # False when a budget ran out or a sweep failed: the next run carries on from the checkpoints.
     complete: bool = True
@@ -240,24 +256,30 @@ class Reconciler:
                 threshold_seconds=settings.threshold_seconds,
                 overlap_seconds=settings.overlap_seconds,
                 lookback_seconds=settings.lookback_seconds,
-                watch_after_seconds=settings.watch_after_seconds,
                 max_pages=settings.max_pages,
             ),
             ledger=ledger,
             client=client,
-            ensure=lambda keys: self._ensure(keys, SOURCE_JOB_LIST),
+            recoverer=recoverer,
             clock=clock,
         )
         self._watcher = Watcher(
-            WatchSettings(poll_seconds=settings.watch_poll_seconds, max_pages=settings.max_pages),
+            WatchSettings(
+                poll_seconds=settings.watch_poll_seconds,
+                first_poll_seconds=settings.threshold_seconds,
+                max_pages=settings.max_pages,
+            ),
             ledger=ledger,
             client=client,
             recoverer=recoverer,
             clock=clock,
         )
 
-    def run(self, remaining: RemainingSeconds = unlimited) -> ReconcileReport:
-        """All four sweeps, each in its share of ``remaining()`` less the safety margin.
+    def run(
+        self, remaining: RemainingSeconds = unlimited, *, full: bool = False
+    ) -> ReconcileReport:
+        """The sweeps due (all four with ``full``), each in its share of ``remaining()`` less
+        the safety margin.
 
         ``remaining`` gives the seconds the invocation has left (the handler passes the Lambda
         context's); without it only the page caps bound the run. A sweep that fails is
@@ -278,16 +300,34 @@ class Reconciler:
             SOURCE_JOB_LIST: self.sweep_job_list,
             SOURCE_WATCH: self.sweep_watched,
         }
-        weights = [self.settings.share(name) for name in SWEEPS]
-        for index, name in enumerate(SWEEPS):
+        started = self._clock.time()
+        cadence = self._books.read(CADENCE_CHECKPOINT) or {}
+        due = [name for name in SWEEPS if full or self._due(name, cadence, started)]
+        report.skipped = [name for name in SWEEPS if name not in due]
+        finished: dict[str, str] = {}
+        weights = [self.settings.share(name) for name in due]
+        for index, name in enumerate(due):
             budget = run_budget.share(weights[index:])
+            complete_before, report.complete = report.complete, True
             try:
                 sweeps[name](report, budget)
             except SWEEP_ERRORS as exc:
                 report.errors[name] = f"{type(exc).__name__}: {exc}"
                 report.complete = False
                 logger.warning("reconciler sweep %s failed: %s", name, report.errors[name])
+            if report.complete and name in SLOW_SWEEPS:
+                finished[name] = f"{started:.3f}"
+            report.complete &= complete_before
+        if finished:
+            self._books.write(CADENCE_CHECKPOINT, {**cadence, **finished})
         return report
+
+    def _due(self, sweep: str, cadence: Mapping[str, str], now: float) -> bool:
+        """Fast sweeps always; a slow one once ``full_sweep_seconds`` after its last finished
+        run began (so it also runs at every run while its last one is unfinished)."""
+        if sweep not in SLOW_SWEEPS or not cadence.get(sweep):
+            return True
+        return now - float(cadence[sweep]) >= self.settings.full_sweep_seconds - CADENCE_SLACK
 
     # -- job list --------------------------------------------------------------------------
 
@@ -299,6 +339,7 @@ class Reconciler:
         """
         result = self._job_list.sweep(budget or Budget.no_deadline())
         report.recovered[SOURCE_JOB_LIST] += result.recovered
+        report.newly_watched += result.watched
         report.list_pages += result.list_pages
         report.list_passes += result.fresh_passes
         report.resumed_passes += result.resumed_passes

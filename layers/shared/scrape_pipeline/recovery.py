@@ -84,6 +84,25 @@ class Recoverer:
             raise error
         return len(claimed)
 
+    def watch_many(self, jobs: Mapping[JobKey, float], *, source: str) -> int:
+        """Record WATCHING the unsettled jobs of ``jobs`` (key: the job's creation time) that
+        have no row, concurrently; returns how many rows were created.
+
+        No message: the watch sweep wakes each once the API stops listing it unsettled, and
+        its webhook, if one comes, wakes it first. A row someone else wrote meanwhile stays.
+        """
+        if not jobs:
+            return 0
+
+        def record(key: JobKey) -> bool:
+            created = jobs[key]
+            return self._ledger.record(
+                key, source=source, state=JobState.WATCHING, job_created_at=created
+            ).created
+
+        with ThreadPoolExecutor(max_workers=WRITE_WORKERS) as pool:
+            return sum(pool.map(record, jobs))
+
     def _claim(self, key: JobKey, row: LedgerRow | None, *, source: str) -> bool:
         """The one decision: make the ledger write ``key`` needs; True when a message is due.
 

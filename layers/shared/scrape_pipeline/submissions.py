@@ -2,17 +2,22 @@
 
 The API lists extract jobs but has no list of batches or crawls: if a batch's webhook is
 lost, only the submitter knew it existed. Recording it at submission (``source=submitted``,
-state RECEIVED, nothing enqueued) closes that gap: its first webhook is treated as new
-(the receiver enqueues it), and if none ever comes the stale-row sweep enqueues it.
+state WATCHING, nothing enqueued) closes that gap: its webhook wakes it (the receiver enqueues
+it), and if none comes the reconciler's watch sweep polls it on a schedule that follows its
+age (``scrape_pipeline.watch``), so a quick batch whose webhook is lost is stored minutes
+after it settles, not after the stale-row sweep's quarter of an hour.
 """
 
 from __future__ import annotations
 
-from scrape_pipeline.ledger import JobKey, JobKind, Ledger, Recorded
+from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger, Recorded
 
 SOURCE_SUBMITTED = "submitted"
 
 
 def expect(ledger: Ledger, kind: JobKind, job_id: str) -> Recorded:
     """Record a just-submitted job whose webhook the pipeline should wait for."""
-    return ledger.record(JobKey(kind, job_id), source=SOURCE_SUBMITTED)
+    now = ledger.clock.time()
+    return ledger.record(
+        JobKey(kind, job_id), source=SOURCE_SUBMITTED, state=JobState.WATCHING, job_created_at=now
+    )

@@ -9,7 +9,13 @@ it (the receiver); if the webhook is lost, this sweep does:
                       woken. A run costs one list page per 100 unsettled jobs, however many
                       jobs are watched.
     batches, crawls   the API lists neither: each is woken (the processor polls it once, and
-                      parks it again if it still runs) every WATCH_POLL seconds.
+                      parks it again if it still runs) on a schedule that follows its age:
+                      first once it is WATCH_FIRST_POLL old, then whenever it has been parked
+                      for half its age, at most WATCH_POLL apart. A batch submitted through
+                      ``scrape_pipeline.submissions`` is recorded WATCHING at once, so one whose
+                      webhook is lost is found about WATCH_FIRST_POLL after it settles if it
+                      settles fast, and within its own age otherwise: polls at 90 s, 3, 6, 12
+                      minutes... then hourly, a dozen GETs for a day-long crawl.
 
 Watched rows are read page by page from the pending index, oldest ``state_since`` first. A run
 cut short by its budget saves the ``state_since`` it reached and the next run goes on from
@@ -26,10 +32,9 @@ from dataclasses import dataclass
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.ledger import Bookkeeping, JobKind, JobState, Ledger, LedgerRow
+from scrape_pipeline.ledger import SOURCE_WATCH, Bookkeeping, JobKind, JobState, Ledger, LedgerRow
 from scrape_pipeline.recovery import Recoverer
 
-SOURCE_WATCH = "watch"
 WATCH_CHECKPOINT = "reconciler-watch"
 UNSETTLED_STATUSES = ("queued", "processing")
 ROWS_PER_PAGE = 100
@@ -39,7 +44,8 @@ ROWS_PER_PAGE = 100
 class WatchSettings:
     """How watched rows are read and batches and crawls polled."""
 
-    poll_seconds: float = 3600.0  # a running batch or crawl is polled this often
+    poll_seconds: float = 3600.0  # a running batch or crawl is polled at least this often
+    first_poll_seconds: float = 90.0  # and first polled at this age (the threshold's twin)
     max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
 
 
@@ -111,7 +117,10 @@ class Watcher:
     def _due(self, row: LedgerRow, now: float, unsettled: set[str]) -> bool:
         if row.key.kind is JobKind.EXTRACT:
             return row.key.job_id not in unsettled
-        return now - row.state_since >= self.settings.poll_seconds
+        # Parked for half its age: polls at ages 1, 2, 4, 8... x first_poll, then capped.
+        age = now - (row.job_created_at or row.created_at)
+        interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
+        return now - row.state_since >= interval
 
     def _cut_short(self, result: WatchResult, after: float | None) -> WatchResult:
         result.complete = False

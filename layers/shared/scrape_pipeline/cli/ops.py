@@ -100,7 +100,7 @@ def reconcile(ctx: Context, args: argparse.Namespace) -> int:
     from scrape_pipeline.wiring import build_reconciler  # noqa: PLC0415
 
     reconciler = build_reconciler(ctx.wiring_env(LEDGER, QUEUE), clock=ctx.clock)
-    report = reconciler.run()
+    report = reconciler.run(full=True)  # by hand: every sweep, whatever the cadence
     ctx.out.record(
         {
             "recovered": report.recovered,
