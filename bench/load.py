@@ -468,8 +468,8 @@ class LoadStack:
         from devstack.apigw import ApiGatewayFront
         from devstack.moto_server import MotoServer
         from devstack.resources import create_all, local_settings, translate
-        from scrape_pipeline.rotation import render_bundle
         from scrape_pipeline.signatures import WebhookSecret
+        from scrape_pipeline_ops.rotation import render_bundle
 
         self.moto = MotoServer().start()
         self.moto.reset()  # moto's backends are per process, not per server

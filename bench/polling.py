@@ -29,8 +29,8 @@ from bench.report import markdown_table, percentile, save
 from devstack.clock import ScaledClock
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode import GeonodeClient, GeonodeError, RetryPolicy
-from scrape_pipeline.geonode.many_poller import ManyJobsPoller
-from scrape_pipeline.geonode.polling import PollSchedule, poll_job
+from scrape_pipeline_ops.many_poller import ManyJobsPoller
+from scrape_pipeline_ops.polling import PollSchedule, poll_job
 
 STRATEGIES = ("fixed_1s", "seed_backoff", "many_jobs")
 TARGET_REQUESTS_PER_JOB = 1.2

@@ -318,7 +318,7 @@ class Demo:
                 self.stack.sim.faults.burst(duration_s=window[1], status=status)
 
     def _rotate(self) -> None:
-        from scrape_pipeline.rotation import SecretBundle, rotate_webhook_secret
+        from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
 
         stack = self.stack
         assert stack.resources is not None

@@ -38,8 +38,8 @@ from devstack.simulator import SimConfig, Simulator, SimulatorServer
 from devstack.sqs_poller import SqsEventSource
 from scrape_pipeline.clock import use_clock
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
-from scrape_pipeline.rotation import render_bundle
 from scrape_pipeline.signatures import WebhookSecret
+from scrape_pipeline_ops.rotation import render_bundle
 
 EVENT_TYPES = ("extract_completed", "batch_completed", "crawl_completed")
 API_KEY = "local-stack-key"

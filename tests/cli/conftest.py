@@ -17,7 +17,7 @@ import pytest
 from devstack.clock import ManualClock
 from devstack.simulator import SimConfig
 from devstack.stack import API_KEY, LocalStack
-from scrape_pipeline.cli.main import main
+from scrape_pipeline_ops.cli.main import main
 
 QUIET: dict[str, Any] = {
     "seed": 11,

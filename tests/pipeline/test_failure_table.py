@@ -260,7 +260,7 @@ def test_failure_poison_message_reaches_dlq(make_stack: MakeStack):
 
 def test_failure_secret_rotation_mid_run_loses_nothing(make_stack: MakeStack):
     from scrape_pipeline.reconciler import Reconciler
-    from scrape_pipeline.rotation import SecretBundle, rotate_webhook_secret
+    from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
 
     stack = make_stack()
     submit(stack, N, "a")

@@ -11,11 +11,11 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.cli.config import UsageError
+from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:
     from devstack.stack import LocalStack
-    from scrape_pipeline.cli.config import Context
+    from scrape_pipeline_ops.cli.config import Context
 
 
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:

@@ -12,16 +12,16 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.cli.config import FailedError, UsageError
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import Webhook, format_time
 from scrape_pipeline.payload import EVENT_KINDS
+from scrape_pipeline_ops.cli.config import FailedError, UsageError
 
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.cli.config import Context
-    from scrape_pipeline.rotation import SecretBundle
+    from scrape_pipeline_ops.cli.config import Context
+    from scrape_pipeline_ops.rotation import SecretBundle
 
 COLUMNS = ("id", "event_type", "is_active", "url", "description", "created_at")
 WEBHOOK_SECRET_ENV = "WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
@@ -101,7 +101,7 @@ def webhook_record(hook: Webhook) -> dict[str, Any]:
 
 
 def _bundle(ctx: Context, secret_id: str) -> SecretBundle:
-    from scrape_pipeline.rotation import SecretBundle  # noqa: PLC0415
+    from scrape_pipeline_ops.rotation import SecretBundle  # noqa: PLC0415
 
     return SecretBundle(secret_id, client=ctx.aws("secretsmanager"))
 
@@ -180,7 +180,7 @@ def disable(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def rotate_secret(ctx: Context, args: argparse.Namespace) -> int:
-    from scrape_pipeline.rotation import rotate_webhook_secret  # noqa: PLC0415
+    from scrape_pipeline_ops.rotation import rotate_webhook_secret  # noqa: PLC0415
 
     if args.grace_seconds <= 0:
         raise UsageError("--grace-seconds must be positive")

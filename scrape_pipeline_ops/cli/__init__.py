@@ -1,4 +1,4 @@
-"""The operator CLI, ``scrape-pipeline`` (entry point: ``scrape_pipeline.cli.main:main``).
+"""The operator CLI, ``scrape-pipeline`` (entry point: ``scrape_pipeline_ops.cli.main:main``).
 
     submit [FILE|-] --mode sync|async|batch|crawl     submit.py
     poll [IDS...] --from FILE|- --out DIR|s3://...    poll.py
@@ -8,6 +8,6 @@
     local up|demo                                     local.py
 
 Settings (API key, base URL, AWS resources) are found in config.py, printing is output.py.
-Nothing outside this package imports it, so the Lambda handlers never pay for it; rich and
-devstack are imported only when a command needs them.
+It lives outside the Lambda layer, so the handlers never ship or pay for it; rich and the
+local stack are imported only when a command needs them.
 """

@@ -14,13 +14,13 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.cli.config import UsageError
 from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.cli.config import Context
+    from scrape_pipeline_ops.cli.config import Context
 
 LEDGER = "LEDGER_TABLE_NAME"
 QUEUE = "QUEUE_URL"

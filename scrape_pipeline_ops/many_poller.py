@@ -28,7 +28,7 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.models import Job, SubmittedJob
-from scrape_pipeline.ratebudget import RateBudget
+from scrape_pipeline_ops.ratebudget import RateBudget
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from scrape_pipeline.cli.config import FailedError, UsageError
 from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError
 from scrape_pipeline.geonode.models import Job, parse_time
 from scrape_pipeline.results import CONTENT_FILES
+from scrape_pipeline_ops.cli.config import FailedError, UsageError
 
 if TYPE_CHECKING:
     import argparse
 
     from types_boto3_s3.client import S3Client
 
-    from scrape_pipeline.cli.config import Context
     from scrape_pipeline.geonode.client import GeonodeClient
+    from scrape_pipeline_ops.cli.config import Context
 
 COLUMNS = ("job_id", "status", "url", "written")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
@@ -256,7 +256,7 @@ def _report(job: Job, written: str | None) -> dict[str, Any]:
 
 def poll_jobs(ctx: Context, ids: Mapping[str, float | None], max_wait: float) -> Iterator[Job]:
     """Every job of ``ids`` once as it settles; ``JobTimeoutError`` after ``max_wait``."""
-    from scrape_pipeline.geonode.many_poller import ManyJobsPoller  # noqa: PLC0415
+    from scrape_pipeline_ops.many_poller import ManyJobsPoller  # noqa: PLC0415
 
     client = ctx.client()
     poller = ManyJobsPoller(client, clock=ctx.clock)

@@ -23,12 +23,12 @@ from botocore.exceptions import (
 )
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.cli import deliveries, local, ops, poll, submit, webhooks
-from scrape_pipeline.cli.config import CliError, Context, UsageError, export_stack
-from scrape_pipeline.cli.output import Printer
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.errors import GeonodeError, MissingAPIKeyError
-from scrape_pipeline.rotation import SecretNotStoredError
+from scrape_pipeline_ops.cli import deliveries, local, ops, poll, submit, webhooks
+from scrape_pipeline_ops.cli.config import CliError, Context, UsageError, export_stack
+from scrape_pipeline_ops.cli.output import Printer
+from scrape_pipeline_ops.rotation import SecretNotStoredError
 
 PROG = "scrape-pipeline"
 EXIT_USAGE = 2

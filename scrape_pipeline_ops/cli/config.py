@@ -28,7 +28,7 @@ from scrape_pipeline.settings import DEFAULT_BASE_URL
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.cli.output import Printer
+    from scrape_pipeline_ops.cli.output import Printer
 
 BASE_URL_ENV = "GEONODE_BASE_URL"
 # CloudFormation output -> the variable the Lambdas' wiring (and this CLI) reads.

@@ -18,15 +18,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.cli.config import FailedError, UsageError
-from scrape_pipeline.cli.poll import LocalTarget, read_lines
 from scrape_pipeline.geonode.errors import ValidationError
 from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline_ops.cli.config import FailedError, UsageError
+from scrape_pipeline_ops.cli.poll import LocalTarget, read_lines
 
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.cli.config import Context
+    from scrape_pipeline_ops.cli.config import Context
 
 MODES = ("sync", "async", "batch", "crawl")
 LEDGER_ENV = "LEDGER_TABLE_NAME"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.cli.config import UsageError
 from scrape_pipeline.geonode.models import Delivery, format_time, parse_time
+from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.cli.config import Context
+    from scrape_pipeline_ops.cli.config import Context
 
 COLUMNS = ("id", "job_id", "event_type", "attempt", "status", "http_status", "created_at")
 DELIVERY_STATUSES = ("pending", "success", "failed", "abandoned")
