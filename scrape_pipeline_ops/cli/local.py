@@ -1,7 +1,7 @@
 """``local up`` and ``local demo``: the whole pipeline on 127.0.0.1, without AWS or Docker.
 
-``devstack`` is local tooling, never shipped in the Lambda layer: it is imported only here,
-only when one of these commands runs.
+``scrape_pipeline_local`` is local tooling, never shipped in the Lambda layer: it is imported
+only here, only when one of these commands runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:
-    from devstack.stack import LocalStack
+    from scrape_pipeline_local.stack import LocalStack
     from scrape_pipeline_ops.cli.config import Context
 
 
@@ -50,8 +50,8 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     # Every argument after "demo" is the demo's own (main.py passes them on), --help included.
     p = sub.add_parser(
         "demo",
-        help="run the demo (devstack.demo); the arguments that follow are its own",
-        description="Run devstack.demo with the arguments that follow.",
+        help="run the demo (scrape_pipeline_local.demo); the arguments that follow are its own",
+        description="Run scrape_pipeline_local.demo with the arguments that follow.",
         add_help=False,
     )
     p.set_defaults(handler=demo, passthrough=True)
@@ -59,7 +59,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def endpoints(stack: LocalStack) -> dict[str, str]:
     """What a user of the running stack needs: addresses and the variables to export."""
-    from devstack.stack import API_KEY  # noqa: PLC0415
+    from scrape_pipeline_local.stack import API_KEY  # noqa: PLC0415
 
     assert stack.simulator is not None and stack.front is not None
     assert stack.moto is not None and stack.resources is not None
@@ -90,9 +90,9 @@ def wait_for_interrupt(stack: LocalStack) -> None:
 
 
 def up(ctx: Context, args: argparse.Namespace) -> int:
-    from devstack.clock import ScaledClock  # noqa: PLC0415
-    from devstack.simulator import SimConfig  # noqa: PLC0415
-    from devstack.stack import LocalStack  # noqa: PLC0415
+    from scrape_pipeline_local.clock import ScaledClock  # noqa: PLC0415
+    from scrape_pipeline_local.simulator import SimConfig  # noqa: PLC0415
+    from scrape_pipeline_local.stack import LocalStack  # noqa: PLC0415
 
     if args.time_scale <= 0:
         raise UsageError("--time-scale must be positive")
@@ -136,11 +136,13 @@ def demo(ctx: Context, args: argparse.Namespace) -> int:
     import importlib  # noqa: PLC0415
 
     try:
-        module = importlib.import_module("devstack.demo")
+        module = importlib.import_module("scrape_pipeline_local.demo")
     except ModuleNotFoundError as exc:
-        if exc.name not in {"devstack", "devstack.demo"}:
+        if exc.name not in {"scrape_pipeline_local", "scrape_pipeline_local.demo"}:
             raise
-        raise UsageError("the demo (devstack.demo) is not available in this checkout") from exc
+        raise UsageError(
+            "the demo (scrape_pipeline_local.demo) is not available in this checkout"
+        ) from exc
     try:
         result = module.main(list(args.extra))
     except SystemExit as exc:  # the demo's own argparse: --help, or a usage error it printed

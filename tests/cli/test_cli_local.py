@@ -10,7 +10,7 @@ import boto3
 import httpx
 import pytest
 
-from devstack.stack import API_KEY, LocalStack
+from scrape_pipeline_local.stack import API_KEY, LocalStack
 from scrape_pipeline_ops.cli import local
 from tests.cli.conftest import Cli
 

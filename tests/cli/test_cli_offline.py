@@ -184,8 +184,8 @@ def test_unexpected_error_is_one_line_exit_1(cli: Cli, monkeypatch: pytest.Monke
 
 
 def test_local_demo_missing_is_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(sys.modules, "devstack.demo", None)
-    assert_one_error_line(cli("local", "demo"), 2, "devstack.demo")
+    monkeypatch.setitem(sys.modules, "scrape_pipeline_local.demo", None)
+    assert_one_error_line(cli("local", "demo"), 2, "scrape_pipeline_local.demo")
 
 
 def test_local_demo_passes_its_arguments_through(cli: Cli, monkeypatch: pytest.MonkeyPatch):
@@ -195,7 +195,9 @@ def test_local_demo_passes_its_arguments_through(cli: Cli, monkeypatch: pytest.M
         seen.append(argv)
         return 3
 
-    monkeypatch.setitem(sys.modules, "devstack.demo", types.SimpleNamespace(main=fake_main))
+    monkeypatch.setitem(
+        sys.modules, "scrape_pipeline_local.demo", types.SimpleNamespace(main=fake_main)
+    )
     result = cli("local", "demo", "--jobs", "5", "--json", "--help")
     assert result.code == 3
     assert seen == [["--jobs", "5", "--json", "--help"]]
@@ -298,7 +300,7 @@ def test_output_error_is_one_line():
 # -- packaging and cold start ----------------------------------------------------------------
 
 
-def test_cli_modules_import_rich_and_devstack_lazily():
+def test_cli_modules_import_rich_and_the_local_stack_lazily():
     # (httpx itself imports rich when it is installed, for its own CLI: only ours is checked)
     eager = []
     for path in CLI_PACKAGE.glob("*.py"):
@@ -308,16 +310,21 @@ def test_cli_modules_import_rich_and_devstack_lazily():
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
-            eager += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("rich", "devstack")]
+            eager += [
+                f"{path.name}: {n}"
+                for n in names
+                if n.split(".")[0] in ("rich", "scrape_pipeline_local")
+            ]
     assert eager == []
 
 
-def test_cli_runs_without_rich_and_loads_no_devstack():
+def test_cli_runs_without_rich_and_loads_no_local_stack():
     code = (
         "import sys; sys.modules['rich'] = None\n"
         "from scrape_pipeline_ops.cli.main import main\n"
         "code = main(['status', '--help'])\n"
-        "assert not [m for m in sys.modules if m.startswith('devstack')], 'devstack loaded'\n"
+        "local = [m for m in sys.modules if m.startswith('scrape_pipeline_local')]\n"
+        "assert not local, f'local stack loaded: {local}'\n"
         "sys.exit(code)"
     )
     done = subprocess.run(

@@ -13,10 +13,10 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,

@@ -39,7 +39,15 @@ LAYER_MODULES = ("scrape_pipeline", "scrape_pipeline.signatures", "aws_lambda_po
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six")
 # The operator tools, the local stack and what only they install (the `cli` and `local` extras).
 NOT_IN_LAYER = frozenset(
-    {"scrape_pipeline_ops", "devstack", "bench", "tests", "rich", "fastapi", "starlette"}
+    {
+        "scrape_pipeline_ops",
+        "scrape_pipeline_local",
+        "bench",
+        "tests",
+        "rich",
+        "fastapi",
+        "starlette",
+    }
     | {"uvicorn", "moto", "flask", "werkzeug", "samtranslator", "cfnlint"}
 )
 
