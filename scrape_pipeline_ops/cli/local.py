@@ -1,7 +1,7 @@
 """``local up`` and ``local demo``: the whole pipeline on 127.0.0.1, without AWS or Docker.
 
 ``scrape_pipeline_local`` is local tooling, never shipped in the Lambda layer: it is imported
-only here, only when one of these commands runs.
+only here, only when one of these commands runs, and only once its ``local`` extra is found.
 """
 
 from __future__ import annotations
@@ -89,7 +89,17 @@ def wait_for_interrupt(stack: LocalStack) -> None:
         pass
 
 
+def require_local_stack() -> None:
+    """Stop with the one line naming what to install when the local stack cannot run here."""
+    from scrape_pipeline_local.extra import missing  # noqa: PLC0415 - standard library only
+
+    problem = missing("scrape-pipeline local", checkout=True)
+    if problem is not None:
+        raise UsageError(problem)
+
+
 def up(ctx: Context, args: argparse.Namespace) -> int:
+    require_local_stack()
     from scrape_pipeline_local.clock import ScaledClock  # noqa: PLC0415
     from scrape_pipeline_local.simulator import SimConfig  # noqa: PLC0415
     from scrape_pipeline_local.stack import LocalStack  # noqa: PLC0415
@@ -134,6 +144,8 @@ def up(ctx: Context, args: argparse.Namespace) -> int:
 
 def demo(ctx: Context, args: argparse.Namespace) -> int:
     import importlib  # noqa: PLC0415
+
+    require_local_stack()
 
     try:
         module = importlib.import_module("scrape_pipeline_local.demo")

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -31,6 +31,7 @@ from scrape_pipeline_ops.cli.output import Printer
 from scrape_pipeline_ops.rotation import SecretNotStoredError
 
 PROG = "scrape-pipeline"
+DISTRIBUTION = "scrape-pipeline"
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -43,6 +44,24 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.update(nargs=0, default=argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib import metadata  # noqa: PLC0415 - only --version pays for it
+
+        try:
+            version = metadata.version(DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        sys.stdout.write(f"{PROG} {version}\n")
+        parser.exit()
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -90,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
             "RESULTS_BUCKET, WEBHOOK_SECRET_ID, GEONODE_API_KEY_SECRET_ID or --stack-name."
         ),
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parents = [common]
     submit.add_parser(commands, parents)

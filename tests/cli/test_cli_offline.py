@@ -203,6 +203,57 @@ def test_local_demo_passes_its_arguments_through(cli: Cli, monkeypatch: pytest.M
     assert seen == [["--jobs", "5", "--json", "--help"]]
 
 
+# -- extras: what a command needs and the version -------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["up", "demo"])
+def test_local_without_the_local_extra_names_it_exit_2(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, action: str
+):
+    # GIVEN an install without the `local` extra (fastapi and uvicorn not importable)
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    # WHEN a local command runs
+    line = assert_one_error_line(cli("local", action), 2, "fastapi, uvicorn not installed")
+    # THEN the one line says which extra to install
+    assert line.endswith("pip install 'scrape-pipeline[local]'")
+    assert "scrape-pipeline local needs the local stack" in line
+
+
+def test_local_outside_a_checkout_says_so_exit_2(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from scrape_pipeline_local import extra
+
+    # GIVEN the extra installed, but no template.yaml nor functions/ beside the package
+    monkeypatch.setattr(extra, "CHECKOUT", tmp_path)
+    # THEN `local up` says it runs from a checkout
+    assert_one_error_line(cli("local", "up"), 2, "checkout of the repository", "template.yaml")
+
+
+def test_geonode_sim_without_the_local_extra_names_it_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    from scrape_pipeline_local.extra import geonode_sim
+
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    assert geonode_sim() == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "geonode-sim needs the local stack (fastapi not installed): "
+        "pip install 'scrape-pipeline[local]'"
+    ]
+
+
+def test_version_is_the_installed_distribution_s(cli: Cli):
+    from importlib import metadata
+
+    result = cli("--version")
+    assert result.code == 0 and result.err == ""
+    assert result.out == f"scrape-pipeline {metadata.version('scrape-pipeline')}\n"
+
+
 # -- configuration from a CloudFormation stack -----------------------------------------------
 
 
