@@ -458,7 +458,7 @@ def print_report(report: Report, chaos: str) -> None:
     try:
         from rich.console import Console
         from rich.table import Table
-    except ImportError:  # pragma: no cover - rich is a dev dependency
+    except ImportError:  # pragma: no cover - rich is the `cli` extra
         print(title)
         for label, value in report.lines():
             print(f"  {label:<42} {value}")

@@ -146,7 +146,6 @@ def demo(ctx: Context, args: argparse.Namespace) -> int:
     import importlib  # noqa: PLC0415
 
     require_local_stack()
-
     try:
         module = importlib.import_module("scrape_pipeline_local.demo")
     except ModuleNotFoundError as exc:

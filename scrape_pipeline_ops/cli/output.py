@@ -1,6 +1,6 @@
 """Printing: JSON lines for machines (``--json``), tables and aligned text for people.
 
-rich is a development dependency, not part of the Lambda layer: it is imported only when a
+rich is the ``cli`` extra, not part of the Lambda layer: it is imported only when a
 terminal will show its output, and when it is missing the same data comes out as plain text.
 Streams are looked up at print time, so a redirected ``sys.stdout`` (or pytest's) is honoured.
 """
@@ -53,7 +53,7 @@ def _rich_console(stream: TextIO) -> Any:
     if not _is_tty(stream):
         return None
     try:
-        from rich.console import Console  # noqa: PLC0415 - dev dependency, terminals only
+        from rich.console import Console  # noqa: PLC0415 - the `cli` extra, terminals only
     except ImportError:
         return None
     return Console(file=stream, highlight=False)
