@@ -1,7 +1,7 @@
 """Load test: the receiver behind the local API front, next to moto's own ceiling.
 
 Signed webhook deliveries (geonode scheme) go over HTTP from concurrent senders to the API
-Gateway front (``devstack/apigw.py``), which calls the real receiver handler
+Gateway front (``scrape_pipeline_local/apigw.py``), which calls the real receiver handler
 (``functions/receiver/app.py``); the receiver writes the ledger and the job queue in a moto
 server. Everything listens on 127.0.0.1. A share of the deliveries are duplicates of earlier
 jobs (the same job, a new delivery id), a third of them sent right next to their original so
@@ -465,11 +465,11 @@ class LoadStack:
         self.stop()
 
     def start(self) -> Self:
-        from devstack.apigw import ApiGatewayFront
-        from devstack.moto_server import MotoServer
-        from devstack.resources import create_all, local_settings, translate
-        from scrape_pipeline.rotation import render_bundle
         from scrape_pipeline.signatures import WebhookSecret
+        from scrape_pipeline_local.apigw import ApiGatewayFront
+        from scrape_pipeline_local.moto_server import MotoServer
+        from scrape_pipeline_local.resources import create_all, local_settings, translate
+        from scrape_pipeline_ops.rotation import render_bundle
 
         self.moto = MotoServer().start()
         self.moto.reset()  # moto's backends are per process, not per server
@@ -826,7 +826,7 @@ def ceiling_phase(
     """The same AWS calls with boto3, straight at moto, from ``threads`` threads: no receiver."""
     from botocore.config import Config
 
-    from devstack.resources import create_ledger_table, create_queues
+    from scrape_pipeline_local.resources import create_ledger_table, create_queues
 
     create_ledger_table(stack.client("dynamodb"), name)
     queue_url, _ = create_queues(stack.client("sqs"), name)

@@ -25,9 +25,9 @@ TARGET_REQUESTS_PER_JOB = 1.05
 
 def run_pipeline(jobs: int, spread: float, seed: int) -> dict[str, Any]:
     os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"})
-    from devstack.clock import ManualClock
-    from devstack.simulator import SimConfig
-    from devstack.stack import LocalStack, StackSettings
+    from scrape_pipeline_local.clock import ManualClock
+    from scrape_pipeline_local.simulator import SimConfig
+    from scrape_pipeline_local.stack import LocalStack, StackSettings
 
     clock = ManualClock(start=time.time())
     stack = LocalStack(

@@ -26,11 +26,11 @@ from typing import Any
 import httpx
 
 from bench.report import markdown_table, percentile, save
-from devstack.clock import ScaledClock
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode import GeonodeClient, GeonodeError, RetryPolicy
-from scrape_pipeline.geonode.many_poller import ManyJobsPoller
-from scrape_pipeline.geonode.polling import PollSchedule, poll_job
+from scrape_pipeline_local.clock import ScaledClock
+from scrape_pipeline_ops.many_poller import ManyJobsPoller
+from scrape_pipeline_ops.polling import PollSchedule, poll_job
 
 STRATEGIES = ("fixed_1s", "seed_backoff", "many_jobs")
 TARGET_REQUESTS_PER_JOB = 1.2
@@ -42,7 +42,7 @@ def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[str], st
     command = [
         sys.executable,
         "-m",
-        "devstack.simulator",
+        "scrape_pipeline_local.simulator",
         "--port",
         "0",
         "--seed",

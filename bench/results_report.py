@@ -7,7 +7,7 @@ Three studies, run here and now:
   simulator in its own process, sped up by ``--time-scale``; requests counted by the
   simulator) and the webhook pipeline (``bench.pipeline.run_pipeline`` on a manual clock).
 * The webhook pipeline's settle-to-stored latency, per stored unit, from ``make demo``'s run
-  (``devstack.demo.Demo``) without faults and under the default chaos profile.
+  (``scrape_pipeline_local.demo.Demo``) without faults and under the default chaos profile.
 * A cost model per million jobs (``bench.cost``) fed with the call counts of those runs.
 
 The pollers run first and alone (their figures depend on real time); the pipeline runs and
@@ -141,7 +141,7 @@ class AwsCallMeter:
             for name in ("receiver", "processor", "reconciler"):
                 if f"/functions/{name}/" in path:
                     return name
-            if path.endswith("/devstack/sqs_poller.py"):
+            if path.endswith("/scrape_pipeline_local/sqs_poller.py"):
                 return "event_source"
             frame = frame.f_back
         return "other"
@@ -150,7 +150,7 @@ class AwsCallMeter:
     def installed(self) -> Iterator[AwsCallMeter]:
         from botocore.client import BaseClient
 
-        from devstack.stack import LocalStack
+        from scrape_pipeline_local.stack import LocalStack
 
         original_call = getattr(BaseClient, "_make_api_call")  # noqa: B009 - private: untyped
         original_start = LocalStack.start
@@ -221,7 +221,7 @@ def pipeline_task(jobs: int, seed: int) -> dict[str, Any]:
 def demo_task(jobs: int, chaos: str, seed: int) -> dict[str, Any]:
     """``make demo``'s run; per-unit settle-to-stored latencies from its public data."""
     _quiet_worker()
-    from devstack.demo import Demo
+    from scrape_pipeline_local.demo import Demo
 
     demo = Demo(jobs, chaos, seed)
     report = demo.run()
@@ -495,7 +495,7 @@ def render(
         "for everything to settle and the reconciler to run every 10 minutes. Requests per "
         "*settled* job (resubmissions of retryable failures are jobs too), every read counted, "
         "the reconciler's included.",
-        f"* **Latency**: `devstack.demo.Demo(jobs={plan.demo_jobs}, chaos=…, seed="
+        f"* **Latency**: `scrape_pipeline_local.demo.Demo(jobs={plan.demo_jobs}, chaos=…, seed="
         f"{plan.demo_seed})`, the run of `make demo`, without faults (`none`) and under the "
         "`default` profile (20 % of webhooks dropped, 20 % duplicated, reordering, a receiver "
         "outage, a secret rotation, a 429 burst). Per stored unit (extract job, batch item, "

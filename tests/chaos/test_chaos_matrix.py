@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from devstack.demo import Demo, Report
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline_local.demo import Demo, Report
 
 # A dropped webhook waits for the threshold and the next run; a lost message for the staleness
 # bound and the next run; the processor's own retries add at most its longest wait.

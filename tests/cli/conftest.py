@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from devstack.clock import ManualClock
-from devstack.simulator import SimConfig
-from devstack.stack import API_KEY, LocalStack
-from scrape_pipeline.cli.main import main
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimConfig
+from scrape_pipeline_local.stack import API_KEY, LocalStack
+from scrape_pipeline_ops.cli.main import main
 
 QUIET: dict[str, Any] = {
     "seed": 11,

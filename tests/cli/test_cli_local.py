@@ -10,8 +10,8 @@ import boto3
 import httpx
 import pytest
 
-from devstack.stack import API_KEY, LocalStack
-from scrape_pipeline.cli import local
+from scrape_pipeline_local.stack import API_KEY, LocalStack
+from scrape_pipeline_ops.cli import local
 from tests.cli.conftest import Cli
 
 

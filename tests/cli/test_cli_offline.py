@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from scrape_pipeline.cli.main import main
-from scrape_pipeline.cli.output import Printer, plain_table
+from scrape_pipeline_ops.cli.main import main
+from scrape_pipeline_ops.cli.output import Printer, plain_table
 from tests.cli.conftest import Cli, assert_one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "layers" / "shared" / "scrape_pipeline"
+CLI_PACKAGE = ROOT / "scrape_pipeline_ops" / "cli"
 SCRIPT = Path(sys.executable).parent / "scrape-pipeline"
 
 COMMANDS = [
@@ -158,7 +158,7 @@ def test_unreachable_api_is_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_keyboard_interrupt_is_exit_130(cli: Cli, monkeypatch: pytest.MonkeyPatch):
-    from scrape_pipeline.cli import ops
+    from scrape_pipeline_ops.cli import ops
 
     def interrupted(ctx: object, args: object) -> int:
         raise KeyboardInterrupt
@@ -168,7 +168,7 @@ def test_keyboard_interrupt_is_exit_130(cli: Cli, monkeypatch: pytest.MonkeyPatc
 
 
 def test_unexpected_error_is_one_line_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch):
-    from scrape_pipeline.cli import ops
+    from scrape_pipeline_ops.cli import ops
 
     def broken(ctx: object, args: object) -> int:
         raise RuntimeError("bug")
@@ -184,8 +184,8 @@ def test_unexpected_error_is_one_line_exit_1(cli: Cli, monkeypatch: pytest.Monke
 
 
 def test_local_demo_missing_is_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(sys.modules, "devstack.demo", None)
-    assert_one_error_line(cli("local", "demo"), 2, "devstack.demo")
+    monkeypatch.setitem(sys.modules, "scrape_pipeline_local.demo", None)
+    assert_one_error_line(cli("local", "demo"), 2, "scrape_pipeline_local.demo")
 
 
 def test_local_demo_passes_its_arguments_through(cli: Cli, monkeypatch: pytest.MonkeyPatch):
@@ -195,10 +195,63 @@ def test_local_demo_passes_its_arguments_through(cli: Cli, monkeypatch: pytest.M
         seen.append(argv)
         return 3
 
-    monkeypatch.setitem(sys.modules, "devstack.demo", types.SimpleNamespace(main=fake_main))
+    monkeypatch.setitem(
+        sys.modules, "scrape_pipeline_local.demo", types.SimpleNamespace(main=fake_main)
+    )
     result = cli("local", "demo", "--jobs", "5", "--json", "--help")
     assert result.code == 3
     assert seen == [["--jobs", "5", "--json", "--help"]]
+
+
+# -- extras: what a command needs and the version -------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["up", "demo"])
+def test_local_without_the_local_extra_names_it_exit_2(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, action: str
+):
+    # GIVEN an install without the `local` extra (fastapi and uvicorn not importable)
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    # WHEN a local command runs
+    line = assert_one_error_line(cli("local", action), 2, "fastapi, uvicorn not installed")
+    # THEN the one line says which extra to install
+    assert line.endswith("pip install 'scrape-pipeline[local]'")
+    assert "scrape-pipeline local needs the local stack" in line
+
+
+def test_local_outside_a_checkout_says_so_exit_2(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from scrape_pipeline_local import extra
+
+    # GIVEN the extra installed, but no template.yaml nor functions/ beside the package
+    monkeypatch.setattr(extra, "CHECKOUT", tmp_path)
+    # THEN `local up` says it runs from a checkout
+    assert_one_error_line(cli("local", "up"), 2, "checkout of the repository", "template.yaml")
+
+
+def test_geonode_sim_without_the_local_extra_names_it_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    from scrape_pipeline_local.extra import geonode_sim
+
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    assert geonode_sim() == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "geonode-sim needs the local stack (fastapi not installed): "
+        "pip install 'scrape-pipeline[local]'"
+    ]
+
+
+def test_version_is_the_installed_distribution_s(cli: Cli):
+    from importlib import metadata
+
+    result = cli("--version")
+    assert result.code == 0 and result.err == ""
+    assert result.out == f"scrape-pipeline {metadata.version('scrape-pipeline')}\n"
 
 
 # -- configuration from a CloudFormation stack -----------------------------------------------
@@ -298,36 +351,31 @@ def test_output_error_is_one_line():
 # -- packaging and cold start ----------------------------------------------------------------
 
 
-def test_nothing_outside_cli_imports_it():
-    offenders = []
-    outside = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "cli"]
-    for path in [*outside, *(ROOT / "functions").rglob("*.py")]:
-        text = path.read_text()
-        if "scrape_pipeline.cli" in text or "from scrape_pipeline import cli" in text:
-            offenders.append(str(path))
-    assert offenders == []
-
-
-def test_cli_modules_import_rich_and_devstack_lazily():
+def test_cli_modules_import_rich_and_the_local_stack_lazily():
     # (httpx itself imports rich when it is installed, for its own CLI: only ours is checked)
     eager = []
-    for path in (PACKAGE / "cli").glob("*.py"):
+    for path in CLI_PACKAGE.glob("*.py"):
         for node in ast.parse(path.read_text()).body:
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
-            eager += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("rich", "devstack")]
+            eager += [
+                f"{path.name}: {n}"
+                for n in names
+                if n.split(".")[0] in ("rich", "scrape_pipeline_local")
+            ]
     assert eager == []
 
 
-def test_cli_runs_without_rich_and_loads_no_devstack():
+def test_cli_runs_without_rich_and_loads_no_local_stack():
     code = (
         "import sys; sys.modules['rich'] = None\n"
-        "from scrape_pipeline.cli.main import main\n"
+        "from scrape_pipeline_ops.cli.main import main\n"
         "code = main(['status', '--help'])\n"
-        "assert not [m for m in sys.modules if m.startswith('devstack')], 'devstack loaded'\n"
+        "local = [m for m in sys.modules if m.startswith('scrape_pipeline_local')]\n"
+        "assert not local, f'local stack loaded: {local}'\n"
         "sys.exit(code)"
     )
     done = subprocess.run(

@@ -14,10 +14,10 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.simulator.subscriptions import Subscription
-from devstack.stack import API_KEY, LocalStack
 from scrape_pipeline.ledger import JobKey, JobKind, Ledger
 from scrape_pipeline.queue import JobMessage
+from scrape_pipeline_local.simulator.subscriptions import Subscription
+from scrape_pipeline_local.stack import API_KEY, LocalStack
 from tests.cli.conftest import Cli, assert_one_error_line
 
 

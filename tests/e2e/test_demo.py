@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devstack.demo import Demo, main
+from scrape_pipeline_local.demo import Demo, main
 
 
 def test_demo_default_chaos_loses_nothing_and_processes_nothing_twice():

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from devstack.clock import ManualClock
-from devstack.simulator import SimConfig, SimulatorServer
 from scrape_pipeline.geonode import (
     AuthError,
     ConflictError,
@@ -20,6 +18,8 @@ from scrape_pipeline.geonode import (
     ServerError,
     ValidationError,
 )
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 
 KEY = "client-key"
 

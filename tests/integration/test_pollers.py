@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from devstack.clock import ManualClock
-from devstack.simulator import SimConfig, SimulatorServer
 from scrape_pipeline.geonode import GeonodeClient, JobTimeoutError, NotFoundError, RetryPolicy
-from scrape_pipeline.geonode.many_poller import ManyJobsPoller, ManyJobsSettings
-from scrape_pipeline.geonode.polling import PollSchedule, poll_job
-from scrape_pipeline.ratebudget import RateBudget
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
+from scrape_pipeline_ops.many_poller import ManyJobsPoller, ManyJobsSettings
+from scrape_pipeline_ops.polling import PollSchedule, poll_job
+from scrape_pipeline_ops.ratebudget import RateBudget
 
 KEY = "poller-key"
 

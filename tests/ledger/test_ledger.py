@@ -11,7 +11,6 @@ import httpx
 import pytest
 from moto import mock_aws
 
-from devstack.clock import ManualClock
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.ledger import (
     JobKey,
@@ -21,6 +20,7 @@ from scrape_pipeline.ledger import (
     Ledger,
     Outcome,
 )
+from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table, moto_server
 
 KEY = JobKey(JobKind.EXTRACT, "job-1")

@@ -13,9 +13,9 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.clock import ManualClock
-from devstack.simulator import SimConfig
-from devstack.stack import LocalStack, StackSettings
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimConfig
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 
 QUIET: dict[str, Any] = {
     "seed": 3,

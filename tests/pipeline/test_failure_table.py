@@ -13,10 +13,10 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,
@@ -263,7 +263,7 @@ def test_failure_poison_message_reaches_dlq(make_stack: MakeStack):
 
 def test_failure_secret_rotation_mid_run_loses_nothing(make_stack: MakeStack):
     from scrape_pipeline.reconciler import Reconciler
-    from scrape_pipeline.rotation import SecretBundle, rotate_webhook_secret
+    from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
 
     stack = make_stack()
     submit(stack, N, "a")

@@ -13,9 +13,9 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.simulator import content
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES
+from scrape_pipeline_local.simulator import content
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, all_settled_and_done, check_exactly_once, truth
 from tests.pipeline.test_failure_table import recovered
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.ledger import JobKey, JobKind, Ledger, Outcome
 from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions
 
 DAY = 86_400.0

@@ -13,9 +13,9 @@ from typing import Any
 import boto3
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.ledger import JobKey, JobKind, Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,

@@ -7,8 +7,8 @@ from typing import Any
 
 import boto3
 
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.ledger import JobKey, JobKind, Outcome
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from devstack.stack import StackSettings
+from scrape_pipeline_local.stack import StackSettings
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,

@@ -8,12 +8,12 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.apigw import LambdaContext
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.joblist import JOBS_CHECKPOINT
 from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
+from scrape_pipeline_local.apigw import LambdaContext
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, truth
 
 NO_SCHEDULE = 10.0**9  # runs are called by hand in these tests

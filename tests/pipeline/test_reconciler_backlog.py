@@ -14,9 +14,9 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.ledger import JobKind, Ledger
 from scrape_pipeline.submissions import expect
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, versions
 
 OUTAGE_SECONDS = 3600.0

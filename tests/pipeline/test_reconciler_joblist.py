@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from devstack.stack import LocalStack, StackSettings
 from scrape_pipeline.budget import Budget
 from scrape_pipeline.joblist import SOURCE_JOB_LIST
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, versions
 from tests.pipeline.test_reconciler import NO_SCHEDULE, FakeRemaining, reconciler, settle
 

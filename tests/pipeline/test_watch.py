@@ -14,13 +14,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from devstack.clock import ManualClock
 from scrape_pipeline.budget import Budget, unlimited
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings
+from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table, create_queues
 
 POLL = 3600.0

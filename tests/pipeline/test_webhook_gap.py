@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from devstack.stack import LocalStack
+from scrape_pipeline_local.stack import LocalStack
 from tests.pipeline.conftest import MakeStack, check_exactly_once
 
 N = 6

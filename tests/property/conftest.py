@@ -20,8 +20,8 @@ from aws_lambda_powertools.utilities import parameters
 from hypothesis import HealthCheck, Phase, settings
 from moto import mock_aws
 
-from devstack.resources import create_ledger_table, create_queues, create_secret
 from functions.receiver import app as receiver_app
+from scrape_pipeline_local.resources import create_ledger_table, create_queues, create_secret
 from tests.conftest import OFFLINE_AWS_ENV
 
 settings.register_profile(

@@ -33,8 +33,6 @@ from hypothesis.stateful import (
 )
 from moto import mock_aws
 
-from devstack.clock import ManualClock
-from devstack.resources import create_ledger_table, create_queues
 from scrape_pipeline.ledger import (
     PENDING_INDEX,
     JobKey,
@@ -47,6 +45,8 @@ from scrape_pipeline.ledger import (
 )
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.resources import create_ledger_table, create_queues
 from tests.conftest import OFFLINE_AWS_ENV
 
 LEASE_SECONDS = 60.0

@@ -26,10 +26,10 @@ import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from devstack.events import api_gateway_event, response_json
 from functions.receiver import app as receiver_app
 from scrape_pipeline.payload import EVENT_KINDS, FieldLocations, PayloadError, read_notification
 from scrape_pipeline.signatures import SignatureConfig, sign
+from scrape_pipeline_local.events import api_gateway_event, response_json
 from tests.property.conftest import MAX_BODY_BYTES, SECRET, TABLE, FakeContext, ReceiverStack
 
 CONFIG = SignatureConfig()

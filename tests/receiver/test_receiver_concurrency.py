@@ -12,10 +12,10 @@ import boto3
 import httpx
 import pytest
 
-from devstack.clock import ManualClock
 from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
 from scrape_pipeline.receiver import Receiver, ReceiverSettings, build_receiver
 from scrape_pipeline.signatures import SignatureConfig, sign
+from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import SECRET, bundle, delivery_body
 from tests.support.template import create_ledger_table, create_queues, create_secret, moto_server
 

@@ -1,1 +1,1 @@
-"""Tests of the Geonode simulator (devstack.simulator)."""
+"""Tests of the Geonode simulator (scrape_pipeline_local.simulator)."""

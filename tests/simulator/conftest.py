@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from devstack.clock import ManualClock
-from devstack.simulator import SimConfig, SimulatorServer
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 
 KEY = "sim-key-1"
 OTHER_KEY = "sim-key-2"

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from devstack.simulator import SimConfig, SimulatorServer, content, draws
-from devstack.simulator.seeding import rng_for
-from devstack.simulator.state import Work
+from scrape_pipeline_local.simulator import SimConfig, SimulatorServer, content, draws
+from scrape_pipeline_local.simulator.seeding import rng_for
+from scrape_pipeline_local.simulator.state import Work
 from tests.simulator.conftest import Receiver
 
 DRAWS = 5000

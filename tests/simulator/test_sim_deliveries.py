@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from devstack.clock import ManualClock
-from devstack.simulator import SimulatorServer
-from devstack.simulator.config import DEFAULT_RETRY_SCHEDULE_S
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimulatorServer
+from scrape_pipeline_local.simulator.config import DEFAULT_RETRY_SCHEDULE_S
 
 FIXED = {"job_duration_min_s": 2, "job_duration_max_s": 2}  # every job settles 2 s after submit
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from devstack.simulator import FaultSettings
+from scrape_pipeline_local.simulator import FaultSettings
 
 OTHER_KEY = "sim-key-2"
 ERROR_FIELDS = {"code", "message", "correlation_id", "retryable"}

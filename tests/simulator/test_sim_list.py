@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from devstack.clock import ManualClock
+from scrape_pipeline_local.clock import ManualClock
 
 OTHER_KEY = "sim-key-2"
 

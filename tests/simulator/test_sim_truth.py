@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from devstack.simulator import SimConfig, SimulatorServer
+from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 
 OTHER_KEY = "sim-key-2"
 
@@ -216,7 +216,7 @@ def test_cli_main_prints_base_url_and_serves(tmp_path):
         [
             sys.executable,
             "-m",
-            "devstack.simulator",
+            "scrape_pipeline_local.simulator",
             "--seed",
             "3",
             "--api-key",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devstack.moto_server import MotoServer
-from devstack.resources import (
+from scrape_pipeline_local.moto_server import MotoServer
+from scrape_pipeline_local.resources import (
     create_ledger_table,
     create_queues,
     create_results_bucket,

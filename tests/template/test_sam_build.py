@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.runtime_imports import LAYER_ROOT, RUNTIME, runtime_closure
 from tests.template.helpers import (
     REGION,
     REPO,
@@ -36,6 +37,19 @@ LAYER = "SharedLayer"
 LAYER_MODULES = ("scrape_pipeline", "scrape_pipeline.signatures", "aws_lambda_powertools", "httpx")
 # What the python3.12 Lambda runtime ships besides the standard library.
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six")
+# The operator tools, the local stack and what only they install (the `cli` and `local` extras).
+NOT_IN_LAYER = frozenset(
+    {
+        "scrape_pipeline_ops",
+        "scrape_pipeline_local",
+        "bench",
+        "tests",
+        "rich",
+        "fastapi",
+        "starlette",
+    }
+    | {"uvicorn", "moto", "flask", "werkzeug", "samtranslator", "cfnlint"}
+)
 
 # Imports modules with sys.path set to argv[1] (JSON list), prints where each came from.
 _IMPORT_SCRIPT = """
@@ -149,6 +163,32 @@ def test_built_layer_ships_the_pinned_dependency_versions(build_dir: Path) -> No
     assert pins
     for name, version in pins.items():
         assert f"{name.replace('-', '_')}-{version}" in installed, (name, sorted(installed))
+
+
+def _owned_by_distributions(site: Path) -> set[str]:
+    """The top-level names the installed distributions wrote (from each RECORD)."""
+    owned = set()
+    for record in site.glob("*.dist-info/RECORD"):
+        for line in record.read_text().splitlines():
+            owned.add(line.split(",")[0].split("/")[0])
+    return owned
+
+
+def test_built_layer_ships_the_runtime_its_dependencies_and_nothing_else(build_dir: Path) -> None:
+    # GIVEN the built layer's python/ directory
+    layer_python = build_dir / LAYER / "python"
+    # WHEN its runtime package and its top-level entries are listed
+    package = layer_python / RUNTIME
+    shipped = {p.relative_to(package) for p in package.rglob("*.py")}
+    top = {p.name for p in layer_python.iterdir()}
+    # THEN the package is the modules the handlers import, as in the source
+    handlers_need = {p.relative_to(LAYER_ROOT / RUNTIME) for p in runtime_closure().values()}
+    assert shipped == handlers_need
+    # AND beside it only the requirements' distributions (and the requirements file)
+    assert top - _owned_by_distributions(layer_python) == {RUNTIME, "requirements.txt"}
+    # AND nothing of the operator tools, the local stack or their extras
+    assert sorted(top & NOT_IN_LAYER) == []
+    assert not [p for p in layer_python.glob("*.dist-info") if p.name.split("-")[0] in NOT_IN_LAYER]
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devstack.clock import ManualClock
 from scrape_pipeline.budget import Budget, remaining_until, unlimited
+from scrape_pipeline_local.clock import ManualClock
 
 
 class Remaining:

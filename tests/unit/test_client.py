@@ -11,7 +11,6 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from devstack.clock import ManualClock
 from scrape_pipeline.geonode import (
     APIError,
     AuthError,
@@ -26,6 +25,7 @@ from scrape_pipeline.geonode import (
     TransportError,
     ValidationError,
 )
+from scrape_pipeline_local.clock import ManualClock
 
 API_KEY = "test-key-c0ffee-do-not-leak"
 Handler = Callable[[httpx.Request], httpx.Response]

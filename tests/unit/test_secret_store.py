@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from devstack.clock import ManualClock
 from scrape_pipeline.secret_store import SecretStore
+from scrape_pipeline_local.clock import ManualClock
 
 
 def bundle(value: str) -> str:

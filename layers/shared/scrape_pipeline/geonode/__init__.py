@@ -1,4 +1,4 @@
-"""Client for the Geonode Scraper API, its errors, typed results and pollers."""
+"""Client for the Geonode Scraper API, its errors and typed results."""
 
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (

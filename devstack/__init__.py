@@ -1,1 +1,0 @@
-"""Local-only tooling: the Geonode simulator, AWS stand-ins, the demo. Never shipped to Lambda."""

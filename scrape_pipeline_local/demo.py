@@ -1,0 +1,550 @@
+"""``make demo``: the whole pipeline on this machine, under fire, judged from outside.
+
+A workload of extract jobs, batches and crawls runs through the local stack (the real Lambda
+handlers, moto, the Geonode simulator) on a simulated clock while a chaos profile drops,
+duplicates, delays and reorders webhooks, takes the receiver down for a while, rotates the
+secret mid-run and throttles the API. Then it reports what happened, counting "lost",
+"processed twice" and "wrongly dead-lettered" from the simulator's record and S3's object
+versions (``scrape_pipeline_local.judge``), never from the pipeline's own word, and exits 1 if
+any is not zero.
+
+    python -m scrape_pipeline_local.demo [--jobs 200] [--seed 7]
+        [--chaos default|none|heavy|<matrix scenario>]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
+from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
+from scrape_pipeline_local.judge import UNSETTLED, Unit, Verdict, judge, read_listing
+from scrape_pipeline_local.large_results import LargeResults, measure
+from scrape_pipeline_local.simulator.gateway import Gateway
+
+STEP_SECONDS = 5.0
+CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
+SUBMIT_SPAN_SECONDS = 600.0
+# The simulator's routes that read one job (its request counts are by route template).
+JOB_ROUTES = ("GET /v1/extract/{job_id}", "GET /v1/batch/{batch_id}", "GET /v1/crawl/{crawl_id}")
+
+
+@dataclass
+class Report(Verdict):
+    """The figures: the judge's from outside (simulator, S3 versions); latency by the ledger."""
+
+    submitted: Counter[str] = field(default_factory=Counter)
+    duplicates_suppressed: int = 0
+    recovered: Counter[str] = field(default_factory=Counter)
+    latency_p50: float = 0.0
+    latency_p99: float = 0.0
+    latency_max: float = 0.0
+    latencies: list[float] = field(default_factory=list)  # settle to stored, per stored unit
+    # The same for the units of jobs whose webhook never came (dropped by the sender).
+    dropped_p50: float = 0.0
+    dropped_p99: float = 0.0
+    dropped_units: int = 0
+    crashes: dict[str, int] = field(default_factory=dict)
+    requests_per_job: float = 0.0
+    simulated_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    poison_gets_max: int = 0  # Geonode GETs of the most-read poison job
+    poller_batches: int = 0  # processor invocations
+    poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
+    large: LargeResults = field(default_factory=LargeResults)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """Label / value rows, in the order the README describes them."""
+        submitted = ", ".join(f"{n} {kind}" for kind, n in sorted(self.submitted.items()))
+        recovered = ", ".join(f"{n} {src}" for src, n in sorted(self.recovered.items())) or "0"
+        return [
+            ("submitted", f"{sum(self.submitted.values())} ({submitted})"),
+            ("settled (jobs, batch items, crawl pages)", str(self.settled)),
+            ("stored", str(self.stored)),
+            ("resubmitted (retryable failures)", str(self.resubmitted)),
+            ("dead-lettered", str(self.dead_lettered)),
+            ("cancelled", str(self.cancelled)),
+            ("duplicate deliveries suppressed", str(self.duplicates_suppressed)),
+            ("recovered by the reconciler", recovered),
+            ("poison jobs' units dead-lettered", str(self.poisoned)),
+            ("LOST", str(self.lost)),
+            ("PROCESSED TWICE", str(self.processed_twice)),
+            ("WRONGLY DEAD-LETTERED", str(self.wrongly_dead_lettered)),
+            ("POISON MISHANDLED", str(self.poison_mishandled)),
+            (
+                "settle-to-stored latency p50 / p99",
+                f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
+            ),
+            (
+                f"... of the {self.dropped_units} whose webhook was dropped",
+                f"{self.dropped_p50:.1f} s / {self.dropped_p99:.1f} s",
+            ),
+            ("Geonode requests per settled job", f"{self.requests_per_job:.3f}"),
+            (
+                "processor invocations / timed out",
+                f"{self.poller_batches} / {self.poller_timeouts}",
+            ),
+            (
+                "simulated time / wall time",
+                f"{self.simulated_seconds:.0f} s / {self.wall_seconds:.1f} s",
+            ),
+            *([self.large.line()] if self.large.stored else []),
+        ]
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+class Demo:
+    """Runs one workload under one chaos profile and measures it."""
+
+    def __init__(self, jobs: int, chaos: str, seed: int) -> None:
+        from scrape_pipeline_local.clock import ManualClock
+        from scrape_pipeline_local.simulator import SimConfig
+        from scrape_pipeline_local.stack import LocalStack, StackSettings
+
+        self.jobs = jobs
+        self.seed = seed
+        self.profile: ChaosProfile = PROFILES[chaos]
+        self.clock = ManualClock(start=time.time())
+        sim = SimConfig(
+            seed=seed,
+            content_size=self.profile.content_size,
+            long_job_rate=self.profile.long_job_rate,
+            long_job_min_s=self.profile.long_job_min_s,
+            long_job_max_s=self.profile.long_job_max_s,
+        )
+        if self.profile.retryable_failure_rate is not None:
+            sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
+        env = {
+            "POWERTOOLS_LOG_LEVEL": "ERROR",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            **dict(self.profile.reconciler_env),
+            **dict(self.profile.processor_env),
+        }
+        if self.profile.front_limit_bytes is not None:
+            # The receiver's own 413 stands for the platform's: same answer, same delivery log.
+            env["MAX_BODY_BYTES"] = str(self.profile.front_limit_bytes)
+        settings = StackSettings(env=env, processor_timeout=self.profile.processor_timeout)
+        self.stack = LocalStack(self.clock, sim, settings)
+        self.started_at = 0.0
+        self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
+        # Requests to each job's own route (GET extract, batch, crawl): see _counting_job_reads.
+        self.job_reads: Counter[str] = Counter()
+        self._reads_lock = threading.Lock()
+
+    # -- workload --------------------------------------------------------------------------
+
+    def plan(self) -> list[tuple[float, str, Any]]:
+        """(offset, kind, payload): by default 70 % extract jobs, 15 % batch items, 15 % pages."""
+        p = self.profile
+        batch_urls = max(1, round(self.jobs * p.batch_share))
+        crawl_pages = max(1, round(self.jobs * p.crawl_share))
+        extracts = max(0, self.jobs - batch_urls - crawl_pages)
+        items: list[tuple[str, Any]] = [
+            ("extract", f"https://demo.example/page/{i}") for i in range(extracts)
+        ]
+        per_batch = p.batch_urls
+        for b in range(0, batch_urls, per_batch):
+            urls = [
+                f"https://demo.example/batch/{b + i}" for i in range(min(per_batch, batch_urls - b))
+            ]
+            items.append(("batch", urls))
+        per_crawl = p.crawl_pages
+        for c in range(0, crawl_pages, per_crawl):
+            items.append(
+                ("crawl", (f"https://demo.example/site/{c}", min(per_crawl, crawl_pages - c)))
+            )
+        spacing = SUBMIT_SPAN_SECONDS / max(1, len(items))
+        # interleave kinds so batches and crawls run alongside extracts
+        # (crc32, not hash(): str hashes differ per process, and a seed must reproduce a run)
+        items.sort(key=lambda item: zlib.crc32(str(item[1]).encode()) % 997)
+        return [(i * spacing, kind, payload) for i, (kind, payload) in enumerate(items)]
+
+    def run(self, progress: Any = None) -> Report:
+        """Start the stack, run the workload under the profile, measure, stop the stack."""
+        with self._counting_job_reads():
+            return self._run(progress)
+
+    def _run(self, progress: Any) -> Report:
+        stack = self.stack.start()
+        report = Report()
+        wall = time.perf_counter()
+        try:
+            self.started_at = self.clock.time()
+            p = self.profile
+            stack.sim.faults.update(
+                drop_rate=p.drop_rate,
+                duplicate_rate=p.duplicate_rate,
+                reorder_window_s=p.reorder_window_s,
+                delay_max_s=p.delay_max_s,
+                api_error_rate=p.api_error_rate,
+            )
+            client = stack.client()
+            if p.webhooks_disabled:
+                for webhook_id in stack.webhook_ids.values():
+                    client.update_webhook(webhook_id, is_active=False)
+            if p.malformed_rate:
+                stack.sim.faults.update(malformed_rate=p.malformed_rate)
+            report.crashes = install_crashes(stack, p, self.seed)
+            plan = self.plan()
+            fired: set[str] = set()
+            total_units = self.jobs
+            steps = 0
+            step = STEP_SECONDS
+            while True:
+                steps += 1
+                elapsed = self.clock.time() - self.started_at
+                while plan and plan[0][0] <= elapsed:
+                    _, kind, payload = plan[0]
+                    try:
+                        self._submit(client, kind, payload, report)
+                    except (RateLimitedError, ServerError):
+                        # The user waits and submits again (the simulator's injected 429/5xx
+                        # happen before the API acts, so a second POST creates no twin).
+                        break
+                    plan.pop(0)
+                self._chaos(elapsed, fired)
+                stack.step(step)
+                checking = steps % CHECK_EVERY_STEPS == 0
+                if checking:
+                    done = self._observe()
+                    if progress is not None:
+                        progress(min(done, total_units), total_units)
+                    step = self._next_step(plan, elapsed)
+                if (not plan and checking and self._finished()) or elapsed > p.horizon_s:
+                    break
+            self._observe()
+            self._measure(report)
+        finally:
+            report.wall_seconds = time.perf_counter() - wall
+            report.simulated_seconds = self.clock.time() - self.started_at
+            stack.stop()
+        return report
+
+    def _next_step(self, plan: Sequence[Any], elapsed: float) -> float:
+        """The usual step, or the profile's idle step once only unsettled work is left."""
+        idle = self.profile.idle_step_s
+        if idle is None or plan or elapsed < SUBMIT_SPAN_SECONDS:
+            return STEP_SECONDS
+        units = self._units()
+        # A batch or crawl is settled once all its items are: until then it is not waiting.
+        running = {unit.job_id for unit, job in units if job["status"] in UNSETTLED}
+        for unit, job in units:
+            if unit.job_id in running or job["status"] == "cancelled":
+                continue
+            if unit.job_id not in self.done_at:
+                return STEP_SECONDS  # settled work waits for its outcome: watch it closely
+        return idle
+
+    @contextmanager
+    def _counting_job_reads(self) -> Iterator[None]:
+        """Count every request to a job's own route, per job id, while the run lasts.
+
+        The simulator counts requests by route template only, which cannot name the job. Its
+        gateway labels each ``/v1`` request once, before it admits or refuses it (fault, rate
+        limit, auth), so wrapping that labelling sees every request, answered or not.
+        """
+        original = Gateway._route
+        reads, lock = self.job_reads, self._reads_lock
+
+        def labelled(gateway: Gateway, scope: Any) -> str:
+            route: str = original(gateway, scope)
+            if route in JOB_ROUTES:
+                with lock:
+                    reads[str(scope["path"]).rstrip("/").rsplit("/", 1)[-1]] += 1
+            return route
+
+        Gateway._route = labelled  # type: ignore[method-assign, assignment]
+        try:
+            yield
+        finally:
+            Gateway._route = original  # type: ignore[method-assign]
+
+    def _poison_gets_max(self) -> int:
+        """The Geonode GETs of the most-read poison job (0 without poison jobs)."""
+        faults = self.stack.sim.faults
+        return max(
+            (n for job_id, n in self.job_reads.items() if faults.is_malformed(job_id)), default=0
+        )
+
+    def _submit(self, client: Any, kind: str, payload: Any, report: Report) -> None:
+        from scrape_pipeline.ledger import JobKind
+        from scrape_pipeline.submissions import expect
+
+        if kind == "extract":
+            client.submit_extract(payload)
+            report.submitted["extract jobs"] += 1
+        elif kind == "batch":
+            job_id = client.create_batch(payload).job_id
+            expect(self._ledger(), JobKind.BATCH, job_id)  # no API lists batches: announce it
+            report.submitted["batch items"] += len(payload)
+        else:
+            url, pages = payload
+            job_id = client.create_crawl(url, max_pages=pages).job_id
+            expect(self._ledger(), JobKind.CRAWL, job_id)
+            report.submitted["crawl pages"] += pages
+
+    def _ledger(self) -> Any:
+        import boto3
+
+        from scrape_pipeline.ledger import Ledger
+
+        assert self.stack.resources is not None
+        return Ledger(self.stack.resources.table, client=boto3.client("dynamodb"), clock=self.clock)
+
+    def _chaos(self, elapsed: float, fired: set[str]) -> None:
+        """Switch the timed faults on and off as the run's clock passes them."""
+        p = self.profile
+        front = self.stack.front
+        assert front is not None
+        if p.outage:
+            front.failing_with = 503 if p.outage[0] <= elapsed < p.outage[1] else None
+        if p.rotate_at is not None and "rotate" not in fired and elapsed >= p.rotate_at:
+            try:
+                self._rotate()
+            except GeonodeError:
+                return  # throttled or failing API: the operator tries again a moment later
+            fired.add("rotate")
+        for name, window, status in (("throttle", p.throttle, 429), ("5xx", p.server_errors, 503)):
+            if window and name not in fired and elapsed >= window[0]:
+                fired.add(name)
+                self.stack.sim.faults.burst(duration_s=window[1], status=status)
+
+    def _rotate(self) -> None:
+        from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
+
+        stack = self.stack
+        assert stack.resources is not None
+        rotate_webhook_secret(
+            stack.client(),
+            stack.webhook_ids["extract_completed"],
+            SecretBundle(stack.resources.webhook_secret_arn),
+            grace_seconds=3600,
+            replay_with=stack.handlers["reconciler"].get_reconciler(),
+            clock=self.clock,
+        )
+
+    # -- measuring from outside ------------------------------------------------------------
+
+    def _units(self) -> list[tuple[Unit, dict[str, Any]]]:
+        out = []
+        for job in self.stack.sim.truth_jobs():
+            kind = {"extract": "extract", "batch_item": "batch", "crawl_page": "crawl"}[job["kind"]]
+            index = None if kind == "extract" else int(job["index"])
+            out.append((Unit(kind, job["job_id"], index), job))
+        return out
+
+    def _observe(self) -> int:
+        """Jobs done so far, by the ledger (cheap; only the progress bar and the stop use it)."""
+        self.done_at.update(self._ledger_done())
+        units = self._units()
+        return sum(1 for unit, _ in units if unit.job_id in self.done_at)
+
+    def _ledger_done(self) -> dict[str, float]:
+        """Job ids (extract, batch, crawl) the ledger has DONE, with when."""
+        from scrape_pipeline.ledger import JobKey, JobKind
+
+        kinds = {"extract": JobKind.EXTRACT, "batch": JobKind.BATCH, "crawl": JobKind.CRAWL}
+        keys = list(
+            dict.fromkeys(
+                JobKey(kinds[unit.kind], unit.job_id)
+                for unit, _ in self._units()
+                if unit.job_id not in self.done_at
+            )
+        )
+        done: dict[str, float] = {}
+        ledger = self._ledger()
+        for start in range(0, len(keys), 100):
+            for key, row in ledger.get_many(keys[start : start + 100]).items():
+                if row.is_done:
+                    done[key.job_id] = row.finished_at or self.clock.time()
+        return done
+
+    def _finished(self) -> bool:
+        """Every settled job has its one outcome (by the ledger; S3 judges at the end)."""
+        for unit, job in self._units():
+            if job["status"] in ("queued", "processing"):
+                return False
+            if job["status"] == "cancelled" or unit.job_id in self.done_at:
+                continue
+            return False
+        return True
+
+    def _was_resubmitted_row(self, job: Mapping[str, Any]) -> bool:
+        """A failed extract job the pipeline answered with a new job for its URL."""
+        return (
+            job["kind"] == "extract"
+            and job["status"] == "failed"
+            and bool(job["retryable"])
+            and self._resubmitted(job)
+        )
+
+    def _resubmitted(self, job: Mapping[str, Any]) -> bool:
+        later = [
+            j
+            for j in self.stack.sim.truth_jobs("extract")
+            if j["url"] == job["url"] and j["created_at"] > job["created_at"]
+        ]
+        return bool(later)
+
+    def _measure(self, report: Report) -> None:
+        import boto3
+
+        stack = self.stack
+        assert stack.resources is not None and stack.schedule is not None
+        assert stack.poller is not None
+        s3 = boto3.client("s3")
+        bucket = stack.resources.bucket
+
+        def reason_of(key: str) -> str | None:
+            body = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            reason = body.get("reason")
+            return None if reason is None else str(reason)
+
+        judge(
+            self._units(),
+            read_listing(s3, bucket),
+            is_poison=stack.sim.faults.is_malformed,
+            resubmitted=self._was_resubmitted_row,
+            reason_of=reason_of,
+            into=report,
+        )
+        # A batch or crawl settles with its last item: its ledger row is DONE only then, so an
+        # item's latency runs from there (a long item would otherwise age its quick siblings).
+        job_settled: dict[str, float] = {}
+        for unit, job in self._units():
+            settled = float(job["settled_at"])
+            job_settled[unit.job_id] = max(job_settled.get(unit.job_id, settled), settled)
+        attempts = stack.sim.delivery_attempts()
+        attempted = {a["job_id"] for a in attempts}
+        latencies, dropped = [], []
+        for unit, _ in report.stored_units:
+            finished = self.done_at.get(unit.job_id)
+            if finished is not None:
+                latencies.append(finished - job_settled[unit.job_id])
+                if unit.job_id not in attempted:  # the sender never tried: dropped
+                    dropped.append(latencies[-1])
+        report.dropped_units = len(dropped)
+        report.dropped_p50 = _percentile(dropped, 50)
+        report.dropped_p99 = _percentile(dropped, 99)
+        accepted: Counter[tuple[str, str]] = Counter(
+            (a["event_type"], a["job_id"])
+            for a in attempts
+            if a["http_status"] is not None and 200 <= int(a["http_status"]) < 300
+        )
+        report.duplicates_suppressed = sum(n - 1 for n in accepted.values() if n > 1)
+        stored_units = [
+            (unit.result_key.rsplit("/", 1)[0], dict(job)) for unit, job in report.stored_units
+        ]
+        report.large = measure(s3, bucket, stored_units, attempts)
+        for run in stack.schedule.runs:
+            report.recovered.update({k: v for k, v in run["recovered"].items() if v})
+        report.latencies = latencies
+        report.latency_p50 = _percentile(latencies, 50)
+        report.latency_p99 = _percentile(latencies, 99)
+        report.latency_max = max(latencies, default=0.0)
+        routes = stack.sim.request_counts()["by_route"]
+        reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
+        report.requests_per_job = reads / max(1, report.settled)
+        report.poller_batches = stack.poller.batches
+        report.poller_timeouts = stack.poller.timeouts
+        report.poison_gets_max = self._poison_gets_max()
+
+
+def print_report(report: Report, chaos: str) -> None:
+    """The report as a table (rich when available)."""
+    title = f"scrape-pipeline demo (chaos: {chaos})"
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # pragma: no cover - rich is the `cli` extra
+        print(title)
+        for label, value in report.lines():
+            print(f"  {label:<42} {value}")
+        return
+    table = Table(title=title, show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for label, value in report.lines():
+        style = (
+            "red" if label.isupper() and value != "0" else ("green" if label.isupper() else None)
+        )
+        table.add_row(label, value, style=style)
+    Console().print(table)
+    if report.lost_examples:
+        print("lost:", ", ".join(report.lost_examples[:10]))
+    if report.twice_examples:
+        print("twice:", ", ".join(report.twice_examples[:10]))
+    if report.wrongly_examples:
+        print("wrongly dead-lettered:", ", ".join(report.wrongly_examples[:10]))
+    if report.poison_examples:
+        print("poison mishandled:", ", ".join(report.poison_examples[:10]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; 0 when nothing was lost, processed twice or wrongly dead-lettered."""
+    parser = argparse.ArgumentParser(
+        prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
+    )
+    parser.add_argument("--jobs", type=int, default=200, help="units of work (default 200)")
+    parser.add_argument("--chaos", choices=sorted(PROFILES), default="default")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    if args.jobs < 10:
+        parser.error("--jobs must be at least 10")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineDemo")
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "demo")
+    demo = Demo(args.jobs, args.chaos, args.seed)
+    report = _run_with_progress(demo)
+    print_report(report, args.chaos)
+    failed = (
+        report.lost
+        or report.processed_twice
+        or report.wrongly_dead_lettered
+        or report.poison_mishandled
+    )
+    return 1 if failed else 0
+
+
+def _run_with_progress(demo: Demo) -> Report:
+    try:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+    except ImportError:  # pragma: no cover
+        return demo.run()
+    with Progress(
+        TextColumn("[bold]pipeline"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("outcomes stored"),
+        TimeElapsedColumn(),
+        transient=False,
+        disable=not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task("run", total=demo.jobs)
+        return demo.run(lambda done, total: progress.update(task, completed=done, total=total))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

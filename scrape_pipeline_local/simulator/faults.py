@@ -1,0 +1,145 @@
+"""Injected faults: lost, duplicated, delayed and reordered webhooks, API error bursts, and
+poison jobs whose every GET answers 200 with a malformed body."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+from dataclasses import asdict, fields
+from typing import Any
+
+from scrape_pipeline_local.simulator.clocks import Clock
+from scrape_pipeline_local.simulator.config import FaultSettings
+from scrape_pipeline_local.simulator.seeding import rng_for
+
+API_FAULT_STATUSES = frozenset({429, 500, 502, 503, 504})
+_RATES = ("drop_rate", "duplicate_rate", "api_error_rate", "malformed_rate")
+# The field a malformed answer leaves out: every client needs it to know which job it read.
+MALFORMED_FIELD = "job_id"
+
+
+class Faults:
+    """Current fault levels. Every method is thread-safe; draws are seeded from the config seed."""
+
+    def __init__(self, settings: FaultSettings, seed: int, clock: Clock) -> None:
+        self._initial = settings
+        self._seed = seed
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the configured levels, with no burst pending."""
+        with self._lock:
+            self._settings = self._initial
+            self._burst_left = 0
+            self._burst_until: float | None = None
+            self._burst_status = 503
+            self._burst_route: str | None = None
+            self._rng = random.Random(rng_for(self._seed, "api-faults").getrandbits(64))
+            self._malformed: set[str] = set()
+
+    def clear(self) -> None:
+        """No fault at all, whatever the configuration said."""
+        with self._lock:
+            self._settings = FaultSettings()
+            self._burst_left = 0
+            self._burst_until = None
+
+    @property
+    def settings(self) -> FaultSettings:
+        return self._settings
+
+    def update(self, **changes: float | int) -> FaultSettings:
+        """Change some levels, e.g. ``update(drop_rate=0.1, reorder_window_s=5)``."""
+        known = {f.name for f in fields(FaultSettings)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown fault settings: {sorted(unknown)}")
+        merged = {**asdict(self._settings), **changes}
+        for name in _RATES:
+            if not 0.0 <= float(merged[name]) <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1]")
+        if not 0.0 <= float(merged["delay_min_s"]) <= float(merged["delay_max_s"]):
+            raise ValueError("need 0 <= delay_min_s <= delay_max_s")
+        if float(merged["reorder_window_s"]) < 0:
+            raise ValueError("reorder_window_s must not be negative")
+        if int(merged["api_error_status"]) not in API_FAULT_STATUSES:
+            raise ValueError(f"api_error_status must be one of {sorted(API_FAULT_STATUSES)}")
+        with self._lock:
+            self._settings = FaultSettings(**merged)
+        return self._settings
+
+    def burst(
+        self,
+        *,
+        count: int | None = None,
+        duration_s: float | None = None,
+        status: int = 503,
+        route: str | None = None,
+    ) -> None:
+        """Answer the next ``count`` API requests, or all within ``duration_s``, with ``status``.
+
+        ``route`` (a label such as ``POST /v1/extract``) narrows the burst to that route.
+        """
+        if status not in API_FAULT_STATUSES:
+            raise ValueError(f"status must be one of {sorted(API_FAULT_STATUSES)}")
+        if count is None and duration_s is None:
+            raise ValueError("give count, duration_s or both")
+        with self._lock:
+            self._burst_status = status
+            self._burst_route = route
+            self._burst_left = max(count or 0, 0)
+            self._burst_until = None if duration_s is None else self._clock.time() + duration_s
+
+    def malform(self, job_id: str) -> None:
+        """Make every GET of ``job_id`` (extract, batch or crawl) answer a malformed body."""
+        with self._lock:
+            self._malformed.add(job_id)
+
+    def is_malformed(self, job_id: str) -> bool:
+        """Whether GETs of ``job_id`` answer malformed: named, or drawn at ``malformed_rate``.
+
+        The draw hashes the seed and the id, so a job is poison on every call or on none.
+        """
+        with self._lock:
+            if job_id in self._malformed:
+                return True
+            rate = self._settings.malformed_rate
+        if rate <= 0:
+            return False
+        digest = hashlib.sha256(f"{self._seed}:malformed:{job_id}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < rate
+
+    def malformed(self, body: dict[str, Any], job_id: str) -> dict[str, Any]:
+        """``body`` as a poison job's GET answers it (unchanged for healthy jobs)."""
+        if not self.is_malformed(job_id):
+            return body
+        return {k: v for k, v in body.items() if k != MALFORMED_FIELD}
+
+    def api_fault(self, route: str | None = None) -> int | None:
+        """The status an API request to ``route`` must answer with because of a fault, or None."""
+        with self._lock:
+            aimed = self._burst_route is None or route == self._burst_route
+            if aimed and self._burst_left > 0:
+                self._burst_left -= 1
+                return self._burst_status
+            if aimed and self._burst_until is not None:
+                if self._clock.time() < self._burst_until:
+                    return self._burst_status
+                self._burst_until = None
+            rate = self._settings.api_error_rate
+            if rate > 0 and self._rng.random() < rate:
+                return self._settings.api_error_status
+        return None
+
+    def snapshot(self) -> dict[str, Any]:
+        """Current levels and burst state, as JSON."""
+        with self._lock:
+            return {
+                **asdict(self._settings),
+                "burst_remaining": self._burst_left,
+                "burst_until": self._burst_until,
+                "burst_status": self._burst_status,
+            }

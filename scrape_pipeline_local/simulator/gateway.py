@@ -1,0 +1,79 @@
+"""The ASGI layer in front of every route: correlation ids, then faults, auth and rate limit."""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from scrape_pipeline_local.simulator.engine import Simulator
+from scrape_pipeline_local.simulator.errors import error_response
+
+API_PREFIX = "/v1/"
+
+
+class Gateway:
+    """Gives every response an ``X-Correlation-Id``; admits and counts ``/v1`` requests.
+
+    A pure ASGI middleware (not BaseHTTPMiddleware) to keep per-request cost small.
+    """
+
+    def __init__(self, app: ASGIApp, sim: Simulator, routes: list[BaseRoute]) -> None:
+        self.app = app
+        self.sim = sim
+        self.routes = routes  # the /v1 routes, matched here to label even refused requests
+
+    def _route(self, scope: Scope) -> str:
+        """The matched route template, e.g. ``GET /v1/extract/{job_id}``, for counting."""
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is not Match.NONE:
+                return f"{scope['method']} {getattr(route, 'path', '?')}"
+        return f"{scope['method']} <unmatched>"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        correlation_id = self.sim.new_correlation_id()
+        state = scope.setdefault("state", {})
+        state["correlation_id"] = correlation_id
+        counted = scope["path"].startswith(API_PREFIX)
+        api_key = Headers(scope=scope).get("x-api-key") if counted else None
+        route = self._route(scope) if counted else ""
+
+        def record(status: int) -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self.sim.stats.record(self._label(api_key), route, status)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                # Counted before the client can see the answer, so truth is never behind.
+                record(message["status"])
+                headers = MutableHeaders(scope=message)
+                if "x-correlation-id" not in headers:
+                    headers.append("X-Correlation-Id", correlation_id)
+            await send(message)
+
+        if not scope["path"].startswith(API_PREFIX):
+            await self.app(scope, receive, send_with_id)
+            return
+        try:
+            refusal = self.sim.admit(api_key, route)
+            if refusal is None:
+                state["account"] = api_key
+                await self.app(scope, receive, send_with_id)
+            else:
+                legacy = self.sim.config.legacy_error_shape
+                await error_response(refusal, correlation_id, legacy=legacy)(
+                    scope, receive, send_with_id
+                )
+        finally:
+            record(500)  # no answer was started: the request failed inside the simulator
+
+    def _label(self, api_key: str | None) -> str:
+        if api_key is None:
+            return "<missing>"
+        return api_key if api_key in self.sim.config.api_keys else "<invalid>"

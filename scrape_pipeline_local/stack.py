@@ -1,0 +1,281 @@
+"""The whole pipeline on one machine: moto, the simulator, an API front, an SQS poller, a schedule.
+
+The Lambda handlers run unchanged (``functions/*/app.py``), pointed at moto through
+``AWS_ENDPOINT_URL`` and at the simulator through ``GEONODE_BASE_URL``. Webhook subscriptions
+are created through the API as a user would, and their secrets stored in the local Secrets
+Manager. Time is one clock for all: SQS visibility, the simulator's jobs and deliveries, the
+ledger's leases and the reconciler's schedule.
+
+    stack = LocalStack(ManualClock(), SimConfig(...)).start()
+    stack.step(1.0)          # deliver what is due, process the queue, tick the schedule, advance
+    stack.stop()
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import ModuleType
+from typing import Any, Self
+
+import boto3
+
+from scrape_pipeline.clock import use_clock
+from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.signatures import WebhookSecret
+from scrape_pipeline_local.apigw import ApiGatewayFront
+from scrape_pipeline_local.lifecycle import Service
+from scrape_pipeline_local.moto_server import MotoServer
+from scrape_pipeline_local.resources import (
+    ROOT,
+    StackResources,
+    create_all,
+    local_settings,
+    translate,
+)
+from scrape_pipeline_local.scheduler import DEFAULT_ASYNC_RETRIES, Schedule
+from scrape_pipeline_local.simulator import SimConfig, Simulator, SimulatorServer
+from scrape_pipeline_local.sqs_poller import SqsEventSource
+from scrape_pipeline_ops.rotation import render_bundle
+
+EVENT_TYPES = ("extract_completed", "batch_completed", "crawl_completed")
+API_KEY = "local-stack-key"
+# Scheme names of the receiver's verifier and of the simulator's signer.
+_SIM_SCHEME = {
+    "geonode": "geonode",
+    "standard_webhooks": "standard_webhooks",
+    "stripe": "stripe",
+    "github": "github",
+}
+
+
+@dataclass
+class StackSettings:
+    """How the stack is put together; a None takes the value template.yaml gives."""
+
+    reconcile_interval: float | None = None  # the reconciler's schedule, in seconds
+    batch_size: int | None = None  # the SQS event source's BatchSize
+    batching_window_seconds: float | None = None  # its MaximumBatchingWindowInSeconds
+    # Each function's Timeout in seconds (wall time, as in Lambda).
+    receiver_timeout: float | None = None
+    processor_timeout: float | None = None
+    reconciler_timeout: float | None = None
+    reconciler_retries: int = DEFAULT_ASYNC_RETRIES  # Lambda's retries of a failed scheduled run
+    signature_scheme: str = "geonode"
+    webhooks: bool = True  # subscribe the three event types through the API
+    env: dict[str, str] = field(default_factory=dict)  # extra Lambda settings
+
+
+class LocalStack(Service):
+    """Starts, drives and stops every part; ``handlers`` are the real Lambda modules."""
+
+    def __init__(
+        self,
+        clock: Any,
+        sim_config: SimConfig | None = None,
+        settings: StackSettings | None = None,
+    ) -> None:
+        self.clock = clock
+        self.settings = settings or StackSettings()
+        base = sim_config or SimConfig()
+        self.sim_config = replace(
+            base,
+            api_keys=(API_KEY,),
+            signature_scheme=_SIM_SCHEME[self.settings.signature_scheme],  # type: ignore[arg-type]
+        )
+        self._saved_env: dict[str, str | None] = {}
+        self.moto: MotoServer | None = None
+        self.simulator: SimulatorServer | None = None
+        self.front: ApiGatewayFront | None = None
+        self.poller: SqsEventSource | None = None
+        self.schedule: Schedule | None = None
+        self.resources: StackResources | None = None
+        self.webhook_ids: dict[str, str] = {}
+        self.handlers: dict[str, ModuleType] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bring every part up on 127.0.0.1."""
+        use_clock(self.clock)
+        self.moto = MotoServer(clock=self.clock).start()
+        self.moto.reset()  # moto's backends are per process, not per server
+        self._set_env(
+            {
+                "AWS_ENDPOINT_URL": self.moto.endpoint,
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "local",
+                "AWS_SECRET_ACCESS_KEY": "local",
+                "POWERTOOLS_METRICS_NAMESPACE": os.environ.get(
+                    "POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineLocal"
+                ),
+            }
+        )
+        session = boto3.session.Session()
+        self.resources = create_all(session, api_key=API_KEY)
+        self.simulator = SimulatorServer(self.sim_config, self.clock).start()
+        self._set_env(
+            {
+                **self.resources.environment(),
+                "GEONODE_BASE_URL": self.simulator.base_url,
+                "SIGNATURE_SCHEME": self.settings.signature_scheme,
+                **self.settings.env,
+            }
+        )
+        _forget_powertools_clients()
+        self.handlers = {
+            name: _load_handler(name) for name in ("receiver", "processor", "reconciler")
+        }
+        for module in self.handlers.values():
+            for reset in ("reset_receiver", "reset_processor", "reset_reconciler"):
+                if hasattr(module, reset):
+                    getattr(module, reset)()
+        wiring = local_settings(translate(), self.resources)
+        self.front = ApiGatewayFront(
+            self.handlers["receiver"].lambda_handler,
+            timeout_seconds=_chosen(self.settings.receiver_timeout, wiring["receiver_timeout"]),
+        ).start()
+        self.poller = SqsEventSource(
+            session.client("sqs"),
+            self.resources.queue_url,
+            self.handlers["processor"].lambda_handler,
+            batch_size=_chosen(self.settings.batch_size, wiring["batch_size"]),
+            batching_window_seconds=_chosen(
+                self.settings.batching_window_seconds, wiring["batching_window_seconds"]
+            ),
+            timeout_seconds=_chosen(self.settings.processor_timeout, wiring["processor_timeout"]),
+            clock=self.clock,
+        )
+        self.schedule = Schedule(
+            self.handlers["reconciler"].lambda_handler,
+            _chosen(self.settings.reconcile_interval, wiring["reconcile_interval"]),
+            self.clock,
+            timeout_seconds=_chosen(self.settings.reconciler_timeout, wiring["reconciler_timeout"]),
+            max_retries=self.settings.reconciler_retries,
+        )
+        if self.settings.webhooks:
+            self.subscribe()
+        return self
+
+    def stop(self) -> None:
+        """Tear everything down and restore the environment."""
+        for part in (self.poller, self.schedule):
+            if part is not None:
+                part.stop()
+        if self.front is not None:
+            self.front.stop()
+        if self.simulator is not None:
+            self.simulator.stop()
+        if self.moto is not None:
+            self.moto.stop()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        use_clock(None)
+
+    @property
+    def sim(self) -> Simulator:
+        """The simulator's in-process object: truth and faults."""
+        if self.simulator is None:
+            raise RuntimeError("the stack is not started")
+        return self.simulator.sim
+
+    # -- as a user would -------------------------------------------------------------------
+
+    def client(self, **kwargs: Any) -> GeonodeClient:
+        """An API client for the simulator, on the stack's clock."""
+        assert self.simulator is not None
+        kwargs.setdefault("retry", RetryPolicy(max_attempts=6, deadline=120))
+        return GeonodeClient(API_KEY, base_url=self.simulator.base_url, clock=self.clock, **kwargs)
+
+    def subscribe(self) -> None:
+        """Register the receiver for every event type and store the secrets, as an operator."""
+        assert self.front is not None
+        client = self.client()
+        url = self.front.url("/webhooks/geonode")
+        secrets: list[WebhookSecret] = []
+        for event_type in EVENT_TYPES:
+            hook = client.create_webhook(url, event_type, description="local stack")
+            self.webhook_ids[event_type] = hook.id
+            assert hook.secret is not None
+            secrets.append(WebhookSecret(hook.secret))
+        self.store_secrets(secrets)
+
+    def store_secrets(self, secrets: list[WebhookSecret]) -> None:
+        """Write the webhook secret bundle."""
+        assert self.resources is not None
+        boto3.client("secretsmanager").put_secret_value(
+            SecretId=self.resources.webhook_secret_arn, SecretString=render_bundle(secrets)
+        )
+
+    # -- driving time ----------------------------------------------------------------------
+
+    def step(self, seconds: float) -> None:
+        """Deliver what is due, process the queue, run the schedule if due, then advance."""
+        self.settle_now()
+        self.clock.advance(seconds)
+
+    def settle_now(self) -> None:
+        """Everything due at this instant: deliveries, queue messages, the schedule.
+
+        A partial batch inside its batching window is not due: the poller holds it and a
+        later call, once ``step`` has moved the clock past the window, invokes it.
+        """
+        assert self.simulator is not None and self.poller is not None and self.schedule is not None
+        for _ in range(20):
+            self.simulator.sim.drain(timeout=30)
+            handled = self.poller.drain()
+            ran = self.schedule.tick()
+            if not handled and not ran and self.simulator.sim.next_due() is None:
+                return
+            if not handled and not ran:
+                due = self.simulator.sim.next_due()
+                if due is not None and due > self.clock.time():
+                    return
+
+    def run_until(
+        self, done: Callable[[], bool], *, step: float = 1.0, limit: float = 7200.0
+    ) -> float:
+        """Step until ``done()``; returns the simulated seconds it took. Raises after ``limit``."""
+        started = self.clock.time()
+        while not done():
+            if self.clock.time() - started > limit:
+                raise TimeoutError(f"not done after {limit:.0f} simulated seconds")
+            self.step(step)
+        return float(self.clock.time() - started)
+
+    # -- environment -----------------------------------------------------------------------
+
+    def _set_env(self, values: Mapping[str, str]) -> None:
+        for name, value in values.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            os.environ[name] = value
+
+
+def _chosen[T](override: T | None, from_template: T) -> T:
+    """A setting's override, else the template's value."""
+    return from_template if override is None else override
+
+
+def _forget_powertools_clients() -> None:
+    """Clients and values cached per process point at the previous stack's endpoint: drop them."""
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import constants
+
+    parameters.clear_caches()  # type: ignore[no-untyped-call]
+    constants.DEFAULT_PROVIDERS.clear()
+    # boto3's default session resolves AWS_ENDPOINT_URL once: a new stack needs a new one.
+    boto3.DEFAULT_SESSION = None
+
+
+def _load_handler(name: str) -> ModuleType:
+    """``functions/<name>/app.py``, imported once under its package path."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module(f"functions.{name}.app")

@@ -1,0 +1,161 @@
+"""``local up`` and ``local demo``: the whole pipeline on 127.0.0.1, without AWS or Docker.
+
+``scrape_pipeline_local`` is local tooling, never shipped in the Lambda layer: it is imported
+only here, only when one of these commands runs, and only once its ``local`` extra is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any
+
+from scrape_pipeline_ops.cli.config import UsageError
+
+if TYPE_CHECKING:
+    from scrape_pipeline_local.stack import LocalStack
+    from scrape_pipeline_ops.cli.config import Context
+
+
+def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """``local`` and its subcommands."""
+    group = commands.add_parser(
+        "local",
+        parents=parents,
+        help="run the pipeline locally (moto, the Geonode simulator, the real handlers)",
+        description="The local stack: moto, the simulator, the API front, the SQS poller.",
+    )
+    sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser(
+        "up",
+        parents=parents,
+        help="start the local stack and wait for Ctrl-C",
+        description=(
+            "Start the whole pipeline on 127.0.0.1 on a real clock: the SQS poller and the "
+            "reconciler's schedule run in the background, the simulator delivers webhooks by "
+            "itself. Prints the endpoints and the variables to export, then waits for Ctrl-C."
+        ),
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="simulator seed (default 0)")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="run time X times faster (default 1: real time)",
+    )
+    p.set_defaults(handler=up)
+
+    # Every argument after "demo" is the demo's own (main.py passes them on), --help included.
+    p = sub.add_parser(
+        "demo",
+        help="run the demo (scrape_pipeline_local.demo); the arguments that follow are its own",
+        description="Run scrape_pipeline_local.demo with the arguments that follow.",
+        add_help=False,
+    )
+    p.set_defaults(handler=demo, passthrough=True)
+
+
+def endpoints(stack: LocalStack) -> dict[str, str]:
+    """What a user of the running stack needs: addresses and the variables to export."""
+    from scrape_pipeline_local.stack import API_KEY  # noqa: PLC0415
+
+    assert stack.simulator is not None and stack.front is not None
+    assert stack.moto is not None and stack.resources is not None
+    r = stack.resources
+    # The local stack's key is a fixed development value, not a secret: printing it is the point.
+    return {
+        "GEONODE_BASE_URL": stack.simulator.base_url,
+        "GEONODE_SCRAPER_API_KEY": API_KEY,
+        "WEBHOOK_URL": stack.front.url("/webhooks/geonode"),
+        "AWS_ENDPOINT_URL": stack.moto.endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "LEDGER_TABLE_NAME": r.table,
+        "QUEUE_URL": r.queue_url,
+        "DLQ_URL": r.dlq_url,
+        "RESULTS_BUCKET": r.bucket,
+        "WEBHOOK_SECRET_ID": r.webhook_secret_arn,
+        "GEONODE_API_KEY_SECRET_ID": r.api_key_secret_arn,
+    }
+
+
+def wait_for_interrupt(stack: LocalStack) -> None:
+    """Block until Ctrl-C (tests replace this)."""
+    forever = threading.Event()
+    while not forever.wait(0.5):
+        pass
+
+
+def require_local_stack() -> None:
+    """Stop with the one line naming what to install when the local stack cannot run here."""
+    from scrape_pipeline_local.extra import missing  # noqa: PLC0415 - standard library only
+
+    problem = missing("scrape-pipeline local", checkout=True)
+    if problem is not None:
+        raise UsageError(problem)
+
+
+def up(ctx: Context, args: argparse.Namespace) -> int:
+    require_local_stack()
+    from scrape_pipeline_local.clock import ScaledClock  # noqa: PLC0415
+    from scrape_pipeline_local.simulator import SimConfig  # noqa: PLC0415
+    from scrape_pipeline_local.stack import LocalStack  # noqa: PLC0415
+
+    if args.time_scale <= 0:
+        raise UsageError("--time-scale must be positive")
+    stack = LocalStack(ScaledClock(args.time_scale), SimConfig(seed=args.seed))
+    try:
+        stack.start()
+        assert stack.poller is not None and stack.schedule is not None
+        stack.poller.start()
+        stack.schedule.start()
+        found = endpoints(stack)
+        if ctx.out.json_mode:
+            ctx.out.record(found)
+        else:
+            ctx.out.record(
+                {
+                    "simulator": found["GEONODE_BASE_URL"],
+                    "api key": found["GEONODE_SCRAPER_API_KEY"],
+                    "webhook url": found["WEBHOOK_URL"],
+                    "moto": found["AWS_ENDPOINT_URL"],
+                    "queue": found["QUEUE_URL"],
+                    "dlq": found["DLQ_URL"],
+                    "table": found["LEDGER_TABLE_NAME"],
+                    "bucket": found["RESULTS_BUCKET"],
+                },
+                title="local stack up",
+            )
+            ctx.out.note("# in another shell:")
+            for name, value in found.items():
+                if name != "WEBHOOK_URL":
+                    ctx.out.note(f"export {name}={value}")
+            ctx.out.note("# Ctrl-C stops the stack")
+        with contextlib.suppress(KeyboardInterrupt):  # the normal way to stop it
+            wait_for_interrupt(stack)
+    finally:
+        stack.stop()
+    ctx.out.note("local stack stopped")
+    return 0
+
+
+def demo(ctx: Context, args: argparse.Namespace) -> int:
+    import importlib  # noqa: PLC0415
+
+    require_local_stack()
+    try:
+        module = importlib.import_module("scrape_pipeline_local.demo")
+    except ModuleNotFoundError as exc:
+        if exc.name not in {"scrape_pipeline_local", "scrape_pipeline_local.demo"}:
+            raise
+        raise UsageError(
+            "the demo (scrape_pipeline_local.demo) is not available in this checkout"
+        ) from exc
+    try:
+        result = module.main(list(args.extra))
+    except SystemExit as exc:  # the demo's own argparse: --help, or a usage error it printed
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    return int(result or 0)

@@ -1,0 +1,300 @@
+"""``poll``: follow many extract jobs with the many-jobs poller and write each result once.
+
+    ids (arguments, a file, or stdin: plain ids or submit's JSON lines)
+      -> created time: submit's ``submitted_at`` when given, else one GET (which may find
+         the job settled already: that GET is then its only fetch)
+      -> ManyJobsPoller.run(max_wait): list pages of the window, one GET per settled job
+      -> <out>/<job_id>/content.md | content.html | links.json | metadata.json
+         or s3://bucket[/prefix] through ResultStore (the pipeline's own keys and
+         If-None-Match: a job the pipeline stored already is not written again)
+
+Exit 1 when jobs are still unsettled at the deadline; they are listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError
+from scrape_pipeline.geonode.models import Job, parse_time
+from scrape_pipeline.results import CONTENT_FILES
+from scrape_pipeline_ops.cli.config import FailedError, UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from types_boto3_s3.client import S3Client
+
+    from scrape_pipeline.geonode.client import GeonodeClient
+    from scrape_pipeline_ops.cli.config import Context
+
+COLUMNS = ("job_id", "status", "url", "written")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+_PREFETCH_CONCURRENCY = 4
+
+
+def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """``poll``."""
+    p = commands.add_parser(
+        "poll",
+        parents=parents,
+        help="wait for async extract jobs and write each result once",
+        description=(
+            "Follow async extract jobs with the many-jobs poller (its cost grows with list "
+            "pages, not jobs x polls) and write each settled job once: "
+            "<out>/<job_id>/content.md, content.html, metadata.json, or to S3 with the "
+            "pipeline's own keys when --out is s3://bucket[/prefix]. Ids come from the "
+            "arguments and --from (plain ids, or the JSON lines of 'submit --json'). "
+            "Exits 1 listing the jobs not settled by --max-wait."
+        ),
+    )
+    p.add_argument("ids", nargs="*", metavar="JOB_ID", help="extract job ids")
+    p.add_argument(
+        "--from", dest="from_file", metavar="FILE|-", help="read ids from a file, or - for stdin"
+    )
+    p.add_argument("--out", metavar="DIR|s3://BUCKET/PREFIX", help="where to write the results")
+    p.add_argument(
+        "--max-wait",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="give up after this many seconds (default 3600)",
+    )
+    p.set_defaults(handler=run)
+
+
+# -- input ---------------------------------------------------------------------------------
+
+
+def read_lines(source: str) -> list[str]:
+    """The lines of a file or of stdin (``-``), without blanks and ``#`` comments."""
+    import sys  # noqa: PLC0415 - looked up now: tests and pipes replace stdin
+
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise UsageError(f"cannot read {source}: {reason}") from exc
+    lines = (line.strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _job_id(value: str) -> str:
+    if not _ID.fullmatch(value) or ".." in value:
+        raise UsageError(f"not a job id: {value[:60]!r}")
+    return value
+
+
+def _hint(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    moment = parse_time(value)
+    return moment.timestamp() if moment else None
+
+
+def parse_ids(lines: Iterable[str]) -> dict[str, float | None]:
+    """Job ids with their submission time when known (submit's JSON lines carry it)."""
+    found: dict[str, float | None] = {}
+    for line in lines:
+        if not line.startswith("{"):
+            found.setdefault(_job_id(line), None)
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise UsageError(f"not a job id nor a JSON line: {line[:60]!r}") from None
+        if not isinstance(record, Mapping) or not isinstance(record.get("job_id"), str):
+            raise UsageError(f"a JSON line without a job_id: {line[:60]!r}")
+        if record.get("kind", "extract") != "extract":
+            raise UsageError(f"poll follows extract jobs; {record['job_id']} is a {record['kind']}")
+        found.setdefault(_job_id(record["job_id"]), _hint(record.get("submitted_at")))
+    return found
+
+
+# -- where results go ----------------------------------------------------------------------
+
+
+class Target(Protocol):
+    """Where settled jobs are written."""
+
+    def write(self, job: Job) -> str:
+        """Write the job (once); returns where it is."""
+        ...
+
+
+def job_metadata(job: Job) -> dict[str, Any]:
+    """What ``metadata.json`` holds: the whole answer but its content (as the processor)."""
+    return {k: v for k, v in job.raw.items() if k != "data"}
+
+
+def _atomic_write(path: Path, body: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(body)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class LocalTarget:
+    """``<root>/<name>/<content files>``, ``metadata.json`` last: its presence means complete."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def write_files(self, name: str, data: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
+        """Write one result unless its ``metadata.json`` is there already; returns the folder."""
+        folder = self.root / name
+        if (folder / "metadata.json").exists():
+            return str(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for fmt, (filename, _) in CONTENT_FILES.items():
+            value = data.get(fmt)
+            if value is None:
+                continue
+            body = value if isinstance(value, str) else json.dumps(value, indent=2)
+            _atomic_write(folder / filename, body.encode())
+        meta = json.dumps(metadata, indent=2, sort_keys=True, default=str)
+        _atomic_write(folder / "metadata.json", meta.encode())
+        return str(folder)
+
+    def write(self, job: Job) -> str:
+        return self.write_files(job.job_id, job.data, job_metadata(job))
+
+
+class _PrefixedS3:
+    """An S3 client whose ``put_object`` keys live under a prefix (the rest is untouched)."""
+
+    def __init__(self, client: Any, prefix: str) -> None:
+        self._client = client
+        self._prefix = prefix
+
+    def put_object(self, **kwargs: Any) -> Any:
+        kwargs["Key"] = f"{self._prefix}/{kwargs['Key']}"
+        return self._client.put_object(**kwargs)
+
+
+class S3Target:
+    """The pipeline's ``ResultStore``: results/extract/<id>/..., dead-letters/extract/<id>.json."""
+
+    def __init__(self, url: str, client: Any) -> None:
+        from scrape_pipeline.results import ResultStore  # noqa: PLC0415
+
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        if not bucket:
+            raise UsageError(f"no bucket in {url!r}")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        s3 = _PrefixedS3(client, self.prefix) if self.prefix else client
+        self._store = ResultStore(bucket, client=cast("S3Client", s3))
+
+    def write(self, job: Job) -> str:
+        from scrape_pipeline.ledger import JobKind  # noqa: PLC0415
+
+        base = f"s3://{self.bucket}/" + (f"{self.prefix}/" if self.prefix else "")
+        if job.status == "completed":
+            stored = self._store.store(JobKind.EXTRACT, job.job_id, job.data, job_metadata(job))
+            return base + stored.prefix
+        record = {"job_id": job.job_id, "status": job.status, **job_metadata(job)}
+        return base + self._store.dead_letter(JobKind.EXTRACT, job.job_id, record)
+
+
+def open_target(out: str | None, ctx: Context) -> Target | None:
+    """The target ``--out`` names, or None."""
+    if not out:
+        return None
+    if out.startswith("s3://"):
+        return S3Target(out, ctx.aws("s3"))
+    return LocalTarget(out)
+
+
+# -- the poll --------------------------------------------------------------------------------
+
+
+def _prefetch(
+    client: GeonodeClient, job_ids: list[str], now: float
+) -> tuple[list[Job], dict[str, float]]:
+    """One GET per job whose creation time is unknown: settled ones are done already."""
+
+    def one(job_id: str) -> tuple[str, Job | None]:
+        try:
+            return job_id, client.get_job(job_id)
+        except NotFoundError:
+            return job_id, None  # just submitted (replica lag), or unknown: the poller decides
+
+    settled: list[Job] = []
+    created: dict[str, float] = {}
+    with ThreadPoolExecutor(_PREFETCH_CONCURRENCY) as pool:
+        for job_id, job in pool.map(one, job_ids):
+            if job is not None and job.is_terminal:
+                settled.append(job)
+            else:
+                when = job.created_at.timestamp() if job and job.created_at else now
+                created[job_id] = when
+    return settled, created
+
+
+def _report(job: Job, written: str | None) -> dict[str, Any]:
+    report: dict[str, Any] = {"job_id": job.job_id, "status": job.status, "url": job.url}
+    if job.error is not None:
+        report["error"] = job.error.code
+    report["written"] = written
+    return report
+
+
+def poll_jobs(ctx: Context, ids: Mapping[str, float | None], max_wait: float) -> Iterator[Job]:
+    """Every job of ``ids`` once as it settles; ``JobTimeoutError`` after ``max_wait``."""
+    from scrape_pipeline_ops.many_poller import ManyJobsPoller  # noqa: PLC0415
+
+    client = ctx.client()
+    poller = ManyJobsPoller(client, clock=ctx.clock)
+    unknown = [job_id for job_id, hint in ids.items() if hint is None]
+    settled, created = _prefetch(client, unknown, ctx.clock.time()) if unknown else ([], {})
+    for job_id, hint in ids.items():
+        if hint is not None:
+            poller.track(job_id, created_at=hint)
+        elif job_id in created:
+            poller.track(job_id, created_at=created[job_id])
+    yield from settled
+    yield from poller.run(max_wait=max_wait)
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    lines = list(args.ids)
+    if args.from_file:
+        lines += read_lines(args.from_file)
+    ids = parse_ids(lines)
+    if not ids:
+        raise UsageError("no job ids: pass them as arguments or with --from FILE|-")
+    if args.max_wait <= 0:
+        raise UsageError("--max-wait must be positive")
+    target = open_target(args.out, ctx)
+    done: set[str] = set()
+    with ctx.out.progress(len(ids), "settled") as advance:
+        try:
+            for job in poll_jobs(ctx, ids, args.max_wait):
+                written = target.write(job) if target is not None else None
+                done.add(job.job_id)
+                ctx.out.row(_report(job, written), COLUMNS)
+                advance()
+        except JobTimeoutError as exc:
+            pending = [job_id for job_id in ids if job_id not in done]
+            for job_id in pending:
+                ctx.out.row({"job_id": job_id, "status": "unsettled", "written": None}, COLUMNS)
+            shown = ", ".join(pending[:10]) + (" ..." if len(pending) > 10 else "")
+            raise FailedError(
+                f"{len(pending)} of {len(ids)} job(s) not settled after {exc.waited:.0f}s: {shown}"
+            ) from exc
+    return 0

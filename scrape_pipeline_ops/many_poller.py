@@ -1,0 +1,195 @@
+"""Polling many jobs at once without a public endpoint: learn from the job list what settled.
+
+A per-job poller costs jobs x polls. This one lists the account's jobs created in the window
+of the outstanding ones (100 a page, newest first), then fetches each settled job once, so
+its cost grows with list pages, not with the number of jobs. All its requests share one
+``RateBudget``.
+
+    round:  list pages of [oldest outstanding - margin, newest + margin]
+            -> ids now completed / failed / cancelled -> GET each once -> yield
+            -> wait: the shortest interval after a round that found work, doubling when idle
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.geonode.errors import (
+    GeonodeError,
+    JobTimeoutError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+)
+from scrape_pipeline.geonode.models import Job, SubmittedJob
+from scrape_pipeline_ops.ratebudget import RateBudget
+
+
+@dataclass(frozen=True)
+class ManyJobsSettings:
+    """Cadence and budget of the many-jobs poller."""
+
+    min_interval: float = 2.0
+    max_interval: float = 30.0
+    # Client and API clocks differ, and a job's created_at is the API's: widen the window.
+    created_margin: float = 30.0
+    requests_per_second: float = 20.0
+    fetch_concurrency: int = 4
+    # A job inside the window but missing from this many listings is fetched directly.
+    unseen_rounds_before_direct_get: int = 3
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_interval <= self.max_interval:
+            raise ValueError("need 0 < min_interval <= max_interval")
+        if self.requests_per_second <= 0 or self.fetch_concurrency < 1:
+            raise ValueError("requests_per_second and fetch_concurrency must be positive")
+
+
+@dataclass
+class _Tracked:
+    created_at: float
+    unseen_rounds: int = 0
+
+
+@dataclass
+class RoundStats:
+    """What one round did (for tests, logs and benchmarks)."""
+
+    list_pages: int = 0
+    fetched: int = 0
+    settled: list[Job] = field(default_factory=list)
+    # A transient failure cut the round short; the next round starts over.
+    error: GeonodeError | None = None
+    retry_after: float | None = None
+
+
+class ManyJobsPoller:
+    """Track many async jobs and yield each exactly once when it settles."""
+
+    def __init__(
+        self,
+        client: GeonodeClient,
+        *,
+        settings: ManyJobsSettings | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
+        budget: RateBudget | None = None,
+    ) -> None:
+        self.settings = settings or ManyJobsSettings()
+        self._client = client
+        self._clock = clock
+        self._rng = rng or random.Random()  # jitter only, not security
+        self._budget = budget or RateBudget(self.settings.requests_per_second, clock=clock)
+        self._jobs: dict[str, _Tracked] = {}
+
+    def track(self, job: str | SubmittedJob, created_at: float | datetime | None = None) -> None:
+        """Follow a submitted job; ``created_at`` defaults to now (the margin absorbs skew)."""
+        job_id = job.job_id if isinstance(job, SubmittedJob) else job
+        if isinstance(created_at, datetime):
+            created = created_at.timestamp()
+        else:
+            created = self._clock.time() if created_at is None else created_at
+        self._jobs.setdefault(job_id, _Tracked(created))
+
+    def track_all(self, jobs: Iterable[str | SubmittedJob]) -> None:
+        """Follow several jobs submitted just now."""
+        for job in jobs:
+            self.track(job)
+
+    @property
+    def outstanding(self) -> list[str]:
+        """Ids of the jobs not settled yet."""
+        return list(self._jobs)
+
+    def poll_once(self) -> RoundStats:
+        """One round: list the window, fetch what settled, forget it."""
+        stats = RoundStats()
+        if not self._jobs:
+            return stats
+        try:
+            settled_ids = self._settled_in_listing(stats)
+        except (RateLimitedError, ServerError, TransportError) as exc:
+            # The client already retried; give the API room and try a whole round later.
+            stats.error = exc
+            stats.retry_after = exc.retry_after if isinstance(exc, RateLimitedError) else None
+            return stats
+        for job_id, tracked in self._jobs.items():
+            if job_id not in settled_ids and tracked.unseen_rounds >= (
+                self.settings.unseen_rounds_before_direct_get
+            ):
+                tracked.unseen_rounds = 0
+                settled_ids.append(job_id)  # fetched directly; kept if not settled
+        for job in self._fetch(settled_ids):
+            stats.fetched += 1
+            if job.is_terminal and self._jobs.pop(job.job_id, None) is not None:
+                stats.settled.append(job)
+        return stats
+
+    def run(self, *, max_wait: float = 3600.0) -> Iterator[Job]:
+        """Yield every tracked job once, as it settles; ``JobTimeoutError`` after ``max_wait``."""
+        started = self._clock.monotonic()
+        interval = self.settings.min_interval
+        while self._jobs:
+            stats = self.poll_once()
+            yield from stats.settled
+            if not self._jobs:
+                return
+            # Work found: jobs are settling now, look again soon. Idle: back off like a poller.
+            if stats.settled:
+                interval = self.settings.min_interval
+            else:
+                interval = min(interval * 2, self.settings.max_interval)
+            elapsed = self._clock.monotonic() - started
+            if elapsed >= max_wait:
+                raise JobTimeoutError(list(self._jobs), elapsed)
+            wait = self._rng.uniform(0.75, 1.0) * interval
+            if stats.retry_after is not None:
+                wait = max(wait, stats.retry_after)
+            self._clock.sleep(min(wait, max_wait - elapsed))
+
+    def _settled_in_listing(self, stats: RoundStats) -> list[str]:
+        margin = self.settings.created_margin
+        created = [t.created_at for t in self._jobs.values()]
+        start, end = min(created) - margin, max(created) + margin
+        seen: set[str] = set()
+        settled: list[str] = []
+        page = 1
+        while True:
+            self._budget.acquire()
+            listing = self._client.list_jobs(
+                start_date=start, end_date=end, page=page, page_size=JOBS_PAGE_MAX
+            )
+            stats.list_pages += 1
+            for row in listing.items:
+                if row.job_id in self._jobs and row.job_id not in seen:
+                    seen.add(row.job_id)
+                    if row.is_terminal:
+                        settled.append(row.job_id)
+            # Every outstanding job found: older pages cannot hold one of ours.
+            if listing.is_last or not listing.items or len(seen) == len(self._jobs):
+                break
+            page += 1
+        for job_id, tracked in self._jobs.items():
+            tracked.unseen_rounds = 0 if job_id in seen else tracked.unseen_rounds + 1
+        return settled
+
+    def _fetch(self, job_ids: list[str]) -> list[Job]:
+        def one(job_id: str) -> Job | None:
+            self._budget.acquire()
+            try:
+                return self._client.get_job(job_id)
+            except GeonodeError:
+                return None  # still tracked: the next round tries again
+
+        if len(job_ids) <= 1 or self.settings.fetch_concurrency == 1:
+            results = [one(j) for j in job_ids]
+        else:
+            with ThreadPoolExecutor(self.settings.fetch_concurrency) as pool:
+                results = list(pool.map(one, job_ids))
+        return [job for job in results if job is not None]
