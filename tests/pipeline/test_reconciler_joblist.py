@@ -97,7 +97,7 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
     stack, found, remaining, _, _ = pending_pass(make_stack, monkeypatch)
     # AND jobs submitted just now, not yet past the threshold when the next run starts
     late = dropped_jobs(stack, 20, "late")
-    settle(stack, 60)
+    settle(stack, 30)  # settled, younger than the threshold
     # WHEN the next run's pending pass takes long enough for them to come due (each page
     # moves the clock as a slow API would)
     real = found._client.list_jobs
