@@ -68,6 +68,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "jobs_seen": report.jobs_seen,
         "newly_watched": report.newly_watched,
         "skipped": report.skipped,
+        "gap_open": report.gap_open,
         "watermark": report.watermark,
         "complete": report.complete,
         "errors": report.errors,

@@ -284,3 +284,43 @@ def checkpoint(stack: LocalStack, name: str) -> dict[str, str]:
         TableName=ledger(stack).table_name, Key={"pk": {"S": f"meta#{name}"}}
     )["Item"]
     return {k: v["S"] for k, v in item.items() if k != "pk"}
+
+
+def test_reconciler_job_list_runs_every_minute_only_while_webhooks_go_missing(
+    make_stack: MakeStack,
+):
+    # GIVEN a reconciler run every minute, and half an hour of jobs whose webhooks all arrive
+    stack = make_stack(
+        StackSettings(reconcile_interval=NO_SCHEDULE), job_duration_min_s=1, job_duration_max_s=2
+    )
+    found = reconciler(stack)
+    client = stack.client()
+    reports: list[ReconcileReport] = []
+
+    def minute(prefix: str, index: int) -> None:
+        client.submit_extract(f"https://example.com/{prefix}/{index}")
+        settle(stack, 60)
+        reports.append(found.run())
+
+    for index in range(30):
+        minute("healthy", index)
+    listed = [i for i, report in enumerate(reports) if "job_list" not in report.skipped]
+    # THEN a new deployment is watched every minute for the gap memory (15 minutes), then the
+    # job list falls back to the full-sweep cadence (every 10 minutes)
+    assert set(range(15)) <= set(listed)
+    assert len([i for i in listed if i >= 15]) <= 2
+    assert not any(report.total_recovered for report in reports)
+    # WHEN webhooks start going missing
+    stack.sim.faults.update(drop_rate=1.0)
+    for index in range(20):
+        minute("dropped", index)
+    # THEN the next full run finds the first (within 10 minutes), and from then on every run
+    # reads the list: the gap is open
+    recovering = [i for i in range(30, 50) if reports[i].recovered["job_list"]]
+    assert recovering and recovering[0] <= 30 + 10
+    assert all("job_list" not in reports[i].skipped for i in range(recovering[0], 50))
+    assert all(reports[i].gap_open for i in range(recovering[0], 50))
+    settle(stack, 180)
+    found.run()
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 50}

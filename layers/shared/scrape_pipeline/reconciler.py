@@ -16,13 +16,19 @@ Four sweeps, each bounded and resumable:
 
 The counts by sweep are the measured webhook gap (metric ``JobsRecovered``, by source).
 
-Cadence: the schedule runs the reconciler every minute, and the job list and watch sweeps run
-every run: a job whose webhook was lost is found once it has been settled for the threshold
-(90 s), at a cost of what settled since the last run (one list page per 100 jobs, at least
-one page a run). The stuck-rows and delivery-log sweeps are slower kinds of evidence (a lost
-message waits STALE_AFTER anyway; a failed delivery is retried by the sender for minutes):
-they run once every RECONCILE_FULL_SWEEP seconds, and at every run while their last one is
-unfinished (cut short or failed), so a backlog is worked through at the full pace.
+Cadence: the schedule runs the reconciler every minute; the watch sweep runs every run. The
+stuck-rows and delivery-log sweeps are slower kinds of evidence (a lost message waits
+STALE_AFTER anyway; a failed delivery is retried by the sender for minutes): they run once
+every RECONCILE_FULL_SWEEP seconds, and at every run while their last one is unfinished (cut
+short or failed), so a backlog is worked through at the full pace. The job list adapts to the
+measured gap: while a run has recovered a job within RECONCILE_GAP_MEMORY, webhooks are going
+missing and it runs every run, so a lost webhook's job is found once it has been settled for
+the threshold (60 s); once webhooks have been complete that long, it falls back to the full
+cadence. A run costs what came due since the last (one list page per 100 jobs, at least
+one), so the every-minute mode costs at most one page a minute more than the 10-minute one:
+1,440 pages a day, paid only while webhooks go missing. The first lost webhook after a quiet
+spell waits for the next full run (up to RECONCILE_FULL_SWEEP); every one after it, a minute.
+A first run counts as a gap: a new deployment is watched every minute until proved complete.
 
 Every sweep has its own share of the run's time (taken from the Lambda's remaining time) and
 its own error handling: one that runs out of time stops at a page boundary and saves where it
@@ -67,6 +73,10 @@ CADENCE_CHECKPOINT = "reconciler-cadence"
 SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_JOB_LIST, SOURCE_WATCH)
 # The sweeps that run at the full-sweep cadence, not every run (module docstring).
 SLOW_SWEEPS = frozenset({SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG})
+# The sweep that runs every minute while the webhook gap is open, at the slow cadence otherwise.
+ADAPTIVE_SWEEPS = frozenset({SOURCE_JOB_LIST})
+# Cadence row field: when a run last recovered a job (the measured gap was open).
+GAP_SEEN = "gap_seen_at"
 # Schedules fire a little early or late: a sweep due "every 600 s" at runs 599.5 s apart
 # must not wait for the next run, a whole schedule period later.
 CADENCE_SLACK = 5.0
@@ -85,6 +95,7 @@ class ReconcilerSettings:
     | RECONCILE_THRESHOLD_SECONDS | 60 | younger jobs may still get their webhook |
     | RECONCILE_OVERLAP_SECONDS | 30 | re-read this much before the watermark (clock skew, lag) |
     | RECONCILE_FULL_SWEEP_SECONDS | 600 | stuck rows and delivery log run this often (and on) |
+    | RECONCILE_GAP_MEMORY_SECONDS | 900 | the job list runs every minute this long after a gap |
     | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
     | STALE_AFTER_SECONDS | 900 | a RECEIVED/ENQUEUED row unchanged this long lost its message |
     | RECONCILE_MAX_PAGES | 1000 | pages per run and sweep: a safety cap; time shares bound work |
@@ -110,6 +121,7 @@ class ReconcilerSettings:
     threshold_seconds: float = 60.0
     overlap_seconds: float = 30.0
     full_sweep_seconds: float = 600.0
+    gap_memory_seconds: float = 900.0
     delivery_overlap_seconds: float = 60.0
     stale_after_seconds: float = 900.0
     max_pages: int = DEFAULT_MAX_PAGES
@@ -135,6 +147,7 @@ class ReconcilerSettings:
             threshold_seconds=num("RECONCILE_THRESHOLD_SECONDS", cls.threshold_seconds),
             overlap_seconds=num("RECONCILE_OVERLAP_SECONDS", cls.overlap_seconds),
             full_sweep_seconds=num("RECONCILE_FULL_SWEEP_SECONDS", cls.full_sweep_seconds),
+            gap_memory_seconds=num("RECONCILE_GAP_MEMORY_SECONDS", cls.gap_memory_seconds),
             delivery_overlap_seconds=num("DELIVERY_OVERLAP_SECONDS", cls.delivery_overlap_seconds),
             stale_after_seconds=num("STALE_AFTER_SECONDS", cls.stale_after_seconds),
             max_pages=int(num("RECONCILE_MAX_PAGES", cls.max_pages)),
@@ -175,8 +188,10 @@ class ReconcileReport:
     jobs_seen: int = 0
     watched: int = 0  # WATCHING rows read by the watch sweep
     newly_watched: int = 0  # unsettled jobs the job list recorded WATCHING
-    # Slow sweeps not due this run (RECONCILE_FULL_SWEEP): they ran recently and finished.
+    # Sweeps not due this run (RECONCILE_FULL_SWEEP): they ran recently and finished.
     skipped: list[str] = field(default_factory=list)
+    # The job list runs every minute: a run recovered a job within RECONCILE_GAP_MEMORY.
+    gap_open: bool = False
     watermark: float = 0.0
     # False when a budget ran out or a sweep failed: the next run carries on from the checkpoints.
     complete: bool = True
@@ -315,19 +330,33 @@ class Reconciler:
                 report.errors[name] = f"{type(exc).__name__}: {exc}"
                 report.complete = False
                 logger.warning("reconciler sweep %s failed: %s", name, report.errors[name])
-            if report.complete and name in SLOW_SWEEPS:
+            if report.complete and name in SLOW_SWEEPS | ADAPTIVE_SWEEPS:
                 finished[name] = f"{started:.3f}"
             report.complete &= complete_before
+        if report.total_recovered or GAP_SEEN not in cadence:
+            # A first run knows nothing of the gap yet: it starts open, so a new deployment
+            # is watched closely until its webhooks have proved complete.
+            finished[GAP_SEEN] = f"{started:.3f}"
+        report.gap_open = self._gap_open({**cadence, **finished}, started)
         if finished:
             self._books.write(CADENCE_CHECKPOINT, {**cadence, **finished})
         return report
 
     def _due(self, sweep: str, cadence: Mapping[str, str], now: float) -> bool:
-        """Fast sweeps always; a slow one once ``full_sweep_seconds`` after its last finished
-        run began (so it also runs at every run while its last one is unfinished)."""
-        if sweep not in SLOW_SWEEPS or not cadence.get(sweep):
+        """The watch sweep always; the job list always while the gap is open; the others (and
+        the job list when webhooks have been complete for ``gap_memory_seconds``) once
+        ``full_sweep_seconds`` after their last finished run began, so also at every run
+        while their last one is unfinished."""
+        if sweep in ADAPTIVE_SWEEPS and self._gap_open(cadence, now):
+            return True
+        if sweep not in SLOW_SWEEPS | ADAPTIVE_SWEEPS or not cadence.get(sweep):
             return True
         return now - float(cadence[sweep]) >= self.settings.full_sweep_seconds - CADENCE_SLACK
+
+    def _gap_open(self, cadence: Mapping[str, str], now: float) -> bool:
+        """A run recovered a job less than ``gap_memory_seconds`` ago: webhooks go missing."""
+        seen = cadence.get(GAP_SEEN)
+        return bool(seen) and now - float(seen or 0.0) < self.settings.gap_memory_seconds
 
     # -- job list --------------------------------------------------------------------------
 
