@@ -108,7 +108,7 @@ def make_plan(
     A third of the duplicates come right after their original (the next sender takes them
     at the same moment); the others come at least ``2 * senders`` deliveries later.
     """
-    from scrape_pipeline.ledger import JobKey
+    from scrape_pipeline.jobs import JobKey
     from scrape_pipeline.payload import EVENT_KINDS
     from scrape_pipeline.signatures import SignatureConfig, sign
 

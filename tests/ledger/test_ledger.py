@@ -12,14 +12,8 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.ledger import (
-    JobKey,
-    JobKind,
-    JobState,
-    LeaseLostError,
-    Ledger,
-    Outcome,
-)
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.ledger import LeaseLostError, Ledger
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table, moto_server
 

@@ -30,11 +30,11 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -49,61 +49,6 @@ DEFAULT_TTL_DAYS = 90
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
 _CONDITION_FAILED = "ConditionalCheckFailedException"
-
-
-class JobKind(StrEnum):
-    """What kind of Geonode job a row tracks (part of the key: ids are per kind)."""
-
-    EXTRACT = "extract"
-    BATCH = "batch"
-    CRAWL = "crawl"
-
-
-class JobState(StrEnum):
-    """Where a job is in the pipeline; it only moves forward."""
-
-    RECEIVED = "RECEIVED"
-    ENQUEUED = "ENQUEUED"
-    PROCESSING = "PROCESSING"
-    # Not settled after a long time: parked without a message; woken by evidence it settled.
-    WATCHING = "WATCHING"
-    DONE = "DONE"
-
-
-# Dead-letter reasons that later evidence of a settled job overturns (``Ledger.reopen``).
-REASON_NEVER_SETTLED = "never settled"
-REASON_UNKNOWN_JOB = "unknown job"
-REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
-# The source of the rows the reconciler records WATCHING and of the messages that wake them.
-SOURCE_WATCH = "watch"
-
-
-class Outcome(StrEnum):
-    """How a DONE job ended."""
-
-    STORED = "stored"
-    RESUBMITTED = "resubmitted"
-    DEAD_LETTERED = "dead_lettered"
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True)
-class JobKey:
-    """A job's identity: its kind and its Geonode id (never a delivery id)."""
-
-    kind: JobKind
-    job_id: str
-
-    @property
-    def pk(self) -> str:
-        """The ledger's partition key."""
-        return f"{self.kind.value}#{self.job_id}"
-
-    @classmethod
-    def from_pk(cls, pk: str) -> JobKey:
-        """Read a partition key back."""
-        kind, _, job_id = pk.partition("#")
-        return cls(JobKind(kind), job_id)
 
 
 @dataclass(frozen=True)
@@ -855,21 +800,13 @@ __all__: Sequence[str] = (
     "MAX_ERROR_CHARS",
     "PARTITION_KEY",
     "PENDING_INDEX",
-    "REASON_NEVER_SETTLED",
-    "REASON_UNKNOWN_JOB",
-    "REOPENABLE_REASONS",
-    "SOURCE_WATCH",
     "TTL_ATTRIBUTE",
     "Bookkeeping",
-    "JobKey",
-    "JobKind",
-    "JobState",
     "LeaseLostError",
     "LeaseResult",
     "Ledger",
     "LedgerError",
     "LedgerRow",
-    "Outcome",
     "Recorded",
     "new_owner_id",
 )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
-from scrape_pipeline.ledger import JobKind
+from scrape_pipeline.jobs import JobKind
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
