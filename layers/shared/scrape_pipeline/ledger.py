@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
+from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
 
@@ -48,7 +48,6 @@ TTL_ATTRIBUTE = "expires_at"
 DEFAULT_TTL_DAYS = 90
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
 @dataclass(frozen=True)
@@ -121,6 +120,19 @@ class LeaseLostError(LedgerError):
         self.row = row
 
 
+class ConditionFailedError(LedgerError):
+    """A conditional write was refused: the row was not as the write required.
+
+    ``old`` is the item as DynamoDB found it (None when there was none). Raised by ``_write``
+    and answered inside this module: callers get False, the old row, or ``LeaseLostError``.
+    """
+
+    def __init__(self, pk: str, old: Mapping[str, Any] | None) -> None:
+        super().__init__(f"the condition on {pk} did not hold")
+        self.pk = pk
+        self.old = old
+
+
 @dataclass(frozen=True)
 class LeaseResult:
     """The result of ``Ledger.acquire``: ``row`` is the new row when granted, else the old one."""
@@ -188,6 +200,30 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
     )
 
 
+_METHODS = {"PutItem": "put_item", "UpdateItem": "update_item", "DeleteItem": "delete_item"}
+
+
+def _write(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
+    """The one conditional write: every PutItem, UpdateItem or DeleteItem with a condition.
+
+        condition holds ───▶ written; DynamoDB's response comes back
+        condition fails ───▶ nothing written; ConditionFailedError(the item as it was)
+        AWS fails ─────────▶ AWSUnavailableError: try again later
+
+    Uniqueness and order are the database's: the condition decides in the same call as the
+    write, and a refusal carries the row that won (``ALL_OLD``), so no second read is needed.
+    """
+    send: Callable[..., Any] = getattr(db, _METHODS[operation])
+    try:
+        response = send(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    except AWS_ERRORS as exc:
+        if is_condition_failed(exc):
+            pk = (request.get("Key") or request["Item"])[PARTITION_KEY]["S"]
+            raise ConditionFailedError(pk, refused_item(exc)) from exc
+        raise unavailable("dynamodb", operation, exc) from exc
+    return dict(response)
+
+
 class Ledger:
     """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
 
@@ -251,24 +287,24 @@ class Ledger:
         if job_created_at is not None:
             item["job_created_at"] = _n(job_created_at)
         try:
-            self._db.put_item(
+            _write(
+                self._db,
+                "PutItem",
                 TableName=self.table_name,
                 Item=item,
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                old = getattr(exc, "response", {}).get("Item")
-                return Recorded(False, _row(old) if old else self._must_get(key))
-            raise unavailable("dynamodb", "PutItem", exc) from exc
+        except ConditionFailedError as refused:
+            return Recorded(False, _row(refused.old) if refused.old else self._must_get(key))
         return Recorded(True, _row(item))
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
         try:
-            self._db.delete_item(
+            _write(
+                self._db,
+                "DeleteItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(row.key.pk)},
                 ConditionExpression="#state = :received AND #token = :token",
@@ -278,10 +314,8 @@ class Ledger:
                     ":token": _s(row.token or ""),
                 },
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                return False
-            raise unavailable("dynamodb", "DeleteItem", exc) from exc
+        except ConditionFailedError:
+            return False
         return True
 
     def mark_enqueued(self, row: LedgerRow) -> bool:
@@ -291,7 +325,6 @@ class Ledger:
         """
         return self._conditional_update(
             row.key,
-            "UpdateItem",
             update="SET #state = :enqueued, #pending = :enqueued, #since = :now",
             # Only waiting rows may move here, whatever snapshot a caller holds: a DONE row
             # must never leave DONE this way, a leased one belongs to its holder.
@@ -326,7 +359,6 @@ class Ledger:
             detail["superseded"] = row.detail["record"]
         return self._conditional_update(
             row.key,
-            "UpdateItem",
             update=(
                 "SET #state = :enqueued, #pending = :enqueued, #since = :now, #detail = :detail,"
                 " #strikes = :zero, #not_found = :zero, #releases = :zero"
@@ -363,7 +395,6 @@ class Ledger:
         """
         return self._conditional_update(
             row.key,
-            "UpdateItem",
             update="SET #late = :now",
             condition="attribute_exists(#pk) AND attribute_not_exists(#late)",
             names={"#late": "late_webhook_at", "#pk": PARTITION_KEY},
@@ -373,7 +404,6 @@ class Ledger:
     def _conditional_update(
         self,
         key: JobKey,
-        operation: str,
         *,
         update: str,
         condition: str,
@@ -384,7 +414,9 @@ class Ledger:
         now = self.clock.time()
         expression = _stamped(update)
         try:
-            self._db.update_item(
+            _write(
+                self._db,
+                "UpdateItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
                 UpdateExpression=expression,
@@ -399,10 +431,8 @@ class Ledger:
                     **values,
                 },
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                return False
-            raise unavailable("dynamodb", operation, exc) from exc
+        except ConditionFailedError:
+            return False
         return True
 
     # -- processor -------------------------------------------------------------------------
@@ -446,7 +476,9 @@ class Ledger:
             ":source": _s(source),
         }
         try:
-            response = self._db.update_item(
+            response = _write(
+                self._db,
+                "UpdateItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
                 UpdateExpression=(
@@ -465,13 +497,9 @@ class Ledger:
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                old = getattr(exc, "response", {}).get("Item")
-                return LeaseResult(False, _row(old) if old else self.get(key))
-            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        except ConditionFailedError as refused:
+            return LeaseResult(False, _row(refused.old) if refused.old else self.get(key))
         return LeaseResult(True, _row(response["Attributes"]))
 
     def release(
@@ -510,7 +538,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update=update + " REMOVE #owner, #until",
             names=names,
             values=values,
@@ -521,7 +548,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update=(
                 "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc,"
                 " #strikes = if_not_exists(#strikes, :one) - :one REMOVE #owner, #until"
@@ -546,7 +572,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update="SET #page = :page, #stored = :stored, #failed = :failed",
             names={"#page": "next_page", "#stored": "items_stored", "#failed": "items_failed"},
             values={":page": _n(next_page), ":stored": _n(stored), ":failed": _n(failed)},
@@ -559,7 +584,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update=(
                 "SET #state = :done, #outcome = :outcome, #finished = :now, #detail = :detail"
                 " REMOVE #pending, #owner, #until"
@@ -581,7 +605,6 @@ class Ledger:
         self,
         key: JobKey,
         owner: str,
-        operation: str,
         *,
         update: str,
         names: Mapping[str, str],
@@ -591,7 +614,9 @@ class Ledger:
         expression = _stamped(update)
         condition = "#state = :processing AND #owner = :owner"
         try:
-            response = self._db.update_item(
+            response = _write(
+                self._db,
+                "UpdateItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
                 UpdateExpression=expression,
@@ -616,13 +641,9 @@ class Ledger:
                     **values,
                 },
                 ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                old = getattr(exc, "response", {}).get("Item")
-                raise LeaseLostError(key, _row(old) if old else None) from exc
-            raise unavailable("dynamodb", operation, exc) from exc
+        except ConditionFailedError as refused:
+            raise LeaseLostError(key, _row(refused.old) if refused.old else None) from refused
         return _row(response["Attributes"])
 
     # -- reading ---------------------------------------------------------------------------
@@ -747,7 +768,9 @@ class Bookkeeping:
         digest = hashlib.sha256(url.encode()).hexdigest()
         ledger = self._ledger
         try:
-            ledger.client.update_item(
+            _write(
+                ledger.client,
+                "UpdateItem",
                 TableName=ledger.table_name,
                 Key={PARTITION_KEY: _s(f"url#{digest}")},
                 UpdateExpression=update,
@@ -759,10 +782,8 @@ class Bookkeeping:
                     **values,
                 },
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                return False
-            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        except ConditionFailedError:
+            return False
         return True
 
     def read(self, name: str) -> dict[str, str] | None:
