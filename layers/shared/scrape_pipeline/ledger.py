@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,10 @@ TTL_ATTRIBUTE = "expires_at"
 DEFAULT_TTL_DAYS = 90
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
+# Bookkeeping rows share the table under their own key prefixes; job keys are kind#job_id.
+_URL_ROW = "url#"
+_META_ROW = "meta#"
+_BOOKKEEPING_PREFIXES = (_URL_ROW, _META_ROW)
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,19 @@ class ConditionFailedError(LedgerError):
         super().__init__(f"the condition on {pk} did not hold")
         self.pk = pk
         self.old = old
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """The result of ``Ledger.count_rows``: job rows by state, DONE rows by outcome."""
+
+    by_state: dict[str, int]
+    by_outcome: dict[str, int]
+
+    @property
+    def jobs(self) -> int:
+        """How many job rows there are, whatever their state."""
+        return sum(self.by_state.values())
 
 
 @dataclass(frozen=True)
@@ -731,6 +749,43 @@ class Ledger:
         rows = [_row(item) for item in response.get("Items", [])]
         return rows, response.get("LastEvaluatedKey")
 
+    # -- the whole table: for operators and benchmarks, never the pipeline ------------------
+
+    def job_keys(self) -> Iterator[JobKey]:
+        """Every job's key (bookkeeping rows skipped), by a paginated Scan of the keys alone."""
+        for item in self._scan():
+            yield JobKey.from_pk(item[PARTITION_KEY]["S"])
+
+    def count_rows(self) -> RowCounts:
+        """Job rows by state and DONE rows by outcome, by a paginated Scan of three attributes."""
+        by_state: Counter[str] = Counter()
+        by_outcome: Counter[str] = Counter()
+        for item in self._scan("state", "outcome"):
+            by_state[item.get("state", {}).get("S", "?")] += 1
+            if "outcome" in item:
+                by_outcome[item["outcome"]["S"]] += 1
+        return RowCounts(dict(sorted(by_state.items())), dict(sorted(by_outcome.items())))
+
+    def _scan(self, *attributes: str) -> Iterator[dict[str, Any]]:
+        """The job rows' items, projected to the key and ``attributes``, page by page."""
+        names = {f"#a{i}": name for i, name in enumerate((PARTITION_KEY, *attributes))}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
+        }
+        while True:
+            try:
+                page = self._db.scan(**request)
+            except AWS_ERRORS as exc:
+                raise unavailable("dynamodb", "Scan", exc) from exc
+            for item in page.get("Items", []):
+                if not item[PARTITION_KEY]["S"].startswith(_BOOKKEEPING_PREFIXES):
+                    yield dict(item)
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
 
 class Bookkeeping:
     """Counters and checkpoints kept beside the job rows (never in the pending index).
@@ -772,7 +827,7 @@ class Bookkeeping:
                 ledger.client,
                 "UpdateItem",
                 TableName=ledger.table_name,
-                Key={PARTITION_KEY: _s(f"url#{digest}")},
+                Key={PARTITION_KEY: _s(f"{_URL_ROW}{digest}")},
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#count": "resubmissions", "#ttl": TTL_ATTRIBUTE},
@@ -791,7 +846,7 @@ class Bookkeeping:
         try:
             response = self._ledger.client.get_item(
                 TableName=self._ledger.table_name,
-                Key={PARTITION_KEY: _s(f"meta#{name}")},
+                Key={PARTITION_KEY: _s(f"{_META_ROW}{name}")},
                 ConsistentRead=True,
             )
         except AWS_ERRORS as exc:
@@ -803,7 +858,7 @@ class Bookkeeping:
 
     def write(self, name: str, fields: Mapping[str, str]) -> None:
         """Replace a checkpoint's fields."""
-        item: dict[str, Any] = {PARTITION_KEY: _s(f"meta#{name}")}
+        item: dict[str, Any] = {PARTITION_KEY: _s(f"{_META_ROW}{name}")}
         item.update({k: _s(v) for k, v in fields.items()})
         try:
             self._ledger.client.put_item(TableName=self._ledger.table_name, Item=item)
@@ -829,5 +884,6 @@ __all__: Sequence[str] = (
     "LedgerError",
     "LedgerRow",
     "Recorded",
+    "RowCounts",
     "new_owner_id",
 )
