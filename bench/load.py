@@ -12,8 +12,8 @@ receiver's RESEND_AFTER_SECONDS is set to a day: with its 120 s default, a dupli
 two minutes after its original would re-enqueue the job as a crashed writer's (by design).
 
 The ceiling is moto alone: the same AWS calls the receiver makes (a conditional PutItem per
-delivery, a SendMessage when it created the row) issued with boto3 straight at the same moto
-server by as many threads, no HTTP front and no receiver.
+delivery, a SendMessage when it created the row), made by the same ledger and queue code
+straight at the same moto server by as many threads, no HTTP front and no receiver.
 
 The front runs one handler invocation at a time, as one Lambda container does: that is the
 honest local model (Powertools keeps per-invocation state in module globals), and it is why
@@ -108,7 +108,7 @@ def make_plan(
     A third of the duplicates come right after their original (the next sender takes them
     at the same moment); the others come at least ``2 * senders`` deliveries later.
     """
-    from scrape_pipeline.ledger import JobKey
+    from scrape_pipeline.jobs import JobKey
     from scrape_pipeline.payload import EVENT_KINDS
     from scrape_pipeline.signatures import SignatureConfig, sign
 
@@ -258,51 +258,24 @@ def http_call(client: Any, url: str) -> Call:
     return call
 
 
-def ledger_item(delivery: Delivery, now: float, ttl_days: int = 90) -> dict[str, Any]:
-    """The row the receiver's conditional put writes (``Ledger.record``), attribute by attribute."""
-    import uuid
-
-    from scrape_pipeline.ledger import PARTITION_KEY, PENDING_STATE, STATE_SINCE, TTL_ATTRIBUTE
-
-    stamp = {"N": f"{now:.3f}"}
-    return {
-        PARTITION_KEY: {"S": delivery.pk},
-        "kind": {"S": delivery.kind},
-        "job_id": {"S": delivery.job_id},
-        "state": {"S": "received"},
-        PENDING_STATE: {"S": "received"},
-        STATE_SINCE: stamp,
-        "created_at": stamp,
-        "updated_at": stamp,
-        TTL_ATTRIBUTE: {"N": str(int(now) + ttl_days * 86400)},
-        "source": {"S": "webhook"},
-        "token": {"S": uuid.uuid4().hex},
-        "attempts": {"N": "0"},
-        "detail": {"M": {"event": {"S": f"{delivery.kind}_completed"}}},
-    }
-
-
 def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
-    """The receiver's AWS calls without the receiver: conditional PutItem, SendMessage if new."""
-    from botocore.exceptions import ClientError
+    """The receiver's AWS calls without the receiver: its ledger's conditional PutItem
+    (``Ledger.record``), then SendMessage if the row is new."""
+    from scrape_pipeline.jobs import JobKey
+    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.queue import JobMessage, JobQueue
+    from scrape_pipeline.receiver import SOURCE_WEBHOOK
 
-    from scrape_pipeline.ledger import PARTITION_KEY
+    ledger = Ledger(table, client=dynamodb)
+    queue = JobQueue(queue_url, client=sqs)
 
     def call(delivery: Delivery) -> tuple[int | None, str]:
-        try:
-            dynamodb.put_item(
-                TableName=table,
-                Item=ledger_item(delivery, time.time()),
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": PARTITION_KEY},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return 200, "duplicate"
-            raise
-        body = {"kind": delivery.kind, "job_id": delivery.job_id, "source": "webhook"}
-        sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(body, separators=(",", ":")))
+        key = JobKey.from_pk(delivery.pk)
+        event = f"{key.kind}_completed"
+        recorded = ledger.record(key, source=SOURCE_WEBHOOK, detail={"event": event})
+        if not recorded.created:
+            return 200, "duplicate"
+        queue.send(JobMessage(key, SOURCE_WEBHOOK))
         return 200, "accepted"
 
     return call
@@ -551,17 +524,10 @@ class LoadStack:
         return self.session().client(service, endpoint_url=self.moto.endpoint, config=config)
 
     def ledger_keys(self, table: str) -> list[str]:
-        """Every partition key in a table (a paginated scan)."""
-        dynamodb = self.client("dynamodb")
-        keys: list[str] = []
-        request: dict[str, Any] = {"TableName": table, "ProjectionExpression": "pk"}
-        for _ in range(100_000):
-            page = dynamodb.scan(**request)
-            keys += [item["pk"]["S"] for item in page.get("Items", [])]
-            if "LastEvaluatedKey" not in page:
-                break
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return keys
+        """Every job's ledger key in a table (a paginated scan)."""
+        from scrape_pipeline.ledger import Ledger
+
+        return [key.pk for key in Ledger(table, client=self.client("dynamodb")).job_keys()]
 
     def _set_env(self, values: dict[str, str]) -> None:
         for name, value in values.items():

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scrape_pipeline.ledger import Outcome
+from scrape_pipeline.jobs import Outcome
 from scrape_pipeline_local.simulator.config import ContentSizeModel
 
 DAY_SECONDS = 86_400.0

@@ -284,7 +284,7 @@ class Demo:
         )
 
     def _submit(self, client: Any, kind: str, payload: Any, report: Report) -> None:
-        from scrape_pipeline.ledger import JobKind
+        from scrape_pipeline.jobs import JobKind
         from scrape_pipeline.submissions import expect
 
         if kind == "extract":
@@ -358,7 +358,7 @@ class Demo:
 
     def _ledger_done(self) -> dict[str, float]:
         """Job ids (extract, batch, crawl) the ledger has DONE, with when."""
-        from scrape_pipeline.ledger import JobKey, JobKind
+        from scrape_pipeline.jobs import JobKey, JobKind
 
         kinds = {"extract": JobKind.EXTRACT, "batch": JobKind.BATCH, "crawl": JobKind.CRAWL}
         keys = list(

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The processor's reason for a job whose every attempt failed: what a poison job's record says.
-from scrape_pipeline.processing import REASON_POISON
+from scrape_pipeline.jobs import REASON_POISON
 
 __all__ = ["REASON_POISON", "Listing", "Unit", "Verdict", "judge", "read_listing"]
 

@@ -11,7 +11,6 @@ dlq redrive    move dead letters back to the job queue: send, then delete
 from __future__ import annotations
 
 import json
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.geonode.models import format_time
@@ -20,6 +19,7 @@ from scrape_pipeline_ops.cli.config import UsageError
 if TYPE_CHECKING:
     import argparse
 
+    from scrape_pipeline.ledger import Ledger
     from scrape_pipeline_ops.cli.config import Context
 
 LEDGER = "LEDGER_TABLE_NAME"
@@ -121,30 +121,10 @@ def reconcile(ctx: Context, args: argparse.Namespace) -> int:
 # -- status --------------------------------------------------------------------------------
 
 
-def ledger_counts(db: Any, table: str) -> dict[str, Any]:
+def ledger_counts(ledger: Ledger) -> dict[str, Any]:
     """Job rows by state and by outcome (bookkeeping rows skipped), from one paginated Scan."""
-    from scrape_pipeline.ledger import PARTITION_KEY  # noqa: PLC0415
-
-    by_state: Counter[str] = Counter()
-    by_outcome: Counter[str] = Counter()
-    pages = db.get_paginator("scan").paginate(
-        TableName=table,
-        ProjectionExpression="#pk, #state, #outcome",
-        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#state": "state", "#outcome": "outcome"},
-    )
-    for page in pages:
-        for item in page.get("Items", []):
-            pk = item.get(PARTITION_KEY, {}).get("S", "")
-            if pk.startswith(("meta#", "url#")):
-                continue
-            by_state[item.get("state", {}).get("S", "?")] += 1
-            if "outcome" in item:
-                by_outcome[item["outcome"]["S"]] += 1
-    return {
-        "jobs": sum(by_state.values()),
-        "by_state": dict(sorted(by_state.items())),
-        "by_outcome": dict(sorted(by_outcome.items())),
-    }
+    counts = ledger.count_rows()
+    return {"jobs": counts.jobs, "by_state": counts.by_state, "by_outcome": counts.by_outcome}
 
 
 def queue_depth(sqs: Any, url: str) -> dict[str, int]:
@@ -172,11 +152,11 @@ def dlq_url(ctx: Context) -> str:
     return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
 
 
-def _watermark(ctx: Context, table: str) -> dict[str, Any]:
+def _watermark(ledger: Ledger) -> dict[str, Any]:
     from scrape_pipeline.joblist import JOBS_CHECKPOINT  # noqa: PLC0415
-    from scrape_pipeline.ledger import Bookkeeping, Ledger  # noqa: PLC0415
+    from scrape_pipeline.ledger import Bookkeeping  # noqa: PLC0415
 
-    saved = Bookkeeping(Ledger(table, client=ctx.aws("dynamodb"))).read(JOBS_CHECKPOINT)
+    saved = Bookkeeping(ledger).read(JOBS_CHECKPOINT)
     if not saved or not saved.get("watermark"):
         return {"watermark": None, "resuming": False}
     return {
@@ -187,20 +167,23 @@ def _watermark(ctx: Context, table: str) -> dict[str, Any]:
 
 
 def status(ctx: Context, args: argparse.Namespace) -> int:
+    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+
     names = ctx.require(LEDGER, QUEUE)
     sqs = ctx.aws("sqs")
+    ledger = Ledger(names[LEDGER], client=ctx.aws("dynamodb"))
     report = {
-        "ledger": ledger_counts(ctx.aws("dynamodb"), names[LEDGER]),
+        "ledger": ledger_counts(ledger),
         "queue": queue_depth(sqs, names[QUEUE]),
         "dlq": queue_depth(sqs, dlq_url(ctx)),
-        "reconciler": _watermark(ctx, names[LEDGER]),
+        "reconciler": _watermark(ledger),
     }
     if ctx.out.json_mode:
         ctx.out.record(report)
         return 0
-    ledger = report["ledger"]
-    ctx.out.record({"jobs": ledger["jobs"], **ledger["by_state"]}, title="ledger rows by state")
-    ctx.out.record(ledger["by_outcome"] or {"(none)": 0}, title="DONE rows by outcome")
+    counts = report["ledger"]
+    ctx.out.record({"jobs": counts["jobs"], **counts["by_state"]}, title="ledger rows by state")
+    ctx.out.record(counts["by_outcome"] or {"(none)": 0}, title="DONE rows by outcome")
     ctx.out.record(report["queue"], title="job queue")
     ctx.out.record(report["dlq"], title="dead-letter queue")
     ctx.out.record(report["reconciler"], title="reconciler")

@@ -201,7 +201,7 @@ class S3Target:
         self._store = ResultStore(bucket, client=cast("S3Client", s3))
 
     def write(self, job: Job) -> str:
-        from scrape_pipeline.ledger import JobKind  # noqa: PLC0415
+        from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
 
         base = f"s3://{self.bucket}/" + (f"{self.prefix}/" if self.prefix else "")
         if job.status == "completed":

@@ -106,7 +106,8 @@ def _announcer(ctx: Context) -> Callable[[str, str], bool]:
     table = ctx.environ.get(LEDGER_ENV)
     if not table:
         return lambda kind, job_id: False
-    from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, JobKind, Ledger  # noqa: PLC0415
+    from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
+    from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger  # noqa: PLC0415
     from scrape_pipeline.submissions import expect  # noqa: PLC0415
 
     ttl_days = int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)

@@ -14,7 +14,8 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.ledger import JobKey, JobKind, Ledger
+from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline_local.simulator.subscriptions import Subscription
 from scrape_pipeline_local.stack import API_KEY, LocalStack

@@ -12,14 +12,8 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.ledger import (
-    JobKey,
-    JobKind,
-    JobState,
-    LeaseLostError,
-    Ledger,
-    Outcome,
-)
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table, moto_server
 
@@ -355,3 +349,28 @@ def test_ledger_every_write_pushes_the_expiry(ledger: Ledger, clock: ManualClock
     assert closed is not None
     assert ledger.reopen(closed)
     expiry_is_a_ttl_from_now("reopen")
+
+
+def test_ledger_counts_and_lists_job_rows_only(ledger: Ledger):
+    # GIVEN jobs in three states, and bookkeeping rows beside them
+    waiting = [JobKey(JobKind.BATCH, f"b-{i}") for i in range(3)]
+    for key in waiting:
+        ledger.record(key, source="webhook")
+    ledger.record(KEY, source="webhook")
+    assert ledger.acquire(KEY, "w1", 60, source="sqs").granted
+    ledger.finish(KEY, "w1", Outcome.STORED)
+    crawl = JobKey(JobKind.CRAWL, "c-1")
+    assert ledger.acquire(crawl, "w1", 60, source="sqs").granted
+    bookkeeping = Bookkeeping(ledger)
+    bookkeeping.write("checkpoint", {"watermark": "1.0"})
+    assert bookkeeping.take_resubmission_slot("https://example.com/", 3)
+
+    # WHEN the rows are counted and their keys listed
+    counts = ledger.count_rows()
+    keys = list(ledger.job_keys())
+
+    # THEN only job rows count, by the state and outcome the ledger wrote
+    assert counts.by_state == {"DONE": 1, "PROCESSING": 1, "RECEIVED": 3}
+    assert counts.by_outcome == {"stored": 1}
+    assert counts.jobs == 5
+    assert sorted(keys, key=str) == sorted([*waiting, KEY, crawl], key=str)

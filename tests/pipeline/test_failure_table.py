@@ -14,7 +14,8 @@ import boto3
 import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
+from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (

@@ -10,7 +10,8 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from scrape_pipeline.ledger import JobKey, JobKind, Ledger, Outcome
+from scrape_pipeline.jobs import JobKey, JobKind, Outcome
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions

@@ -7,7 +7,7 @@ from typing import Any
 
 import boto3
 
-from scrape_pipeline.ledger import JobKey, JobKind, Outcome
+from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (
     MakeStack,

@@ -10,7 +10,8 @@ import pytest
 
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.joblist import JOBS_CHECKPOINT
-from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
+from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline_local.apigw import LambdaContext
 from scrape_pipeline_local.stack import LocalStack, StackSettings

@@ -14,7 +14,8 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.ledger import JobKind, Ledger
+from scrape_pipeline.jobs import JobKind
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.submissions import expect
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, versions

@@ -16,7 +16,8 @@ from moto import mock_aws
 
 from scrape_pipeline.budget import Budget, unlimited
 from scrape_pipeline.geonode import GeonodeClient
-from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
+from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings

@@ -33,16 +33,8 @@ from hypothesis.stateful import (
 )
 from moto import mock_aws
 
-from scrape_pipeline.ledger import (
-    PENDING_INDEX,
-    JobKey,
-    JobKind,
-    JobState,
-    LeaseLostError,
-    Ledger,
-    LedgerRow,
-    Outcome,
-)
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.ledger import PENDING_INDEX, LeaseLostError, Ledger, LedgerRow
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock

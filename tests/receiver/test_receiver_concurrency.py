@@ -12,7 +12,8 @@ import boto3
 import httpx
 import pytest
 
-from scrape_pipeline.ledger import JobKey, JobKind, JobState, Ledger
+from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.receiver import Receiver, ReceiverSettings, build_receiver
 from scrape_pipeline.signatures import SignatureConfig, sign
 from scrape_pipeline_local.clock import ManualClock

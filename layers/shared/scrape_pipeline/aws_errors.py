@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import BotoCoreError, ClientError
 
 
@@ -30,3 +32,34 @@ def unavailable(
 
 
 AWS_ERRORS = (ClientError, BotoCoreError)
+
+# The refusals a conditional write expects: not failures, answers. DynamoDB says the condition
+# did not hold; S3 says an object is already at the key (412) or another conditional write to
+# it is in flight (409).
+_CONDITION_FAILED = frozenset({"ConditionalCheckFailedException"})
+_PRECONDITION_FAILED = frozenset({"PreconditionFailed", "412"})
+_WRITE_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})
+
+
+def is_condition_failed(exc: BaseException) -> bool:
+    """DynamoDB refused a conditional write: its ``ConditionExpression`` did not hold."""
+    return isinstance(exc, ClientError) and error_code(exc) in _CONDITION_FAILED
+
+
+def refused_item(exc: BaseException) -> dict[str, Any] | None:
+    """The item a refused DynamoDB write found, when it asked for it
+    (``ReturnValuesOnConditionCheckFailure="ALL_OLD"``); None when there was no item."""
+    if not is_condition_failed(exc):
+        return None
+    item = getattr(exc, "response", {}).get("Item")
+    return dict(item) if item else None
+
+
+def is_precondition_failed(exc: BaseException) -> bool:
+    """S3 refused a conditional put (412): ``If-None-Match: *`` found an object at the key."""
+    return isinstance(exc, ClientError) and error_code(exc) in _PRECONDITION_FAILED
+
+
+def is_write_conflict(exc: BaseException) -> bool:
+    """S3 refused a conditional put (409): another conditional write to the key is in flight."""
+    return isinstance(exc, ClientError) and error_code(exc) in _WRITE_CONFLICT

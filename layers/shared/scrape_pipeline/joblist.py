@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.ledger import SOURCE_WATCH, Bookkeeping, JobKey, JobKind, Ledger
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind
+from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.recovery import Recoverer
 
 JOBS_CHECKPOINT = "reconciler-jobs"

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
+from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -48,62 +49,10 @@ TTL_ATTRIBUTE = "expires_at"
 DEFAULT_TTL_DAYS = 90
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
-_CONDITION_FAILED = "ConditionalCheckFailedException"
-
-
-class JobKind(StrEnum):
-    """What kind of Geonode job a row tracks (part of the key: ids are per kind)."""
-
-    EXTRACT = "extract"
-    BATCH = "batch"
-    CRAWL = "crawl"
-
-
-class JobState(StrEnum):
-    """Where a job is in the pipeline; it only moves forward."""
-
-    RECEIVED = "RECEIVED"
-    ENQUEUED = "ENQUEUED"
-    PROCESSING = "PROCESSING"
-    # Not settled after a long time: parked without a message; woken by evidence it settled.
-    WATCHING = "WATCHING"
-    DONE = "DONE"
-
-
-# Dead-letter reasons that later evidence of a settled job overturns (``Ledger.reopen``).
-REASON_NEVER_SETTLED = "never settled"
-REASON_UNKNOWN_JOB = "unknown job"
-REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
-# The source of the rows the reconciler records WATCHING and of the messages that wake them.
-SOURCE_WATCH = "watch"
-
-
-class Outcome(StrEnum):
-    """How a DONE job ended."""
-
-    STORED = "stored"
-    RESUBMITTED = "resubmitted"
-    DEAD_LETTERED = "dead_lettered"
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True)
-class JobKey:
-    """A job's identity: its kind and its Geonode id (never a delivery id)."""
-
-    kind: JobKind
-    job_id: str
-
-    @property
-    def pk(self) -> str:
-        """The ledger's partition key."""
-        return f"{self.kind.value}#{self.job_id}"
-
-    @classmethod
-    def from_pk(cls, pk: str) -> JobKey:
-        """Read a partition key back."""
-        kind, _, job_id = pk.partition("#")
-        return cls(JobKind(kind), job_id)
+# Bookkeeping rows share the table under their own key prefixes; job keys are kind#job_id.
+_URL_ROW = "url#"
+_META_ROW = "meta#"
+_BOOKKEEPING_PREFIXES = (_URL_ROW, _META_ROW)
 
 
 @dataclass(frozen=True)
@@ -176,6 +125,32 @@ class LeaseLostError(LedgerError):
         self.row = row
 
 
+class ConditionFailedError(LedgerError):
+    """A conditional write was refused: the row was not as the write required.
+
+    ``old`` is the item as DynamoDB found it (None when there was none). Raised by ``_write``
+    and answered inside this module: callers get False, the old row, or ``LeaseLostError``.
+    """
+
+    def __init__(self, pk: str, old: Mapping[str, Any] | None) -> None:
+        super().__init__(f"the condition on {pk} did not hold")
+        self.pk = pk
+        self.old = old
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """The result of ``Ledger.count_rows``: job rows by state, DONE rows by outcome."""
+
+    by_state: dict[str, int]
+    by_outcome: dict[str, int]
+
+    @property
+    def jobs(self) -> int:
+        """How many job rows there are, whatever their state."""
+        return sum(self.by_state.values())
+
+
 @dataclass(frozen=True)
 class LeaseResult:
     """The result of ``Ledger.acquire``: ``row`` is the new row when granted, else the old one."""
@@ -243,6 +218,30 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
     )
 
 
+_METHODS = {"PutItem": "put_item", "UpdateItem": "update_item", "DeleteItem": "delete_item"}
+
+
+def _write(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
+    """The one conditional write: every PutItem, UpdateItem or DeleteItem with a condition.
+
+        condition holds ───▶ written; DynamoDB's response comes back
+        condition fails ───▶ nothing written; ConditionFailedError(the item as it was)
+        AWS fails ─────────▶ AWSUnavailableError: try again later
+
+    Uniqueness and order are the database's: the condition decides in the same call as the
+    write, and a refusal carries the row that won (``ALL_OLD``), so no second read is needed.
+    """
+    send: Callable[..., Any] = getattr(db, _METHODS[operation])
+    try:
+        response = send(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    except AWS_ERRORS as exc:
+        if is_condition_failed(exc):
+            pk = (request.get("Key") or request["Item"])[PARTITION_KEY]["S"]
+            raise ConditionFailedError(pk, refused_item(exc)) from exc
+        raise unavailable("dynamodb", operation, exc) from exc
+    return dict(response)
+
+
 class Ledger:
     """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
 
@@ -306,24 +305,24 @@ class Ledger:
         if job_created_at is not None:
             item["job_created_at"] = _n(job_created_at)
         try:
-            self._db.put_item(
+            _write(
+                self._db,
+                "PutItem",
                 TableName=self.table_name,
                 Item=item,
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                old = getattr(exc, "response", {}).get("Item")
-                return Recorded(False, _row(old) if old else self._must_get(key))
-            raise unavailable("dynamodb", "PutItem", exc) from exc
+        except ConditionFailedError as refused:
+            return Recorded(False, _row(refused.old) if refused.old else self._must_get(key))
         return Recorded(True, _row(item))
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
         try:
-            self._db.delete_item(
+            _write(
+                self._db,
+                "DeleteItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(row.key.pk)},
                 ConditionExpression="#state = :received AND #token = :token",
@@ -333,10 +332,8 @@ class Ledger:
                     ":token": _s(row.token or ""),
                 },
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                return False
-            raise unavailable("dynamodb", "DeleteItem", exc) from exc
+        except ConditionFailedError:
+            return False
         return True
 
     def mark_enqueued(self, row: LedgerRow) -> bool:
@@ -346,7 +343,6 @@ class Ledger:
         """
         return self._conditional_update(
             row.key,
-            "UpdateItem",
             update="SET #state = :enqueued, #pending = :enqueued, #since = :now",
             # Only waiting rows may move here, whatever snapshot a caller holds: a DONE row
             # must never leave DONE this way, a leased one belongs to its holder.
@@ -381,7 +377,6 @@ class Ledger:
             detail["superseded"] = row.detail["record"]
         return self._conditional_update(
             row.key,
-            "UpdateItem",
             update=(
                 "SET #state = :enqueued, #pending = :enqueued, #since = :now, #detail = :detail,"
                 " #strikes = :zero, #not_found = :zero, #releases = :zero"
@@ -418,7 +413,6 @@ class Ledger:
         """
         return self._conditional_update(
             row.key,
-            "UpdateItem",
             update="SET #late = :now",
             condition="attribute_exists(#pk) AND attribute_not_exists(#late)",
             names={"#late": "late_webhook_at", "#pk": PARTITION_KEY},
@@ -428,7 +422,6 @@ class Ledger:
     def _conditional_update(
         self,
         key: JobKey,
-        operation: str,
         *,
         update: str,
         condition: str,
@@ -439,7 +432,9 @@ class Ledger:
         now = self.clock.time()
         expression = _stamped(update)
         try:
-            self._db.update_item(
+            _write(
+                self._db,
+                "UpdateItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
                 UpdateExpression=expression,
@@ -454,10 +449,8 @@ class Ledger:
                     **values,
                 },
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                return False
-            raise unavailable("dynamodb", operation, exc) from exc
+        except ConditionFailedError:
+            return False
         return True
 
     # -- processor -------------------------------------------------------------------------
@@ -501,7 +494,9 @@ class Ledger:
             ":source": _s(source),
         }
         try:
-            response = self._db.update_item(
+            response = _write(
+                self._db,
+                "UpdateItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
                 UpdateExpression=(
@@ -520,13 +515,9 @@ class Ledger:
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                old = getattr(exc, "response", {}).get("Item")
-                return LeaseResult(False, _row(old) if old else self.get(key))
-            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        except ConditionFailedError as refused:
+            return LeaseResult(False, _row(refused.old) if refused.old else self.get(key))
         return LeaseResult(True, _row(response["Attributes"]))
 
     def release(
@@ -565,7 +556,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update=update + " REMOVE #owner, #until",
             names=names,
             values=values,
@@ -576,7 +566,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update=(
                 "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc,"
                 " #strikes = if_not_exists(#strikes, :one) - :one REMOVE #owner, #until"
@@ -601,7 +590,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update="SET #page = :page, #stored = :stored, #failed = :failed",
             names={"#page": "next_page", "#stored": "items_stored", "#failed": "items_failed"},
             values={":page": _n(next_page), ":stored": _n(stored), ":failed": _n(failed)},
@@ -614,7 +602,6 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            "UpdateItem",
             update=(
                 "SET #state = :done, #outcome = :outcome, #finished = :now, #detail = :detail"
                 " REMOVE #pending, #owner, #until"
@@ -636,7 +623,6 @@ class Ledger:
         self,
         key: JobKey,
         owner: str,
-        operation: str,
         *,
         update: str,
         names: Mapping[str, str],
@@ -646,7 +632,9 @@ class Ledger:
         expression = _stamped(update)
         condition = "#state = :processing AND #owner = :owner"
         try:
-            response = self._db.update_item(
+            response = _write(
+                self._db,
+                "UpdateItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(key.pk)},
                 UpdateExpression=expression,
@@ -671,13 +659,9 @@ class Ledger:
                     **values,
                 },
                 ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                old = getattr(exc, "response", {}).get("Item")
-                raise LeaseLostError(key, _row(old) if old else None) from exc
-            raise unavailable("dynamodb", operation, exc) from exc
+        except ConditionFailedError as refused:
+            raise LeaseLostError(key, _row(refused.old) if refused.old else None) from refused
         return _row(response["Attributes"])
 
     # -- reading ---------------------------------------------------------------------------
@@ -765,6 +749,43 @@ class Ledger:
         rows = [_row(item) for item in response.get("Items", [])]
         return rows, response.get("LastEvaluatedKey")
 
+    # -- the whole table: for operators and benchmarks, never the pipeline ------------------
+
+    def job_keys(self) -> Iterator[JobKey]:
+        """Every job's key (bookkeeping rows skipped), by a paginated Scan of the keys alone."""
+        for item in self._scan():
+            yield JobKey.from_pk(item[PARTITION_KEY]["S"])
+
+    def count_rows(self) -> RowCounts:
+        """Job rows by state and DONE rows by outcome, by a paginated Scan of three attributes."""
+        by_state: Counter[str] = Counter()
+        by_outcome: Counter[str] = Counter()
+        for item in self._scan("state", "outcome"):
+            by_state[item.get("state", {}).get("S", "?")] += 1
+            if "outcome" in item:
+                by_outcome[item["outcome"]["S"]] += 1
+        return RowCounts(dict(sorted(by_state.items())), dict(sorted(by_outcome.items())))
+
+    def _scan(self, *attributes: str) -> Iterator[dict[str, Any]]:
+        """The job rows' items, projected to the key and ``attributes``, page by page."""
+        names = {f"#a{i}": name for i, name in enumerate((PARTITION_KEY, *attributes))}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
+        }
+        while True:
+            try:
+                page = self._db.scan(**request)
+            except AWS_ERRORS as exc:
+                raise unavailable("dynamodb", "Scan", exc) from exc
+            for item in page.get("Items", []):
+                if not item[PARTITION_KEY]["S"].startswith(_BOOKKEEPING_PREFIXES):
+                    yield dict(item)
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
 
 class Bookkeeping:
     """Counters and checkpoints kept beside the job rows (never in the pending index).
@@ -802,9 +823,11 @@ class Bookkeeping:
         digest = hashlib.sha256(url.encode()).hexdigest()
         ledger = self._ledger
         try:
-            ledger.client.update_item(
+            _write(
+                ledger.client,
+                "UpdateItem",
                 TableName=ledger.table_name,
-                Key={PARTITION_KEY: _s(f"url#{digest}")},
+                Key={PARTITION_KEY: _s(f"{_URL_ROW}{digest}")},
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#count": "resubmissions", "#ttl": TTL_ATTRIBUTE},
@@ -814,10 +837,8 @@ class Bookkeeping:
                     **values,
                 },
             )
-        except AWS_ERRORS as exc:
-            if error_code(exc) == _CONDITION_FAILED:
-                return False
-            raise unavailable("dynamodb", "UpdateItem", exc) from exc
+        except ConditionFailedError:
+            return False
         return True
 
     def read(self, name: str) -> dict[str, str] | None:
@@ -825,7 +846,7 @@ class Bookkeeping:
         try:
             response = self._ledger.client.get_item(
                 TableName=self._ledger.table_name,
-                Key={PARTITION_KEY: _s(f"meta#{name}")},
+                Key={PARTITION_KEY: _s(f"{_META_ROW}{name}")},
                 ConsistentRead=True,
             )
         except AWS_ERRORS as exc:
@@ -837,7 +858,7 @@ class Bookkeeping:
 
     def write(self, name: str, fields: Mapping[str, str]) -> None:
         """Replace a checkpoint's fields."""
-        item: dict[str, Any] = {PARTITION_KEY: _s(f"meta#{name}")}
+        item: dict[str, Any] = {PARTITION_KEY: _s(f"{_META_ROW}{name}")}
         item.update({k: _s(v) for k, v in fields.items()})
         try:
             self._ledger.client.put_item(TableName=self._ledger.table_name, Item=item)
@@ -855,21 +876,14 @@ __all__: Sequence[str] = (
     "MAX_ERROR_CHARS",
     "PARTITION_KEY",
     "PENDING_INDEX",
-    "REASON_NEVER_SETTLED",
-    "REASON_UNKNOWN_JOB",
-    "REOPENABLE_REASONS",
-    "SOURCE_WATCH",
     "TTL_ATTRIBUTE",
     "Bookkeeping",
-    "JobKey",
-    "JobKind",
-    "JobState",
     "LeaseLostError",
     "LeaseResult",
     "Ledger",
     "LedgerError",
     "LedgerRow",
-    "Outcome",
     "Recorded",
+    "RowCounts",
     "new_owner_id",
 )

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_pipeline.ledger import JobKind
+from scrape_pipeline.jobs import JobKind
 
 # Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
 # an expression or a log-injection payload.

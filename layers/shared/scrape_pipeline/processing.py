@@ -44,17 +44,15 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.models import BatchStatus, Job
-from scrape_pipeline.ledger import (
+from scrape_pipeline.jobs import (
+    REASON_POISON,
     REASON_UNKNOWN_JOB,
     SOURCE_WATCH,
     JobKey,
     JobKind,
-    LeaseLostError,
-    Ledger,
-    LedgerRow,
     Outcome,
-    new_owner_id,
 )
+from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, new_owner_id
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore, result_prefix
@@ -63,7 +61,6 @@ from scrape_pipeline.settings import positive_number
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
 MAX_VISIBILITY_SECONDS = 43_200
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
-REASON_POISON = "failed on every attempt"
 # Errors that say nothing about the job: our key, our balance, the API or the network.
 _NOT_THE_JOBS_FAULT = (
     AuthError,

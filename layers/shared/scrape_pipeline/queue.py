@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
-from scrape_pipeline.ledger import JobKey, JobKind
+from scrape_pipeline.jobs import JobKey, JobKind
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock, active_clock
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, JobKey, JobState, Ledger, LedgerError
+from scrape_pipeline.jobs import JobKey, JobState
+from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger, LedgerError
 from scrape_pipeline.payload import FieldLocations, PayloadError, read_notification
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.secret_store import SecretStore

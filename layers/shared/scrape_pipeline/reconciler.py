@@ -57,7 +57,8 @@ from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.joblist import SOURCE_JOB_LIST, JobListSettings, JobListSweep
-from scrape_pipeline.ledger import SOURCE_WATCH, Bookkeeping, JobKey, JobState, Ledger
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState
+from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.settings import positive_number

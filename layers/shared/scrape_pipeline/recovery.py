@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.ledger import JobKey, JobState, Ledger, LedgerError, LedgerRow
+from scrape_pipeline.jobs import JobKey, JobState
+from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.queue import JobMessage, JobQueue
 
 # Concurrent conditional writes in ``ensure_many``: enough to hide DynamoDB's round trip,

@@ -15,8 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
-from scrape_pipeline.ledger import JobKind
+from scrape_pipeline.aws_errors import (
+    AWS_ERRORS,
+    is_precondition_failed,
+    is_write_conflict,
+    unavailable,
+)
+from scrape_pipeline.jobs import JobKind
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
@@ -29,11 +34,7 @@ CONTENT_FILES: Mapping[str, tuple[str, str]] = {
     "html": ("content.html", "text/html; charset=utf-8"),
     "links": ("links.json", "application/json"),
 }
-# 412: an object is already at the key, so this write is a repeat of one that succeeded.
-_ALREADY_THERE = frozenset({"PreconditionFailed", "412"})
-# 409: another conditional write to the same key is in flight; nothing says it will succeed, so
-# this one is tried again (S3's advice), never taken for "already there".
-_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})
+# How often a put meeting another conditional write to the same key (409) is made at all.
 CONFLICT_TRIES = 3
 
 
@@ -119,11 +120,14 @@ class ResultStore:
                     IfNoneMatch="*",
                 )
             except AWS_ERRORS as exc:
-                code = error_code(exc)
-                if code in _ALREADY_THERE:
+                # 412: an object is already at the key, so this write repeats one that succeeded.
+                if is_precondition_failed(exc):
                     result.already_present.append(key)
                     return
-                if code in _CONFLICT and attempt < CONFLICT_TRIES:
+                # 409: another conditional write to the key is in flight; nothing says it will
+                # succeed, so this one is tried again (S3's advice), never taken for "already
+                # there".
+                if is_write_conflict(exc) and attempt < CONFLICT_TRIES:
                     continue
                 # Still conflicting, or S3 failing: the job is retried later, nothing is marked.
                 raise unavailable("s3", "PutObject", exc) from exc

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.ledger import SOURCE_WATCH, Bookkeeping, JobKind, JobState, Ledger, LedgerRow
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKind, JobState
+from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
 from scrape_pipeline.recovery import Recoverer
 
 WATCH_CHECKPOINT = "reconciler-watch"

@@ -1,0 +1,82 @@
+"""What a job is to the pipeline: its identity, where it stands, how it ended and why.
+
+These are the domain's words, shared by the receiver, the processor, the reconciler and the
+tools; how a job is stored is the ledger's business (``scrape_pipeline.ledger``), and the
+API's own shapes are ``scrape_pipeline.geonode.models``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class JobKind(StrEnum):
+    """What kind of Geonode job this is (part of its identity: ids are per kind)."""
+
+    EXTRACT = "extract"
+    BATCH = "batch"
+    CRAWL = "crawl"
+
+
+class JobState(StrEnum):
+    """Where a job is in the pipeline; it only moves forward."""
+
+    RECEIVED = "RECEIVED"
+    ENQUEUED = "ENQUEUED"
+    PROCESSING = "PROCESSING"
+    # Not settled after a long time: parked without a message; woken by evidence it settled.
+    WATCHING = "WATCHING"
+    DONE = "DONE"
+
+
+class Outcome(StrEnum):
+    """How a DONE job ended."""
+
+    STORED = "stored"
+    RESUBMITTED = "resubmitted"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+
+
+# Why a job was dead-lettered (``detail["reason"]``).
+REASON_POISON = "failed on every attempt"
+REASON_NEVER_SETTLED = "never settled"
+REASON_UNKNOWN_JOB = "unknown job"
+# The reasons that later evidence of a settled job overturns (``Ledger.reopen``).
+REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
+# The source of the rows the reconciler records WATCHING and of the messages that wake them.
+SOURCE_WATCH = "watch"
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """A job's identity: its kind and its Geonode id (never a delivery id)."""
+
+    kind: JobKind
+    job_id: str
+
+    @property
+    def pk(self) -> str:
+        """The identity as one string, ``kind#job_id`` (the ledger's partition key)."""
+        return f"{self.kind.value}#{self.job_id}"
+
+    @classmethod
+    def from_pk(cls, pk: str) -> JobKey:
+        """Read ``kind#job_id`` back."""
+        kind, _, job_id = pk.partition("#")
+        return cls(JobKind(kind), job_id)
+
+
+__all__: Sequence[str] = (
+    "REASON_NEVER_SETTLED",
+    "REASON_POISON",
+    "REASON_UNKNOWN_JOB",
+    "REOPENABLE_REASONS",
+    "SOURCE_WATCH",
+    "JobKey",
+    "JobKind",
+    "JobState",
+    "Outcome",
+)

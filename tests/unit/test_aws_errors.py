@@ -1,0 +1,80 @@
+"""botocore's errors are read in one place: the refusals a conditional write expects, by code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+
+from scrape_pipeline.aws_errors import (
+    is_condition_failed,
+    is_precondition_failed,
+    is_write_conflict,
+    refused_item,
+)
+
+RUNTIME = Path(__file__).parents[2] / "layers" / "shared" / "scrape_pipeline"
+ITEM = {"pk": {"S": "extract#job-1"}, "state": {"S": "DONE"}}
+
+
+def client_error(code: str, operation: str = "PutItem", **extra: Any) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "x"}, **extra}, operation)  # type: ignore[typeddict-item]
+
+
+def test_aws_errors_condition_failed_carries_the_item_it_found():
+    # GIVEN DynamoDB refusing a write with ReturnValuesOnConditionCheckFailure=ALL_OLD
+    refused = client_error("ConditionalCheckFailedException", Item=ITEM)
+    # THEN it reads as a refusal, with the item as it was
+    assert is_condition_failed(refused)
+    assert refused_item(refused) == ITEM
+    # AND a refusal of a write to a missing row carries nothing
+    assert refused_item(client_error("ConditionalCheckFailedException")) is None
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        client_error("ProvisionedThroughputExceededException", Item=ITEM),
+        client_error("PreconditionFailed"),
+        EndpointConnectionError(endpoint_url="http://localhost:1"),
+    ],
+)
+def test_aws_errors_other_failures_are_no_condition_refusal(exc: Exception):
+    assert not is_condition_failed(exc)
+    assert refused_item(exc) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "already_there", "conflict"),
+    [
+        ("PreconditionFailed", True, False),
+        ("412", True, False),
+        ("ConditionalRequestConflict", False, True),
+        ("409", False, True),
+        ("SlowDown", False, False),
+    ],
+)
+def test_aws_errors_s3_conditional_put_answers(code: str, already_there: bool, conflict: bool):
+    exc = client_error(code, "PutObject")
+    assert is_precondition_failed(exc) is already_there
+    assert is_write_conflict(exc) is conflict
+
+
+def test_aws_errors_is_the_only_runtime_module_reading_error_codes():
+    # GIVEN every runtime module but aws_errors itself
+    codes = re.compile(
+        r"ConditionalCheckFailed|PreconditionFailed|ConditionalRequestConflict"
+        r"|\berror_code\(|\.response\b"
+    )
+    offenders = [
+        f"{path.relative_to(RUNTIME)}:{number}"
+        for path in sorted(RUNTIME.rglob("*.py"))
+        if path.name != "aws_errors.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if codes.search(line)
+    ]
+    # THEN none of them matches an AWS error code or reads a botocore response by hand
+    assert offenders == []
