@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-results simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-results simulator clean
 
 all: test
 
@@ -43,7 +43,7 @@ demo: venv
 	$(BIN)/python -m scrape_pipeline_local.demo $(DEMO_ARGS)
 
 # Benchmarks print their figures, save bench/results/*.json and update the README's tables.
-bench: bench-polling bench-receiver bench-pipeline
+bench: bench-polling bench-receiver bench-pipeline bench-cold-start
 	$(BIN)/python -m bench.results_report
 
 # Tables and charts of every mode in bench/RESULTS.md (runs its own measurements).
@@ -58,6 +58,11 @@ bench-receiver: venv
 
 bench-pipeline: venv
 	$(BIN)/python -m bench.pipeline
+
+# Each handler's import from `sam build`'s output, with and without the layer's byte code, next to
+# a bare `import boto3` (a python3.12 venv holding only boto3 is made once under $TMPDIR).
+bench-cold-start: venv sam-tools
+	$(BIN)/python -m bench.cold_start
 
 simulator: venv
 	$(BIN)/geonode-sim

@@ -20,8 +20,9 @@ def test_runtime_package_is_exactly_what_the_handlers_import():
     assert unused == [], "not imported by any function: move it to scrape_pipeline_ops"
 
 
-def test_layer_directory_holds_the_package_and_its_requirements_only():
-    # GIVEN the layer's ContentUri, which `sam build` ships whole
+def test_layer_directory_holds_the_package_its_requirements_and_build_only():
+    # GIVEN the layer's ContentUri, whose Makefile `sam build` runs
     entries = {p.name for p in LAYER_ROOT.iterdir() if p.name != "__pycache__"}
-    # THEN nothing beside the runtime package and the requirements it installs
-    assert entries == {RUNTIME, "requirements.txt"}
+    # THEN nothing beside the runtime package, the requirements it installs and the Makefile
+    # that installs and compiles both (tests/template/test_sam_build.py checks what it ships)
+    assert entries == {RUNTIME, "requirements.txt", "Makefile"}

@@ -3,6 +3,9 @@
 Each check runs in a fresh python3.12 started with -I -S -B: no site-packages, no PYTHONPATH, no
 editable install of scrape_pipeline; only the built directories on sys.path, plus the few
 packages the Lambda python3.12 runtime itself provides (boto3 and its dependencies).
+
+Lambda mounts layers read-only under /opt: the layer ships its byte code (CPython 3.12,
+unchecked-hash), or every cold start compiles it from source again.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from tests.template.helpers import (
 )
 
 LAYER = "SharedLayer"
+# The byte-code tag of the Lambda runtime's interpreter (python3.12).
+CACHE_TAG = "cpython-312"
 LAYER_MODULES = ("scrape_pipeline", "scrape_pipeline.signatures", "aws_lambda_powertools", "httpx")
 # What the python3.12 Lambda runtime ships besides the standard library.
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six")
@@ -51,10 +56,17 @@ NOT_IN_LAYER = frozenset(
     | {"uvicorn", "moto", "flask", "werkzeug", "samtranslator", "cfnlint"}
 )
 
-# Imports modules with sys.path set to argv[1] (JSON list), prints where each came from.
+# Imports modules with sys.path set to argv[1] (JSON list), prints where each came from and
+# which source files the import compiled (none had usable byte code beside them).
 _IMPORT_SCRIPT = """
-import importlib, json, sys
+import importlib, importlib.machinery, json, sys
 paths, modules, attribute = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+compiled = []
+to_code = importlib.machinery.SourceFileLoader.source_to_code
+def spy(self, data, path, *args, **kwargs):
+    compiled.append(path)
+    return to_code(self, data, path, *args, **kwargs)
+importlib.machinery.SourceFileLoader.source_to_code = spy
 sys.path[:0] = paths
 report = {}
 for name in modules:
@@ -65,6 +77,7 @@ if attribute:
 for name in ("scrape_pipeline", "aws_lambda_powertools", "httpx"):
     if name in sys.modules:
         report.setdefault(name, sys.modules[name].__file__)
+report["compiled"] = compiled
 print(json.dumps(report))
 """
 
@@ -145,9 +158,45 @@ def test_built_layer_imports_package_and_dependencies(build_dir: Path) -> None:
     layer_python = build_dir / LAYER / "python"
     # WHEN a fresh python3.12 imports the shared package and its dependencies
     report = _fresh_import([layer_python], list(LAYER_MODULES))
-    # THEN each one comes from the layer (SAM put layers/shared/ under python/ itself)
+    # THEN each one comes from the layer (its Makefile put layers/shared/ under python/)
     for module in LAYER_MODULES:
         assert _is_under(report[module], layer_python), f"{module} from {report[module]}"
+    # AND from the layer's byte code: no module of it was compiled from source
+    assert [p for p in report["compiled"] if _is_under(p, layer_python)] == []
+
+
+def _cached(source: Path) -> Path:
+    """Where CPython 3.12 (the runtime's) looks for a source file's byte code."""
+    return source.parent / "__pycache__" / f"{source.stem}.{CACHE_TAG}.pyc"
+
+
+def test_built_layer_ships_byte_code_for_every_runtime_module(build_dir: Path) -> None:
+    # GIVEN the runtime package in the built layer
+    package = build_dir / LAYER / "python" / RUNTIME
+    sources = sorted(package.rglob("*.py"))
+    assert sources
+    # THEN every module of it has its CPython 3.12 byte code beside it
+    missing = [str(p.relative_to(package)) for p in sources if not _cached(p).is_file()]
+    assert missing == []
+
+
+def test_built_layer_byte_code_is_complete_current_and_never_checked(build_dir: Path) -> None:
+    # GIVEN every source and every byte-code file in the built layer, dependencies included
+    layer_python = build_dir / LAYER / "python"
+    sources = set(layer_python.rglob("*.py"))
+    compiled = set(layer_python.rglob("*.pyc"))
+    # THEN each source has its byte code, and there is no other (stale, or another version's)
+    assert compiled == {_cached(p) for p in sources}
+    # the interpreter these checks use produces the runtime's magic number and source hash
+    assert sys.implementation.cache_tag == CACHE_TAG
+    for source in sorted(sources):
+        header = _cached(source).read_bytes()[:16]
+        # AND each one is CPython 3.12's (magic number), hash-based and unchecked (flags 0b01):
+        # Lambda neither stats the source nor tries to rewrite the file on its read-only /opt
+        magic, flags, source_hash = header[:4], int.from_bytes(header[4:8], "little"), header[8:]
+        assert (magic, flags) == (importlib.util.MAGIC_NUMBER, 0b01), source
+        # AND it was compiled from this very source
+        assert source_hash == importlib.util.source_hash(source.read_bytes()), source
 
 
 def test_built_layer_ships_the_pinned_dependency_versions(build_dir: Path) -> None:
@@ -184,8 +233,10 @@ def test_built_layer_ships_the_runtime_its_dependencies_and_nothing_else(build_d
     # THEN the package is the modules the handlers import, as in the source
     handlers_need = {p.relative_to(LAYER_ROOT / RUNTIME) for p in runtime_closure().values()}
     assert shipped == handlers_need
-    # AND beside it only the requirements' distributions (and the requirements file)
-    assert top - _owned_by_distributions(layer_python) == {RUNTIME, "requirements.txt"}
+    # AND beside it only the requirements' distributions (and the requirements file), and the
+    # byte code of single-module distributions such as typing_extensions (checked below)
+    owned = _owned_by_distributions(layer_python)
+    assert top - owned == {RUNTIME, "requirements.txt", "__pycache__"}
     # AND nothing of the operator tools, the local stack or their extras
     assert sorted(top & NOT_IN_LAYER) == []
     assert not [p for p in layer_python.glob("*.dist-info") if p.name.split("-")[0] in NOT_IN_LAYER]
@@ -226,3 +277,5 @@ def test_built_function_handler_loads(
     for shared in ("scrape_pipeline", "aws_lambda_powertools"):
         if shared in report:
             assert _is_under(report[shared], layer_python), f"{shared} from {report[shared]}"
+    # AND the layer's byte code served its imports: nothing of the layer compiled from source
+    assert [p for p in report["compiled"] if _is_under(p, layer_python)] == []

@@ -261,7 +261,9 @@ def test_shared_layer_builds_python312_from_layer_folder(template: dict[str, Any
     assert layer["Type"] == "AWS::Serverless::LayerVersion"
     assert layer["Properties"]["ContentUri"] == "layers/shared/"
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
-    assert layer["Metadata"]["BuildMethod"] == "python3.12"
+    # AND with the layer's Makefile, which also compiles it (test_sam_build checks the byte code)
+    assert layer["Metadata"]["BuildMethod"] == "makefile"
+    assert layer["Metadata"]["BuildArchitecture"] == "arm64"
     # AND every function gets it from Globals
     assert template["Globals"]["Function"]["Layers"] == [{"Ref": "SharedLayer"}]
 

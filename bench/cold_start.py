@@ -1,0 +1,309 @@
+"""Cold-start benchmark: each function's handler imported as Lambda imports it, from `sam build`.
+
+Lambda mounts the function at /var/task and the layer at /opt, both read-only: what the build
+does not ship as byte code is compiled from source at every cold start. This benchmark builds
+the stack (`sam build`, into a temporary directory), copies the build twice, as shipped and with
+every ``__pycache__`` removed, and makes both copies read-only. Fresh python3.12 processes, in a
+venv holding boto3 only (the runtime provides it, with its byte code), with
+``PYTHONDONTWRITEBYTECODE=1`` and ``PYTHONPATH`` = the function's folder then the layer's
+``python/`` (Lambda's order), then time, round-robin and ``--repeats`` times each:
+
+  (a) ``import app`` of each function from the copy without byte code,
+  (b) ``import app`` of each function from the build as shipped,
+  (c) a bare ``import boto3``.
+
+The time is the import statement's, measured inside the process (the interpreter's start-up,
+the same for all three, is kept in the JSON as ``process_ms``).
+
+    python -m bench.cold_start [--repeats 20] [--build-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import stat
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from cfnlint.decode import cfn_yaml
+
+from bench.report import markdown_table, percentile, save
+
+ROOT = Path(__file__).resolve().parents[1]
+SAM_VENV_BIN = ROOT / ".venv-sam" / "bin"
+LAYER = "SharedLayer"
+REGION = "us-east-1"
+# The venv of boto3 alone outlives a run (created once, pip's cache allowed); keyed by version.
+VENV_HOME = Path(tempfile.gettempdir()) / "scrape-pipeline-bench"
+
+# Prints the import statement's own wall and CPU times, in milliseconds.
+_PROGRAM = """
+import time
+started, cpu = time.perf_counter(), time.process_time()
+import {module}
+print((time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000)
+"""
+
+
+def python312() -> Path:
+    """The base python3.12 (what `sam build` compiles with, and what the runtime runs)."""
+    base = Path(sys.base_prefix) / "bin" / "python3.12"
+    found = str(base) if base.is_file() else shutil.which("python3.12")
+    if not found:
+        raise SystemExit("python3.12 is not on PATH")
+    return Path(found)
+
+
+def sam_build(out: Path) -> Path:
+    """`sam build` of the repository into ``out`` (caches off: nothing written in the repo)."""
+    sam = SAM_VENV_BIN / "sam"
+    if not sam.is_file():
+        raise SystemExit(f"{sam} is missing: run `make sam-tools`")
+    env = dict(os.environ, SAM_CLI_TELEMETRY="0", AWS_DEFAULT_REGION=REGION)
+    env["PATH"] = os.pathsep.join([str(SAM_VENV_BIN), str(python312().parent), env["PATH"]])
+    build = out / "build"
+    args = [sam, "build", "--template", ROOT / "template.yaml", "--build-dir", build]
+    args += ["--base-dir", ROOT, "--no-cached"]
+    done = subprocess.run(
+        [str(a) for a in args], cwd=out, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"sam build failed:\n{done.stdout}\n{done.stderr}")
+    return build
+
+
+def boto3_version() -> str:
+    """boto3's version in constraints.txt (the one the tests run against)."""
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.startswith("boto3=="):
+            return line.split("==", 1)[1].strip()
+    raise SystemExit("boto3 is not pinned in constraints.txt")
+
+
+def boto3_venv() -> Path:
+    """A python3.12 venv with boto3 and its dependencies only; its python."""
+    version = boto3_version()
+    venv = VENV_HOME / f"py312-boto3-{version}"
+    ready = venv / ".installed"
+    if not ready.is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([str(python312()), "-m", "venv", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        pip += ["-c", str(ROOT / "constraints.txt"), f"boto3=={version}"]
+        subprocess.run(pip, check=True)  # pip compiles boto3, as the runtime image ships it
+        ready.touch()
+    return venv / "bin" / "python"
+
+
+def _set_writable(tree: Path, writable: bool) -> None:
+    write = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    for path in [tree, *tree.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        path.chmod((mode | stat.S_IWUSR) if writable else (mode & ~write))
+
+
+@contextmanager
+def read_only_copies(build: Path, functions: list[str]) -> Iterator[dict[str, Path]]:
+    """The layer and functions as shipped ("bytecode") and without any byte code ("source")."""
+    with tempfile.TemporaryDirectory(prefix="cold-start-") as tmp:
+        copies = {"bytecode": Path(tmp) / "bytecode", "source": Path(tmp) / "source"}
+        for name, copy in copies.items():
+            for part in [LAYER, *functions]:
+                ignore = shutil.ignore_patterns("__pycache__") if name == "source" else None
+                shutil.copytree(build / part, copy / part, ignore=ignore)
+            _set_writable(copy, writable=False)
+        try:
+            yield copies
+        finally:
+            for copy in copies.values():
+                _set_writable(copy, writable=True)
+
+
+def tree_bytes(tree: Path) -> int:
+    """Bytes of the files in a tree (what `du` would count, block rounding aside)."""
+    return sum(p.stat().st_size for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def functions_of(build: Path) -> dict[str, dict[str, Any]]:
+    """Each built function's logical id -> its handler module and its environment."""
+    template: dict[str, Any] = json.loads(json.dumps(cfn_yaml.load(str(build / "template.yaml"))))
+    parameters = template.get("Parameters", {})
+
+    def value(raw: Any) -> str:  # as Lambda would see it: parameter defaults, stand-ins
+        if isinstance(raw, dict) and "Ref" in raw:
+            return str(parameters.get(raw["Ref"], {}).get("Default", f"placeholder-{raw['Ref']}"))
+        return f"placeholder-{next(iter(raw))}" if isinstance(raw, dict) else str(raw)
+
+    common = template.get("Globals", {}).get("Function", {}).get("Environment", {})
+    found = {}
+    for name, resource in sorted(template["Resources"].items()):
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        variables = {**common.get("Variables", {}), **props.get("Environment", {})["Variables"]}
+        found[name] = {
+            "module": props["Handler"].rpartition(".")[0],
+            "environment": {k: value(v) for k, v in variables.items()},
+        }
+    return found
+
+
+def measure_once(python: Path, module: str, paths: list[Path], env: dict[str, str]) -> list[float]:
+    """One fresh interpreter: [import wall time, import CPU time, process time], in ms.
+
+    It starts where Lambda starts a handler: in the function's folder (boto3: the empty HOME).
+    """
+    full_env = dict(env, PYTHONPATH=os.pathsep.join(map(str, paths)))
+    started = time.perf_counter()
+    result = subprocess.run(
+        [str(python), "-c", _PROGRAM.format(module=module)],
+        env=full_env,
+        cwd=paths[0] if paths else env["HOME"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    process_ms = (time.perf_counter() - started) * 1000
+    if result.returncode != 0:
+        raise SystemExit(f"import {module} failed:\n{result.stderr}")
+    wall, cpu = (float(v) for v in result.stdout.split())
+    return [round(wall, 3), round(cpu, 3), round(process_ms, 3)]
+
+
+def summary(samples: list[list[float]]) -> dict[str, Any]:
+    walls, cpus = [s[0] for s in samples], [s[1] for s in samples]
+    return {
+        "median_ms": round(statistics.median(walls), 1),
+        "p90_ms": round(percentile(walls, 90), 1),
+        "cpu_median_ms": round(statistics.median(cpus), 1),
+        "cpu_p90_ms": round(percentile(cpus, 90), 1),
+        "process_median_ms": round(statistics.median(s[2] for s in samples), 1),
+        "samples_ms": walls,
+        "cpu_samples_ms": cpus,
+    }
+
+
+def run(build: Path, repeats: int, warmup: int) -> dict[str, Any]:
+    python = boto3_venv()
+    functions = functions_of(build)
+    with tempfile.TemporaryDirectory(prefix="cold-start-home-") as home:
+        base_env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": home,
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        with read_only_copies(build, list(functions)) as copies:
+            # (name, module, sys.path, environment) per measured program
+            cases: list[tuple[str, str, list[Path], dict[str, str]]] = [
+                ("boto3", "boto3", [], base_env)
+            ]
+            for function, about in functions.items():
+                env = {**base_env, **about["environment"], "AWS_LAMBDA_FUNCTION_NAME": function}
+                for variant in ("source", "bytecode"):
+                    copy = copies[variant]
+                    paths = [copy / function, copy / LAYER / "python"]
+                    cases.append((f"{function}/{variant}", about["module"], paths, env))
+            samples: dict[str, list[list[float]]] = {case[0]: [] for case in cases}
+            for round_ in range(warmup + repeats):
+                for name, module, paths, env in cases:
+                    sample = measure_once(python, module, paths, env)
+                    if round_ >= warmup:
+                        samples[name].append(sample)
+            sizes = {
+                variant: tree_bytes(copies[variant] / LAYER) for variant in ("source", "bytecode")
+            }
+    boto3 = summary(samples["boto3"])
+    figures: dict[str, Any] = {
+        "repeats": repeats,
+        # other work on the machine inflates wall times (the CPU times less so)
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
+        "boto3": boto3,
+        "layer_bytes": sizes,
+        "functions": {},
+    }
+    for function in functions:
+        source = summary(samples[f"{function}/source"])
+        bytecode = summary(samples[f"{function}/bytecode"])
+        figures["functions"][function] = {
+            "source": source,
+            "bytecode": bytecode,
+            "ratio_source_to_boto3": round(source["median_ms"] / boto3["median_ms"], 2),
+            "ratio_bytecode_to_boto3": round(bytecode["median_ms"] / boto3["median_ms"], 2),
+            "cpu_ratio_source_to_boto3": round(source["cpu_median_ms"] / boto3["cpu_median_ms"], 2),
+            "cpu_ratio_bytecode_to_boto3": round(
+                bytecode["cpu_median_ms"] / boto3["cpu_median_ms"], 2
+            ),
+        }
+    return figures
+
+
+def table(figures: dict[str, Any]) -> str:
+    def row(label: str, variant: str, f: dict[str, Any], ratios: tuple[str, str]) -> list[str]:
+        return [
+            label,
+            variant,
+            f"{f['median_ms']} / {f['p90_ms']}",
+            ratios[0],
+            f"{f['cpu_median_ms']} / {f['cpu_p90_ms']}",
+            ratios[1],
+        ]
+
+    rows: list[list[Any]] = []
+    for function, f in figures["functions"].items():
+        for variant, name in (("source", "(a) no byte code"), ("bytecode", "(b) as shipped")):
+            ratios = (
+                f"{f[f'ratio_{variant}_to_boto3']}×",
+                f"{f[f'cpu_ratio_{variant}_to_boto3']}×",
+            )
+            rows.append(row(f"`{function}`: `import app`", name, f[variant], ratios))
+    rows.append(row("bare `import boto3`", "(c) runtime's", figures["boto3"], ("1×", "1×")))
+    headers = ["import", "byte code", "wall ms: median / p90", "÷ (c)", "CPU ms: median / p90"]
+    mib = {k: round(v / 2**20, 1) for k, v in figures["layer_bytes"].items()}
+    return (
+        markdown_table([*headers, "÷ (c)"], rows)
+        + f"\n\n{figures['repeats']} fresh python3.12 processes per row, round-robin, "
+        + "PYTHONDONTWRITEBYTECODE=1, the build read-only, the import statement timed inside "
+        + "the process (medians divided by (c)'s). CPU time is the import's own: other work on "
+        + f"the machine inflates wall time (load average {figures['load_average_1m_after']} "
+        + f"on {os.cpu_count()} CPUs). Layer: {mib['source']} MiB without byte code, "
+        + f"{mib['bytecode']} MiB as shipped."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--build-dir", type=Path, help="an existing `sam build` output")
+    args = parser.parse_args(argv)
+    if args.repeats < 15:
+        parser.error("--repeats must be at least 15 (a p90 of fewer says little)")
+    with tempfile.TemporaryDirectory(prefix="cold-start-build-") as tmp:
+        build = args.build_dir or sam_build(Path(tmp))
+        figures = run(build, args.repeats, args.warmup)
+    text = table(figures)
+    print(text)
+    save("cold_start", figures, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

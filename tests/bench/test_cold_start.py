@@ -1,0 +1,47 @@
+"""bench.cold_start's pure parts: the functions it finds in a build, the copies it times."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from bench.cold_start import LAYER, functions_of, read_only_copies
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_functions_of_reads_handlers_and_environment_like_lambda(tmp_path: Path) -> None:
+    # GIVEN a build directory holding the template (as sam build writes it beside the code)
+    shutil.copy(REPO / "template.yaml", tmp_path / "template.yaml")
+    # WHEN the benchmark reads the functions from it
+    found = functions_of(tmp_path)
+    # THEN every function, with its handler module and its merged environment
+    assert set(found) == {"ReceiverFunction", "ProcessorFunction", "ReconcilerFunction"}
+    receiver = found["ReceiverFunction"]
+    assert receiver["module"] == "app"
+    env = receiver["environment"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == "receiver"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "ScrapePipeline"
+    # AND parameters at their defaults, resources as stand-ins (all strings)
+    assert env["SIGNATURE_SCHEME"] == "geonode"
+    assert env["LEDGER_TABLE_NAME"] == "placeholder-LedgerTable"
+    assert all(isinstance(v, str) for v in env.values())
+
+
+def test_read_only_copies_strip_byte_code_from_the_source_copy_only(tmp_path: Path) -> None:
+    # GIVEN a build with byte code in the layer and a function
+    for part in (f"{LAYER}/python/pkg", "Fn"):
+        (tmp_path / part / "__pycache__").mkdir(parents=True)
+        (tmp_path / part / "m.py").write_text("")
+        (tmp_path / part / "__pycache__" / "m.cpython-312.pyc").write_bytes(b"")
+    # WHEN the two copies are made
+    with read_only_copies(tmp_path, ["Fn"]) as copies:
+        pycs = {name: sorted(copy.rglob("*.pyc")) for name, copy in copies.items()}
+        pys = {name: len(list(copy.rglob("*.py"))) for name, copy in copies.items()}
+        writable = (copies["bytecode"] / "Fn").stat().st_mode & 0o222
+    # THEN the shipped copy keeps every .pyc, the source copy none, both every .py
+    assert len(pycs["bytecode"]) == 2
+    assert pycs["source"] == []
+    assert pys == {"bytecode": 2, "source": 2}
+    # AND both are read-only while timed
+    assert writable == 0
