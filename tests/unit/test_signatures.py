@@ -10,6 +10,7 @@ from typing import Any, get_args
 
 import pytest
 
+from scrape_pipeline.settings import SettingsError
 from scrape_pipeline.signatures import (
     FailureReason,
     SignatureConfig,
@@ -465,6 +466,13 @@ def test_verify_undecodable_standard_secret_skipped() -> None:
 
     verify(STANDARD, signed(STANDARD), BODY, secrets, NOW)
     assert reason_of(STANDARD, signed(STANDARD), secrets=secrets[:1]) == "no valid secret"
+
+
+def test_signature_config_from_env_errors_are_settings_errors() -> None:
+    with pytest.raises(SettingsError, match="SIGNATURE_ENCODING"):
+        SignatureConfig.from_env({"SIGNATURE_ENCODING": "base32"})
+    with pytest.raises(SettingsError, match="invalid SIGNATURE_"):
+        SignatureConfig.from_env({"SIGNATURE_SCHEME": "stripe", "SIGNATURE_HEADER": "X-Sig"})
 
 
 def test_verify_secrets_as_plain_string_refused() -> None:

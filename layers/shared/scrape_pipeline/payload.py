@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scrape_pipeline.ledger import JobKind
+from scrape_pipeline.settings import read_list
 
 # Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
 # an expression or a log-injection payload.
@@ -40,16 +41,10 @@ class FieldLocations:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FieldLocations:
         """``JOB_ID_FIELDS``, ``EVENT_FIELDS``, ``JOB_KIND_FIELDS``: comma-separated paths."""
-
-        def paths(name: str, default: Sequence[str]) -> tuple[str, ...]:
-            raw = env.get(name, "")
-            parts = tuple(p.strip() for p in raw.split(",") if p.strip())
-            return parts or tuple(default)
-
         return cls(
-            job_id=paths("JOB_ID_FIELDS", cls.job_id),
-            event=paths("EVENT_FIELDS", cls.event),
-            kind=paths("JOB_KIND_FIELDS", cls.kind),
+            job_id=read_list(env, "JOB_ID_FIELDS", cls.job_id),
+            event=read_list(env, "EVENT_FIELDS", cls.event),
+            kind=read_list(env, "JOB_KIND_FIELDS", cls.kind),
         )
 
 

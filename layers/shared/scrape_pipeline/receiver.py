@@ -30,6 +30,7 @@ from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, JobKey, JobState, Ledger, L
 from scrape_pipeline.payload import FieldLocations, PayloadError, read_notification
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.secret_store import SecretStore
+from scrape_pipeline.settings import read_float, read_int, require
 from scrape_pipeline.signatures import SignatureConfig, SignatureError, verify
 from scrape_pipeline.submissions import SOURCE_SUBMITTED
 
@@ -80,26 +81,29 @@ class ReceiverSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReceiverSettings:
-        """Read and validate the settings; ``ValueError`` names what is wrong."""
+        """Read and validate the settings; ``SettingsError`` names what is wrong."""
         env = os.environ if env is None else env
-        missing = [
-            n for n in ("LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID") if not env.get(n)
-        ]
-        if missing:
-            raise ValueError(f"missing settings: {', '.join(missing)}")
+        table_name, queue_url, secret_id = require(
+            env, "LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID"
+        )
         return cls(
-            table_name=env["LEDGER_TABLE_NAME"],
-            queue_url=env["QUEUE_URL"],
-            secret_id=env["WEBHOOK_SECRET_ID"],
+            table_name=table_name,
+            queue_url=queue_url,
+            secret_id=secret_id,
             signature=SignatureConfig.from_env(env),
             fields=FieldLocations.from_env(env),
-            max_body_bytes=int(env.get("MAX_BODY_BYTES") or cls.max_body_bytes),
-            secret_cache_seconds=float(env.get("SECRET_CACHE_SECONDS") or cls.secret_cache_seconds),
-            secret_refresh_min_seconds=float(
-                env.get("SECRET_REFRESH_MIN_SECONDS") or cls.secret_refresh_min_seconds
+            max_body_bytes=read_int(env, "MAX_BODY_BYTES", cls.max_body_bytes),
+            # Zero is allowed for these two: no caching, a refresh at every mismatch.
+            secret_cache_seconds=read_float(
+                env, "SECRET_CACHE_SECONDS", cls.secret_cache_seconds, minimum=0
             ),
-            ttl_days=int(env.get("LEDGER_TTL_DAYS") or cls.ttl_days),
-            resend_after_seconds=float(env.get("RESEND_AFTER_SECONDS") or cls.resend_after_seconds),
+            secret_refresh_min_seconds=read_float(
+                env, "SECRET_REFRESH_MIN_SECONDS", cls.secret_refresh_min_seconds, minimum=0
+            ),
+            ttl_days=read_int(env, "LEDGER_TTL_DAYS", cls.ttl_days),
+            resend_after_seconds=read_float(
+                env, "RESEND_AFTER_SECONDS", cls.resend_after_seconds, minimum=0
+            ),
         )
 
 

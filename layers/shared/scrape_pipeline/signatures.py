@@ -30,7 +30,8 @@ because SAM parameters default to "")::
     SIGNATURE_TOLERANCE_SECONDS  max |now - ts| for timestamps, > 0  (300)
 
 Errors: every verification failure raises ``SignatureError`` with a short
-``reason``; configuration and programming errors raise ``ValueError``/``TypeError``.
+``reason``; a bad ``SIGNATURE_*`` variable raises ``SettingsError`` (a ``ValueError``), other
+configuration and programming errors ``ValueError``/``TypeError``.
 No message or repr here carries a secret, a received header value or a computed
 signature.
 """
@@ -45,7 +46,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
+
+from scrape_pipeline.settings import SettingsError, read_choice, read_int, read_str
 
 __all__ = [
     "DEFAULT_TOLERANCE_SECONDS",
@@ -93,6 +96,15 @@ _TCHAR: Final = frozenset(
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 # Ten digits cover epoch seconds until the year 2286; a cap keeps int() cheap on junk.
 _MAX_TIMESTAMP_DIGITS: Final = 12
+_MAX_TOLERANCE_SECONDS: Final = 999_999_999  # nine digits: over 31 years
+_SETTINGS_NAMES: Final = (
+    "SIGNATURE_SCHEME",
+    "SIGNATURE_HEADER",
+    "SIGNATURE_ENCODING",
+    "SIGNATURE_PREFIX",
+    "SIGNATURE_TIMESTAMP_HEADER",
+    "SIGNATURE_TOLERANCE_SECONDS",
+)
 
 
 class SignatureError(Exception):
@@ -191,40 +203,32 @@ class SignatureConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SignatureConfig:
-        """Read the ``SIGNATURE_*`` variables (module docstring); ``ValueError`` if invalid."""
+        """Read the ``SIGNATURE_*`` variables (module docstring); ``SettingsError`` if invalid."""
 
         def get(name: str) -> str | None:
-            value = environ.get(name, "").strip()
-            return value or None
+            return read_str(environ, name, "") or None
 
-        scheme = (get("SIGNATURE_SCHEME") or "geonode").lower()
-        if scheme not in SCHEMES:
-            raise ValueError(f"SIGNATURE_SCHEME={scheme!r} is not one of {SCHEMES}")
-        encoding = get("SIGNATURE_ENCODING")
-        if encoding is not None:
-            encoding = encoding.lower()
-            if encoding not in ENCODINGS:
-                raise ValueError(f"SIGNATURE_ENCODING={encoding!r} is not one of {ENCODINGS}")
-        raw_tolerance = get("SIGNATURE_TOLERANCE_SECONDS")
-        tolerance = DEFAULT_TOLERANCE_SECONDS
-        if raw_tolerance is not None:
-            digits = raw_tolerance.isascii() and raw_tolerance.isdigit() and len(raw_tolerance) < 10
-            if not digits or int(raw_tolerance) <= 0:
-                raise ValueError(
-                    f"SIGNATURE_TOLERANCE_SECONDS={raw_tolerance!r} must be a positive integer"
-                )
-            tolerance = int(raw_tolerance)
+        scheme = read_choice(environ, "SIGNATURE_SCHEME", "geonode", SCHEMES)
+        encoding = read_choice(environ, "SIGNATURE_ENCODING", "", ENCODINGS) or None
+        tolerance = read_int(
+            environ,
+            "SIGNATURE_TOLERANCE_SECONDS",
+            DEFAULT_TOLERANCE_SECONDS,
+            maximum=_MAX_TOLERANCE_SECONDS,
+        )
         try:
             return cls(
-                scheme=scheme,
+                scheme=cast(Scheme, scheme),
                 header=get("SIGNATURE_HEADER"),
-                encoding=encoding,
+                encoding=cast("Encoding | None", encoding),
                 prefix=get("SIGNATURE_PREFIX") or "",
                 timestamp_header=get("SIGNATURE_TIMESTAMP_HEADER"),
                 tolerance_seconds=tolerance,
             )
         except ValueError as exc:
-            raise ValueError(f"invalid SIGNATURE_* settings: {exc}") from exc
+            raise SettingsError(
+                f"invalid SIGNATURE_* settings: {exc}", names=_SETTINGS_NAMES
+            ) from exc
 
 
 _UNPARSABLE: Final = object()
