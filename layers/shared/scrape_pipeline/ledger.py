@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -163,7 +164,7 @@ class Recorded:
     row: LedgerRow
 
 
-class LedgerError(Exception):
+class LedgerError(PipelineError):
     """Base of the ledger's own errors (AWS failures raise ``AWSUnavailableError``)."""
 
 

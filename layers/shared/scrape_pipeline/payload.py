@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.ledger import JobKind
 from scrape_pipeline.settings import read_list
 
@@ -25,8 +26,8 @@ EVENT_KINDS: Mapping[str, JobKind] = {
 }
 
 
-class PayloadError(ValueError):
-    """The delivery is not a usable job notification (answered 400)."""
+class PayloadError(PipelineError, ValueError):
+    """The delivery is not a usable job notification (answered 400); the message says why."""
 
 
 @dataclass(frozen=True)
