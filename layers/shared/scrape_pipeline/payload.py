@@ -6,6 +6,7 @@ seed article's flat fields (``event_type``, ``job_id``): the real payload is unp
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,3 +101,14 @@ def read_notification(
     else:
         raise PayloadError("unknown event type")
     return Notification(kind=kind, job_id=job_id, event=event)
+
+
+def parse_notification(
+    body: bytes, locations: FieldLocations, event_header: str | None = None
+) -> Notification:
+    """The job a delivery's raw body is about; ``PayloadError`` when it is not JSON or not one."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):  # RecursionError: nesting that would blow the stack
+        raise PayloadError("body is not JSON") from None
+    return read_notification(document, locations, event_header)
