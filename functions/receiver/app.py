@@ -5,8 +5,6 @@ Wiring only: the logic is ``scrape_pipeline.receiver``, shared with the local st
 
 from __future__ import annotations
 
-import base64
-import binascii
 import gc
 import json
 from typing import Any
@@ -16,13 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.receiver import (
-    OUTCOME_METRICS,
-    Answer,
-    Receiver,
-    build_receiver,
-    unavailable_answer,
-)
+from scrape_pipeline.receiver import OUTCOME_METRICS, Receiver, answer_proxy, build_receiver
 
 logger = Logger()
 metrics = Metrics()
@@ -61,18 +53,12 @@ def receive(provider: str) -> Response[str]:
     delivery_id = next((lowered[h] for h in _DELIVERY_ID_HEADERS if lowered.get(h)), None)
     if delivery_id:
         logger.set_correlation_id(delivery_id[:128])
-    try:
-        # Signatures are over the exact bytes: with binary media types they arrive base64.
-        body = event.body or ""
-        raw = base64.b64decode(body, validate=True) if event.is_base64_encoded else body.encode()
-    except (binascii.Error, ValueError):
-        answer = Answer(400, {"error": "body is not valid base64"}, "bad_request", reason="base64")
-    else:
-        try:
-            answer = get_receiver().handle(raw, headers)
-        except ValueError:
-            logger.exception("receiver misconfigured")
-            answer = unavailable_answer("configuration")
+    answer = answer_proxy(
+        event.body,
+        base64_encoded=event.is_base64_encoded,
+        headers=headers,
+        receiver=get_receiver,
+    )
     metrics.add_metric(name=OUTCOME_METRICS[answer.outcome], unit=MetricUnit.Count, value=1)
     log = logger.warning if answer.status >= 400 else logger.info
     log(

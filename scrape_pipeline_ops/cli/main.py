@@ -2,8 +2,10 @@
 
 Every mistake or failure ends as ``scrape-pipeline: error: <one line>`` on stderr, never a
 traceback, with exit status 2 (usage or configuration), 1 (the API or AWS failed) or 130
-(Ctrl-C). Known secrets are scrubbed from that line. An unexpected exception (a bug) is one
-line too, exit 1; ``SCRAPE_PIPELINE_TRACEBACK=1`` lets its traceback through.
+(Ctrl-C). The runtime's errors are told apart by class (``scrape_pipeline.errors`` draws the
+tree); a botocore error a command let through is named by ``scrape_pipeline.aws_errors``, not
+here. Known secrets are scrubbed from that line. An unexpected exception (a bug) is one line
+too, exit 1; ``SCRAPE_PIPELINE_TRACEBACK=1`` lets its traceback through.
 """
 
 from __future__ import annotations
@@ -14,16 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    NoCredentialsError,
-    NoRegionError,
-    PartialCredentialsError,
-)
-
-from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.aws_errors import AWS_ERRORS, AWSConfigurationError, translate
 from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import GeonodeError, MissingAPIKeyError
 from scrape_pipeline_ops.cli import deliveries, local, ops, poll, submit, webhooks
 from scrape_pipeline_ops.cli.config import CliError, Context, UsageError, export_stack
@@ -139,33 +134,23 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def _aws_message(exc: ClientError | BotoCoreError) -> str:
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = error.get("Code", "ClientError")
-        text = error.get("Message") or ""
-        return f"AWS {exc.operation_name} failed: {code}" + (f": {text}" if text else "")
-    return f"AWS: {exc}"
-
-
 def _failure(exc: BaseException) -> tuple[int, str]:
     """The exit status and the message for an exception that reached the top."""
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED, "interrupted"
+    if isinstance(exc, AWS_ERRORS):
+        # Commands call boto3 directly (a Scan, a queue's attributes): aws_errors names it.
+        exc = translate(exc)
     if isinstance(exc, CliError):
         return exc.exit_code, str(exc)
     if isinstance(exc, MissingAPIKeyError):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, GeonodeError):
         return EXIT_FAILED, f"Geonode API: {exc}"
-    if isinstance(exc, AWSUnavailableError | SecretNotStoredError):
-        return EXIT_FAILED, str(exc)
-    if isinstance(exc, NoRegionError | NoCredentialsError | PartialCredentialsError):
-        return EXIT_USAGE, f"AWS configuration: {exc}"
-    if isinstance(exc, ClientError | BotoCoreError):
-        return EXIT_FAILED, _aws_message(exc)
-    if isinstance(exc, ValueError):
+    if isinstance(exc, AWSConfigurationError | ValueError):  # ValueError: SettingsError too
         return EXIT_USAGE, str(exc)
+    if isinstance(exc, PipelineError | SecretNotStoredError):
+        return EXIT_FAILED, str(exc)
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return (EXIT_USAGE if exc.filename else EXIT_FAILED), f"{where}{exc.strerror or exc}"
@@ -175,11 +160,9 @@ def _failure(exc: BaseException) -> tuple[int, str]:
 _HANDLED: tuple[type[BaseException], ...] = (
     KeyboardInterrupt,
     CliError,
-    GeonodeError,
-    AWSUnavailableError,
+    PipelineError,
     SecretNotStoredError,
-    ClientError,
-    BotoCoreError,
+    *AWS_ERRORS,
     ValueError,
     OSError,
 )

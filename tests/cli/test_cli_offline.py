@@ -180,6 +180,50 @@ def test_unexpected_error_is_one_line_exit_1(cli: Cli, monkeypatch: pytest.Monke
         main(["status"])
 
 
+def _failing_status(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
+    from scrape_pipeline_ops.cli import ops
+
+    def failing(ctx: object, args: object) -> int:
+        raise exc
+
+    monkeypatch.setattr(ops, "status", failing)
+
+
+def test_aws_error_a_command_lets_through_is_named_by_aws_errors(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN a command whose own boto3 call fails (status scans the table itself)
+    from botocore.exceptions import ClientError
+
+    error = ClientError(
+        {"Error": {"Code": "ResourceNotFoundException", "Message": "no such\ntable"}}, "Scan"
+    )
+    _failing_status(monkeypatch, error)
+    # THEN one line, exit 1, as aws_errors.translate words it
+    line = assert_one_error_line(cli("status"), 1)
+    assert line.endswith("AWS Scan failed: ResourceNotFoundException: no such table")
+
+
+def test_aws_without_region_is_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    from botocore.exceptions import NoRegionError
+
+    _failing_status(monkeypatch, NoRegionError())
+    assert_one_error_line(cli("status"), 2, "AWS configuration")
+
+
+def test_runtime_errors_are_one_line_by_class(cli: Cli, monkeypatch: pytest.MonkeyPatch):
+    # GIVEN errors of the runtime's tree reaching the top: a bad setting, a ledger error
+    from scrape_pipeline.ledger import LedgerError
+    from scrape_pipeline.settings import SettingsError
+
+    bad = SettingsError("LEDGER_TTL_DAYS must be an integer, got '2.5'", names=("X",))
+    _failing_status(monkeypatch, bad)
+    assert_one_error_line(cli("status"), 2, "LEDGER_TTL_DAYS must be an integer")
+    _failing_status(monkeypatch, LedgerError("the ledger refused"))
+    line = assert_one_error_line(cli("status"), 1, "the ledger refused")
+    assert "internal error" not in line
+
+
 # -- local demo ----------------------------------------------------------------------------
 
 

@@ -247,6 +247,15 @@ def test_receiver_malformed_secret_bundle_is_503(stack: Stack, invoke: Invoke):
     assert stack.rows() == []
 
 
+def test_receiver_secrets_manager_failure_is_503(stack: Stack, invoke: Invoke):
+    # GIVEN the secret cannot be read (deleted: Secrets Manager answers an error)
+    stack.secrets.delete_secret(SecretId=SECRET_NAME, ForceDeleteWithoutRecovery=True)
+    # WHEN a delivery arrives THEN the sender is told to retry, not handed a Lambda error
+    response = invoke(delivery_body())
+    assert response["statusCode"] == 503
+    assert stack.rows() == []
+
+
 def test_receiver_unknown_route_is_404(stack: Stack, invoke: Invoke):
     response = invoke(delivery_body(), method="GET")
     assert response["statusCode"] in (404, 405)

@@ -10,10 +10,14 @@ from typing import Any, get_args
 
 import pytest
 
+from scrape_pipeline.settings import SettingsError
 from scrape_pipeline.signatures import (
     FailureReason,
+    NoValidSecretError,
+    SecretBundleError,
     SignatureConfig,
     SignatureError,
+    SignatureMismatchError,
     WebhookSecret,
     parse_secret_bundle,
     sign,
@@ -465,6 +469,28 @@ def test_verify_undecodable_standard_secret_skipped() -> None:
 
     verify(STANDARD, signed(STANDARD), BODY, secrets, NOW)
     assert reason_of(STANDARD, signed(STANDARD), secrets=secrets[:1]) == "no valid secret"
+
+
+def test_verify_failures_a_receiver_acts_on_have_classes() -> None:
+    # GIVEN no usable secret, then a wrong one WHEN verified THEN the class says which, and
+    # ``reason`` agrees with it (callers branch on the class, never on the reason's text)
+    with pytest.raises(NoValidSecretError) as none:
+        verify(GEONODE, signed(GEONODE), BODY, [], NOW)
+    with pytest.raises(SignatureMismatchError) as wrong:
+        verify(GEONODE, signed(GEONODE), BODY, [WebhookSecret("whsec_other")], NOW)
+    assert (none.value.reason, wrong.value.reason) == ("no valid secret", "no matching signature")
+
+
+def test_malformed_secret_bundle_raises_its_own_error() -> None:
+    with pytest.raises(SecretBundleError, match="secrets"):
+        parse_secret_bundle('{"secrets": "nope"}')
+
+
+def test_signature_config_from_env_errors_are_settings_errors() -> None:
+    with pytest.raises(SettingsError, match="SIGNATURE_ENCODING"):
+        SignatureConfig.from_env({"SIGNATURE_ENCODING": "base32"})
+    with pytest.raises(SettingsError, match="invalid SIGNATURE_"):
+        SignatureConfig.from_env({"SIGNATURE_SCHEME": "stripe", "SIGNATURE_HEADER": "X-Sig"})
 
 
 def test_verify_secrets_as_plain_string_refused() -> None:

@@ -1,20 +1,52 @@
-"""The one place botocore's errors become ours, so callers never match on error-code strings."""
+"""The one place botocore's errors become ours, so callers never match on error-code strings.
+
+    AWSError                   a PipelineError
+    ├── AWSUnavailableError    the call failed: retry later (the Lambdas answer 503 or retry)
+    └── AWSConfigurationError  no region or no credentials: nothing to retry until it is set
+
+The runtime wraps each call it makes (``unavailable``); a tool that calls boto3 itself, as the
+operator CLI does, turns what escapes into one of these with ``translate``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+)
+
+from scrape_pipeline.errors import PipelineError
+
+_CONFIGURATION = (NoRegionError, NoCredentialsError, PartialCredentialsError)
 
 
-class AWSUnavailableError(Exception):
-    """An AWS call failed for a reason that is not the caller's input: retry later (5xx)."""
+class AWSError(PipelineError):
+    """Base of the AWS failures, translated from botocore's here and nowhere else."""
 
-    def __init__(self, service: str, operation: str, code: str) -> None:
-        super().__init__(f"{service} {operation} failed: {code}")
+
+class AWSUnavailableError(AWSError):
+    """An AWS call failed for a reason that is not the caller's input: retry later (5xx).
+
+    ``detail`` is AWS's own message, kept only where a person reads it (the CLI).
+    """
+
+    def __init__(self, service: str, operation: str, code: str, detail: str = "") -> None:
+        super().__init__(
+            f"{service} {operation} failed: {code}" + (f": {detail}" if detail else "")
+        )
         self.service = service
         self.operation = operation
         self.code = code
+        self.detail = detail
+
+
+class AWSConfigurationError(AWSError):
+    """boto3 has no region or no credentials to call AWS with."""
 
 
 def error_code(exc: BaseException) -> str:
@@ -29,6 +61,17 @@ def unavailable(
 ) -> AWSUnavailableError:
     """Wrap a botocore failure; the caller raises it ``from exc``."""
     return AWSUnavailableError(service, operation, error_code(exc))
+
+
+def translate(exc: ClientError | BotoCoreError) -> AWSError:
+    """Any botocore failure as ours, AWS's message included (for a person to read)."""
+    if isinstance(exc, _CONFIGURATION):
+        return AWSConfigurationError(f"AWS configuration: {exc}")
+    if isinstance(exc, ClientError):
+        detail = str(exc.response.get("Error", {}).get("Message") or "")
+        return AWSUnavailableError("AWS", exc.operation_name, error_code(exc), detail)
+    # A BotoCoreError (endpoint unreachable, read timeout...): its text names what failed.
+    return AWSUnavailableError("AWS", "call", error_code(exc), str(exc))
 
 
 AWS_ERRORS = (ClientError, BotoCoreError)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class Recorded:
     row: LedgerRow
 
 
-class LedgerError(Exception):
+class LedgerError(PipelineError):
     """Base of the ledger's own errors (AWS failures raise ``AWSUnavailableError``)."""
 
 

@@ -6,12 +6,15 @@ seed article's flat fields (``event_type``, ``job_id``): the real payload is unp
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind
+from scrape_pipeline.settings import read_list
 
 # Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
 # an expression or a log-injection payload.
@@ -24,8 +27,8 @@ EVENT_KINDS: Mapping[str, JobKind] = {
 }
 
 
-class PayloadError(ValueError):
-    """The delivery is not a usable job notification (answered 400)."""
+class PayloadError(PipelineError, ValueError):
+    """The delivery is not a usable job notification (answered 400); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -40,16 +43,10 @@ class FieldLocations:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FieldLocations:
         """``JOB_ID_FIELDS``, ``EVENT_FIELDS``, ``JOB_KIND_FIELDS``: comma-separated paths."""
-
-        def paths(name: str, default: Sequence[str]) -> tuple[str, ...]:
-            raw = env.get(name, "")
-            parts = tuple(p.strip() for p in raw.split(",") if p.strip())
-            return parts or tuple(default)
-
         return cls(
-            job_id=paths("JOB_ID_FIELDS", cls.job_id),
-            event=paths("EVENT_FIELDS", cls.event),
-            kind=paths("JOB_KIND_FIELDS", cls.kind),
+            job_id=read_list(env, "JOB_ID_FIELDS", cls.job_id),
+            event=read_list(env, "EVENT_FIELDS", cls.event),
+            kind=read_list(env, "JOB_KIND_FIELDS", cls.kind),
         )
 
 
@@ -104,3 +101,14 @@ def read_notification(
     else:
         raise PayloadError("unknown event type")
     return Notification(kind=kind, job_id=job_id, event=event)
+
+
+def parse_notification(
+    body: bytes, locations: FieldLocations, event_header: str | None = None
+) -> Notification:
+    """The job a delivery's raw body is about; ``PayloadError`` when it is not JSON or not one."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):  # RecursionError: nesting that would blow the stack
+        raise PayloadError("body is not JSON") from None
+    return read_notification(document, locations, event_header)

@@ -56,7 +56,7 @@ from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, new_owner_
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore, result_prefix
-from scrape_pipeline.settings import positive_number
+from scrape_pipeline.settings import read_float, read_int
 
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
 MAX_VISIBILITY_SECONDS = 43_200
@@ -121,25 +121,23 @@ class ProcessorSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
-        """Read the settings; ``ValueError`` names a bad value."""
+        """Read the settings; ``SettingsError`` names a bad value (an integer given "2.5" too)."""
         env = os.environ if env is None else env
-
-        def num(name: str, default: float) -> float:
-            return positive_number(env, name, default)
-
         return cls(
-            lease_seconds=num("LEASE_SECONDS", cls.lease_seconds),
-            max_resubmissions_per_url=int(
-                num("MAX_RESUBMISSIONS_PER_URL", cls.max_resubmissions_per_url)
+            lease_seconds=read_float(env, "LEASE_SECONDS", cls.lease_seconds),
+            max_resubmissions_per_url=read_int(
+                env, "MAX_RESUBMISSIONS_PER_URL", cls.max_resubmissions_per_url
             ),
-            max_attempts=int(num("MAX_ATTEMPTS", cls.max_attempts)),
-            retry_base_seconds=num("RETRY_BASE_SECONDS", cls.retry_base_seconds),
-            retry_max_seconds=num("RETRY_MAX_SECONDS", cls.retry_max_seconds),
-            watch_after_seconds=num("WATCH_AFTER_SECONDS", cls.watch_after_seconds),
-            not_found_max_tries=int(num("NOT_FOUND_MAX_TRIES", cls.not_found_max_tries)),
-            throttle_default_seconds=num("THROTTLE_DEFAULT_SECONDS", cls.throttle_default_seconds),
-            stop_margin_seconds=num("STOP_MARGIN_SECONDS", cls.stop_margin_seconds),
-            max_receive_count=int(num("MAX_RECEIVE_COUNT", cls.max_receive_count)),
+            max_attempts=read_int(env, "MAX_ATTEMPTS", cls.max_attempts),
+            retry_base_seconds=read_float(env, "RETRY_BASE_SECONDS", cls.retry_base_seconds),
+            retry_max_seconds=read_float(env, "RETRY_MAX_SECONDS", cls.retry_max_seconds),
+            watch_after_seconds=read_float(env, "WATCH_AFTER_SECONDS", cls.watch_after_seconds),
+            not_found_max_tries=read_int(env, "NOT_FOUND_MAX_TRIES", cls.not_found_max_tries),
+            throttle_default_seconds=read_float(
+                env, "THROTTLE_DEFAULT_SECONDS", cls.throttle_default_seconds
+            ),
+            stop_margin_seconds=read_float(env, "STOP_MARGIN_SECONDS", cls.stop_margin_seconds),
+            max_receive_count=read_int(env, "MAX_RECEIVE_COUNT", cls.max_receive_count),
         )
 
 

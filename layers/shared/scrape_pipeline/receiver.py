@@ -3,9 +3,13 @@
 Independent of Lambda and API Gateway, so the handler, the local stack and the tests run the
 same code. Every outcome is an ``Answer``; errors become statuses here and nowhere else:
 
+    body not base64           400   the API Gateway body as sent is broken: nothing built
+    settings invalid          503   the receiver cannot be built (SettingsError names it)
     body too large            413   nothing read further
-    signature invalid         401   nothing parsed, nothing written
-    body or job id invalid    400   nothing written
+    signature invalid         401   nothing parsed, nothing written (SignatureError)
+    no valid secret           503   ours to fix, not the sender's (NoValidSecretError)
+    secret unreadable         503   Secrets Manager failing, or the bundle malformed
+    body or job id invalid    400   nothing written (PayloadError)
     new job                   200 accepted    ledger put + SQS send (2 AWS calls)
     known job                 200 duplicate   ledger put only (1 AWS call)
     RECEIVED row gone stale   200 accepted    a crashed earlier delivery is re-enqueued
@@ -18,25 +22,33 @@ same code. Every outcome is an ``Answer``; errors become statuses here and nowhe
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
-import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock, active_clock
 from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger, LedgerError
-from scrape_pipeline.payload import FieldLocations, PayloadError, read_notification
+from scrape_pipeline.payload import FieldLocations, PayloadError, parse_notification
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.secret_store import SecretStore
-from scrape_pipeline.signatures import SignatureConfig, SignatureError, verify
+from scrape_pipeline.settings import SettingsError, read_float, read_int, require
+from scrape_pipeline.signatures import (
+    NoValidSecretError,
+    SecretBundleError,
+    SignatureConfig,
+    SignatureError,
+    SignatureMismatchError,
+    verify,
+)
 from scrape_pipeline.submissions import SOURCE_SUBMITTED
 
 SOURCE_WEBHOOK = "webhook"
 EVENT_HEADER = "x-webhook-event"
-_NO_MATCH = frozenset({"no matching signature", "no valid secret"})
 
 # The largest body the platform can hand us. A REST API proxy integration with binary media
 # "*/*" puts the body base64-encoded (4 bytes per 3) inside the event JSON, and a synchronous
@@ -81,26 +93,29 @@ class ReceiverSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReceiverSettings:
-        """Read and validate the settings; ``ValueError`` names what is wrong."""
+        """Read and validate the settings; ``SettingsError`` names what is wrong."""
         env = os.environ if env is None else env
-        missing = [
-            n for n in ("LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID") if not env.get(n)
-        ]
-        if missing:
-            raise ValueError(f"missing settings: {', '.join(missing)}")
+        table_name, queue_url, secret_id = require(
+            env, "LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID"
+        )
         return cls(
-            table_name=env["LEDGER_TABLE_NAME"],
-            queue_url=env["QUEUE_URL"],
-            secret_id=env["WEBHOOK_SECRET_ID"],
+            table_name=table_name,
+            queue_url=queue_url,
+            secret_id=secret_id,
             signature=SignatureConfig.from_env(env),
             fields=FieldLocations.from_env(env),
-            max_body_bytes=int(env.get("MAX_BODY_BYTES") or cls.max_body_bytes),
-            secret_cache_seconds=float(env.get("SECRET_CACHE_SECONDS") or cls.secret_cache_seconds),
-            secret_refresh_min_seconds=float(
-                env.get("SECRET_REFRESH_MIN_SECONDS") or cls.secret_refresh_min_seconds
+            max_body_bytes=read_int(env, "MAX_BODY_BYTES", cls.max_body_bytes),
+            # Zero is allowed for these two: no caching, a refresh at every mismatch.
+            secret_cache_seconds=read_float(
+                env, "SECRET_CACHE_SECONDS", cls.secret_cache_seconds, minimum=0
             ),
-            ttl_days=int(env.get("LEDGER_TTL_DAYS") or cls.ttl_days),
-            resend_after_seconds=float(env.get("RESEND_AFTER_SECONDS") or cls.resend_after_seconds),
+            secret_refresh_min_seconds=read_float(
+                env, "SECRET_REFRESH_MIN_SECONDS", cls.secret_refresh_min_seconds, minimum=0
+            ),
+            ttl_days=read_int(env, "LEDGER_TTL_DAYS", cls.ttl_days),
+            resend_after_seconds=read_float(
+                env, "RESEND_AFTER_SECONDS", cls.resend_after_seconds, minimum=0
+            ),
         )
 
 
@@ -133,6 +148,48 @@ def unavailable_answer(reason: str, job: JobKey | None = None) -> Answer:
     return Answer(503, {"error": "temporarily unavailable"}, "unavailable", job, reason)
 
 
+def bad_request(exc: PayloadError) -> Answer:
+    """400: the delivery itself is unusable; its error says why, to the sender too."""
+    return Answer(400, {"error": str(exc)}, "bad_request", reason=str(exc))
+
+
+def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
+    """The exact bytes of an API Gateway proxy body: with binary media types they are base64.
+
+    Signatures are over these bytes, so nothing is decoded as text on the way.
+    """
+    text = body or ""
+    if not base64_encoded:
+        return text.encode()
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):  # ValueError: non-ASCII text
+        raise PayloadError("body is not valid base64") from None
+
+
+def answer_proxy(
+    body: str | None,
+    *,
+    base64_encoded: bool | None,
+    headers: Mapping[str, str],
+    receiver: Callable[[], Receiver],
+) -> Answer:
+    """One API Gateway delivery answered; the handler calls this and decides nothing itself.
+
+    ``receiver`` returns the container's receiver, building it on first use: a body that is
+    not base64 is refused before that, and settings it cannot be built from are a 503.
+    """
+    try:
+        raw = proxy_body(body, base64_encoded)
+    except PayloadError as exc:
+        return bad_request(exc)
+    try:
+        built = receiver()
+    except SettingsError as exc:
+        return unavailable_answer(f"configuration: {exc}")
+    return built.handle(raw, headers)
+
+
 class Receiver:
     """Verify, record, enqueue."""
 
@@ -157,23 +214,20 @@ class Receiver:
             return Answer(413, {"error": "body too large"}, "too_large", reason="body too large")
         try:
             self._verify(body, headers)
+        except NoValidSecretError:
+            # Our configuration, not the sender's fault: make it retry, and alarm.
+            return unavailable_answer("no valid secret configured")
         except SignatureError as exc:
-            if exc.reason == "no valid secret":
-                # Our configuration, not the sender's fault: make it retry, and alarm.
-                return unavailable_answer("no valid secret configured")
             return Answer(
                 401, {"error": "invalid signature"}, "signature_rejected", reason=exc.reason
             )
-        except (AWSUnavailableError, ValueError) as exc:
-            # ValueError: the stored bundle is malformed; a retry after it is fixed succeeds.
+        except (AWSUnavailableError, SecretBundleError) as exc:
+            # A malformed stored bundle: a retry after it is fixed succeeds.
             return unavailable_answer(f"secret unavailable: {type(exc).__name__}")
         try:
-            document = json.loads(body)
-            note = read_notification(document, self.settings.fields, _header(headers, EVENT_HEADER))
+            note = parse_notification(body, self.settings.fields, _header(headers, EVENT_HEADER))
         except PayloadError as exc:
-            return Answer(400, {"error": str(exc)}, "bad_request", reason=str(exc))
-        except (ValueError, RecursionError):
-            return Answer(400, {"error": "body is not JSON"}, "bad_request", reason="invalid JSON")
+            return bad_request(exc)
         key = JobKey(note.kind, note.job_id)
         try:
             return self._record_and_enqueue(key, note.event)
@@ -185,9 +239,7 @@ class Receiver:
         config = self.settings.signature
         try:
             verify(config, headers, body, self._secrets.secrets(), now)
-        except SignatureError as exc:
-            if exc.reason not in _NO_MATCH:
-                raise
+        except (SignatureMismatchError, NoValidSecretError):
             # Maybe the secret was rotated since we cached it: read it anew, once.
             fresh = self._secrets.refreshed()
             if fresh is None:

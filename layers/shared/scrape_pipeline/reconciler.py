@@ -61,7 +61,7 @@ from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.settings import positive_number
+from scrape_pipeline.settings import read_float, read_int
 from scrape_pipeline.watch import Watcher, WatchSettings
 
 SOURCE_STUCK_ROWS = "stuck_rows"
@@ -138,11 +138,11 @@ class ReconcilerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
-        """Read the settings; ``ValueError`` names a bad value."""
+        """Read the settings; ``SettingsError`` names a bad value (an integer given "2.5" too)."""
         env = os.environ if env is None else env
 
         def num(name: str, default: float) -> float:
-            return positive_number(env, name, default)
+            return read_float(env, name, default)
 
         return cls(
             threshold_seconds=num("RECONCILE_THRESHOLD_SECONDS", cls.threshold_seconds),
@@ -151,12 +151,12 @@ class ReconcilerSettings:
             gap_memory_seconds=num("RECONCILE_GAP_MEMORY_SECONDS", cls.gap_memory_seconds),
             delivery_overlap_seconds=num("DELIVERY_OVERLAP_SECONDS", cls.delivery_overlap_seconds),
             stale_after_seconds=num("STALE_AFTER_SECONDS", cls.stale_after_seconds),
-            max_pages=int(num("RECONCILE_MAX_PAGES", cls.max_pages)),
+            max_pages=read_int(env, "RECONCILE_MAX_PAGES", cls.max_pages),
             lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", cls.lookback_seconds),
-            rows_per_state=int(num("RECONCILE_ROWS_PER_STATE", cls.rows_per_state)),
+            rows_per_state=read_int(env, "RECONCILE_ROWS_PER_STATE", cls.rows_per_state),
             watch_poll_seconds=num("WATCH_POLL_SECONDS", cls.watch_poll_seconds),
-            delivery_page_size=min(
-                int(num("DELIVERY_PAGE_SIZE", cls.delivery_page_size)), DELIVERIES_PAGE_MAX
+            delivery_page_size=read_int(
+                env, "DELIVERY_PAGE_SIZE", cls.delivery_page_size, maximum=DELIVERIES_PAGE_MAX
             ),
             safety_margin_seconds=num("RECONCILE_SAFETY_MARGIN_SECONDS", cls.safety_margin_seconds),
             share_stuck_rows=num("RECONCILE_SHARE_STUCK_ROWS", cls.share_stuck_rows),

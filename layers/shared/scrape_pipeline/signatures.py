@@ -29,8 +29,12 @@ because SAM parameters default to "")::
     SIGNATURE_TIMESTAMP_HEADER   geonode: header signed as ts "." body  (none: body only)
     SIGNATURE_TOLERANCE_SECONDS  max |now - ts| for timestamps, > 0  (300)
 
-Errors: every verification failure raises ``SignatureError`` with a short
-``reason``; configuration and programming errors raise ``ValueError``/``TypeError``.
+Errors (``scrape_pipeline.errors`` draws the tree): every verification failure raises
+``SignatureError`` with a short ``reason``; the two a receiver acts on have classes of their
+own, ``SignatureMismatchError`` (no secret signed it: maybe one was just rotated) and
+``NoValidSecretError`` (no usable secret is configured: ours to fix). A malformed stored
+bundle raises ``SecretBundleError``, a bad ``SIGNATURE_*`` variable ``SettingsError``, both
+``ValueError``s like the other configuration errors; programming errors raise ``TypeError``.
 No message or repr here carries a secret, a received header value or a computed
 signature.
 """
@@ -45,16 +49,22 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
+
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.settings import SettingsError, read_choice, read_int, read_str
 
 __all__ = [
     "DEFAULT_TOLERANCE_SECONDS",
     "SCHEMES",
     "Encoding",
     "FailureReason",
+    "NoValidSecretError",
     "Scheme",
+    "SecretBundleError",
     "SignatureConfig",
     "SignatureError",
+    "SignatureMismatchError",
     "WebhookSecret",
     "parse_secret_bundle",
     "sign",
@@ -93,9 +103,18 @@ _TCHAR: Final = frozenset(
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 # Ten digits cover epoch seconds until the year 2286; a cap keeps int() cheap on junk.
 _MAX_TIMESTAMP_DIGITS: Final = 12
+_MAX_TOLERANCE_SECONDS: Final = 999_999_999  # nine digits: over 31 years
+_SETTINGS_NAMES: Final = (
+    "SIGNATURE_SCHEME",
+    "SIGNATURE_HEADER",
+    "SIGNATURE_ENCODING",
+    "SIGNATURE_PREFIX",
+    "SIGNATURE_TIMESTAMP_HEADER",
+    "SIGNATURE_TOLERANCE_SECONDS",
+)
 
 
-class SignatureError(Exception):
+class SignatureError(PipelineError):
     """The request is not authentically signed. ``reason`` is one short, stable phrase.
 
     The message names headers at most: never their values, which are attacker
@@ -105,6 +124,24 @@ class SignatureError(Exception):
     def __init__(self, reason: FailureReason, detail: str = "") -> None:
         self.reason: FailureReason = reason
         super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+class SignatureMismatchError(SignatureError):
+    """Well-formed and in time, but no active secret signed it (a rotation may explain it)."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("no matching signature", detail)
+
+
+class NoValidSecretError(SignatureError):
+    """No unexpired, well-formed secret is configured: no request can pass, whatever it holds."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("no valid secret", detail)
+
+
+class SecretBundleError(PipelineError, ValueError):
+    """The stored secret bundle is malformed; the message names the position, never the content."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -191,40 +228,32 @@ class SignatureConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SignatureConfig:
-        """Read the ``SIGNATURE_*`` variables (module docstring); ``ValueError`` if invalid."""
+        """Read the ``SIGNATURE_*`` variables (module docstring); ``SettingsError`` if invalid."""
 
         def get(name: str) -> str | None:
-            value = environ.get(name, "").strip()
-            return value or None
+            return read_str(environ, name, "") or None
 
-        scheme = (get("SIGNATURE_SCHEME") or "geonode").lower()
-        if scheme not in SCHEMES:
-            raise ValueError(f"SIGNATURE_SCHEME={scheme!r} is not one of {SCHEMES}")
-        encoding = get("SIGNATURE_ENCODING")
-        if encoding is not None:
-            encoding = encoding.lower()
-            if encoding not in ENCODINGS:
-                raise ValueError(f"SIGNATURE_ENCODING={encoding!r} is not one of {ENCODINGS}")
-        raw_tolerance = get("SIGNATURE_TOLERANCE_SECONDS")
-        tolerance = DEFAULT_TOLERANCE_SECONDS
-        if raw_tolerance is not None:
-            digits = raw_tolerance.isascii() and raw_tolerance.isdigit() and len(raw_tolerance) < 10
-            if not digits or int(raw_tolerance) <= 0:
-                raise ValueError(
-                    f"SIGNATURE_TOLERANCE_SECONDS={raw_tolerance!r} must be a positive integer"
-                )
-            tolerance = int(raw_tolerance)
+        scheme = read_choice(environ, "SIGNATURE_SCHEME", "geonode", SCHEMES)
+        encoding = read_choice(environ, "SIGNATURE_ENCODING", "", ENCODINGS) or None
+        tolerance = read_int(
+            environ,
+            "SIGNATURE_TOLERANCE_SECONDS",
+            DEFAULT_TOLERANCE_SECONDS,
+            maximum=_MAX_TOLERANCE_SECONDS,
+        )
         try:
             return cls(
-                scheme=scheme,
+                scheme=cast(Scheme, scheme),
                 header=get("SIGNATURE_HEADER"),
-                encoding=encoding,
+                encoding=cast("Encoding | None", encoding),
                 prefix=get("SIGNATURE_PREFIX") or "",
                 timestamp_header=get("SIGNATURE_TIMESTAMP_HEADER"),
                 tolerance_seconds=tolerance,
             )
         except ValueError as exc:
-            raise ValueError(f"invalid SIGNATURE_* settings: {exc}") from exc
+            raise SettingsError(
+                f"invalid SIGNATURE_* settings: {exc}", names=_SETTINGS_NAMES
+            ) from exc
 
 
 _UNPARSABLE: Final = object()
@@ -241,7 +270,7 @@ def parse_secret_bundle(raw: str) -> list[WebhookSecret]:
     # A trailing newline sneaks in when the secret is stored from a file.
     text = raw.strip()
     if not text:
-        raise ValueError("the secret bundle is empty")
+        raise SecretBundleError("the secret bundle is empty")
     if not text.startswith(("{", "[")):
         return [WebhookSecret(text)]
     try:
@@ -251,12 +280,14 @@ def parse_secret_bundle(raw: str) -> list[WebhookSecret]:
     if document is _UNPARSABLE:
         # Raised outside the handler: the JSON error keeps the whole document in `.doc`,
         # and a chained (even suppressed) context would carry it into error reporters.
-        raise ValueError("the secret bundle looks like JSON but does not parse")
+        raise SecretBundleError("the secret bundle looks like JSON but does not parse")
     if not isinstance(document, dict) or set(document) != {"secrets"}:
-        raise ValueError('the secret bundle must be an object with exactly the key "secrets"')
+        raise SecretBundleError(
+            'the secret bundle must be an object with exactly the key "secrets"'
+        )
     entries = document["secrets"]
     if not isinstance(entries, list) or not entries:
-        raise ValueError('"secrets" must be a non-empty list')
+        raise SecretBundleError('"secrets" must be a non-empty list')
     return [_parse_bundle_entry(entry, index) for index, entry in enumerate(entries)]
 
 
@@ -268,10 +299,10 @@ def _parse_bundle_entry(entry: Any, index: int) -> WebhookSecret:
         or "value" not in entry
         or not set(entry) <= {"value", "expires_at"}
     ):
-        raise ValueError(f'{where} must be an object with "value" and optional "expires_at"')
+        raise SecretBundleError(f'{where} must be an object with "value" and optional "expires_at"')
     value = entry["value"]
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{where}.value must be a non-empty string")
+        raise SecretBundleError(f"{where}.value must be a non-empty string")
     expires = entry.get("expires_at")
     if expires is None:
         return WebhookSecret(value)
@@ -281,7 +312,7 @@ def _parse_bundle_entry(entry: Any, index: int) -> WebhookSecret:
         moment = None
     if moment is None or moment.tzinfo is None:
         # A naive time would depend on the Lambda's TZ; insist on an explicit zone.
-        raise ValueError(
+        raise SecretBundleError(
             f"{where}.expires_at must be an ISO 8601 date-time with a time zone, or null"
         )
     return WebhookSecret(value, expires_at=moment.timestamp())
@@ -346,7 +377,7 @@ def verify(
             except ValueError:
                 continue  # one bad entry must not block the others during a rotation
     if not keys:
-        raise SignatureError("no valid secret", "no unexpired, well-formed secret is configured")
+        raise NoValidSecretError("no unexpired, well-formed secret is configured")
 
     timestamp, msg_id, candidates = _presented(config, _CaseInsensitive(headers))
     if timestamp is not None:
@@ -362,7 +393,7 @@ def verify(
         expected = _digest_for(config.scheme, key, body, timestamp, msg_id)
         if any(hmac.compare_digest(expected, candidate) for candidate in candidates):
             return
-    raise SignatureError("no matching signature")
+    raise SignatureMismatchError()
 
 
 # --- the shared primitive -------------------------------------------------------------------

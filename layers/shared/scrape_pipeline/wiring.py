@@ -1,5 +1,17 @@
 """Building the processor and the reconciler from the environment, with real AWS clients.
 
+The resources they need are settings too, read through ``scrape_pipeline.settings``:
+
+    | variable | default | why |
+    |---|---|---|
+    | LEDGER_TABLE_NAME | (required) | the ledger table |
+    | QUEUE_URL | (required) | the job queue (the processor re-sends delayed copies to it) |
+    | RESULTS_BUCKET | (required, processor) | where results and dead-letter records go |
+    | LEDGER_TTL_DAYS | 90 | rows expire this long after their last change |
+    | GEONODE_API_KEY_SECRET_ID | (or GEONODE_SCRAPER_API_KEY) | see ``api_key`` |
+
+Each Lambda's own knobs are its settings class's (``ProcessorSettings``, ``ReconcilerSettings``).
+
 boto3 honours ``AWS_ENDPOINT_URL``, so the same wiring serves Lambda and the local stack.
 """
 
@@ -19,32 +31,25 @@ from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore
-from scrape_pipeline.settings import GeonodeSettings
+from scrape_pipeline.settings import GeonodeSettings, read_int, require
 
 # The reconciler may wait a little for a throttled page (it runs minutes apart); the processor
 # never waits: its messages come back later instead.
 RECONCILER_RETRY = RetryPolicy(max_attempts=4, base_delay=1.0, max_delay=10.0, deadline=30.0)
 
 
-def _required(env: Mapping[str, str], *names: str) -> list[str]:
-    missing = [n for n in names if not env.get(n)]
-    if missing:
-        raise ValueError(f"missing settings: {', '.join(missing)}")
-    return [env[n] for n in names]
-
-
 def _ledger(env: Mapping[str, str], clock: Clock) -> Ledger:
     import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
 
-    (table,) = _required(env, "LEDGER_TABLE_NAME")
-    ttl_days = int(env.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
+    (table,) = require(env, "LEDGER_TABLE_NAME")
+    ttl_days = read_int(env, "LEDGER_TTL_DAYS", DEFAULT_TTL_DAYS)
     return Ledger(table, client=boto3.client("dynamodb"), ttl_days=ttl_days, clock=clock)
 
 
 def _queue(env: Mapping[str, str]) -> JobQueue:
     import boto3  # noqa: PLC0415
 
-    (url,) = _required(env, "QUEUE_URL")
+    (url,) = require(env, "QUEUE_URL")
     return JobQueue(url, client=boto3.client("sqs"))
 
 
@@ -57,7 +62,7 @@ def build_processor(
     env = os.environ if env is None else env
     clock = clock or active_clock()
     settings = ProcessorSettings.from_env(env)
-    (bucket,) = _required(env, "RESULTS_BUCKET")
+    (bucket,) = require(env, "RESULTS_BUCKET")
     ledger = _ledger(env, clock)
     client = GeonodeClient(
         load_api_key(env), settings=GeonodeSettings.from_env(env), retry=NO_RETRY, clock=clock

@@ -1,6 +1,6 @@
-"""The one exception tree of the Geonode API client.
+"""The one exception tree of the Geonode API client (a branch of ``scrape_pipeline.errors``).
 
-    GeonodeError
+    GeonodeError                    a PipelineError
     ├── MissingAPIKeyError          no key in the argument or the environment
     ├── TransportError              the request may not have reached the API (network)
     ├── JobTimeoutError             a poller's hard deadline passed before the job settled
@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scrape_pipeline.errors import PipelineError
 
-class GeonodeError(Exception):
+
+class GeonodeError(PipelineError):
     """Base of every error the client raises; ``attempts`` counts the tries made."""
 
     attempts: int = 1

@@ -1,0 +1,30 @@
+"""The root of every error the runtime raises on purpose, and the tree below it.
+
+    PipelineError                        scrape_pipeline.errors
+    ├── SettingsError (ValueError)       settings: an environment variable is missing or bad
+    ├── AWSError                         aws_errors: a botocore failure, translated there only
+    │   ├── AWSUnavailableError          the call failed: retry later (the Lambdas: 503, retry)
+    │   └── AWSConfigurationError        no region or no credentials (the CLI: exit 2)
+    ├── GeonodeError                     geonode.errors: the API client's own tree
+    ├── SignatureError                   signatures: the delivery is not authentically signed
+    │   ├── SignatureMismatchError       no configured secret signed it (maybe just rotated)
+    │   └── NoValidSecretError           no usable secret is configured: ours to fix (503)
+    ├── SecretBundleError (ValueError)   signatures: the stored secret bundle is malformed
+    ├── PayloadError (ValueError)        payload: not a usable job notification (400)
+    └── LedgerError                      ledger: the ledger's own errors
+        ├── LeaseLostError               the caller no longer holds the job's lease
+        └── ConditionFailedError         a conditional write refused; carries the old item
+
+Each class is defined beside the code that raises it and names its parent here; a test pins
+that every public error of the package sits in this tree. Context rides on attributes (the
+variable's name, the AWS operation, the signature's ``reason``), never only in the message,
+so callers branch on the class and never on message text. The receiver turns these into
+HTTP statuses in one table (``scrape_pipeline.receiver``); the CLI turns them into one line
+and an exit status (``scrape_pipeline_ops.cli.main``).
+"""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base of every error the runtime package raises on purpose (module docstring)."""

@@ -1,0 +1,203 @@
+"""The one settings reader: defaults, minimums, and bad values named, in every settings class."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
+from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline.settings import (
+    GeonodeSettings,
+    SettingsError,
+    read_choice,
+    read_float,
+    read_int,
+    read_list,
+    read_str,
+    require,
+)
+from scrape_pipeline.wiring import build_processor
+
+RECEIVER_ENV = {"LEDGER_TABLE_NAME": "t", "QUEUE_URL": "q", "WEBHOOK_SECRET_ID": "s"}
+
+# --- the reader ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", [{}, {"X": ""}, {"X": "   "}])
+def test_read_unset_or_empty_is_the_default(env: dict[str, str]):
+    # GIVEN a variable that is unset, empty (SAM's default for a parameter) or blank
+    # WHEN each reader reads it THEN the default comes back
+    assert read_float(env, "X", 2.5) == 2.5
+    assert read_int(env, "X", 7) == 7
+    assert read_str(env, "X", "d") == "d"
+    assert read_choice(env, "X", "a", ("a", "b")) == "a"
+    assert read_list(env, "X", ("p", "q")) == ("p", "q")
+
+
+def test_read_values_are_parsed_and_stripped():
+    env = {"F": " 0.25 ", "I": "12", "S": " name ", "C": "B", "L": " a.b , ,c "}
+    assert read_float(env, "F", 1.0) == 0.25
+    assert read_int(env, "I", 1) == 12
+    assert read_str(env, "S", "") == "name"
+    assert read_choice(env, "C", "a", ("a", "b")) == "b"
+    assert read_list(env, "L", ()) == ("a.b", "c")
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("ten", "must be a number"),
+        ("nan", "must be a finite number"),
+        ("inf", "must be a finite number"),
+        ("0", "must be positive"),
+        ("-1.5", "must be positive"),
+    ],
+)
+def test_read_float_bad_value_names_variable_and_value(raw: str, problem: str):
+    # WHEN a bad number is read THEN the one error names the variable and the value
+    with pytest.raises(
+        SettingsError, match=f"^LEASE_SECONDS {problem}, got '{re.escape(raw)}'$"
+    ) as caught:
+        read_float({"LEASE_SECONDS": raw}, "LEASE_SECONDS", 1.0)
+    assert caught.value.names == ("LEASE_SECONDS",)
+    assert caught.value.value == raw
+
+
+def test_read_float_minimum_is_inclusive():
+    assert read_float({"X": "0"}, "X", 1.0, minimum=0) == 0.0
+    with pytest.raises(SettingsError, match=r"X must be at least 0, got '-0\.1'"):
+        read_float({"X": "-0.1"}, "X", 1.0, minimum=0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("2.5", "must be an integer"),  # never truncated to 2
+        ("5.0", "must be an integer"),
+        ("1e3", "must be an integer"),
+        ("1_000", "must be an integer"),
+        ("٣", "must be an integer"),  # a non-ASCII digit
+        ("9" * 5000, "must be an integer"),  # more digits than int() takes
+        ("0", "must be positive"),
+        ("-3", "must be positive"),
+    ],
+)
+def test_read_int_bad_value_names_variable(raw: str, problem: str):
+    with pytest.raises(SettingsError, match=f"^MAX_ATTEMPTS {problem}, got ") as caught:
+        read_int({"MAX_ATTEMPTS": raw}, "MAX_ATTEMPTS", 8)
+    assert caught.value.value == raw
+
+
+def test_read_int_bounds():
+    assert read_int({"X": "0"}, "X", 1, minimum=0) == 0
+    assert read_int({"X": "100"}, "X", 1, maximum=100) == 100
+    with pytest.raises(SettingsError, match="X must be at most 100, got '101'"):
+        read_int({"X": "101"}, "X", 1, maximum=100)
+    with pytest.raises(SettingsError, match="X must be at least 2, got '1'"):
+        read_int({"X": "1"}, "X", 5, minimum=2)
+
+
+def test_read_choice_outside_choices_names_them():
+    with pytest.raises(SettingsError, match=r"^MODE must be one of a, b, got 'c'$"):
+        read_choice({"MODE": "c"}, "MODE", "a", ("a", "b"))
+
+
+def test_require_names_every_missing_setting():
+    # GIVEN two of three required settings missing (one empty)
+    env = {"A": "1", "C": ""}
+    # WHEN required THEN one error names both
+    with pytest.raises(SettingsError, match=r"^missing settings: B, C$") as caught:
+        require(env, "A", "B", "C")
+    assert caught.value.names == ("B", "C")
+    assert require({"A": "1", "B": " 2 "}, "A", "B") == ("1", "2")
+
+
+def test_settings_error_is_a_value_error_in_the_pipeline_tree():
+    assert issubclass(SettingsError, ValueError)
+    assert issubclass(SettingsError, PipelineError)
+
+
+# --- every settings class reads through it ------------------------------------------------
+
+
+def test_settings_classes_defaults_unchanged():
+    # GIVEN an environment with nothing but the required names THEN every default holds
+    assert ProcessorSettings.from_env({}) == ProcessorSettings()
+    assert ReconcilerSettings.from_env({}) == ReconcilerSettings()
+    assert GeonodeSettings.from_env({}) == GeonodeSettings()
+    receiver = ReceiverSettings.from_env(RECEIVER_ENV)
+    assert receiver == ReceiverSettings("t", "q", "s")
+    assert receiver.max_body_bytes == PLATFORM_MAX_BODY_BYTES
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["MAX_ATTEMPTS", "MAX_RESUBMISSIONS_PER_URL", "NOT_FOUND_MAX_TRIES", "MAX_RECEIVE_COUNT"],
+)
+def test_processor_integer_setting_given_a_fraction_is_an_error(name: str):
+    # GIVEN an integer knob set to "2.5" WHEN read THEN an error names it (it was truncated to 2)
+    with pytest.raises(SettingsError, match=f"^{name} must be an integer, got '2.5'$"):
+        ProcessorSettings.from_env({name: "2.5"})
+
+
+@pytest.mark.parametrize(
+    ("cls", "env", "name"),
+    [
+        (ProcessorSettings, {"RETRY_BASE_SECONDS": "soon"}, "RETRY_BASE_SECONDS"),
+        (ReconcilerSettings, {"RECONCILE_MAX_PAGES": "1.5"}, "RECONCILE_MAX_PAGES"),
+        (ReconcilerSettings, {"RECONCILE_SHARE_WATCH": "0"}, "RECONCILE_SHARE_WATCH"),
+        # Above the API's page maximum: an error, no longer clamped silently.
+        (ReconcilerSettings, {"DELIVERY_PAGE_SIZE": "500"}, "DELIVERY_PAGE_SIZE"),
+        (GeonodeSettings, {"GEONODE_RETRY_MAX_ATTEMPTS": "x"}, "GEONODE_RETRY_MAX_ATTEMPTS"),
+    ],
+)
+def test_settings_classes_name_a_bad_value(cls: Any, env: dict[str, str], name: str):
+    with pytest.raises(SettingsError, match=f"^{name} "):
+        cls.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("MAX_BODY_BYTES", "1.5"),
+        ("MAX_BODY_BYTES", "0"),
+        ("LEDGER_TTL_DAYS", "ninety"),
+        ("SECRET_CACHE_SECONDS", "-1"),
+        ("SECRET_REFRESH_MIN_SECONDS", "nan"),
+        ("RESEND_AFTER_SECONDS", "two minutes"),
+        ("SIGNATURE_TOLERANCE_SECONDS", "1.5"),
+    ],
+)
+def test_receiver_settings_validate(name: str, raw: str):
+    # GIVEN the receiver's settings with one bad value WHEN read THEN it is named (not a bare
+    # ValueError from float() or int(), and not accepted)
+    with pytest.raises(SettingsError, match=f"^{name} .*got '{re.escape(raw)}'$"):
+        ReceiverSettings.from_env({**RECEIVER_ENV, name: raw})
+
+
+def test_receiver_settings_zero_cache_and_refresh_allowed():
+    env = {**RECEIVER_ENV, "SECRET_CACHE_SECONDS": "0", "SECRET_REFRESH_MIN_SECONDS": "0"}
+    settings = ReceiverSettings.from_env(env)
+    assert (settings.secret_cache_seconds, settings.secret_refresh_min_seconds) == (0, 0)
+
+
+def test_receiver_settings_missing_names_every_one():
+    with pytest.raises(SettingsError, match=r"^missing settings: QUEUE_URL, WEBHOOK_SECRET_ID$"):
+        ReceiverSettings.from_env({"LEDGER_TABLE_NAME": "t"})
+
+
+def test_wiring_names_a_bad_ttl():
+    env = {
+        "LEDGER_TABLE_NAME": "t",
+        "QUEUE_URL": "q",
+        "RESULTS_BUCKET": "b",
+        "GEONODE_SCRAPER_API_KEY": "k",
+        "LEDGER_TTL_DAYS": "2.5",
+    }
+    with pytest.raises(SettingsError, match=r"^LEDGER_TTL_DAYS must be an integer"):
+        build_processor(env)
