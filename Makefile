@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-results simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-results bench-scale simulator clean
 
 all: test
 
@@ -58,6 +58,12 @@ bench-receiver: venv
 
 bench-pipeline: venv
 	$(BIN)/python -m bench.pipeline
+
+# The reconciler at 1, 10 and 50 settled jobs/s with 0/20/100 % of webhooks dropped, on the
+# template's schedule (about 10-20 min; not part of `make bench`). Writes bench/results/scale.json
+# and its section of bench/RESULTS.md. BENCH_SCALE_ARGS="--rates 1 10" to run fewer points.
+bench-scale: venv
+	$(BIN)/python -m bench.scale $(BENCH_SCALE_ARGS)
 
 simulator: venv
 	$(BIN)/geonode-sim
