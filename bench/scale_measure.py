@@ -104,7 +104,7 @@ JITTER_SHARE = 0.5  # of an interval: last quarter's peak over the second quarte
 GROWTH_SHARE = 0.25  # of an interval: the fitted line's rise across the second half
 MIN_JUDGED_RUNS = 4  # fewer runs have no second half worth a trend
 BOUNDED_RULE = (
-    "bounded: over the runs of the period's second half, the lag's least-squares line rises by"
+    "over the runs of the period's second half, the lag's least-squares line rises by"
     f" at most {GROWTH_SHARE:g} of a schedule interval end to end, and the highest lag of the"
     f" last quarter of runs is at most {JITTER_SHARE:g} of an interval above the second"
     " quarter's highest"

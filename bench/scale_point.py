@@ -140,7 +140,9 @@ def _drive(
                 world.poller.drain()
         if now >= next_run:
             next_run += interval
-            run = _run(world, tracker, now, reconcile=reconcile, routes=reconciler_routes)
+            run = _run(
+                world, tracker, now, reconcile=reconcile, routes=reconciler_routes, consume=not real
+            )
             spent["reconciler runs"] += run.pop("wall")
             spent["measuring lag"] += run.pop("measuring")
             runs.append({"at": round(now - origin, 1), "in_period": now - origin <= period, **run})
@@ -155,14 +157,20 @@ def _drive(
 
 
 def _run(
-    world: World, tracker: LagTracker, now: float, *, reconcile: bool, routes: dict[str, int]
+    world: World,
+    tracker: LagTracker,
+    now: float,
+    *,
+    reconcile: bool,
+    routes: dict[str, int],
+    consume: bool,
 ) -> dict[str, Any]:
     """One scheduled run (unless ``reconcile`` is off), then the lag measured right after it."""
     started = time.perf_counter()
     seconds, recovered, complete, errors = 0.0, 0, True, {}
     if reconcile:
         before = world.geonode_requests()
-        report, seconds = world.run_reconciler()
+        report, seconds = world.run_reconciler(consume=consume)
         _add(routes, _diff(world.geonode_requests(), before))
         recovered, complete, errors = report.total_recovered, report.complete, report.errors
     measuring = time.perf_counter()

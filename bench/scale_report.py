@@ -23,7 +23,7 @@ _BLOCK = re.compile(rf"{re.escape(BEGIN)}\n.*?{re.escape(END)}\n?", re.S)
 
 
 def _calls(per_1000: dict[str, float]) -> str:
-    return f"{sum(per_1000.values()):.0f}"
+    return f"{sum(per_1000.values()):.3g}"
 
 
 def _latency(point: dict[str, Any]) -> str:
@@ -117,7 +117,9 @@ The real reconciler (`Reconciler.run`, the wall time a Lambda of its `Timeout` h
 {origin}: schedule `{rec["schedule"]}`, timeout {rec["timeout_seconds"]:g} s, {env}. Jobs
 settle at a sustained rate in the Geonode simulator (served over HTTP on 127.0.0.1; jobs are
 created in its store, every read of the reconciler and processor is an HTTP request it
-counts) for {document["runs_per_point"]} scheduled runs per point, on a simulated clock
+counts) for {document["runs_per_point"]} scheduled runs per point (a period of at most 10
+simulated minutes: a longer schedule gets fewer runs, and with fewer than 4 the lag's trend is
+not judged), on a simulated clock
 stepped {document["step_seconds"]:g} s at a time; then runs go on without new jobs until
 every settled job is in the pipeline (at most {document["max_tail_runs"]} more), so that the
 dropped jobs' latencies complete. Lag is measured after each run from outside: the
@@ -135,7 +137,8 @@ leave for a stored job (DONE, not pending), 25 rows per BatchWriteItem
 (`bench/scale_standins.py`); no subscriptions exist there, so the delivery-log sweep reads
 nothing. The reconciler is the real one at every point. AWS calls are counted
 through botocore's `before-call` events on the sessions each part builds its clients from;
-the event source's are Lambda's SQS polling. The {_bounded_rule(document)}.
+the event source's are Lambda's SQS polling. A point is **bounded** when,
+{_bounded_rule(document)}.
 
 {table(document)}
 

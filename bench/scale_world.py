@@ -109,8 +109,12 @@ class World:
         assert self.stack.resources is not None
         return self.stack.resources.queue_url
 
-    def run_reconciler(self) -> tuple[ReconcileReport, float]:
-        """One run with the wall time a Lambda of the template's Timeout has; (report, seconds)."""
+    def run_reconciler(self, *, consume: bool) -> tuple[ReconcileReport, float]:
+        """One run with the wall time a Lambda of the template's Timeout has; (report, seconds).
+
+        With ``consume``, the event source works the queue meanwhile: only for the stand-in
+        processor, which makes no Geonode request that the run's count would take for its own.
+        """
         started = time.monotonic()
         deadline = started + self.template.timeout
 
@@ -121,18 +125,20 @@ class World:
         # AWS; left to pile up, moto's SQS slows down with depth (every call scans the queue).
         stop = threading.Event()
 
-        def consume() -> None:
+        def work_queue() -> None:
             while not stop.is_set():
                 if self.poller.poll_once() == 0:
                     stop.wait(CONSUME_IDLE_SECONDS)
 
-        consumer = threading.Thread(target=consume, name="scale-event-source", daemon=True)
-        consumer.start()
+        consumer = threading.Thread(target=work_queue, name="scale-event-source", daemon=True)
+        if consume:
+            consumer.start()
         try:
             report = self.reconciler.run(remaining)
         finally:
             stop.set()
-            consumer.join()
+            if consume:
+                consumer.join()
         return report, time.monotonic() - started
 
     def geonode_requests(self) -> dict[str, int]:

@@ -74,6 +74,7 @@ def test_scale_point_recovers_every_dropped_job_and_reports_its_figures(tmp_path
     assert figures["settle_to_stored"]["p50"] <= figures["settle_to_stored"]["p99"]
     # AND calls are counted per part: the reconciler's reads and writes, the pipeline's
     assert figures["geonode_per_1000"]["reconciler"]["GET /v1/extract/jobs"] > 0
+    assert "GET /v1/extract/{job_id}" not in figures["geonode_per_1000"]["reconciler"]
     assert figures["aws_per_1000"]["reconciler"]["sqs:SendMessageBatch"] > 0
     assert figures["aws_per_1000"]["pipeline"]["s3:PutObject"] > 0
     assert figures["aws_per_1000"]["event_source"]["sqs:ReceiveMessage"] > 0
