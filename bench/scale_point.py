@@ -151,6 +151,11 @@ def _drive(
                     _settle(world)
             caught_up = now - origin > period and run["lag"] == 0.0
         clock.advance(timing.step)
+    if real:
+        # A partial batch waits out the event source's batching window on the clock: let it
+        # pass, so that the last run's recoveries are processed before the figures are read.
+        clock.advance(world.poller.batching_window_seconds)
+        _settle(world)
     wall = time.perf_counter() - started
     observed = _Observed(settle_at, runs, reconciler_routes, baseline, spent)
     return _figures(world, point, observed, interval=interval, wall=wall, real=real)

@@ -19,11 +19,13 @@ SCALE_JSON = RESULTS / "scale.json"
 CHART = "scale_lag.png"
 HEADING = "## Scale: reconciler lag at sustained settle rates"
 BEGIN, END = "<!-- bench:scale -->", "<!-- /bench:scale -->"
+SMALL_COUNT = 100  # below it, calls per 1,000 jobs keep three significant digits
 _BLOCK = re.compile(rf"{re.escape(BEGIN)}\n.*?{re.escape(END)}\n?", re.S)
 
 
 def _calls(per_1000: dict[str, float]) -> str:
-    return f"{sum(per_1000.values()):.3g}"
+    total = sum(per_1000.values())
+    return f"{total:,.0f}" if total >= SMALL_COUNT else f"{total:.3g}"
 
 
 def _latency(point: dict[str, Any]) -> str:

@@ -21,14 +21,15 @@ from bench.scale_world import TemplateReconciler
 SCHEDULE = "rate(1 minute)"
 OVERRIDES = {"RECONCILE_THRESHOLD_SECONDS": "30"}
 TIMING = Timing(runs=3, step=5.0, tail_runs=3, real_rate_max=10.0)
+DROP_SOME = 0.2
 INTERVAL = 60.0
 pytestmark = pytest.mark.timeout(240)
 
 
-def _point(*, reconcile: bool) -> dict[str, Any]:
+def _point(*, reconcile: bool, drop: float = 1.0) -> dict[str, Any]:
     template = TemplateReconciler.read(SCHEDULE)
     return run_point(
-        Point(rate=1.0, drop=1.0),
+        Point(rate=1.0, drop=drop),
         template,
         TIMING,
         seed=5,
@@ -88,6 +89,15 @@ def test_scale_point_recovers_every_dropped_job_and_reports_its_figures(tmp_path
     assert text.startswith("# Benchmark results\n\nearlier sections\n")
     assert text.count(scale_report.HEADING) == 1
     assert (tmp_path / "charts" / scale_report.CHART).read_bytes().startswith(b"\x89PNG")
+
+
+def test_scale_point_stores_the_last_runs_recoveries_before_it_ends() -> None:
+    # GIVEN a share of webhooks dropped: the last run recovers a partial batch
+    # WHEN the point ends
+    figures = _point(reconcile=True, drop=DROP_SOME)
+    # THEN every dropped job was stored, none left in the event source's batching window
+    assert figures["dropped_jobs"] > 0
+    assert figures["dropped_not_stored"] == 0
 
 
 def test_scale_bounded_judges_the_second_half() -> None:
