@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-results simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-results bench-scale simulator clean
 
 all: test
 
@@ -63,6 +63,12 @@ bench-pipeline: venv
 # a bare `import boto3` (a python3.12 venv holding only boto3 is made once under $TMPDIR).
 bench-cold-start: venv sam-tools
 	$(BIN)/python -m bench.cold_start
+
+# The reconciler at 1, 10 and 50 settled jobs/s with 0/20/100 % of webhooks dropped, on the
+# template's schedule (about 10-20 min; not part of `make bench`). Writes bench/results/scale.json
+# and its section of bench/RESULTS.md. BENCH_SCALE_ARGS="--rates 1 10" to run fewer points.
+bench-scale: venv
+	$(BIN)/python -m bench.scale $(BENCH_SCALE_ARGS)
 
 simulator: venv
 	$(BIN)/geonode-sim

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import cost
+from bench import cost, scale_report
 from bench.report import RESULTS, machine, markdown_table, percentile
 
 BENCH = Path(__file__).resolve().parent
@@ -804,18 +804,21 @@ def build(
     chart_cost(charts / "cost_per_million.png", lines)
     elapsed = time.perf_counter() - started
     path = out_dir / "RESULTS.md"
-    path.write_text(
-        render(
-            plan,
-            polling=polling,
-            pipelines=pipelines,
-            demos=demos,
-            lines=lines,
-            receiver=receiver,
-            elapsed=elapsed,
-            load=load,
-        )
+    text = render(
+        plan,
+        polling=polling,
+        pipelines=pipelines,
+        demos=demos,
+        lines=lines,
+        receiver=receiver,
+        elapsed=elapsed,
+        load=load,
     )
+    # The scale benchmark takes minutes (make bench-scale): its section comes from its JSON.
+    scale = scale_report.from_saved(out_dir)
+    if scale:
+        text = text.rstrip("\n") + "\n\n" + scale
+    path.write_text(text)
     log(f"wrote {path} in {elapsed:.0f} s")
     return path
 

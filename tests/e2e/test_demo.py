@@ -24,6 +24,9 @@ def test_demo_default_chaos_loses_nothing_and_processes_nothing_twice():
     # the chaos really happened: the reconciler had to find what the webhooks lost
     assert sum(report.recovered.values()) > 0
     assert report.duplicates_suppressed > 0
+    # AND the jobs whose webhooks were all dropped have their own settle-to-stored figures
+    assert report.dropped_stored > 0
+    assert 0 < report.dropped_latency_p50 <= report.dropped_latency_p99
 
 
 def test_demo_main_prints_report_and_exits_zero(capsys):

@@ -1,0 +1,215 @@
+"""Scale benchmark: does the reconciler keep up when jobs settle fast and webhooks go missing?
+
+At 1, 10 and 50 settled jobs per simulated second, with 0 %, 20 % and 100 % of webhooks
+dropped, the real reconciler runs on the template's schedule against moto and the Geonode
+simulator over HTTP, for at least ``--runs`` scheduled runs (``bench.scale_point``). Per point:
+the lag after each run (age of the oldest settled job not yet in the pipeline), whether it
+stays bounded, run durations, Geonode and AWS calls per 1,000 jobs, and at the rates the real
+processor runs, the dropped jobs' settle-to-stored latency.
+
+Nothing about the reconciler is set here: schedule, timeout and environment are the
+template's defaults (``bench.scale_world.TemplateReconciler``). ``--schedule`` and ``--env``
+preview other settings without editing the template; the JSON says when they were used.
+
+    python -m bench.scale [--runs 10] [--workers 2] [--rates 1 10 50] [--drops 0 0.2 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import os
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.report import RESULTS, machine
+from bench.scale_measure import BOUNDED_RULE
+from bench.scale_world import TemplateReconciler
+
+RATES = (1.0, 10.0, 50.0)
+DROPS = (0.0, 0.2, 1.0)
+MIN_RUNS = 10  # the issue's floor: scheduled runs per point
+STEP_SECONDS = 5.0  # the simulated clock's step: deliveries and processing between runs
+# The real receiver and processor carry up to this rate; above it, the ledger stand-ins.
+REAL_RATE_MAX = 10.0
+# After the period, runs go on (no new jobs) until every settled job is in the pipeline, for
+# at most the threshold's worth of runs plus this many.
+TAIL_EXTRA_RUNS = 3
+# Ten runs of a 1-minute schedule. A longer schedule's ten runs are too long to simulate at
+# 50 jobs/s (30,000 jobs every 10 minutes): the period is capped here, and the JSON says how
+# many runs it held (too few runs leave ``bounded`` unjudged: null).
+MAX_PERIOD_SECONDS = 600.0
+QUIET_ENV = {"POWERTOOLS_LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true"}
+TARGETS = {
+    "bounded_at_50_per_s": "lag bounded at 50 jobs/s with 20 % and 100 % dropped",
+    "p99_at_20_percent": "dropped-webhook settle-to-stored p99 <= 180 s at 20 % dropped",
+}
+P99_TARGET_SECONDS = 180.0
+DEFAULT_OUT = RESULTS / "scale.json"
+
+
+def plan_timing(interval: float, threshold: float, runs: int) -> tuple[int, int]:
+    """(runs in the period, most tail runs) for a schedule of ``interval`` seconds."""
+    in_period = max(1, min(runs, math.floor(MAX_PERIOD_SECONDS / interval)))
+    return in_period, math.ceil(threshold / interval) + TAIL_EXTRA_RUNS
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """What a worker process needs to run one point."""
+
+    rate: float
+    drop: float
+    runs: int
+    tail_runs: int
+    seed: int
+    schedule: str | None
+    overrides: dict[str, str]
+
+
+def point_task(task: PointTask) -> dict[str, Any]:
+    """One point, in a worker process of its own (one local stack per process)."""
+    os.environ.update(QUIET_ENV)
+    warnings.simplefilter("ignore")
+    # Powertools prints a metrics blob when 100 accumulate, metrics disabled or not.
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - this worker's stdout, for its life
+    from bench.scale_point import Point, Timing, run_point
+    from bench.scale_world import TemplateReconciler
+
+    template = TemplateReconciler.read(task.schedule)
+    timing = Timing(
+        runs=task.runs, step=STEP_SECONDS, tail_runs=task.tail_runs, real_rate_max=REAL_RATE_MAX
+    )
+    return run_point(
+        Point(task.rate, task.drop), template, timing, seed=task.seed, overrides=task.overrides
+    )
+
+
+def targets(points: Sequence[dict[str, Any]]) -> dict[str, bool | None]:
+    """The issue's targets, judged on the points that ran (None: the point did not run)."""
+    fast = [p for p in points if p["rate"] == max(RATES) and p["drop"] in (0.2, 1.0)]
+    lossy = [p for p in points if p["drop"] == 0.2 and p["settle_to_stored"]]
+    verdicts = [p["bounded"] for p in fast]
+    return {
+        "bounded_at_50_per_s": (
+            None if len(fast) != 2 or None in verdicts else all(v is True for v in verdicts)
+        ),
+        "p99_at_20_percent": (
+            all(p["settle_to_stored"]["p99"] <= P99_TARGET_SECONDS for p in lossy)
+            if lossy
+            else None
+        ),
+    }
+
+
+def build_document(
+    template: TemplateReconciler,
+    overrides: dict[str, str],
+    points: list[dict[str, Any]],
+    *,
+    runs: int,
+    tail_runs: int,
+    wall: float,
+    preview: bool,
+) -> dict[str, Any]:
+    """The JSON saved in ``bench/results/scale.json``."""
+    return {
+        "machine": machine(),
+        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "reconciler": {
+            "schedule": template.schedule,
+            "interval_seconds": template.interval,
+            "timeout_seconds": template.timeout,
+            "env": {**template.env, **overrides},
+            "from_template": not preview,
+        },
+        "runs_per_point": runs,
+        "max_tail_runs": tail_runs,
+        "step_seconds": STEP_SECONDS,
+        "real_rate_max": REAL_RATE_MAX,
+        "bounded_rule": BOUNDED_RULE,
+        "targets": targets(points),
+        "target_text": TARGETS,
+        "wall_seconds": round(wall, 1),
+        "points": points,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=MIN_RUNS, help="scheduled runs per point")
+    parser.add_argument("--rates", type=float, nargs="+", default=list(RATES))
+    parser.add_argument("--drops", type=float, nargs="+", default=list(DROPS))
+    parser.add_argument("--workers", type=int, default=2, help="points run side by side")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--schedule", help="preview: a rate(...) instead of the template's")
+    parser.add_argument(
+        "--env", action="append", default=[], help="preview: NAME=VALUE for the reconciler"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ.update(QUIET_ENV)
+    from bench import scale_report
+    from scrape_pipeline.reconciler import ReconcilerSettings
+
+    overrides = dict(item.split("=", 1) for item in args.env)
+    template = TemplateReconciler.read(args.schedule)
+    settings = ReconcilerSettings.from_env({**template.env, **overrides})
+    runs, tail_runs = plan_timing(template.interval, settings.threshold_seconds, args.runs)
+    grid = [(rate, drop) for rate in args.rates for drop in args.drops]
+    # The longest points first, so two workers finish together.
+    grid.sort(key=lambda point: -point[0] * (1 + point[1]))
+    print(
+        f"{len(grid)} points, {runs} runs of {template.schedule} each "
+        f"(threshold {settings.threshold_seconds:g} s, timeout {template.timeout:g} s), "
+        f"{args.workers} workers"
+    )
+    started = time.perf_counter()
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=context) as pool:
+        futures = {
+            point: pool.submit(
+                point_task,
+                PointTask(*point, runs, tail_runs, args.seed, args.schedule, overrides),
+            )
+            for point in grid
+        }
+        points = []
+        for (rate, drop), future in futures.items():
+            figures = future.result()
+            points.append(figures)
+            print(
+                f"  {rate:g}/s {drop:.0%} dropped: lag max {figures['lag_max']:.0f} s, "
+                f"bounded {figures['bounded']}, {figures['wall_seconds']:.0f} s wall"
+            )
+    points.sort(key=lambda p: (p["rate"], p["drop"]))
+    wall = time.perf_counter() - started
+    document = build_document(
+        template,
+        overrides,
+        points,
+        runs=runs,
+        tail_runs=tail_runs,
+        wall=wall,
+        preview=bool(args.schedule or overrides),
+    )
+    print(scale_report.table(document))
+    print(f"targets: {document['targets']}; wall time {wall:.0f} s")
+    if not args.no_save:
+        out = Path(args.out)
+        # Elsewhere than bench/results, the section goes next to the JSON, not into RESULTS.md.
+        markdown = scale_report.RESULTS_MD if out == DEFAULT_OUT else out.with_suffix(".md")
+        scale_report.save(document, out, markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

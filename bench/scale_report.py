@@ -1,0 +1,213 @@
+"""The scale benchmark's figures as markdown and a chart, drawn from ``bench/results/scale.json``.
+
+``bench.scale`` writes them after a run; ``bench.results_report`` draws the same section
+from the saved JSON, without running anything, so rebuilding RESULTS.md never loses it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from bench.report import RESULTS, markdown_table
+
+BENCH = Path(__file__).resolve().parent
+RESULTS_MD = BENCH / "RESULTS.md"
+SCALE_JSON = RESULTS / "scale.json"
+CHART = "scale_lag.png"
+HEADING = "## Scale: reconciler lag at sustained settle rates"
+BEGIN, END = "<!-- bench:scale -->", "<!-- /bench:scale -->"
+SMALL_COUNT = 100  # below it, calls per 1,000 jobs keep three significant digits
+_BLOCK = re.compile(rf"{re.escape(BEGIN)}\n.*?{re.escape(END)}\n?", re.S)
+
+
+def _calls(per_1000: dict[str, float]) -> str:
+    total = sum(per_1000.values())
+    return f"{total:,.0f}" if total >= SMALL_COUNT else f"{total:.3g}"
+
+
+def _latency(point: dict[str, Any]) -> str:
+    figures = point.get("settle_to_stored")
+    if not figures:
+        return "n/a"
+    return f"{figures['p50']:.0f} / {figures['p99']:.0f}"
+
+
+def table(document: dict[str, Any]) -> str:
+    """One row per point."""
+    rows = []
+    for p in document["points"]:
+        geonode, aws = p["geonode_per_1000"], p["aws_per_1000"]
+        rows.append(
+            [
+                f"{p['rate']:g}",
+                f"{p['drop']:.0%}",
+                p["jobs"],
+                p["runs"],
+                f"{p['lag_max']:.0f}",
+                f"{p['lag_final']:.0f}",
+                {True: "yes", False: "**no**", None: "not judged"}[p["bounded"]],
+                f"{p['run_seconds_p50']:.2f} / {p['run_seconds_max']:.2f}",
+                p["recovered"],
+                f"{_calls(geonode['reconciler'])} / {_calls(geonode['pipeline'])}",
+                f"{_calls(aws['reconciler'])} / {_calls(aws['pipeline'])}"
+                f" / {_calls(aws['event_source'])}",
+                _latency(p),
+                "real" if p["processing"].startswith("real") else "stand-in",
+            ]
+        )
+    headers = [
+        "jobs/s",
+        "dropped",
+        "jobs",
+        "runs",
+        "lag max (s)",
+        "lag at last run (s)",
+        "bounded",
+        "run s p50 / max",
+        "recovered",
+        "Geonode calls per 1,000 jobs: reconciler / pipeline",
+        "AWS calls per 1,000 jobs: reconciler / pipeline / event source",
+        "dropped jobs' settle-to-stored p50 / p99 (s)",
+        "processing",
+    ]
+    return markdown_table(headers, rows)
+
+
+def _details(document: dict[str, Any]) -> str:
+    """Lag per run and calls by route and operation, per point."""
+    lines = []
+    for p in document["points"]:
+        lags = ", ".join(f"{lag:.0f}" for lag in p["lag"])
+        lines.append(f"- **{p['rate']:g}/s, {p['drop']:.0%} dropped**: lag after each run {lags}")
+        for who, routes in p["geonode_per_1000"].items():
+            if routes:
+                text = ", ".join(f"`{r}` {n:g}" for r, n in routes.items())
+                lines.append(f"  - Geonode per 1,000 jobs, {who}: {text}")
+        for who, calls in p["aws_per_1000"].items():
+            if calls:
+                text = ", ".join(f"`{c}` {n:g}" for c, n in calls.items())
+                lines.append(f"  - AWS per 1,000 jobs, {who}: {text}")
+        spent = ", ".join(f"{k} {v:g} s" for k, v in p["wall_seconds_by_activity"].items())
+        lines.append(f"  - wall time {p['wall_seconds']:g} s: {spent}")
+        if p["runs_incomplete"]:
+            lines.append(f"  - runs cut short or with a failed sweep: {p['runs_incomplete']}")
+    return "\n".join(lines)
+
+
+def section(document: dict[str, Any], chart_path: str = f"charts/{CHART}") -> str:
+    """The whole RESULTS.md section, between its markers."""
+    rec = document["reconciler"]
+    env = ", ".join(f"`{k}={v}`" for k, v in sorted(rec["env"].items()) if "RECONCILE" in k)
+    origin = (
+        "the template's defaults" if rec["from_template"] else "**a preview, not the template**"
+    )
+    targets = "; ".join(
+        f"{document['target_text'][name]}: **{_verdict(met)}**"
+        for name, met in document["targets"].items()
+    )
+    about = document["machine"]
+    body = f"""{BEGIN}
+{HEADING}
+
+_Measured {about["date"]} on {about["cpus"]} CPUs (load average {document["load_average"]:.1f}
+at the end), Python {about["python"]}; `make bench-scale` took {document["wall_seconds"]:.0f} s._
+
+The real reconciler (`Reconciler.run`, the wall time a Lambda of its `Timeout` has) runs on
+{origin}: schedule `{rec["schedule"]}`, timeout {rec["timeout_seconds"]:g} s, {env}. Jobs
+settle at a sustained rate in the Geonode simulator (served over HTTP on 127.0.0.1; jobs are
+created in its store, every read of the reconciler and processor is an HTTP request it
+counts) for {document["runs_per_point"]} scheduled runs per point (a period of at most 10
+simulated minutes: a longer schedule gets fewer runs, and with fewer than 4 the lag's trend is
+not judged), on a simulated clock
+stepped {document["step_seconds"]:g} s at a time; then runs go on without new jobs until
+every settled job is in the pipeline (at most {document["max_tail_runs"]} more), so that the
+dropped jobs' latencies complete. Lag is measured after each run from outside: the
+simulator's settle times against the ledger (read by an uncounted client): the age of the
+oldest settled job with no row, or only a WATCHING one. Every job completes (no failures to
+resubmit) and the simulator's rate limit is off (the clock moves in steps, so requests come in
+bursts).
+
+Up to {document["real_rate_max"]:g} jobs/s the webhooks go through the simulator's dispatcher
+to the real receiver, and the queue to the real processor (settle-to-stored is the ledger's
+`finished_at`, written after the S3 put, minus the simulator's settle time). At 50 jobs/s moto
+cannot carry that: **stand-ins** write, for each job whose webhook a seeded draw keeps and
+for each message the event source takes off the queue, the row the receiver and processor
+leave for a stored job (DONE, not pending), 25 rows per BatchWriteItem
+(`bench/scale_standins.py`); no subscriptions exist there, so the delivery-log sweep reads
+nothing. The reconciler is the real one at every point. AWS calls are counted
+through botocore's `before-call` events on the sessions each part builds its clients from;
+the event source's are Lambda's SQS polling. A point is **bounded** when,
+{_bounded_rule(document)}.
+
+{table(document)}
+
+Targets: {targets}.
+
+![Reconciler lag after each run]({chart_path})
+
+{_details(document)}
+{END}
+"""
+    return body
+
+
+def _bounded_rule(document: dict[str, Any]) -> str:
+    return str(document["bounded_rule"])
+
+
+def _verdict(met: bool | None) -> str:
+    return "not run" if met is None else ("met" if met else "not met")
+
+
+def chart(document: dict[str, Any], path: Path) -> None:
+    """Lag after each run against simulated minutes, one line per point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for p in document["points"]:
+        minutes = [at / 60 for at in p["lag_at"]]
+        style = "-" if p["processing"].startswith("real") else "--"
+        label = f"{p['rate']:g}/s, {p['drop']:.0%} dropped"
+        ax.plot(minutes, p["lag"], style, marker="o", markersize=3, label=label)
+    ax.set_xlabel("simulated minutes")
+    ax.set_ylabel("lag after the run (s)")
+    ax.set_title(f"Reconciler lag, schedule {document['reconciler']['schedule']}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, ncol=3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def with_section(text: str, document: dict[str, Any]) -> str:
+    """``text`` with the section replaced, or appended when it has none."""
+    block = section(document)
+    if _BLOCK.search(text):
+        return _BLOCK.sub(lambda _: block, text)
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def from_saved(out_dir: Path, source: Path = SCALE_JSON) -> str:
+    """The section from the saved JSON, its chart drawn into ``out_dir``; "" when none saved."""
+    if not source.exists():
+        return ""
+    document = json.loads(source.read_text())
+    chart(document, out_dir / "charts" / CHART)
+    return section(document)
+
+
+def save(document: dict[str, Any], out: str | Path, results_md: Path = RESULTS_MD) -> None:
+    """Write the JSON, the chart next to RESULTS.md, and the section into RESULTS.md."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    chart(document, results_md.parent / "charts" / CHART)
+    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
+    results_md.write_text(with_section(text, document))

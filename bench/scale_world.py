@@ -1,0 +1,231 @@
+"""The scale benchmark's world: the local stack, the real reconciler, counted AWS sessions.
+
+Everything the reconciler is configured with comes from ``template.yaml``'s defaults: its
+schedule (the scheduled rule's expression), its Lambda ``Timeout`` and its environment (the
+function's variables, parameters at their defaults), so a change of defaults there shows
+here with no edit. The stack's own schedule never fires: the benchmark runs the reconciler
+itself at the template's rate, through ``Reconciler.run`` with the wall time a Lambda of that
+timeout would have left, and through its own event source so that SQS calls are counted.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from bench.scale_measure import AwsCalls
+from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.reconciler import Reconciler, ReconcileReport
+from scrape_pipeline.wiring import build_reconciler
+from scrape_pipeline_local.resources import (
+    FUNCTION,
+    local_settings,
+    references,
+    resources_of_type,
+    schedule_seconds,
+    translate,
+)
+from scrape_pipeline_local.simulator import SimConfig
+from scrape_pipeline_local.sqs_poller import SqsEventSource
+from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
+
+# The stack's own schedule: later than any run of the benchmark, so it never fires.
+NEVER_SECONDS = 10.0**9
+SCHEDULED_RULE = "AWS::Events::Rule"
+# How long the event source waits when the queue was empty, during a reconciler run.
+CONSUME_IDLE_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class TemplateReconciler:
+    """The reconciler as ``template.yaml`` deploys it, parameters at their defaults."""
+
+    logical_id: str
+    schedule: str  # the rule's ScheduleExpression
+    interval: float  # that expression in seconds
+    timeout: float  # the function's Timeout: the wall time a run may take
+    env: dict[str, str]  # its environment variables that do not name a resource
+
+    @classmethod
+    def read(cls, schedule: str | None = None) -> TemplateReconciler:
+        """The template's reconciler; ``schedule`` replaces the rule's expression (previews)."""
+        translation = translate()
+        wiring = local_settings(translation)
+        functions = resources_of_type(translation, FUNCTION)
+        rules = [
+            rule["Properties"]
+            for rule in resources_of_type(translation, SCHEDULED_RULE).values()
+            if "ScheduleExpression" in rule["Properties"]
+        ]
+        (logical_id,) = set.union(*(references(r.get("Targets")) for r in rules)) & set(functions)
+        expression = schedule or wiring["reconcile_schedule"]
+        return cls(
+            logical_id=logical_id,
+            schedule=expression,
+            interval=schedule_seconds(expression),
+            timeout=float(wiring["reconciler_timeout"]),
+            env=dict(wiring["function_env"][logical_id]),
+        )
+
+
+@dataclass
+class Counted:
+    """AWS calls by who made them, each through a boto3 session of its own."""
+
+    reconciler: AwsCalls
+    pipeline: AwsCalls  # the receiver and processor (or their stand-ins)
+    event_source: AwsCalls  # Lambda's SQS poller: ReceiveMessage, DeleteMessageBatch
+
+    def figures(self) -> dict[str, dict[str, int]]:
+        return {
+            "reconciler": dict(self.reconciler.counts),
+            "pipeline": dict(self.pipeline.counts),
+            "event_source": dict(self.event_source.counts),
+        }
+
+
+@dataclass
+class World:
+    """One point's stack, reconciler, event source and ledger views."""
+
+    stack: LocalStack
+    reconciler: Reconciler
+    template: TemplateReconciler
+    counted: Counted
+    poller: SqsEventSource
+    pipeline_ledger: Ledger  # counted: the stand-ins write through it
+    probe_ledger: Ledger  # uncounted: the benchmark's own reads
+    pipeline_sqs: Any  # counted as the event source: the stand-in processor's queue client
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def queue_url(self) -> str:
+        assert self.stack.resources is not None
+        return self.stack.resources.queue_url
+
+    def run_reconciler(self, *, consume: bool) -> tuple[ReconcileReport, float]:
+        """One run with the wall time a Lambda of the template's Timeout has; (report, seconds).
+
+        With ``consume``, the event source works the queue meanwhile: only for the stand-in
+        processor, which makes no Geonode request that the run's count would take for its own.
+        """
+        started = time.monotonic()
+        deadline = started + self.template.timeout
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        # Lambda's event source takes messages off the queue while the run fills it, as in
+        # AWS; left to pile up, moto's SQS slows down with depth (every call scans the queue).
+        stop = threading.Event()
+
+        def work_queue() -> None:
+            while not stop.is_set():
+                if self.poller.poll_once() == 0:
+                    stop.wait(CONSUME_IDLE_SECONDS)
+
+        consumer = threading.Thread(target=work_queue, name="scale-event-source", daemon=True)
+        if consume:
+            consumer.start()
+        try:
+            report = self.reconciler.run(remaining)
+        finally:
+            stop.set()
+            if consume:
+                consumer.join()
+        return report, time.monotonic() - started
+
+    def geonode_requests(self) -> dict[str, int]:
+        """The simulator's own count of API requests, by route."""
+        return dict(self.stack.sim.request_counts()["by_route"])
+
+    def stop(self) -> None:
+        self.stack.stop()
+
+
+def sim_config(seed: int) -> SimConfig:
+    """Every job completes (no resubmissions), no rate limit (the manual clock runs in bursts)."""
+    return SimConfig(
+        seed=seed,
+        rate_limit_per_s=0,
+        retryable_failure_rate=0.0,
+        permanent_failure_rate=0.0,
+    )
+
+
+def start_world(
+    clock: Any,
+    template: TemplateReconciler,
+    *,
+    seed: int,
+    webhooks: bool,
+    overrides: Mapping[str, str] | None = None,
+    processor: Callable[[dict[str, Any], Any], Any] | None = None,
+) -> World:
+    """Start the stack; build the reconciler and the pipeline's clients on counted sessions."""
+    stack = LocalStack(
+        clock,
+        sim_config(seed),
+        StackSettings(reconcile_interval=NEVER_SECONDS, webhooks=webhooks),
+    ).start()
+    try:
+        assert stack.resources is not None
+        env_of_function = local_settings(translate(), stack.resources)["function_env"]
+        # The template's variables at their defaults, except where the local stack stands in
+        # for a deployed resource: its endpoints and the names of what it created.
+        assert stack.simulator is not None
+        local = {
+            **stack.resources.environment(),
+            "GEONODE_BASE_URL": stack.simulator.base_url,
+            "SIGNATURE_SCHEME": stack.settings.signature_scheme,
+        }
+        env = {
+            **os.environ,
+            **env_of_function[template.logical_id],
+            **local,
+            **(overrides or {}),
+        }
+        sessions = {name: boto3.session.Session() for name in ("rec", "pipe", "source", "probe")}
+        counted = Counted(
+            AwsCalls(sessions["rec"]), AwsCalls(sessions["pipe"]), AwsCalls(sessions["source"])
+        )
+        # build_reconciler makes its clients from boto3's default session, at build time.
+        boto3.DEFAULT_SESSION = sessions["rec"]
+        reconciler = build_reconciler(env, clock=clock)
+        # The handlers build theirs lazily, at their first invocation: the pipeline's session.
+        boto3.DEFAULT_SESSION = sessions["pipe"]
+        source_sqs = sessions["source"].client("sqs")
+        assert stack.poller is not None
+        poller = SqsEventSource(
+            source_sqs,
+            stack.resources.queue_url,
+            processor or stack.handlers["processor"].lambda_handler,
+            batch_size=stack.poller.batch_size,
+            batching_window_seconds=stack.poller.batching_window_seconds,
+            timeout_seconds=stack.poller.timeout_seconds,
+            clock=clock,
+        )
+        table = stack.resources.table
+        return World(
+            stack=stack,
+            reconciler=reconciler,
+            template=template,
+            counted=counted,
+            poller=poller,
+            pipeline_ledger=Ledger(table, client=sessions["pipe"].client("dynamodb"), clock=clock),
+            probe_ledger=Ledger(table, client=sessions["probe"].client("dynamodb"), clock=clock),
+            pipeline_sqs=source_sqs,
+            overrides=dict(overrides or {}),
+        )
+    except BaseException:
+        stack.stop()
+        raise
+
+
+__all__ = ["API_KEY", "Counted", "TemplateReconciler", "World", "start_world"]
