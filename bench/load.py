@@ -43,6 +43,7 @@ from types import ModuleType
 from typing import Any, Self
 
 from bench.report import markdown_table, percentile, save
+from scrape_pipeline_local.moto_server import forget_cached_clients
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "whsec_bG9hZC10ZXN0LXNlY3JldC1ub3QtcmVhbC1hdC1hbGw"
@@ -458,7 +459,7 @@ class LoadStack:
                 ),
             }
         )
-        _forget_cached_clients()
+        forget_cached_clients()
         self.resources = create_all(self.session())
         self._set_env(
             {
@@ -471,7 +472,7 @@ class LoadStack:
             SecretId=self.resources.webhook_secret_arn,
             SecretString=render_bundle([WebhookSecret(self.secret)]),
         )
-        _forget_cached_clients()
+        forget_cached_clients()
         if ROOT not in sys.path:
             sys.path.insert(0, ROOT)
         self.handler = importlib.import_module("functions.receiver.app")
@@ -503,7 +504,7 @@ class LoadStack:
             else:
                 os.environ[name] = value
         self._saved_env.clear()
-        _forget_cached_clients()
+        forget_cached_clients()
 
     @property
     def url(self) -> str:
@@ -533,17 +534,6 @@ class LoadStack:
         for name, value in values.items():
             self._saved_env.setdefault(name, os.environ.get(name))
             os.environ[name] = value
-
-
-def _forget_cached_clients() -> None:
-    """boto3's default session and Powertools' providers remember an endpoint: start clean."""
-    import boto3
-    from aws_lambda_powertools.utilities import parameters
-    from aws_lambda_powertools.utilities.parameters import constants
-
-    parameters.clear_caches()
-    constants.DEFAULT_PROVIDERS.clear()
-    boto3.DEFAULT_SESSION = None
 
 
 # -- measuring and checking --------------------------------------------------------------------

@@ -110,3 +110,18 @@ class MotoServer(Service):
         if self._clock is not None:
             for name, original in _ORIGINALS.items():
                 setattr(sqs_models, name, original)
+
+
+def forget_cached_clients() -> None:
+    """boto3's default session and Powertools' providers remember an endpoint: start clean.
+
+    Called whenever the AWS endpoint changes under a running process (a new moto server, a
+    test's offline environment), so no client keeps talking to the old one.
+    """
+    import boto3
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import constants
+
+    boto3.DEFAULT_SESSION = None
+    parameters.clear_caches()  # type: ignore[no-untyped-call]  # Powertools leaves it untyped
+    constants.DEFAULT_PROVIDERS.clear()

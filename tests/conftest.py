@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from scrape_pipeline_local.moto_server import forget_cached_clients
+
 OFFLINE_AWS_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
@@ -38,14 +40,3 @@ def offline_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     forget_cached_clients()
     yield
     forget_cached_clients()
-
-
-def forget_cached_clients() -> None:
-    """boto3's default session and Powertools' providers remember an endpoint: start clean."""
-    import boto3
-    from aws_lambda_powertools.utilities import parameters
-    from aws_lambda_powertools.utilities.parameters import constants
-
-    boto3.DEFAULT_SESSION = None
-    parameters.clear_caches()
-    constants.DEFAULT_PROVIDERS.clear()

@@ -105,7 +105,7 @@ def module_stack() -> Iterator[LocalStack]:
 @pytest.fixture
 def live(module_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:
     """The module's stack, with its environment set for this test."""
-    from tests.conftest import forget_cached_clients
+    from scrape_pipeline_local.moto_server import forget_cached_clients
 
     for name, value in stack_environment(module_stack).items():
         monkeypatch.setenv(name, value)
