@@ -79,7 +79,10 @@ def _common_options() -> argparse.ArgumentParser:
         "--api-key-secret-id",
         default=s,
         metavar="SECRET_ID",
-        help="read the API key from Secrets Manager (default $GEONODE_API_KEY_SECRET_ID)",
+        help=(
+            "read the API key from Secrets Manager (default $GEONODE_API_KEY_SECRET_ID); "
+            "like every flag, it beats the environment, $GEONODE_SCRAPER_API_KEY included"
+        ),
     )
     common.add_argument(
         "--stack-name",

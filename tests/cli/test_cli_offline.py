@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -151,10 +152,16 @@ def test_status_without_resources_is_exit_2(cli: Cli, monkeypatch: pytest.Monkey
     assert_one_error_line(cli("status"), 2, "LEDGER_TABLE_NAME", "QUEUE_URL")
 
 
-def test_unreachable_api_is_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("GEONODE_RETRY_MAX_ATTEMPTS", "1")
+def test_unreachable_api_is_exit_1_at_once_naming_host_and_cause(cli: Cli):
+    # GIVEN an API address nothing listens on, and the default retry settings
+    started = time.monotonic()
+    # WHEN a command calls it
     result = cli("--api-key", "key-1234", "--base-url", "http://127.0.0.1:9", "webhooks", "list")
-    assert_one_error_line(result, 1, "Geonode API")
+    # THEN one line says where and why, within seconds (a refused connection is tried twice)
+    line = assert_one_error_line(result, 1, "Geonode API", "cannot reach 127.0.0.1:9")
+    assert line.endswith("cannot reach 127.0.0.1:9: connection refused (ConnectError)")
+    assert "key-1234" not in line
+    assert time.monotonic() - started < 5
 
 
 def test_keyboard_interrupt_is_exit_130(cli: Cli, monkeypatch: pytest.MonkeyPatch):

@@ -453,6 +453,17 @@ def test_api_key_read_from_secrets_manager(
     assert API_KEY not in result.out
 
 
+def test_api_key_secret_id_flag_beats_the_key_variable(
+    live: LocalStack, cli: Cli, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN a wrong key in the environment and the right one's secret named by the flag
+    assert live.resources is not None
+    monkeypatch.setenv("GEONODE_SCRAPER_API_KEY", "stale-key-in-env")
+    # WHEN a command runs THEN the flag wins: the key is read from the secret
+    result = cli("--api-key-secret-id", live.resources.api_key_secret_arn, "webhooks", "list")
+    assert result.code == 0, result.err
+
+
 def test_missing_api_key_is_one_line_exit_2(
     live: LocalStack, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ):
