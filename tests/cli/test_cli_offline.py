@@ -124,6 +124,22 @@ def test_poll_rejects_batch_lines_and_path_like_ids(cli: Cli):
     assert_one_error_line(cli("poll", "../etc"), 2, "not a job id")
 
 
+def test_poll_rejects_a_malformed_id_at_once_before_any_request(cli: Cli):
+    # GIVEN no API at all: a request would fail with exit 1, not 2
+    # WHEN an id is not a UUID THEN it is one line, exit 2, naming the id and the way out
+    result = cli("--api-key", "key-1234", "--base-url", "http://127.0.0.1:9", "poll", "job-1")
+    assert_one_error_line(result, 2, "not a job id", "--any-id-format", "job-1")
+
+
+def test_poll_any_id_format_lets_other_ids_through(cli: Cli):
+    # the id passes the check, so the failure is the unreachable API's (exit 1)
+    result = cli(
+        "--api-key", "key-1234", "--base-url", "http://127.0.0.1:9",
+        "poll", "job-1", "--any-id-format", "--max-wait", "1",
+    )  # fmt: skip
+    assert_one_error_line(result, 1, "cannot reach 127.0.0.1:9")
+
+
 def test_webhooks_register_needs_a_place_for_the_secret(cli: Cli):
     result = cli("--api-key", "key-1234", "webhooks", "register", "https://h/x", "batch_completed")
     assert_one_error_line(result, 2, "--store-secret")
