@@ -8,7 +8,7 @@
                 variables below)  >  the variables themselves
 
     LEDGER_TABLE_NAME  QUEUE_URL  DLQ_URL  RESULTS_BUCKET  WEBHOOK_SECRET_ID
-    GEONODE_API_KEY_SECRET_ID
+    GEONODE_API_KEY_SECRET_ID  WEBHOOK_URL (the receiver's, for webhooks setup and doctor)
 
 Errors: ``UsageError`` (a mistake on the command line or in the configuration: exit 2) and
 ``FailedError`` (the command ran and something did not work: exit 1). Neither message may
@@ -36,6 +36,7 @@ BASE_URL_ENV = "GEONODE_BASE_URL"
 CONNECT_ATTEMPTS = 2
 # CloudFormation output -> the variable the Lambdas' wiring (and this CLI) reads.
 STACK_OUTPUTS: dict[str, str] = {
+    "WebhookUrl": "WEBHOOK_URL",
     "LedgerTableName": "LEDGER_TABLE_NAME",
     "JobQueueUrl": "QUEUE_URL",
     "JobDeadLetterQueueUrl": "DLQ_URL",

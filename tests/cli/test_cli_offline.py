@@ -27,12 +27,16 @@ COMMANDS = [
     ["submit"],
     ["poll"],
     ["webhooks"],
+    ["webhooks", "setup"],
     ["webhooks", "register"],
     ["webhooks", "list"],
     ["webhooks", "delete"],
     ["webhooks", "enable"],
     ["webhooks", "disable"],
     ["webhooks", "rotate-secret"],
+    ["secrets"],
+    ["secrets", "put-api-key"],
+    ["doctor"],
     ["deliveries"],
     ["deliveries", "list"],
     ["deliveries", "replay"],
@@ -328,7 +332,10 @@ def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest
     import boto3
     from moto import mock_aws
 
-    names = ("LEDGER_TABLE_NAME", "QUEUE_URL", "DLQ_URL", "RESULTS_BUCKET", "WEBHOOK_SECRET_ID")
+    names = (
+        "LEDGER_TABLE_NAME", "QUEUE_URL", "DLQ_URL", "RESULTS_BUCKET", "WEBHOOK_SECRET_ID",
+        "WEBHOOK_URL",
+    )  # fmt: skip
     for name in names:
         monkeypatch.setenv(name, "stale")  # restored after the test
     template = {
@@ -354,6 +361,7 @@ def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest
             "JobDeadLetterQueueUrl": {"Value": {"Ref": "JobDeadLetterQueue"}},
             "ResultsBucketName": {"Value": "cfn-results"},
             "WebhookSecretArn": {"Value": "arn:aws:secretsmanager:us-east-1:1:secret:x"},
+            "WebhookUrl": {"Value": "https://api.example/v1/webhooks/geonode"},
         },
     }
     with mock_aws():
@@ -371,6 +379,7 @@ def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest
     assert os.environ["LEDGER_TABLE_NAME"] == "cfn-ledger"
     assert os.environ["RESULTS_BUCKET"] == "cfn-results"
     assert os.environ["DLQ_URL"] == dlq
+    assert os.environ["WEBHOOK_URL"] == "https://api.example/v1/webhooks/geonode"
     assert_one_error_line(missing, 1, "DescribeStacks")
 
 
