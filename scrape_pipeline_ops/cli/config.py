@@ -5,7 +5,8 @@
                 the environment
     base URL    --base-url  >  GEONODE_BASE_URL  >  the contract's https://scraper.geonode.io
     resources   --stack-name NAME (the CloudFormation stack's Outputs, exported as the
-                variables below)  >  the variables themselves
+                variables below)  >  the variables themselves. The stack names resources,
+                not the key: its GEONODE_API_KEY_SECRET_ID still ranks below a key variable
 
     LEDGER_TABLE_NAME  QUEUE_URL  DLQ_URL  RESULTS_BUCKET  WEBHOOK_SECRET_ID
     GEONODE_API_KEY_SECRET_ID  WEBHOOK_URL (the receiver's, for webhooks setup and doctor)

@@ -2,7 +2,8 @@
 
     settings        the stack's outputs (or the variables ``local up`` prints) are all there
     api key         the stored key (what the Lambdas use) is accepted: GET /v1/webhooks
-    <event type>    exactly one active subscription per event type, to the stack's URL
+    <event type>    exactly one active subscription per event type, to the stack's URL, whose
+                    latest delivery (if any) was not refused 401 (its secret not in the bundle)
     secret bundle   parses, holds a valid real secret, no longer the stack's placeholder
     test delivery   a signed ``ping`` (payload.py) is answered 200 "test": the receiver
                     verified it and recorded nothing (no ledger row, no message)
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scrape_pipeline.api_key import SECRET_ID_ENV
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSError, translate
 from scrape_pipeline.geonode.errors import AuthError, GeonodeError
-from scrape_pipeline.geonode.models import Webhook, format_time
+from scrape_pipeline.geonode.models import Delivery, Webhook, format_time
 from scrape_pipeline.payload import EVENT_KINDS, TEST_EVENT
 from scrape_pipeline.signatures import SecretBundleError, SignatureConfig, WebhookSecret, sign
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
@@ -32,11 +33,13 @@ from scrape_pipeline_ops.cli.webhooks import WEBHOOK_SECRET_ENV, WEBHOOK_URL_ENV
 if TYPE_CHECKING:
     import argparse
 
+    from scrape_pipeline.geonode.client import GeonodeClient
     from scrape_pipeline_ops.cli.config import Context
 
 COLUMNS = ("check", "status", "detail")
 REQUIRED = (WEBHOOK_URL_ENV, WEBHOOK_SECRET_ENV, SECRET_ID_ENV)
 DELIVERY_TIMEOUT_SECONDS = 15.0  # the contract's sender waits this long
+DELIVERIES_LOOKED_AT = 20  # the newest page of a subscription's delivery log
 
 
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -86,7 +89,7 @@ class Doctor:
         self.ctx = ctx
         self.command = command  # "scrape-pipeline [--stack-name S]", for the hints
         self.checks: list[Check] = []
-        self.api_key: str | None = None
+        self.client: GeonodeClient | None = None
         self.hooks: list[Webhook] | None = None
         self.secret: WebhookSecret | None = None
 
@@ -94,6 +97,13 @@ class Doctor:
         self.checks.append(check)
 
     def run(self) -> list[Check]:
+        try:
+            return self._run()
+        finally:
+            if self.client is not None:
+                self.client.close()
+
+    def _run(self) -> list[Check]:
         env = self.ctx.environ
         missing = [name for name in REQUIRED if not env.get(name)]
         if missing:
@@ -128,10 +138,11 @@ class Doctor:
         except UsageError as exc:  # an empty secret
             self.add(_fail(name, str(exc), f"store the key: {self.command} secrets put-api-key"))
             return
+        client = self.ctx.client(api_key=key)
         try:
-            with self.ctx.client(api_key=key) as client:
-                self.hooks = client.list_webhooks()
+            self.hooks = client.list_webhooks()
         except AuthError as exc:
+            client.close()
             self.add(
                 _fail(
                     name,
@@ -141,6 +152,7 @@ class Doctor:
             )
             return
         except GeonodeError as exc:
+            client.close()
             self.add(
                 _fail(
                     name,
@@ -149,7 +161,7 @@ class Doctor:
                 )
             )
             return
-        self.api_key = key
+        self.client = client
         self.add(_ok(name, f"accepted by {self.ctx.base_url}"))
 
     def _subscriptions(self, url: str | None) -> None:
@@ -160,7 +172,7 @@ class Doctor:
             mine = [h for h in self.hooks if h.event_type == event_type and h.url == url]
             active = [h for h in mine if h.is_active]
             if len(active) == 1:
-                self.add(_ok(event_type, f"subscription {active[0].id}"))
+                self.add(self._latest_delivery(event_type, active[0]))
             elif len(active) > 1:
                 extra = " ".join(h.id for h in active[1:])
                 self.add(
@@ -186,6 +198,25 @@ class Doctor:
                         f"register it: {self.command} webhooks setup",
                     )
                 )
+
+    def _latest_delivery(self, name: str, hook: Webhook) -> Check:
+        """A subscription whose latest delivery got 401 is signed with a secret we lack."""
+        assert self.client is not None
+        try:
+            page = self.client.list_deliveries(hook.id, page_size=DELIVERIES_LOOKED_AT)
+        except GeonodeError as exc:
+            return _fail(name, f"its delivery log: {exc}", "run doctor again in a minute")
+        answered = [d for d in page.items if d.http_status is not None]
+        latest = max(answered, key=_when, default=None)
+        if latest is not None and latest.http_status == 401:
+            return _fail(
+                name,
+                f"subscription {hook.id}: its latest delivery was refused 401",
+                f"rotate its secret into the bundle: {self.command} webhooks rotate-secret "
+                f"{hook.id}",
+            )
+        seen = f", latest delivery HTTP {latest.http_status}" if latest is not None else ""
+        return _ok(name, f"subscription {hook.id}{seen}")
 
     # -- the secret bundle -------------------------------------------------------------------
 
@@ -315,6 +346,11 @@ def _poster(url: str, delivery_id: str) -> _Post:
         return response.status_code, answer if isinstance(answer, dict) else {}
 
     return post
+
+
+def _when(delivery: Delivery) -> float:
+    moment = delivery.delivered_at or delivery.created_at
+    return moment.timestamp() if moment is not None else 0.0
 
 
 def _aws(exc: BaseException) -> str:

@@ -117,6 +117,28 @@ def test_doctor_fails_a_disabled_subscription_with_what_to_do(stack: LocalStack,
     assert sum(line.startswith("to fix") for line in result.out.splitlines()) == 1
 
 
+def test_doctor_fails_a_subscription_whose_deliveries_are_refused(stack: LocalStack, cli: Cli):
+    # GIVEN extract_completed's secret rotated at the API only: the bundle lacks the new one
+    [hook] = [h for h in _our_hooks(stack) if h.event_type == "extract_completed"]
+    client = stack.client()
+    client.rotate_webhook_secret(hook.id)
+    client.submit_extract("https://example.com/cli/doctor-401")
+
+    def refused() -> bool:
+        return any(d.http_status == 401 for d in client.list_deliveries(hook.id).items)
+
+    # WHEN its delivery has been refused, and doctor runs
+    stack.run_until(refused, limit=600)
+    result = cli("doctor", "--json")
+    # THEN that event type fails with the remedy: rotate the secret into the bundle
+    assert result.code == 1
+    check = _checks(result)["extract_completed"]
+    assert check["status"] == "FAIL" and "refused 401" in check["detail"]
+    assert check["hint"] == (
+        f"rotate its secret into the bundle: scrape-pipeline webhooks rotate-secret {hook.id}"
+    )
+
+
 def test_doctor_fails_a_rejected_key_and_the_placeholder_bundle(stack: LocalStack, cli: Cli):
     # GIVEN a wrong key and the stack's placeholder in place of the webhook secrets
     assert stack.resources is not None
