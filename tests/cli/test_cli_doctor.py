@@ -6,6 +6,7 @@ their secrets in the bundle, the right key stored), as ``LocalStack.start`` made
 
 from __future__ import annotations
 
+import io
 import json
 import secrets
 import string
@@ -176,6 +177,30 @@ def test_put_api_key_from_stdin_checks_then_stores_it(
     assert result.record() == {"secret_id": arn, "stored": True, "checked": True}
     assert _secret(arn) == API_KEY
     assert API_KEY not in result.out + result.err
+
+
+def test_put_api_key_prompts_without_echo_on_a_terminal(
+    stack: LocalStack, cli: Cli, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN no key variable and a terminal on stdin
+    assert stack.resources is not None
+    monkeypatch.delenv("GEONODE_SCRAPER_API_KEY")
+    terminal = io.StringIO("typed keys would be echoed if read from here")
+    monkeypatch.setattr(terminal, "isatty", lambda: True)
+    monkeypatch.setattr("sys.stdin", terminal)
+    prompts: list[str] = []
+
+    def getpass(prompt: str) -> str:
+        prompts.append(prompt)
+        return API_KEY
+
+    monkeypatch.setattr("getpass.getpass", getpass)
+    # WHEN the key is stored THEN it was asked for without echo
+    result = cli("secrets", "put-api-key", "--no-check", "--json")
+    assert result.code == 0, result.err
+    assert result.record()["checked"] is False
+    assert prompts == ["Geonode API key (not echoed): "]
+    assert _secret(stack.resources.api_key_secret_arn) == API_KEY
 
 
 def test_put_api_key_refuses_a_key_geonode_rejects(
