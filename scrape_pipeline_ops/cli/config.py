@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 BASE_URL_ENV = "GEONODE_BASE_URL"
 CONNECT_ATTEMPTS = 2
+CONNECT_TIMEOUT = 5.0  # seconds; an answer may take the whole GEONODE_TIMEOUT_SECONDS
 # CloudFormation output -> the variable the Lambdas' wiring (and this CLI) reads.
 STACK_OUTPUTS: dict[str, str] = {
     "WebhookUrl": "WEBHOOK_URL",
@@ -150,8 +151,9 @@ class Context:
     def client(self, api_key: str | None = None) -> GeonodeClient:
         """One API client for the whole command, on the CLI's clock (``api_key``: another one).
 
-        A connection that cannot be made is tried twice, not for the whole retry deadline:
-        at a terminal a wrong --base-url or a network down is worth saying at once.
+        A connection that cannot be made is tried twice, for at most 5 s each, not for the
+        whole retry deadline: at a terminal a wrong --base-url or a network down is worth
+        saying at once.
         """
         if api_key is not None:
             return self._new_client(api_key)
@@ -160,7 +162,9 @@ class Context:
         return self._client
 
     def _new_client(self, api_key: str) -> GeonodeClient:
-        client = GeonodeClient(api_key, base_url=self.base_url, clock=self.clock)
+        client = GeonodeClient(
+            api_key, base_url=self.base_url, clock=self.clock, connect_timeout=CONNECT_TIMEOUT
+        )
         client.retry = replace(client.retry, connect_attempts=CONNECT_ATTEMPTS)
         return client
 

@@ -355,3 +355,11 @@ def test_client_connect_attempts_bound_a_refused_connection_only():
             make_client(handler, ManualClock(), retry=policy).get_job("j1")
     # THEN the refused connection gave up after 2 tries, the slow answer after 5
     assert (len(seen_refused), len(seen_slow)) == (2, 5)
+
+
+def test_client_connect_timeout_is_its_own_or_the_whole_timeout():
+    handler, _ = scripted(httpx.Response(200, json=JOB))
+    default = make_client(handler, ManualClock())
+    short = make_client(handler, ManualClock(), connect_timeout=5.0)
+    assert default._http.timeout == httpx.Timeout(30.0)  # GEONODE_TIMEOUT_SECONDS' default
+    assert short._http.timeout == httpx.Timeout(30.0, connect=5.0)

@@ -192,7 +192,9 @@ class GeonodeClient:
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         transport: httpx.BaseTransport | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
+        """``connect_timeout``: seconds to make a connection (default: the whole timeout)."""
         settings = settings or GeonodeSettings.from_env()
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
@@ -213,7 +215,9 @@ class GeonodeClient:
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={API_KEY_HEADER: key, "User-Agent": USER_AGENT, "Accept": "application/json"},
-            timeout=settings.timeout_seconds,
+            timeout=httpx.Timeout(
+                settings.timeout_seconds, connect=connect_timeout or settings.timeout_seconds
+            ),
             transport=transport,
         )
 
