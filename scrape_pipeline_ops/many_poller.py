@@ -8,12 +8,15 @@ its cost grows with list pages, not with the number of jobs. All its requests sh
     round:  list pages of [oldest outstanding - margin, newest + margin]
             -> ids now completed / failed / cancelled -> GET each once -> yield
             -> wait: the shortest interval after a round that found work, doubling when idle
+    a job the API answers 404 for (never listed, a direct GET says 404) is asked about at every
+    round and given up as unknown once ``not_found_grace`` has passed since its creation: the
+    API's replica lag is seconds, so a mistyped or foreign id is not followed for max_wait.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +26,7 @@ from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import (
     GeonodeError,
     JobTimeoutError,
+    NotFoundError,
     RateLimitedError,
     ServerError,
     TransportError,
@@ -43,8 +47,14 @@ class ManyJobsSettings:
     fetch_concurrency: int = 4
     # A job inside the window but missing from this many listings is fetched directly.
     unseen_rounds_before_direct_get: int = 3
+    # A job still answered 404 this long after its creation is unknown (a wrong id, another
+    # account's): the contract's 404 after a submission is replica lag, "brief" and unpublished
+    # (the simulator's is 0.5 s); a minute covers it many times over.
+    not_found_grace: float = 60.0
 
     def __post_init__(self) -> None:
+        if self.not_found_grace < 0:
+            raise ValueError("not_found_grace cannot be negative")
         if not 0 < self.min_interval <= self.max_interval:
             raise ValueError("need 0 < min_interval <= max_interval")
         if self.requests_per_second <= 0 or self.fetch_concurrency < 1:
@@ -55,6 +65,7 @@ class ManyJobsSettings:
 class _Tracked:
     created_at: float
     unseen_rounds: int = 0
+    not_found: bool = False  # the last direct GET answered 404
 
 
 @dataclass
@@ -67,6 +78,8 @@ class RoundStats:
     # A transient failure cut the round short; the next round starts over.
     error: GeonodeError | None = None
     retry_after: float | None = None
+    # Given up: still 404 past the grace; no longer tracked.
+    unknown: list[str] = field(default_factory=list)
 
 
 class ManyJobsPoller:
@@ -87,15 +100,25 @@ class ManyJobsPoller:
         self._rng = rng or random.Random()  # jitter only, not security
         self._budget = budget or RateBudget(self.settings.requests_per_second, clock=clock)
         self._jobs: dict[str, _Tracked] = {}
+        self.unknown: list[str] = []  # ids given up as unknown to the API, in order
 
-    def track(self, job: str | SubmittedJob, created_at: float | datetime | None = None) -> None:
-        """Follow a submitted job; ``created_at`` defaults to now (the margin absorbs skew)."""
+    def track(
+        self,
+        job: str | SubmittedJob,
+        created_at: float | datetime | None = None,
+        *,
+        not_found: bool = False,
+    ) -> None:
+        """Follow a submitted job; ``created_at`` defaults to now (the margin absorbs skew).
+
+        ``not_found``: a GET already answered 404, so it is asked about directly every round.
+        """
         job_id = job.job_id if isinstance(job, SubmittedJob) else job
         if isinstance(created_at, datetime):
             created = created_at.timestamp()
         else:
             created = self._clock.time() if created_at is None else created_at
-        self._jobs.setdefault(job_id, _Tracked(created))
+        self._jobs.setdefault(job_id, _Tracked(created, not_found=not_found))
 
     def track_all(self, jobs: Iterable[str | SubmittedJob]) -> None:
         """Follow several jobs submitted just now."""
@@ -120,24 +143,57 @@ class ManyJobsPoller:
             stats.retry_after = exc.retry_after if isinstance(exc, RateLimitedError) else None
             return stats
         for job_id, tracked in self._jobs.items():
-            if job_id not in settled_ids and tracked.unseen_rounds >= (
-                self.settings.unseen_rounds_before_direct_get
+            if job_id not in settled_ids and (
+                tracked.not_found
+                or tracked.unseen_rounds >= self.settings.unseen_rounds_before_direct_get
             ):
                 tracked.unseen_rounds = 0
                 settled_ids.append(job_id)  # fetched directly; kept if not settled
-        for job in self._fetch(settled_ids):
+        jobs, missing = self._fetch(settled_ids)
+        for job in jobs:
             stats.fetched += 1
+            if job.job_id in self._jobs:
+                self._jobs[job.job_id].not_found = False
             if job.is_terminal and self._jobs.pop(job.job_id, None) is not None:
                 stats.settled.append(job)
+        self._give_up_unknown(missing, stats)
         return stats
 
-    def run(self, *, max_wait: float = 3600.0) -> Iterator[Job]:
-        """Yield every tracked job once, as it settles; ``JobTimeoutError`` after ``max_wait``."""
+    def _give_up_unknown(self, missing: list[str], stats: RoundStats) -> None:
+        now = self._clock.time()
+        for job_id in missing:
+            tracked = self._jobs.get(job_id)
+            if tracked is None:
+                continue
+            tracked.not_found = True
+            if now - tracked.created_at >= self.settings.not_found_grace:
+                del self._jobs[job_id]
+                stats.unknown.append(job_id)
+                self.unknown.append(job_id)
+
+    def _next_grace_end(self) -> float | None:
+        """When the first job answered 404 may be given up, if any was."""
+        ends = [
+            t.created_at + self.settings.not_found_grace for t in self._jobs.values() if t.not_found
+        ]
+        return min(ends, default=None)
+
+    def run(
+        self, *, max_wait: float = 3600.0, on_unknown: Callable[[str], None] | None = None
+    ) -> Iterator[Job]:
+        """Yield every tracked job once, as it settles; ``JobTimeoutError`` after ``max_wait``.
+
+        A job given up as unknown is not yielded: ``on_unknown(job_id)`` is called, and it is
+        in ``unknown``.
+        """
         started = self._clock.monotonic()
         interval = self.settings.min_interval
         while self._jobs:
             stats = self.poll_once()
             yield from stats.settled
+            if on_unknown is not None:
+                for job_id in stats.unknown:
+                    on_unknown(job_id)
             if not self._jobs:
                 return
             # Work found: jobs are settling now, look again soon. Idle: back off like a poller.
@@ -151,6 +207,10 @@ class ManyJobsPoller:
             wait = self._rng.uniform(0.75, 1.0) * interval
             if stats.retry_after is not None:
                 wait = max(wait, stats.retry_after)
+            grace_end = self._next_grace_end()
+            if grace_end is not None:  # ask about a 404 again as soon as it may be given up
+                until = grace_end - self._clock.time()
+                wait = min(wait, max(until, self.settings.min_interval))
             self._clock.sleep(min(wait, max_wait - elapsed))
 
     def _settled_in_listing(self, stats: RoundStats) -> list[str]:
@@ -177,13 +237,19 @@ class ManyJobsPoller:
             page += 1
         for job_id, tracked in self._jobs.items():
             tracked.unseen_rounds = 0 if job_id in seen else tracked.unseen_rounds + 1
+            if job_id in seen:
+                tracked.not_found = False  # listed: it exists, the 404 was lag
         return settled
 
-    def _fetch(self, job_ids: list[str]) -> list[Job]:
-        def one(job_id: str) -> Job | None:
+    def _fetch(self, job_ids: list[str]) -> tuple[list[Job], list[str]]:
+        """The jobs fetched, and the ids the API answered 404 for."""
+
+        def one(job_id: str) -> Job | str | None:
             self._budget.acquire()
             try:
                 return self._client.get_job(job_id)
+            except NotFoundError:
+                return job_id  # not visible yet (replica lag), or unknown
             except GeonodeError:
                 return None  # still tracked: the next round tries again
 
@@ -192,4 +258,5 @@ class ManyJobsPoller:
         else:
             with ThreadPoolExecutor(self.settings.fetch_concurrency) as pool:
                 results = list(pool.map(one, job_ids))
-        return [job for job in results if job is not None]
+        jobs = [r for r in results if isinstance(r, Job)]
+        return jobs, [r for r in results if isinstance(r, str)]

@@ -7,6 +7,11 @@
 The receiver reads the bundle with a short cache and refreshes once when nothing matches,
 so it accepts the new secret at once, without a restart. The new secret is shown by the API
 only once: storing it is retried, and if it still fails the error says so (never the value).
+
+Until the operator stores a real secret, the stack's bundle holds the placeholder that
+CloudFormation generated (template.yaml, ``WebhookSecret``: 48 letters and digits, not JSON).
+No sender signs with it, so ``SecretBundle`` never returns it: the first real secret stored
+replaces it instead of joining it.
 """
 
 from __future__ import annotations
@@ -27,12 +32,40 @@ if TYPE_CHECKING:
     from types_boto3_secretsmanager.client import SecretsManagerClient
 
 DEFAULT_GRACE_SECONDS = 86_400.0
+# template.yaml's WebhookSecret: GenerateSecretString, PasswordLength 48, ExcludePunctuation.
+PLACEHOLDER_LENGTH = 48
 STORE_ATTEMPTS = 5
 SOURCE_ROTATION = "rotation_replay"
 
 
 class SecretNotStoredError(Exception):
     """The API rotated the secret but storing it failed: rotate again to recover."""
+
+
+def is_placeholder(raw: str) -> bool:
+    """Whether a stored value is the stack's generated placeholder (a ``whsec_`` secret has a _)."""
+    text = raw.strip()
+    return len(text) == PLACEHOLDER_LENGTH and text.isascii() and text.isalnum()
+
+
+def with_new_secret(
+    current: Sequence[WebhookSecret], new_secret: str, now: float
+) -> list[WebhookSecret]:
+    """``current``'s still-valid secrets, and ``new_secret`` (a subscription's, just created)."""
+    kept = [s for s in current if s.is_active(now) and s.value != new_secret]
+    return [*kept, WebhookSecret(new_secret)]
+
+
+@dataclass(frozen=True)
+class BundleContents:
+    """What the bundle holds: its real secrets (expired ones too), and whether the placeholder."""
+
+    secrets: list[WebhookSecret]
+    placeholder: bool
+
+    def active(self, now: float) -> list[WebhookSecret]:
+        """The secrets still valid at ``now``."""
+        return [s for s in self.secrets if s.is_active(now)]
 
 
 def render_bundle(secrets: Sequence[WebhookSecret]) -> str:
@@ -59,13 +92,19 @@ class SecretBundle:
         self.secret_id = secret_id
         self._sm = client
 
-    def read(self) -> list[WebhookSecret]:
-        """The secrets stored now."""
+    def contents(self) -> BundleContents:
+        """The secrets stored now, the placeholder set apart; ``SecretBundleError`` if malformed."""
         try:
             value = self._sm.get_secret_value(SecretId=self.secret_id)["SecretString"]
         except AWS_ERRORS as exc:
             raise unavailable("secretsmanager", "GetSecretValue", exc) from exc
-        return parse_secret_bundle(value)
+        if is_placeholder(value):
+            return BundleContents([], placeholder=True)
+        return BundleContents(parse_secret_bundle(value), placeholder=False)
+
+    def read(self) -> list[WebhookSecret]:
+        """The real secrets stored now (never the placeholder)."""
+        return self.contents().secrets
 
     def write(self, secrets: Sequence[WebhookSecret]) -> None:
         """Replace the stored secrets."""

@@ -2,7 +2,9 @@
 
     submit [FILE|-] --mode sync|async|batch|crawl     submit.py
     poll [IDS...] --from FILE|- --out DIR|s3://...    poll.py
-    webhooks register|list|delete|enable|disable|rotate-secret    webhooks.py
+    webhooks setup|register|list|delete|enable|disable|rotate-secret    webhooks.py
+    secrets put-api-key                               secrets.py
+    doctor                                            doctor.py
     deliveries list|replay                            deliveries.py
     reconcile | status | dlq inspect|redrive          ops.py
     local up|demo                                     local.py

@@ -1,13 +1,15 @@
 """Where the CLI's settings come from, and the errors that say a setting is wrong.
 
-    API key     --api-key  >  GEONODE_SCRAPER_API_KEY  >  --api-key-secret-id  >
-                GEONODE_API_KEY_SECRET_ID (read from Secrets Manager)
+    API key     --api-key  >  --api-key-secret-id  >  GEONODE_SCRAPER_API_KEY  >
+                GEONODE_API_KEY_SECRET_ID (read from Secrets Manager): a flag always beats
+                the environment
     base URL    --base-url  >  GEONODE_BASE_URL  >  the contract's https://scraper.geonode.io
     resources   --stack-name NAME (the CloudFormation stack's Outputs, exported as the
-                variables below)  >  the variables themselves
+                variables below)  >  the variables themselves. The stack names resources,
+                not the key: its GEONODE_API_KEY_SECRET_ID still ranks below a key variable
 
     LEDGER_TABLE_NAME  QUEUE_URL  DLQ_URL  RESULTS_BUCKET  WEBHOOK_SECRET_ID
-    GEONODE_API_KEY_SECRET_ID
+    GEONODE_API_KEY_SECRET_ID  WEBHOOK_URL (the receiver's, for webhooks setup and doctor)
 
 Errors: ``UsageError`` (a mistake on the command line or in the configuration: exit 2) and
 ``FailedError`` (the command ran and something did not work: exit 1). Neither message may
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.api_key import SECRET_ID_ENV
@@ -31,8 +34,11 @@ if TYPE_CHECKING:
     from scrape_pipeline_ops.cli.output import Printer
 
 BASE_URL_ENV = "GEONODE_BASE_URL"
+CONNECT_ATTEMPTS = 2
+CONNECT_TIMEOUT = 5.0  # seconds; an answer may take the whole GEONODE_TIMEOUT_SECONDS
 # CloudFormation output -> the variable the Lambdas' wiring (and this CLI) reads.
 STACK_OUTPUTS: dict[str, str] = {
+    "WebhookUrl": "WEBHOOK_URL",
     "LedgerTableName": "LEDGER_TABLE_NAME",
     "JobQueueUrl": "QUEUE_URL",
     "JobDeadLetterQueueUrl": "DLQ_URL",
@@ -120,27 +126,47 @@ class Context:
     def api_key(self) -> str:
         """The API key, from the first source set; ``UsageError`` when none is."""
         if self._api_key is None:
-            key = getattr(self.args, "api_key", None) or self.environ.get(API_KEY_ENV)
+            flag_secret = getattr(self.args, "api_key_secret_id", None)
+            key = getattr(self.args, "api_key", None)
+            if not key and not flag_secret:
+                key = self.environ.get(API_KEY_ENV)
             if not key:
-                secret_id = getattr(self.args, "api_key_secret_id", None) or self.environ.get(
-                    SECRET_ID_ENV
-                )
+                secret_id = flag_secret or self.environ.get(SECRET_ID_ENV)
                 if not secret_id:
                     raise UsageError(
                         f"no API key: set {API_KEY_ENV}, or pass --api-key or --api-key-secret-id"
                     )
-                key = self.read_secret(secret_id).strip()
-                if not key:
-                    raise UsageError(f"the API key secret {secret_id!r} is empty")
+                key = self.stored_api_key(secret_id)
             self._api_key = key
             self._sensitive.add(key)
         return self._api_key
 
-    def client(self) -> GeonodeClient:
-        """One API client for the whole command, on the CLI's clock."""
+    def stored_api_key(self, secret_id: str) -> str:
+        """The API key kept in Secrets Manager; ``UsageError`` when the secret is empty."""
+        key = self.read_secret(secret_id).strip()
+        if not key:
+            raise UsageError(f"the API key secret {secret_id!r} is empty")
+        return key
+
+    def client(self, api_key: str | None = None) -> GeonodeClient:
+        """One API client for the whole command, on the CLI's clock (``api_key``: another one).
+
+        A connection that cannot be made is tried twice, for at most 5 s each, not for the
+        whole retry deadline: at a terminal a wrong --base-url or a network down is worth
+        saying at once.
+        """
+        if api_key is not None:
+            return self._new_client(api_key)
         if self._client is None:
-            self._client = GeonodeClient(self.api_key(), base_url=self.base_url, clock=self.clock)
+            self._client = self._new_client(self.api_key())
         return self._client
+
+    def _new_client(self, api_key: str) -> GeonodeClient:
+        client = GeonodeClient(
+            api_key, base_url=self.base_url, clock=self.clock, connect_timeout=CONNECT_TIMEOUT
+        )
+        client.retry = replace(client.retry, connect_attempts=CONNECT_ATTEMPTS)
+        return client
 
     def wiring_env(self, *required: str) -> dict[str, str]:
         """The environment for ``scrape_pipeline.wiring``: this CLI's key and base URL included."""

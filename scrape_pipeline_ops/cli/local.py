@@ -131,8 +131,7 @@ def up(ctx: Context, args: argparse.Namespace) -> int:
             )
             ctx.out.note("# in another shell:")
             for name, value in found.items():
-                if name != "WEBHOOK_URL":
-                    ctx.out.note(f"export {name}={value}")
+                ctx.out.note(f"export {name}={value}")
             ctx.out.note("# Ctrl-C stops the stack")
         with contextlib.suppress(KeyboardInterrupt):  # the normal way to stop it
             wait_for_interrupt(stack)

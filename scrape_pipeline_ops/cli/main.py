@@ -20,7 +20,8 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSConfigurationError, transl
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import GeonodeError, MissingAPIKeyError
-from scrape_pipeline_ops.cli import deliveries, local, ops, poll, submit, webhooks
+from scrape_pipeline_ops.cli import deliveries, doctor, local, ops, poll, submit, webhooks
+from scrape_pipeline_ops.cli import secrets as secret_commands
 from scrape_pipeline_ops.cli.config import CliError, Context, UsageError, export_stack
 from scrape_pipeline_ops.cli.output import Printer
 from scrape_pipeline_ops.rotation import SecretNotStoredError
@@ -79,7 +80,10 @@ def _common_options() -> argparse.ArgumentParser:
         "--api-key-secret-id",
         default=s,
         metavar="SECRET_ID",
-        help="read the API key from Secrets Manager (default $GEONODE_API_KEY_SECRET_ID)",
+        help=(
+            "read the API key from Secrets Manager (default $GEONODE_API_KEY_SECRET_ID); "
+            "like every flag, it beats the environment, $GEONODE_SCRAPER_API_KEY included"
+        ),
     )
     common.add_argument(
         "--stack-name",
@@ -110,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_parser(commands, parents)
     poll.add_parser(commands, parents)
     webhooks.add_parser(commands, parents)
+    secret_commands.add_parser(commands, parents)
+    doctor.add_parser(commands, parents)
     deliveries.add_parser(commands, parents)
     ops.add_parsers(commands, parents)
     local.add_parser(commands, parents)

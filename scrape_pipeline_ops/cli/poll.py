@@ -8,7 +8,12 @@
          or s3://bucket[/prefix] through ResultStore (the pipeline's own keys and
          If-None-Match: a job the pipeline stored already is not written again)
 
-Exit 1 when jobs are still unsettled at the deadline; they are listed.
+Ids are checked before anything is sent: a job id is a UUID (the simulator's and every example
+in Geonode's documentation; the contract does not publish a format, so ``--any-id-format``
+accepts any opaque token). An id the API still answers 404 for ``--not-found-grace`` seconds
+after its creation (default 60; the API's 404 after a submission is replica lag, seconds) is
+reported unknown at once, not waited for. Exit 1 when jobs are unknown or still unsettled at
+the deadline; they are listed.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -37,6 +43,8 @@ if TYPE_CHECKING:
 
 COLUMNS = ("job_id", "status", "url", "written")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+DEFAULT_NOT_FOUND_GRACE = 60.0
 _PREFETCH_CONCURRENCY = 4
 
 
@@ -67,6 +75,21 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="S",
         help="give up after this many seconds (default 3600)",
     )
+    p.add_argument(
+        "--not-found-grace",
+        type=float,
+        default=DEFAULT_NOT_FOUND_GRACE,
+        metavar="S",
+        help=(
+            "report a job unknown once the API still answers 404 this long after its "
+            f"creation (default {DEFAULT_NOT_FOUND_GRACE:.0f}: the API's replica lag is seconds)"
+        ),
+    )
+    p.add_argument(
+        "--any-id-format",
+        action="store_true",
+        help="accept job ids that are not UUIDs (any token of letters, digits, ._:-)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -89,9 +112,11 @@ def read_lines(source: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def _job_id(value: str) -> str:
+def _job_id(value: str, *, any_format: bool = False) -> str:
     if not _ID.fullmatch(value) or ".." in value:
         raise UsageError(f"not a job id: {value[:60]!r}")
+    if not any_format and not _UUID.fullmatch(value):
+        raise UsageError(f"not a job id (a UUID; --any-id-format accepts others): {value[:60]!r}")
     return value
 
 
@@ -102,12 +127,12 @@ def _hint(value: Any) -> float | None:
     return moment.timestamp() if moment else None
 
 
-def parse_ids(lines: Iterable[str]) -> dict[str, float | None]:
+def parse_ids(lines: Iterable[str], *, any_format: bool = False) -> dict[str, float | None]:
     """Job ids with their submission time when known (submit's JSON lines carry it)."""
     found: dict[str, float | None] = {}
     for line in lines:
         if not line.startswith("{"):
-            found.setdefault(_job_id(line), None)
+            found.setdefault(_job_id(line, any_format=any_format), None)
             continue
         try:
             record = json.loads(line)
@@ -117,7 +142,8 @@ def parse_ids(lines: Iterable[str]) -> dict[str, float | None]:
             raise UsageError(f"a JSON line without a job_id: {line[:60]!r}")
         if record.get("kind", "extract") != "extract":
             raise UsageError(f"poll follows extract jobs; {record['job_id']} is a {record['kind']}")
-        found.setdefault(_job_id(record["job_id"]), _hint(record.get("submitted_at")))
+        job_id = _job_id(record["job_id"], any_format=any_format)
+        found.setdefault(job_id, _hint(record.get("submitted_at")))
     return found
 
 
@@ -223,9 +249,14 @@ def open_target(out: str | None, ctx: Context) -> Target | None:
 # -- the poll --------------------------------------------------------------------------------
 
 
-def _prefetch(
-    client: GeonodeClient, job_ids: list[str], now: float
-) -> tuple[list[Job], dict[str, float]]:
+@dataclass
+class _Prefetched:
+    settled: list[Job] = field(default_factory=list)
+    created: dict[str, float] = field(default_factory=dict)
+    not_found: set[str] = field(default_factory=set)
+
+
+def _prefetch(client: GeonodeClient, job_ids: list[str], now: float) -> _Prefetched:
     """One GET per job whose creation time is unknown: settled ones are done already."""
 
     def one(job_id: str) -> tuple[str, Job | None]:
@@ -234,16 +265,16 @@ def _prefetch(
         except NotFoundError:
             return job_id, None  # just submitted (replica lag), or unknown: the poller decides
 
-    settled: list[Job] = []
-    created: dict[str, float] = {}
+    found = _Prefetched()
     with ThreadPoolExecutor(_PREFETCH_CONCURRENCY) as pool:
         for job_id, job in pool.map(one, job_ids):
             if job is not None and job.is_terminal:
-                settled.append(job)
-            else:
-                when = job.created_at.timestamp() if job and job.created_at else now
-                created[job_id] = when
-    return settled, created
+                found.settled.append(job)
+                continue
+            if job is None:
+                found.not_found.add(job_id)
+            found.created[job_id] = job.created_at.timestamp() if job and job.created_at else now
+    return found
 
 
 def _report(job: Job, written: str | None) -> dict[str, Any]:
@@ -254,47 +285,91 @@ def _report(job: Job, written: str | None) -> dict[str, Any]:
     return report
 
 
-def poll_jobs(ctx: Context, ids: Mapping[str, float | None], max_wait: float) -> Iterator[Job]:
-    """Every job of ``ids`` once as it settles; ``JobTimeoutError`` after ``max_wait``."""
-    from scrape_pipeline_ops.many_poller import ManyJobsPoller  # noqa: PLC0415
+def poll_jobs(
+    ctx: Context,
+    ids: Mapping[str, float | None],
+    max_wait: float,
+    *,
+    not_found_grace: float = DEFAULT_NOT_FOUND_GRACE,
+    on_unknown: Callable[[str], None] | None = None,
+) -> Iterator[Job]:
+    """Every job of ``ids`` once as it settles; ``JobTimeoutError`` after ``max_wait``.
+
+    A job the API does not know past ``not_found_grace`` is passed to ``on_unknown`` instead.
+    """
+    from scrape_pipeline_ops.many_poller import ManyJobsPoller, ManyJobsSettings  # noqa: PLC0415
 
     client = ctx.client()
-    poller = ManyJobsPoller(client, clock=ctx.clock)
-    unknown = [job_id for job_id, hint in ids.items() if hint is None]
-    settled, created = _prefetch(client, unknown, ctx.clock.time()) if unknown else ([], {})
+    settings = ManyJobsSettings(not_found_grace=not_found_grace)
+    poller = ManyJobsPoller(client, settings=settings, clock=ctx.clock)
+    undated = [job_id for job_id, hint in ids.items() if hint is None]
+    found = _prefetch(client, undated, ctx.clock.time()) if undated else _Prefetched()
     for job_id, hint in ids.items():
         if hint is not None:
             poller.track(job_id, created_at=hint)
-        elif job_id in created:
-            poller.track(job_id, created_at=created[job_id])
-    yield from settled
-    yield from poller.run(max_wait=max_wait)
+        elif job_id in found.created:
+            poller.track(
+                job_id, created_at=found.created[job_id], not_found=job_id in found.not_found
+            )
+    yield from found.settled
+    yield from poller.run(max_wait=max_wait, on_unknown=on_unknown)
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     lines = list(args.ids)
     if args.from_file:
         lines += read_lines(args.from_file)
-    ids = parse_ids(lines)
+    ids = parse_ids(lines, any_format=args.any_id_format)
     if not ids:
         raise UsageError("no job ids: pass them as arguments or with --from FILE|-")
     if args.max_wait <= 0:
         raise UsageError("--max-wait must be positive")
+    if args.not_found_grace < 0:
+        raise UsageError("--not-found-grace cannot be negative")
     target = open_target(args.out, ctx)
     done: set[str] = set()
+    unknown: list[str] = []
+
     with ctx.out.progress(len(ids), "settled") as advance:
+
+        def report_unknown(job_id: str) -> None:
+            unknown.append(job_id)
+            ctx.out.row({"job_id": job_id, "status": "unknown", "written": None}, COLUMNS)
+            advance()
+
         try:
-            for job in poll_jobs(ctx, ids, args.max_wait):
+            for job in poll_jobs(
+                ctx,
+                ids,
+                args.max_wait,
+                not_found_grace=args.not_found_grace,
+                on_unknown=report_unknown,
+            ):
                 written = target.write(job) if target is not None else None
                 done.add(job.job_id)
                 ctx.out.row(_report(job, written), COLUMNS)
                 advance()
         except JobTimeoutError as exc:
-            pending = [job_id for job_id in ids if job_id not in done]
+            pending = [job_id for job_id in ids if job_id not in done and job_id not in unknown]
             for job_id in pending:
                 ctx.out.row({"job_id": job_id, "status": "unsettled", "written": None}, COLUMNS)
-            shown = ", ".join(pending[:10]) + (" ..." if len(pending) > 10 else "")
             raise FailedError(
-                f"{len(pending)} of {len(ids)} job(s) not settled after {exc.waited:.0f}s: {shown}"
+                f"{len(pending)} of {len(ids)} job(s) not settled after {exc.waited:.0f}s: "
+                f"{_shown(pending)}{_unknown_note(unknown, args.not_found_grace)}"
             ) from exc
+    if unknown:
+        raise FailedError(
+            f"{len(unknown)} of {len(ids)} job(s) unknown to the API (404 "
+            f"{args.not_found_grace:.0f}s after creation): {_shown(unknown)}"
+        )
     return 0
+
+
+def _shown(job_ids: list[str]) -> str:
+    return ", ".join(job_ids[:10]) + (" ..." if len(job_ids) > 10 else "")
+
+
+def _unknown_note(unknown: list[str], grace: float) -> str:
+    if not unknown:
+        return ""
+    return f"; {len(unknown)} unknown to the API (404 after {grace:.0f}s): {_shown(unknown)}"

@@ -1,4 +1,4 @@
-"""``webhooks``: register, list, delete, enable, disable, rotate-secret.
+"""``webhooks``: setup, register, list, delete, enable, disable, rotate-secret.
 
 A subscription's secret is shown by the API once, at creation (and at each rotation): it goes
 straight into the Secrets Manager bundle the receiver reads, and is printed only when asked
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from scrape_pipeline_ops.rotation import SecretBundle
 
 COLUMNS = ("id", "event_type", "is_active", "url", "description", "created_at")
+SETUP_COLUMNS = ("event_type", "action", "id", "url")
 WEBHOOK_SECRET_ENV = "WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
+WEBHOOK_URL_ENV = "WEBHOOK_URL"
 
 
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -38,19 +40,55 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     p = sub.add_parser(
+        "setup",
+        parents=parents,
+        help="subscribe the stack's URL to every event type once, secrets stored",
+        description=(
+            "Make sure each event type has one active subscription to the stack's webhook URL "
+            "(--url, default $WEBHOOK_URL: the stack's WebhookUrl with --stack-name) and that "
+            "the secret bundle (--secret-id, default $WEBHOOK_SECRET_ID) holds its secret. "
+            "An active subscription is kept, a disabled one enabled, a missing one created "
+            "and its secret stored at once; the stack's placeholder secret is dropped. When "
+            "the bundle holds no valid secret, the kept subscriptions' secrets are rotated "
+            "into it (nothing could verify them anyway). A second run changes nothing."
+        ),
+    )
+    p.add_argument("--url", metavar="URL", help=f"the receiver's URL (default ${WEBHOOK_URL_ENV})")
+    p.add_argument(
+        "--secret-id",
+        metavar="SECRET_ID",
+        help=f"the secret bundle (default ${WEBHOOK_SECRET_ENV})",
+    )
+    p.add_argument(
+        "--event",
+        dest="events",
+        action="append",
+        choices=sorted(EVENT_KINDS),
+        metavar="EVENT_TYPE",
+        help="only this event type (repeatable; default all three)",
+    )
+    p.add_argument("--description", default="scrape-pipeline", metavar="D")
+    p.set_defaults(handler=setup)
+
+    p = sub.add_parser(
         "register",
         parents=parents,
         help="subscribe a URL to an event type",
         description=(
-            "Subscribe URL to EVENT_TYPE. The API shows the new secret only now: "
-            "--store-secret appends it to the secret bundle the receiver reads (Secrets "
-            "Manager); it is printed only with --show-secret. One of the two is required."
+            "Subscribe URL to EVENT_TYPE. The API shows the new secret only now: it is added "
+            "to the secret bundle the receiver reads (Secrets Manager): --store-secret, "
+            f"default ${WEBHOOK_SECRET_ENV} (--stack-name sets it); with --show-secret alone "
+            "it is only printed. 'webhooks setup' registers all three for a stack at once."
         ),
     )
     p.add_argument("url", metavar="URL")
     p.add_argument("event_type", metavar="EVENT_TYPE", choices=sorted(EVENT_KINDS))
     p.add_argument("--description", metavar="D")
-    p.add_argument("--store-secret", metavar="SECRET_ID", help="Secrets Manager bundle id/ARN")
+    p.add_argument(
+        "--store-secret",
+        metavar="SECRET_ID",
+        help=f"Secrets Manager bundle id/ARN (default ${WEBHOOK_SECRET_ENV}, the stack's)",
+    )
     p.add_argument("--show-secret", action="store_true", help="print the new secret")
     p.set_defaults(handler=register)
 
@@ -107,16 +145,19 @@ def _bundle(ctx: Context, secret_id: str) -> SecretBundle:
 
 
 def register(ctx: Context, args: argparse.Namespace) -> int:
-    from scrape_pipeline.signatures import WebhookSecret  # noqa: PLC0415
+    from scrape_pipeline_ops.rotation import with_new_secret  # noqa: PLC0415
 
-    if not re.match(r"https?://\S+$", args.url):
-        raise UsageError(f"not an http(s) URL: {args.url[:80]!r}")
-    if not args.store_secret and not args.show_secret:
+    _check_url(args.url)
+    store_in = args.store_secret
+    if not store_in and not args.show_secret:
+        store_in = ctx.environ.get(WEBHOOK_SECRET_ENV)  # the stack's, with --stack-name
+    if not store_in and not args.show_secret:
         raise UsageError(
-            "the API shows the secret only once: pass --store-secret SECRET_ID (or --show-secret)"
+            "the API shows the secret only once: pass --store-secret SECRET_ID or --stack-name "
+            f"(or set {WEBHOOK_SECRET_ENV}), or --show-secret"
         )
     client = ctx.client()
-    bundle = _bundle(ctx, args.store_secret) if args.store_secret else None
+    bundle = _bundle(ctx, store_in) if store_in else None
     current = bundle.read() if bundle is not None else []  # unreachable store: fail now
     hook = client.create_webhook(args.url, args.event_type, description=args.description)
     ctx.sensitive(hook.secret)
@@ -124,10 +165,8 @@ def register(ctx: Context, args: argparse.Namespace) -> int:
         raise FailedError(f"webhook {hook.id} was created but the API returned no secret")
     record = webhook_record(hook)
     if bundle is not None:
-        now = ctx.clock.time()
-        kept = [s for s in current if s.is_active(now) and s.value != hook.secret]
         try:
-            bundle.write([*kept, WebhookSecret(hook.secret)])
+            bundle.write(with_new_secret(current, hook.secret, ctx.clock.time()))
         except AWSUnavailableError as exc:
             if args.show_secret:
                 ctx.out.record({**record, "secret": hook.secret})
@@ -136,11 +175,16 @@ def register(ctx: Context, args: argparse.Namespace) -> int:
                     f"({exc.code}): store the secret shown by hand"
                 ) from exc
             raise FailedError(_undo(ctx, hook.id, exc.code)) from exc
-        record["secret_stored_in"] = args.store_secret
+        record["secret_stored_in"] = store_in
     if args.show_secret:
         record["secret"] = hook.secret
     ctx.out.record(record)
     return 0
+
+
+def _check_url(url: str) -> None:
+    if not re.match(r"https?://\S+$", url):
+        raise UsageError(f"not an http(s) URL: {url[:80]!r}")
 
 
 def _undo(ctx: Context, webhook_id: str, code: str) -> str:
@@ -184,9 +228,7 @@ def rotate_secret(ctx: Context, args: argparse.Namespace) -> int:
 
     if args.grace_seconds <= 0:
         raise UsageError("--grace-seconds must be positive")
-    secret_id = args.secret_id or ctx.environ.get(WEBHOOK_SECRET_ENV)
-    if not secret_id:
-        raise UsageError(f"pass --secret-id SECRET_ID or set {WEBHOOK_SECRET_ENV}")
+    secret_id = bundle_id(ctx, args.secret_id)
     reconciler = None
     if not args.no_replay:
         from scrape_pipeline.wiring import build_reconciler  # noqa: PLC0415
@@ -213,3 +255,81 @@ def rotate_secret(ctx: Context, args: argparse.Namespace) -> int:
         }
     )
     return 0
+
+
+def bundle_id(ctx: Context, flag: str | None) -> str:
+    """The secret bundle's id: the flag, else ``WEBHOOK_SECRET_ID`` (set by --stack-name)."""
+    secret_id = flag or ctx.environ.get(WEBHOOK_SECRET_ENV)
+    if not secret_id:
+        raise UsageError(f"pass --secret-id SECRET_ID or --stack-name, or set {WEBHOOK_SECRET_ENV}")
+    return secret_id
+
+
+def webhook_url(ctx: Context, flag: str | None) -> str:
+    """The receiver's URL: the flag, else ``WEBHOOK_URL`` (the stack's ``WebhookUrl``)."""
+    url = flag or ctx.environ.get(WEBHOOK_URL_ENV)
+    if not url:
+        raise UsageError(f"pass --url URL or --stack-name, or set {WEBHOOK_URL_ENV}")
+    _check_url(url)
+    return url
+
+
+def setup(ctx: Context, args: argparse.Namespace) -> int:
+    from scrape_pipeline_ops.rotation import with_new_secret  # noqa: PLC0415
+
+    url = webhook_url(ctx, args.url)
+    bundle = _bundle(ctx, bundle_id(ctx, args.secret_id))
+    contents = bundle.contents()  # unreachable or malformed: fail before changing anything
+    secrets = contents.active(ctx.clock.time())
+    client = ctx.client()
+    hooks = client.list_webhooks()
+    rows: list[dict[str, Any]] = []
+    kept: list[Webhook] = []
+    for event_type in sorted(set(args.events or EVENT_KINDS)):
+        mine = [h for h in hooks if h.event_type == event_type and h.url == url]
+        active = [h for h in mine if h.is_active]
+        if active:
+            kept.append(active[0])
+            extra = f" ({len(active) - 1} more active: delete them)" if len(active) > 1 else ""
+            rows.append({**_setup_row(active[0], "kept"), "action": "kept" + extra})
+            continue
+        if mine:
+            hook = client.update_webhook(mine[0].id, is_active=True)
+            kept.append(hook)
+            rows.append(_setup_row(hook, "enabled"))
+            continue
+        hook = client.create_webhook(url, event_type, description=args.description)
+        ctx.sensitive(hook.secret)
+        if not hook.secret:
+            raise FailedError(f"webhook {hook.id} was created but the API returned no secret")
+        secrets = with_new_secret(secrets, hook.secret, ctx.clock.time())
+        try:  # at once: the API never shows this secret again
+            bundle.write(secrets)
+        except AWSUnavailableError as exc:
+            raise FailedError(_undo(ctx, hook.id, exc.code)) from exc
+        rows.append(_setup_row(hook, "created"))
+    if kept and not contents.active(ctx.clock.time()):
+        # The bundle verified none of the kept subscriptions' deliveries (placeholder, empty,
+        # expired): their secrets are lost, so rotating them costs nothing and stores them.
+        for hook in kept:
+            new_secret = client.rotate_webhook_secret(hook.id)
+            ctx.sensitive(new_secret)
+            secrets = with_new_secret(secrets, new_secret, ctx.clock.time())
+            try:
+                bundle.write(secrets)
+            except AWSUnavailableError as exc:
+                raise FailedError(
+                    f"webhook {hook.id}'s secret was rotated but could not be stored "
+                    f"({exc.code}); run webhooks setup again once Secrets Manager is reachable"
+                ) from exc
+            for row in rows:
+                if row["id"] == hook.id:
+                    row["action"] += ", secret rotated into the bundle"
+    ctx.out.table(rows, SETUP_COLUMNS, title=f"webhooks for {url}")
+    if contents.placeholder:
+        ctx.out.note("the stack's placeholder secret was replaced by the subscriptions' secrets")
+    return 0
+
+
+def _setup_row(hook: Webhook, action: str) -> dict[str, Any]:
+    return {"event_type": hook.event_type, "action": action, "id": hook.id, "url": hook.url}

@@ -79,7 +79,9 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
 def stack_environment(stack: LocalStack) -> dict[str, str]:
     """The variables a user of the local stack exports (``local up`` prints the same)."""
     assert stack.moto is not None and stack.resources is not None and stack.simulator is not None
+    assert stack.front is not None
     return {
+        "WEBHOOK_URL": stack.front.url("/webhooks/geonode"),
         "AWS_ENDPOINT_URL": stack.moto.endpoint,
         "AWS_ACCESS_KEY_ID": "local",
         "AWS_SECRET_ACCESS_KEY": "local",

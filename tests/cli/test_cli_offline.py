@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -26,12 +27,16 @@ COMMANDS = [
     ["submit"],
     ["poll"],
     ["webhooks"],
+    ["webhooks", "setup"],
     ["webhooks", "register"],
     ["webhooks", "list"],
     ["webhooks", "delete"],
     ["webhooks", "enable"],
     ["webhooks", "disable"],
     ["webhooks", "rotate-secret"],
+    ["secrets"],
+    ["secrets", "put-api-key"],
+    ["doctor"],
     ["deliveries"],
     ["deliveries", "list"],
     ["deliveries", "replay"],
@@ -123,6 +128,22 @@ def test_poll_rejects_batch_lines_and_path_like_ids(cli: Cli):
     assert_one_error_line(cli("poll", "../etc"), 2, "not a job id")
 
 
+def test_poll_rejects_a_malformed_id_at_once_before_any_request(cli: Cli):
+    # GIVEN no API at all: a request would fail with exit 1, not 2
+    # WHEN an id is not a UUID THEN it is one line, exit 2, naming the id and the way out
+    result = cli("--api-key", "key-1234", "--base-url", "http://127.0.0.1:9", "poll", "job-1")
+    assert_one_error_line(result, 2, "not a job id", "--any-id-format", "job-1")
+
+
+def test_poll_any_id_format_lets_other_ids_through(cli: Cli):
+    # the id passes the check, so the failure is the unreachable API's (exit 1)
+    result = cli(
+        "--api-key", "key-1234", "--base-url", "http://127.0.0.1:9",
+        "poll", "job-1", "--any-id-format", "--max-wait", "1",
+    )  # fmt: skip
+    assert_one_error_line(result, 1, "cannot reach 127.0.0.1:9")
+
+
 def test_webhooks_register_needs_a_place_for_the_secret(cli: Cli):
     result = cli("--api-key", "key-1234", "webhooks", "register", "https://h/x", "batch_completed")
     assert_one_error_line(result, 2, "--store-secret")
@@ -151,10 +172,16 @@ def test_status_without_resources_is_exit_2(cli: Cli, monkeypatch: pytest.Monkey
     assert_one_error_line(cli("status"), 2, "LEDGER_TABLE_NAME", "QUEUE_URL")
 
 
-def test_unreachable_api_is_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("GEONODE_RETRY_MAX_ATTEMPTS", "1")
+def test_unreachable_api_is_exit_1_at_once_naming_host_and_cause(cli: Cli):
+    # GIVEN an API address nothing listens on, and the default retry settings
+    started = time.monotonic()
+    # WHEN a command calls it
     result = cli("--api-key", "key-1234", "--base-url", "http://127.0.0.1:9", "webhooks", "list")
-    assert_one_error_line(result, 1, "Geonode API")
+    # THEN one line says where and why, within seconds (a refused connection is tried twice)
+    line = assert_one_error_line(result, 1, "Geonode API", "cannot reach 127.0.0.1:9")
+    assert line.endswith("cannot reach 127.0.0.1:9: connection refused (ConnectError)")
+    assert "key-1234" not in line
+    assert time.monotonic() - started < 5
 
 
 def test_keyboard_interrupt_is_exit_130(cli: Cli, monkeypatch: pytest.MonkeyPatch):
@@ -305,7 +332,10 @@ def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest
     import boto3
     from moto import mock_aws
 
-    names = ("LEDGER_TABLE_NAME", "QUEUE_URL", "DLQ_URL", "RESULTS_BUCKET", "WEBHOOK_SECRET_ID")
+    names = (
+        "LEDGER_TABLE_NAME", "QUEUE_URL", "DLQ_URL", "RESULTS_BUCKET", "WEBHOOK_SECRET_ID",
+        "WEBHOOK_URL",
+    )  # fmt: skip
     for name in names:
         monkeypatch.setenv(name, "stale")  # restored after the test
     template = {
@@ -331,6 +361,7 @@ def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest
             "JobDeadLetterQueueUrl": {"Value": {"Ref": "JobDeadLetterQueue"}},
             "ResultsBucketName": {"Value": "cfn-results"},
             "WebhookSecretArn": {"Value": "arn:aws:secretsmanager:us-east-1:1:secret:x"},
+            "WebhookUrl": {"Value": "https://api.example/v1/webhooks/geonode"},
         },
     }
     with mock_aws():
@@ -348,6 +379,7 @@ def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest
     assert os.environ["LEDGER_TABLE_NAME"] == "cfn-ledger"
     assert os.environ["RESULTS_BUCKET"] == "cfn-results"
     assert os.environ["DLQ_URL"] == dlq
+    assert os.environ["WEBHOOK_URL"] == "https://api.example/v1/webhooks/geonode"
     assert_one_error_line(missing, 1, "DescribeStacks")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -182,9 +183,28 @@ def test_poll_plain_ids_of_settled_jobs_to_s3(live: LocalStack, cli: Cli):
 
 
 def test_poll_unsettled_by_deadline_exits_1_listing_them(live: LocalStack, cli: Cli):
-    result = cli("poll", "no-such-job-1", "--max-wait", "20", "--json", clock=live.clock)
-    assert_one_error_line(result, 1, "no-such-job-1", "not settled")
-    assert result.records() == [{"job_id": "no-such-job-1", "status": "unsettled", "written": None}]
+    # an id the API does not know, with a deadline shorter than the 404 grace
+    job_id = str(uuid.uuid4())
+    result = cli("poll", job_id, "--max-wait", "20", "--json", clock=live.clock)
+    assert_one_error_line(result, 1, job_id, "not settled")
+    assert result.records() == [{"job_id": job_id, "status": "unsettled", "written": None}]
+
+
+def test_poll_reports_an_unknown_id_after_the_404_grace_not_the_whole_wait(
+    live: LocalStack, cli: Cli
+):
+    # GIVEN a well-formed id the API answers 404 for, beside a real job
+    [submitted] = cli("submit", "--json", stdin=_urls("poll-unknown", 1)[0]).records()
+    unknown = str(uuid.uuid4())
+    started = live.clock.time()
+    # WHEN both are polled with the default hour of --max-wait
+    result = cli("poll", unknown, submitted["job_id"], "--json", clock=live.clock)
+    # THEN the real one is reported settled, the unknown one after the 60 s grace, exit 1
+    line = assert_one_error_line(result, 1, "1 of 2 job(s) unknown to the API", unknown)
+    assert submitted["job_id"] not in line
+    statuses = {r["job_id"]: r["status"] for r in result.records()}
+    assert statuses == {unknown: "unknown", submitted["job_id"]: "completed"}
+    assert 60 <= live.clock.time() - started < 100
 
 
 # -- webhooks ------------------------------------------------------------------------------
@@ -451,6 +471,17 @@ def test_api_key_read_from_secrets_manager(
     assert result.code == 0, result.err
     assert len(result.records()) >= 3
     assert API_KEY not in result.out
+
+
+def test_api_key_secret_id_flag_beats_the_key_variable(
+    live: LocalStack, cli: Cli, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN a wrong key in the environment and the right one's secret named by the flag
+    assert live.resources is not None
+    monkeypatch.setenv("GEONODE_SCRAPER_API_KEY", "stale-key-in-env")
+    # WHEN a command runs THEN the flag wins: the key is read from the secret
+    result = cli("--api-key-secret-id", live.resources.api_key_secret_arn, "webhooks", "list")
+    assert result.code == 0, result.err
 
 
 def test_missing_api_key_is_one_line_exit_2(

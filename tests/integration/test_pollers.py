@@ -216,3 +216,24 @@ def test_many_jobs_poller_propagates_auth_errors(sim: SimulatorServer, clock: Ma
     poller.track(job)
     with pytest.raises(AuthError):
         list(poller.run(max_wait=60))
+
+
+def test_many_jobs_poller_gives_up_an_unknown_job_after_the_404_grace(
+    sim: SimulatorServer, clock: ManualClock
+):
+    # GIVEN a real job and an id the API never issued, both tracked from now
+    client = client_for(sim, clock)
+    real = client.submit_extract("https://example.com/real")
+    poller = ManyJobsPoller(client, clock=clock, rng=random.Random(12))
+    poller.track(real)
+    poller.track("00000000-0000-4000-8000-000000000000")
+    unknown: list[tuple[str, float]] = []
+    started = clock.time()
+    # WHEN it runs with an hour to wait
+    got = list(poller.run(max_wait=3600, on_unknown=lambda j: unknown.append((j, clock.time()))))
+    # THEN the real job is yielded, and the unknown one given up just after the grace
+    assert [j.job_id for j in got] == [real.job_id]
+    [(job_id, when)] = unknown
+    assert job_id == poller.unknown[0] == "00000000-0000-4000-8000-000000000000"
+    grace = ManyJobsSettings().not_found_grace
+    assert grace <= when - started <= grace + ManyJobsSettings().max_interval

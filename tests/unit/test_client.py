@@ -319,3 +319,47 @@ def test_client_batch_answer_without_its_id_is_refused_like_a_jobs(body: dict[st
         make_client(
             scripted(httpx.Response(200, json={"status": "completed"}))[0], ManualClock()
         ).get_job("j1")
+
+
+def test_client_connection_error_names_host_and_cause_not_the_key():
+    # GIVEN an API host that refuses connections (the socket's error inside httpx's)
+    refused = httpx.ConnectError("[Errno 111] Connection refused")
+    refused.__context__ = ConnectionRefusedError(111, "Connection refused")
+    handler, _ = scripted(refused)
+    client = make_client(handler, ManualClock(), retry=RetryPolicy(max_attempts=1))
+    # WHEN a call fails THEN the message says where and why, and never the key
+    with pytest.raises(TransportError) as info:
+        client.list_webhooks()
+    message = str(info.value)
+    assert message == (
+        "GET /v1/webhooks: cannot reach geonode.test: connection refused (ConnectError)"
+    )
+    assert API_KEY not in message
+
+
+def test_client_read_timeout_names_host():
+    handler, _ = scripted(httpx.ReadTimeout("timed out"))
+    client = make_client(handler, ManualClock(), retry=RetryPolicy(max_attempts=1))
+    with pytest.raises(TransportError, match=r"geonode\.test: no answer in time \(ReadTimeout\)"):
+        client.get_job("j1")
+
+
+def test_client_connect_attempts_bound_a_refused_connection_only():
+    # GIVEN a client allowed 2 tries of a connection that cannot be made, 5 of anything else
+    policy = RetryPolicy(max_attempts=5, deadline=1000, connect_attempts=2)
+    refused, seen_refused = scripted(httpx.ConnectError("refused"))
+    slow, seen_slow = scripted(httpx.ReadTimeout("slow"))
+    # WHEN each fails every time
+    for handler in (refused, slow):
+        with pytest.raises(TransportError):
+            make_client(handler, ManualClock(), retry=policy).get_job("j1")
+    # THEN the refused connection gave up after 2 tries, the slow answer after 5
+    assert (len(seen_refused), len(seen_slow)) == (2, 5)
+
+
+def test_client_connect_timeout_is_its_own_or_the_whole_timeout():
+    handler, _ = scripted(httpx.Response(200, json=JOB))
+    default = make_client(handler, ManualClock())
+    short = make_client(handler, ManualClock(), connect_timeout=5.0)
+    assert default._http.timeout == httpx.Timeout(30.0)  # GEONODE_TIMEOUT_SECONDS' default
+    assert short._http.timeout == httpx.Timeout(30.0, connect=5.0)

@@ -2,6 +2,12 @@
 
 Defaults follow the contract's envelope (``event``, ``data.job_id``) and fall back to the
 seed article's flat fields (``event_type``, ``job_id``): the real payload is unpublished.
+
+A test delivery is ours, not Geonode's (the contract has no ping event): the event ``ping``,
+in the envelope or the ``X-Webhook-Event`` header, e.g. ``{"event": "ping", "delivery_id":
+"doctor-...", "timestamp": "...", "data": {}}``. ``scrape-pipeline doctor`` sends one, signed
+like a real delivery; the receiver answers it after verifying the signature and records
+nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ EVENT_KINDS: Mapping[str, JobKind] = {
     "batch_completed": JobKind.BATCH,
     "crawl_completed": JobKind.CRAWL,
 }
+
+
+TEST_EVENT = "ping"
 
 
 class PayloadError(PipelineError, ValueError):
@@ -57,6 +66,15 @@ class Notification:
     kind: JobKind
     job_id: str
     event: str
+
+
+@dataclass(frozen=True)
+class TestEvent:
+    """A signed test delivery (``TEST_EVENT``): answered, never recorded."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    event: str = TEST_EVENT
 
 
 def _lookup(document: Mapping[str, Any], path: str) -> Any:
@@ -107,8 +125,23 @@ def parse_notification(
     body: bytes, locations: FieldLocations, event_header: str | None = None
 ) -> Notification:
     """The job a delivery's raw body is about; ``PayloadError`` when it is not JSON or not one."""
+    return read_notification(_load(body), locations, event_header)
+
+
+def _load(body: bytes) -> Any:
     try:
-        document = json.loads(body)
+        return json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: nesting that would blow the stack
         raise PayloadError("body is not JSON") from None
+
+
+def parse_delivery(
+    body: bytes, locations: FieldLocations, event_header: str | None = None
+) -> Notification | TestEvent:
+    """A delivery's raw body: a job notification, or a test event; ``PayloadError`` otherwise."""
+    document = _load(body)
+    if isinstance(document, Mapping):
+        event = _first(document, locations.event) or event_header
+        if event == TEST_EVENT:
+            return TestEvent()
     return read_notification(document, locations, event_header)

@@ -11,6 +11,7 @@ import email.utils
 import itertools
 import os
 import random
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -134,12 +135,44 @@ def _api_error(response: httpx.Response, now: float) -> APIError:
     return cls(response.status_code, **kwargs)
 
 
-def _transport_error(exc: httpx.HTTPError, method: str, path: str) -> TransportError:
-    """The one place httpx's errors become ours; says whether the request may have been acted on."""
+_ERRNO = re.compile(r"^\[Errno -?\d+\]\s*")
+_CAUSES: dict[type[httpx.HTTPError], str] = {
+    httpx.ConnectTimeout: "no connection in time",
+    httpx.ReadTimeout: "no answer in time",
+    httpx.WriteTimeout: "could not send in time",
+    httpx.PoolTimeout: "no free connection in time",
+}
+
+
+def _cause(exc: httpx.HTTPError) -> str:
+    """Why the network failed, in a few words ("connection refused"), never a header."""
+    if type(exc) in _CAUSES:
+        return _CAUSES[type(exc)]
+    seen: BaseException | None = exc
+    while seen is not None:  # the socket's own error says it best (refused, unknown name)
+        if isinstance(seen, OSError) and seen.strerror:
+            text = seen.strerror
+            break
+        seen = seen.__cause__ or seen.__context__
+    else:
+        text = str(exc)
+    text = _ERRNO.sub("", " ".join(text.split()))[:120]
+    return (text[:1].lower() + text[1:]) or "no detail"
+
+
+def _transport_error(exc: httpx.HTTPError, method: str, path: str, host: str) -> TransportError:
+    """The one place httpx's errors become ours; says whether the request may have been acted on.
+
+    The message names the host and the cause: ``GET /v1/webhooks: cannot reach
+    scraper.geonode.io: connection refused (ConnectError)``.
+    """
     # No connection was made: the API cannot have seen the request, so even a POST is safe again.
     never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
     kind = type(exc).__name__
-    return TransportError(f"{method} {path}: {kind}", request_sent=not never_sent)
+    where = f"cannot reach {host}" if never_sent else host
+    return TransportError(
+        f"{method} {path}: {where}: {_cause(exc)} ({kind})", request_sent=not never_sent
+    )
 
 
 class GeonodeClient:
@@ -159,12 +192,15 @@ class GeonodeClient:
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         transport: httpx.BaseTransport | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
+        """``connect_timeout``: seconds to make a connection (default: the whole timeout)."""
         settings = settings or GeonodeSettings.from_env()
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
             raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
         self.base_url = (base_url or settings.base_url).rstrip("/")
+        self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
         self.retry = retry or RetryPolicy(
             max_attempts=settings.retry_max_attempts,
             base_delay=settings.retry_base_delay,
@@ -179,7 +215,9 @@ class GeonodeClient:
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={API_KEY_HEADER: key, "User-Agent": USER_AGENT, "Accept": "application/json"},
-            timeout=settings.timeout_seconds,
+            timeout=httpx.Timeout(
+                settings.timeout_seconds, connect=connect_timeout or settings.timeout_seconds
+            ),
             transport=transport,
         )
 
@@ -226,14 +264,14 @@ class GeonodeClient:
             try:
                 response = self._http.request(method, path, params=params, json=json)
             except httpx.HTTPError as exc:
-                error = _transport_error(exc, method, path)
+                error = _transport_error(exc, method, path, self._host)
                 error.__cause__ = exc
             else:
                 if response.is_success:
                     return response
                 error = _api_error(response, self._clock.time())
             error.attempts = attempt
-            if not self._may_retry(error, is_read) or attempt >= self.retry.max_attempts:
+            if not self._may_retry(error, is_read) or attempt >= self._attempts_for(error):
                 raise error
             retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
             with self._rng_lock:
@@ -241,6 +279,11 @@ class GeonodeClient:
             if self._clock.monotonic() - started + wait > self.retry.deadline:
                 raise error
             self._clock.sleep(wait)
+
+    def _attempts_for(self, error: GeonodeError) -> int:
+        if isinstance(error, TransportError) and not error.request_sent:
+            return min(self.retry.connect_attempts, self.retry.max_attempts)
+        return self.retry.max_attempts
 
     @staticmethod
     def _may_retry(error: GeonodeError, is_read: bool) -> bool:

@@ -18,10 +18,13 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 20.0
     deadline: float = 60.0
+    # Tries of a connection that could not be made at all (refused, unknown host). A Lambda
+    # waits out a blip; a person at a terminal (the CLI sets 2) wants the error at once.
+    connect_attempts: int = 6
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+        if self.max_attempts < 1 or self.connect_attempts < 1:
+            raise ValueError("max_attempts and connect_attempts must be at least 1")
         if self.base_delay <= 0 or self.max_delay < self.base_delay:
             raise ValueError("need 0 < base_delay <= max_delay")
         if self.deadline <= 0:
