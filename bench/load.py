@@ -441,8 +441,10 @@ class LoadStack:
     def start(self) -> Self:
         from scrape_pipeline.signatures import WebhookSecret
         from scrape_pipeline_local.apigw import ApiGatewayFront
+        from scrape_pipeline_local.create import create_all
         from scrape_pipeline_local.moto_server import MotoServer
-        from scrape_pipeline_local.resources import create_all, local_settings, translate
+        from scrape_pipeline_local.settings import local_settings
+        from scrape_pipeline_local.translate import translate
         from scrape_pipeline_ops.rotation import render_bundle
 
         self.moto = MotoServer().start()
@@ -782,7 +784,7 @@ def ceiling_phase(
     """The same AWS calls with boto3, straight at moto, from ``threads`` threads: no receiver."""
     from botocore.config import Config
 
-    from scrape_pipeline_local.resources import create_ledger_table, create_queues
+    from scrape_pipeline_local.create import create_ledger_table, create_queues
 
     create_ledger_table(stack.client("dynamodb"), name)
     queue_url, _ = create_queues(stack.client("sqs"), name)

@@ -23,17 +23,12 @@ from bench.scale_measure import AwsCalls
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline.wiring import build_reconciler
-from scrape_pipeline_local.resources import (
-    FUNCTION,
-    local_settings,
-    references,
-    resources_of_type,
-    schedule_seconds,
-    translate,
-)
+from scrape_pipeline_local.resolve import references
+from scrape_pipeline_local.settings import local_settings, schedule_seconds
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.sqs_poller import SqsEventSource
 from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
+from scrape_pipeline_local.translate import FUNCTION, resources_of_type, translate
 
 # The stack's own schedule: later than any run of the benchmark, so it never fires.
 NEVER_SECONDS = 10.0**9
