@@ -11,8 +11,9 @@ Three studies, run here and now:
 * A cost model per million jobs (``bench.cost``) fed with the call counts of those runs.
 
 The pollers run first and alone (their figures depend on real time); the pipeline runs and
-the demos, on manual clocks, then run side by side in worker processes, each with a botocore
-hook that counts every AWS call by the Lambda function that made it.
+the demos, on manual clocks, then run side by side in worker processes; each function of the
+pipeline runs makes its AWS calls through a session of its own, counted by botocore's public
+event hooks (``bench.aws_calls``).
 
     python -m bench.results_report [--quick] [--out bench] [--time-scale 2]
 """
@@ -20,20 +21,17 @@ hook that counts every AWS call by the Lambda function that made it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import multiprocessing
 import os
 import sys
-import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from bench import cost, scale_report
@@ -121,67 +119,6 @@ def run_pollers(plan: Plan, log: Callable[[str], None]) -> dict[int, dict[str, A
 # -- the pipeline and the demos (manual clocks, worker processes) -----------------------------
 
 
-class AwsCallMeter:
-    """Counts every botocore call by the Lambda function on the stack that made it.
-
-    Installed in a worker process only; it also records each ``LocalStack`` started, whose
-    simulator stays readable after ``stop`` (it is in-process), for the delivery counts.
-    """
-
-    def __init__(self) -> None:
-        self.calls: Counter[tuple[str, str]] = Counter()
-        self.stacks: list[Any] = []
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _component() -> str:
-        frame: FrameType | None = sys._getframe(3)
-        while frame is not None:
-            path = frame.f_code.co_filename.replace(os.sep, "/")
-            for name in ("receiver", "processor", "reconciler"):
-                if f"/functions/{name}/" in path:
-                    return name
-            if path.endswith("/scrape_pipeline_local/sqs_poller.py"):
-                return "event_source"
-            frame = frame.f_back
-        return "other"
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[AwsCallMeter]:
-        from botocore.client import BaseClient
-
-        from scrape_pipeline_local.stack import LocalStack
-
-        original_call = getattr(BaseClient, "_make_api_call")  # noqa: B009 - private: untyped
-        original_start = LocalStack.start
-        meter = self
-
-        def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
-            response = original_call(client, operation, params)
-            name = operation
-            if operation == "ReceiveMessage" and not response.get("Messages"):
-                name = "ReceiveMessage(empty)"
-            service = client.meta.service_model.service_name
-            with meter._lock:
-                meter.calls[(meter._component(), f"{service}:{name}")] += 1
-            return response
-
-        def start(stack: Any) -> Any:
-            meter.stacks.append(stack)
-            return original_start(stack)
-
-        setattr(BaseClient, "_make_api_call", counted)  # noqa: B010
-        setattr(LocalStack, "start", start)  # noqa: B010
-        try:
-            yield self
-        finally:
-            setattr(BaseClient, "_make_api_call", original_call)  # noqa: B010
-            setattr(LocalStack, "start", original_start)  # noqa: B010
-
-    def by_component(self, component: str) -> dict[str, int]:
-        return {call: n for (who, call), n in sorted(self.calls.items()) if who == component}
-
-
 def _quiet_worker() -> None:
     """The handlers' log and metric lines would bury the report's own output."""
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineBench")
@@ -194,12 +131,16 @@ def _quiet_worker() -> None:
 def pipeline_task(jobs: int, seed: int) -> dict[str, Any]:
     """``run_pipeline`` with N jobs in flight at once, every AWS call counted (in a worker)."""
     _quiet_worker()
+    from bench.aws_calls import count_by_function
     from bench.pipeline import run_pipeline
 
-    meter = AwsCallMeter()
-    with meter.installed():
-        result = run_pipeline(jobs, jobs / SUBMIT_RATE, seed)
-    stack = meter.stacks[-1]
+    seen: dict[str, Any] = {}
+
+    def started(stack: Any) -> None:
+        seen.update(stack=stack, calls=count_by_function(stack))
+
+    result = run_pipeline(jobs, jobs / SUBMIT_RATE, seed, on_start=started)
+    stack = seen["stack"]
     attempts = [a for a in stack.sim.delivery_attempts() if a["http_status"] is not None]
     accepted = Counter(
         (a["event_type"], a["job_id"]) for a in attempts if 200 <= int(a["http_status"]) < 300
@@ -210,10 +151,7 @@ def pipeline_task(jobs: int, seed: int) -> dict[str, Any]:
         "deliveries": len(attempts),
         "duplicate_deliveries": sum(n - 1 for n in accepted.values() if n > 1),
         "processor_batches": stack.poller.batches,
-        "aws_calls": {
-            who: meter.by_component(who)
-            for who in ("receiver", "processor", "reconciler", "event_source")
-        },
+        "aws_calls": {who: calls.figures() for who, calls in seen["calls"].items()},
         "statuses": counts["by_status"],
     }
 
