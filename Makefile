@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-results bench-scale simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale simulator clean
 
 all: test
 
@@ -43,12 +43,22 @@ demo: venv
 	$(BIN)/python -m scrape_pipeline_local.demo $(DEMO_ARGS)
 
 # Benchmarks print their figures, save bench/results/*.json and update the README's tables.
-bench: bench-polling bench-receiver bench-pipeline bench-cold-start
+bench: bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency
 	$(BIN)/python -m bench.results_report
 
-# Tables and charts of every mode in bench/RESULTS.md (runs its own measurements).
+# Tables and charts of every mode in bench/RESULTS.md, drawn from bench/results/*.json (measures
+# nothing: run the benchmarks first).
 bench-results: venv
 	$(BIN)/python -m bench.results_report
+
+# Requests per job at 10, 50 and 200 concurrent jobs for each poller and the pipeline (AWS calls
+# counted for the cost model): bench/results/sweep.json.
+bench-sweep: venv
+	$(BIN)/python -m bench.sweep
+
+# The demo's settle-to-stored latencies, without faults and under chaos: bench/results/latency.json.
+bench-latency: venv
+	$(BIN)/python -m bench.latency
 
 bench-polling: venv
 	$(BIN)/python -m bench.polling

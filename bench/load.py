@@ -3,13 +3,15 @@
 Signed webhook deliveries (geonode scheme) go over HTTP from concurrent senders to the API
 Gateway front (``scrape_pipeline_local/apigw.py``), which calls the real receiver handler
 (``functions/receiver/app.py``); the receiver writes the ledger and the job queue in a moto
-server. Everything listens on 127.0.0.1. A share of the deliveries are duplicates of earlier
-jobs (the same job, a new delivery id), a third of them sent right next to their original so
-that both are in flight at once. The processor does not run: a drain thread receives and
-deletes the job queue's messages as they arrive (moto's SQS slows down with depth) and counts
-them, so that each job can be seen enqueued exactly once. Since rows then stay RECEIVED, the
-receiver's RESEND_AFTER_SECONDS is set to a day: with its 120 s default, a duplicate arriving
-two minutes after its original would re-enqueue the job as a crashed writer's (by design).
+server. The stack is the local stack (``scrape_pipeline_local.stack.LocalStack``) on the real
+clock, never stepped. Everything listens on 127.0.0.1. A share of the deliveries are duplicates
+of earlier jobs (the same job, a new delivery id), a third of them sent right next to their
+original so that both are in flight at once. The processor does not run: a drain thread
+receives and deletes the job queue's messages as they arrive (moto's SQS slows down with depth)
+and counts them, so that each job can be seen enqueued exactly once. Since rows then stay
+RECEIVED, the receiver's RESEND_AFTER_SECONDS is set to a day: with its 120 s default, a
+duplicate arriving two minutes after its original would re-enqueue the job as a crashed
+writer's (by design).
 
 The ceiling is moto alone: the same AWS calls the receiver makes (a conditional PutItem per
 delivery, a SendMessage when it created the row), made by the same ledger and queue code
@@ -28,11 +30,9 @@ retransmits, a limit API Gateway does not have.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import random
-import sys
 import threading
 import time
 from collections import Counter
@@ -45,7 +45,6 @@ from typing import Any, Self
 from bench.report import markdown_table, percentile, save
 from scrape_pipeline_local.moto_server import forget_cached_clients
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "whsec_bG9hZC10ZXN0LXNlY3JldC1ub3QtcmVhbC1hdC1hbGw"
 EVENTS = ("extract_completed", "batch_completed", "crawl_completed")
 SERIALIZED_NOTE = (
@@ -407,9 +406,12 @@ class QueueDrain:
 
 
 class LoadStack:
-    """moto, the template's resources, the secret bundle and the API front on the real handler.
+    """The local stack on the real clock, set up for the receiver alone.
 
-    The environment the handler needs is set while the stack runs and restored after.
+    ``scrape_pipeline_local.stack.LocalStack`` brings up moto, the template's resources and
+    the API front on the real handler; nothing steps it, so its processor and schedule never
+    run. Here it subscribes no webhooks, holds this run's secret bundle, waits a day before
+    re-enqueueing a RECEIVED row, and its front listens with a deeper backlog.
     """
 
     def __init__(
@@ -422,11 +424,7 @@ class LoadStack:
         self.secret = secret
         self.backlog = backlog
         self.resend_after_seconds = resend_after_seconds
-        self._saved_env: dict[str, str | None] = {}
-        self.moto: Any = None
-        self.front: Any = None
-        self.resources: Any = None
-        self.handler: ModuleType | None = None
+        self.stack: Any = None
 
     def __enter__(self) -> Self:
         try:
@@ -439,101 +437,68 @@ class LoadStack:
         self.stop()
 
     def start(self) -> Self:
+        from scrape_pipeline.clock import SYSTEM_CLOCK
         from scrape_pipeline.signatures import WebhookSecret
-        from scrape_pipeline_local.apigw import ApiGatewayFront
-        from scrape_pipeline_local.moto_server import MotoServer
-        from scrape_pipeline_local.resources import create_all, local_settings, translate
-        from scrape_pipeline_ops.rotation import render_bundle
+        from scrape_pipeline_local.stack import LocalStack, StackSettings
 
-        self.moto = MotoServer().start()
-        self.moto.reset()  # moto's backends are per process, not per server
-        self._set_env(
-            {
-                "AWS_ENDPOINT_URL": self.moto.endpoint,
-                "AWS_DEFAULT_REGION": REGION,
-                "AWS_REGION": REGION,
-                "AWS_ACCESS_KEY_ID": "local",
-                "AWS_SECRET_ACCESS_KEY": "local",
-                "POWERTOOLS_METRICS_NAMESPACE": os.environ.get(
-                    "POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineLoad"
-                ),
-            }
+        settings = StackSettings(
+            signature_scheme="geonode",
+            webhooks=False,
+            env={"RESEND_AFTER_SECONDS": str(self.resend_after_seconds)},
         )
+        self.stack = LocalStack(SYSTEM_CLOCK, settings=settings)
+        self.stack.start()
+        self.stack.store_secrets([WebhookSecret(self.secret)])
         forget_cached_clients()
-        self.resources = create_all(self.session())
-        self._set_env(
-            {
-                **self.resources.environment(),
-                "SIGNATURE_SCHEME": "geonode",
-                "RESEND_AFTER_SECONDS": str(self.resend_after_seconds),
-            }
-        )
-        self.client("secretsmanager").put_secret_value(
-            SecretId=self.resources.webhook_secret_arn,
-            SecretString=render_bundle([WebhookSecret(self.secret)]),
-        )
-        forget_cached_clients()
-        if ROOT not in sys.path:
-            sys.path.insert(0, ROOT)
-        self.handler = importlib.import_module("functions.receiver.app")
-        self.handler.reset_receiver()
-        self.front = ApiGatewayFront(
-            self.handler.lambda_handler,
-            timeout_seconds=local_settings(translate())["receiver_timeout"],
-        )
         if self.backlog:
             # socketserver listens with a backlog of 5: a burst of new connections overflows
             # it (resets, 1 s SYN retransmits). API Gateway has no such limit; the invocations
             # stay one at a time.
             self.front._server.socket.listen(self.backlog)
-        self.front.start()
         return self
 
     def stop(self) -> None:
-        if self.front is not None:
-            self.front.stop()
-            self.front = None
-        if self.moto is not None:
-            self.moto.stop()
-            self.moto = None
-        if self.handler is not None:
+        if self.stack is not None:
+            self.stack.stop()
             self.handler.reset_receiver()
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_env.clear()
+            self.stack = None
         forget_cached_clients()
+
+    @property
+    def front(self) -> Any:
+        """The API Gateway front on the receiver."""
+        return self.stack.front
+
+    @property
+    def resources(self) -> Any:
+        """What the stack created from the template (table, queues, bucket, secrets)."""
+        return self.stack.resources
+
+    @property
+    def handler(self) -> ModuleType:
+        """The receiver's handler module (``functions/receiver/app.py``)."""
+        handler: ModuleType = self.stack.handlers["receiver"]
+        return handler
 
     @property
     def url(self) -> str:
         """Where the webhooks go."""
-        assert self.front is not None
         return str(self.front.url("/webhooks/geonode"))
-
-    def session(self) -> Any:
-        import boto3
-
-        return boto3.session.Session(
-            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
-        )
 
     def client(self, service: str, *, config: Any = None) -> Any:
         """A boto3 client for the moto server."""
-        assert self.moto is not None
-        return self.session().client(service, endpoint_url=self.moto.endpoint, config=config)
+        import boto3
+
+        session: Any = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
+        )
+        return session.client(service, endpoint_url=self.stack.moto.endpoint, config=config)
 
     def ledger_keys(self, table: str) -> list[str]:
         """Every job's ledger key in a table (a paginated scan)."""
         from scrape_pipeline.ledger import Ledger
 
         return [key.pk for key in Ledger(table, client=self.client("dynamodb")).job_keys()]
-
-    def _set_env(self, values: dict[str, str]) -> None:
-        for name, value in values.items():
-            self._saved_env.setdefault(name, os.environ.get(name))
-            os.environ[name] = value
 
 
 # -- measuring and checking --------------------------------------------------------------------
@@ -782,7 +747,7 @@ def ceiling_phase(
     """The same AWS calls with boto3, straight at moto, from ``threads`` threads: no receiver."""
     from botocore.config import Config
 
-    from scrape_pipeline_local.resources import create_ledger_table, create_queues
+    from scrape_pipeline_local.create import create_ledger_table, create_queues
 
     create_ledger_table(stack.client("dynamodb"), name)
     queue_url, _ = create_queues(stack.client("sqs"), name)

@@ -18,6 +18,7 @@ import argparse
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench.report import markdown_table, save
@@ -34,9 +35,17 @@ TEN_MINUTES = 600.0
 
 
 def run_pipeline(
-    jobs: int, spread: float, seed: int, *, ten_minute_reconciler: bool = False
+    jobs: int,
+    spread: float,
+    seed: int,
+    *,
+    ten_minute_reconciler: bool = False,
+    on_start: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
-    """The pipeline's figures; the template's reconciler unless ``ten_minute_reconciler``."""
+    """The pipeline's figures; the template's reconciler unless ``ten_minute_reconciler``.
+
+    ``on_start`` gets the local stack once it runs, before the first job (to count its calls).
+    """
     os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"})
     from scrape_pipeline_local.clock import ManualClock
     from scrape_pipeline_local.simulator import SimConfig
@@ -51,6 +60,8 @@ def run_pipeline(
         else StackSettings(),
     ).start()
     try:
+        if on_start is not None:
+            on_start(stack)
         client = stack.client()
         interval = spread / jobs
         started = time.perf_counter()

@@ -26,12 +26,13 @@ def machine() -> dict[str, Any]:
     }
 
 
-def save(name: str, figures: dict[str, Any], table: str) -> Path:
-    """Write ``bench/results/<name>.json`` and put ``table`` in the README's marked block."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def save(name: str, figures: dict[str, Any], table: str, *, directory: Path = RESULTS) -> Path:
+    """Write ``<directory>/<name>.json`` (``bench/results``) and put ``table`` in the README's
+    marked block, if it has one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **figures}, indent=2, sort_keys=True) + "\n")
-    if README.exists():
+    if directory == RESULTS and README.exists():
         text = README.read_text()
         pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)", re.S)
         if pattern.search(text):

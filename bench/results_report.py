@@ -1,46 +1,35 @@
 """The benchmark results as one document: ``bench/RESULTS.md``, its tables and PNG charts.
 
-Three studies, run here and now:
+It measures nothing: it reads what the benchmarks saved in ``bench/results/`` and draws.
 
 * Geonode requests per job against the number of concurrent jobs, for the fixed 1 s poller,
-  the seed article's backoff poller, the many-jobs poller (``bench.polling``'s pieces on the
-  simulator in its own process, sped up by ``--time-scale``; requests counted by the
-  simulator) and the webhook pipeline (``bench.pipeline.run_pipeline`` on a manual clock).
+  the seed article's backoff poller, the many-jobs poller and the webhook pipeline
+  (``sweep.json``, from ``bench.sweep``).
 * The webhook pipeline's settle-to-stored latency, per stored unit, from ``make demo``'s run
-  (``scrape_pipeline_local.demo.Demo``) without faults and under the default chaos profile.
-* A cost model per million jobs (``bench.cost``) fed with the call counts of those runs.
+  without faults and under the default chaos profile (``latency.json``, from
+  ``bench.latency``).
+* A cost model per million jobs (``bench.cost``) fed with the AWS calls counted in the sweep's
+  largest pipeline run and the receiver's calls per delivery (``receiver.json``).
+* The reconciler at scale (``scale.json``, from ``bench.scale``), when it was run.
 
-The pollers run first and alone (their figures depend on real time); the pipeline runs and
-the demos, on manual clocks, then run side by side in worker processes, each with a botocore
-hook that counts every AWS call by the Lambda function that made it.
-
-    python -m bench.results_report [--quick] [--out bench] [--time-scale 2]
+    python -m bench.results_report [--results bench/results] [--out bench]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
 import math
-import multiprocessing
-import os
-import sys
-import threading
-import time
-import warnings
-from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from bench import cost, scale_report
 from bench.report import RESULTS, machine, markdown_table, percentile
+from bench.sweep import POLLERS, SUBMIT_RATE
 
 BENCH = Path(__file__).resolve().parent
-POLLERS = ("fixed_1s", "seed_backoff", "many_jobs")
 MODES = (*POLLERS, "webhook")
 LABELS = {
     "fixed_1s": "fixed 1 s poller",
@@ -48,223 +37,8 @@ LABELS = {
     "many_jobs": "many-jobs poller",
     "webhook": "webhook pipeline",
 }
-SUBMIT_RATE = 40.0  # pipeline submissions per simulated second: under the 50/s rate limit
 RECONCILER_THRESHOLD_S = 600.0  # a latency past this went through the reconciler
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What one report runs."""
-
-    job_counts: tuple[int, ...] = (10, 50, 200)
-    time_scale: float = 2.0
-    min_duration: float = 1.0
-    max_duration: float = 20.0
-    demo_jobs: int = 200
-    seed: int = 1
-    demo_seed: int = 7
-    workers: int = 2
-    quick: bool = False
-
-
-FULL = Plan()
-QUICK = Plan(job_counts=(3, 6), time_scale=8.0, max_duration=4.0, demo_jobs=10, quick=True)
-
-
-# -- the pollers (real time, sped up) ----------------------------------------------------------
-
-
-def run_pollers(plan: Plan, log: Callable[[str], None]) -> dict[int, dict[str, Any]]:
-    """Per job count: each poller's Geonode GETs per job, one poller at a time.
-
-    One simulator per job count, each poller on its own account; the pollers run one after
-    the other so that none slows another (a slowed request stretches in simulated time).
-    """
-    import httpx
-
-    from bench.polling import aligned_clock, run_strategy, start_simulator
-
-    out: dict[int, dict[str, Any]] = {}
-    for jobs in plan.job_counts:
-        args = argparse.Namespace(
-            seed=plan.seed,
-            min_duration=plan.min_duration,
-            max_duration=plan.max_duration,
-            time_scale=plan.time_scale,
-        )
-        process, base_url = start_simulator(args)
-        missed: dict[str, int] = {}
-        try:
-            clock = aligned_clock(base_url, plan.time_scale)
-            for name in POLLERS:
-                started = time.perf_counter()
-                result = run_strategy(name, base_url, clock, jobs, plan.seed)
-                missed[name] = jobs - len(result["noticed"])
-                log(f"  {name} × {jobs}: {time.perf_counter() - started:.1f} s")
-            routes = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-        figures: dict[str, Any] = {}
-        for name in POLLERS:
-            reads = sum(n for route, n in routes.get(name, {}).items() if route.startswith("GET "))
-            figures[name] = {
-                "reads": reads,
-                "requests_per_job": reads / jobs,
-                "missed": missed[name],
-            }
-        out[jobs] = figures
-    return out
-
-
-# -- the pipeline and the demos (manual clocks, worker processes) -----------------------------
-
-
-class AwsCallMeter:
-    """Counts every botocore call by the Lambda function on the stack that made it.
-
-    Installed in a worker process only; it also records each ``LocalStack`` started, whose
-    simulator stays readable after ``stop`` (it is in-process), for the delivery counts.
-    """
-
-    def __init__(self) -> None:
-        self.calls: Counter[tuple[str, str]] = Counter()
-        self.stacks: list[Any] = []
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _component() -> str:
-        frame: FrameType | None = sys._getframe(3)
-        while frame is not None:
-            path = frame.f_code.co_filename.replace(os.sep, "/")
-            for name in ("receiver", "processor", "reconciler"):
-                if f"/functions/{name}/" in path:
-                    return name
-            if path.endswith("/scrape_pipeline_local/sqs_poller.py"):
-                return "event_source"
-            frame = frame.f_back
-        return "other"
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[AwsCallMeter]:
-        from botocore.client import BaseClient
-
-        from scrape_pipeline_local.stack import LocalStack
-
-        original_call = getattr(BaseClient, "_make_api_call")  # noqa: B009 - private: untyped
-        original_start = LocalStack.start
-        meter = self
-
-        def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
-            response = original_call(client, operation, params)
-            name = operation
-            if operation == "ReceiveMessage" and not response.get("Messages"):
-                name = "ReceiveMessage(empty)"
-            service = client.meta.service_model.service_name
-            with meter._lock:
-                meter.calls[(meter._component(), f"{service}:{name}")] += 1
-            return response
-
-        def start(stack: Any) -> Any:
-            meter.stacks.append(stack)
-            return original_start(stack)
-
-        setattr(BaseClient, "_make_api_call", counted)  # noqa: B010
-        setattr(LocalStack, "start", start)  # noqa: B010
-        try:
-            yield self
-        finally:
-            setattr(BaseClient, "_make_api_call", original_call)  # noqa: B010
-            setattr(LocalStack, "start", original_start)  # noqa: B010
-
-    def by_component(self, component: str) -> dict[str, int]:
-        return {call: n for (who, call), n in sorted(self.calls.items()) if who == component}
-
-
-def _quiet_worker() -> None:
-    """The handlers' log and metric lines would bury the report's own output."""
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineBench")
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "bench")
-    os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"
-    warnings.simplefilter("ignore")
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - this worker's stdout, for its life
-
-
-def pipeline_task(jobs: int, seed: int) -> dict[str, Any]:
-    """``run_pipeline`` with N jobs in flight at once, every AWS call counted (in a worker)."""
-    _quiet_worker()
-    from bench.pipeline import run_pipeline
-
-    meter = AwsCallMeter()
-    with meter.installed():
-        result = run_pipeline(jobs, jobs / SUBMIT_RATE, seed)
-    stack = meter.stacks[-1]
-    attempts = [a for a in stack.sim.delivery_attempts() if a["http_status"] is not None]
-    accepted = Counter(
-        (a["event_type"], a["job_id"]) for a in attempts if 200 <= int(a["http_status"]) < 300
-    )
-    counts = stack.sim.request_counts()
-    return {
-        **result,
-        "deliveries": len(attempts),
-        "duplicate_deliveries": sum(n - 1 for n in accepted.values() if n > 1),
-        "processor_batches": stack.poller.batches,
-        "aws_calls": {
-            who: meter.by_component(who)
-            for who in ("receiver", "processor", "reconciler", "event_source")
-        },
-        "statuses": counts["by_status"],
-    }
-
-
-def demo_task(jobs: int, chaos: str, seed: int) -> dict[str, Any]:
-    """``make demo``'s run; per-unit settle-to-stored latencies from its public data."""
-    _quiet_worker()
-    from scrape_pipeline_local.demo import Demo
-
-    demo = Demo(jobs, chaos, seed)
-    report = demo.run()
-    # The demo's own figures: one definition of settle-to-stored, wherever it is shown.
-    latencies = list(report.latencies)
-    return {
-        "chaos": chaos,
-        "jobs": jobs,
-        "latencies": latencies,
-        "report": {
-            "settled": report.settled,
-            "stored": report.stored,
-            "lost": report.lost,
-            "processed_twice": report.processed_twice,
-            "duplicates_suppressed": report.duplicates_suppressed,
-            "recovered": dict(report.recovered),
-            "latency_p50": report.latency_p50,
-            "latency_p99": report.latency_p99,
-            "requests_per_job": report.requests_per_job,
-            "simulated_seconds": report.simulated_seconds,
-            "wall_seconds": report.wall_seconds,
-        },
-    }
-
-
-def run_workers(plan: Plan, log: Callable[[str], None]) -> tuple[dict[int, Any], dict[str, Any]]:
-    """The pipeline at each job count and both demos, longest first, in worker processes."""
-    context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked threads
-    pipelines: dict[int, Future[dict[str, Any]]] = {}
-    demos: dict[str, Future[dict[str, Any]]] = {}
-    with ProcessPoolExecutor(max_workers=plan.workers, mp_context=context) as pool:
-        for chaos in ("default", "none"):
-            demos[chaos] = pool.submit(demo_task, plan.demo_jobs, chaos, plan.demo_seed)
-        for jobs in sorted(plan.job_counts, reverse=True):
-            pipelines[jobs] = pool.submit(pipeline_task, jobs, plan.seed)
-        for chaos, future in demos.items():
-            log(f"  demo, chaos {chaos}: {future.result()['report']['wall_seconds']:.0f} s")
-        for jobs, future in pipelines.items():
-            log(f"  pipeline × {jobs}: {future.result()['wall_seconds']:.0f} s")
-    return (
-        {jobs: pipelines[jobs].result() for jobs in plan.job_counts},
-        {chaos: future.result() for chaos, future in demos.items()},
-    )
 
 
 # -- figures ---------------------------------------------------------------------------------
@@ -465,8 +239,9 @@ def render(
     receiver: dict[str, Any],
     elapsed: float,
     load: float | None = None,
+    about: dict[str, Any] | None = None,
 ) -> str:
-    about = machine()
+    about = about or machine()
     counts = sorted(polling)
     table = requests_table(polling, pipelines)
     largest = max(counts)
@@ -474,10 +249,11 @@ def render(
     out: list[str] = [
         "# Benchmark results",
         "",
-        "_Generated by `python -m bench.results_report"
+        "_Drawn by `python -m bench.results_report` from `bench/results/*.json`, measured by "
+        "`python -m bench.sweep"
         + (" --quick" if plan.quick else "")
-        + f"` on {about['date']} (UTC) on {about['cpus']} CPUs ({about['machine']}), Python "
-        f"{about['python']}, in {elapsed:.0f} s"
+        + f"` and `python -m bench.latency` on {about['date']} (UTC) on {about['cpus']} CPUs "
+        f"({about['machine']}), Python {about['python']}, in {elapsed:.0f} s"
         + ("" if load is None else f", load average {load:.1f} when it began")
         + ". Do not edit: `make bench` writes it._",
         "",
@@ -781,28 +557,54 @@ def _cost_section(
 # -- entry point -----------------------------------------------------------------------------
 
 
-def build(
-    plan: Plan, out_dir: Path, receiver_json: Path | None = None, log: Callable[[str], None] = print
-) -> Path:
-    """Run everything, write ``out_dir/RESULTS.md`` and ``out_dir/charts/*.png``."""
-    import json
+@dataclass(frozen=True)
+class Plan:
+    """What the saved runs were: the sweep's plan and the demos' size."""
 
-    started = time.perf_counter()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    receiver_path = receiver_json or RESULTS / "receiver.json"
+    job_counts: tuple[int, ...]
+    time_scale: float
+    min_duration: float
+    max_duration: float
+    demo_jobs: int
+    demo_seed: int
+    quick: bool
+
+
+def _load(results: Path, name: str) -> dict[str, Any]:
+    path = results / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: run `python -m bench.{name}` (make bench) first")
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def build(results: Path, out_dir: Path, log: Callable[[str], None] = print) -> Path:
+    """Read ``results/*.json``, write ``out_dir/RESULTS.md`` and ``out_dir/charts/*.png``."""
+    sweep = _load(results, "sweep")
+    latency = _load(results, "latency")
+    receiver_path = results / "receiver.json"
     receiver = json.loads(receiver_path.read_text()) if receiver_path.exists() else {}
-    log(f"pollers at {plan.job_counts} jobs, time scale {plan.time_scale:g}")
-    polling = run_pollers(plan, log)
-    log(f"pipeline at {plan.job_counts} jobs and demos of {plan.demo_jobs} units")
-    pipelines, demos = run_workers(plan, log)
-    lines = cost_lines(polling, pipelines[max(plan.job_counts)], receiver)
+    # JSON keys are strings: the job counts again as numbers.
+    polling = {int(n): figures for n, figures in sweep["polling"].items()}
+    pipelines = {int(n): figures for n, figures in sweep["pipelines"].items()}
+    demos: dict[str, Any] = latency["demos"]
+    saved = sweep["plan"]
+    plan = Plan(
+        job_counts=tuple(saved["job_counts"]),
+        time_scale=saved["time_scale"],
+        min_duration=saved["min_duration"],
+        max_duration=saved["max_duration"],
+        demo_jobs=latency["args"]["jobs"],
+        demo_seed=latency["args"]["seed"],
+        quick=saved["quick"],
+    )
+    lines = cost_lines(polling, pipelines[max(pipelines)], receiver)
     charts = out_dir / "charts"
     charts.mkdir(parents=True, exist_ok=True)
     counts = sorted(polling)
     chart_requests(charts / "requests_per_job.png", counts, requests_table(polling, pipelines))
     chart_latency(charts / "latency.png", demos)
     chart_cost(charts / "cost_per_million.png", lines)
-    elapsed = time.perf_counter() - started
     path = out_dir / "RESULTS.md"
     text = render(
         plan,
@@ -811,31 +613,25 @@ def build(
         demos=demos,
         lines=lines,
         receiver=receiver,
-        elapsed=elapsed,
-        load=load,
+        elapsed=sweep["wall_seconds"] + latency["wall_seconds"],
+        load=sweep.get("load_average"),
+        about=sweep.get("machine"),
     )
     # The scale benchmark takes minutes (make bench-scale): its section comes from its JSON.
     scale = scale_report.from_saved(out_dir)
     if scale:
         text = text.rstrip("\n") + "\n\n" + scale
     path.write_text(text)
-    log(f"wrote {path} in {elapsed:.0f} s")
+    log(f"wrote {path}")
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small job counts (tests)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON files are")
     parser.add_argument("--out", type=Path, default=BENCH, help="where RESULTS.md and charts/ go")
-    parser.add_argument("--time-scale", type=float, help="pollers' speed-up (default 2, quick 8)")
-    parser.add_argument("--workers", type=int, help="worker processes (default 2)")
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    if args.time_scale is not None:
-        plan = replace(plan, time_scale=args.time_scale)
-    if args.workers is not None:
-        plan = replace(plan, workers=max(1, args.workers))
-    build(plan, args.out)
+    build(args.results, args.out)
     return 0
 
 

@@ -27,17 +27,6 @@ IN_PIPELINE = frozenset(
 )
 
 
-class AwsCalls:
-    """Counts the calls of every client a boto3 session makes, by ``service:Operation``."""
-
-    def __init__(self, session: Any) -> None:
-        self.counts: Counter[str] = Counter()
-        session.events.register("before-call.*.*", self._count)
-
-    def _count(self, model: Any, **_: Any) -> None:
-        self.counts[f"{model.service_model.service_name}:{model.name}"] += 1
-
-
 @dataclass(order=True)
 class _Job:
     settle_at: float

@@ -19,21 +19,16 @@ from typing import Any
 
 import boto3
 
-from bench.scale_measure import AwsCalls
+from bench.aws_calls import AwsCalls, event_source_on
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline.wiring import build_reconciler
-from scrape_pipeline_local.resources import (
-    FUNCTION,
-    local_settings,
-    references,
-    resources_of_type,
-    schedule_seconds,
-    translate,
-)
+from scrape_pipeline_local.resolve import references
+from scrape_pipeline_local.settings import local_settings, schedule_seconds
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.sqs_poller import SqsEventSource
 from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
+from scrape_pipeline_local.translate import FUNCTION, resources_of_type, translate
 
 # The stack's own schedule: later than any run of the benchmark, so it never fires.
 NEVER_SECONDS = 10.0**9
@@ -201,16 +196,7 @@ def start_world(
         # The handlers build theirs lazily, at their first invocation: the pipeline's session.
         boto3.DEFAULT_SESSION = sessions["pipe"]
         source_sqs = sessions["source"].client("sqs")
-        assert stack.poller is not None
-        poller = SqsEventSource(
-            source_sqs,
-            stack.resources.queue_url,
-            processor or stack.handlers["processor"].lambda_handler,
-            batch_size=stack.poller.batch_size,
-            batching_window_seconds=stack.poller.batching_window_seconds,
-            timeout_seconds=stack.poller.timeout_seconds,
-            clock=clock,
-        )
+        poller = event_source_on(stack, source_sqs, processor)
         table = stack.resources.table
         return World(
             stack=stack,

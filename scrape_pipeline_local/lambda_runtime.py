@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_pipeline_local.resources import ACCOUNT_ID, REGION
+from scrape_pipeline_local.translate import ACCOUNT_ID, REGION
 
 Handler = Callable[[dict[str, Any], Any], Any]
 Monotonic = Callable[[], float]

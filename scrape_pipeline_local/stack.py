@@ -27,18 +27,14 @@ from scrape_pipeline.clock import use_clock
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.signatures import WebhookSecret
 from scrape_pipeline_local.apigw import ApiGatewayFront
+from scrape_pipeline_local.create import StackResources, create_all
 from scrape_pipeline_local.lifecycle import Service
 from scrape_pipeline_local.moto_server import MotoServer
-from scrape_pipeline_local.resources import (
-    ROOT,
-    StackResources,
-    create_all,
-    local_settings,
-    translate,
-)
 from scrape_pipeline_local.scheduler import DEFAULT_ASYNC_RETRIES, Schedule
+from scrape_pipeline_local.settings import local_settings
 from scrape_pipeline_local.simulator import SimConfig, Simulator, SimulatorServer
 from scrape_pipeline_local.sqs_poller import SqsEventSource
+from scrape_pipeline_local.translate import ROOT, translate
 from scrape_pipeline_ops.rotation import render_bundle
 
 EVENT_TYPES = ("extract_completed", "batch_completed", "crawl_completed")

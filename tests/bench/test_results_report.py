@@ -1,4 +1,5 @@
-"""bench.results_report in --quick mode, into a temporary directory; bench.cost's arithmetic."""
+"""bench.sweep --quick and bench.latency into a temporary directory, bench.results_report drawing
+them; bench.cost's arithmetic."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import cost
+from bench import cost, latency, sweep
+from bench.report import RESULTS
 from bench.results_report import LABELS, PNG_MAGIC, main
 from tests.conftest import OFFLINE_AWS_ENV
 
@@ -20,16 +22,19 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One quick report for the whole module: pollers, pipelines, two demos."""
+    """One quick report for the whole module: pollers, pipelines, two demos, then the drawing."""
     out = tmp_path_factory.mktemp("results")
+    (out / "receiver.json").write_text((RESULTS / "receiver.json").read_text())
     with pytest.MonkeyPatch.context() as env:
         for name, value in OFFLINE_AWS_ENV.items():
             env.setenv(name, value)
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "GEONODE_SCRAPER_API_KEY"):
             env.delenv(name, raising=False)
-        # GIVEN nothing but the quick plan and an output directory
-        # WHEN the report runs
-        assert main(["--quick", "--out", str(out)]) == 0
+        # GIVEN the quick sweep and small demos, saved in an output directory
+        assert sweep.main(["--quick", "--out", str(out)]) == 0
+        assert latency.main(["--jobs", "10", "--out", str(out)]) == 0
+        # WHEN the report draws them
+        assert main(["--results", str(out), "--out", str(out)]) == 0
     yield out
 
 

@@ -1,4 +1,5 @@
-"""Local ``resources``: the stack's AWS resources, from template.yaml as SAM translates it."""
+"""Local ``translate``, ``resolve``, ``create``, ``settings``: the stack's AWS resources,
+from template.yaml as SAM translates it."""
 
 from __future__ import annotations
 
@@ -11,17 +12,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline_local.resources import (
-    Resolver,
-    StackResources,
+from scrape_pipeline_local.create import StackResources, create_all, create_queues, create_resources
+from scrape_pipeline_local.resolve import Resolver
+from scrape_pipeline_local.settings import local_settings, schedule_seconds
+from scrape_pipeline_local.translate import (
     TemplateError,
-    create_all,
-    create_queues,
-    create_resources,
-    local_settings,
     parameter_default,
     properties,
-    schedule_seconds,
     template,
     translate,
 )

@@ -14,9 +14,9 @@ import boto3
 import pytest
 
 from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.create import create_queues
 from scrape_pipeline_local.limits import LAMBDA_SYNC_MAX_PAYLOAD_BYTES, event_bytes
 from scrape_pipeline_local.moto_server import MotoServer
-from scrape_pipeline_local.resources import create_queues
 from scrape_pipeline_local.sqs_poller import SqsEventSource
 
 VISIBILITY_TIMEOUT = 360  # JobQueue's, from template.yaml

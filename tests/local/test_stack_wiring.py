@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.resources import local_settings, translate
+from scrape_pipeline_local.settings import local_settings
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack, StackSettings
+from scrape_pipeline_local.translate import translate
 
 QUIET = SimConfig(
     seed=5,

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, settings
 from moto import mock_aws
 
 from functions.receiver import app as receiver_app
-from scrape_pipeline_local.resources import create_ledger_table, create_queues, create_secret
+from scrape_pipeline_local.create import create_ledger_table, create_queues, create_secret
 from tests.conftest import OFFLINE_AWS_ENV
 
 settings.register_profile(

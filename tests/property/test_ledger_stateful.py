@@ -38,7 +38,7 @@ from scrape_pipeline.ledger import PENDING_INDEX, LeaseLostError, Ledger, Ledger
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.resources import create_ledger_table, create_queues
+from scrape_pipeline_local.create import create_ledger_table, create_queues
 from tests.conftest import OFFLINE_AWS_ENV
 
 LEASE_SECONDS = 60.0

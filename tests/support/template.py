@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from scrape_pipeline_local.moto_server import MotoServer
-from scrape_pipeline_local.resources import (
+from scrape_pipeline_local.create import (
     create_ledger_table,
     create_queues,
     create_results_bucket,
     create_secret,
-    parameter_default,
-    properties,
-    template,
 )
+from scrape_pipeline_local.moto_server import MotoServer
+from scrape_pipeline_local.translate import parameter_default, properties, template
 
 resource = properties
 

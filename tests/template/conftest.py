@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
-from tests.template.helpers import Translation, load_template, translate, with_fake_code_uris
+from scrape_pipeline_local.translate import template as written
+from scrape_pipeline_local.translate import translate
 
 
 @pytest.fixture(scope="session")
 def template() -> dict[str, Any]:
     """template.yaml as written (intrinsics in long form)."""
-    return load_template()
+    return copy.deepcopy(written())
 
 
 @pytest.fixture(scope="session")
-def translation(template: dict[str, Any]) -> Translation:
-    """template.yaml translated once per session by the translator `sam validate` uses."""
-    return translate(with_fake_code_uris(template))
-
-
-@pytest.fixture(scope="session")
-def cfn(translation: Translation) -> dict[str, Any]:
-    """The translated CloudFormation template."""
-    return translation.template
+def cfn() -> dict[str, Any]:
+    """template.yaml translated once per session, offline, as `sam validate` does (fake code
+    URIs, parameters at their defaults; a managed-policy name the translator would look up in
+    IAM fails the translation)."""
+    return translate()

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from scrape_pipeline_local.resolve import references
 from tests.template.helpers import (
     as_list,
     function_property,
     function_role,
     only_resource,
     parameter_default,
-    references,
     resources_of_type,
     role_statements,
 )
@@ -206,7 +206,6 @@ def test_function_code_handler_runtime_layer_and_service_name(
 )
 def test_function_environment_variable_comes_from_parameter(
     cfn: dict[str, Any],
-    template: dict[str, Any],
     function: str,
     variable: str,
     parameter: str,
@@ -216,7 +215,7 @@ def test_function_environment_variable_comes_from_parameter(
     env = _env(cfn, function)
     # THEN the variable is the parameter, with the documented default
     assert env[variable] == {"Ref": parameter}
-    assert parameter_default(template, parameter) == default
+    assert parameter_default(parameter) == default
 
 
 @pytest.mark.parametrize(
@@ -235,7 +234,7 @@ def test_globals_environment_names_geonode_and_results(
     # THEN the Geonode URL, the results bucket and the API key secret's ARN are there
     assert env[variable] == {"Ref": parameter}
     if default is not None:
-        assert parameter_default(template, parameter) == default
+        assert parameter_default(parameter) == default
         # AND the default passes the parameter's own pattern
         assert re.fullmatch(template["Parameters"][parameter]["AllowedPattern"], default)
 
@@ -254,8 +253,8 @@ def test_processor_event_source_reports_batch_item_failures_with_parameter_batch
     # AND batch size and batching window are the parameters, 10 and 5 s by default
     assert props["BatchSize"] == {"Ref": "ProcessorBatchSize"}
     assert props["MaximumBatchingWindowInSeconds"] == {"Ref": "ProcessorBatchingWindowSeconds"}
-    assert parameter_default(template, "ProcessorBatchSize") == 10
-    assert parameter_default(template, "ProcessorBatchingWindowSeconds") == 5
+    assert parameter_default("ProcessorBatchSize") == 10
+    assert parameter_default("ProcessorBatchingWindowSeconds") == 5
     # AND any accepted batch size is valid with any accepted window (above 10 needs >= 1 s)
     assert template["Parameters"]["ProcessorBatchSize"]["MaxValue"] <= 10
 
@@ -282,9 +281,7 @@ def test_lease_seconds_outlasts_processor_timeout_and_ends_before_redelivery(
     timeout = template["Parameters"]["ProcessorTimeoutSeconds"]
     visibility = int(cfn["Resources"]["JobQueue"]["Properties"]["VisibilityTimeout"])
     # THEN by default a lease outlives the invocation holding it
-    assert parameter_default(template, "LeaseSeconds") > parameter_default(
-        template, "ProcessorTimeoutSeconds"
-    )
+    assert parameter_default("LeaseSeconds") > parameter_default("ProcessorTimeoutSeconds")
     # AND for every value both parameters accept (Rules cannot compare numbers; bounds can)
     assert int(lease["MinValue"]) > int(timeout["MaxValue"])
     # AND a crashed invocation's lease has expired when SQS redelivers its message
@@ -298,7 +295,7 @@ def test_reconciler_schedule_rule_uses_the_parameter_expression(
     rule_id, rule = only_resource(cfn, "AWS::Events::Rule")
     # THEN it runs on ReconcileSchedule, every minute by default, and targets the reconciler
     assert rule["Properties"]["ScheduleExpression"] == {"Ref": "ReconcileSchedule"}
-    assert parameter_default(template, "ReconcileSchedule") == "rate(1 minute)"
+    assert parameter_default("ReconcileSchedule") == "rate(1 minute)"
     pattern = template["Parameters"]["ReconcileSchedule"]["AllowedPattern"]
     assert re.fullmatch(pattern, "rate(10 minutes)")
     assert not re.fullmatch(pattern, "every 10 minutes")
@@ -315,15 +312,13 @@ def test_reconciler_schedule_rule_uses_the_parameter_expression(
     assert permission["SourceArn"] == {"Fn::GetAtt": [rule_id, "Arn"]}
 
 
-def test_reconciler_runs_alone_and_ends_before_the_next_scheduled_run(
-    cfn: dict[str, Any], template: dict[str, Any]
-) -> None:
+def test_reconciler_runs_alone_and_ends_before_the_next_scheduled_run(cfn: dict[str, Any]) -> None:
     # GIVEN the translated reconciler
     props = cfn["Resources"][RECONCILER]["Properties"]
     # THEN one instance at most (two would race on the watermark), and a run is over before
     # the default schedule fires the next (else that one is throttled, not run)
     assert props["ReservedConcurrentExecutions"] == 1
-    assert props["Timeout"] <= _rate_seconds(parameter_default(template, "ReconcileSchedule"))
+    assert props["Timeout"] <= _rate_seconds(parameter_default("ReconcileSchedule"))
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -419,9 +414,9 @@ def test_function_reads_only_its_own_secret(
     # THEN they read its own secret
     assert [s["Effect"] for s in statements] == ["Allow"]
     assert [set(as_list(s["Action"])) for s in statements] == [{"secretsmanager:GetSecretValue"}]
-    assert references(statements[0]["Resource"], readable)
+    assert readable in references(statements[0]["Resource"])
     # AND never the other one (the webhook secret is rotated from the CLI, not by a function)
-    assert not references(statements, unreadable)
+    assert unreadable not in references(statements)
     # AND no managed policy reaches Secrets Manager
     assert not [p for p in _managed_policies(role) if "Secret" in p]
 
@@ -482,7 +477,7 @@ def test_geonode_api_key_secret_is_a_generated_placeholder(cfn: dict[str, Any]) 
 
 
 def test_processor_errors_alarm_sums_the_functions_errors_over_5_minutes(
-    cfn: dict[str, Any], template: dict[str, Any]
+    cfn: dict[str, Any],
 ) -> None:
     # GIVEN the processor errors alarm
     alarm = cfn["Resources"]["ProcessorErrorsAlarm"]["Properties"]
@@ -491,19 +486,19 @@ def test_processor_errors_alarm_sums_the_functions_errors_over_5_minutes(
     assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": PROCESSOR}}]
     assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Sum", 300, 1)
     assert alarm["Threshold"] == {"Ref": "ProcessorErrorsAlarmThreshold"}
-    assert parameter_default(template, "ProcessorErrorsAlarmThreshold") == 1
+    assert parameter_default("ProcessorErrorsAlarmThreshold") == 1
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
 def test_reconciler_recoveries_alarm_sums_the_run_total_per_full_sweep_window(
-    cfn: dict[str, Any], template: dict[str, Any]
+    cfn: dict[str, Any],
 ) -> None:
     # GIVEN the recoveries alarm, the reconciler's Powertools settings and its full-sweep cadence
     alarm = cfn["Resources"]["ReconcilerRecoveriesAlarm"]["Properties"]
     env = _env(cfn, RECONCILER)
-    window = parameter_default(template, "ReconcileFullSweepSeconds")
-    assert window % _rate_seconds(parameter_default(template, "ReconcileSchedule")) == 0
+    window = parameter_default("ReconcileFullSweepSeconds")
+    assert window % _rate_seconds(parameter_default("ReconcileSchedule")) == 0
     # THEN it reads the run's JobsRecovered total where Powertools writes it: the namespace and
     # the service dimension alone (CloudWatch matches dimension sets exactly; the per-source
     # series carry `source` too)
@@ -515,7 +510,7 @@ def test_reconciler_recoveries_alarm_sums_the_run_total_per_full_sweep_window(
     # AND sums one window in which every sweep ran, against a parameter threshold
     assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Sum", window, 1)
     assert alarm["Threshold"] == {"Ref": "RecoveriesAlarmThreshold"}
-    assert parameter_default(template, "RecoveriesAlarmThreshold") == 10
+    assert parameter_default("RecoveriesAlarmThreshold") == 10
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["TreatMissingData"] == "notBreaching"
 

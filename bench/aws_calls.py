@@ -1,0 +1,103 @@
+"""AWS calls counted through botocore's public event hooks, one counter per boto3 session.
+
+A part of the local stack is counted by giving it a session of its own: the handlers build
+their clients once per container from boto3's default session, so each is built here under
+its session before its first invocation; Lambda's SQS event source gets its own client.
+(Secrets fetched through Powertools' parameters use a session of Powertools' making and are
+not counted: they are cached for minutes.)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+
+from scrape_pipeline_local.settings import local_settings
+from scrape_pipeline_local.sqs_poller import SqsEventSource
+from scrape_pipeline_local.translate import translate
+
+# Each function's handler module and the function that builds (and caches) its clients.
+BUILDERS = {
+    "receiver": "get_receiver",
+    "processor": "get_processor",
+    "reconciler": "get_reconciler",
+}
+EVENT_SOURCE = "event_source"
+EMPTY_RECEIVE = "sqs:ReceiveMessage(empty)"
+
+
+class AwsCalls:
+    """Counts the calls of every client a boto3 session makes, by ``service:Operation``.
+
+    With ``empty_receives``, a ReceiveMessage that returned no message counts apart, as
+    ``sqs:ReceiveMessage(empty)`` (Lambda's event source pays no request for those).
+    """
+
+    def __init__(self, session: Any, *, empty_receives: bool = False) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        session.events.register("before-call.*.*", self._count)
+        if empty_receives:
+            session.events.register("after-call.sqs.ReceiveMessage", self._empty)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.counts[f"{model.service_model.service_name}:{model.name}"] += 1
+
+    def _empty(self, parsed: dict[str, Any], **_: Any) -> None:
+        if not parsed.get("Messages"):
+            with self._lock:
+                self.counts["sqs:ReceiveMessage"] -= 1
+                self.counts[EMPTY_RECEIVE] += 1
+
+    def figures(self) -> dict[str, int]:
+        """Call -> count, sorted, without calls never made."""
+        return {call: n for call, n in sorted(self.counts.items()) if n}
+
+
+def build_under(session: Any, build: Callable[[], Any]) -> Any:
+    """Run ``build`` with ``session`` as boto3's default session (the clients it makes)."""
+    previous = boto3.DEFAULT_SESSION
+    boto3.DEFAULT_SESSION = session
+    try:
+        return build()
+    finally:
+        boto3.DEFAULT_SESSION = previous
+
+
+def event_source_on(stack: Any, sqs: Any, handler: Any = None) -> SqsEventSource:
+    """A copy of the stack's SQS event source that polls through ``sqs`` (a counted client)."""
+    poller = stack.poller
+    timeout = stack.settings.processor_timeout
+    if timeout is None:
+        timeout = local_settings(translate(), stack.resources)["processor_timeout"]
+    return SqsEventSource(
+        sqs,
+        stack.resources.queue_url,
+        handler or stack.handlers["processor"].lambda_handler,
+        batch_size=poller.batch_size,
+        batching_window_seconds=poller.batching_window_seconds,
+        timeout_seconds=timeout,
+        clock=stack.clock,
+    )
+
+
+def count_by_function(stack: Any) -> dict[str, AwsCalls]:
+    """Count a started stack's calls by the function that makes them, its event source apart.
+
+    Call before the first invocation: each handler's clients are built now, under a counted
+    session of their own, and the stack's event source is replaced by a counted copy.
+    """
+    counted: dict[str, AwsCalls] = {}
+    for name, builder in BUILDERS.items():
+        session = boto3.session.Session()
+        counted[name] = AwsCalls(session, empty_receives=True)
+        build_under(session, getattr(stack.handlers[name], builder))
+    session = boto3.session.Session()
+    counted[EVENT_SOURCE] = AwsCalls(session, empty_receives=True)
+    stack.poller = event_source_on(stack, session.client("sqs"))
+    return counted

@@ -1,0 +1,86 @@
+"""Latency benchmark: the webhook pipeline's settle-to-stored latency, per stored unit.
+
+``make demo``'s run (``scrape_pipeline_local.demo.Demo``) without faults (``none``) and under
+the ``default`` chaos profile, side by side in worker processes; the latencies are the demo's
+own figures (one definition of settle-to-stored, wherever it is shown). Saves
+``bench/results/latency.json``; ``bench.results_report`` draws it.
+
+    python -m bench.latency [--jobs 200] [--seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.report import RESULTS, markdown_table, percentile, save
+from bench.sweep import quiet_worker
+
+CHAOS = ("default", "none")
+
+
+def demo_task(jobs: int, chaos: str, seed: int) -> dict[str, Any]:
+    """``make demo``'s run; per-unit settle-to-stored latencies from its public data."""
+    quiet_worker()
+    from scrape_pipeline_local.demo import Demo
+
+    demo = Demo(jobs, chaos, seed)
+    report = demo.run()
+    # The demo's own figures: one definition of settle-to-stored, wherever it is shown.
+    latencies = list(report.latencies)
+    return {
+        "chaos": chaos,
+        "jobs": jobs,
+        "latencies": latencies,
+        "report": {
+            "settled": report.settled,
+            "stored": report.stored,
+            "lost": report.lost,
+            "processed_twice": report.processed_twice,
+            "duplicates_suppressed": report.duplicates_suppressed,
+            "recovered": dict(report.recovered),
+            "latency_p50": report.latency_p50,
+            "latency_p99": report.latency_p99,
+            "requests_per_job": report.requests_per_job,
+            "simulated_seconds": report.simulated_seconds,
+            "wall_seconds": report.wall_seconds,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=200, help="units of each demo run")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where latency.json goes")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked threads
+    with ProcessPoolExecutor(max_workers=len(CHAOS), mp_context=context) as pool:
+        futures = {chaos: pool.submit(demo_task, args.jobs, chaos, args.seed) for chaos in CHAOS}
+        demos = {chaos: future.result() for chaos, future in futures.items()}
+    rows = [
+        [
+            chaos,
+            len(run["latencies"]),
+            *(f"{percentile(run['latencies'], q):.1f}" for q in (50, 99)),
+        ]
+        for chaos, run in demos.items()
+    ]
+    table = markdown_table(["chaos", "stored units", "p50 s", "p99 s"], rows)
+    print(table)
+    figures = {
+        "args": {"jobs": args.jobs, "seed": args.seed},
+        "demos": demos,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+    save("latency", figures, table, directory=args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
