@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-results simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-results iam-report simulator clean
 
 all: test
 
@@ -63,6 +63,11 @@ bench-pipeline: venv
 # a bare `import boto3` (a python3.12 venv holding only boto3 is made once under $TMPDIR).
 bench-cold-start: venv sam-tools
 	$(BIN)/python -m bench.cold_start
+
+# What each function and the operator CLI called on the local stack, each call's verdict against
+# its IAM policy, and the allowed actions left unused (tests/iam/test_least_privilege.py).
+iam-report: venv
+	IAM_REPORT=bench/results/iam.json $(BIN)/python -m pytest -n 0 -q -p no:logging tests/iam/test_least_privilege.py
 
 simulator: venv
 	$(BIN)/geonode-sim
