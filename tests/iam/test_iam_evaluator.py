@@ -13,6 +13,7 @@ from tests.support.iam import (
     evaluate,
     requests_of,
     resource_matches,
+    unused_grants,
 )
 
 TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/ledger"
@@ -147,3 +148,12 @@ def test_iam_allowed_actions_expand_patterns_and_skip_denies():
         policy({"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"}),
     ]
     assert allowed_actions(documents) == {"sqs:sendmessage", "s3:putobject"}
+
+
+def test_iam_unused_grants_name_resources_no_call_reached():
+    # GIVEN Query granted on the table and its index, and calls that query the index only
+    documents = [policy(allow("dynamodb:Query", [TABLE, f"{TABLE}/index/*"]) | {"Sid": "Q"})]
+    made = [Request("dynamodb:Query", f"{TABLE}/index/pending-by-state")]
+    # THEN the table grant is reported; an action no call used is left to allowed_actions
+    assert unused_grants(documents, made) == [f"Q: dynamodb:query on {TABLE}"]
+    assert unused_grants(documents, []) == []

@@ -179,7 +179,7 @@ def _long_tail(stack: LocalStack) -> None:
         stack.step(15.0)
 
 
-def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
+def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
     """The CLI's AWS commands, as an operator runs them against the stack's outputs."""
     from tests.cli.conftest import stack_environment
     from tests.conftest import forget_cached_clients
@@ -196,12 +196,24 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
     forget_cached_clients()
     hook = stack.webhook_ids["extract_completed"]
     secret = stack.resources.webhook_secret_arn
+    assert stack.front is not None
+    urls = tmp / "urls.txt"
+    urls.write_text("https://example.com/a\nhttps://example.com/b\n")
     commands = [
         ["status"],  # without DLQ_URL: the DLQ from the job queue's redrive policy
         ["reconcile"],
         ["dlq", "inspect"],
         ["dlq", "redrive"],
         ["webhooks", "rotate-secret", hook, "--secret-id", secret],
+        [
+            "webhooks",
+            "register",
+            stack.front.url("/webhooks/geonode"),
+            "extract_completed",
+            "--store-secret",
+            secret,
+        ],
+        ["submit", str(urls), "--mode", "batch"],  # announced to the ledger
         ["deliveries", "replay", hook, "--since-minutes", "60"],
     ]
     with acting_as(OPERATOR, "cli"):
@@ -240,7 +252,7 @@ def _deploy_outputs(stack: LocalStack) -> None:
 def _record(
     name: str,
     scenario: Callable[[LocalStack], None],
-    monkeypatch: pytest.MonkeyPatch | None = None,
+    operator: Callable[[LocalStack], None] | None = None,
     settings: StackSettings | None = None,
     **sim: Any,
 ) -> Recorded:
@@ -250,8 +262,8 @@ def _record(
             for module in stack.handlers.values():
                 module.logger.setLevel("ERROR")
             scenario(stack)
-            if monkeypatch is not None:
-                _operator(stack, monkeypatch)
+            if operator is not None:
+                operator(stack)
         finally:
             stack.stop()
     assert stack.resources is not None
@@ -261,11 +273,17 @@ def _record(
 
 
 @pytest.fixture(scope="module")
-def recorded() -> Iterator[list[Recorded]]:
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Recorded]]:
     monkeypatch = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("operator")
     try:
         yield [
-            _record("faults", _faults, monkeypatch, StackSettings(reconcile_interval=60.0)),
+            _record(
+                "faults",
+                _faults,
+                lambda stack: _operator(stack, monkeypatch, tmp),
+                StackSettings(reconcile_interval=60.0),
+            ),
             _record(
                 "long tail",
                 _long_tail,
@@ -311,6 +329,7 @@ def _report(runs: list[Recorded]) -> dict[str, Any]:
     used: dict[str, dict[str, int]] = {name: defaultdict(int) for name, _ in functions}
     requests: dict[str, dict[str, dict[str, Any]]] = {name: {} for name, _ in functions}
     allowed: dict[str, set[str]] = {name: set() for name, _ in functions}
+    unused_grants: dict[str, set[str]] = {name: set() for name, _ in functions}
     role_names: dict[str, str] = {OPERATOR: "README.md operator policy"}
     for run in runs:
         report["unattributed"][run.name] = run.unattributed
@@ -325,10 +344,12 @@ def _report(runs: list[Recorded]) -> dict[str, Any]:
                 documents = roles[logical_id].documents
                 role_names[name] = roles[logical_id].name
             allowed[name] |= iam.allowed_actions(documents)
+            made = []
             for call, count in run.calls.items():
                 if call.principal != name:
                     continue
                 for request in iam.requests_of(call):
+                    made.append(request)
                     decision = iam.evaluate(documents, request)
                     used[name][request.action.lower()] += count
                     key = f"{request.action} {_generic(request.resource, run.resources)}"
@@ -341,6 +362,9 @@ def _report(runs: list[Recorded]) -> dict[str, Any]:
                     entry["decision"] = decision.reason
                     if not decision.allowed:
                         report["denied"].append(f"{name}: {key} ({decision.reason})")
+            unused_grants[name] |= {
+                _generic_grant(grant, run.resources) for grant in iam.unused_grants(documents, made)
+            }
     unknown = {c.principal for run in runs for c in run.calls} - set(used)
     report["denied"] += [f"{p}: calls by a principal with no role" for p in sorted(unknown)]
     for name, logical_id in functions:
@@ -356,6 +380,7 @@ def _report(runs: list[Recorded]) -> dict[str, Any]:
             "unused_justified": {a: justified[a] for a in sorted(unused & set(justified))},
             "unused_unjustified": sorted(unused - set(justified)),
             "justified_but_used": sorted(set(justified) & set(used[name])),
+            "unused_resources": sorted(unused_grants[name]),
         }
     return report
 
@@ -370,6 +395,12 @@ def _generic(arn: str, resources: StackResources) -> str:
                     rest = f"/{rest.split('/')[1]}/*"
                 return f"{logical_id}{rest}"
     return arn
+
+
+def _generic_grant(grant: str, resources: StackResources) -> str:
+    """An unused grant with its resource as the template names it."""
+    head, _, resource = grant.rpartition(" on ")
+    return f"{head} on {_generic(resource, resources)}"
 
 
 def _operator_policy(resources: StackResources) -> dict[str, Any]:
@@ -423,6 +454,15 @@ def test_iam_every_allowed_action_used_or_justified(report: dict[str, Any]):
         if f["justified_but_used"]
     }
     assert stale == {}, f"justified as unused but used: drop the justification: {stale}"
+
+
+def test_iam_every_allowed_resource_reached(report: dict[str, Any]):
+    # GIVEN an action a role uses, THEN each resource a statement grants it on was reached
+    # (a table ARN next to the index the calls query would be one too many)
+    wider = {
+        n: f["unused_resources"] for n, f in report["functions"].items() if f["unused_resources"]
+    }
+    assert wider == {}
 
 
 def test_iam_event_source_acts_with_the_processor_role(report: dict[str, Any]):

@@ -299,6 +299,28 @@ def allowed_actions(documents: Iterable[Mapping[str, Any]]) -> set[str]:
     return found
 
 
+def unused_grants(documents: Iterable[Mapping[str, Any]], requests: Iterable[Request]) -> list[str]:
+    """Each (Allow statement, action it names, resource pattern) no request went through,
+    for the actions some request used: a resource wider or other than the calls need."""
+    made = list(requests)
+    used = {r.action.lower() for r in made}
+    unused: list[str] = []
+    for number, document in enumerate(documents):
+        for index, statement in enumerate(_list(document.get("Statement", []))):
+            if statement.get("Effect") != "Allow" or "Resource" not in statement:
+                continue
+            where = statement.get("Sid") or f"policy {number} statement {index}"
+            for pattern in _list(statement.get("Action", [])):
+                for action in sorted(expand(pattern) & used):
+                    for resource in _list(statement["Resource"]):
+                        if not any(
+                            r.action.lower() == action and resource_matches(resource, r.resource)
+                            for r in made
+                        ):
+                            unused.append(f"{where}: {action} on {resource}")
+    return unused
+
+
 def lint(document: Mapping[str, Any]) -> list[str]:
     """parliament's findings on one policy document (empty: clean)."""
     policy = _parliament().analyze_policy_string(json.dumps(document))

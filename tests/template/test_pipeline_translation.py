@@ -31,7 +31,7 @@ RECONCILER = "ReconcilerFunction"
 FUNCTIONS = (RECEIVER, PROCESSOR, RECONCILER)
 GUARDED_SERVICES = {"dynamodb", "s3", "sqs", "secretsmanager"}
 # Where a policy may reach, written as _reach() spells an intrinsic resource.
-LEDGER, LEDGER_INDEXES = "LedgerTable", "LedgerTable/index/*"
+LEDGER, PENDING_INDEX = "LedgerTable", "LedgerTable/index/pending-by-state"
 RESULTS_OBJECTS, JOB_QUEUE = "ResultsBucket/*", "JobQueue"
 GEONODE_KEY, WEBHOOK_SECRET = "GeonodeApiKeySecret", "WebhookSecret"
 
@@ -52,7 +52,7 @@ RECONCILER_GRANTS = {
     "dynamodb:PutItem": {LEDGER},
     "dynamodb:UpdateItem": {LEDGER},
     "dynamodb:BatchGetItem": {LEDGER},
-    "dynamodb:Query": {LEDGER, LEDGER_INDEXES},
+    "dynamodb:Query": {PENDING_INDEX},
     "sqs:SendMessage": {JOB_QUEUE},
     "secretsmanager:GetSecretValue": {GEONODE_KEY},
 }
