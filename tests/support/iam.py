@@ -199,12 +199,15 @@ def function_roles(translation: Mapping[str, Any], created: Mapping[str, Any]) -
         props = resources[role_id]["Properties"]
         role = Role(role_id)
         for policy in props.get("Policies", []):
-            role.documents.append(resolver.resolve(policy["PolicyDocument"]))
+            # Id (an optional IAM element) names the document in decisions.
+            role.documents.append(
+                {"Id": policy["PolicyName"], **resolver.resolve(policy["PolicyDocument"])}
+            )
         for named in props.get("ManagedPolicyArns", []):
             arn = resolver.resolve(named)
             if arn not in MANAGED_POLICIES:
                 raise IamCheckError(f"{role_id}: managed policy {arn} unknown to the check")
-            role.documents.append(MANAGED_POLICIES[arn])
+            role.documents.append({"Id": arn.rsplit("/", 1)[-1], **MANAGED_POLICIES[arn]})
         roles[logical_id] = role
     return roles
 
@@ -278,7 +281,7 @@ def evaluate(documents: Iterable[Mapping[str, Any]], request: Request) -> Decisi
                 and _names_resource(statement, request.resource)
             ):
                 continue
-            where = statement.get("Sid") or f"policy {number} statement {index}"
+            where = statement.get("Sid") or f"{document.get('Id', f'policy {number}')}[{index}]"
             if statement.get("Effect") == "Deny":
                 return Decision(False, f"denied by {where}")
             if "Condition" not in statement:
@@ -309,7 +312,7 @@ def unused_grants(documents: Iterable[Mapping[str, Any]], requests: Iterable[Req
         for index, statement in enumerate(_list(document.get("Statement", []))):
             if statement.get("Effect") != "Allow" or "Resource" not in statement:
                 continue
-            where = statement.get("Sid") or f"policy {number} statement {index}"
+            where = statement.get("Sid") or f"{document.get('Id', f'policy {number}')}[{index}]"
             for pattern in _list(statement.get("Action", [])):
                 for action in sorted(expand(pattern) & used):
                     for resource in _list(statement["Resource"]):
