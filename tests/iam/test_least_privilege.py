@@ -258,13 +258,16 @@ def _record(
 ) -> Recorded:
     with CallRecorder() as recorder:
         stack = LocalStack(ManualClock(), SimConfig(**{**QUIET, **sim}), settings).start()
+        levels = {fn: module.logger.log_level for fn, module in stack.handlers.items()}
         try:
             for module in stack.handlers.values():
-                module.logger.setLevel("ERROR")
+                module.logger.setLevel("ERROR")  # thousands of invocations: keep them quiet
             scenario(stack)
             if operator is not None:
                 operator(stack)
         finally:
+            for fn, module in stack.handlers.items():
+                module.logger.setLevel(levels[fn])
             stack.stop()
     assert stack.resources is not None
     unattributed = {f"{s}:{o}": n for (s, o), n in sorted(recorder.unattributed.items())}
