@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale simulator clean
+.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale iam-report simulator clean
 
 all: test
 
@@ -79,6 +79,11 @@ bench-cold-start: venv sam-tools
 # and its section of bench/RESULTS.md. BENCH_SCALE_ARGS="--rates 1 10" to run fewer points.
 bench-scale: venv
 	$(BIN)/python -m bench.scale $(BENCH_SCALE_ARGS)
+
+# What each function and the operator CLI called on the local stack, each call's verdict against
+# its IAM policy, and the allowed actions left unused (tests/iam/test_least_privilege.py).
+iam-report: venv
+	IAM_REPORT=bench/results/iam.json $(BIN)/python -m pytest -n 0 -q -p no:logging tests/iam/test_least_privilege.py
 
 simulator: venv
 	$(BIN)/geonode-sim

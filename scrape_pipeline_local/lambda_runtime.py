@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from scrape_pipeline_local.aws_calls import acting_as
 from scrape_pipeline_local.translate import ACCOUNT_ID, REGION
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -124,7 +125,9 @@ class TimedInvoker:
 
         def run() -> None:
             try:
-                ended["result"] = self.handler(event, context)
+                # Its AWS calls are the function's (its role's), whoever invoked it.
+                with acting_as(self.function_name):
+                    ended["result"] = self.handler(event, context)
             except LambdaTimeout:
                 ended["stopped"] = True
             except BaseException as error:  # noqa: BLE001 - reported to the caller, as Lambda does

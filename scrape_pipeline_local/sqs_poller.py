@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline_local.aws_calls import EVENT_SOURCE, acting_as
 from scrape_pipeline_local.events import sqs_event
 from scrape_pipeline_local.lambda_runtime import (
     LAMBDA_DEFAULT_TIMEOUT_SECONDS,
@@ -83,12 +84,14 @@ class SqsEventSource(RunsAFunction):
     def poll_once(self) -> int:
         """Gather, and invoke the batch if it is due; returns how many messages it held (0: none
         invoked)."""
-        self._gather()
-        if not self._held or not self._due():
-            return 0
-        batch = self._take_batch()
-        self._invoke(batch)
-        return len(batch)
+        # Lambda's poller receives and deletes with the function's role.
+        with acting_as(self._invoker.function_name, EVENT_SOURCE):
+            self._gather()
+            if not self._held or not self._due():
+                return 0
+            batch = self._take_batch()
+            self._invoke(batch)
+            return len(batch)
 
     def _gather(self) -> None:
         while len(self._held) < self.batch_size:

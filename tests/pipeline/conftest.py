@@ -54,6 +54,15 @@ def versions(stack: LocalStack) -> Counter[str]:
     return counts
 
 
+def dlq_depth(stack: LocalStack) -> int:
+    """Messages in the job queue's dead-letter queue (SQS's approximation)."""
+    assert stack.resources is not None
+    attrs = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=stack.resources.dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"])
+
+
 def truth(stack: LocalStack, kind: str = "extract") -> list[dict[str, Any]]:
     """The simulator's record of every job of ``kind``."""
     assert stack.simulator is not None

@@ -22,6 +22,7 @@ from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,
     check_exactly_once,
+    dlq_depth,
     truth,
     versions,
 )
@@ -245,16 +246,8 @@ def test_failure_poison_message_reaches_dlq(make_stack: MakeStack):
     assert stack.resources is not None
     sqs = boto3.client("sqs")
     sqs.send_message(QueueUrl=stack.resources.queue_url, MessageBody="{not a job")
-
-    def in_dlq() -> bool:
-        assert stack.resources is not None
-        attrs = sqs.get_queue_attributes(
-            QueueUrl=stack.resources.dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
-        )["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"]) == 1
-
     # five receives, 360 s apart (the visibility timeout), then the redrive on the sixth
-    stack.run_until(in_dlq, step=60.0, limit=7 * 360)
+    stack.run_until(lambda: dlq_depth(stack) == 1, step=60.0, limit=7 * 360)
     [message] = sqs.receive_message(QueueUrl=stack.resources.dlq_url)["Messages"]
     assert message["Body"] == "{not a job"
 

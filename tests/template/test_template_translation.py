@@ -29,11 +29,10 @@ BINARY_MEDIA_EXTENSION = "x-amazon-apigateway-binary-media-types"
 
 # The receiver's whole IAM surface. A new action must be added here on purpose.
 RECEIVER_ACTIONS = {
-    "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
-    "sqs:SendMessage*",  # SAM's SQSSendMessagePolicy: SendMessage and SendMessageBatch
+    "sqs:SendMessage*",  # SAM's SQSSendMessagePolicy (IAM authorizes batches as SendMessage)
     "secretsmanager:GetSecretValue",
 }
 GUARDED_SERVICES = ("dynamodb", "sqs", "secretsmanager")

@@ -6,7 +6,7 @@ import boto3
 from moto import mock_aws
 
 from scrape_pipeline.signatures import WebhookSecret
-from scrape_pipeline_local.resources import create_all
+from scrape_pipeline_local.create import create_all
 from scrape_pipeline_ops.rotation import SecretBundle, is_placeholder, render_bundle
 
 
