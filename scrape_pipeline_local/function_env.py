@@ -16,6 +16,7 @@ functions each read their own values.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -71,13 +72,17 @@ def with_environment[R](
 
 @contextlib.contextmanager
 def functions_write_to(log: TextIO) -> Iterator[None]:
-    """Within the block, stdout and Python warnings go to ``log``: the functions' output.
+    """Within the block, stdout, Python warnings and unhandled log records go to ``log``.
 
-    In Lambda a function's stdout (Powertools' log lines and EMF records) and its warnings
-    (Powertools' "No application metrics to publish") go to CloudWatch Logs, not to whoever
-    invoked it. Import the handlers inside the block: a Logger binds its stream at import.
+    In Lambda a function's stdout (Powertools' log lines and EMF records), its warnings
+    (Powertools' "No application metrics to publish") and the records of loggers without a
+    handler (the runtime's own handler takes them) go to CloudWatch Logs, not to whoever invoked
+    it. Import the handlers inside the block: a Logger binds its stream at import.
     """
     shown = warnings.showwarning
+    last_resort = logging.lastResort
+    logging.lastResort = logging.StreamHandler(log)
+    logging.lastResort.setLevel(logging.WARNING)
 
     def show(  # noqa: PLR0917 - warnings.showwarning's own signature
         message: Warning | str,
@@ -95,3 +100,4 @@ def functions_write_to(log: TextIO) -> Iterator[None]:
             yield
     finally:
         warnings.showwarning = shown
+        logging.lastResort = last_resort
