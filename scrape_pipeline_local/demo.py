@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -25,10 +26,12 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
+from scrape_pipeline_local.function_env import functions_write_to
 from scrape_pipeline_local.judge import UNSETTLED, Unit, Verdict, judge, read_listing
 from scrape_pipeline_local.large_results import LargeResults, measure
 from scrape_pipeline_local.simulator.gateway import Gateway
@@ -132,9 +135,11 @@ class Demo:
         )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
+        # Metrics stay on: each invocation flushes its EMF records into the functions' log
+        # (main() routes it to a file). Powertools 3.37 with POWERTOOLS_METRICS_DISABLED keeps
+        # every value in memory and prints a metric's 100th value anyway.
         env = {
             "POWERTOOLS_LOG_LEVEL": "ERROR",
-            "POWERTOOLS_METRICS_DISABLED": "true",
             **dict(self.profile.reconciler_env),
             **dict(self.profile.processor_env),
         }
@@ -510,14 +515,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200, help="units of work (default 200)")
     parser.add_argument("--chaos", choices=sorted(PROFILES), default="default")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--function-log",
+        metavar="PATH",
+        help="where the functions' output goes: their logs and EMF metrics, as Lambda sends "
+        "them to CloudWatch Logs (default: a new scrape-pipeline-demo-*.log in the temp folder)",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 10:
         parser.error("--jobs must be at least 10")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineDemo")
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "demo")
     demo = Demo(args.jobs, args.chaos, args.seed)
-    report = _run_with_progress(demo)
+    # stdout carries the report alone: what the functions print goes to their log.
+    with _function_log(args.function_log) as log, functions_write_to(log):
+        report = _run_with_progress(demo)
     print_report(report, args.chaos)
+    print(f"functions' logs and metrics: {log.name}", file=sys.stderr)
     failed = (
         report.lost
         or report.processed_twice
@@ -525,6 +538,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.poison_mishandled
     )
     return 1 if failed else 0
+
+
+def _function_log(path: str | None) -> TextIO:
+    """The file the functions' output goes to: ``path``, or a new one in the temp folder."""
+    if path is None:
+        handle, path = tempfile.mkstemp(prefix="scrape-pipeline-demo-", suffix=".log")
+        os.close(handle)
+    return Path(path).open("w", encoding="utf-8")
 
 
 def _run_with_progress(demo: Demo) -> Report:
@@ -538,6 +559,8 @@ def _run_with_progress(demo: Demo) -> Report:
         )
     except ImportError:  # pragma: no cover
         return demo.run()
+    from rich.console import Console
+
     with Progress(
         TextColumn("[bold]pipeline"),
         BarColumn(),
@@ -545,6 +568,7 @@ def _run_with_progress(demo: Demo) -> Report:
         TextColumn("outcomes stored"),
         TimeElapsedColumn(),
         transient=False,
+        console=Console(file=sys.__stderr__),
         disable=not sys.stderr.isatty(),
     ) as progress:
         task = progress.add_task("run", total=demo.jobs)

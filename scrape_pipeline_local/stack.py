@@ -26,17 +26,21 @@ import boto3
 from scrape_pipeline.clock import use_clock
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.signatures import WebhookSecret
+from scrape_pipeline_local import function_env
 from scrape_pipeline_local.apigw import ApiGatewayFront
 from scrape_pipeline_local.create import StackResources, create_all
+from scrape_pipeline_local.lambda_runtime import Outcome, TimedInvoker
 from scrape_pipeline_local.lifecycle import Service
 from scrape_pipeline_local.moto_server import MotoServer
 from scrape_pipeline_local.scheduler import DEFAULT_ASYNC_RETRIES, Schedule
-from scrape_pipeline_local.settings import local_settings
+from scrape_pipeline_local.settings import LocalSettings, local_settings
 from scrape_pipeline_local.simulator import SimConfig, Simulator, SimulatorServer
 from scrape_pipeline_local.sqs_poller import SqsEventSource
-from scrape_pipeline_local.translate import ROOT, translate
+from scrape_pipeline_local.translate import ROOT, TemplateError, translate
 from scrape_pipeline_ops.rotation import render_bundle
 
+_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+HANDLERS = ("receiver", "processor", "reconciler")  # functions/<name>/app.py
 EVENT_TYPES = ("extract_completed", "batch_completed", "crawl_completed")
 API_KEY = "local-stack-key"
 # Scheme names of the receiver's verifier and of the simulator's signer.
@@ -63,6 +67,10 @@ class StackSettings:
     signature_scheme: str = "geonode"
     webhooks: bool = True  # subscribe the three event types through the API
     env: dict[str, str] = field(default_factory=dict)  # extra Lambda settings
+    # Fixed ports on 127.0.0.1 (0: a free one at every start).
+    front_port: int = 0
+    simulator_port: int = 0
+    moto_port: int = 0
 
 
 class LocalStack(Service):
@@ -91,13 +99,15 @@ class LocalStack(Service):
         self.resources: StackResources | None = None
         self.webhook_ids: dict[str, str] = {}
         self.handlers: dict[str, ModuleType] = {}
+        # Handler name -> how the stand-ins invoke it: with its own environment and timeout.
+        self._invokers: dict[str, TimedInvoker] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> Self:
         """Bring every part up on 127.0.0.1."""
         use_clock(self.clock)
-        self.moto = MotoServer(clock=self.clock).start()
+        self.moto = MotoServer(port=self.settings.moto_port, clock=self.clock).start()
         self.moto.reset()  # moto's backends are per process, not per server
         self._set_env(
             {
@@ -113,7 +123,15 @@ class LocalStack(Service):
         )
         session = boto3.session.Session()
         self.resources = create_all(session, api_key=API_KEY)
-        self.simulator = SimulatorServer(self.sim_config, self.clock).start()
+        self.simulator = SimulatorServer(
+            self.sim_config, self.clock, port=self.settings.simulator_port
+        ).start()
+        wiring = local_settings(translate(), self.resources)
+        # The template's variables first (what a deployed function has), unless the caller's
+        # environment already says otherwise; then what this stack must override.
+        self._set_env(
+            {name: value for name, value in wiring["env"].items() if name not in os.environ}
+        )
         self._set_env(
             {
                 **self.resources.environment(),
@@ -123,22 +141,26 @@ class LocalStack(Service):
             }
         )
         _forget_powertools_clients()
-        self.handlers = {
-            name: _load_handler(name) for name in ("receiver", "processor", "reconciler")
+        own = _own_environments(wiring)
+        function_env.install()
+        self.handlers = {name: _load_handler(name, own[name]) for name in HANDLERS}
+        invoke = {
+            name: function_env.with_environment(module.lambda_handler, own[name])
+            for name, module in self.handlers.items()
         }
         for module in self.handlers.values():
             for reset in ("reset_receiver", "reset_processor", "reset_reconciler"):
                 if hasattr(module, reset):
                     getattr(module, reset)()
-        wiring = local_settings(translate(), self.resources)
         self.front = ApiGatewayFront(
-            self.handlers["receiver"].lambda_handler,
+            invoke["receiver"],
             timeout_seconds=_chosen(self.settings.receiver_timeout, wiring["receiver_timeout"]),
+            port=self.settings.front_port,
         ).start()
         self.poller = SqsEventSource(
             session.client("sqs"),
             self.resources.queue_url,
-            self.handlers["processor"].lambda_handler,
+            invoke["processor"],
             batch_size=_chosen(self.settings.batch_size, wiring["batch_size"]),
             batching_window_seconds=_chosen(
                 self.settings.batching_window_seconds, wiring["batching_window_seconds"]
@@ -147,12 +169,20 @@ class LocalStack(Service):
             clock=self.clock,
         )
         self.schedule = Schedule(
-            self.handlers["reconciler"].lambda_handler,
+            invoke["reconciler"],
             _chosen(self.settings.reconcile_interval, wiring["reconcile_interval"]),
             self.clock,
             timeout_seconds=_chosen(self.settings.reconciler_timeout, wiring["reconciler_timeout"]),
             max_retries=self.settings.reconciler_retries,
         )
+        self._invokers = {
+            name: TimedInvoker(invoke[name], name, timeout)
+            for name, timeout in (
+                ("receiver", self.front.timeout_seconds),
+                ("processor", self.poller.timeout_seconds),
+                ("reconciler", self.schedule.timeout_seconds),
+            )
+        }
         if self.settings.webhooks:
             self.subscribe()
         return self
@@ -173,6 +203,7 @@ class LocalStack(Service):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        function_env.uninstall()
         use_clock(None)
 
     @property
@@ -181,6 +212,17 @@ class LocalStack(Service):
         if self.simulator is None:
             raise RuntimeError("the stack is not started")
         return self.simulator.sim
+
+    def invoke(self, function: str, event: dict[str, Any]) -> Outcome:
+        """One invocation, as ``sam local invoke <function> -e <event>`` runs it.
+
+        ``function``: a logical id (``ReceiverFunction``) or a handler name (``receiver``).
+        The function runs under its own environment and timeout, as the stand-ins run it.
+        """
+        name = function.removesuffix("Function").lower()
+        if name not in self._invokers:
+            raise KeyError(f"no function {function!r}: {', '.join(HANDLERS)}")
+        return self._invokers[name].invoke(event)
 
     # -- as a user would -------------------------------------------------------------------
 
@@ -270,8 +312,48 @@ def _forget_powertools_clients() -> None:
     boto3.DEFAULT_SESSION = None
 
 
-def _load_handler(name: str) -> ModuleType:
-    """``functions/<name>/app.py``, imported once under its package path."""
+def _own_environments(wiring: LocalSettings) -> dict[str, dict[str, str]]:
+    """Handler name -> the variables the template gives that function alone a value of.
+
+    What every function agrees on is in the process environment (``wiring["env"]``); what
+    differs (POWERTOOLS_SERVICE_NAME) is each function's own, read through ``function_env``.
+    """
+    own: dict[str, dict[str, str]] = {}
+    for name in HANDLERS:
+        logical_id = f"{name.capitalize()}Function"
+        variables = wiring["function_env"].get(logical_id)
+        if variables is None or _SERVICE_NAME not in variables:
+            raise TemplateError(f"{logical_id} sets no {_SERVICE_NAME}")
+        own[name] = {k: v for k, v in variables.items() if k not in wiring["env"]}
+    return own
+
+
+def _load_handler(name: str, own: Mapping[str, str]) -> ModuleType:
+    """``functions/<name>/app.py`` as its own container: its service name and metric set.
+
+    In Lambda each function has its own process: Powertools' Logger and Metrics read
+    POWERTOOLS_SERVICE_NAME at import, and every Metrics instance of a process shares one
+    metric set. Here the three functions share a process, so each module is imported under
+    its own variables (again, if an earlier import saw another service name), and its Metrics
+    gets a metric set of its own: every EMF record carries the `service` dimension the
+    deployed alarms and dashboard read.
+    """
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    return importlib.import_module(f"functions.{name}.app")
+    service = own[_SERVICE_NAME]
+    with function_env.environment(own):
+        module = importlib.import_module(f"functions.{name}.app")
+        if getattr(module.logger, "service", service) != service:
+            module = importlib.reload(module)
+    _own_metric_set(module.metrics, service)
+    return module
+
+
+def _own_metric_set(metrics: Any, service: str) -> None:
+    """Give one function's Metrics the set a process of its own would have."""
+    provider = metrics.provider
+    provider.service = service
+    provider.metric_set = metrics.metric_set = {}
+    provider.dimension_set = metrics.dimension_set = {}
+    provider.metadata_set = metrics.metadata_set = {}
+    provider.default_dimensions = metrics.default_dimensions = {}

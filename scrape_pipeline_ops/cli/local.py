@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline_ops.cli.config import UsageError
+
+_MAX_PORT = 65535
+_ARN_SUFFIX_LENGTH = 6  # Secrets Manager appends "-" and six characters to a secret's name
 
 if TYPE_CHECKING:
     from scrape_pipeline_local.stack import LocalStack
@@ -45,6 +50,23 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="X",
         help="run time X times faster (default 1: real time)",
     )
+    for flag, what in (
+        ("--port", "the API front (WEBHOOK_URL)"),
+        ("--simulator-port", "the Geonode simulator (GEONODE_BASE_URL)"),
+        ("--moto-port", "moto (AWS_ENDPOINT_URL, QUEUE_URL)"),
+    ):
+        p.add_argument(
+            flag,
+            type=int,
+            default=0,
+            metavar="N",
+            help=f"fixed port of {what} on 127.0.0.1 (default: a free one at every start)",
+        )
+    p.add_argument(
+        "--env-file",
+        metavar="PATH",
+        help="also write the export lines to PATH, for `source PATH` in another shell",
+    )
     p.set_defaults(handler=up)
 
     # Every argument after "demo" is the demo's own (main.py passes them on), --help included.
@@ -77,9 +99,22 @@ def endpoints(stack: LocalStack) -> dict[str, str]:
         "QUEUE_URL": r.queue_url,
         "DLQ_URL": r.dlq_url,
         "RESULTS_BUCKET": r.bucket,
-        "WEBHOOK_SECRET_ID": r.webhook_secret_arn,
-        "GEONODE_API_KEY_SECRET_ID": r.api_key_secret_arn,
+        # Names, not ARNs: an ARN ends in a random suffix, new at every start.
+        "WEBHOOK_SECRET_ID": _secret_name(r.webhook_secret_arn),
+        "GEONODE_API_KEY_SECRET_ID": _secret_name(r.api_key_secret_arn),
     }
+
+
+def _secret_name(arn: str) -> str:
+    """A Secrets Manager ARN's secret name (Secrets Manager takes either as SecretId)."""
+    _, _, named = arn.partition(":secret:")
+    name, dash, suffix = named.rpartition("-")
+    return name if named and dash and len(suffix) == _ARN_SUFFIX_LENGTH else arn
+
+
+def export_lines(found: dict[str, str]) -> list[str]:
+    """``export NAME=value`` for a shell, WEBHOOK_URL included."""
+    return [f"export {name}={shlex.quote(value)}" for name, value in found.items()]
 
 
 def wait_for_interrupt(stack: LocalStack) -> None:
@@ -102,11 +137,20 @@ def up(ctx: Context, args: argparse.Namespace) -> int:
     require_local_stack()
     from scrape_pipeline_local.clock import ScaledClock  # noqa: PLC0415
     from scrape_pipeline_local.simulator import SimConfig  # noqa: PLC0415
-    from scrape_pipeline_local.stack import LocalStack  # noqa: PLC0415
+    from scrape_pipeline_local.stack import LocalStack, StackSettings  # noqa: PLC0415
 
     if args.time_scale <= 0:
         raise UsageError("--time-scale must be positive")
-    stack = LocalStack(ScaledClock(args.time_scale), SimConfig(seed=args.seed))
+    ports = {
+        "front_port": args.port,
+        "simulator_port": args.simulator_port,
+        "moto_port": args.moto_port,
+    }
+    if any(port < 0 or port > _MAX_PORT for port in ports.values()):
+        raise UsageError(f"a port must be between 0 and {_MAX_PORT}")
+    stack = LocalStack(
+        ScaledClock(args.time_scale), SimConfig(seed=args.seed), StackSettings(**ports)
+    )
     try:
         stack.start()
         assert stack.poller is not None and stack.schedule is not None
@@ -130,9 +174,13 @@ def up(ctx: Context, args: argparse.Namespace) -> int:
                 title="local stack up",
             )
             ctx.out.note("# in another shell:")
-            for name, value in found.items():
-                ctx.out.note(f"export {name}={value}")
+            for line in export_lines(found):
+                ctx.out.note(line)
+            if args.env_file:
+                ctx.out.note(f"# or: source {shlex.quote(args.env_file)}")
             ctx.out.note("# Ctrl-C stops the stack")
+        if args.env_file:
+            Path(args.env_file).write_text("\n".join(export_lines(found)) + "\n")
         with contextlib.suppress(KeyboardInterrupt):  # the normal way to stop it
             wait_for_interrupt(stack)
     finally:

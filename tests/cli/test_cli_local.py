@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shlex
+import socket
 import threading
 import time
+from pathlib import Path
 
 import boto3
 import httpx
@@ -61,3 +64,52 @@ def test_local_up_bad_time_scale_is_exit_2(cli: Cli):
     result = cli("local", "up", "--time-scale", "0")
     assert result.code == 2
     assert result.err.startswith("scrape-pipeline: error: --time-scale")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_local_up_fixed_ports_and_env_file(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    # GIVEN fixed ports for the front, the simulator and moto, and an env file to write
+    front, sim, moto = _free_port(), _free_port(), _free_port()
+    env_file = tmp_path / ".local.env"
+    seen: dict[str, object] = {}
+
+    def look_then_interrupt(stack: LocalStack) -> None:
+        exported = dict(
+            shlex.split(line.removeprefix("export "))[0].split("=", 1)
+            for line in env_file.read_text().splitlines()
+        )
+        seen["exported"] = exported
+        # the secret ids are names: stable across restarts, and Secrets Manager takes them
+        boto3.client("secretsmanager").get_secret_value(SecretId=exported["WEBHOOK_SECRET_ID"])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(local, "wait_for_interrupt", look_then_interrupt)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    # WHEN the stack comes up
+    result = cli(
+        "local", "up", "--port", str(front), "--simulator-port", str(sim),
+        "--moto-port", str(moto), "--env-file", str(env_file),
+    )  # fmt: skip
+    # THEN every address is on its fixed port, and the env file holds what was printed
+    assert result.code == 0, result.err
+    exported = seen["exported"]
+    assert isinstance(exported, dict)
+    assert exported["WEBHOOK_URL"] == f"http://127.0.0.1:{front}/v1/webhooks/geonode"
+    assert exported["GEONODE_BASE_URL"] == f"http://127.0.0.1:{sim}"
+    assert exported["AWS_ENDPOINT_URL"] == f"http://127.0.0.1:{moto}"
+    assert exported["QUEUE_URL"].startswith(f"http://127.0.0.1:{moto}/")
+    assert ":secret:" not in exported["WEBHOOK_SECRET_ID"]
+    assert f"source {env_file}" in result.out
+
+
+def test_local_up_bad_port_is_exit_2(cli: Cli):
+    result = cli("local", "up", "--port", "70000")
+    assert result.code == 2
+    assert "a port must be between 0 and 65535" in result.err

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from scrape_pipeline_local.demo import Demo, main
@@ -29,8 +33,9 @@ def test_demo_default_chaos_loses_nothing_and_processes_nothing_twice():
     assert 0 < report.dropped_latency_p50 <= report.dropped_latency_p99
 
 
-def test_demo_main_prints_report_and_exits_zero(capsys):
-    assert main(["--jobs", "20", "--chaos", "none", "--seed", "2"]) == 0
+def test_demo_main_prints_report_and_exits_zero(capsys, tmp_path):
+    log = str(tmp_path / "functions.log")
+    assert main(["--jobs", "20", "--chaos", "none", "--seed", "2", "--function-log", log]) == 0
     out = capsys.readouterr().out
     assert "LOST" in out and "PROCESSED TWICE" in out
     assert "Geonode requests per settled job" in out
@@ -41,3 +46,29 @@ def test_demo_rejects_tiny_workload(capsys):
         main(["--jobs", "3"])
     assert info.value.code == 2
     assert "--jobs must be at least 10" in capsys.readouterr().err
+
+
+def test_demo_stdout_is_the_report_alone(tmp_path):
+    # GIVEN the demo as `make demo` runs it: its own process, the functions' log in a file
+    log = tmp_path / "functions.log"
+    args = ["--jobs", "20", "--chaos", "none", "--seed", "2", "--function-log", str(log)]
+    # WHEN it runs a small workload
+    done = subprocess.run(
+        [sys.executable, "-m", "scrape_pipeline_local.demo", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    # THEN stdout holds the report and nothing the functions printed
+    assert done.returncode == 0, done.stderr
+    assert "LOST" in done.stdout and "PROCESSED TWICE" in done.stdout
+    assert [line for line in done.stdout.splitlines() if line.lstrip().startswith("{")] == []
+    assert "No application metrics to publish" not in done.stdout + done.stderr
+    # and the functions' EMF records went to their log, each with its function's service
+    services = {
+        json.loads(line).get("service")
+        for line in log.read_text().splitlines()
+        if line.startswith('{"_aws"')
+    }
+    assert services == {"receiver", "processor", "reconciler"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,3 +91,52 @@ def test_settings_override_the_template():
         assert seen == overrides
     finally:
         stack.stop()
+
+
+def _emf_services(out: str) -> dict[str, set[str]]:
+    """Metric name -> the `service` dimension values of the EMF records printed."""
+    found: dict[str, set[str]] = {}
+    for line in out.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        record = json.loads(line)
+        for directive in record["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                found.setdefault(metric["Name"], set()).add(record.get("service", "(none)"))
+    return found
+
+
+def test_each_local_function_runs_under_its_template_environment(stack, capsys):
+    # GIVEN the stack, whose functions share one process
+    wiring = local_settings(translate())
+    services = {
+        name: wiring["function_env"][f"{name.capitalize()}Function"]["POWERTOOLS_SERVICE_NAME"]
+        for name in ("receiver", "processor", "reconciler")
+    }
+    assert services == {
+        "receiver": "receiver",
+        "processor": "processor",
+        "reconciler": "reconciler",
+    }
+    # THEN each function's Logger and Metrics carry its own service name
+    for name, service in services.items():
+        assert stack.handlers[name].logger.service == service
+        assert stack.handlers[name].metrics.provider.service == service
+    # and the variables only one function gets (here the receiver's) are the template's
+    assert os.environ["SIGNATURE_TOLERANCE_SECONDS"] == wiring["env"]["SIGNATURE_TOLERANCE_SECONDS"]
+    assert os.environ["LEASE_SECONDS"] == wiring["env"]["LEASE_SECONDS"]
+
+    # WHEN a job goes through webhook, queue and processor, and the reconciler runs
+    stack.client().submit_extract("https://example.com/service-names")
+    capsys.readouterr()
+    for _ in range(LIMIT_STEPS):
+        stack.step(STEP)
+    out = capsys.readouterr().out
+
+    # THEN every EMF record carries the service dimension the deployed alarms read
+    emitted = _emf_services(out)
+    assert emitted["WebhookAccepted"] == {"receiver"}
+    assert emitted["JobsStored"] == {"processor"}
+    assert emitted["ReconcilerListPages"] == {"reconciler"}
+    assert emitted["JobsRecovered"] == {"reconciler"}  # the run's total and each source's
+    assert '"service":"service_undefined"' not in out

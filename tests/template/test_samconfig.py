@@ -77,6 +77,8 @@ def test_samconfig_prod_is_its_own_stack_with_valid_overrides() -> None:
     assert prod_stack
     assert prod_stack != _section(config, "default", "global")["stack_name"]
     assert overrides["LogLevel"] == "WARNING"
+    # AND is the prod Environment, whose rule refuses a deploy until AlarmTopicArn is set
+    assert overrides["Environment"] == "prod"
     assert _section(config, "prod", "deploy")["capabilities"] == "CAPABILITY_IAM"
     # AND every override names a template parameter with a value it allows
     for name, value in overrides.items():

@@ -7,6 +7,7 @@ what the receiver may do, what the API hands it, how the ledger and the queues a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -389,6 +390,27 @@ def test_alarms_notify_only_when_a_topic_is_given(cfn: dict[str, Any]) -> None:
         assert alarm["Properties"]["AlarmActions"] == {
             "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
         }, name
+
+
+def test_a_prod_stack_cannot_be_deployed_without_an_alarm_topic(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    # GIVEN the Environment parameter (dev by default) and the template's rules, as deployed
+    assert parameter_default("Environment") == "dev"
+    assert template["Parameters"]["Environment"]["AllowedValues"] == ["dev", "prod"]
+    rule = cfn["Rules"]["ProdAlarmsNotifySomeone"]
+    # THEN a prod stack must name a topic: CloudFormation checks this before changing anything
+    assert rule["RuleCondition"] == {"Fn::Equals": [{"Ref": "Environment"}, "prod"]}
+    assert [a["Assert"] for a in rule["Assertions"]] == [
+        {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}
+    ]
+    assert "AlarmTopicArn" in rule["Assertions"][0]["AssertDescription"]
+    # AND the topic is empty or an SNS topic ARN, so a placeholder cannot pass for one
+    pattern = template["Parameters"]["AlarmTopicArn"]["AllowedPattern"]
+    assert re.fullmatch(pattern, "")
+    assert re.fullmatch(pattern, "arn:aws:sns:us-east-1:123456789012:scrape-pipeline-alarms")
+    assert not re.fullmatch(pattern, "<your topic>")
+    assert not re.fullmatch(pattern, "arn:aws:sqs:us-east-1:123456789012:not-a-topic")
 
 
 def test_outputs_expose_every_resource_the_operator_needs(cfn: dict[str, Any]) -> None:
