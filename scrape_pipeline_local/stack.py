@@ -90,7 +90,6 @@ class LocalStack(Service):
             api_keys=(API_KEY,),
             signature_scheme=_SIM_SCHEME[self.settings.signature_scheme],  # type: ignore[arg-type]
         )
-        self._saved_env: dict[str, str | None] = {}
         self.moto: MotoServer | None = None
         self.simulator: SimulatorServer | None = None
         self.front: ApiGatewayFront | None = None
@@ -198,11 +197,7 @@ class LocalStack(Service):
             self.simulator.stop()
         if self.moto is not None:
             self.moto.stop()
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _ENV.release(self)
         function_env.uninstall()
         use_clock(None)
 
@@ -291,9 +286,42 @@ class LocalStack(Service):
     # -- environment -----------------------------------------------------------------------
 
     def _set_env(self, values: Mapping[str, str]) -> None:
+        _ENV.hold(self, values)
+
+
+class _ProcessEnvironment:
+    """The variables local stacks set in this process, and what they were before the first.
+
+    Stacks may overlap (a test holding two): each one's stop restoring what it saw at its
+    start would, stopped out of order, leave the other's endpoints behind for later tests. So
+    the values from before the first stack come back when the last one stops.
+    """
+
+    def __init__(self) -> None:
+        self._holders: list[object] = []
+        self._before: dict[str, str | None] = {}
+
+    def hold(self, holder: object, values: Mapping[str, str]) -> None:
+        if holder not in self._holders:
+            self._holders.append(holder)
         for name, value in values.items():
-            self._saved_env.setdefault(name, os.environ.get(name))
+            self._before.setdefault(name, os.environ.get(name))
             os.environ[name] = value
+
+    def release(self, holder: object) -> None:
+        if holder in self._holders:
+            self._holders.remove(holder)
+        if self._holders:
+            return
+        for name, value in self._before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._before.clear()
+
+
+_ENV = _ProcessEnvironment()
 
 
 def _chosen[T](override: T | None, from_template: T) -> T:

@@ -14,6 +14,7 @@ template (resolved to the stack's ARNs), the CLI's against the README's operator
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -215,7 +216,11 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> 
         ],
         ["submit", str(urls), "--mode", "batch"],  # announced to the ledger
         ["deliveries", "replay", hook, "--since-minutes", "60"],
+        ["webhooks", "setup"],  # the first day's commands
+        ["doctor"],
+        ["secrets", "put-api-key", "--stdin"],
     ]
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{API_KEY}\n"))
     with acting_as(OPERATOR, "cli"):
         for i, argv in enumerate(commands):
             stack_name = ["--stack-name", STACK_NAME] if i else []
@@ -237,6 +242,7 @@ def _deploy_outputs(stack: LocalStack) -> None:
         "ResultsBucketName": res.bucket,
         "WebhookSecretArn": res.webhook_secret_arn,
         "GeonodeApiKeySecretArn": res.api_key_secret_arn,
+        "WebhookUrl": stack.front.url("/webhooks/geonode") if stack.front else "",
     }
     body = {
         "Resources": {"Placeholder": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},

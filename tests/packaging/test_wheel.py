@@ -47,9 +47,12 @@ class Installed:
 
 
 def _clean_env() -> dict[str, str]:
-    """This environment without the test venv's traces (nothing leaks into the fresh one)."""
-    leaks = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-    return {k: v for k, v in os.environ.items() if k not in leaks}
+    """This environment without the test venv's traces (nothing leaks into the fresh one), nor
+    any pipeline or AWS setting an earlier test of this worker may have left: a new user's
+    shell has no API key, no stack and no endpoint."""
+    leaks = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "AWS_ENDPOINT_URL")
+    pipeline = ("GEONODE_", "WEBHOOK_", "LEDGER_", "QUEUE_", "DLQ_", "RESULTS_", "SIGNATURE_")
+    return {k: v for k, v in os.environ.items() if k not in leaks and not k.startswith(pipeline)}
 
 
 def _python312() -> str:

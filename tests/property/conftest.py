@@ -22,6 +22,7 @@ from moto import mock_aws
 
 from functions.receiver import app as receiver_app
 from scrape_pipeline_local.create import create_ledger_table, create_queues, create_secret
+from scrape_pipeline_local.moto_server import forget_cached_clients
 from tests.conftest import OFFLINE_AWS_ENV
 
 settings.register_profile(
@@ -120,6 +121,8 @@ def receiver_stack() -> Iterator[ReceiverStack]:
             mp.setenv(name, value)
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
             mp.delenv(name, raising=False)
+        # Before the suite's per-test reset runs: no client an earlier module built may answer.
+        forget_cached_clients()
         dynamodb = boto3.client("dynamodb")
         sqs = boto3.client("sqs")
         create_ledger_table(dynamodb, TABLE)

@@ -620,6 +620,7 @@ def ledger_table() -> Iterator[tuple[Any, str]]:
     with pytest.MonkeyPatch.context() as mp, mock_aws():
         for name, value in OFFLINE_AWS_ENV.items():
             mp.setenv(name, value)
+        mp.delenv("AWS_ENDPOINT_URL", raising=False)  # in-process moto, whatever ran before
         dynamodb = boto3.client("dynamodb")
         yield dynamodb, create_ledger_table(dynamodb, "ledger-snapshots")
 
