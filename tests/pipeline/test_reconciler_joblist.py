@@ -187,3 +187,23 @@ def test_reconciler_pending_pass_watches_its_unsettled_jobs_and_never_rereads_th
     assert third.recovered["watch"] == 250
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 250}
+
+
+def test_reconciler_fresh_ground_leaves_half_the_run_to_older_passes(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN a pass left pending with one page to go (250 dropped jobs, two pages read)
+    stack, found, remaining, pages, _ = pending_pass(make_stack, monkeypatch)
+    old_end = pages[0]["end_date"]
+    # AND five pages of fresh ground: 500 more dropped jobs, due now
+    dropped_jobs(stack, 500, "fresh")
+    settle(stack, 200)
+    # WHEN a run's budget would let the fresh ground alone take all of it (3.5 pages)
+    pages.clear()
+    report = ReconcileReport()
+    found.sweep_job_list(report, Budget(remaining, 35.0))
+    # THEN the fresh pass stopped at half, and the old pass got its last page: a backlog
+    # drains even while every run's new ground could fill the run
+    assert [p["page"] for p in pages if p["end_date"] == old_end] == [3]
+    assert len([p for p in pages if p["end_date"] != old_end]) >= 2
+    assert report.recovered[SOURCE_JOB_LIST] >= 50 + 200

@@ -18,9 +18,9 @@ A run works until its time budget (or the optional page cap) is spent, in this o
                       just settled are the first recovered even on the very first run, whose
                       range reaches back RECONCILE_LOOKBACK (24 h): its rest becomes a pending
                       pass, and every later run reads its own fresh ground before resuming it.
-    2. pending passes oldest first, each resumed at its saved page, so an old backlog is
-                      never starved by fresh work for long: it gets all the time fresh ground
-                      leaves over.
+    2. pending passes oldest first, each resumed at its saved page. While any wait, the
+                      fresh pass gets at most half of the run's time, so an old backlog is never
+                      starved by fresh work: it gets at least the other half.
     3. closing pass   once a run has finished a pending pass, one more fresh pass over the
                       ground that came due while it worked (nothing, on a stopped clock).
 
@@ -174,8 +174,13 @@ class JobListSweep:
                 if self._stopped(budget, result):
                     cut_short = True
                     break
+                share = budget
                 if fresh:
                     current = _Pass(mark.watermark - s.overlap_seconds, end)
+                    if mark.pending:
+                        # Older passes wait: fresh ground gets half of what is left, so a
+                        # backlog drains even while every run's new ground could fill it.
+                        share = budget.share([1.0, 1.0])
                     mark.pending.append(current)  # the newest pass until it completes
                     mark.watermark = end
                     result.fresh_passes += 1
@@ -183,8 +188,10 @@ class JobListSweep:
                     current = mark.pending[0]  # left by an earlier run, the oldest first
                     result.resumed_passes += 1
                 fresh_due = False
-                self._read(current, budget, result)
+                self._read(current, share, result)
                 if not current.done:
+                    if share is not budget and not self._stopped(budget, result):
+                        continue  # its half is spent, not the run: on to the oldest pass
                     cut_short = True  # out of time or pages: it stays pending where it is
                     break
                 mark.pending = [p for p in mark.pending if p is not current]
