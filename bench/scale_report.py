@@ -145,13 +145,19 @@ the event source's are Lambda's SQS polling. A point is **bounded** when,
 {table(document)}
 
 Targets: {targets}.
-
+{_rerun(document)}
 ![Reconciler lag after each run]({chart_path})
 
 {_details(document)}
 {END}
 """
     return body
+
+
+def _rerun(document: dict[str, Any]) -> str:
+    """A point measured again after the full run, when one was (its note says why)."""
+    note = document.get("rerun")
+    return f"\n{note}\n" if note else ""
 
 
 def _bounded_rule(document: dict[str, Any]) -> str:
