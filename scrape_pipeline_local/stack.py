@@ -104,7 +104,14 @@ class LocalStack(Service):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> Self:
-        """Bring every part up on 127.0.0.1."""
+        """Bring every part up on 127.0.0.1; a part that fails takes down those already up."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()  # no server left running, no environment left behind
+            raise
+
+    def _start(self) -> Self:
         use_clock(self.clock)
         self.moto = MotoServer(port=self.settings.moto_port, clock=self.clock).start()
         self.moto.reset()  # moto's backends are per process, not per server
@@ -298,27 +305,26 @@ class _ProcessEnvironment:
     """
 
     def __init__(self) -> None:
-        self._holders: list[object] = []
+        self._held: dict[int, set[str]] = {}  # id(holder) -> the names it set
         self._before: dict[str, str | None] = {}
 
     def hold(self, holder: object, values: Mapping[str, str]) -> None:
-        if holder not in self._holders:
-            self._holders.append(holder)
+        names = self._held.setdefault(id(holder), set())
         for name, value in values.items():
             self._before.setdefault(name, os.environ.get(name))
             os.environ[name] = value
+            names.add(name)
 
     def release(self, holder: object) -> None:
-        if holder in self._holders:
-            self._holders.remove(holder)
-        if self._holders:
-            return
-        for name, value in self._before.items():
+        """Restore what ``holder`` set that no stack still running has set too."""
+        names = self._held.pop(id(holder), set())
+        still = set().union(*self._held.values())
+        for name in names - still:
+            value = self._before.pop(name, None)
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        self._before.clear()
 
 
 _ENV = _ProcessEnvironment()

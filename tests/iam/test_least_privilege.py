@@ -231,6 +231,15 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> 
     enable()
 
 
+def _operator_then_undo(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
+    """``_operator``, its environment undone while the stack still runs: undone after the stack
+    stopped, it would put back the stack's endpoints for the tests that come next."""
+    try:
+        _operator(stack, monkeypatch, tmp)
+    finally:
+        monkeypatch.undo()
+
+
 def _deploy_outputs(stack: LocalStack) -> None:
     """A CloudFormation stack in moto whose outputs name the local resources (``--stack-name``)."""
     assert stack.resources is not None
@@ -290,7 +299,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Recorded
             _record(
                 "faults",
                 _faults,
-                lambda stack: _operator(stack, monkeypatch, tmp),
+                lambda stack: _operator_then_undo(stack, monkeypatch, tmp),
                 StackSettings(reconcile_interval=60.0),
             ),
             _record(
