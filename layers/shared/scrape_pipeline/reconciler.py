@@ -78,6 +78,8 @@ SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_WATCH, SOURCE_JOB_LIST)
 SLOW_SWEEPS = frozenset({SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG})
 # The sweep that runs every minute while the webhook gap is open, at the slow cadence otherwise.
 ADAPTIVE_SWEEPS = frozenset({SOURCE_JOB_LIST})
+# The sweeps whose last finished run the cadence row remembers.
+CADENCED_SWEEPS = SLOW_SWEEPS | ADAPTIVE_SWEEPS
 # Cadence row field: when a run last recovered a job (the measured gap was open).
 GAP_SEEN = "gap_seen_at"
 # Schedules fire a little early or late: a sweep due "every 600 s" at runs 599.5 s apart
@@ -333,7 +335,7 @@ class Reconciler:
                 report.errors[name] = f"{type(exc).__name__}: {exc}"
                 report.complete = False
                 logger.warning("reconciler sweep %s failed: %s", name, report.errors[name])
-            if report.complete and name in SLOW_SWEEPS | ADAPTIVE_SWEEPS:
+            if report.complete and name in CADENCED_SWEEPS:
                 finished[name] = f"{started:.3f}"
             report.complete &= complete_before
         if report.total_recovered or GAP_SEEN not in cadence:
@@ -352,7 +354,7 @@ class Reconciler:
         while their last one is unfinished."""
         if sweep in ADAPTIVE_SWEEPS and self._gap_open(cadence, now):
             return True
-        if sweep not in SLOW_SWEEPS | ADAPTIVE_SWEEPS or not cadence.get(sweep):
+        if sweep not in CADENCED_SWEEPS or not cadence.get(sweep):
             return True
         return now - float(cadence[sweep]) >= self.settings.full_sweep_seconds - CADENCE_SLACK
 
