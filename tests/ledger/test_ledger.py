@@ -269,6 +269,29 @@ def test_ledger_checkpoint_keeps_the_lease_and_records_progress(ledger: Ledger):
     assert released.next_page == 3  # the next holder starts there
 
 
+def test_ledger_an_attempt_that_stored_a_page_is_no_strike_once_only(
+    ledger: Ledger, clock: ManualClock
+):
+    # GIVEN an attempt that failed (a strike kept), then attempts that each stored pages: one
+    # killed after two checkpoints, one released cleanly after a checkpoint
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    ledger.release(KEY, "w1", error="boom")
+    ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+    ledger.checkpoint(KEY, "w2", next_page=2, stored=50, failed=0, page_seconds=1.5)
+    twice = ledger.checkpoint(KEY, "w2", next_page=3, stored=100, failed=0, page_seconds=2.0)
+    clock.advance(61)  # w2 killed mid-page: its lease runs out
+    ledger.acquire(KEY, "w3", lease_seconds=60, source="sqs")
+    ledger.checkpoint(KEY, "w3", next_page=4, stored=150, failed=0)
+    released = ledger.release(KEY, "w3")
+
+    # THEN only the failed attempt's strike remains: a checkpoint takes an attempt's strike
+    # back once, however many pages it stores, and a release after it takes nothing more
+    assert twice.strikes == 1 and twice.page_seconds == 2.0
+    assert released.strikes == 1 and released.last_error == "boom"
+    assert released.next_page == 4
+
+
 @pytest.mark.parametrize(
     ("outcome", "reason", "reopens"),
     [
