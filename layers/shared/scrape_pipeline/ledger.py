@@ -16,16 +16,17 @@ The one way back from DONE is ``reopen``: a job closed because the API did not k
 it did not settle in time is reopened by evidence that it has settled (its webhook, the job
 list, the delivery log), with a condition on the exact row that was closed.
 
-``strikes`` counts the attempts that did not end cleanly and made no progress. The row keeps
-them as a set, ``struck_by``, of lease owners (one owner id per attempt): ``acquire`` adds
-the attempt's owner; a clean release (not settled, throttled, a transient outage), parking
-it WATCHING, or a page checkpoint (a batch's or crawl's page stored: progress) deletes it.
-Deleting from a set is idempotent, so an attempt's strike is taken back at most once however
-many pages it stores, and a release after a checkpoint changes nothing. An attempt that
-raised keeps its strike and its error; one that was killed (timeout, crash) before it stored
-a page keeps its strike without one. The processor dead-letters a job whose strikes pass a
-bound, so a big batch or crawl that needs many invocations, some killed mid-page, is never
-taken for poison while each of them stores something.
+``strikes`` counts the attempts since the job last made progress that did not end cleanly.
+The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
+``acquire`` adds the attempt's owner; a clean release (not settled, throttled, a transient
+outage) or parking it WATCHING deletes it; a page checkpoint (a batch's or crawl's page
+stored: progress) empties the set, so neither this attempt nor those before it count against
+a job that is moving. Set operations are idempotent: an attempt is un-struck at most once
+however many pages it stores, and a release after a checkpoint changes nothing. An attempt
+that raised keeps its strike and its error; one that was killed (timeout, crash) keeps its
+strike without one. The processor dead-letters a job whose strikes pass a bound: a job stuck
+on one page (no progress) reaches it, while a big batch or crawl that needs many
+invocations, some killed mid-page, never does as long as each stores something.
 
 Every write sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
 """
@@ -621,7 +622,7 @@ class Ledger:
     ) -> LedgerRow:
         """Record a batch's or crawl's progress after a page is stored; the lease stays held.
 
-        Progress: the attempt's strike is taken back (once, however many pages it stores).
+        Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
         ``page_seconds`` is the longest page the attempt took so far, for the next one.
         """
         return self._leased_update(
@@ -629,7 +630,7 @@ class Ledger:
             owner,
             update=(
                 "SET #page = :page, #stored = :stored, #failed = :failed, #page_s = :page_s"
-                " DELETE #struck :me"
+                " REMOVE #struck"
             ),
             names={
                 "#page": "next_page",
@@ -643,7 +644,6 @@ class Ledger:
                 ":stored": _n(stored),
                 ":failed": _n(failed),
                 ":page_s": _n(float(page_seconds)),
-                ":me": _owners(owner),
             },
         )
 

@@ -484,7 +484,7 @@ class JobProcessor:
         failed: int,
         deadline: Deadline | None,
     ) -> None:
-        """Record the pages done so far: progress, so this attempt is no strike."""
+        """Record the pages done so far: progress, which clears the job's strikes."""
         page_seconds = row.page_seconds
         if deadline is not None:
             deadline.end_page()
