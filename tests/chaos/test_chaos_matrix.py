@@ -45,6 +45,8 @@ MATRIX = [
     "poison",  # 5 % of jobs answer every GET malformed, amid drops and duplicates
     "timeouts",  # a 2 s processor and batches of up to 200 URLs, amid the default faults
     "long-running",  # 5 % of the work runs 1-2 days, amid 20 % drops
+    "big-crawls",  # batches and crawls of hundreds (thousands at 1,000) of items, a 3 s processor
+    "cancelled-crawls",  # half the batches and crawls cancelled while items run, amid faults
 ]
 # Scenarios expected to fail until a change elsewhere lands (remove the mark then).
 # scenario -> why it is expected to fail; empty now that every gap found so far is closed
@@ -83,6 +85,8 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
         f"{scenario}: jobs={jobs} settled={report.settled} lost={report.lost} "
         f"twice={report.processed_twice} wrongly={report.wrongly_dead_lettered} "
         f"max={report.latency_max:.0f}s requests/job={report.requests_per_job:.3f} "
+        f"aws/job={report.aws_calls_per_job:.3f} closed_early={report.closed_early} "
+        f"cancelled={report.cancelled} in_flight={report.cancelled_in_flight} "
         f"recovered={dict(report.recovered)} crashes={report.crashes} "
         f"poisoned={report.poisoned} poison_gets_max={report.poison_gets_max} "
         f"invocations={report.poller_batches} timeouts={report.poller_timeouts} "
@@ -96,6 +100,7 @@ def check(report: Report, scenario: str) -> None:
     assert report.processed_twice == 0, f"{scenario}: twice {report.twice_examples}"
     assert report.wrongly_dead_lettered == 0, f"{scenario}: wrongly {report.wrongly_examples}"
     assert report.poison_mishandled == 0, f"{scenario}: poison {report.poison_examples}"
+    assert report.closed_early == 0, f"{scenario}: closed early {report.closed_early_examples}"
     assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
     assert report.settled >= sum(report.submitted.values())
     if scenario.startswith("crash-"):
@@ -112,6 +117,16 @@ def check(report: Report, scenario: str) -> None:
         assert large.paths["delivery log"] >= large.refused
     if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
         assert report.recovered["delivery_log"] > 0
+    if scenario == "big-crawls":  # the figures the issue asks for, per settled unit
+        print(
+            f"{scenario}: Geonode calls/job {report.requests_per_job:.3f}, AWS calls/job "
+            f"{report.aws_calls_per_job:.3f}, invocations {report.poller_batches}, "
+            f"timed out {report.poller_timeouts}, killed mid-page {report.crashes['mid-page']}"
+        )
+        assert report.crashes["mid-page"] > 0, "no invocation was killed mid-page"
+        assert report.submitted["crawl pages"] > 2 * report.submitted["extract jobs"]
+    if scenario == "cancelled-crawls":  # cancelled while items ran, and those drained
+        assert report.cancelled > 0 and report.cancelled_in_flight > 0
     if scenario == "poison":  # dead-lettered without a result, and cheaply
         assert report.poisoned > 0, "no poison job settled"
         assert report.poison_gets_max <= MAX_POISON_GETS, report.poison_gets_max
