@@ -413,7 +413,8 @@ class JobProcessor:
         number, status = row.next_page, first_page
         while True:
             page_stored, page_failed, pending = self._store_page(key, number, status)
-            if pending or (status.page.is_last and _pending_count(status) > 0):
+            last = number >= status.page.page_count or not status.page.items
+            if pending or (last and _pending_count(status) > 0):
                 # The page's finished items are stored (each object once); its counts wait
                 # for the pass that finds it drained, so none is counted twice.
                 if page_stored or page_failed:
@@ -428,7 +429,7 @@ class JobProcessor:
                     )
                 return None
             stored, failed = stored + page_stored, failed + page_failed
-            if status.page.is_last or not status.page.items:
+            if last:
                 break
             number += 1
             self._checkpoint(
