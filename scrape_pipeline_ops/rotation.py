@@ -25,7 +25,7 @@ replaces it instead of joining it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -68,7 +68,8 @@ def with_new_secret(
         for s in current.subscriptions.get(webhook_id, ())
         if s.is_active(now) and s.value != new_secret
     ]
-    return _replace(current, {webhook_id: (WebhookSecret(new_secret), *own)})
+    mine = (WebhookSecret(new_secret), *own)
+    return WebhookSecrets({**current.subscriptions, webhook_id: mine}, current.shared)
 
 
 def with_rotated_secret(
@@ -99,12 +100,6 @@ def with_rotated_secret(
             if sibling != webhook_id and sibling not in current.subscriptions:
                 changes[sibling] = current.shared
     return WebhookSecrets({**current.subscriptions, **changes}, shared=())
-
-
-def _replace(
-    current: WebhookSecrets, changes: Mapping[str, tuple[WebhookSecret, ...]]
-) -> WebhookSecrets:
-    return WebhookSecrets({**current.subscriptions, **changes}, current.shared)
 
 
 @dataclass(frozen=True)
