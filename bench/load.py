@@ -438,7 +438,7 @@ class LoadStack:
 
     def start(self) -> Self:
         from scrape_pipeline.clock import SYSTEM_CLOCK
-        from scrape_pipeline.signatures import WebhookSecret
+        from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets
         from scrape_pipeline_local.stack import LocalStack, StackSettings
 
         settings = StackSettings(
@@ -448,7 +448,7 @@ class LoadStack:
         )
         self.stack = LocalStack(SYSTEM_CLOCK, settings=settings)
         self.stack.start()
-        self.stack.store_secrets([WebhookSecret(self.secret)])
+        self.stack.store_secrets(WebhookSecrets(shared=(WebhookSecret(self.secret),)))
         forget_cached_clients()
         if self.backlog:
             # socketserver listens with a backlog of 5: a burst of new connections overflows

@@ -32,7 +32,10 @@ class ChaosProfile:
     delay_max_s: float = 0.0
     api_error_rate: float = 0.0
     outage: tuple[float, float] | None = None  # the receiver answers 503 in [start, end)
-    rotate_at: float | None = None  # the extract subscription's secret is rotated
+    # Secrets rotated during the run: (seconds after the start, event type), in time order;
+    # each subscription's previous secret stays valid for rotation_grace_s.
+    rotations: tuple[tuple[float, str], ...] = ()
+    rotation_grace_s: float = 3600.0
     throttle: tuple[float, float] | None = None  # 429s from the API: (start, duration)
     server_errors: tuple[float, float] | None = None  # 503s from the API: (start, duration)
     webhooks_disabled: bool = False  # every subscription disabled: the reconciler alone
@@ -83,7 +86,7 @@ PROFILES: dict[str, ChaosProfile] = {
         reorder_window_s=10.0,
         delay_max_s=5.0,
         outage=(120.0, 180.0),
-        rotate_at=300.0,
+        rotations=((300.0, "extract_completed"),),
         throttle=(240.0, 60.0),
     ),
     "heavy": ChaosProfile(
@@ -93,7 +96,7 @@ PROFILES: dict[str, ChaosProfile] = {
         delay_max_s=20.0,
         api_error_rate=0.05,
         outage=(60.0, 240.0),
-        rotate_at=200.0,
+        rotations=((200.0, "extract_completed"),),
         throttle=(100.0, 180.0),
         receiver_crash_rate=0.05,
         processor_crash_rate=0.05,
@@ -110,7 +113,7 @@ PROFILES: dict[str, ChaosProfile] = {
     "crash-resubmit": ChaosProfile(resubmit_crash_rate=1.0, retryable_failure_rate=0.2),
     "throttle-429": ChaosProfile(throttle=(30.0, 240.0)),
     "burst-5xx": ChaosProfile(server_errors=(30.0, 180.0)),
-    "rotation": ChaosProfile(rotate_at=120.0),
+    "rotation": ChaosProfile(rotations=((120.0, "extract_completed"),)),
     "webhooks-off": ChaosProfile(webhooks_disabled=True),
     # An hour of receiver outage with some drops. Delivery-log pages of 5 rows make a run's
     # budget (20 pages) 100 failed attempts a subscription, less than the outage leaves at 100
@@ -155,6 +158,20 @@ PROFILES["long-running"] = ChaosProfile(
     long_job_max_s=LONG_JOB_MAX_SECONDS,
     horizon_s=LONG_JOB_MAX_SECONDS + LONG_RUN_SLACK_SECONDS,
     idle_step_s=300.0,
+)
+
+# Each subscription's secret rotated in turn while the work is delivered, its 120 s grace over
+# before the next one, amid 20 % dropped and 20 % duplicated webhooks: every subscription's
+# deliveries verify throughout, whoever was rotated last.
+PROFILES["rotation-one-of-three"] = ChaosProfile(
+    drop_rate=0.2,
+    duplicate_rate=0.2,
+    rotations=(
+        (60.0, "extract_completed"),
+        (240.0, "batch_completed"),
+        (420.0, "crawl_completed"),
+    ),
+    rotation_grace_s=120.0,
 )
 
 

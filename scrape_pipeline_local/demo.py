@@ -41,6 +41,7 @@ from scrape_pipeline_local.judge import (
     Verdict,
     judge,
     read_listing,
+    refusals,
 )
 from scrape_pipeline_local.large_results import LargeResults, measure
 from scrape_pipeline_local.simulator import content
@@ -81,6 +82,12 @@ class Report(Verdict):
     closed_early: int = 0
     closed_early_examples: list[str] = field(default_factory=list)
     large: LargeResults = field(default_factory=LargeResults)
+    # Deliveries answered 401 though signed with a valid secret (the simulator's record), and
+    # those rightly refused: signed with a secret retired longer than the grace ago.
+    refused_valid: int = 0
+    refused_examples: list[str] = field(default_factory=list)
+    refused_retired: int = 0
+    rotated: int = 0  # secrets rotated during the run, by the simulator's record
 
     def lines(self) -> list[tuple[str, str]]:
         """Label / value rows, in the order the README describes them."""
@@ -100,6 +107,8 @@ class Report(Verdict):
             ("PROCESSED TWICE", str(self.processed_twice)),
             ("WRONGLY DEAD-LETTERED", str(self.wrongly_dead_lettered)),
             ("POISON MISHANDLED", str(self.poison_mishandled)),
+            ("REFUSED 401 WITH A VALID SECRET", str(self.refused_valid)),
+            ("refused 401, secret retired past its grace", str(self.refused_retired)),
             (
                 "settle-to-stored latency p50 / p99",
                 f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
@@ -376,32 +385,39 @@ class Demo:
         assert front is not None
         if p.outage:
             front.failing_with = 503 if p.outage[0] <= elapsed < p.outage[1] else None
-        if p.rotate_at is not None and "rotate" not in fired and elapsed >= p.rotate_at:
-            try:
-                self._rotate()
-            except GeonodeError:
-                return  # throttled or failing API: the operator tries again a moment later
-            fired.add("rotate")
+        for index, (at, event_type) in enumerate(p.rotations):
+            name = f"rotate-{index}"
+            if name not in fired and elapsed >= at:
+                try:
+                    self._rotate(event_type)
+                except GeonodeError:
+                    return  # throttled or failing API: the operator tries again a moment later
+                fired.add(name)
         for name, window, status in (("throttle", p.throttle, 429), ("5xx", p.server_errors, 503)):
             if window and name not in fired and elapsed >= window[0]:
                 fired.add(name)
                 self.stack.sim.faults.burst(duration_s=window[1], status=status)
 
-    def _rotate(self) -> None:
+    def _rotate(self, event_type: str) -> None:
         from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
 
         stack = self.stack
         assert stack.resources is not None
         rotate_webhook_secret(
             stack.client(),
-            stack.webhook_ids["extract_completed"],
+            stack.webhook_ids[event_type],
             SecretBundle(stack.resources.webhook_secret_arn),
-            grace_seconds=3600,
+            grace_seconds=self.profile.rotation_grace_s,
             replay_with=stack.handlers["reconciler"].get_reconciler(),
             clock=self.clock,
         )
 
     # -- measuring from outside ------------------------------------------------------------
+
+    def _rotated_at(self) -> dict[str, list[float]]:
+        """When each subscription's secret was rotated, by the simulator's record."""
+        subs = (self.stack.sim.subscriptions.find(i) for i in self.stack.webhook_ids.values())
+        return {sub.id: list(sub.rotated_at) for sub in subs if sub is not None}
 
     def _units(self) -> list[tuple[Unit, dict[str, Any]]]:
         out = []
@@ -515,6 +531,11 @@ class Demo:
             (unit.result_key.rsplit("/", 1)[0], dict(job)) for unit, job in report.stored_units
         ]
         report.large = measure(s3, bucket, stored_units, attempts)
+        rotated_at = self._rotated_at()
+        report.rotated = sum(len(times) for times in rotated_at.values())
+        found = refusals(attempts, rotated_at, self.profile.rotation_grace_s)
+        report.refused_valid, report.refused_retired = len(found.valid), found.retired
+        report.refused_examples = found.valid[:MAX_EXAMPLES]
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latencies = latencies
@@ -576,12 +597,15 @@ def print_report(report: Report, chaos: str) -> None:
         print("wrongly dead-lettered:", ", ".join(report.wrongly_examples[:10]))
     if report.poison_examples:
         print("poison mishandled:", ", ".join(report.poison_examples[:10]))
+    if report.refused_examples:
+        print("refused with a valid secret:", ", ".join(report.refused_examples[:10]))
     if report.closed_early_examples:
         print("closed before its items settled:", ", ".join(report.closed_early_examples[:10]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 when nothing was lost, processed twice or wrongly dead-lettered."""
+    """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered, refused or
+    closed early."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -609,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.processed_twice
         or report.wrongly_dead_lettered
         or report.poison_mishandled
+        or report.refused_valid
         or report.closed_early
     )
     return 1 if failed else 0

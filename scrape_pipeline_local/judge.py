@@ -20,19 +20,31 @@ speaks for every item):
                            reason than the processor's "failed on every attempt"
     lost                   a settled unit with no live result, no live dead letter, not
                            cancelled and not resubmitted
+
+Deliveries answered 401 are judged by the simulator's delivery record (``refusals``): one
+signed with a secret still valid (current, or retired within the grace) was wrongly refused.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 # The processor's reason for a job whose every attempt failed: what a poison job's record says.
 from scrape_pipeline.jobs import REASON_POISON
 
-__all__ = ["REASON_POISON", "Listing", "Unit", "Verdict", "judge", "read_listing"]
+__all__ = [
+    "REASON_POISON",
+    "Listing",
+    "Refusals",
+    "Unit",
+    "Verdict",
+    "judge",
+    "read_listing",
+    "refusals",
+]
 
 # Simulator statuses of work that has not settled yet: not judged.
 UNSETTLED = ("queued", "processing")
@@ -178,3 +190,43 @@ def judge(
 def _note(examples: list[str], example: str) -> None:
     if len(examples) < MAX_EXAMPLES:
         examples.append(example)
+
+
+# A rotation's switch: the API signs with the new secret at once, the bundle holds it a moment
+# later, and a receiver that forced a refresh within SECRET_REFRESH_MIN_SECONDS (5 s) reads it
+# only after that. A 401 this soon after a rotation is the switch's (the delivery log replays
+# it), not a secret the receiver wrongly refused.
+SWITCH_SECONDS = 10.0
+
+
+@dataclass
+class Refusals:
+    """Deliveries answered 401, by whether the secret that signed them was still valid."""
+
+    valid: list[str] = field(default_factory=list)  # delivery ids: wrongly refused
+    retired: int = 0  # signed with a secret retired longer than the grace ago: rightly
+
+
+def refusals(
+    attempts: Iterable[Mapping[str, Any]],
+    rotated_at: Mapping[str, Sequence[float]],
+    grace_s: float,
+) -> Refusals:
+    """Judge each 401 by the simulator's record: which secret signed it, when each retired.
+
+    ``rotated_at``: per subscription, when each rotation happened (the simulator's record);
+    rotation n retires the secret numbered n - 1. A secret is valid from its switch on until
+    ``grace_s`` after it was retired.
+    """
+    found = Refusals()
+    for attempt in attempts:
+        if attempt["http_status"] != 401 or attempt["delivered_at"] is None:
+            continue
+        times = rotated_at.get(str(attempt["subscription_id"]), ())
+        signed_with = int(attempt["secret_rotation"])
+        at = float(attempt["delivered_at"])
+        if signed_with < len(times) and at >= times[signed_with] + grace_s:
+            found.retired += 1
+        elif signed_with == 0 or at >= times[signed_with - 1] + SWITCH_SECONDS:
+            found.valid.append(str(attempt["delivery_id"]))
+    return found

@@ -105,7 +105,23 @@ class SqsEventSource(RunsAFunction):
                 return
             if not self._held:
                 self._window_opened = self._clock.time()
-            self._held.extend(messages)
+            self._hold(messages)
+
+    def _hold(self, messages: list[MessageTypeDef]) -> None:
+        """Add received messages to the batch; one held already replaces its held copy.
+
+        A clock stepped past both the window and the visibility timeout finds held messages
+        visible again: received twice, they would be invoked twice in one batch (Lambda invokes
+        at the window's end, long before). The newest copy has the receipt handle that counts.
+        """
+        place = {message["MessageId"]: i for i, message in enumerate(self._held)}
+        for message in messages:
+            i = place.get(message["MessageId"])
+            if i is None:
+                place[message["MessageId"]] = len(self._held)
+                self._held.append(message)
+            else:
+                self._held[i] = message
 
     def _due(self) -> bool:
         full = len(self._held) >= self.batch_size

@@ -25,7 +25,7 @@ import boto3
 
 from scrape_pipeline.clock import use_clock
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
-from scrape_pipeline.signatures import WebhookSecret
+from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local import function_env
 from scrape_pipeline_local.apigw import ApiGatewayFront
 from scrape_pipeline_local.create import StackResources, create_all
@@ -239,16 +239,16 @@ class LocalStack(Service):
         assert self.front is not None
         client = self.client()
         url = self.front.url("/webhooks/geonode")
-        secrets: list[WebhookSecret] = []
+        secrets: dict[str, tuple[WebhookSecret, ...]] = {}
         for event_type in EVENT_TYPES:
             hook = client.create_webhook(url, event_type, description="local stack")
             self.webhook_ids[event_type] = hook.id
             assert hook.secret is not None
-            secrets.append(WebhookSecret(hook.secret))
-        self.store_secrets(secrets)
+            secrets[hook.id] = (WebhookSecret(hook.secret),)
+        self.store_secrets(WebhookSecrets(secrets))
 
-    def store_secrets(self, secrets: list[WebhookSecret]) -> None:
-        """Write the webhook secret bundle."""
+    def store_secrets(self, secrets: WebhookSecrets) -> None:
+        """Write the webhook secret bundle (per subscription, or shared: an old flat bundle)."""
         assert self.resources is not None
         boto3.client("secretsmanager").put_secret_value(
             SecretId=self.resources.webhook_secret_arn, SecretString=render_bundle(secrets)

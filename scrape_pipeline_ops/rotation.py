@@ -1,8 +1,16 @@
 """Zero-downtime rotation of a webhook secret.
 
     1. rotate through the API          the sender signs with the new secret from now on
-    2. store it in Secrets Manager     new secret current, previous ones valid for the grace
+    2. store it in Secrets Manager     new secret current, the subscription's previous ones
+                                       valid for the grace; the other subscriptions' untouched
     3. replay 401s from the log        deliveries rejected while the receiver caught up
+
+Each subscription has a secret of its own, so the bundle keeps secrets per subscription
+(``WebhookSecrets``). An old flat bundle reads as secrets shared by every subscription, which
+one signs with which unknown: the first rotation gives each of the rotated subscription's
+siblings (those the API lists with its URL) its own copy of the shared ones, untouched, and
+the rotated one its new secret, the shared ones expiring with its grace. From then on the
+bundle is per subscription; the shared secrets retire as each sibling is rotated in turn.
 
 The receiver reads the bundle with a short cache and refreshes once when nothing matches,
 so it accepts the new secret at once, without a restart. The new secret is shown by the API
@@ -17,7 +25,7 @@ replaces it instead of joining it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -26,7 +34,7 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavaila
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
-from scrape_pipeline.signatures import WebhookSecret, parse_secret_bundle
+from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets, parse_secret_bundle
 
 if TYPE_CHECKING:
     from types_boto3_secretsmanager.client import SecretsManagerClient
@@ -49,36 +57,87 @@ def is_placeholder(raw: str) -> bool:
 
 
 def with_new_secret(
-    current: Sequence[WebhookSecret], new_secret: str, now: float
-) -> list[WebhookSecret]:
-    """``current``'s still-valid secrets, and ``new_secret`` (a subscription's, just created)."""
-    kept = [s for s in current if s.is_active(now) and s.value != new_secret]
-    return [*kept, WebhookSecret(new_secret)]
+    current: WebhookSecrets, webhook_id: str, new_secret: str, now: float
+) -> WebhookSecrets:
+    """``current`` with ``new_secret`` for ``webhook_id`` (just created, or rotated in at once).
+
+    The subscription keeps its own still-valid secrets; the others are untouched.
+    """
+    own = [
+        s
+        for s in current.subscriptions.get(webhook_id, ())
+        if s.is_active(now) and s.value != new_secret
+    ]
+    mine = (WebhookSecret(new_secret), *own)
+    return WebhookSecrets({**current.subscriptions, webhook_id: mine}, current.shared)
+
+
+def with_rotated_secret(
+    current: WebhookSecrets,
+    webhook_id: str,
+    new_secret: str,
+    *,
+    started: float,
+    until: float,
+    siblings: Iterable[str] = (),
+) -> WebhookSecrets:
+    """``current`` after ``webhook_id``'s rotation: its previous secrets expire at ``until``.
+
+    The shared secrets of an old flat bundle are among them (which one was its own is
+    unknown); ``siblings``, the other subscriptions they may belong to, each get them as
+    their own, unchanged, so the bundle written is per subscription.
+    """
+    previous = [
+        WebhookSecret(s.value, expires_at=min(s.expires_at, until) if s.expires_at else until)
+        for s in dict.fromkeys(current.of(webhook_id))
+        if s.is_active(started) and s.value != new_secret
+    ]
+    changes: dict[str, tuple[WebhookSecret, ...]] = {
+        webhook_id: (WebhookSecret(new_secret), *previous)
+    }
+    if current.shared:
+        for sibling in siblings:
+            if sibling != webhook_id and sibling not in current.subscriptions:
+                changes[sibling] = current.shared
+    return WebhookSecrets({**current.subscriptions, **changes}, shared=())
 
 
 @dataclass(frozen=True)
 class BundleContents:
     """What the bundle holds: its real secrets (expired ones too), and whether the placeholder."""
 
-    secrets: list[WebhookSecret]
+    secrets: WebhookSecrets
     placeholder: bool
 
     def active(self, now: float) -> list[WebhookSecret]:
-        """The secrets still valid at ``now``."""
-        return [s for s in self.secrets if s.is_active(now)]
+        """Every subscription's secrets still valid at ``now``."""
+        return [s for s in self.secrets.every() if s.is_active(now)]
+
+    def without_valid_secret(self, webhook_ids: Iterable[str], now: float) -> list[str]:
+        """Those of ``webhook_ids`` whose deliveries the bundle would refuse at ``now``."""
+        return [i for i in webhook_ids if not self.secrets.valid_for(i, now)]
 
 
-def render_bundle(secrets: Sequence[WebhookSecret]) -> str:
-    """The Secrets Manager value for a list of secrets (what ``parse_secret_bundle`` reads)."""
+def render_bundle(secrets: WebhookSecrets) -> str:
+    """The Secrets Manager value for ``secrets`` (what ``parse_secret_bundle`` reads).
+
+    Shared secrets (an old flat bundle not yet migrated) keep their old key, ``"secrets"``.
+    """
 
     def when(moment: float | None) -> str | None:
         if moment is None:
             return None
         return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds")
 
-    return json.dumps(
-        {"secrets": [{"value": s.value, "expires_at": when(s.expires_at)} for s in secrets]}
-    )
+    def entries(group: Sequence[WebhookSecret]) -> list[dict[str, str | None]]:
+        return [{"value": s.value, "expires_at": when(s.expires_at)} for s in group]
+
+    document: dict[str, object] = {}
+    if secrets.subscriptions:
+        document["subscriptions"] = {i: entries(g) for i, g in secrets.subscriptions.items()}
+    if secrets.shared or not secrets.subscriptions:
+        document["secrets"] = entries(secrets.shared)
+    return json.dumps(document)
 
 
 class SecretBundle:
@@ -99,14 +158,14 @@ class SecretBundle:
         except AWS_ERRORS as exc:
             raise unavailable("secretsmanager", "GetSecretValue", exc) from exc
         if is_placeholder(value):
-            return BundleContents([], placeholder=True)
+            return BundleContents(WebhookSecrets(), placeholder=True)
         return BundleContents(parse_secret_bundle(value), placeholder=False)
 
-    def read(self) -> list[WebhookSecret]:
+    def read(self) -> WebhookSecrets:
         """The real secrets stored now (never the placeholder)."""
         return self.contents().secrets
 
-    def write(self, secrets: Sequence[WebhookSecret]) -> None:
+    def write(self, secrets: WebhookSecrets) -> None:
         """Replace the stored secrets."""
         try:
             self._sm.put_secret_value(SecretId=self.secret_id, SecretString=render_bundle(secrets))
@@ -121,7 +180,7 @@ class RotationResult:
     webhook_id: str
     started_at: float
     previous_valid_until: float
-    secrets_kept: int
+    secrets_kept: int  # the subscription's previous secrets, valid for the grace
     replayed: int
 
 
@@ -134,19 +193,21 @@ def rotate_webhook_secret(
     replay_with: Reconciler | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> RotationResult:
-    """Rotate ``webhook_id``'s secret, keep the previous ones for ``grace_seconds``, replay 401s."""
+    """Rotate ``webhook_id``'s secret, keep its previous ones for ``grace_seconds``, replay 401s.
+
+    The other subscriptions' secrets are untouched: they sign with their own.
+    """
     if grace_seconds <= 0:
         raise ValueError("grace_seconds must be positive")
     started = clock.time()
     current = bundle.read()  # fail before rotating if the store is unreachable
+    # An old flat bundle: its shared secrets go to the subscriptions that may sign with them.
+    siblings = _siblings(client, webhook_id) if current.shared else []
     new_secret = client.rotate_webhook_secret(webhook_id)
     until = started + grace_seconds
-    kept = [
-        WebhookSecret(s.value, expires_at=min(s.expires_at, until) if s.expires_at else until)
-        for s in current
-        if s.is_active(started) and s.value != new_secret
-    ]
-    secrets = [WebhookSecret(new_secret), *kept]
+    secrets = with_rotated_secret(
+        current, webhook_id, new_secret, started=started, until=until, siblings=siblings
+    )
     for attempt in range(STORE_ATTEMPTS):
         try:
             bundle.write(secrets)
@@ -172,6 +233,13 @@ def rotate_webhook_secret(
         webhook_id=webhook_id,
         started_at=started,
         previous_valid_until=until,
-        secrets_kept=len(kept),
+        secrets_kept=len(secrets.subscriptions[webhook_id]) - 1,
         replayed=replayed,
     )
+
+
+def _siblings(client: GeonodeClient, webhook_id: str) -> list[str]:
+    """The account's other subscriptions delivering where ``webhook_id`` does."""
+    hooks = client.list_webhooks()
+    url = next((h.url for h in hooks if h.id == webhook_id), None)
+    return [h.id for h in hooks if h.url == url and h.id != webhook_id]

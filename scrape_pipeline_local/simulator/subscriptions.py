@@ -44,6 +44,7 @@ class Attempt:
     delivered_at: float | None = None
     error: str | None = None
     body_bytes: int = 0  # size on the wire: large pages make large deliveries
+    secret_rotation: int = 0  # the subscription's secret that signed it: 0 the first
 
 
 @dataclass(slots=True)
@@ -60,6 +61,7 @@ class Subscription:
     updated_at: float
     secret: str
     rotations: int = 0
+    rotated_at: list[float] = field(default_factory=list)  # when each rotation retired one
     log: list[Attempt] = field(default_factory=list)
 
 
@@ -139,6 +141,7 @@ class SubscriptionStore:
             sub.rotations += 1
             sub.secret = new_secret(rng_for(self._config.seed, "secret", sub.id, sub.rotations))
             sub.updated_at = self._clock.time()
+            sub.rotated_at.append(sub.updated_at)
             return sub.secret
 
     def deliveries(

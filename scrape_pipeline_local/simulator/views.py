@@ -241,6 +241,7 @@ def truth_attempt(attempt: Attempt) -> Json:
         "delivered_at": attempt.delivered_at,
         "dispatch_seq": attempt.dispatch_seq,
         "body_bytes": attempt.body_bytes,
+        "secret_rotation": attempt.secret_rotation,
     }
 
 

@@ -269,6 +269,7 @@ class WebhookDispatcher:
                 now,
                 order,
                 body_bytes=len(body),
+                secret_rotation=sub.rotations,
             )
             sub.log.append(attempt)
             self._attempts.append(attempt)

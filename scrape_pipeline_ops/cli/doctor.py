@@ -4,7 +4,8 @@
     api key         the stored key (what the Lambdas use) is accepted: GET /v1/webhooks
     <event type>    exactly one active subscription per event type, to the stack's URL, whose
                     latest delivery (if any) was not refused 401 (its secret not in the bundle)
-    secret bundle   parses, holds a valid real secret, no longer the stack's placeholder
+    secret bundle   parses, no longer the stack's placeholder, and holds a valid secret for
+                    each active subscription to the stack's URL (else its deliveries get 401)
     test delivery   a signed ``ping`` (payload.py) is answered 200 "test": the receiver
                     verified it and recorded nothing (no ledger row, no message)
     forged delivery the same ping with a wrong signature is answered 401
@@ -119,7 +120,7 @@ class Doctor:
             self.add(_ok("settings", f"webhook URL {env[WEBHOOK_URL_ENV]}"))
         self._api_key(env.get(SECRET_ID_ENV))
         self._subscriptions(env.get(WEBHOOK_URL_ENV))
-        self._bundle(env.get(WEBHOOK_SECRET_ENV))
+        self._bundle(env.get(WEBHOOK_SECRET_ENV), env.get(WEBHOOK_URL_ENV))
         self._deliveries(env.get(WEBHOOK_URL_ENV))
         return self.checks
 
@@ -220,7 +221,7 @@ class Doctor:
 
     # -- the secret bundle -------------------------------------------------------------------
 
-    def _bundle(self, secret_id: str | None) -> None:
+    def _bundle(self, secret_id: str | None, url: str | None) -> None:
         from scrape_pipeline_ops.rotation import SecretBundle  # noqa: PLC0415
 
         name = "secret bundle"
@@ -238,7 +239,8 @@ class Doctor:
                 _fail(
                     name,
                     f"does not parse: {exc}",
-                    'rewrite it as {"secrets": [{"value": ..., "expires_at": null}]}',
+                    'rewrite it as {"subscriptions": {"<webhook id>": '
+                    '[{"value": ..., "expires_at": null}]}}',
                 )
             )
             return
@@ -255,9 +257,25 @@ class Doctor:
             )
             return
         self.secret = active[0]
+        # Each subscription signs with its own secret: one without a valid one is refused.
+        if self.hooks is not None and url:
+            ids = [h.id for h in self.hooks if h.url == url and h.is_active]
+        else:
+            ids = list(contents.secrets.subscriptions)
+        lacking = contents.without_valid_secret(ids, now)
+        if lacking:
+            self.add(
+                _fail(
+                    name,
+                    f"no valid secret for subscription(s) {' '.join(lacking)}: "
+                    "their deliveries are refused 401",
+                    f"{setup} (rotates their secrets into it)",
+                )
+            )
+            return
         ending = [s.expires_at for s in active if s.expires_at is not None]
         until = f", the first expiring {format_time(min(ending))}" if ending else ""
-        self.add(_ok(name, f"{len(active)} valid secret(s){until}"))
+        self.add(_ok(name, f"{len(active)} valid secret(s) for {len(ids)} subscription(s){until}"))
 
     # -- the receiver ------------------------------------------------------------------------
 

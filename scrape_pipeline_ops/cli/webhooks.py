@@ -48,9 +48,9 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
             "(--url, default $WEBHOOK_URL: the stack's WebhookUrl with --stack-name) and that "
             "the secret bundle (--secret-id, default $WEBHOOK_SECRET_ID) holds its secret. "
             "An active subscription is kept, a disabled one enabled, a missing one created "
-            "and its secret stored at once; the stack's placeholder secret is dropped. When "
-            "the bundle holds no valid secret, the kept subscriptions' secrets are rotated "
-            "into it (nothing could verify them anyway). A second run changes nothing."
+            "and its secret stored at once; the stack's placeholder secret is dropped. A kept "
+            "subscription for which the bundle holds no valid secret has its secret rotated "
+            "into it (nothing could verify it anyway). A second run changes nothing."
         ),
     )
     p.add_argument("--url", metavar="URL", help=f"the receiver's URL (default ${WEBHOOK_URL_ENV})")
@@ -110,7 +110,8 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="rotate a secret with no downtime",
         description=(
             "Rotate the subscription's secret at the API, store the new one in the bundle "
-            "(the previous ones stay valid for --grace-seconds), then replay the deliveries "
+            "(its previous ones stay valid for --grace-seconds; the other subscriptions' are "
+            "untouched), then replay the deliveries "
             "rejected with 401 during the switch (needs LEDGER_TABLE_NAME and QUEUE_URL, or "
             "--stack-name; skip with --no-replay)."
         ),
@@ -158,15 +159,15 @@ def register(ctx: Context, args: argparse.Namespace) -> int:
         )
     client = ctx.client()
     bundle = _bundle(ctx, store_in) if store_in else None
-    current = bundle.read() if bundle is not None else []  # unreachable store: fail now
+    current = bundle.read() if bundle is not None else None  # unreachable store: fail now
     hook = client.create_webhook(args.url, args.event_type, description=args.description)
     ctx.sensitive(hook.secret)
     if not hook.secret:
         raise FailedError(f"webhook {hook.id} was created but the API returned no secret")
     record = webhook_record(hook)
-    if bundle is not None:
+    if bundle is not None and current is not None:
         try:
-            bundle.write(with_new_secret(current, hook.secret, ctx.clock.time()))
+            bundle.write(with_new_secret(current, hook.id, hook.secret, ctx.clock.time()))
         except AWSUnavailableError as exc:
             if args.show_secret:
                 ctx.out.record({**record, "secret": hook.secret})
@@ -280,7 +281,7 @@ def setup(ctx: Context, args: argparse.Namespace) -> int:
     url = webhook_url(ctx, args.url)
     bundle = _bundle(ctx, bundle_id(ctx, args.secret_id))
     contents = bundle.contents()  # unreachable or malformed: fail before changing anything
-    secrets = contents.active(ctx.clock.time())
+    secrets = contents.secrets
     client = ctx.client()
     hooks = client.list_webhooks()
     rows: list[dict[str, Any]] = []
@@ -302,29 +303,29 @@ def setup(ctx: Context, args: argparse.Namespace) -> int:
         ctx.sensitive(hook.secret)
         if not hook.secret:
             raise FailedError(f"webhook {hook.id} was created but the API returned no secret")
-        secrets = with_new_secret(secrets, hook.secret, ctx.clock.time())
+        secrets = with_new_secret(secrets, hook.id, hook.secret, ctx.clock.time())
         try:  # at once: the API never shows this secret again
             bundle.write(secrets)
         except AWSUnavailableError as exc:
             raise FailedError(_undo(ctx, hook.id, exc.code)) from exc
         rows.append(_setup_row(hook, "created"))
-    if kept and not contents.active(ctx.clock.time()):
-        # The bundle verified none of the kept subscriptions' deliveries (placeholder, empty,
-        # expired): their secrets are lost, so rotating them costs nothing and stores them.
-        for hook in kept:
-            new_secret = client.rotate_webhook_secret(hook.id)
-            ctx.sensitive(new_secret)
-            secrets = with_new_secret(secrets, new_secret, ctx.clock.time())
-            try:
-                bundle.write(secrets)
-            except AWSUnavailableError as exc:
-                raise FailedError(
-                    f"webhook {hook.id}'s secret was rotated but could not be stored "
-                    f"({exc.code}); run webhooks setup again once Secrets Manager is reachable"
-                ) from exc
-            for row in rows:
-                if row["id"] == hook.id:
-                    row["action"] += ", secret rotated into the bundle"
+    # The bundle verifies none of these kept subscriptions' deliveries (placeholder, no entry,
+    # every secret expired): their secrets are lost, so rotating them costs nothing and
+    # stores them.
+    for hook_id in contents.without_valid_secret([h.id for h in kept], ctx.clock.time()):
+        new_secret = client.rotate_webhook_secret(hook_id)
+        ctx.sensitive(new_secret)
+        secrets = with_new_secret(secrets, hook_id, new_secret, ctx.clock.time())
+        try:
+            bundle.write(secrets)
+        except AWSUnavailableError as exc:
+            raise FailedError(
+                f"webhook {hook_id}'s secret was rotated but could not be stored "
+                f"({exc.code}); run webhooks setup again once Secrets Manager is reachable"
+            ) from exc
+        for row in rows:
+            if row["id"] == hook_id:
+                row["action"] += ", secret rotated into the bundle"
     ctx.out.table(rows, SETUP_COLUMNS, title=f"webhooks for {url}")
     if contents.placeholder:
         ctx.out.note("the stack's placeholder secret was replaced by the subscriptions' secrets")

@@ -45,8 +45,9 @@ MATRIX = [
     "poison",  # 5 % of jobs answer every GET malformed, amid drops and duplicates
     "timeouts",  # a 2 s processor and batches of up to 200 URLs, amid the default faults
     "long-running",  # 5 % of the work runs 1-2 days, amid 20 % drops
-    "big-crawls",  # batches and crawls of hundreds (thousands at 1,000) of items, a 3 s processor
-    "cancelled-crawls",  # half the batches and crawls cancelled while items run, amid faults
+    "rotation-one-of-three",  # each subscription's secret rotated in turn, grace passing between
+    "big-crawls",  # batches and crawls of hundreds (thousands at 1,000) of items, a 5 s processor
+    "cancelled-crawls",  # 70 % of batches and crawls cancelled while items run, amid faults
 ]
 # Scenarios expected to fail until a change elsewhere lands (remove the mark then).
 # scenario -> why it is expected to fail; empty now that every gap found so far is closed
@@ -90,6 +91,7 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
         f"recovered={dict(report.recovered)} crashes={report.crashes} "
         f"poisoned={report.poisoned} poison_gets_max={report.poison_gets_max} "
         f"invocations={report.poller_batches} timeouts={report.poller_timeouts} "
+        f"rotated={report.rotated} refused401={report.refused_valid}/{report.refused_retired} "
         f"simulated={report.simulated_seconds:.0f}s wall={report.wall_seconds:.1f}s"
     )
     return report
@@ -100,6 +102,9 @@ def check(report: Report, scenario: str) -> None:
     assert report.processed_twice == 0, f"{scenario}: twice {report.twice_examples}"
     assert report.wrongly_dead_lettered == 0, f"{scenario}: wrongly {report.wrongly_examples}"
     assert report.poison_mishandled == 0, f"{scenario}: poison {report.poison_examples}"
+    # A delivery signed with a valid secret (current, or retired within its grace) is never
+    # refused; one signed with a secret retired longer ago is, and the delivery log replays it.
+    assert report.refused_valid == 0, f"{scenario}: refused {report.refused_examples}"
     assert report.closed_early == 0, f"{scenario}: closed early {report.closed_early_examples}"
     assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
     assert report.settled >= sum(report.submitted.values())
@@ -115,6 +120,8 @@ def check(report: Report, scenario: str) -> None:
         assert large.stored > 0 and not large.mismatched, large.mismatched
         assert large.refused > 0, "no delivery went over the limit"
         assert large.paths["delivery log"] >= large.refused
+    if scenario == "rotation-one-of-three":  # each subscription's secret rotated once
+        assert report.rotated == 3, report.rotated
     if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
         assert report.recovered["delivery_log"] > 0
     if scenario == "big-crawls":  # the figures the issue asks for, per settled unit

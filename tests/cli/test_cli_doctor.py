@@ -140,6 +140,48 @@ def test_doctor_fails_a_subscription_whose_deliveries_are_refused(stack: LocalSt
     )
 
 
+def test_doctor_fails_a_bundle_where_one_subscription_has_no_valid_secret(
+    stack: LocalStack, cli: Cli
+):
+    # GIVEN the bundle per subscription, but batch_completed's only secret expired
+    assert stack.resources is not None
+    arn = stack.resources.webhook_secret_arn
+    [hook] = [h for h in _our_hooks(stack) if h.event_type == "batch_completed"]
+    document = json.loads(_secret(arn))
+    document["subscriptions"][hook.id] = [
+        {"value": _sim_secret(stack, hook.id), "expires_at": "2020-01-01T00:00:00+00:00"}
+    ]
+    _put(arn, json.dumps(document))
+    # WHEN doctor runs
+    result = cli("doctor", "--json")
+    # THEN the bundle check fails naming that subscription, the others' secrets still valid
+    assert result.code == 1
+    checks = _checks(result)
+    assert checks["secret bundle"]["status"] == "FAIL"
+    assert checks["secret bundle"]["detail"] == (
+        f"no valid secret for subscription(s) {hook.id}: their deliveries are refused 401"
+    )
+    assert checks["secret bundle"]["hint"] == (
+        "scrape-pipeline webhooks setup (rotates their secrets into it)"
+    )
+    assert checks["test delivery"]["status"] == "ok"  # signed with another one's secret
+    # AND the remedy it names rotates that subscription's secret alone into the bundle
+    others = {i: g for i, g in document["subscriptions"].items() if i != hook.id}
+    fixed = cli("webhooks", "setup", "--json")
+    assert fixed.code == 0, fixed.err
+    actions = {r["event_type"]: r["action"] for r in fixed.records()}
+    assert actions == {
+        "batch_completed": "kept, secret rotated into the bundle",
+        "crawl_completed": "kept",
+        "extract_completed": "kept",
+    }
+    after = json.loads(_secret(arn))["subscriptions"]
+    assert after.pop(hook.id)[0] == {"value": _sim_secret(stack, hook.id), "expires_at": None}
+    assert after == others
+    stack.clock.advance(10)  # past the receiver's refresh limit: it reads the new secrets
+    assert cli("doctor").code == 0
+
+
 def test_doctor_fails_a_rejected_key_and_the_placeholder_bundle(stack: LocalStack, cli: Cli):
     # GIVEN a wrong key and the stack's placeholder in place of the webhook secrets
     assert stack.resources is not None
@@ -241,9 +283,10 @@ def test_setup_on_a_fresh_stack_registers_stores_and_drops_the_placeholder(
     ]
     hooks = _our_hooks(stack)
     assert sorted(h.event_type for h in hooks if h.is_active) == list(EVENT_TYPES)
-    stored = json.loads(_secret(arn))["secrets"]
-    assert sorted(s["value"] for s in stored) == sorted(_sim_secret(stack, h.id) for h in hooks)
-    assert all(s["expires_at"] is None for s in stored)
+    stored = json.loads(_secret(arn))["subscriptions"]
+    assert stored == {
+        h.id: [{"value": _sim_secret(stack, h.id), "expires_at": None}] for h in hooks
+    }
     assert not is_placeholder(_secret(arn))
     # AND a second run changes nothing, and doctor is content
     bundle = _secret(arn)
@@ -272,8 +315,10 @@ def test_setup_enables_a_disabled_one_and_rotates_secrets_the_bundle_lost(
     assert actions["batch_completed"] == "enabled, secret rotated into the bundle"
     assert actions["extract_completed"] == "kept, secret rotated into the bundle"
     assert len(_our_hooks(stack)) == 3
-    stored = {s["value"] for s in json.loads(_secret(arn))["secrets"]}
-    assert stored == {_sim_secret(stack, h.id) for h in _our_hooks(stack)}
+    stored = json.loads(_secret(arn))["subscriptions"]
+    assert {i: group[0]["value"] for i, group in stored.items()} == {
+        h.id: _sim_secret(stack, h.id) for h in _our_hooks(stack)
+    }
     stack.clock.advance(10)  # past the receiver's refresh limit: it reads the new secrets
     assert cli("doctor").code == 0
 
@@ -282,14 +327,14 @@ def test_register_stores_in_the_stack_secret_by_default(stack: LocalStack, cli: 
     # GIVEN WEBHOOK_SECRET_ID set (as --stack-name sets it) and no --store-secret
     assert stack.resources is not None
     arn = stack.resources.webhook_secret_arn
-    before = json.loads(_secret(arn))["secrets"]
+    before = json.loads(_secret(arn))["subscriptions"]
     # WHEN a subscription is registered
     result = cli("webhooks", "register", _url(stack) + "?extra", "crawl_completed", "--json")
     # THEN its secret joined the stack's bundle
     assert result.code == 0, result.err
     hook = result.record()
     assert hook["secret_stored_in"] == arn
-    after = json.loads(_secret(arn))["secrets"]
-    assert after[:-1] == before
-    assert after[-1]["value"] == _sim_secret(stack, hook["id"])
+    after = json.loads(_secret(arn))["subscriptions"]
+    assert after.pop(hook["id"]) == [{"value": _sim_secret(stack, hook["id"]), "expires_at": None}]
+    assert after == before
     stack.client().delete_webhook(hook["id"])

@@ -44,12 +44,13 @@ def _row_source(stack: LocalStack, kind: JobKind, job_id: str) -> str | None:
     return None if row is None else row.source
 
 
-def _bundle(stack: LocalStack) -> list[dict[str, Any]]:
+def _bundle(stack: LocalStack) -> dict[str, list[dict[str, Any]]]:
+    """The stored secrets by webhook id."""
     assert stack.resources is not None
     value = boto3.client("secretsmanager").get_secret_value(
         SecretId=stack.resources.webhook_secret_arn
     )["SecretString"]
-    secrets: list[dict[str, Any]] = json.loads(value)["secrets"]
+    secrets: dict[str, list[dict[str, Any]]] = json.loads(value)["subscriptions"]
     return secrets
 
 
@@ -215,7 +216,7 @@ def test_webhooks_register_list_disable_enable_delete(live: LocalStack, cli: Cli
     secret_id = live.resources.webhook_secret_arn
     url = live.front.url("/webhooks/geonode")
     before = _bundle(live)
-    # register: the new secret goes into the bundle, appended, and is not printed
+    # register: the new secret goes into the bundle, its own entry, and is not printed
     result = cli(
         "webhooks", "register", url, "batch_completed", "--description", "cli test",
         "--store-secret", secret_id, "--json",
@@ -223,9 +224,7 @@ def test_webhooks_register_list_disable_enable_delete(live: LocalStack, cli: Cli
     assert result.code == 0, result.err
     hook = result.record()
     secret = _sub(live, hook["id"]).secret
-    after = _bundle(live)
-    assert after[:-1] == before
-    assert after[-1] == {"value": secret, "expires_at": None}
+    assert _bundle(live) == {**before, hook["id"]: [{"value": secret, "expires_at": None}]}
     assert secret not in result.out + result.err and "secret" not in hook
     assert hook["secret_stored_in"] == secret_id
 
@@ -351,15 +350,17 @@ def test_webhooks_rotate_secret_keeps_previous_with_expiry(live: LocalStack, cli
         assert result.code == 0, result.err
         report = result.record()
         new_secret = _sub(live, hook).secret
-        # THEN the new secret comes first with no expiry, every previous one stays, expiring
+        # THEN its new secret comes first with no expiry, its previous one stays, expiring;
+        # the other subscriptions' secrets are untouched
         after = _bundle(live)
         assert new_secret != old_secret
-        assert after[0] == {"value": new_secret, "expires_at": None}
-        assert [s["value"] for s in after[1:]] == [s["value"] for s in before]
-        assert {s["expires_at"] for s in after[1:]} == {
-            report["previous_valid_until"].replace("Z", "+00:00")
-        }
-        assert report["secrets_kept"] == len(before)
+        until = report["previous_valid_until"].replace("Z", "+00:00")
+        assert after.pop(hook) == [
+            {"value": new_secret, "expires_at": None},
+            {"value": old_secret, "expires_at": until},
+        ]
+        assert after == {i: group for i, group in before.items() if i != hook}
+        assert report["secrets_kept"] == 1
         assert report["replayed"] == 0
         assert new_secret not in result.out + result.err
     finally:

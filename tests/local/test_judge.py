@@ -10,7 +10,16 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline_local.judge import REASON_POISON, Listing, Unit, Verdict, judge, read_listing
+from scrape_pipeline_local.judge import (
+    REASON_POISON,
+    SWITCH_SECONDS,
+    Listing,
+    Unit,
+    Verdict,
+    judge,
+    read_listing,
+    refusals,
+)
 
 BUCKET = "results"
 POISON_JOB = "poison-1"
@@ -165,3 +174,32 @@ def test_listing_takes_the_latest_entry_of_each_key():
     # THEN only the object is live; both keys keep their one version
     assert listing.live == {"a"}
     assert listing.versions == {"a": 1, "b": 1}
+
+
+def refused(delivery_id: str, signed_with: int, at: float, status: int = 401) -> dict[str, Any]:
+    return {
+        "delivery_id": delivery_id,
+        "subscription_id": "wh-1",
+        "secret_rotation": signed_with,
+        "http_status": status,
+        "delivered_at": at,
+    }
+
+
+def test_a_401_is_wrong_unless_its_secret_retired_past_the_grace_or_was_just_switched():
+    # GIVEN wh-1 rotated at 100 and 500 (secrets 0, 1 retired then; 2 current), a 60 s grace
+    rotated = {"wh-1": [100.0, 500.0]}
+    attempts = [
+        refused("never-rotated", 0, 50.0),  # secret 0 still current
+        refused("in-grace", 0, 159.0),  # secret 0 retired less than 60 s ago
+        refused("past-grace", 0, 160.0),  # rightly refused: retired 60 s ago
+        refused("switching", 1, 100.0 + SWITCH_SECONDS - 1),  # the bundle catching up
+        refused("current", 1, 300.0),
+        refused("current-too", 2, 900.0),
+        refused("answered", 2, 900.0, status=200),
+        {**refused("no-answer", 2, 900.0), "delivered_at": None},
+    ]
+    # WHEN they are judged THEN only the wrongly refused are named
+    found = refusals(attempts, rotated, grace_s=60.0)
+    assert found.valid == ["never-rotated", "in-grace", "current", "current-too"]
+    assert found.retired == 1

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.signatures import WebhookSecret
+from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack, StackSettings
@@ -65,7 +65,7 @@ def test_env_json_sets_only_what_sam_passes_each_function():
 def test_each_sample_event_runs_on_its_function_in_the_local_stack(stack: LocalStack):
     # GIVEN the local stack, its webhook secret the one the sample deliveries are signed with
     assert stack.resources is not None
-    stack.store_secrets([WebhookSecret(TEST_SECRET)])
+    stack.store_secrets(WebhookSecrets(shared=(WebhookSecret(TEST_SECRET),)))
     r = stack.resources
     outputs = {
         "LedgerTableName": r.table,

@@ -97,6 +97,22 @@ def test_a_partial_batch_waits_for_the_window_then_is_invoked(sqs, queue_url, cl
     assert visible(sqs, queue_url) == 0  # deleted, not merely hidden
 
 
+def test_a_batch_held_past_its_window_and_visibility_is_invoked_once(sqs, queue_url, clock):
+    # GIVEN a partial batch held in its window
+    poller, handler = windowed(sqs, queue_url, clock)
+    send(sqs, queue_url, 3)
+    assert poller.drain() == 0 and poller.held == 3
+    # WHEN the next poll comes after both the window and the messages' visibility ran out (a
+    # stack stepped by more than the visibility timeout), as Lambda had long invoked it
+    clock.advance(VISIBILITY_TIMEOUT + WINDOW + 1)
+    assert poller.drain() == 3
+    # THEN the batch holds each message once, and none is left on the queue
+    bodies = [record["body"] for event in handler.events for record in event["Records"]]
+    assert sorted(bodies) == ["job-0", "job-1", "job-2"]
+    clock.advance(VISIBILITY_TIMEOUT + 1)
+    assert visible(sqs, queue_url) == 0
+
+
 def test_a_full_batch_is_invoked_at_once(sqs, queue_url, clock):
     poller, handler = windowed(sqs, queue_url, clock)
     send(sqs, queue_url, 13)

@@ -275,14 +275,77 @@ def test_failure_secret_rotation_mid_run_loses_nothing(make_stack: MakeStack):
     submit(stack, N, "b")
     stack.run_until(all_settled_and_done(stack, 2 * N), step=1.0, limit=600)
     assert check_exactly_once(stack) == {"stored": 2 * N}
-    assert result.secrets_kept == 3  # the three subscriptions' secrets, now with an expiry
+    assert result.secrets_kept == 1  # the extract subscription's previous secret, expiring
     assert 401 not in {a["http_status"] for a in stack.sim.delivery_attempts()}
     stored = json.loads(
         boto3.client("secretsmanager").get_secret_value(
             SecretId=stack.resources.webhook_secret_arn
         )["SecretString"]
-    )["secrets"]
-    assert [s["expires_at"] is None for s in stored] == [True, False, False, False]
+    )["subscriptions"]
+    assert {i: [s["expires_at"] is None for s in group] for i, group in stored.items()} == {
+        stack.webhook_ids["extract_completed"]: [True, False],
+        stack.webhook_ids["batch_completed"]: [True],
+        stack.webhook_ids["crawl_completed"]: [True],
+    }
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["per-subscription", "old-flat-bundle"])
+def test_failure_rotating_one_secret_keeps_the_other_subscriptions_verified(
+    make_stack: MakeStack, flat: bool
+):
+    # GIVEN the extract subscription's secret rotated, and its grace over; with an old flat
+    # bundle (the three secrets in one list, shared) in place of the per-subscription one
+    from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets
+    from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
+
+    stack = make_stack()
+    assert stack.resources is not None
+    if flat:
+        subs = [stack.sim.subscriptions.find(i) for i in stack.webhook_ids.values()]
+        stack.store_secrets(
+            WebhookSecrets(shared=tuple(WebhookSecret(s.secret) for s in subs if s))
+        )
+    bundle = SecretBundle(stack.resources.webhook_secret_arn)
+    rotate_webhook_secret(
+        stack.client(),
+        stack.webhook_ids["extract_completed"],
+        bundle,
+        grace_seconds=600,
+        clock=stack.clock,
+    )
+    # (the next rotation of an old bundle writes it per subscription)
+    assert not bundle.read().shared and set(bundle.read().subscriptions) == set(
+        stack.webhook_ids.values()
+    )
+    stack.step(601.0)
+    # WHEN every subscription delivers
+    client = stack.client()
+    submit(stack, 3, "r")
+    batch_id = client.create_batch([f"https://example.com/rb{i}" for i in range(3)]).job_id
+    crawl_id = client.create_crawl("https://example.com/rsite", max_pages=3).job_id
+
+    def stored(kind: str, job_id: str) -> int:
+        prefix = f"results/{kind}/{job_id}/"
+        return sum(1 for k in versions(stack) if k.startswith(prefix) and "metadata" in k)
+
+    stack.run_until(
+        lambda: (
+            all_settled_and_done(stack, 3)()
+            and stored("batch", batch_id) == 3
+            and stored("crawl", crawl_id) == 3
+        ),
+        step=5.0,
+        limit=3600,
+    )
+    # THEN each one's deliveries were accepted (none refused 401), and nothing needed recovery
+    attempts = stack.sim.delivery_attempts()
+    answered = {(a["event_type"], a["http_status"]) for a in attempts}
+    assert answered == {
+        (e, 200) for e in ("extract_completed", "batch_completed", "crawl_completed")
+    }
+    assert check_exactly_once(stack) == {"stored": 3}
+    assert max(versions(stack).values()) == 1
+    assert recovered(stack).total() == 0
 
 
 @pytest.mark.parametrize("scheme", ["standard_webhooks", "stripe", "github"])

@@ -19,7 +19,13 @@ from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions
 DAY = 86_400.0
 # Longer than the old 24 h "unsettled" bound, so the old code lost these jobs.
 LONG = {"long_job_rate": 1.0, "long_job_min_s": DAY + 3600.0, "long_job_max_s": DAY + 5400.0}
-STEP = 60.0
+# The reconciler every 20 minutes (a rate the ReconcileSchedule parameter accepts), one step
+# per run: at the template's rate(1 minute) a simulated day is 1,440 runs of some 20 moto and
+# simulator round trips each, minutes of real time. What these tests judge does not follow the
+# rate: list reads are bounded per run, batch polls per hour of the batch's age, and a watch
+# that polled every job on every run would still break each bound several times over.
+SCHEDULE = 1200.0
+STEP = SCHEDULE
 GET_JOB = "GET /v1/extract/{job_id}"
 LIST_JOBS = "GET /v1/extract/jobs"
 GET_BATCH = "GET /v1/batch/{batch_id}"
@@ -49,7 +55,7 @@ def test_long_running_extract_jobs_without_webhooks_stored_when_they_settle(
     make_stack: MakeStack,
 ):
     # GIVEN three extract jobs running for more than a day, every webhook lost
-    stack = make_stack(**LONG)
+    stack = make_stack(StackSettings(reconcile_interval=SCHEDULE), **LONG)
     stack.sim.faults.update(drop_rate=1.0)
     client = stack.client()
     ids = [client.submit_extract(f"https://example.com/long{i}").job_id for i in range(3)]
@@ -71,7 +77,7 @@ def test_long_running_extract_jobs_without_webhooks_stored_when_they_settle(
 
 def test_long_running_batch_without_webhook_polled_hourly_and_stored(make_stack: MakeStack):
     # GIVEN an announced batch whose items run for more than a day, its webhook lost
-    stack = make_stack(**LONG)
+    stack = make_stack(StackSettings(reconcile_interval=SCHEDULE), **LONG)
     stack.sim.faults.update(drop_rate=1.0)
     urls = [f"https://example.com/long-batch/{i}" for i in range(3)]
     batch_id = stack.client().create_batch(urls).job_id

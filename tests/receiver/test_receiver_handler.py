@@ -197,6 +197,33 @@ def test_receiver_previous_secret_rejected_after_grace(stack: Stack, invoke: Inv
     assert invoke(delivery_body("new"), secret=new)["statusCode"] == 200
 
 
+def test_receiver_verifies_each_subscriptions_own_secret_whoever_was_rotated(
+    stack: Stack, invoke: Invoke
+):
+    # GIVEN a per-subscription bundle: extract's previous secret past its grace, batch's and
+    # crawl's secrets never rotated
+    new = "whsec_bmV3LXNlY3JldC1hZnRlci1yb3RhdGlvbg"
+    batch, crawl = "whsec_YmF0Y2gtc2VjcmV0LTEyMw", "whsec_Y3Jhd2wtc2VjcmV0LTQ1Ng"
+    expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
+    by_id = {
+        "wh_extract": [
+            {"value": new, "expires_at": None},
+            {"value": SECRET, "expires_at": expired},
+        ],
+        "wh_batch": [{"value": batch, "expires_at": None}],
+        "wh_crawl": [{"value": crawl, "expires_at": None}],
+    }
+    stack.secrets.put_secret_value(
+        SecretId=SECRET_NAME, SecretString=json.dumps({"subscriptions": by_id})
+    )
+    # THEN every subscription's current secret verifies its deliveries; the retired one not
+    assert invoke(delivery_body("e1"), secret=new)["statusCode"] == 200
+    assert invoke(delivery_body("b1", "batch_completed"), secret=batch)["statusCode"] == 200
+    assert invoke(delivery_body("c1", "crawl_completed"), secret=crawl)["statusCode"] == 200
+    assert invoke(delivery_body("e2"), secret=SECRET)["statusCode"] == 401
+    assert len(stack.rows()) == 3
+
+
 def test_receiver_picks_up_rotated_secret_without_restart(stack: Stack, invoke: Invoke):
     # GIVEN a warm receiver that cached the old secret
     assert invoke(delivery_body("before"))["statusCode"] == 200

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,9 @@ def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`sam build` of the repository, once per module, into a temporary directory.
 
     --no-cached overrides samconfig.toml: SAM keeps its build graph next to the build dir and
-    its caches under the working directory; a test must not write into the repository.
+    its caches under the working directory; a test must not write into the repository. The
+    base python3.12's directory comes first on PATH: the case of a system python3.12 (the
+    user's own environment, pyenv shims and all, is the fresh clone's test below).
     """
     require_sam_tools()
     work = tmp_path_factory.mktemp("sam-build")
@@ -279,3 +282,36 @@ def test_built_function_handler_loads(
             assert _is_under(report[shared], layer_python), f"{shared} from {report[shared]}"
     # AND the layer's byte code served its imports: nothing of the layer compiled from source
     assert [p for p in report["compiled"] if _is_under(p, layer_python)] == []
+
+
+def _fresh_clone(destination: Path) -> Path:
+    """The repository's tracked files as they are in the work tree: what a clone would hold."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True, text=True
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():  # a tracked file deleted in the work tree is not in the clone
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+def test_readme_sam_build_succeeds_in_a_fresh_clone_with_the_users_environment(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a fresh clone, and the environment of whoever runs the tests (PATH untouched: on a
+    # machine with pyenv, python3.12 is its shim, which answers from .python-version)
+    require_sam_tools()
+    clone = _fresh_clone(tmp_path / "scrape-pipeline")
+    # WHEN the README's deploy section's build runs there, as written
+    result = run([SAM, "build"], cwd=clone, env=tool_env(), timeout=300)
+    # THEN it succeeds, although SAM runs the layer's Makefile in a scratch copy of its folder,
+    # beyond the reach of the clone's .python-version
+    assert result.returncode == 0, f"sam build failed:\n{describe(result)}"
+    built = clone / ".aws-sam" / "build"
+    assert sorted(p.name for p in built.iterdir() if p.is_dir()) == sorted([*FUNCTIONS, LAYER])
+    # AND the layer holds the runtime's byte code (made by a CPython 3.12, whichever one)
+    package = built / LAYER / "python" / RUNTIME
+    assert _cached(package / "__init__.py").is_file()

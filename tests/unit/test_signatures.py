@@ -705,12 +705,12 @@ def test_webhook_secret_invalid_expiry_raises(expires_at: Any) -> None:
 
 
 def test_parse_secret_bundle_plain_string() -> None:
-    assert parse_secret_bundle(GEONODE_SECRET) == [WebhookSecret(GEONODE_SECRET)]
+    assert parse_secret_bundle(GEONODE_SECRET).shared == (WebhookSecret(GEONODE_SECRET),)
 
 
 def test_parse_secret_bundle_plain_string_trailing_newline_stripped() -> None:
     # `aws secretsmanager ... --secret-string file://secret.txt` keeps the file's newline.
-    assert parse_secret_bundle(f"{GEONODE_SECRET}\n") == [WebhookSecret(GEONODE_SECRET)]
+    assert parse_secret_bundle(f"{GEONODE_SECRET}\n").shared == (WebhookSecret(GEONODE_SECRET),)
 
 
 def test_parse_secret_bundle_json_with_rotation() -> None:
@@ -725,14 +725,14 @@ def test_parse_secret_bundle_json_with_rotation() -> None:
         }
     )
 
-    bundle = parse_secret_bundle(raw)
+    bundle = parse_secret_bundle(raw).shared
 
-    assert bundle == [
+    assert bundle == (
         WebhookSecret("whsec_new"),
         WebhookSecret("whsec_old", expires_at=NOW),
         WebhookSecret("whsec_older", expires_at=NOW),
         WebhookSecret("whsec_bare"),
-    ]
+    )
 
 
 def test_parse_secret_bundle_feeds_verify_rotation() -> None:
@@ -745,7 +745,7 @@ def test_parse_secret_bundle_feeds_verify_rotation() -> None:
             ]
         }
     )
-    secrets = parse_secret_bundle(raw)
+    secrets = parse_secret_bundle(raw).every()
 
     verify(GEONODE, signed(GEONODE), BODY, secrets, NOW)
     assert reason_of(GEONODE, signed(GEONODE), secrets=secrets, now=NOW + 1) == (
@@ -778,6 +778,14 @@ LEAKY = "whsec_do-not-echo-me"
         json.dumps({"secrets": [{"value": LEAKY, "expires_at": "2026-05-27T08:16:09"}]}),  # naive
         json.dumps({"secrets": [{"value": LEAKY, "expires_at": 1700000000}]}),
         json.dumps({"secrets": [{"value": LEAKY, "expires_at": LEAKY}]}),
+        json.dumps({}),
+        json.dumps({"subscriptions": {}}),
+        json.dumps({"subscriptions": [{"value": LEAKY}]}),
+        json.dumps({"subscriptions": {"wh-1": []}}),
+        json.dumps({"subscriptions": {"wh-1": LEAKY}}),
+        json.dumps({"subscriptions": {"wh-1": [{"value": LEAKY, "expire_at": None}]}}),
+        json.dumps({"subscriptions": {" ": [{"value": LEAKY}]}}),
+        json.dumps({"subscriptions": {"wh-1": [{"value": LEAKY}]}, "extra": LEAKY}),
     ],
 )
 def test_parse_secret_bundle_malformed_raises_without_echo(raw: str) -> None:

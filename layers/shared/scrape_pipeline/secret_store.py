@@ -1,7 +1,9 @@
 """The receiver's webhook secrets, read from Secrets Manager through Powertools Parameters.
 
 A short cache keeps the hot path free of AWS calls; one forced refresh when no secret
-matches lets a just-rotated secret verify at once, without a restart or a redeploy.
+matches lets a just-rotated secret verify at once, without a restart or a redeploy. The
+receiver tries every subscription's valid secrets (``WebhookSecrets.every``): at most ten
+subscriptions, each with its current secret and at most a few in their grace.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _powertools_fetch(secret_id: str, max_age: float, force: bool) -> str:
 
 
 class SecretStore:
-    """Cached access to the bundle of currently valid webhook secrets."""
+    """Cached access to the bundle of every subscription's webhook secrets."""
 
     def __init__(
         self,
@@ -57,14 +59,14 @@ class SecretStore:
         self._cached: tuple[float, list[WebhookSecret]] | None = None
 
     def secrets(self) -> list[WebhookSecret]:
-        """The secrets to try, from the cache when fresh enough."""
+        """Every subscription's secrets, to try, from the cache when fresh enough."""
         now = self._clock.monotonic()
         if self._cached is not None and now - self._cached[0] < self._max_age:
             return self._cached[1]
         return self._load(now, force=False)
 
     def _load(self, now: float, *, force: bool) -> list[WebhookSecret]:
-        secrets = parse_secret_bundle(self._fetch(self.secret_id, self._max_age, force))
+        secrets = parse_secret_bundle(self._fetch(self.secret_id, self._max_age, force)).every()
         self._cached = (now, secrets)
         return secrets
 

@@ -47,7 +47,7 @@ import hmac
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, cast
 
@@ -66,6 +66,7 @@ __all__ = [
     "SignatureError",
     "SignatureMismatchError",
     "WebhookSecret",
+    "WebhookSecrets",
     "parse_secret_bundle",
     "sign",
     "verify",
@@ -256,14 +257,52 @@ class SignatureConfig:
             ) from exc
 
 
+@dataclass(frozen=True)
+class WebhookSecrets:
+    """The stored bundle: each subscription's secrets by webhook id, and secrets shared by all.
+
+    Each subscription has its own secret at Geonode, so a rotation retires one subscription's
+    previous secret only. ``shared`` is what an old flat bundle held: one list for every
+    subscription, which one signs with which unknown; the next rotation gives each
+    subscription its own copy (``scrape_pipeline_ops.rotation``).
+    """
+
+    subscriptions: Mapping[str, tuple[WebhookSecret, ...]] = field(default_factory=dict)
+    shared: tuple[WebhookSecret, ...] = ()
+
+    def of(self, webhook_id: str) -> tuple[WebhookSecret, ...]:
+        """The secrets that may have signed ``webhook_id``'s deliveries: its own and the shared."""
+        return (*self.subscriptions.get(webhook_id, ()), *self.shared)
+
+    def valid_for(self, webhook_id: str, now: float) -> list[WebhookSecret]:
+        """``webhook_id``'s secrets still valid at ``now`` (none: its deliveries are refused)."""
+        return [s for s in self.of(webhook_id) if s.is_active(now)]
+
+    def every(self) -> list[WebhookSecret]:
+        """Every subscription's secrets once each, the current (unexpiring) ones first.
+
+        The receiver tries them all: the subscription that sent a delivery is named only in
+        the body, which is parsed after the signature is verified, never before.
+        """
+        unique = dict.fromkeys(
+            [*(s for group in self.subscriptions.values() for s in group), *self.shared]
+        )
+        return sorted(unique, key=lambda s: s.expires_at is not None)
+
+
 _UNPARSABLE: Final = object()
+_BUNDLE_KEYS: Final = frozenset({"secrets", "subscriptions"})
 
 
-def parse_secret_bundle(raw: str) -> list[WebhookSecret]:
-    """Read a Secrets Manager value: a plain secret, or ``{"secrets": [{value, expires_at}]}``.
+def parse_secret_bundle(raw: str) -> WebhookSecrets:
+    """Read a Secrets Manager value: a plain secret, or a JSON bundle (below).
 
-    ``expires_at`` is an ISO 8601 date-time with a time zone, or null. Errors name
-    the position, never the content: the content is the secret.
+        {"subscriptions": {"<webhook id>": [{"value": ..., "expires_at": ...}, ...], ...}}
+        {"secrets": [{"value": ..., "expires_at": ...}, ...]}   (old: shared by all)
+
+    Both keys may be present while an old bundle is being migrated. ``expires_at`` is an
+    ISO 8601 date-time with a time zone, or null. Errors name the position, never the
+    content: the content is the secret.
     """
     if not isinstance(raw, str):
         raise TypeError("the secret bundle must be a str")
@@ -272,7 +311,7 @@ def parse_secret_bundle(raw: str) -> list[WebhookSecret]:
     if not text:
         raise SecretBundleError("the secret bundle is empty")
     if not text.startswith(("{", "[")):
-        return [WebhookSecret(text)]
+        return WebhookSecrets(shared=(WebhookSecret(text),))
     try:
         document = json.loads(text)
     except (ValueError, RecursionError):
@@ -281,18 +320,29 @@ def parse_secret_bundle(raw: str) -> list[WebhookSecret]:
         # Raised outside the handler: the JSON error keeps the whole document in `.doc`,
         # and a chained (even suppressed) context would carry it into error reporters.
         raise SecretBundleError("the secret bundle looks like JSON but does not parse")
-    if not isinstance(document, dict) or set(document) != {"secrets"}:
+    if not isinstance(document, dict) or not document or not set(document) <= _BUNDLE_KEYS:
         raise SecretBundleError(
-            'the secret bundle must be an object with exactly the key "secrets"'
+            'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"'
         )
-    entries = document["secrets"]
+    shared = _parse_secret_list(document["secrets"], "secrets") if "secrets" in document else ()
+    by_id = document.get("subscriptions", {})
+    if not isinstance(by_id, dict) or ("secrets" not in document and not by_id):
+        raise SecretBundleError('"subscriptions" must be a non-empty object of webhook ids')
+    subscriptions: dict[str, tuple[WebhookSecret, ...]] = {}
+    for index, (webhook_id, entries) in enumerate(by_id.items()):
+        if not webhook_id.strip():
+            raise SecretBundleError(f"subscription #{index} has an empty webhook id")
+        subscriptions[webhook_id] = _parse_secret_list(entries, f"subscriptions[#{index}]")
+    return WebhookSecrets(subscriptions, shared)
+
+
+def _parse_secret_list(entries: Any, where: str) -> tuple[WebhookSecret, ...]:
     if not isinstance(entries, list) or not entries:
-        raise SecretBundleError('"secrets" must be a non-empty list')
-    return [_parse_bundle_entry(entry, index) for index, entry in enumerate(entries)]
+        raise SecretBundleError(f"{where} must be a non-empty list")
+    return tuple(_parse_bundle_entry(entry, f"{where}[{i}]") for i, entry in enumerate(entries))
 
 
-def _parse_bundle_entry(entry: Any, index: int) -> WebhookSecret:
-    where = f"secrets[{index}]"
+def _parse_bundle_entry(entry: Any, where: str) -> WebhookSecret:
     # Unknown keys are rejected: a misspelt "expire_at" would otherwise keep an old secret forever.
     if (
         not isinstance(entry, dict)
