@@ -42,6 +42,10 @@ class ChaosProfile:
     receiver_crash_rate: float = 0.0  # dies after the ledger put, before the SQS send
     processor_crash_rate: float = 0.0  # dies after storing the result, before DONE
     resubmit_crash_rate: float = 0.0  # dies after the resubmission POST, before the ledger
+    # Dies mid-page, like an invocation its timeout stops whatever the processor foresaw: each
+    # batch or crawl once, ten items into its second page, and then before storing an item at
+    # this rate.
+    page_kill_rate: float | None = None
     retryable_failure_rate: float | None = None  # None: the simulator's default
     content_size: ContentSizeModel = "natural"  # page sizes; "lognormal": the heavy tail
     front_limit_bytes: int | None = None  # bodies over this answered 413 (None: the default)
@@ -54,6 +58,16 @@ class ChaosProfile:
     crawl_share: float = 0.15
     batch_urls: int = 5
     crawl_pages: int = 10
+    # Units in batches and crawls are this many times their shares of the jobs (extract jobs
+    # stay at theirs): big batches and crawls without a crowd of small jobs around them.
+    batch_crawl_scale: float = 1.0
+    # This share of batches and crawls is cancelled this long after submission, while items
+    # run (those drain: the API completes them after it answered "cancelled").
+    cancel_share: float = 0.0
+    cancel_after_s: float = 60.0
+    # Durations of extract jobs and batch items, and of crawl pages (None: the simulator's).
+    job_duration_s: tuple[float, float] | None = None
+    crawl_page_duration_s: tuple[float, float] | None = None
     # The long tail: this share of jobs, batch items and crawl pages runs for days.
     long_job_rate: float = 0.0
     long_job_min_s: float = LONG_JOB_MIN_SECONDS
@@ -161,6 +175,41 @@ PROFILES["rotation-one-of-three"] = ChaosProfile(
 )
 
 
+# Batches and crawls too big for one invocation, amid the default faults: at 100 jobs a
+# 100-URL batch and a 200-page crawl, at 1,000 a 1,000-URL batch and a 2,000-page crawl, with
+# heavy-tailed pages (some multi-MB). A 5 s processor with a 0.5 s stop margin: a 50-item page
+# takes about 0.5-2 s here, so each job spans invocations. Besides the timeouts the processor
+# does not foresee (a page slower than those timed before it), each batch and crawl has one
+# attempt killed mid-page, and 0.1 % of item writes more kill theirs; a killed invocation's
+# batch comes back after the queue's visibility timeout. No job may be taken for poison: every
+# attempt that stored a page made progress. (A shorter timeout would kill a loaded machine's
+# first page on every attempt: a page that outlasts the invocation is poison.)
+PROFILES["big-crawls"] = replace(
+    PROFILES["timeouts"],  # its faults and stop margin
+    content_size="lognormal",
+    processor_timeout=5.0,
+    page_kill_rate=0.001,
+    batch_share=0.1,
+    crawl_share=0.2,
+    batch_urls=1000,
+    crawl_pages=2500,
+    batch_crawl_scale=10.0,
+)
+# 70 % of the batches and crawls cancelled a minute after submission, amid the default faults,
+# with items running 1-5 minutes: the API answers "cancelled" at once while running items
+# drain for minutes, and the watch sweep (at 90 s, 3 and 6 minutes of age) polls them
+# meanwhile. Every item the API completed must be stored, and each job closed only after.
+PROFILES["cancelled-crawls"] = replace(
+    PROFILES["default"],
+    batch_share=0.3,
+    crawl_share=0.3,
+    cancel_share=0.7,
+    cancel_after_s=60.0,
+    job_duration_s=(60.0, 300.0),
+    crawl_page_duration_s=(60.0, 240.0),
+)
+
+
 class _Crash(BaseException):
     """An injected crash: the invocation dies here, as if the Lambda was killed.
 
@@ -174,7 +223,7 @@ class _Crash(BaseException):
 def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, int]:
     """Wrap the live handlers' collaborators so they die at the named moments; returns counts."""
     rng = random.Random(seed)
-    counts = {"receiver": 0, "processor": 0, "resubmit": 0}
+    counts = {"receiver": 0, "processor": 0, "resubmit": 0, "mid-page": 0}
     if profile.receiver_crash_rate:
         queue = stack.handlers["receiver"].get_receiver()._queue
         send = queue.send
@@ -200,4 +249,29 @@ def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, i
             return finish(key, owner, outcome, detail)
 
         ledger.finish = crashing_finish
+    if profile.page_kill_rate is not None:
+        _kill_mid_page(stack, profile.page_kill_rate, rng, counts)
     return counts
+
+
+# Where each batch or crawl is killed once: ten items into its second page.
+_FIRST_KILL_AT_ITEM = 60
+
+
+def _kill_mid_page(stack: Any, rate: float, rng: random.Random, counts: dict[str, int]) -> None:
+    """Kill processor attempts while they store a batch's or crawl's items (see ChaosProfile)."""
+    results = stack.handlers["processor"].get_processor()[0]._results
+    store = results.store
+    killed: set[str] = set()
+
+    def crashing_store(*args: Any, item: int | None = None, **kwargs: Any) -> Any:
+        if item is not None:
+            job_id = str(args[1])  # store(kind, job_id, data, metadata, item=...)
+            first = item == _FIRST_KILL_AT_ITEM and job_id not in killed
+            if first or rng.random() < rate:
+                killed.add(job_id)
+                counts["mid-page"] += 1
+                raise _Crash("processor killed mid-page")
+        return store(*args, item=item, **kwargs)
+
+    results.store = crashing_store

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import tempfile
 import threading
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
+from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
 from scrape_pipeline_local.function_env import functions_write_to
 from scrape_pipeline_local.judge import (
@@ -42,6 +44,7 @@ from scrape_pipeline_local.judge import (
     refusals,
 )
 from scrape_pipeline_local.large_results import LargeResults, measure
+from scrape_pipeline_local.simulator import content
 from scrape_pipeline_local.simulator.gateway import Gateway
 
 STEP_SECONDS = 5.0
@@ -73,6 +76,11 @@ class Report(Verdict):
     poison_gets_max: int = 0  # Geonode GETs of the most-read poison job
     poller_batches: int = 0  # processor invocations
     poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
+    aws_calls_per_job: float = 0.0  # AWS calls the functions made (and their event source)
+    cancelled_in_flight: int = 0  # items running when their batch or crawl was cancelled
+    # Batches and crawls whose outcome was recorded before their last item settled.
+    closed_early: int = 0
+    closed_early_examples: list[str] = field(default_factory=list)
     large: LargeResults = field(default_factory=LargeResults)
     # Deliveries answered 401 though signed with a valid secret (the simulator's record), and
     # those rightly refused: signed with a secret retired longer than the grace ago.
@@ -111,6 +119,9 @@ class Report(Verdict):
                 f" ({self.dropped_stored} stored)",
             ),
             ("Geonode requests per settled job", f"{self.requests_per_job:.3f}"),
+            ("AWS calls per settled job", f"{self.aws_calls_per_job:.3f}"),
+            ("items in flight when cancelled", str(self.cancelled_in_flight)),
+            ("CLOSED BEFORE ITS ITEMS SETTLED", str(self.closed_early)),
             (
                 "processor invocations / timed out",
                 f"{self.poller_batches} / {self.poller_timeouts}",
@@ -148,9 +159,16 @@ class Demo:
             long_job_rate=self.profile.long_job_rate,
             long_job_min_s=self.profile.long_job_min_s,
             long_job_max_s=self.profile.long_job_max_s,
+            crawl_max_pages_cap=max(SimConfig.crawl_max_pages_cap, self.profile.crawl_pages),
         )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
+        if self.profile.job_duration_s is not None:
+            low, high = self.profile.job_duration_s
+            sim = replace(sim, job_duration_min_s=low, job_duration_max_s=high)
+        if self.profile.crawl_page_duration_s is not None:
+            low, high = self.profile.crawl_page_duration_s
+            sim = replace(sim, crawl_page_duration_min_s=low, crawl_page_duration_max_s=high)
         # Metrics stay on: each invocation flushes its EMF records into the functions' log
         # (main() routes it to a file). Powertools 3.37 with POWERTOOLS_METRICS_DISABLED keeps
         # every value in memory and prints a metric's 100th value anyway.
@@ -169,6 +187,10 @@ class Demo:
         # Requests to each job's own route (GET extract, batch, crawl): see _counting_job_reads.
         self.job_reads: Counter[str] = Counter()
         self._reads_lock = threading.Lock()
+        # (when, kind, job id): the batches and crawls to cancel, soonest first.
+        self._cancels: list[tuple[float, str, str]] = []
+        self._cancel_draws = random.Random(seed)
+        self.aws_calls = CallRecorder()
 
     # -- workload --------------------------------------------------------------------------
 
@@ -178,6 +200,8 @@ class Demo:
         batch_urls = max(1, round(self.jobs * p.batch_share))
         crawl_pages = max(1, round(self.jobs * p.crawl_share))
         extracts = max(0, self.jobs - batch_urls - crawl_pages)
+        batch_urls = round(batch_urls * p.batch_crawl_scale)
+        crawl_pages = round(crawl_pages * p.batch_crawl_scale)
         items: list[tuple[str, Any]] = [
             ("extract", f"https://demo.example/page/{i}") for i in range(extracts)
         ]
@@ -188,10 +212,11 @@ class Demo:
             ]
             items.append(("batch", urls))
         per_crawl = p.crawl_pages
+        site = "demo.example"
+        if per_crawl > content.site_size(f"https://{site}"):
+            site = f"{per_crawl}-pages.{site}"  # a site big enough for the crawl
         for c in range(0, crawl_pages, per_crawl):
-            items.append(
-                ("crawl", (f"https://demo.example/site/{c}", min(per_crawl, crawl_pages - c)))
-            )
+            items.append(("crawl", (f"https://{site}/site/{c}", min(per_crawl, crawl_pages - c))))
         spacing = SUBMIT_SPAN_SECONDS / max(1, len(items))
         # interleave kinds so batches and crawls run alongside extracts
         # (crc32, not hash(): str hashes differ per process, and a seed must reproduce a run)
@@ -200,7 +225,8 @@ class Demo:
 
     def run(self, progress: Any = None) -> Report:
         """Start the stack, run the workload under the profile, measure, stop the stack."""
-        with self._counting_job_reads():
+        # The recorder is entered before the stack starts: the sessions made then report to it.
+        with self._counting_job_reads(), self.aws_calls:
             return self._run(progress)
 
     def _run(self, progress: Any) -> Report:
@@ -241,6 +267,7 @@ class Demo:
                         # happen before the API acts, so a second POST creates no twin).
                         break
                     plan.pop(0)
+                self._cancel_due(client, elapsed, report)
                 self._chaos(elapsed, fired)
                 stack.step(step)
                 checking = steps % CHECK_EVERY_STEPS == 0
@@ -321,6 +348,27 @@ class Demo:
             job_id = client.create_crawl(url, max_pages=pages).job_id
             expect(self._ledger(), JobKind.CRAWL, job_id)
             report.submitted["crawl pages"] += pages
+        if kind != "extract" and self._cancel_draws.random() < self.profile.cancel_share:
+            due = self.clock.time() - self.started_at + self.profile.cancel_after_s
+            self._cancels.append((due, kind, job_id))
+
+    def _cancel_due(self, client: Any, elapsed: float, report: Report) -> None:
+        """Cancel the batches and crawls whose time has come (a crawl through the API's DELETE;
+        a batch through the simulator, the API having no such route)."""
+        from scrape_pipeline.geonode.errors import ConflictError
+
+        while self._cancels and self._cancels[0][0] <= elapsed:
+            _, kind, job_id = self._cancels[0]
+            try:
+                if kind == "crawl":
+                    report.cancelled_in_flight += client.cancel_crawl(job_id).in_flight_pages
+                else:
+                    report.cancelled_in_flight += self.stack.sim.cancel_batch(job_id)[1]
+            except (RateLimitedError, ServerError):
+                return  # the user tries again a moment later
+            except ConflictError:
+                pass  # finished already: nothing to cancel
+            self._cancels.pop(0)
 
     def _ledger(self) -> Any:
         import boto3
@@ -503,6 +551,22 @@ class Demo:
         report.poller_batches = stack.poller.batches
         report.poller_timeouts = stack.poller.timeouts
         report.poison_gets_max = self._poison_gets_max()
+        calls = sum(self.aws_calls.calls.values())
+        report.aws_calls_per_job = calls / max(1, report.settled)
+        self._closed_early(report, job_settled)
+
+    def _closed_early(self, report: Report, job_settled: Mapping[str, float]) -> None:
+        """Batches and crawls whose outcome the ledger recorded before their last item
+        settled (a cancelled one closed while its in-flight items still ran)."""
+        kinds = {unit.job_id: unit.kind for unit, _ in self._units()}
+        poison = self.stack.sim.faults.is_malformed  # dead-lettered early, rightly
+        for job_id, finished in self.done_at.items():
+            if kinds.get(job_id) in ("extract", None) or poison(job_id):
+                continue
+            if finished < job_settled.get(job_id, 0.0):
+                report.closed_early += 1
+                if len(report.closed_early_examples) < MAX_EXAMPLES:
+                    report.closed_early_examples.append(f"{kinds.get(job_id)} {job_id}")
 
 
 def print_report(report: Report, chaos: str) -> None:
@@ -535,10 +599,13 @@ def print_report(report: Report, chaos: str) -> None:
         print("poison mishandled:", ", ".join(report.poison_examples[:10]))
     if report.refused_examples:
         print("refused with a valid secret:", ", ".join(report.refused_examples[:10]))
+    if report.closed_early_examples:
+        print("closed before its items settled:", ", ".join(report.closed_early_examples[:10]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered or refused."""
+    """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered, refused or
+    closed early."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -567,6 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.wrongly_dead_lettered
         or report.poison_mishandled
         or report.refused_valid
+        or report.closed_early
     )
     return 1 if failed else 0
 

@@ -134,7 +134,7 @@ def api_router(sim: Simulator) -> APIRouter:
         page_size: Annotated[int, Query(ge=1, le=50)] = 10,
     ) -> JSONResponse:
         batch = sim.get_batch(_account(request), batch_id)
-        body = views.batch_page(batch, sim.clock.time(), page, page_size)
+        body = sim.faults.paged(views.batch_page(batch, sim.clock.time(), page, page_size))
         return JSONResponse(sim.faults.malformed(body, batch_id))
 
     @router.post("/crawl")
@@ -160,7 +160,7 @@ def api_router(sim: Simulator) -> APIRouter:
         page_size: Annotated[int, Query(ge=1, le=50)] = 10,
     ) -> JSONResponse:
         crawl = sim.get_crawl(_account(request), crawl_id)
-        body = views.crawl_page(crawl, sim.clock.time(), page, page_size)
+        body = sim.faults.paged(views.crawl_page(crawl, sim.clock.time(), page, page_size))
         return JSONResponse(sim.faults.malformed(body, crawl_id))
 
     @router.delete("/crawl/{crawl_id}")

@@ -28,6 +28,8 @@ class FaultSettings:
     # Share of jobs (drawn per job id) whose GET answers 200 with a body missing ``job_id``,
     # on every call: a poison job, failing the same way whatever the processor does.
     malformed_rate: float = 0.0
+    # Batch and crawl GETs answer without ``page``: the client must number pages itself.
+    omit_page: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class SimConfig:
     # Batches and crawls.
     batch_max_urls: int = 1000
     crawl_default_max_pages: int = 10
-    crawl_max_pages_cap: int = 500
+    crawl_max_pages_cap: int = 500  # a larger max_pages answers 422
     crawl_concurrency: int = 4  # pages of one crawl in flight at once
     crawl_page_duration_min_s: float = 0.5
     crawl_page_duration_max_s: float = 5.0

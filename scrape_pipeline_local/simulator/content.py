@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,9 +43,17 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+# A host named "<N>-pages.<anything>" serves a site of exactly N pages (a crawl of thousands).
+_SIZED_HOST = re.compile(r"^(\d+)-pages\.")
+
+
 @lru_cache(maxsize=256)
 def site_size(origin: str) -> int:
-    """How many pages the simulated site at ``origin`` has (8..607, fixed per origin)."""
+    """How many pages the simulated site at ``origin`` has: 8..607, fixed per origin, or the
+    N of a host named ``<N>-pages.<domain>``."""
+    sized_host = _SIZED_HOST.match(urlsplit(origin).hostname or "")
+    if sized_host:
+        return max(1, int(sized_host.group(1)))
     return 8 + rng_for("site", origin).randrange(600)
 
 

@@ -237,6 +237,26 @@ class Simulator:
             raise ApiError("NOT_FOUND", f"batch {batch_id} not found")
         return batch
 
+    def cancel_batch(self, batch_id: str) -> tuple[Batch, int]:
+        """Cancel a batch's items not yet started; running ones drain (a fault-control hook:
+        the API has no such route). 409 once the batch is terminal."""
+        with self.lock:
+            batch = next(
+                (a.batches[batch_id] for a in self._accounts.values() if batch_id in a.batches),
+                None,
+            )
+            if batch is None:
+                raise ApiError("NOT_FOUND", f"batch {batch_id} not found")
+            now = self.clock.time()
+            status = batch.status(now)
+            if status in TERMINAL:
+                raise ApiError("CONFLICT", f"cancel not allowed: batch is {status}")
+            in_flight = _cancel_unstarted([work for _, work in batch.items], now)
+            batch.cancelled_at = now
+            # batch_completed goes out once the in-flight items have drained.
+            self.webhooks.expect("batch_completed", batch.account, batch_id, batch.settle_at)
+            return batch, in_flight
+
     # --------------------------------------------------------------- crawl
 
     def submit_crawl(
@@ -249,6 +269,8 @@ class Simulator:
     ) -> Crawl:
         """A crawl of the pages reachable from ``url`` (at most ``max_pages``, in BFS order)."""
         limit = max_pages or self.config.crawl_default_max_pages
+        if limit > self.config.crawl_max_pages_cap:
+            raise ApiError("VALIDATION_ERROR", f"max_pages above {self.config.crawl_max_pages_cap}")
         urls = content.crawl_order(url, limit)
         with self.lock:
             now = self.clock.time()
@@ -281,15 +303,12 @@ class Simulator:
             status = crawl.status(now)
             if status in TERMINAL:
                 raise ApiError("CONFLICT", f"cancel not allowed: crawl is {status}")
-            in_flight = [p for p in crawl.pages if p.started_at <= now < p.settle_at]
-            for work in crawl.pages:
-                if work.started_at > now:
-                    work.cancel(now)
+            in_flight = _cancel_unstarted(crawl.pages, now)
             crawl.cancelled_at = now
-            crawl.settle_at = max([now, *(p.settle_at for p in in_flight)])
+            crawl.settle_at = max([now, *(p.settle_at for p in crawl.pages)])
             # crawl_completed goes out once the in-flight pages have drained.
             self.webhooks.expect("crawl_completed", account, crawl_id, crawl.settle_at)
-            return crawl, len(in_flight)
+            return crawl, in_flight
 
     # ------------------------------------------------------------ webhooks
 
@@ -375,3 +394,15 @@ class Simulator:
     def request_counts(self) -> Json:
         """API request counts by key, route and status."""
         return self.stats.snapshot()
+
+
+def _cancel_unstarted(works: list[Work], now: float) -> int:
+    """Cancel the work not started yet; the count still running, which drains (its pending
+    counter falls as each item settles)."""
+    in_flight = 0
+    for work in works:
+        if work.started_at > now:
+            work.cancel(now)
+        elif now < work.settle_at:
+            in_flight += 1
+    return in_flight

@@ -118,6 +118,12 @@ class Faults:
             return body
         return {k: v for k, v in body.items() if k != MALFORMED_FIELD}
 
+    def paged(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A batch's or crawl's page as the API answers it: without ``page`` under ``omit_page``."""
+        if not self._settings.omit_page:
+            return body
+        return {k: v for k, v in body.items() if k != "page"}
+
     def api_fault(self, route: str | None = None) -> int | None:
         """The status an API request to ``route`` must answer with because of a fault, or None."""
         with self._lock:

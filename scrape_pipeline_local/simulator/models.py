@@ -11,7 +11,6 @@ from scrape_pipeline_local.simulator.content import is_http_url
 Format = Literal["markdown", "html", "links"]
 EventType = Literal["extract_completed", "batch_completed", "crawl_completed"]
 MAX_BATCH_URLS = 1000
-MAX_CRAWL_PAGES = 500
 
 
 def _http_url(value: str) -> str:
@@ -61,7 +60,8 @@ class CrawlRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     url: HttpUrl
-    max_pages: Annotated[int, Field(ge=1, le=MAX_CRAWL_PAGES)] | None = None
+    # At most the simulator's crawl_max_pages_cap, checked where the configuration is known.
+    max_pages: Annotated[int, Field(ge=1)] | None = None
     formats: Formats = ["markdown"]
     render_js: bool = False
 

@@ -104,4 +104,10 @@ def sim_router(sim: Simulator) -> APIRouter:
         job = sim.cancel_extract(job_id)
         return JSONResponse(views.extract_job(job, sim.clock.time()))
 
+    @router.post("/batch/{batch_id}/cancel")
+    async def cancel_batch(batch_id: str) -> JSONResponse:
+        batch, in_flight = sim.cancel_batch(batch_id)
+        now = sim.clock.time()
+        return JSONResponse({**views.batch_summary(batch, now), "in_flight_urls": in_flight})
+
     return router

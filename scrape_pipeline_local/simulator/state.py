@@ -77,12 +77,17 @@ class Batch:
     created_at: float
     items: list[tuple[int, Work]]
     invalid_urls: int
+    cancelled_at: float | None = None
 
     @property
     def settle_at(self) -> float:
+        # Cancelled items settle when cancelled: after a cancel this is when in-flight ones drain.
         return max(work.settle_at for _, work in self.items)
 
     def status(self, now: float) -> str:
+        # Like a crawl's: cancelled at once, while items already running still drain.
+        if self.cancelled_at is not None:
+            return "cancelled"
         if now >= self.settle_at:
             return "completed"
         started = any(now >= work.started_at for _, work in self.items)

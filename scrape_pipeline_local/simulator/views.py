@@ -133,7 +133,8 @@ def batch_summary(batch: Batch, now: float) -> Json:
         "job_id": batch.job_id,
         "status": status,
         "created_at": iso(batch.created_at),
-        "completed_at": iso(batch.settle_at) if status == "completed" else None,
+        # A cancelled batch, like a crawl, is done once its in-flight items have drained.
+        "completed_at": iso(batch.settle_at) if now >= batch.settle_at else None,
         "total_urls": len(works),
         "completed_urls": counts["completed"],
         "failed_urls": counts["failed"],

@@ -46,6 +46,8 @@ MATRIX = [
     "timeouts",  # a 2 s processor and batches of up to 200 URLs, amid the default faults
     "long-running",  # 5 % of the work runs 1-2 days, amid 20 % drops
     "rotation-one-of-three",  # each subscription's secret rotated in turn, grace passing between
+    "big-crawls",  # batches and crawls of hundreds (thousands at 1,000) of items, a 5 s processor
+    "cancelled-crawls",  # 70 % of batches and crawls cancelled while items run, amid faults
 ]
 # Scenarios expected to fail until a change elsewhere lands (remove the mark then).
 # scenario -> why it is expected to fail; empty now that every gap found so far is closed
@@ -84,6 +86,8 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
         f"{scenario}: jobs={jobs} settled={report.settled} lost={report.lost} "
         f"twice={report.processed_twice} wrongly={report.wrongly_dead_lettered} "
         f"max={report.latency_max:.0f}s requests/job={report.requests_per_job:.3f} "
+        f"aws/job={report.aws_calls_per_job:.3f} closed_early={report.closed_early} "
+        f"cancelled={report.cancelled} in_flight={report.cancelled_in_flight} "
         f"recovered={dict(report.recovered)} crashes={report.crashes} "
         f"poisoned={report.poisoned} poison_gets_max={report.poison_gets_max} "
         f"invocations={report.poller_batches} timeouts={report.poller_timeouts} "
@@ -101,6 +105,7 @@ def check(report: Report, scenario: str) -> None:
     # A delivery signed with a valid secret (current, or retired within its grace) is never
     # refused; one signed with a secret retired longer ago is, and the delivery log replays it.
     assert report.refused_valid == 0, f"{scenario}: refused {report.refused_examples}"
+    assert report.closed_early == 0, f"{scenario}: closed early {report.closed_early_examples}"
     assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
     assert report.settled >= sum(report.submitted.values())
     if scenario.startswith("crash-"):
@@ -119,6 +124,16 @@ def check(report: Report, scenario: str) -> None:
         assert report.rotated == 3, report.rotated
     if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
         assert report.recovered["delivery_log"] > 0
+    if scenario == "big-crawls":  # the figures the issue asks for, per settled unit
+        print(
+            f"{scenario}: Geonode calls/job {report.requests_per_job:.3f}, AWS calls/job "
+            f"{report.aws_calls_per_job:.3f}, invocations {report.poller_batches}, "
+            f"timed out {report.poller_timeouts}, killed mid-page {report.crashes['mid-page']}"
+        )
+        assert report.crashes["mid-page"] > 0, "no invocation was killed mid-page"
+        assert report.submitted["crawl pages"] > 2 * report.submitted["extract jobs"]
+    if scenario == "cancelled-crawls":  # cancelled while items ran, and those drained
+        assert report.cancelled > 0 and report.cancelled_in_flight > 0
     if scenario == "poison":  # dead-lettered without a result, and cheaply
         assert report.poisoned > 0, "no poison job settled"
         assert report.poison_gets_max <= MAX_POISON_GETS, report.poison_gets_max

@@ -38,7 +38,7 @@ def test_demo_main_prints_report_and_exits_zero(capsys, tmp_path):
     assert main(["--jobs", "20", "--chaos", "none", "--seed", "2", "--function-log", log]) == 0
     out = capsys.readouterr().out
     assert "LOST" in out and "PROCESSED TWICE" in out
-    assert "Geonode requests per settled job" in out
+    assert "Geonode requests per settled job" in out and "AWS calls per settled job" in out
 
 
 def test_demo_rejects_tiny_workload(capsys):

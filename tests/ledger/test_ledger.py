@@ -269,6 +269,33 @@ def test_ledger_checkpoint_keeps_the_lease_and_records_progress(ledger: Ledger):
     assert released.next_page == 3  # the next holder starts there
 
 
+def test_ledger_a_stored_page_is_progress_strikes_count_from_there(
+    ledger: Ledger, clock: ManualClock
+):
+    # GIVEN an attempt that failed (a strike), then one that stored two pages and was killed
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    failed = ledger.release(KEY, "w1", error="boom")
+    ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+    ledger.checkpoint(KEY, "w2", next_page=2, stored=50, failed=0, page_seconds=1.5)
+    twice = ledger.checkpoint(KEY, "w2", next_page=3, stored=100, failed=0, page_seconds=2.0)
+    clock.advance(61)  # w2 killed mid-page: its lease runs out
+    # WHEN the next attempts store a page and release cleanly, then are killed before one
+    ledger.acquire(KEY, "w3", lease_seconds=60, source="sqs")
+    ledger.checkpoint(KEY, "w3", next_page=4, stored=150, failed=0)
+    released = ledger.release(KEY, "w3")
+    ledger.acquire(KEY, "w4", lease_seconds=60, source="sqs")  # killed: no page stored
+    clock.advance(61)
+    retaken = ledger.acquire(KEY, "w5", lease_seconds=60, source="sqs")
+
+    # THEN a checkpoint clears the strikes (progress), a release after it takes nothing more,
+    # and only attempts since the last progress count: the killed w4 and the running w5
+    assert failed.strikes == 1
+    assert twice.strikes == 0 and twice.page_seconds == 2.0
+    assert released.strikes == 0 and released.next_page == 4
+    assert retaken.row is not None and retaken.row.strikes == 2
+
+
 @pytest.mark.parametrize(
     ("outcome", "reason", "reopens"),
     [

@@ -108,6 +108,11 @@ def _n(item: dict[str, Any] | None, name: str) -> float | None:
     return float(value["N"]) if value and "N" in value else None
 
 
+def _struck(item: dict[str, Any] | None) -> set[str]:
+    """The lease owners whose attempts hold a strike (``struck_by``, a string set)."""
+    return set(((item or {}).get("struck_by") or {}).get("SS", []))
+
+
 def _state(item: dict[str, Any] | None) -> str:
     return ABSENT if item is None else _s(item, "state") or "?"
 
@@ -308,6 +313,7 @@ class LedgerMachine(RuleBasedStateMachine):
             assert result.row.lease_owner == owner
             assert result.row.lease_until == now + LEASE_SECONDS
             assert result.row.attempts == int(_n(before, "attempts") or 0) + 1
+            assert result.row.strikes == len(_struck(before) | {owner})  # until it ends cleanly
             self.holders[key][owner] = now + LEASE_SECONDS
             return (key, owner)
         assert self.same_row(result.row, before), "a refused lease shows the row as it is"
@@ -351,9 +357,10 @@ class LedgerMachine(RuleBasedStateMachine):
         )
         if row is not None:
             assert row.state is JobState.ENQUEUED and row.lease_owner is None
-            strikes = int(_n(before, "strikes") or 0)
-            # A clean release takes the attempt's strike back; a failed one keeps it.
-            assert row.strikes == (strikes if error else strikes - 1)
+            # A clean release takes the attempt's strike back (if a checkpoint did not already);
+            # a failed one keeps it.
+            struck = _struck(before)
+            assert row.strikes == len(struck if error else struck - {owner})
             assert row.not_found == int(_n(before, "not_found") or 0) + (how == "not_found")
             if error:
                 assert row.last_error == error
@@ -362,9 +369,11 @@ class LedgerMachine(RuleBasedStateMachine):
     def processor_watch(self, lease: tuple[JobKey, str]) -> None:
         key, owner = lease
         call = lambda: self.ledger.watch(key, owner, job_created_at=1.0)  # noqa: E731
+        before = self.before(key)
         row = self._leased("watch", key, owner, call)
         if row is not None:
             assert row.state is JobState.WATCHING and row.lease_owner is None
+            assert row.strikes == len(_struck(before) - {owner})
 
     @rule(lease=leases, page=st.integers(min_value=2, max_value=5))
     def processor_checkpoint(self, lease: tuple[JobKey, str], page: int) -> None:
@@ -373,6 +382,8 @@ class LedgerMachine(RuleBasedStateMachine):
         row = self._leased("checkpoint", key, owner, call, keeps_lease=True)
         if row is not None:
             assert row.state is JobState.PROCESSING and row.next_page == page
+            # Progress: the strikes so far are cleared, this attempt's and earlier ones.
+            assert row.strikes == 0
 
     @rule(lease=leases, outcome=st.sampled_from(Outcome), detail=st.sampled_from(DETAILS))
     def processor_finish(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scrape_pipeline_local.simulator.config import FaultSettings
+
 
 def _urls(count: int, host: str = "https://b.com") -> list[str]:
     return [f"{host}/{index}" for index in range(count)]
@@ -169,3 +171,45 @@ def test_crawl_unknown_id_answers_404(api):
     assert api.get("/v1/crawl/nope").status_code == 404
     assert api.delete("/v1/crawl/nope").status_code == 404
     assert api.get("/v1/batch/nope").status_code == 404
+
+
+def test_batch_cancel_stops_unstarted_items_and_drains_running_ones(
+    make_server, make_client, clock
+):
+    # GIVEN a 10-URL batch whose items take 8 s each (queued for 2 s), 3 s in
+    server = make_server(job_duration_min_s=8, job_duration_max_s=8, queued_fraction=0.25)
+    api = make_client(server)
+    status_url = api.post("/v1/batch", json={"urls": _urls(10)}).json()["status_url"]
+    clock.advance(3)
+    # WHEN it is cancelled (a fault-control route: the API has none)
+    cancelled = api.post(f"/_sim/batch/{status_url.rsplit('/', 1)[1]}/cancel").json()
+    after = api.get(status_url).json()
+    # THEN it answers cancelled at once while its running items go on, counted pending
+    assert cancelled["in_flight_urls"] == 10 and cancelled["status"] == "cancelled"
+    assert (after["status"], after["pending_urls"], after["completed_at"]) == (
+        "cancelled",
+        10,
+        None,
+    )
+    # AND once they drain they are completed and the batch is done
+    clock.advance(6)
+    drained = api.get(status_url).json()
+    assert (drained["completed_urls"], drained["pending_urls"]) == (10, 0)
+    assert drained["status"] == "cancelled" and drained["completed_at"] is not None
+
+
+def test_pages_answered_without_page_under_omit_page(make_server, make_client, clock):
+    server = make_server(faults=FaultSettings(omit_page=True))
+    api = make_client(server)
+    status_url = api.post("/v1/batch", json={"urls": _urls(12)}).json()["status_url"]
+    body = api.get(status_url, params={"page": 2, "page_size": 5}).json()
+    assert "page" not in body and [i["input_index"] for i in body["items"]] == [5, 6, 7, 8, 9]
+
+
+def test_a_sized_host_serves_a_crawl_of_thousands_when_the_cap_allows(make_server, make_client):
+    api = make_client(make_server(crawl_max_pages_cap=3000))
+    url = "https://2500-pages.example.com/"
+    status_url = api.post("/v1/crawl", json={"url": url, "max_pages": 2500}).json()["status_url"]
+    assert api.get(status_url).json()["total_pages"] == 2500
+    too_many = api.post("/v1/crawl", json={"url": url, "max_pages": 3001})
+    assert too_many.status_code == 422

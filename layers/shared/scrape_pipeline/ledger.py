@@ -16,10 +16,17 @@ The one way back from DONE is ``reopen``: a job closed because the API did not k
 it did not settle in time is reopened by evidence that it has settled (its webhook, the job
 list, the delivery log), with a condition on the exact row that was closed.
 
-``strikes`` counts the attempts that did not end cleanly: ``acquire`` adds one, a clean
-release (not settled, throttled, a transient outage, a page checkpoint) takes it back. An
-attempt that raised keeps its strike and its error; one that was killed (timeout, crash)
-keeps its strike without one. The processor dead-letters a job whose strikes pass a bound.
+``strikes`` counts the attempts since the job last made progress that did not end cleanly.
+The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
+``acquire`` adds the attempt's owner; a clean release (not settled, throttled, a transient
+outage) or parking it WATCHING deletes it; a page checkpoint (a batch's or crawl's page
+stored: progress) empties the set, so neither this attempt nor those before it count against
+a job that is moving. Set operations are idempotent: an attempt is un-struck at most once
+however many pages it stores, and a release after a checkpoint changes nothing. An attempt
+that raised keeps its strike and its error; one that was killed (timeout, crash) keeps its
+strike without one. The processor dead-letters a job whose strikes pass a bound: a job stuck
+on one page (no progress) reaches it, while a big batch or crawl that needs many
+invocations, some killed mid-page, never does as long as each stores something.
 
 Every write sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
 """
@@ -80,6 +87,9 @@ class LedgerRow:
     next_page: int = 1
     items_stored: int = 0
     items_failed: int = 0
+    # The longest page the last attempt to checkpoint took (seconds): the next attempt's
+    # estimate of its first page, before it has timed one itself.
+    page_seconds: float = 0.0
     expires_at: float | None = None
     # When the job itself was created (API time), kept for WATCHING rows: the row is younger.
     job_created_at: float | None = None
@@ -169,12 +179,21 @@ def _n(value: float) -> dict[str, str]:
     return {"N": f"{value:.3f}" if isinstance(value, float) else str(value)}
 
 
+# The clauses that may follow an update's SET clause.
+_AFTER_SET = re.compile(r" (?=(?:REMOVE|ADD|DELETE) )")
+# The set of lease owners whose attempts hold a strike (see the module docstring).
+STRUCK_BY = "struck_by"
+
+
 def _stamped(update: str) -> str:
     """``update`` with ``updated_at`` and the TTL set too: a row expires after its last change."""
-    set_part, remove, remove_part = update.partition(" REMOVE ")
-    return f"{set_part}, #updated = :now, #ttl = :ttl" + (
-        f" REMOVE {remove_part}" if remove else ""
-    )
+    set_part, *rest = _AFTER_SET.split(update, maxsplit=1)
+    return f"{set_part}, #updated = :now, #ttl = :ttl" + (f" {rest[0]}" if rest else "")
+
+
+def _owners(owner: str) -> dict[str, list[str]]:
+    """``owner`` as a DynamoDB string set, for ADD and DELETE on ``struck_by``."""
+    return {"SS": [owner]}
 
 
 def _used(expressions: str, names: Mapping[str, str]) -> dict[str, str]:
@@ -207,12 +226,15 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         token=s("token"),
         detail={k: v.get("S", "") for k, v in detail.items()},
         finished_at=n("finished_at"),
-        strikes=int(n("strikes") or 0),
+        # Rows written before strikes were a set kept a number in ``strikes``: ignored, so such
+        # a row's earlier strikes are forgotten once (a poison job gets a few more attempts).
+        strikes=len(item.get(STRUCK_BY, {}).get("SS", [])),
         not_found=int(n("not_found") or 0),
         last_error=s("last_error"),
         next_page=int(n("next_page") or 1),
         items_stored=int(n("items_stored") or 0),
         items_failed=int(n("items_failed") or 0),
+        page_seconds=n("page_seconds") or 0.0,
         expires_at=n(TTL_ATTRIBUTE),
         job_created_at=n("job_created_at"),
         late_webhook_at=n("late_webhook_at"),
@@ -380,15 +402,15 @@ class Ledger:
             row.key,
             update=(
                 "SET #state = :enqueued, #pending = :enqueued, #since = :now, #detail = :detail,"
-                " #strikes = :zero, #not_found = :zero, #releases = :zero"
-                " REMOVE #outcome, #finished, #error"
+                " #not_found = :zero, #releases = :zero"
+                " REMOVE #outcome, #finished, #error, #struck"
             ),
             condition="#state = :done AND #outcome = :dead AND #finished = :old_finished",
             names={
                 "#pending": PENDING_STATE,
                 "#since": STATE_SINCE,
                 "#detail": "detail",
-                "#strikes": "strikes",
+                "#struck": STRUCK_BY,
                 "#not_found": "not_found",
                 "#releases": "releases",
                 "#outcome": "outcome",
@@ -460,7 +482,7 @@ class Ledger:
         """Take the job's PROCESSING lease: from a waiting state, an expired lease, or no row.
 
         ``source`` is recorded only when the row did not exist (a job known from elsewhere).
-        The attempt counts a strike until it ends cleanly.
+        The attempt counts a strike until it ends cleanly or stores a page (``struck_by``).
         """
         now = self.clock.time()
         names = {
@@ -472,7 +494,7 @@ class Ledger:
             "#owner": "lease_owner",
             "#until": "lease_until",
             "#attempts": "attempts",
-            "#strikes": "strikes",
+            "#struck": STRUCK_BY,
             "#kind": "kind",
             "#job": "job_id",
             "#created": "created_at",
@@ -493,6 +515,7 @@ class Ledger:
             ":job": _s(key.job_id),
             ":ttl": _n(int(now) + self.ttl_seconds),
             ":source": _s(source),
+            ":me": _owners(owner),
         }
         try:
             response = _write(
@@ -504,10 +527,10 @@ class Ledger:
                     "SET #state = :processing, #pending = :processing, #since = :now,"
                     " #updated = :now, #owner = :owner, #until = :until,"
                     " #attempts = if_not_exists(#attempts, :zero) + :one,"
-                    " #strikes = if_not_exists(#strikes, :zero) + :one,"
                     " #kind = if_not_exists(#kind, :kind), #job = if_not_exists(#job, :job),"
                     " #created = if_not_exists(#created, :now), #ttl = :ttl,"
                     " #source = if_not_exists(#source, :source)"
+                    " ADD #struck :me"
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(#pk) OR #state IN (:received, :enqueued, :watching)"
@@ -528,13 +551,14 @@ class Ledger:
 
         Clean (not settled, throttled, an outage): the attempt's strike is taken back, and a
         404 is counted apart (``not_found``). With ``error`` the strike stays and the error is
-        kept: the attempt failed in a way that may repeat (a poison job).
+        kept: the attempt failed in a way that may repeat (a poison job), unless it stored a
+        page first (a checkpoint took the strike back already).
         """
         names = {
             "#pending": PENDING_STATE,
             "#since": STATE_SINCE,
             "#releases": "releases",
-            "#strikes": "strikes",
+            "#struck": STRUCK_BY,
         }
         values: dict[str, Any] = {
             ":enqueued": _s(JobState.ENQUEUED.value),
@@ -545,8 +569,10 @@ class Ledger:
             "SET #state = :enqueued, #pending = :enqueued, #since = :now,"
             " #releases = if_not_exists(#releases, :zero) + :one"
         )
+        take_back = ""
         if error is None:
-            update += ", #strikes = if_not_exists(#strikes, :one) - :one"
+            take_back = " DELETE #struck :me"
+            values[":me"] = _owners(owner)
         else:
             update += ", #error = :error"
             names["#error"] = "last_error"
@@ -557,7 +583,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            update=update + " REMOVE #owner, #until",
+            update=update + " REMOVE #owner, #until" + take_back,
             names=names,
             values=values,
         )
@@ -568,32 +594,57 @@ class Ledger:
             key,
             owner,
             update=(
-                "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc,"
-                " #strikes = if_not_exists(#strikes, :one) - :one REMOVE #owner, #until"
+                "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc"
+                " REMOVE #owner, #until DELETE #struck :me"
             ),
             names={
                 "#pending": PENDING_STATE,
                 "#since": STATE_SINCE,
-                "#strikes": "strikes",
+                "#struck": STRUCK_BY,
                 "#job_created": "job_created_at",
             },
             values={
                 ":watching": _s(JobState.WATCHING.value),
-                ":one": _n(1),
+                ":me": _owners(owner),
                 ":jc": _n(float(job_created_at)),
             },
         )
 
     def checkpoint(
-        self, key: JobKey, owner: str, *, next_page: int, stored: int, failed: int
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        next_page: int,
+        stored: int,
+        failed: int,
+        page_seconds: float = 0.0,
     ) -> LedgerRow:
-        """Record a batch's or crawl's progress after a page is stored; the lease stays held."""
+        """Record a batch's or crawl's progress after a page is stored; the lease stays held.
+
+        Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
+        ``page_seconds`` is the longest page the attempt took so far, for the next one.
+        """
         return self._leased_update(
             key,
             owner,
-            update="SET #page = :page, #stored = :stored, #failed = :failed",
-            names={"#page": "next_page", "#stored": "items_stored", "#failed": "items_failed"},
-            values={":page": _n(next_page), ":stored": _n(stored), ":failed": _n(failed)},
+            update=(
+                "SET #page = :page, #stored = :stored, #failed = :failed, #page_s = :page_s"
+                " REMOVE #struck"
+            ),
+            names={
+                "#page": "next_page",
+                "#stored": "items_stored",
+                "#failed": "items_failed",
+                "#page_s": "page_seconds",
+                "#struck": STRUCK_BY,
+            },
+            values={
+                ":page": _n(next_page),
+                ":stored": _n(stored),
+                ":failed": _n(failed),
+                ":page_s": _n(float(page_seconds)),
+            },
         )
 
     def finish(

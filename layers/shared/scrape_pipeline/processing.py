@@ -15,10 +15,14 @@
 
 It acts on the job's state as the API reports it now, never on the webhook payload. It never
 sleeps: "retry later" is a ``Disposition`` with a delay, which the handler turns into an SQS
-visibility change. It watches the invocation's remaining time: no job is started, and no
-further page of a batch or crawl is read, within ``STOP_MARGIN`` of the deadline. A batch's
-or crawl's items are stored page by page with a checkpoint in the ledger, so a large one
-completes across invocations without storing a page twice.
+visibility change. It watches the invocation's remaining time: no job is started within
+``STOP_MARGIN`` of the deadline, and no page of a batch or crawl (its GET and its S3 writes),
+the first included, unless the time left also covers ``PAGE_TIME_FACTOR`` times the longest
+page timed so far. A batch's or crawl's items are stored page by page with a checkpoint in
+the ledger, so a large one completes across invocations without storing a page twice, and
+an attempt that stored a page is progress, not a strike. A page is read by the number asked
+for, whatever the answer echoes. A batch or crawl is closed only once none of its items is
+pending: a cancelled crawl's in-flight pages still complete, and are stored when they do.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import contextlib
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
@@ -61,6 +65,9 @@ from scrape_pipeline.settings import read_float, read_int
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
 MAX_VISIBILITY_SECONDS = 43_200
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
+# A page is started only if the time left covers the margin plus this many times the longest
+# page seen: pages differ (a multi-MB item, a slow GET), and one killed mid-way is wasted.
+PAGE_TIME_FACTOR = 1.5
 # Errors that say nothing about the job: our key, our balance, the API or the network.
 _NOT_THE_JOBS_FAULT = (
     AuthError,
@@ -71,21 +78,48 @@ _NOT_THE_JOBS_FAULT = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Deadline:
-    """The end of the invocation as the processor sees it: seconds left, and the margin kept."""
+    """The end of the invocation as the processor sees it: seconds left, the margin kept, and
+    the pages timed so far.
+
+    Pages are timed on ``remaining`` itself (the time left before and after), so a page's
+    measure and the deadline share one clock: Lambda's, or a test's fake.
+    """
 
     remaining: Callable[[], float]
     margin: float
+    # The invocation's whole length: a page longer than any invocation could hold is still
+    # tried at the start of one (never starting it would loop for ever).
+    length: float = math.inf
+    longest_page: float = 0.0
+    _page_from: float | None = field(default=None, repr=False)
 
     @classmethod
     def of_invocation(cls, remaining: Callable[[], float], stop_margin: float) -> Deadline:
         """Built once at the start of an invocation, while ``remaining()`` is its whole length."""
-        return cls(remaining, safety_margin(remaining, stop_margin))
+        length = remaining()
+        return cls(remaining, safety_margin(lambda: length, stop_margin), length)
 
     def near(self) -> bool:
-        """Too close to the end to start a job or read another page."""
+        """Too close to the end to start a job."""
         return self.remaining() < self.margin
+
+    def room_for_page(self, expected: float = 0.0) -> bool:
+        """Time enough for one more page: the margin plus ``PAGE_TIME_FACTOR`` times the
+        longest page so far (or ``expected``, a page timed by an earlier attempt)."""
+        need = self.margin + PAGE_TIME_FACTOR * max(self.longest_page, expected)
+        return self.remaining() >= min(need, max(self.margin, self.length - self.margin))
+
+    def start_page(self) -> None:
+        """A page begins (its GET is next)."""
+        self._page_from = self.remaining()
+
+    def end_page(self) -> None:
+        """The page begun last is stored and checkpointed: its time counts from now on."""
+        if self._page_from is not None:
+            self.longest_page = max(self.longest_page, self._page_from - self.remaining())
+            self._page_from = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +211,13 @@ OUTCOME_METRICS: Mapping[str, str] = {
 
 
 class _OutOfTime(Exception):
-    """A batch or crawl stopped at a page boundary near the deadline (progress checkpointed)."""
+    """A batch or crawl stopped at a page boundary: the next page would not fit before the
+    deadline (progress checkpointed)."""
+
+
+def _pending_count(status: BatchStatus) -> int:
+    """Items the batch's or crawl's counters say are still pending (0 when it says nothing)."""
+    return sum(n for name, n in status.counters.items() if name.startswith("pending_"))
 
 
 class JobProcessor:
@@ -278,7 +318,7 @@ class JobProcessor:
             state: Job | BatchStatus = (
                 self._client.get_job(key.job_id)
                 if key.kind is JobKind.EXTRACT
-                else self._get_batch_or_crawl(key, page=row.next_page)
+                else self._first_page(key, row, deadline)
             )
         except NotFoundError:
             if row.not_found + 1 >= self.settings.not_found_max_tries:
@@ -292,11 +332,36 @@ class JobProcessor:
         if state.status == "failed":
             return self._failed(key, owner, row, state, deadline)
         if state.status == "cancelled":
-            if isinstance(state, BatchStatus):
-                self._store_items(key, owner, row, state, deadline)
-            self._ledger.finish(key, owner, Outcome.CANCELLED)
-            return Disposition("cancelled")
+            return self._cancelled(key, owner, row, state, deadline, woken=woken)
         return self._not_settled(key, owner, row, state, woken=woken)
+
+    def _cancelled(
+        self,
+        key: JobKey,
+        owner: str,
+        row: LedgerRow,
+        state: Job | BatchStatus,
+        deadline: Deadline | None,
+        *,
+        woken: bool,
+    ) -> Disposition:
+        """Cancelled: a batch's or crawl's in-flight items still complete (the API lets them
+        drain), so it is closed only once none is pending; what is done is stored meanwhile."""
+        detail: dict[str, str] | None = {}
+        if isinstance(state, BatchStatus):
+            detail = self._store_items(key, owner, row, state, deadline)
+        if detail is None:
+            return self._not_settled(key, owner, row, state, woken=woken)
+        self._ledger.finish(key, owner, Outcome.CANCELLED, detail)
+        return Disposition("cancelled")
+
+    def _first_page(self, key: JobKey, row: LedgerRow, deadline: Deadline | None) -> BatchStatus:
+        """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
+        if deadline is not None:
+            if not deadline.room_for_page(row.page_seconds):
+                raise _OutOfTime
+            deadline.start_page()
+        return self._get_batch_or_crawl(key, page=row.next_page)
 
     def _get_batch_or_crawl(self, key: JobKey, page: int) -> BatchStatus:
         if key.kind is JobKind.BATCH:
@@ -316,7 +381,10 @@ class JobProcessor:
             self._results.store(key.kind, key.job_id, state.data, metadata)
             detail = {"prefix": result_prefix(key.kind, key.job_id)}
         else:
-            detail = self._store_items(key, owner, row, state, deadline)
+            items = self._store_items(key, owner, row, state, deadline)
+            if items is None:  # "completed" with an item still running: not settled after all
+                return self._not_settled(key, owner, row, state, woken=False)
+            detail = items
         superseded = row.detail.get("superseded")
         if superseded:
             # A job closed as unknown or never settled that did settle: its result is the one
@@ -332,45 +400,104 @@ class JobProcessor:
         row: LedgerRow,
         first_page: BatchStatus,
         deadline: Deadline | None,
-    ) -> dict[str, str]:
+    ) -> dict[str, str] | None:
         """Store every completed item once, dead-letter the failed ones, page by page.
 
         Starts at the row's checkpoint; after each page the checkpoint moves on, so a later
-        invocation never redoes a stored page. Stops at a page boundary near the deadline.
+        invocation never redoes a stored page. Pages are numbered as asked for, whatever the
+        answer echoes. Stops at a page boundary when the next page would not fit before the
+        deadline. None when an item is still pending (a cancelled crawl's in-flight page): the
+        checkpoint stays on its page, read again once it has drained.
         """
         stored, failed = row.items_stored, row.items_failed
-        status = first_page
+        number, status = row.next_page, first_page
         while True:
-            for position, item in enumerate(status.page.items):
-                index = (
-                    item.input_index
-                    if item.input_index is not None
-                    else (status.page.page - 1) * BATCH_PAGE_SIZE + position
-                )
-                if item.status == "completed":
-                    metadata = {k: v for k, v in item.raw.items() if k != "data"}
-                    self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
-                    stored += 1
-                elif item.status == "failed":
-                    self._results.dead_letter(
-                        key.kind,
-                        key.job_id,
-                        {"url": item.url, "code": item.error_code, "message": item.error_message},
-                        item=index,
+            page_stored, page_failed, pending = self._store_page(key, number, status)
+            last = number >= status.page.page_count or not status.page.items
+            if pending or (last and _pending_count(status) > 0):
+                # The page's finished items are stored (each object once); its counts wait
+                # for the pass that finds it drained, so none is counted twice.
+                if page_stored or page_failed:
+                    self._checkpoint(
+                        key,
+                        owner,
+                        row,
+                        next_page=number,
+                        stored=stored,
+                        failed=failed,
+                        deadline=deadline,
                     )
-                    failed += 1
-            if status.page.is_last or not status.page.items:
+                return None
+            stored, failed = stored + page_stored, failed + page_failed
+            if last:
                 break
-            next_page = status.page.page + 1
-            self._ledger.checkpoint(key, owner, next_page=next_page, stored=stored, failed=failed)
-            if deadline is not None and deadline.near():
-                raise _OutOfTime
-            status = self._get_batch_or_crawl(key, page=next_page)
+            number += 1
+            self._checkpoint(
+                key, owner, row, next_page=number, stored=stored, failed=failed, deadline=deadline
+            )
+            if deadline is not None:
+                if not deadline.room_for_page(row.page_seconds):
+                    raise _OutOfTime
+                deadline.start_page()
+            status = self._get_batch_or_crawl(key, page=number)
+        if deadline is not None:
+            deadline.end_page()
         return {
             "prefix": result_prefix(key.kind, key.job_id),
             "items_stored": str(stored),
             "items_failed": str(failed),
         }
+
+    def _store_page(self, key: JobKey, number: int, status: BatchStatus) -> tuple[int, int, bool]:
+        """One page's items: how many stored, how many dead-lettered, and whether any is pending."""
+        stored = failed = 0
+        pending = False
+        for position, item in enumerate(status.page.items):
+            index = (
+                item.input_index
+                if item.input_index is not None
+                else (number - 1) * BATCH_PAGE_SIZE + position
+            )
+            if item.status == "completed":
+                metadata = {k: v for k, v in item.raw.items() if k != "data"}
+                self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
+                stored += 1
+            elif item.status == "failed":
+                self._results.dead_letter(
+                    key.kind,
+                    key.job_id,
+                    {"url": item.url, "code": item.error_code, "message": item.error_message},
+                    item=index,
+                )
+                failed += 1
+            elif item.status != "cancelled":
+                pending = True
+        return stored, failed, pending
+
+    def _checkpoint(
+        self,
+        key: JobKey,
+        owner: str,
+        row: LedgerRow,
+        *,
+        next_page: int,
+        stored: int,
+        failed: int,
+        deadline: Deadline | None,
+    ) -> None:
+        """Record the pages done so far: progress, which clears the job's strikes."""
+        page_seconds = row.page_seconds
+        if deadline is not None:
+            deadline.end_page()
+            page_seconds = deadline.longest_page or page_seconds
+        self._ledger.checkpoint(
+            key,
+            owner,
+            next_page=next_page,
+            stored=stored,
+            failed=failed,
+            page_seconds=page_seconds,
+        )
 
     def _failed(
         self,

@@ -417,7 +417,7 @@ class GeonodeClient:
         body = self._get(
             f"/v1/{kind}/{_segment(job_id)}", page=page, page_size=min(page_size, BATCH_PAGE_MAX)
         )
-        return BatchStatus.from_api(body)
+        return BatchStatus.from_api(body, page=page)
 
     def _items(self, kind: str, job_id: str) -> Iterator[BatchItem]:
         fetch = lambda n: self._paged_job(kind, job_id, n, BATCH_PAGE_MAX)  # noqa: E731

@@ -236,16 +236,18 @@ class BatchStatus:
         return self.status in TERMINAL_STATUSES
 
     @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> BatchStatus:
+    def from_api(cls, body: Mapping[str, Any], *, page: int | None = None) -> BatchStatus:
+        """``page`` is the page that was asked for: it numbers the answer, whatever ``page`` the
+        answer echoes (or leaves out); without it the echo is read, and a missing one is 1."""
         counters = {
             k: v
             for k, v in body.items()
             if (k.endswith("_urls") or k.endswith("_pages")) and isinstance(v, int)
         }
         items = [BatchItem.from_api(i) for i in body.get("items") or [] if isinstance(i, Mapping)]
-        page = Page(
+        items_page = Page(
             items=items,
-            page=_int(body.get("page"), 1),
+            page=page if page is not None else _int(body.get("page"), 1),
             page_size=_int(body.get("page_size"), len(items)),
             page_count=_int(body.get("page_count"), 1),
             raw=dict(body),
@@ -259,7 +261,7 @@ class BatchStatus:
             job_id=str(job_id),
             status=str(body.get("status", "")),
             counters=counters,
-            page=page,
+            page=items_page,
             raw=dict(body),
         )
 
