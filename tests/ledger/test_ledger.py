@@ -363,7 +363,8 @@ def test_ledger_counts_and_lists_job_rows_only(ledger: Ledger):
     assert ledger.acquire(crawl, "w1", 60, source="sqs").granted
     bookkeeping = Bookkeeping(ledger)
     bookkeeping.write("checkpoint", {"watermark": "1.0"})
-    assert bookkeeping.take_resubmission_slot("https://example.com/", 3)
+    bookkeeping.record_chain(JobKey(JobKind.EXTRACT, "resubmitted-1"), 1)
+    assert bookkeeping.chain_depth(JobKey(JobKind.EXTRACT, "resubmitted-1")) == 1
 
     # WHEN the rows are counted and their keys listed
     counts = ledger.count_rows()

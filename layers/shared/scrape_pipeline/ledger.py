@@ -4,6 +4,7 @@
         │          ▲  ▲  ▲         │    ▲                   dead_lettered | cancelled)
         │          │  │  └ release ┘    └── an expired lease is taken again
         │          │  └─ wake ── WATCHING ◀── watch (a job that runs for hours or days)
+        │          │                  ▲ └──────── park (a job whose own API calls keep failing)
         │          └──── reopen ── DONE dead_lettered "never settled" | "unknown job"
         └──────────────────────────────▶ (the processor may lease straight from RECEIVED)
 
@@ -21,6 +22,11 @@ release (not settled, throttled, a transient outage, a page checkpoint) takes it
 attempt that raised keeps its strike and its error; one that was killed (timeout, crash)
 keeps its strike without one. The processor dead-letters a job whose strikes pass a bound.
 
+``failures`` counts the consecutive API calls for the job that failed in a way that is not its
+fault (a 5xx, a timeout, a 404 of a job proven to exist), since ``failing_since``; any answer
+of the job's state clears both. The processor parks a job whose streak reaches a bound
+(``park``), and the watch sweep polls such a row on a capped schedule.
+
 Every write sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
 """
 
@@ -31,6 +37,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
@@ -51,9 +58,10 @@ DEFAULT_TTL_DAYS = 90
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
 # Bookkeeping rows share the table under their own key prefixes; job keys are kind#job_id.
-_URL_ROW = "url#"
+_URL_ROW = "url#"  # per-URL resubmission counters of earlier versions (no longer written)
 _META_ROW = "meta#"
-_BOOKKEEPING_PREFIXES = (_URL_ROW, _META_ROW)
+_CHAIN_ROW = "chain#"
+_BOOKKEEPING_PREFIXES = (_URL_ROW, _META_ROW, _CHAIN_ROW)
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,10 @@ class LedgerRow:
     job_created_at: float | None = None
     # When the first webhook came for a job the pipeline had recovered without it.
     late_webhook_at: float | None = None
+    # Consecutive failed API calls for this job (5xx, timeouts, 404s of a proven job), and
+    # when the streak began: set while the job is "sick", cleared by any answer of its state.
+    failures: int = 0
+    failing_since: float | None = None
 
     @property
     def is_done(self) -> bool:
@@ -111,6 +123,30 @@ class Recorded:
 
     created: bool
     row: LedgerRow
+
+
+class Streak(StrEnum):
+    """What one attempt's API call did to the job's run of consecutive failed calls."""
+
+    KEEP = "keep"  # no call, or one that says nothing about the job (429, our own AWS)
+    FAILED = "failed"  # a 5xx, a timeout, a 404 of a proven job: one more in the run
+    ANSWERED = "answered"  # the API answered the job's state: the run is over
+
+
+def _with_streak(
+    update: str, remove: str, streak: Streak, names: dict[str, str]
+) -> tuple[str, str]:
+    """``update``'s SET and REMOVE parts with the streak counted, cleared or left alone."""
+    if streak is Streak.FAILED:
+        names.update({"#failures": "failures", "#failing": "failing_since"})
+        update += (
+            ", #failures = if_not_exists(#failures, :zero) + :one,"
+            " #failing = if_not_exists(#failing, :now)"
+        )
+    elif streak is Streak.ANSWERED:
+        names.update({"#failures": "failures", "#failing": "failing_since"})
+        remove += ", #failures, #failing"
+    return update, remove
 
 
 class LedgerError(PipelineError):
@@ -216,6 +252,8 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         expires_at=n(TTL_ATTRIBUTE),
         job_created_at=n("job_created_at"),
         late_webhook_at=n("late_webhook_at"),
+        failures=int(n("failures") or 0),
+        failing_since=n("failing_since"),
     )
 
 
@@ -381,7 +419,7 @@ class Ledger:
             update=(
                 "SET #state = :enqueued, #pending = :enqueued, #since = :now, #detail = :detail,"
                 " #strikes = :zero, #not_found = :zero, #releases = :zero"
-                " REMOVE #outcome, #finished, #error"
+                " REMOVE #outcome, #finished, #error, #failures, #failing"
             ),
             condition="#state = :done AND #outcome = :dead AND #finished = :old_finished",
             names={
@@ -394,6 +432,8 @@ class Ledger:
                 "#outcome": "outcome",
                 "#finished": "finished_at",
                 "#error": "last_error",
+                "#failures": "failures",
+                "#failing": "failing_since",
             },
             values={
                 ":enqueued": _s(JobState.ENQUEUED.value),
@@ -522,13 +562,20 @@ class Ledger:
         return LeaseResult(True, _row(response["Attributes"]))
 
     def release(
-        self, key: JobKey, owner: str, *, error: str | None = None, not_found: bool = False
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        error: str | None = None,
+        not_found: bool = False,
+        streak: Streak = Streak.KEEP,
     ) -> LedgerRow:
         """Give the lease back with the job still to do.
 
         Clean (not settled, throttled, an outage): the attempt's strike is taken back, and a
         404 is counted apart (``not_found``). With ``error`` the strike stays and the error is
-        kept: the attempt failed in a way that may repeat (a poison job).
+        kept: the attempt failed in a way that may repeat (a poison job). ``streak`` says what
+        the attempt's API call did to the job's run of consecutive failures.
         """
         names = {
             "#pending": PENDING_STATE,
@@ -554,12 +601,9 @@ class Ledger:
         if not_found:
             update += ", #not_found = if_not_exists(#not_found, :zero) + :one"
             names["#not_found"] = "not_found"
+        update, remove = _with_streak(update, "#owner, #until", streak, names)
         return self._leased_update(
-            key,
-            owner,
-            update=update + " REMOVE #owner, #until",
-            names=names,
-            values=values,
+            key, owner, update=f"{update} REMOVE {remove}", names=names, values=values
         )
 
     def watch(self, key: JobKey, owner: str, *, job_created_at: float) -> LedgerRow:
@@ -567,21 +611,46 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
+            # The API answered the job's state: any run of failed calls is over.
             update=(
                 "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc,"
-                " #strikes = if_not_exists(#strikes, :one) - :one REMOVE #owner, #until"
+                " #strikes = if_not_exists(#strikes, :one) - :one"
+                " REMOVE #owner, #until, #failures, #failing"
             ),
             names={
                 "#pending": PENDING_STATE,
                 "#since": STATE_SINCE,
                 "#strikes": "strikes",
                 "#job_created": "job_created_at",
+                "#failures": "failures",
+                "#failing": "failing_since",
             },
             values={
                 ":watching": _s(JobState.WATCHING.value),
                 ":one": _n(1),
                 ":jc": _n(float(job_created_at)),
             },
+        )
+
+    def park(self, key: JobKey, owner: str, *, not_found: bool = False) -> LedgerRow:
+        """Park a job whose own API calls keep failing: WATCHING, one more failure counted.
+
+        No message: the watch sweep polls it on a schedule that slows with the streak's age
+        (``scrape_pipeline.watch``), and its webhook or the job list may wake it sooner. The
+        attempt was clean: its strike is taken back (a sick API is not a poison job).
+        """
+        names = {"#pending": PENDING_STATE, "#since": STATE_SINCE, "#strikes": "strikes"}
+        values = {":watching": _s(JobState.WATCHING.value), ":zero": _n(0), ":one": _n(1)}
+        update = (
+            "SET #state = :watching, #pending = :watching, #since = :now,"
+            " #strikes = if_not_exists(#strikes, :one) - :one"
+        )
+        if not_found:
+            update += ", #not_found = if_not_exists(#not_found, :zero) + :one"
+            names["#not_found"] = "not_found"
+        update, remove = _with_streak(update, "#owner, #until", Streak.FAILED, names)
+        return self._leased_update(
+            key, owner, update=f"{update} REMOVE {remove}", names=names, values=values
         )
 
     def checkpoint(
@@ -791,68 +860,60 @@ class Ledger:
 class Bookkeeping:
     """Counters and checkpoints kept beside the job rows (never in the pending index).
 
-    ``url#<sha256>`` rows count resubmissions per URL; ``meta#<name>`` rows hold the
-    reconciler's watermark and checkpoints. Each is one conditional write.
+    ``chain#<kind>#<job_id>`` rows say how deep in its chain of resubmissions a job is (the
+    resubmission budget is per chain of failures, not per URL for life); ``meta#<name>`` rows
+    hold the reconciler's watermark and checkpoints.
     """
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
 
-    def take_resubmission_slot(self, url: str, limit: int) -> bool:
-        """Count one more resubmission of ``url`` unless ``limit`` is reached."""
-        return self._count_resubmission(
-            url,
-            update="SET #count = if_not_exists(#count, :zero) + :one, #ttl = :ttl",
-            condition="attribute_not_exists(#count) OR #count < :limit",
-            values={":zero": _n(0), ":limit": _n(limit)},
-        )
+    def chain_depth(self, key: JobKey) -> int:
+        """How many resubmissions came before ``key`` in its chain of failed attempts (0: the
+        job was submitted by someone else, so a chain starts with it)."""
+        item = self._get(f"{_CHAIN_ROW}{key.pk}")
+        return int(item["depth"]["N"]) if item and "N" in item.get("depth", {}) else 0
 
-    def give_back_resubmission_slot(self, url: str) -> bool:
-        """Undo ``take_resubmission_slot`` for a POST the API certainly did not act on."""
-        return self._count_resubmission(
-            url,
-            update="SET #count = #count - :one, #ttl = :ttl",
-            condition="#count >= :one",
-            values={},
-        )
+    def record_chain(self, key: JobKey, depth: int) -> bool:
+        """Record that ``key`` is the ``depth``-th resubmission of its chain, unless its depth
+        is recorded already (True when this call wrote it).
 
-    def _count_resubmission(
-        self, url: str, *, update: str, condition: str, values: Mapping[str, Any]
-    ) -> bool:
-        import hashlib  # noqa: PLC0415 - only the processor needs it
-
-        digest = hashlib.sha256(url.encode()).hexdigest()
+        The first record stands: whoever posted the job knew its chain; a later adopter of it
+        (the look-up after a crash returns the newest job for the URL, maybe one deeper in the
+        chain) must not shorten the chain and so lengthen it.
+        """
         ledger = self._ledger
+        item = {
+            PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}"),
+            "depth": _n(depth),
+            TTL_ATTRIBUTE: _n(int(ledger.clock.time()) + ledger.ttl_seconds),
+        }
         try:
             _write(
                 ledger.client,
-                "UpdateItem",
+                "PutItem",
                 TableName=ledger.table_name,
-                Key={PARTITION_KEY: _s(f"{_URL_ROW}{digest}")},
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#count": "resubmissions", "#ttl": TTL_ATTRIBUTE},
-                ExpressionAttributeValues={
-                    ":one": _n(1),
-                    ":ttl": _n(int(ledger.clock.time()) + ledger.ttl_seconds),
-                    **values,
-                },
+                Item=item,
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": PARTITION_KEY},
             )
         except ConditionFailedError:
             return False
         return True
 
-    def read(self, name: str) -> dict[str, str] | None:
-        """A checkpoint's fields, or None before the first write."""
+    def _get(self, pk: str) -> dict[str, Any] | None:
         try:
             response = self._ledger.client.get_item(
-                TableName=self._ledger.table_name,
-                Key={PARTITION_KEY: _s(f"{_META_ROW}{name}")},
-                ConsistentRead=True,
+                TableName=self._ledger.table_name, Key={PARTITION_KEY: _s(pk)}, ConsistentRead=True
             )
         except AWS_ERRORS as exc:
             raise unavailable("dynamodb", "GetItem", exc) from exc
         item = response.get("Item")
+        return dict(item) if item else None
+
+    def read(self, name: str) -> dict[str, str] | None:
+        """A checkpoint's fields, or None before the first write."""
+        item = self._get(f"{_META_ROW}{name}")
         if not item:
             return None
         return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != PARTITION_KEY}
@@ -886,5 +947,6 @@ __all__: Sequence[str] = (
     "LedgerRow",
     "Recorded",
     "RowCounts",
+    "Streak",
     "new_owner_id",
 )
