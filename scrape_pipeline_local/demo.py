@@ -63,6 +63,11 @@ class Report(Verdict):
     simulated_seconds: float = 0.0
     wall_seconds: float = 0.0
     poison_gets_max: int = 0  # Geonode GETs of the most-read poison job
+    # Sick jobs (their own GET failed for a while): per job, its GETs and the hours from its
+    # creation to its outcome (or the run's end); its latency runs from its recovery, apart.
+    sick_reads: dict[str, tuple[int, float]] = field(default_factory=dict)
+    sick_stored: int = 0
+    sick_latency_max: float = 0.0
     poller_batches: int = 0  # processor invocations
     poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
     large: LargeResults = field(default_factory=LargeResults)
@@ -153,6 +158,7 @@ class Demo:
         # Requests to each job's own route (GET extract, batch, crawl): see _counting_job_reads.
         self.job_reads: Counter[str] = Counter()
         self._reads_lock = threading.Lock()
+        self._extracts = 0  # extract jobs submitted so far: picks the sick ones
 
     # -- workload --------------------------------------------------------------------------
 
@@ -251,6 +257,8 @@ class Demo:
         units = self._units()
         # A batch or crawl is settled once all its items are: until then it is not waiting.
         running = {unit.job_id for unit, job in units if job["status"] in UNSETTLED}
+        # A sick job is polled on a slow schedule by design: not a reason for short steps.
+        running |= set(self.stack.sim.faults.sick_jobs())
         for unit, job in units:
             if unit.job_id in running or job["status"] == "cancelled":
                 continue
@@ -294,7 +302,7 @@ class Demo:
         from scrape_pipeline.submissions import expect
 
         if kind == "extract":
-            client.submit_extract(payload)
+            self._maybe_sick(client.submit_extract(payload).job_id)
             report.submitted["extract jobs"] += 1
         elif kind == "batch":
             job_id = client.create_batch(payload).job_id
@@ -305,6 +313,17 @@ class Demo:
             job_id = client.create_crawl(url, max_pages=pages).job_id
             expect(self._ledger(), JobKind.CRAWL, job_id)
             report.submitted["crawl pages"] += pages
+
+    def _maybe_sick(self, job_id: str) -> None:
+        """Give every n-th extract job the profile's fault on its own GET."""
+        p, n = self.profile, self._extracts
+        self._extracts += 1
+        faults = self.stack.sim.faults
+        if p.sick_every and n % p.sick_every == p.sick_every // 4:
+            answer = p.sick_answers[(n // p.sick_every) % len(p.sick_answers)]
+            faults.fail_job(job_id, answer=answer, duration_s=p.sick_for_s)
+        elif p.lagging_every and n % p.lagging_every == (3 * p.lagging_every) // 4:
+            faults.fail_job(job_id, answer=404, duration_s=p.lagging_for_s)
 
     def _ledger(self) -> Any:
         import boto3
@@ -327,10 +346,14 @@ class Demo:
             except GeonodeError:
                 return  # throttled or failing API: the operator tries again a moment later
             fired.add("rotate")
-        for name, window, status in (("throttle", p.throttle, 429), ("5xx", p.server_errors, 503)):
+        for name, window, status, route in (
+            ("throttle", p.throttle, 429, None),
+            ("5xx", p.server_errors, 503, None),
+            ("post-5xx", p.post_errors, 503, "POST /v1/extract"),
+        ):
             if window and name not in fired and elapsed >= window[0]:
                 fired.add(name)
-                self.stack.sim.faults.burst(duration_s=window[1], status=status)
+                self.stack.sim.faults.burst(duration_s=window[1], status=status, route=route)
 
     def _rotate(self) -> None:
         from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
@@ -444,9 +467,15 @@ class Demo:
         for event in stack.sim.webhook_events():
             events.setdefault(event["job_id"], []).append(bool(event["dropped"]))
         latencies, dropped = [], []
+        sick = stack.sim.faults.sick_jobs()
         for unit, _ in report.stored_units:
             finished = self.done_at.get(unit.job_id)
-            if finished is not None:
+            if finished is not None and unit.job_id in sick:
+                # Its clock starts when its GET answers again, not when it settled.
+                recovered = max(job_settled[unit.job_id], sick[unit.job_id].until)
+                report.sick_stored += 1
+                report.sick_latency_max = max(report.sick_latency_max, finished - recovered)
+            elif finished is not None:
                 latencies.append(finished - job_settled[unit.job_id])
                 if all(events.get(unit.job_id, [False])):
                     dropped.append(latencies[-1])
@@ -475,6 +504,12 @@ class Demo:
         report.poller_batches = stack.poller.batches
         report.poller_timeouts = stack.poller.timeouts
         report.poison_gets_max = self._poison_gets_max()
+        by_job = stack.sim.request_counts()["by_job"]
+        created = {j["job_id"]: float(j["created_at"]) for j in stack.sim.truth_jobs("extract")}
+        for job_id in sick:
+            end = self.done_at.get(job_id, self.clock.time())
+            hours = (end - created[job_id]) / 3600
+            report.sick_reads[job_id] = (by_job.get(job_id, {}).get(JOB_ROUTES[0], 0), hours)
 
 
 def print_report(report: Report, chaos: str) -> None:
