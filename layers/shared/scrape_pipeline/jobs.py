@@ -51,13 +51,23 @@ SOURCE_WEBHOOK = "webhook"  # a delivery whose signature was verified
 SOURCE_SUBMITTED = "submitted"  # our own submitter, after the API's 202
 SOURCE_JOB_LIST = "job_list"  # the API listed it settled
 SOURCE_DELIVERY_LOG = "delivery_log"  # the API's delivery log named it
+SOURCE_CLI_REPLAY = "cli_replay"  # an operator replayed it from the delivery log
+SOURCE_ROTATION = "rotation_replay"  # replayed from the delivery log after a secret rotation
 # The source of the rows the reconciler records WATCHING (the API listed them unsettled) and
 # of the messages that wake them.
 SOURCE_WATCH = "watch"
 # Sources that prove the job exists: a 404 for such a job is the API's lag or an incident,
 # never a reason to close it (others, such as an operator's replay of a bare id, prove nothing).
 PROVEN_SOURCES = frozenset(
-    {SOURCE_WEBHOOK, SOURCE_SUBMITTED, SOURCE_JOB_LIST, SOURCE_DELIVERY_LOG, SOURCE_WATCH}
+    {
+        SOURCE_WEBHOOK,
+        SOURCE_SUBMITTED,
+        SOURCE_JOB_LIST,
+        SOURCE_DELIVERY_LOG,
+        SOURCE_CLI_REPLAY,
+        SOURCE_ROTATION,
+        SOURCE_WATCH,
+    }
 )
 
 
@@ -86,8 +96,10 @@ __all__: Sequence[str] = (
     "REASON_POISON",
     "REASON_UNKNOWN_JOB",
     "REOPENABLE_REASONS",
+    "SOURCE_CLI_REPLAY",
     "SOURCE_DELIVERY_LOG",
     "SOURCE_JOB_LIST",
+    "SOURCE_ROTATION",
     "SOURCE_SUBMITTED",
     "SOURCE_WATCH",
     "SOURCE_WEBHOOK",

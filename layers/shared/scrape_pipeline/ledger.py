@@ -40,7 +40,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
+from scrape_pipeline.aws_errors import (
+    AWS_ERRORS,
+    AWSUnavailableError,
+    is_condition_failed,
+    refused_item,
+    unavailable,
+)
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
@@ -871,8 +877,23 @@ class Bookkeeping:
     def chain_depth(self, key: JobKey) -> int:
         """How many resubmissions came before ``key`` in its chain of failed attempts (0: the
         job was submitted by someone else, so a chain starts with it)."""
-        item = self._get(f"{_CHAIN_ROW}{key.pk}")
-        return int(item["depth"]["N"]) if item and "N" in item.get("depth", {}) else 0
+        ledger = self._ledger
+        request: dict[str, Any] = {
+            ledger.table_name: {
+                "Keys": [{PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")}],
+                "ConsistentRead": True,
+            }
+        }
+        # BatchGetItem, the processor's one read (its role has no GetItem), for one key.
+        try:
+            response = ledger.client.batch_get_item(RequestItems=request)
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "BatchGetItem", exc) from exc
+        if response.get("UnprocessedKeys"):
+            raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
+        items = response.get("Responses", {}).get(ledger.table_name, [])
+        depth = items[0].get("depth", {}) if items else {}
+        return int(depth["N"]) if "N" in depth else 0
 
     def record_chain(self, key: JobKey, depth: int) -> bool:
         """Record that ``key`` is the ``depth``-th resubmission of its chain, unless its depth
@@ -883,37 +904,36 @@ class Bookkeeping:
         chain) must not shorten the chain and so lengthen it.
         """
         ledger = self._ledger
-        item = {
-            PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}"),
-            "depth": _n(depth),
-            TTL_ATTRIBUTE: _n(int(ledger.clock.time()) + ledger.ttl_seconds),
-        }
         try:
+            # UpdateItem creates the row: the processor writes nothing but conditional updates.
             _write(
                 ledger.client,
-                "PutItem",
+                "UpdateItem",
                 TableName=ledger.table_name,
-                Item=item,
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": PARTITION_KEY},
+                Key={PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")},
+                UpdateExpression="SET #depth = :depth, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(#depth)",
+                ExpressionAttributeNames={"#depth": "depth", "#ttl": TTL_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":depth": _n(depth),
+                    ":ttl": _n(int(ledger.clock.time()) + ledger.ttl_seconds),
+                },
             )
         except ConditionFailedError:
             return False
         return True
 
-    def _get(self, pk: str) -> dict[str, Any] | None:
+    def read(self, name: str) -> dict[str, str] | None:
+        """A checkpoint's fields, or None before the first write."""
         try:
             response = self._ledger.client.get_item(
-                TableName=self._ledger.table_name, Key={PARTITION_KEY: _s(pk)}, ConsistentRead=True
+                TableName=self._ledger.table_name,
+                Key={PARTITION_KEY: _s(f"{_META_ROW}{name}")},
+                ConsistentRead=True,
             )
         except AWS_ERRORS as exc:
             raise unavailable("dynamodb", "GetItem", exc) from exc
         item = response.get("Item")
-        return dict(item) if item else None
-
-    def read(self, name: str) -> dict[str, str] | None:
-        """A checkpoint's fields, or None before the first write."""
-        item = self._get(f"{_META_ROW}{name}")
         if not item:
             return None
         return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != PARTITION_KEY}
