@@ -16,6 +16,7 @@ from tests.pipeline.test_long_tail import POST_JOB, s3_json, submit
 GET_JOB = "GET /v1/extract/{job_id}"
 HOUR = 3600.0
 DAY = 86_400.0
+STEP = 120.0
 
 
 def gets(stack: LocalStack, job_id: str) -> int:
@@ -71,12 +72,12 @@ def test_failing_get_for_hours_is_parked_polled_slowly_and_stored_on_recovery(
     sick, healthy = submit(stack, 2, "sick")
     stack.sim.faults.fail_job(sick, answer=answer, duration_s=6 * HOUR)
 
-    # WHEN six hours pass
-    for _ in range(int(2 * HOUR / 60)):
-        stack.step(60.0)
+    # WHEN six hours pass (two-minute steps: the reconciler runs once a step)
+    for _ in range(int(2 * HOUR / STEP)):
+        stack.step(STEP)
     after_two_hours = gets(stack, sick)
-    for _ in range(int(4 * HOUR / 60)):
-        stack.step(60.0)
+    for _ in range(int(4 * HOUR / STEP)):
+        stack.step(STEP)
 
     # THEN the healthy job was stored, and the sick one was polled ever more slowly: at most
     # two GETs an hour once it had failed for two hours (a retry every ten minutes is six)
@@ -87,7 +88,7 @@ def test_failing_get_for_hours_is_parked_polled_slowly_and_stored_on_recovery(
     assert after_two_hours <= 16, after_two_hours
 
     # AND once its GET answers again it is stored once (within an hour's poll), nothing lost
-    stack.run_until(lambda: stored(stack, sick), step=60.0, limit=1.5 * HOUR)
+    stack.run_until(lambda: stored(stack, sick), step=STEP, limit=1.5 * HOUR)
     assert versions(stack)[outcome_keys(sick)[0]] == 1
     assert check_exactly_once(stack) == {"stored": 2}
 
