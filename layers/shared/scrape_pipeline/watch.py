@@ -27,8 +27,9 @@ unsettled and parks it again. The opposite mistake cannot happen: a listed job i
     sick jobs         a job the processor parked because its own calls kept failing (5xx,
                       timeouts, 404s of a job proven to exist) is polled on the batches'
                       schedule, counted from the start of its failing run, whatever the list
-                      says (settled, it would be woken every run; missing, never): a GET at
-                      about 4, 6, 9, 13... minutes into the run, then hourly.
+                      says (settled, it would be woken every run; missing, never). Parked
+                      about eight minutes into the run, it is polled at about 12, 18, 27,
+                      40... minutes, then hourly, until its GET answers.
 """
 
 from __future__ import annotations
