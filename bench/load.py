@@ -261,10 +261,9 @@ def http_call(client: Any, url: str) -> Call:
 def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
     """The receiver's AWS calls without the receiver: its ledger's conditional PutItem
     (``Ledger.record``), then SendMessage if the row is new."""
-    from scrape_pipeline.jobs import JobKey
+    from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey
     from scrape_pipeline.ledger import Ledger
     from scrape_pipeline.queue import JobMessage, JobQueue
-    from scrape_pipeline.receiver import SOURCE_WEBHOOK
 
     ledger = Ledger(table, client=dynamodb)
     queue = JobQueue(queue_url, client=sqs)

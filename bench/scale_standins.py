@@ -15,10 +15,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from scrape_pipeline.jobs import JobKey, JobState, Outcome
+from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobState, Outcome
 from scrape_pipeline.ledger import PARTITION_KEY, STATE_SINCE, TTL_ATTRIBUTE, Ledger
 from scrape_pipeline.queue import JobMessage
-from scrape_pipeline.receiver import SOURCE_WEBHOOK
 
 BATCH_WRITE_MAX = 25  # DynamoDB's limit of items per BatchWriteItem
 

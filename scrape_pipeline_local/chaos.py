@@ -15,6 +15,7 @@ from typing import Any
 
 from scrape_pipeline.jobs import Outcome
 from scrape_pipeline_local.simulator.config import ContentSizeModel
+from scrape_pipeline_local.simulator.faults import JobAnswer
 
 DAY_SECONDS = 86_400.0
 LONG_JOB_MIN_SECONDS = DAY_SECONDS
@@ -76,6 +77,15 @@ class ChaosProfile:
     # Step once only unsettled work is left (everything settled has its outcome): a long
     # job's days pass in fewer steps. None: the usual step all along.
     idle_step_s: float | None = None
+    # Sick jobs: every ``sick_every``-th extract job's own GET fails (cycling through
+    # ``sick_answers``) for ``sick_for_s`` after its submission, and every ``lagging_every``-th
+    # (offset by half) answers 404 for ``lagging_for_s``, while every other job is answered.
+    sick_every: int = 0  # 0: none
+    sick_answers: tuple[JobAnswer, ...] = (503, "timeout", 502, 504)
+    sick_for_s: float = 0.0
+    lagging_every: int = 0
+    lagging_for_s: float = 0.0
+    post_errors: tuple[float, float] | None = None  # 503s to every POST: (start, duration)
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -157,6 +167,22 @@ PROFILES["long-running"] = ChaosProfile(
     long_job_min_s=LONG_JOB_MIN_SECONDS,
     long_job_max_s=LONG_JOB_MAX_SECONDS,
     horizon_s=LONG_JOB_MAX_SECONDS + LONG_RUN_SLACK_SECONDS,
+    idle_step_s=300.0,
+)
+# A few extract jobs whose own GET fails for four hours (5xx or no answer) and a few whose GET
+# answers 404 for 20 minutes (past the processor's bound of about eight) though their webhook
+# is verified or the job list shows them, amid 20 % dropped webhooks and a 90 s window of 503s
+# to every POST (resubmissions included). The sick jobs are parked and polled slowly, then
+# stored once their GET answers; 300 s steps while only they are left.
+SICK_FOR_SECONDS = 4 * 3600.0
+PROFILES["failing-get"] = ChaosProfile(
+    drop_rate=0.2,
+    sick_every=20,
+    sick_for_s=SICK_FOR_SECONDS,
+    lagging_every=20,
+    lagging_for_s=1200.0,
+    post_errors=(200.0, 90.0),
+    horizon_s=SICK_FOR_SECONDS + 3 * 3600.0,
     idle_step_s=300.0,
 )
 

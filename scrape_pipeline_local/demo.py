@@ -74,6 +74,11 @@ class Report(Verdict):
     simulated_seconds: float = 0.0
     wall_seconds: float = 0.0
     poison_gets_max: int = 0  # Geonode GETs of the most-read poison job
+    # Sick jobs (their own GET failed for a while): per job, its GETs and the hours from its
+    # creation to its outcome (or the run's end); its latency runs from its recovery, apart.
+    sick_reads: dict[str, tuple[int, float]] = field(default_factory=dict)
+    sick_stored: int = 0
+    sick_latency_max: float = 0.0
     poller_batches: int = 0  # processor invocations
     poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
     aws_calls_per_job: float = 0.0  # AWS calls the functions made (and their event source)
@@ -191,6 +196,7 @@ class Demo:
         self._cancels: list[tuple[float, str, str]] = []
         self._cancel_draws = random.Random(seed)
         self.aws_calls = CallRecorder()
+        self._extracts = 0  # extract jobs submitted so far: picks the sick ones
 
     # -- workload --------------------------------------------------------------------------
 
@@ -294,6 +300,8 @@ class Demo:
         units = self._units()
         # A batch or crawl is settled once all its items are: until then it is not waiting.
         running = {unit.job_id for unit, job in units if job["status"] in UNSETTLED}
+        # A sick job is polled on a slow schedule by design: not a reason for short steps.
+        running |= set(self.stack.sim.faults.sick_jobs())
         for unit, job in units:
             if unit.job_id in running or job["status"] == "cancelled":
                 continue
@@ -337,7 +345,7 @@ class Demo:
         from scrape_pipeline.submissions import expect
 
         if kind == "extract":
-            client.submit_extract(payload)
+            self._maybe_sick(client.submit_extract(payload).job_id)
             report.submitted["extract jobs"] += 1
         elif kind == "batch":
             job_id = client.create_batch(payload).job_id
@@ -370,6 +378,17 @@ class Demo:
                 pass  # finished already: nothing to cancel
             self._cancels.pop(0)
 
+    def _maybe_sick(self, job_id: str) -> None:
+        """Give every n-th extract job the profile's fault on its own GET."""
+        p, n = self.profile, self._extracts
+        self._extracts += 1
+        faults = self.stack.sim.faults
+        if p.sick_every and n % p.sick_every == p.sick_every // 4:
+            answer = p.sick_answers[(n // p.sick_every) % len(p.sick_answers)]
+            faults.fail_job(job_id, answer=answer, duration_s=p.sick_for_s)
+        elif p.lagging_every and n % p.lagging_every == (3 * p.lagging_every) // 4:
+            faults.fail_job(job_id, answer=404, duration_s=p.lagging_for_s)
+
     def _ledger(self) -> Any:
         import boto3
 
@@ -393,10 +412,14 @@ class Demo:
                 except GeonodeError:
                     return  # throttled or failing API: the operator tries again a moment later
                 fired.add(name)
-        for name, window, status in (("throttle", p.throttle, 429), ("5xx", p.server_errors, 503)):
+        for name, window, status, route in (
+            ("throttle", p.throttle, 429, None),
+            ("5xx", p.server_errors, 503, None),
+            ("post-5xx", p.post_errors, 503, "POST /v1/extract"),
+        ):
             if window and name not in fired and elapsed >= window[0]:
                 fired.add(name)
-                self.stack.sim.faults.burst(duration_s=window[1], status=status)
+                self.stack.sim.faults.burst(duration_s=window[1], status=status, route=route)
 
     def _rotate(self, event_type: str) -> None:
         from scrape_pipeline_ops.rotation import SecretBundle, rotate_webhook_secret
@@ -515,9 +538,15 @@ class Demo:
         for event in stack.sim.webhook_events():
             events.setdefault(event["job_id"], []).append(bool(event["dropped"]))
         latencies, dropped = [], []
+        sick = stack.sim.faults.sick_jobs()
         for unit, _ in report.stored_units:
             finished = self.done_at.get(unit.job_id)
-            if finished is not None:
+            if finished is not None and unit.job_id in sick:
+                # Its clock starts when its GET answers again, not when it settled.
+                recovered = max(job_settled[unit.job_id], sick[unit.job_id].until)
+                report.sick_stored += 1
+                report.sick_latency_max = max(report.sick_latency_max, finished - recovered)
+            elif finished is not None:
                 latencies.append(finished - job_settled[unit.job_id])
                 if all(events.get(unit.job_id, [False])):
                     dropped.append(latencies[-1])
@@ -531,11 +560,7 @@ class Demo:
             (unit.result_key.rsplit("/", 1)[0], dict(job)) for unit, job in report.stored_units
         ]
         report.large = measure(s3, bucket, stored_units, attempts)
-        rotated_at = self._rotated_at()
-        report.rotated = sum(len(times) for times in rotated_at.values())
-        found = refusals(attempts, rotated_at, self.profile.rotation_grace_s)
-        report.refused_valid, report.refused_retired = len(found.valid), found.retired
-        report.refused_examples = found.valid[:MAX_EXAMPLES]
+        self._refusals(report, attempts)
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latencies = latencies
@@ -553,7 +578,26 @@ class Demo:
         report.poison_gets_max = self._poison_gets_max()
         calls = sum(self.aws_calls.calls.values())
         report.aws_calls_per_job = calls / max(1, report.settled)
+        self._sick_reads(report, sick)
         self._closed_early(report, job_settled)
+
+    def _refusals(self, report: Report, attempts: list[dict[str, Any]]) -> None:
+        """Deliveries refused 401 though signed with a valid secret, by the simulator's record."""
+        rotated_at = self._rotated_at()
+        report.rotated = sum(len(times) for times in rotated_at.values())
+        found = refusals(attempts, rotated_at, self.profile.rotation_grace_s)
+        report.refused_valid, report.refused_retired = len(found.valid), found.retired
+        report.refused_examples = found.valid[:MAX_EXAMPLES]
+
+    def _sick_reads(self, report: Report, sick: Mapping[str, Any]) -> None:
+        """Per sick job, its GETs (the simulator's record) and the hours it was open."""
+        sim = self.stack.sim
+        by_job = sim.request_counts()["by_job"]
+        created = {j["job_id"]: float(j["created_at"]) for j in sim.truth_jobs("extract")}
+        for job_id in sick:
+            end = self.done_at.get(job_id, self.clock.time())
+            hours = (end - created[job_id]) / 3600
+            report.sick_reads[job_id] = (by_job.get(job_id, {}).get(JOB_ROUTES[0], 0), hours)
 
     def _closed_early(self, report: Report, job_settled: Mapping[str, float]) -> None:
         """Batches and crawls whose outcome the ledger recorded before their last item

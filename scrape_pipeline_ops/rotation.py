@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.jobs import SOURCE_ROTATION
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets, parse_secret_bundle
 
@@ -43,7 +44,6 @@ DEFAULT_GRACE_SECONDS = 86_400.0
 # template.yaml's WebhookSecret: GenerateSecretString, PasswordLength 48, ExcludePunctuation.
 PLACEHOLDER_LENGTH = 48
 STORE_ATTEMPTS = 5
-SOURCE_ROTATION = "rotation_replay"
 
 
 class SecretNotStoredError(Exception):

@@ -1,13 +1,14 @@
-"""Injected faults: lost, duplicated, delayed and reordered webhooks, API error bursts, and
-poison jobs whose every GET answers 200 with a malformed body."""
+"""Injected faults: lost, duplicated, delayed and reordered webhooks, API error bursts, poison
+jobs whose every GET answers 200 with a malformed body, and sick jobs whose own GET fails (404,
+a 5xx, or no answer at all) for a while as every other job's succeeds."""
 
 from __future__ import annotations
 
 import hashlib
 import random
 import threading
-from dataclasses import asdict, fields
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
 
 from scrape_pipeline_local.simulator.clocks import Clock
 from scrape_pipeline_local.simulator.config import FaultSettings
@@ -17,6 +18,18 @@ API_FAULT_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RATES = ("drop_rate", "duplicate_rate", "api_error_rate", "malformed_rate")
 # The field a malformed answer leaves out: every client needs it to know which job it read.
 MALFORMED_FIELD = "job_id"
+# What a sick job's own route answers: a status, or "timeout" (the connection is dropped
+# without an answer, as a gateway that gave up looks to the client).
+JobAnswer = int | Literal["timeout"]
+JOB_FAULT_STATUSES = frozenset({404, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class JobFault:
+    """One job's fault: every request to its own route answers ``answer`` until ``until``."""
+
+    answer: JobAnswer
+    until: float
 
 
 class Faults:
@@ -39,6 +52,7 @@ class Faults:
             self._burst_route: str | None = None
             self._rng = random.Random(rng_for(self._seed, "api-faults").getrandbits(64))
             self._malformed: set[str] = set()
+            self._sick: dict[str, JobFault] = {}
 
     def clear(self) -> None:
         """No fault at all, whatever the configuration said."""
@@ -97,6 +111,29 @@ class Faults:
         """Make every GET of ``job_id`` (extract, batch or crawl) answer a malformed body."""
         with self._lock:
             self._malformed.add(job_id)
+
+    def fail_job(self, job_id: str, *, answer: JobAnswer, duration_s: float) -> None:
+        """Make the requests to ``job_id``'s own route (GET extract, batch or crawl) answer
+        ``answer`` for ``duration_s`` from now, while every other job is answered as usual."""
+        if answer != "timeout" and answer not in JOB_FAULT_STATUSES:
+            raise ValueError(f"answer must be 'timeout' or one of {sorted(JOB_FAULT_STATUSES)}")
+        if duration_s <= 0:
+            raise ValueError("duration_s must be positive")
+        with self._lock:
+            self._sick[job_id] = JobFault(answer, self._clock.time() + duration_s)
+
+    def job_fault(self, job_id: str) -> JobFault | None:
+        """The fault ``job_id``'s own route answers with now, or None (healthy, or recovered)."""
+        with self._lock:
+            fault = self._sick.get(job_id)
+        if fault is None or self._clock.time() >= fault.until:
+            return None
+        return fault
+
+    def sick_jobs(self) -> dict[str, JobFault]:
+        """Every job given a fault by ``fail_job``, recovered or not."""
+        with self._lock:
+            return dict(self._sick)
 
     def is_malformed(self, job_id: str) -> bool:
         """Whether GETs of ``job_id`` answer malformed: named, or drawn at ``malformed_rate``.

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import logging
+
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scrape_pipeline_local.simulator.engine import Simulator
-from scrape_pipeline_local.simulator.errors import error_response
+from scrape_pipeline_local.simulator.errors import ApiError, error_response
 
 API_PREFIX = "/v1/"
+# The routes that read one job: counted per job, and where a sick job's fault answers.
+JOB_ROUTES = frozenset(
+    {"GET /v1/extract/{job_id}", "GET /v1/batch/{batch_id}", "GET /v1/crawl/{crawl_id}"}
+)
+
+
+class _Dropped(Exception):
+    """Raised after a response was started: the server closes the connection unanswered."""
+
+
+def quiet_dropped(record: logging.LogRecord) -> bool:
+    """A filter for the server's error log: a dropped connection is a fault, not a bug."""
+    return not (record.exc_info and isinstance(record.exc_info[1], _Dropped))
 
 
 class Gateway:
@@ -41,12 +56,13 @@ class Gateway:
         counted = scope["path"].startswith(API_PREFIX)
         api_key = Headers(scope=scope).get("x-api-key") if counted else None
         route = self._route(scope) if counted else ""
+        job_id = str(scope["path"]).rstrip("/").rsplit("/", 1)[-1] if route in JOB_ROUTES else None
 
         def record(status: int) -> None:
             nonlocal counted
             if counted:
                 counted = False
-                self.sim.stats.record(self._label(api_key), route, status)
+                self.sim.stats.record(self._label(api_key), route, status, job_id)
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -60,8 +76,15 @@ class Gateway:
         if not scope["path"].startswith(API_PREFIX):
             await self.app(scope, receive, send_with_id)
             return
+        fault = self.sim.faults.job_fault(job_id) if job_id is not None else None
+        if fault is not None and fault.answer == "timeout":
+            record(504)  # no answer: counted as the gateway timeout it is
+            await send_with_id({"type": "http.response.start", "status": 504, "headers": []})
+            raise _Dropped(job_id)
         try:
             refusal = self.sim.admit(api_key, route)
+            if refusal is None and fault is not None:
+                refusal = ApiError.for_status(int(fault.answer), "injected fault for this job")
             if refusal is None:
                 state["account"] = api_key
                 await self.app(scope, receive, send_with_id)

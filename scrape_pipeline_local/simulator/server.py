@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -12,6 +13,9 @@ from scrape_pipeline_local.simulator.app import create_app
 from scrape_pipeline_local.simulator.clocks import Clock
 from scrape_pipeline_local.simulator.config import SimConfig
 from scrape_pipeline_local.simulator.engine import Simulator
+from scrape_pipeline_local.simulator.gateway import quiet_dropped
+
+logging.getLogger("uvicorn.error").addFilter(quiet_dropped)
 
 
 class SimulatorServer(Service):

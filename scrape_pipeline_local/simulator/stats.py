@@ -1,4 +1,5 @@
-"""Counts of API requests by key, route and status (benchmarks divide them by jobs)."""
+"""Counts of API requests by key, route and status, and by job for the routes that read one job
+(benchmarks divide them by jobs; tests bound the GETs of one job)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,29 @@ class RequestStats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str, int]] = Counter()
+        self._by_job: Counter[tuple[str, str]] = Counter()
 
-    def record(self, key: str, route: str, status: int) -> None:
-        """One request by ``key`` (or ``<missing>``/``<invalid>``) to ``route`` (``GET /v1/x``)."""
+    def record(self, key: str, route: str, status: int, job_id: str | None = None) -> None:
+        """One request by ``key`` (or ``<missing>``/``<invalid>``) to ``route`` (``GET /v1/x``),
+        about ``job_id`` when the route reads one job."""
         with self._lock:
             self._counts[(key, route, status)] += 1
+            if job_id is not None:
+                self._by_job[(job_id, route)] += 1
 
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._by_job.clear()
 
     def snapshot(self) -> dict[str, Any]:
-        """Totals overall, by key, by route, by key then route, and by status."""
+        """Totals overall, by key, by route, by key then route, by status, and by job."""
         with self._lock:
             items = list(self._counts.items())
+            per_job = list(self._by_job.items())
+        by_job: dict[str, dict[str, int]] = {}
+        for (job_id, route), count in per_job:
+            by_job.setdefault(job_id, {})[route] = count
         by_key: Counter[str] = Counter()
         by_route: Counter[str] = Counter()
         by_status: Counter[str] = Counter()
@@ -42,4 +52,5 @@ class RequestStats:
             "by_route": dict(by_route),
             "by_status": dict(by_status),
             "by_key_route": {key: dict(routes) for key, routes in by_key_route.items()},
+            "by_job": by_job,
         }

@@ -11,6 +11,7 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.geonode.models import Delivery, format_time, parse_time
+from scrape_pipeline.jobs import SOURCE_CLI_REPLAY
 from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 COLUMNS = ("id", "job_id", "event_type", "attempt", "status", "http_status", "created_at")
 DELIVERY_STATUSES = ("pending", "success", "failed", "abandoned")
-SOURCE_CLI_REPLAY = "cli_replay"
 DEFAULT_SINCE_MINUTES = 60.0
 
 

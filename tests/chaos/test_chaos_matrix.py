@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline.watch import WatchSettings
 from scrape_pipeline_local.demo import Demo, Report
 
 # A dropped webhook waits for the threshold and the next run; a lost message for the staleness
@@ -48,6 +50,7 @@ MATRIX = [
     "rotation-one-of-three",  # each subscription's secret rotated in turn, grace passing between
     "big-crawls",  # batches and crawls of hundreds (thousands at 1,000) of items, a 5 s processor
     "cancelled-crawls",  # 70 % of batches and crawls cancelled while items run, amid faults
+    "failing-get",  # a few jobs' own GET fails for hours (5xx, no answer) or 404s for 20 min
 ]
 # Scenarios expected to fail until a change elsewhere lands (remove the mark then).
 # scenario -> why it is expected to fail; empty now that every gap found so far is closed
@@ -71,6 +74,12 @@ def params(gaps: dict[str, str]) -> list[Any]:
 # new and a throttled (429) request: more than this many GETs of one poison job is a leak
 # (the issue's bound: at most 10 by default).
 MAX_POISON_GETS = 10
+# A sick job: its failed run until it is parked, then about two polls an hour at most (the
+# watch sweep's schedule halves its pace as the run ages, down to one an hour), plus the GET
+# that stores it. Its outcome comes within one hourly poll of its recovery, plus the usual bound.
+SICK_GETS_BASE = ProcessorSettings().sick_after_failures + 4
+SICK_GETS_PER_HOUR = 2
+SICK_RECOVERY_BOUND_SECONDS = WatchSettings().poll_seconds + FINISH_BOUND_SECONDS
 
 
 def run(scenario: str, jobs: int, seed: int) -> Report:
@@ -92,6 +101,9 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
         f"poisoned={report.poisoned} poison_gets_max={report.poison_gets_max} "
         f"invocations={report.poller_batches} timeouts={report.poller_timeouts} "
         f"rotated={report.rotated} refused401={report.refused_valid}/{report.refused_retired} "
+        f"sick={len(report.sick_reads)} sick_stored={report.sick_stored} "
+        f"sick_latency_max={report.sick_latency_max:.0f}s "
+        f"sick_gets={sorted(g for g, _ in report.sick_reads.values())} "
         f"simulated={report.simulated_seconds:.0f}s wall={report.wall_seconds:.1f}s"
     )
     return report
@@ -139,6 +151,11 @@ def check(report: Report, scenario: str) -> None:
         assert report.poison_gets_max <= MAX_POISON_GETS, report.poison_gets_max
     else:
         assert report.poisoned == 0
+    if scenario == "failing-get":  # sick jobs polled slowly, then stored once they recover
+        assert report.sick_reads and report.sick_stored > 0, "no sick job was stored"
+        assert report.sick_latency_max <= SICK_RECOVERY_BOUND_SECONDS, report.sick_latency_max
+        for job_id, (gets, hours) in report.sick_reads.items():
+            assert gets <= SICK_GETS_BASE + SICK_GETS_PER_HOUR * hours, (job_id, gets, hours)
 
 
 @pytest.mark.timeout(600)

@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger
+from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, Streak
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table, moto_server
 
@@ -257,6 +257,39 @@ def test_ledger_watch_parks_a_job_until_woken(ledger: Ledger, clock: ManualClock
     assert ledger.get(KEY).state is JobState.ENQUEUED  # type: ignore[union-attr]
 
 
+def test_ledger_failed_calls_run_until_an_answer_and_park_keeps_counting(
+    ledger: Ledger, clock: ManualClock
+):
+    # GIVEN two failed calls, a throttle between them, then a park
+    ledger.record(KEY, source="webhook")
+    began = clock.time()
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    first = ledger.release(KEY, "w1", streak=Streak.FAILED)
+    clock.advance(30)
+    ledger.acquire(KEY, "w2", lease_seconds=60, source="sqs")
+    throttled = ledger.release(KEY, "w2")
+    ledger.acquire(KEY, "w3", lease_seconds=60, source="sqs")
+    second = ledger.release(KEY, "w3", streak=Streak.FAILED, not_found=True)
+    ledger.acquire(KEY, "w4", lease_seconds=60, source="sqs")
+    parked = ledger.park(KEY, "w4", not_found=True)
+
+    # THEN the run counts failures from its first one, a throttle neither adds nor ends it,
+    # and the parked row is WATCHING, clean (no strike), still counting
+    assert (first.failures, first.failing_since) == (1, began)
+    assert (throttled.failures, throttled.failing_since) == (1, began)
+    assert (second.failures, second.not_found) == (2, 1)
+    assert parked.state is JobState.WATCHING and parked.lease_owner is None
+    assert (parked.failures, parked.failing_since, parked.not_found) == (3, began, 2)
+    assert parked.strikes == 0
+
+    # WHEN it is woken and the API answers (the job still runs)
+    assert ledger.mark_enqueued(parked)
+    ledger.acquire(KEY, "w5", lease_seconds=60, source="watch")
+    answered = ledger.release(KEY, "w5", streak=Streak.ANSWERED)
+    # THEN the run is over
+    assert (answered.failures, answered.failing_since) == (0, None)
+
+
 def test_ledger_checkpoint_keeps_the_lease_and_records_progress(ledger: Ledger):
     ledger.record(KEY, source="webhook")
     ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
@@ -390,7 +423,8 @@ def test_ledger_counts_and_lists_job_rows_only(ledger: Ledger):
     assert ledger.acquire(crawl, "w1", 60, source="sqs").granted
     bookkeeping = Bookkeeping(ledger)
     bookkeeping.write("checkpoint", {"watermark": "1.0"})
-    assert bookkeeping.take_resubmission_slot("https://example.com/", 3)
+    bookkeeping.record_chain(JobKey(JobKind.EXTRACT, "resubmitted-1"), 1)
+    assert bookkeeping.chain_depth(JobKey(JobKind.EXTRACT, "resubmitted-1")) == 1
 
     # WHEN the rows are counted and their keys listed
     counts = ledger.count_rows()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.joblist import SOURCE_JOB_LIST
+from scrape_pipeline.jobs import SOURCE_JOB_LIST
 from scrape_pipeline.queue import BATCH_MAX, JobMessage
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline_local.stack import LocalStack, StackSettings

@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind
 from scrape_pipeline.queue import JobMessage
-from scrape_pipeline.receiver import SOURCE_WEBHOOK
 from scrape_pipeline.signatures import SignatureConfig, sign
 from scrape_pipeline_local.translate import template
 from tests.support.events import api_gateway_event, sqs_event

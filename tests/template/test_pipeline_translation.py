@@ -513,6 +513,23 @@ def test_reconciler_recoveries_alarm_sums_the_run_total_per_full_sweep_window(
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
+def test_sick_jobs_alarm_counts_the_processors_parked_jobs_per_hour(cfn: dict[str, Any]) -> None:
+    # GIVEN the sick-jobs alarm and the processor's Powertools settings
+    alarm = cfn["Resources"]["SickJobsAlarm"]["Properties"]
+    env = _env(cfn, PROCESSOR)
+    # THEN it reads the metric the processor emits when it parks a job whose calls keep
+    # failing, where Powertools writes it (namespace, service dimension alone)
+    assert (alarm["Namespace"], alarm["MetricName"]) == (
+        env["POWERTOOLS_METRICS_NAMESPACE"],
+        importlib.import_module("scrape_pipeline.processing").OUTCOME_METRICS["parked"],
+    )
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
+    # AND any parked job in an hour (a sick job's slowest poll) raises it
+    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Sum", 3600, 1)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
 # --- dashboard ------------------------------------------------------------------------------
 
 

@@ -384,6 +384,7 @@ def test_alarms_notify_only_when_a_topic_is_given(cfn: dict[str, Any]) -> None:
         "SignatureRejectedAlarm",
         "ProcessorErrorsAlarm",
         "PoisonJobsAlarm",
+        "SickJobsAlarm",
         "ReconcilerRecoveriesAlarm",
     }
     for name, alarm in alarms.items():

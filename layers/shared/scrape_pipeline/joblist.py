@@ -44,12 +44,11 @@ from dataclasses import dataclass, field
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind
+from scrape_pipeline.jobs import SOURCE_JOB_LIST, SOURCE_WATCH, JobKey, JobKind
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.recovery import Recoverer
 
 JOBS_CHECKPOINT = "reconciler-jobs"
-SOURCE_JOB_LIST = "job_list"
 # Pending passes kept at most; beyond it the two newest are merged and read again from their
 # first page. Only a reconciler far behind a heavy account reaches it (each run adds at most
 # one pending pass: its fresh one, when cut short).

@@ -46,8 +46,29 @@ REASON_NEVER_SETTLED = "never settled"
 REASON_UNKNOWN_JOB = "unknown job"
 # The reasons that later evidence of a settled job overturns (``Ledger.reopen``).
 REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
-# The source of the rows the reconciler records WATCHING and of the messages that wake them.
+# Where a job became known (a row's ``source``, set when the row is created).
+SOURCE_WEBHOOK = "webhook"  # a delivery whose signature was verified
+SOURCE_SUBMITTED = "submitted"  # our own submitter, after the API's 202
+SOURCE_JOB_LIST = "job_list"  # the API listed it settled
+SOURCE_DELIVERY_LOG = "delivery_log"  # the API's delivery log named it
+SOURCE_CLI_REPLAY = "cli_replay"  # an operator replayed it from the delivery log
+SOURCE_ROTATION = "rotation_replay"  # replayed from the delivery log after a secret rotation
+# The source of the rows the reconciler records WATCHING (the API listed them unsettled) and
+# of the messages that wake them.
 SOURCE_WATCH = "watch"
+# Sources that prove the job exists: a 404 for such a job is the API's lag or an incident,
+# never a reason to close it (others, such as an operator's replay of a bare id, prove nothing).
+PROVEN_SOURCES = frozenset(
+    {
+        SOURCE_WEBHOOK,
+        SOURCE_SUBMITTED,
+        SOURCE_JOB_LIST,
+        SOURCE_DELIVERY_LOG,
+        SOURCE_CLI_REPLAY,
+        SOURCE_ROTATION,
+        SOURCE_WATCH,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -70,11 +91,18 @@ class JobKey:
 
 
 __all__: Sequence[str] = (
+    "PROVEN_SOURCES",
     "REASON_NEVER_SETTLED",
     "REASON_POISON",
     "REASON_UNKNOWN_JOB",
     "REOPENABLE_REASONS",
+    "SOURCE_CLI_REPLAY",
+    "SOURCE_DELIVERY_LOG",
+    "SOURCE_JOB_LIST",
+    "SOURCE_ROTATION",
+    "SOURCE_SUBMITTED",
     "SOURCE_WATCH",
+    "SOURCE_WEBHOOK",
     "JobKey",
     "JobKind",
     "JobState",

@@ -4,6 +4,7 @@
         │          ▲  ▲  ▲         │    ▲                   dead_lettered | cancelled)
         │          │  │  └ release ┘    └── an expired lease is taken again
         │          │  └─ wake ── WATCHING ◀── watch (a job that runs for hours or days)
+        │          │                  ▲ └──────── park (a job whose own API calls keep failing)
         │          └──── reopen ── DONE dead_lettered "never settled" | "unknown job"
         └──────────────────────────────▶ (the processor may lease straight from RECEIVED)
 
@@ -28,6 +29,11 @@ strike without one. The processor dead-letters a job whose strikes pass a bound:
 on one page (no progress) reaches it, while a big batch or crawl that needs many
 invocations, some killed mid-page, never does as long as each stores something.
 
+``failures`` counts the consecutive API calls for the job that failed in a way that is not its
+fault (a 5xx, a timeout, a 404 of a job proven to exist), since ``failing_since``; any answer
+of the job's state clears both. The processor parks a job whose streak reaches a bound
+(``park``), and the watch sweep polls such a row on a capped schedule.
+
 Every write sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
 """
 
@@ -38,9 +44,16 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
+from scrape_pipeline.aws_errors import (
+    AWS_ERRORS,
+    AWSUnavailableError,
+    is_condition_failed,
+    refused_item,
+    unavailable,
+)
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
@@ -58,9 +71,10 @@ DEFAULT_TTL_DAYS = 90
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
 # Bookkeeping rows share the table under their own key prefixes; job keys are kind#job_id.
-_URL_ROW = "url#"
+_URL_ROW = "url#"  # per-URL resubmission counters of earlier versions (no longer written)
 _META_ROW = "meta#"
-_BOOKKEEPING_PREFIXES = (_URL_ROW, _META_ROW)
+_CHAIN_ROW = "chain#"
+_BOOKKEEPING_PREFIXES = (_URL_ROW, _META_ROW, _CHAIN_ROW)
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,10 @@ class LedgerRow:
     job_created_at: float | None = None
     # When the first webhook came for a job the pipeline had recovered without it.
     late_webhook_at: float | None = None
+    # Consecutive failed API calls for this job (5xx, timeouts, 404s of a proven job), and
+    # when the streak began: set while the job is "sick", cleared by any answer of its state.
+    failures: int = 0
+    failing_since: float | None = None
 
     @property
     def is_done(self) -> bool:
@@ -121,6 +139,30 @@ class Recorded:
 
     created: bool
     row: LedgerRow
+
+
+class Streak(StrEnum):
+    """What one attempt's API call did to the job's run of consecutive failed calls."""
+
+    KEEP = "keep"  # no call, or one that says nothing about the job (429, our own AWS)
+    FAILED = "failed"  # a 5xx, a timeout, a 404 of a proven job: one more in the run
+    ANSWERED = "answered"  # the API answered the job's state: the run is over
+
+
+def _with_streak(
+    update: str, remove: str, streak: Streak, names: dict[str, str]
+) -> tuple[str, str]:
+    """``update``'s SET and REMOVE parts with the streak counted, cleared or left alone."""
+    if streak is Streak.FAILED:
+        names.update({"#failures": "failures", "#failing": "failing_since"})
+        update += (
+            ", #failures = if_not_exists(#failures, :zero) + :one,"
+            " #failing = if_not_exists(#failing, :now)"
+        )
+    elif streak is Streak.ANSWERED:
+        names.update({"#failures": "failures", "#failing": "failing_since"})
+        remove += ", #failures, #failing"
+    return update, remove
 
 
 class LedgerError(PipelineError):
@@ -238,6 +280,8 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         expires_at=n(TTL_ATTRIBUTE),
         job_created_at=n("job_created_at"),
         late_webhook_at=n("late_webhook_at"),
+        failures=int(n("failures") or 0),
+        failing_since=n("failing_since"),
     )
 
 
@@ -403,7 +447,7 @@ class Ledger:
             update=(
                 "SET #state = :enqueued, #pending = :enqueued, #since = :now, #detail = :detail,"
                 " #not_found = :zero, #releases = :zero"
-                " REMOVE #outcome, #finished, #error, #struck"
+                " REMOVE #outcome, #finished, #error, #struck, #failures, #failing"
             ),
             condition="#state = :done AND #outcome = :dead AND #finished = :old_finished",
             names={
@@ -416,6 +460,8 @@ class Ledger:
                 "#outcome": "outcome",
                 "#finished": "finished_at",
                 "#error": "last_error",
+                "#failures": "failures",
+                "#failing": "failing_since",
             },
             values={
                 ":enqueued": _s(JobState.ENQUEUED.value),
@@ -545,14 +591,21 @@ class Ledger:
         return LeaseResult(True, _row(response["Attributes"]))
 
     def release(
-        self, key: JobKey, owner: str, *, error: str | None = None, not_found: bool = False
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        error: str | None = None,
+        not_found: bool = False,
+        streak: Streak = Streak.KEEP,
     ) -> LedgerRow:
         """Give the lease back with the job still to do.
 
         Clean (not settled, throttled, an outage): the attempt's strike is taken back, and a
         404 is counted apart (``not_found``). With ``error`` the strike stays and the error is
         kept: the attempt failed in a way that may repeat (a poison job), unless it stored a
-        page first (a checkpoint took the strike back already).
+        page first (a checkpoint took the strike back already). ``streak`` says what the
+        attempt's API call did to the job's run of consecutive failures.
         """
         names = {
             "#pending": PENDING_STATE,
@@ -580,12 +633,9 @@ class Ledger:
         if not_found:
             update += ", #not_found = if_not_exists(#not_found, :zero) + :one"
             names["#not_found"] = "not_found"
+        update, remove = _with_streak(update, "#owner, #until", streak, names)
         return self._leased_update(
-            key,
-            owner,
-            update=update + " REMOVE #owner, #until" + take_back,
-            names=names,
-            values=values,
+            key, owner, update=f"{update} REMOVE {remove}{take_back}", names=names, values=values
         )
 
     def watch(self, key: JobKey, owner: str, *, job_created_at: float) -> LedgerRow:
@@ -593,21 +643,51 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
+            # The API answered the job's state: any run of failed calls is over.
             update=(
                 "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc"
-                " REMOVE #owner, #until DELETE #struck :me"
+                " REMOVE #owner, #until, #failures, #failing DELETE #struck :me"
             ),
             names={
                 "#pending": PENDING_STATE,
                 "#since": STATE_SINCE,
                 "#struck": STRUCK_BY,
                 "#job_created": "job_created_at",
+                "#failures": "failures",
+                "#failing": "failing_since",
             },
             values={
                 ":watching": _s(JobState.WATCHING.value),
                 ":me": _owners(owner),
                 ":jc": _n(float(job_created_at)),
             },
+        )
+
+    def park(self, key: JobKey, owner: str, *, not_found: bool = False) -> LedgerRow:
+        """Park a job whose own API calls keep failing: WATCHING, one more failure counted.
+
+        No message: the watch sweep polls it on a schedule that slows with the streak's age
+        (``scrape_pipeline.watch``), and its webhook or the job list may wake it sooner. The
+        attempt was clean: its strike is taken back (a sick API is not a poison job).
+        """
+        names = {"#pending": PENDING_STATE, "#since": STATE_SINCE, "#struck": STRUCK_BY}
+        values = {
+            ":watching": _s(JobState.WATCHING.value),
+            ":zero": _n(0),
+            ":one": _n(1),
+            ":me": _owners(owner),
+        }
+        update = "SET #state = :watching, #pending = :watching, #since = :now"
+        if not_found:
+            update += ", #not_found = if_not_exists(#not_found, :zero) + :one"
+            names["#not_found"] = "not_found"
+        update, remove = _with_streak(update, "#owner, #until", Streak.FAILED, names)
+        return self._leased_update(
+            key,
+            owner,
+            update=f"{update} REMOVE {remove} DELETE #struck :me",
+            names=names,
+            values=values,
         )
 
     def checkpoint(
@@ -842,51 +922,57 @@ class Ledger:
 class Bookkeeping:
     """Counters and checkpoints kept beside the job rows (never in the pending index).
 
-    ``url#<sha256>`` rows count resubmissions per URL; ``meta#<name>`` rows hold the
-    reconciler's watermark and checkpoints. Each is one conditional write.
+    ``chain#<kind>#<job_id>`` rows say how deep in its chain of resubmissions a job is (the
+    resubmission budget is per chain of failures, not per URL for life); ``meta#<name>`` rows
+    hold the reconciler's watermark and checkpoints.
     """
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
 
-    def take_resubmission_slot(self, url: str, limit: int) -> bool:
-        """Count one more resubmission of ``url`` unless ``limit`` is reached."""
-        return self._count_resubmission(
-            url,
-            update="SET #count = if_not_exists(#count, :zero) + :one, #ttl = :ttl",
-            condition="attribute_not_exists(#count) OR #count < :limit",
-            values={":zero": _n(0), ":limit": _n(limit)},
-        )
+    def chain_depth(self, key: JobKey) -> int:
+        """How many resubmissions came before ``key`` in its chain of failed attempts (0: the
+        job was submitted by someone else, so a chain starts with it)."""
+        ledger = self._ledger
+        request: dict[str, Any] = {
+            ledger.table_name: {
+                "Keys": [{PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")}],
+                "ConsistentRead": True,
+            }
+        }
+        # BatchGetItem, the processor's one read (its role has no GetItem), for one key.
+        try:
+            response = ledger.client.batch_get_item(RequestItems=request)
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "BatchGetItem", exc) from exc
+        if response.get("UnprocessedKeys"):
+            raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
+        items = response.get("Responses", {}).get(ledger.table_name, [])
+        depth = items[0].get("depth", {}) if items else {}
+        return int(depth["N"]) if "N" in depth else 0
 
-    def give_back_resubmission_slot(self, url: str) -> bool:
-        """Undo ``take_resubmission_slot`` for a POST the API certainly did not act on."""
-        return self._count_resubmission(
-            url,
-            update="SET #count = #count - :one, #ttl = :ttl",
-            condition="#count >= :one",
-            values={},
-        )
+    def record_chain(self, key: JobKey, depth: int) -> bool:
+        """Record that ``key`` is the ``depth``-th resubmission of its chain, unless its depth
+        is recorded already (True when this call wrote it).
 
-    def _count_resubmission(
-        self, url: str, *, update: str, condition: str, values: Mapping[str, Any]
-    ) -> bool:
-        import hashlib  # noqa: PLC0415 - only the processor needs it
-
-        digest = hashlib.sha256(url.encode()).hexdigest()
+        The first record stands: whoever posted the job knew its chain; a later adopter of it
+        (the look-up after a crash returns the newest job for the URL, maybe one deeper in the
+        chain) must not shorten the chain and so lengthen it.
+        """
         ledger = self._ledger
         try:
+            # UpdateItem creates the row: the processor writes nothing but conditional updates.
             _write(
                 ledger.client,
                 "UpdateItem",
                 TableName=ledger.table_name,
-                Key={PARTITION_KEY: _s(f"{_URL_ROW}{digest}")},
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#count": "resubmissions", "#ttl": TTL_ATTRIBUTE},
+                Key={PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")},
+                UpdateExpression="SET #depth = :depth, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(#depth)",
+                ExpressionAttributeNames={"#depth": "depth", "#ttl": TTL_ATTRIBUTE},
                 ExpressionAttributeValues={
-                    ":one": _n(1),
+                    ":depth": _n(depth),
                     ":ttl": _n(int(ledger.clock.time()) + ledger.ttl_seconds),
-                    **values,
                 },
             )
         except ConditionFailedError:
@@ -937,5 +1023,6 @@ __all__: Sequence[str] = (
     "LedgerRow",
     "Recorded",
     "RowCounts",
+    "Streak",
     "new_owner_id",
 )

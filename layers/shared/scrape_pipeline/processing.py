@@ -7,8 +7,14 @@
       │             ├─▶ not settled        release, retry later with a growing delay; after
       │             │                      WATCH_AFTER, or at once when the watch sweep woke
       │             │                      it, park it WATCHING (no message, no polls)
-      │             ├─▶ 404                release; only 404s count toward "unknown job"
-      │             └─▶ 429, 5xx, network  release; retry after Retry-After or a backoff
+      │             ├─▶ 404                release; only 404s count toward "unknown job", and
+      │             │                      only for a job nothing proves exists (its row's
+      │             │                      source): a proven one is re-checked, never closed
+      │             ├─▶ 5xx, network       release; retry after a backoff that grows with the
+      │             │                      job's run of failed calls; at SICK_AFTER_FAILURES
+      │             │                      (404s of a proven job count too) park it WATCHING:
+      │             │                      the watch sweep polls it slowly, an alarm counts it
+      │             └─▶ 429                release; retry after Retry-After
       ├─ any other error: release, keeping the attempt's strike and the error
       ├─ strikes past MAX_ATTEMPTS (errors, or attempts killed by a timeout): dead-letter, no call
       └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
@@ -49,6 +55,7 @@ from scrape_pipeline.geonode.errors import (
 )
 from scrape_pipeline.geonode.models import BatchStatus, Job
 from scrape_pipeline.jobs import (
+    PROVEN_SOURCES,
     REASON_POISON,
     REASON_UNKNOWN_JOB,
     SOURCE_WATCH,
@@ -56,7 +63,7 @@ from scrape_pipeline.jobs import (
     JobKind,
     Outcome,
 )
-from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, new_owner_id
+from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore, result_prefix
@@ -68,14 +75,10 @@ BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
 # A page is started only if the time left covers the margin plus this many times the longest
 # page seen: pages differ (a multi-MB item, a slow GET), and one killed mid-way is wasted.
 PAGE_TIME_FACTOR = 1.5
-# Errors that say nothing about the job: our key, our balance, the API or the network.
-_NOT_THE_JOBS_FAULT = (
-    AuthError,
-    MissingAPIKeyError,
-    PaymentRequiredError,
-    ServerError,
-    TransportError,
-)
+# Errors that say nothing about the job: our key, our balance (the whole account's).
+_NOT_THE_JOBS_FAULT = (AuthError, MissingAPIKeyError, PaymentRequiredError)
+# A call for this job that failed without an answer about it: one more in its failed run.
+_FAILED_CALL = (ServerError, TransportError)
 
 
 @dataclass
@@ -129,12 +132,13 @@ class ProcessorSettings:
     | variable | default | why |
     |---|---|---|
     | LEASE_SECONDS | 120 | longer than the processor's timeout, so a live holder keeps it |
-    | MAX_RESUBMISSIONS_PER_URL | 2 | a URL that keeps failing is not retried for ever |
+    | MAX_RESUBMISSIONS_PER_URL | 2 | resubmissions per chain of failed attempts of one submission |
     | MAX_ATTEMPTS | 8 | attempts that raised or were killed before a job is dead-lettered |
     | RETRY_BASE_SECONDS | 15 | first wait for a job not settled yet (doubles each time) |
     | RETRY_MAX_SECONDS | 600 | longest wait; below the reconciler's staleness bound |
     | WATCH_AFTER_SECONDS | 1800 | a job unsettled this long is parked WATCHING, not polled |
-    | NOT_FOUND_MAX_TRIES | 6 | 404s before a job is dead-lettered as unknown (reopenable) |
+    | NOT_FOUND_MAX_TRIES | 6 | 404s before an unproven job is closed as unknown (reopenable) |
+    | SICK_AFTER_FAILURES | 6 | failed calls in a row (5xx, timeout, proven 404): job parked |
     | THROTTLE_DEFAULT_SECONDS | 30 | wait after a 429 without Retry-After |
     | STOP_MARGIN_SECONDS | 10 | no new job or page this close to the invocation's deadline |
     | MAX_RECEIVE_COUNT | 5 | the queue's redrive count: a retry about to reach it is re-sent |
@@ -149,6 +153,8 @@ class ProcessorSettings:
     retry_max_seconds: float = 600.0
     watch_after_seconds: float = 1800.0
     not_found_max_tries: int = 6
+    # Six failed calls take about eight minutes of doubling waits (15 s to 4 min).
+    sick_after_failures: int = 6
     throttle_default_seconds: float = 30.0
     stop_margin_seconds: float = 10.0
     max_receive_count: int = 5
@@ -167,6 +173,7 @@ class ProcessorSettings:
             retry_max_seconds=read_float(env, "RETRY_MAX_SECONDS", cls.retry_max_seconds),
             watch_after_seconds=read_float(env, "WATCH_AFTER_SECONDS", cls.watch_after_seconds),
             not_found_max_tries=read_int(env, "NOT_FOUND_MAX_TRIES", cls.not_found_max_tries),
+            sick_after_failures=read_int(env, "SICK_AFTER_FAILURES", cls.sick_after_failures),
             throttle_default_seconds=read_float(
                 env, "THROTTLE_DEFAULT_SECONDS", cls.throttle_default_seconds
             ),
@@ -198,6 +205,7 @@ OUTCOME_METRICS: Mapping[str, str] = {
     "not_settled": "JobsNotSettled",
     "not_found": "JobsNotSettled",
     "watching": "JobsWatching",
+    "parked": "JobsParkedSick",
     "in_progress": "JobsInProgress",
     "out_of_time": "ProcessorOutOfTime",
     "failed_attempt": "JobsFailedAttempt",
@@ -276,6 +284,13 @@ class JobProcessor:
             self._release_quietly(key, owner)
             wait = exc.retry_after or self.settings.throttle_default_seconds
             return Disposition("throttled", self._seconds(wait))
+        except _FAILED_CALL as exc:
+            try:
+                return self._call_failed(key, owner, row, type(exc).__name__)
+            except LeaseLostError:
+                return Disposition("lease_lost")
+            except AWSUnavailableError:  # the lease expires on its own; the message comes back
+                return Disposition("api_unavailable", self._backoff(row.failures))
         except _NOT_THE_JOBS_FAULT as exc:
             self._release_quietly(key, owner)
             return Disposition("api_unavailable", self._backoff(row.releases), type(exc).__name__)
@@ -321,6 +336,10 @@ class JobProcessor:
                 else self._first_page(key, row, deadline)
             )
         except NotFoundError:
+            if row.source in PROVEN_SOURCES:
+                # A verified webhook, the job list or our own submission says it exists: a 404
+                # is the API's lag or an incident. Re-checked until it answers, never closed.
+                return self._call_failed(key, owner, row, "404", not_found=True)
             if row.not_found + 1 >= self.settings.not_found_max_tries:
                 return self._dead_letter(
                     key, owner, {"reason": REASON_UNKNOWN_JOB, "status": "404"}
@@ -543,8 +562,22 @@ class JobProcessor:
             # job per poll. Parked, it is woken by its webhook or by the reconciler.
             self._ledger.watch(key, owner, job_created_at=created)
             return Disposition("watching", detail=state.status)
-        self._ledger.release(key, owner)
+        self._ledger.release(key, owner, streak=Streak.ANSWERED)
         return Disposition("not_settled", self._backoff(row.releases))
+
+    def _call_failed(
+        self, key: JobKey, owner: str, row: LedgerRow, why: str, *, not_found: bool = False
+    ) -> Disposition:
+        """One more failed call in the job's run: retried after a wait that doubles with the
+        run, and parked WATCHING at SICK_AFTER_FAILURES, so a job whose every GET fails while
+        others succeed costs a few GETs an hour (the watch sweep's schedule), not one a retry.
+        """
+        if row.failures + 1 >= self.settings.sick_after_failures:
+            self._ledger.park(key, owner, not_found=not_found)
+            return Disposition("parked", detail=why)
+        self._ledger.release(key, owner, not_found=not_found, streak=Streak.FAILED)
+        outcome = "not_found" if not_found else "api_unavailable"
+        return Disposition(outcome, self._backoff(row.failures), why)
 
     def _failed_attempt(
         self, key: JobKey, owner: str, row: LedgerRow, exc: Exception

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock, active_clock
-from scrape_pipeline.jobs import JobKey, JobState
+from scrape_pipeline.jobs import SOURCE_SUBMITTED, SOURCE_WEBHOOK, JobKey, JobState
 from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger, LedgerError
 from scrape_pipeline.payload import FieldLocations, PayloadError, TestEvent, parse_delivery
 from scrape_pipeline.queue import JobMessage, JobQueue
@@ -46,9 +46,7 @@ from scrape_pipeline.signatures import (
     SignatureMismatchError,
     verify,
 )
-from scrape_pipeline.submissions import SOURCE_SUBMITTED
 
-SOURCE_WEBHOOK = "webhook"
 EVENT_HEADER = "x-webhook-event"
 
 # The largest body the platform can hand us. A REST API proxy integration with binary media

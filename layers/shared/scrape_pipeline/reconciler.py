@@ -56,8 +56,14 @@ from scrape_pipeline.budget import (
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.joblist import SOURCE_JOB_LIST, JobListSettings, JobListSweep
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState
+from scrape_pipeline.joblist import JobListSettings, JobListSweep
+from scrape_pipeline.jobs import (
+    SOURCE_DELIVERY_LOG,
+    SOURCE_JOB_LIST,
+    SOURCE_WATCH,
+    JobKey,
+    JobState,
+)
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
@@ -65,7 +71,6 @@ from scrape_pipeline.settings import read_float, read_int
 from scrape_pipeline.watch import Watcher, WatchSettings
 
 SOURCE_STUCK_ROWS = "stuck_rows"
-SOURCE_DELIVERY_LOG = "delivery_log"
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
 # When each slow sweep last finished a run (bookkeeping row): the cadence's memory.
 CADENCE_CHECKPOINT = "reconciler-cadence"

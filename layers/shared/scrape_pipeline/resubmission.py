@@ -1,12 +1,16 @@
-"""Resubmitting a retryable failed job: at most once per job, at most N times per URL.
+"""Resubmitting a retryable failed job: at most once per job, at most N times per chain.
 
 Only a lease holder resubmits, and the job's row goes DONE (resubmitted) right after, so one
 failed job is resubmitted once. A holder may die between its POST and that write; whoever
 takes the lease next first looks for a job for the same URL created after the failed one,
 and adopts it instead of posting again.
 
-A POST the API certainly did not act on (429, or a connection never made) gives its per-URL
-slot back before the error goes up: a throttle must not spend the budget with nothing posted.
+The budget belongs to a chain of failed attempts: a job someone else submitted starts one
+(depth 0), each job this module posts (or adopts) for a failed one is one deeper. A URL
+scraped every day gets its retries every day, and a chain that keeps failing ends after N.
+The depth is written only once the API has answered with the new job's id (or the look-up
+found it), so a POST that failed in any way (429, 5xx, no answer) spends nothing: the next
+attempt's look-up finds the job if the API made one after all, and posts again if not.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.geonode.errors import RateLimitedError, TransportError
 from scrape_pipeline.geonode.models import Job
+from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Bookkeeping
 
 
@@ -28,15 +32,16 @@ class Resubmission:
 
 
 class Resubmitter:
-    """Posts the original request again, within the per-URL budget."""
+    """Posts the original request again, within its chain's budget."""
 
-    def __init__(self, client: GeonodeClient, bookkeeping: Bookkeeping, *, per_url_limit: int):
+    def __init__(self, client: GeonodeClient, bookkeeping: Bookkeeping, *, per_chain_limit: int):
         self._client = client
         self._bookkeeping = bookkeeping
-        self.per_url_limit = per_url_limit
+        self.per_chain_limit = per_chain_limit
 
     def resubmit(self, job: Job, *, may_have_posted: bool) -> Resubmission | None:
-        """The new job for ``job``'s URL, or None when it has no URL or its budget is spent.
+        """The new job for ``job``'s URL, or None when it has no URL or its chain's budget is
+        spent. Any error of the POST goes up with nothing counted.
 
         ``may_have_posted``: an earlier lease holder of this job may have posted already (this
         is not the first attempt), so look for its job before posting; first attempts skip the
@@ -45,23 +50,22 @@ class Resubmitter:
         url = job.url
         if not url:
             return None
+        depth = self._bookkeeping.chain_depth(JobKey(JobKind.EXTRACT, job.job_id))
         if may_have_posted:
             newer = self._newer_job_for(job, url)
             if newer is not None:
+                # Recorded again in case the holder that posted it died before recording it.
+                self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, newer), depth + 1)
                 return Resubmission(newer, adopted=True)
-        if not self._bookkeeping.take_resubmission_slot(url, self.per_url_limit):
+        if depth >= self.per_chain_limit:
             return None
         formats = job.metadata.get("formats")
-        try:
-            submitted = self._client.submit_extract(
-                url,
-                formats=formats if isinstance(formats, list) and formats else ("markdown",),
-                render_js=bool(job.metadata.get("render_js", False)),
-            )
-        except (RateLimitedError, TransportError) as exc:
-            if isinstance(exc, RateLimitedError) or not exc.request_sent:
-                self._bookkeeping.give_back_resubmission_slot(url)
-            raise
+        submitted = self._client.submit_extract(
+            url,
+            formats=formats if isinstance(formats, list) and formats else ("markdown",),
+            render_js=bool(job.metadata.get("render_js", False)),
+        )
+        self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, submitted.job_id), depth + 1)
         return Resubmission(submitted.job_id, adopted=False)
 
     def _newer_job_for(self, job: Job, url: str) -> str | None:

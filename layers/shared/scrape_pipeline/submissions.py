@@ -10,10 +10,8 @@ after it settles, not after the stale-row sweep's quarter of an hour.
 
 from __future__ import annotations
 
-from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.jobs import SOURCE_SUBMITTED, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger, Recorded
-
-SOURCE_SUBMITTED = "submitted"
 
 
 def expect(ledger: Ledger, kind: JobKind, job_id: str) -> Recorded:

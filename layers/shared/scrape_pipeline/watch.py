@@ -23,6 +23,13 @@ there (a row re-parked meanwhile has a newer one and is met again later: never s
 
 A job woken by mistake (the list read while it moved) costs one GET: the processor finds it
 unsettled and parks it again. The opposite mistake cannot happen: a listed job is unsettled.
+
+    sick jobs         a job the processor parked because its own calls kept failing (5xx,
+                      timeouts, 404s of a job proven to exist) is polled on the batches'
+                      schedule, counted from the start of its failing run, whatever the list
+                      says (settled, it would be woken every run; missing, never). Parked
+                      about eight minutes into the run, it is polled at about 12, 18, 27,
+                      40... minutes, then hourly, until its GET answers.
 """
 
 from __future__ import annotations
@@ -116,10 +123,14 @@ class Watcher:
         return self._cut_short(result, after)
 
     def _due(self, row: LedgerRow, now: float, unsettled: set[str]) -> bool:
+        if row.failing_since is not None:
+            return self._poll_due(row, now, age=now - row.failing_since)
         if row.key.kind is JobKind.EXTRACT:
             return row.key.job_id not in unsettled
+        return self._poll_due(row, now, age=now - (row.job_created_at or row.created_at))
+
+    def _poll_due(self, row: LedgerRow, now: float, *, age: float) -> bool:
         # Parked for half its age: polls at ages 1, 2, 4, 8... x first_poll, then capped.
-        age = now - (row.job_created_at or row.created_at)
         interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
         return now - row.state_since >= interval
 

@@ -73,7 +73,7 @@ def build_processor(
         client=client,
         results=ResultStore(bucket, client=boto3.client("s3")),
         resubmitter=Resubmitter(
-            client, Bookkeeping(ledger), per_url_limit=settings.max_resubmissions_per_url
+            client, Bookkeeping(ledger), per_chain_limit=settings.max_resubmissions_per_url
         ),
         clock=clock,
     )
