@@ -37,6 +37,17 @@ def settle(stack: LocalStack, seconds: float) -> None:
         stack.step(10.0)
 
 
+def slow_dropped_stack(make_stack: MakeStack) -> LocalStack:
+    """A stack run by hand whose jobs take 1,000 s and whose webhooks are all lost."""
+    stack = make_stack(
+        StackSettings(reconcile_interval=NO_SCHEDULE),
+        job_duration_min_s=1000,
+        job_duration_max_s=1001,
+    )
+    stack.sim.faults.update(drop_rate=1.0)
+    return stack
+
+
 def test_reconciler_bounded_work_resumes_where_it_stopped(make_stack: MakeStack):
     # GIVEN 250 jobs nobody was told about, and a budget of one list page per run
     stack = make_stack(
@@ -79,12 +90,7 @@ def test_reconciler_watches_an_unsettled_job_instead_of_pinning_the_watermark(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ):
     # GIVEN a job that runs for 1,000 s and whose webhook is lost
-    stack = make_stack(
-        StackSettings(reconcile_interval=NO_SCHEDULE),
-        job_duration_min_s=1000,
-        job_duration_max_s=1001,
-    )
-    stack.sim.faults.update(drop_rate=1.0)
+    stack = slow_dropped_stack(make_stack)
     created = stack.clock.time()
     job_id = stack.client().submit_extract("https://example.com/slow").job_id
     settle(stack, 300)
