@@ -44,3 +44,15 @@ def test_listed_ids_round_trip():
     assert again is not None and again.ids == {b"12345678", b"abcdefgh"}
     listed = _Listed(7.0, frozenset(again.ids), oversize=True)
     assert _Listed.read(listed.fields()) == listed
+
+
+def test_listing_of_the_next_status_starts_from_its_own_first_page():
+    # GIVEN a run that read two pages of queued jobs of one second, then went on to the
+    # processing ones and read one page of them
+    listing = _Listing(started=5.0)
+    listing.turn(jobs(*[1000.5] * 100))
+    listing.next_status()
+    listing.turn(jobs(*[1000.5] * 100))
+    # THEN the next run reads the processing jobs' second page (not one the queued counted)
+    again = _Listing.read(listing.fields())
+    assert again is not None and (again.status, again.end, again.page) == (1, 1001, 2)

@@ -127,6 +127,10 @@ class _Listing:
         self.times += [job.created_at.timestamp() for job in items if job.created_at]
         self.page += 1
 
+    def next_status(self) -> None:
+        """On to the next status, from its newest job: its bound is its own."""
+        self.status, self.end, self.page, self.times = self.status + 1, None, 1, []
+
     def rebase(self) -> None:
         """Before a save: the bound moves to the oldest second reached.
 
@@ -322,7 +326,7 @@ class Watcher:
                     return listed
                 if page.is_last or not page.items:
                     if listing.status + 1 < len(UNSETTLED_STATUSES):
-                        listing.status, listing.end, listing.page = listing.status + 1, None, 1
+                        listing.next_status()
                         continue
                     listed = _Listed(listing.started, frozenset(listing.ids))
                     listing = None
