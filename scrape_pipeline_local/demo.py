@@ -65,6 +65,9 @@ class Report(Verdict):
     poison_gets_max: int = 0  # Geonode GETs of the most-read poison job
     poller_batches: int = 0  # processor invocations
     poller_timeouts: int = 0  # processor invocations stopped at the function's timeout
+    list_pages: int = 0  # GET /v1/extract/jobs answered (both sweeps)
+    watch_list_pages: list[int] = field(default_factory=list)  # per reconciler run
+    watch_listings: int = 0  # complete listings of the unsettled jobs (watch sweep)
     large: LargeResults = field(default_factory=LargeResults)
 
     def lines(self) -> list[tuple[str, str]]:
@@ -132,6 +135,8 @@ class Demo:
             long_job_rate=self.profile.long_job_rate,
             long_job_min_s=self.profile.long_job_min_s,
             long_job_max_s=self.profile.long_job_max_s,
+            listing_lag_min_s=(self.profile.listing_lag or (0.0, 0.0))[0],
+            listing_lag_max_s=(self.profile.listing_lag or (0.0, 0.0))[1],
         )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
@@ -201,6 +206,10 @@ class Demo:
                 delay_max_s=p.delay_max_s,
                 api_error_rate=p.api_error_rate,
             )
+            if p.background_jobs:
+                from scrape_pipeline_local.stack import API_KEY
+
+                stack.sim.add_background_jobs(API_KEY, p.background_jobs, age_s=2 * 86_400.0)
             client = stack.client()
             if p.webhooks_disabled:
                 for webhook_id in stack.webhook_ids.values():
@@ -472,6 +481,9 @@ class Demo:
         routes = stack.sim.request_counts()["by_route"]
         reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
         report.requests_per_job = reads / max(1, report.settled)
+        report.list_pages = int(routes.get("GET /v1/extract/jobs", 0))
+        report.watch_list_pages = [int(r.get("watch_list_pages", 0)) for r in stack.schedule.runs]
+        report.watch_listings = sum(int(r.get("watch_listings", 0)) for r in stack.schedule.runs)
         report.poller_batches = stack.poller.batches
         report.poller_timeouts = stack.poller.timeouts
         report.poison_gets_max = self._poison_gets_max()

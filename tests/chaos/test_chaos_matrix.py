@@ -8,12 +8,15 @@ follows from the reconciler's cadence.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline_local.aws_calls import CallRecorder
+from scrape_pipeline_local.chaos import PROFILES
 from scrape_pipeline_local.demo import Demo, Report
 
 # A dropped webhook waits for the threshold and the next run; a lost message for the staleness
@@ -45,6 +48,8 @@ MATRIX = [
     "poison",  # 5 % of jobs answer every GET malformed, amid drops and duplicates
     "timeouts",  # a 2 s processor and batches of up to 200 URLs, amid the default faults
     "long-running",  # 5 % of the work runs 1-2 days, amid 20 % drops
+    "busy-account",  # 10,000 unsettled jobs besides the workload; every webhook dropped
+    "listing-lag",  # the API lists each job 4-4.5 minutes late, amid 35 % drops
 ]
 # Scenarios expected to fail until a change elsewhere lands (remove the mark then).
 # scenario -> why it is expected to fail; empty now that every gap found so far is closed
@@ -71,7 +76,20 @@ MAX_POISON_GETS = 10
 
 
 def run(scenario: str, jobs: int, seed: int) -> Report:
-    report = Demo(jobs=jobs, chaos=scenario, seed=seed).run()
+    recorder = CallRecorder() if scenario == "busy-account" else None
+    with recorder or nullcontext():
+        report = Demo(jobs=jobs, chaos=scenario, seed=seed).run()
+    if recorder is not None:
+        listings = max(1, report.watch_listings)
+        per_pass = sum(report.watch_list_pages) / listings
+        unsettled = PROFILES[scenario].background_jobs
+        print(
+            f"{scenario}: list pages={report.list_pages} "
+            f"watch list pages/run max={max(report.watch_list_pages, default=0)} "
+            f"listings={report.watch_listings} pages/listing={per_pass:.1f} "
+            f"pages per 100 unsettled per listing={per_pass / (unsettled / 100):.3f} "
+            f"AWS calls/job={sum(recorder.calls.values()) / max(1, report.settled):.2f}"
+        )
     RESULTS_LOG.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS_LOG.open("a") as log:
         log.write(
@@ -110,6 +128,9 @@ def check(report: Report, scenario: str) -> None:
         assert large.stored > 0 and not large.mismatched, large.mismatched
         assert large.refused > 0, "no delivery went over the limit"
         assert large.paths["delivery log"] >= large.refused
+    if scenario == "busy-account":  # the long work was woken by the watch sweep
+        assert report.recovered["watch"] > 0
+        assert report.watch_listings > 0
     if scenario == "outage-backlog":  # the log's backlog was read through, not just the list
         assert report.recovered["delivery_log"] > 0
     if scenario == "poison":  # dead-lettered without a result, and cheaply
