@@ -26,11 +26,13 @@ The listing of unsettled jobs is a pass of its own, read while extract jobs are 
 the time the rows leave (at least half the sweep's share). Each status is read newest first;
 a run that stops saves where: the oldest ``created_at`` it reached (on the API's clock, whole
 seconds, so a job sharing that second is read again, never skipped) or, when a whole page
-shared that second, the next page of it. The ids listed so far are kept in a bookkeeping row
-(8 bytes each); a finished pass replaces the last complete listing, which extract rows are
-judged against: a row parked before that listing began, less the overlap (the API lists a new
-job late), and missing from it, has settled. Larger than MAX_LISTED ids, a listing is given
-up: extract rows are then polled by age like batches, and the next listing waits WATCH_POLL.
+shared that second, the next page of it. The ids listed so far are kept in the sweep's
+checkpoint row (8 bytes each). Extract rows are judged against the newest complete listing: a
+row parked before that listing began, less the overlap (the API lists a new job late), and
+missing from it, has settled. A listing read within one run is used at once; one that took
+several runs is kept (a bookkeeping row of its own) for the runs until the next is complete.
+Larger than MAX_LISTED ids, a listing is given up: extract rows are then polled by age like
+batches, and the next listing waits WATCH_POLL. A run with nothing new to save writes nothing.
 
 A job woken by mistake (the list read while it moved) costs one GET: the processor finds it
 unsettled and parks it again. The opposite mistake cannot happen: a listed job was unsettled,
@@ -52,9 +54,10 @@ from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
 from scrape_pipeline.recovery import Recoverer
 
+# The rows' resume point and the listing under way (its ``list_`` fields), one row.
 WATCH_CHECKPOINT = "reconciler-watch"
-LISTING_CHECKPOINT = "reconciler-watch-listing"  # the listing pass under way
-LISTED_CHECKPOINT = "reconciler-watch-listed"  # the last complete listing
+# The last complete listing that took more than one run (one read within a run needs none).
+LISTED_CHECKPOINT = "reconciler-watch-listed"
 UNSETTLED_STATUSES = ("queued", "processing")
 ROWS_PER_PAGE = 100
 DIGEST_BYTES = 8  # per listed id: a collision only delays one wake by a pass
@@ -111,15 +114,16 @@ class _Listing:
 
     @classmethod
     def read(cls, saved: Mapping[str, str] | None) -> _Listing | None:
-        if not saved or not saved.get("started"):
+        """The listing under way in the watch checkpoint's ``list_`` fields, if any."""
+        if not saved or not saved.get("list_started"):
             return None
-        end = saved.get("end")
+        end = saved.get("list_end")
         return cls(
-            float(saved["started"]),
-            int(saved.get("status") or 0),
+            float(saved["list_started"]),
+            int(saved.get("list_status") or 0),
             int(end) if end else None,
-            int(saved.get("page") or 1),
-            _unpack(saved.get("ids")),
+            int(saved.get("list_page") or 1),
+            _unpack(saved.get("list_ids")),
         )
 
     def turn(self, items: Sequence[JobSummary]) -> None:
@@ -151,11 +155,11 @@ class _Listing:
     def fields(self) -> dict[str, str]:
         self.rebase()
         return {
-            "started": f"{self.started:.3f}",
-            "status": str(self.status),
-            "end": "" if self.end is None else str(self.end),
-            "page": str(self.page),
-            "ids": _pack(self.ids),
+            "list_started": f"{self.started:.3f}",
+            "list_status": str(self.status),
+            "list_end": "" if self.end is None else str(self.end),
+            "list_page": str(self.page),
+            "list_ids": _pack(self.ids),
         }
 
 
@@ -209,38 +213,46 @@ class Watcher:
         """
         result = WatchResult()
         saved = self._books.read(WATCH_CHECKPOINT) or {}
-        listing = _Listing.read(self._books.read(LISTING_CHECKPOINT))
-        listed = _Listed.read(self._books.read(LISTED_CHECKPOINT))
+        listing = _Listing.read(saved)
         # Extract rows seen by the rows pass under way, or by the last finished one.
         extracts_before = saved.get("extracts") == "1" or listing is not None
         share = budget.share([1.0, 1.0]) if extracts_before else budget
-        extract_rows = self._read_rows(saved, share, result)
-        if extracts_before or extract_rows:
-            try:
-                listed = self._list(listing, listed, budget, result)
-            finally:
-                self._judge(extract_rows, listed, result)
+        extract_rows, fields = self._read_rows(saved, share, result)
+        try:
+            if extracts_before or extract_rows:
+                listed = None
+                try:
+                    listing, listed = self._list(listing, budget, result)
+                finally:
+                    self._judge(extract_rows, listed, result)
+        finally:
+            if listing is not None:
+                fields.update(listing.fields())
+            if fields != saved:  # a run with nothing to carry over writes nothing
+                self._books.write(WATCH_CHECKPOINT, fields)
         return result
 
     def _read_rows(
         self, saved: Mapping[str, str], budget: Budget, result: WatchResult
-    ) -> list[LedgerRow]:
-        """The rows pass: batches and crawls due are woken; extract rows are returned."""
+    ) -> tuple[list[LedgerRow], dict[str, str]]:
+        """The rows pass: batches and crawls due are woken; the extract rows read are
+        returned, with the checkpoint's rows fields to save."""
         now = self._clock.time()
         after = float(saved["after"]) if saved.get("after") else None
-        seen_extract = saved.get("extracts_pass") == "1"
+        seen_extract = saved.get("extracts_seen") == "1"
         extract_rows: list[LedgerRow] = []
         cursor = None
 
-        def save(finished: bool) -> None:
-            fields = {"after": "" if finished or after is None else f"{after:.3f}"}
+        def fields(finished: bool) -> dict[str, str]:
             saw = seen_extract or bool(extract_rows)
             if finished:
-                fields["extracts"] = "1" if saw else ""
-            else:
-                fields["extracts"] = saved.get("extracts", "")
-                fields["extracts_pass"] = "1" if saw else ""
-            self._books.write(WATCH_CHECKPOINT, fields)
+                return {"extracts": "1"} if saw else {}
+            out = {"after": "" if after is None else f"{after:.3f}"}
+            if saved.get("extracts"):
+                out["extracts"] = saved["extracts"]
+            if saw:
+                out["extracts_seen"] = "1"
+            return out
 
         for _ in range(self.settings.max_pages):
             if budget.spent():
@@ -260,14 +272,12 @@ class Watcher:
             }
             result.woken += self._recoverer.ensure_many(list(due), due, source=SOURCE_WATCH)
             if cursor is None or not rows:
-                save(finished=True)
-                return extract_rows
+                return extract_rows, fields(finished=True)
             # Within a run the query's own cursor goes on; across runs the next one starts at
             # this state_since, inclusive: a row sharing it is read again, never skipped.
             after = rows[-1].state_since
         result.complete = False
-        save(finished=False)
-        return extract_rows
+        return extract_rows, fields(finished=False)
 
     def _due(self, row: LedgerRow, now: float) -> bool:
         """A batch's or crawl's poll (or an extract job's, listing given up) is due."""
@@ -294,50 +304,43 @@ class Watcher:
         result.woken += self._recoverer.ensure_many(keys, due, source=SOURCE_WATCH)
 
     def _list(
-        self,
-        listing: _Listing | None,
-        listed: _Listed | None,
-        budget: Budget,
-        result: WatchResult,
-    ) -> _Listed | None:
-        """Go on with the listing while ``budget`` lasts; the newest complete listing."""
+        self, listing: _Listing | None, budget: Budget, result: WatchResult
+    ) -> tuple[_Listing | None, _Listed | None]:
+        """Go on with the listing while ``budget`` lasts: the listing still under way, and
+        the newest complete one (read back only when this run finishes none)."""
         now = self._clock.time()
+        resumed = listing is not None
         if listing is None:
+            listed = _Listed.read(self._books.read(LISTED_CHECKPOINT))
             recent = listed is not None and now - listed.started < self.settings.poll_seconds
             if listed is not None and listed.oversize and recent:
-                return listed  # given up lately: polled by age until WATCH_POLL has passed
+                return None, listed  # given up lately: polled by age until WATCH_POLL passed
             listing = _Listing(started=now)
         pages = 0
-        try:
-            while pages < self.settings.max_pages and not budget.spent():
-                status = UNSETTLED_STATUSES[listing.status]
-                page = self._client.list_jobs(
-                    status=status,
-                    end_date=None if listing.end is None else format_time(listing.end),
-                    page=listing.page,
-                    page_size=JOBS_PAGE_MAX,
-                )
-                pages += 1
-                result.list_pages += 1
-                listing.ids.update(_digest(job.job_id) for job in page.items)
-                if len(listing.ids) > MAX_LISTED:
-                    listing, listed = None, _Listed(now, frozenset(), oversize=True)
+        while pages < self.settings.max_pages and not budget.spent():
+            status = UNSETTLED_STATUSES[listing.status]
+            page = self._client.list_jobs(
+                status=status,
+                end_date=None if listing.end is None else format_time(listing.end),
+                page=listing.page,
+                page_size=JOBS_PAGE_MAX,
+            )
+            pages += 1
+            result.list_pages += 1
+            listing.ids.update(_digest(job.job_id) for job in page.items)
+            if len(listing.ids) > MAX_LISTED:
+                listed = _Listed(now, frozenset(), oversize=True)
+                self._books.write(LISTED_CHECKPOINT, listed.fields())
+                return None, listed
+            if page.is_last or not page.items:
+                if listing.status + 1 < len(UNSETTLED_STATUSES):
+                    listing.next_status()
+                    continue
+                result.listings += 1
+                listed = _Listed(listing.started, frozenset(listing.ids))
+                if resumed:  # runs that judge rows before the next one finishes need it
                     self._books.write(LISTED_CHECKPOINT, listed.fields())
-                    return listed
-                if page.is_last or not page.items:
-                    if listing.status + 1 < len(UNSETTLED_STATUSES):
-                        listing.next_status()
-                        continue
-                    listed = _Listed(listing.started, frozenset(listing.ids))
-                    listing = None
-                    result.listings += 1
-                    self._books.write(LISTED_CHECKPOINT, listed.fields())
-                    return listed
-                listing.turn(page.items)
-            result.complete = False
-            return listed
-        finally:
-            if listing is None:
-                self._books.write(LISTING_CHECKPOINT, {})
-            else:
-                self._books.write(LISTING_CHECKPOINT, listing.fields())
+                return None, listed
+            listing.turn(page.items)
+        result.complete = False
+        return listing, _Listed.read(self._books.read(LISTED_CHECKPOINT))
