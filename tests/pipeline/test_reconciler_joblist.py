@@ -236,20 +236,23 @@ def test_reconciler_job_list_loses_no_job_listed_late(
     found = reconciler(stack)
     client = stack.client()
     jobs: list[str] = []
-    # WHEN jobs are submitted for ten minutes, a few every 20 s
-    for step in range(30):
-        for i in range(3):
-            jobs.append(client.submit_extract(f"https://example.com/late/{step}/{i}").job_id)
-        settle(stack, 20)
-        if step % 3 == 2:
-            found.run()
+    reports: list[ReconcileReport] = []
+    # WHEN jobs are submitted for ten minutes, one every 5 s (closer than the lag's spread)
+    for step in range(120):
+        jobs.append(client.submit_extract(f"https://example.com/late/{step}").job_id)
+        stack.step(5.0)
+        if step % 12 == 11:
+            reports.append(found.run())
     for _ in range(10):  # and the runs go on for ten minutes more
         settle(stack, 60)
-        found.run()
+        reports.append(found.run())
     settle(stack, 60)
     # THEN every job is stored once
     assert len(stored(stack, jobs)) == len(jobs)
     assert check_exactly_once(stack) == {"stored": len(jobs)}
+    # AND a lag that differs from job to job was measured (jobs listed out of creation order)
+    if lag[1] > lag[0]:
+        assert 0 < max(r.listing_lag for r in reports) <= lag[1] - lag[0] + 1
 
 
 class Killed(BaseException):
