@@ -42,7 +42,7 @@ re-read everything since that job every minute. A known row closed as "unknown j
 settled" is reopened: the list proves the job exists.
 
 Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
-per 100 jobs examined, plus the checkpoint's one read and one write per run.
+per 100 jobs examined, plus the checkpoint's one read a run and one write a page (saved as it goes).
 """
 
 from __future__ import annotations
