@@ -86,6 +86,11 @@ class ChaosProfile:
     lagging_every: int = 0
     lagging_for_s: float = 0.0
     post_errors: tuple[float, float] | None = None  # 503s to every POST: (start, duration)
+    # A busy account: this many unsettled jobs, two days old, that never settle during the
+    # run and are nobody's workload (they live in the simulator only: older than the job
+    # list's lookback, they reach the ledger never; the watch sweep's listing reads them all).
+    background_jobs: int = 0
+    listing_lag: tuple[float, float] | None = None  # the API lists a job this late (min, max)
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -234,6 +239,24 @@ PROFILES["cancelled-crawls"] = replace(
     job_duration_s=(60.0, 300.0),
     crawl_page_duration_s=(60.0, 240.0),
 )
+
+# 10,000 unsettled jobs in the account besides the workload, every webhook dropped, a fifth of
+# the work running 20 to 40 minutes: batches and crawls are polled on their schedule and the
+# extract jobs woken from a listing of the busy account that spans runs. The page cap (20 a
+# run) stands for a run's time share: the 100 pages a full listing takes do not fit one run.
+PROFILES["busy-account"] = ChaosProfile(
+    drop_rate=1.0,
+    background_jobs=10_000,
+    long_job_rate=0.2,
+    long_job_min_s=1200.0,
+    long_job_max_s=2400.0,
+    horizon_s=600.0 + 2400.0 + 1800.0,
+    idle_step_s=60.0,
+    reconciler_env=(("RECONCILE_MAX_PAGES", "20"),),
+)
+# The API lists each job four to four and a half minutes after its created_at, amid 35 %
+# dropped webhooks: the job list's watermark follows the list's own timestamps.
+PROFILES["listing-lag"] = ChaosProfile(drop_rate=0.35, listing_lag=(240.0, 265.0))
 
 
 class _Crash(BaseException):

@@ -86,6 +86,9 @@ class Report(Verdict):
     # Batches and crawls whose outcome was recorded before their last item settled.
     closed_early: int = 0
     closed_early_examples: list[str] = field(default_factory=list)
+    list_pages: int = 0  # GET /v1/extract/jobs answered (both sweeps)
+    watch_list_pages: list[int] = field(default_factory=list)  # per reconciler run
+    watch_listings: int = 0  # complete listings of the unsettled jobs (watch sweep)
     large: LargeResults = field(default_factory=LargeResults)
     # Deliveries answered 401 though signed with a valid secret (the simulator's record), and
     # those rightly refused: signed with a secret retired longer than the grace ago.
@@ -165,6 +168,8 @@ class Demo:
             long_job_min_s=self.profile.long_job_min_s,
             long_job_max_s=self.profile.long_job_max_s,
             crawl_max_pages_cap=max(SimConfig.crawl_max_pages_cap, self.profile.crawl_pages),
+            listing_lag_min_s=(self.profile.listing_lag or (0.0, 0.0))[0],
+            listing_lag_max_s=(self.profile.listing_lag or (0.0, 0.0))[1],
         )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
@@ -249,6 +254,10 @@ class Demo:
                 delay_max_s=p.delay_max_s,
                 api_error_rate=p.api_error_rate,
             )
+            if p.background_jobs:
+                from scrape_pipeline_local.stack import API_KEY
+
+                stack.sim.add_background_jobs(API_KEY, p.background_jobs, age_s=2 * 86_400.0)
             client = stack.client()
             if p.webhooks_disabled:
                 for webhook_id in stack.webhook_ids.values():
@@ -573,13 +582,22 @@ class Demo:
         routes = stack.sim.request_counts()["by_route"]
         reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
         report.requests_per_job = reads / max(1, report.settled)
+        report.list_pages = int(routes.get("GET /v1/extract/jobs", 0))
+        self._calls(report)
+        self._sick_reads(report, sick)
+        self._closed_early(report, job_settled)
+
+    def _calls(self, report: Report) -> None:
+        """What the run cost: invocations, watch listings, AWS calls per settled job."""
+        stack = self.stack
+        assert stack.schedule is not None and stack.poller is not None
+        report.watch_list_pages = [int(r.get("watch_list_pages", 0)) for r in stack.schedule.runs]
+        report.watch_listings = sum(int(r.get("watch_listings", 0)) for r in stack.schedule.runs)
         report.poller_batches = stack.poller.batches
         report.poller_timeouts = stack.poller.timeouts
         report.poison_gets_max = self._poison_gets_max()
         calls = sum(self.aws_calls.calls.values())
         report.aws_calls_per_job = calls / max(1, report.settled)
-        self._sick_reads(report, sick)
-        self._closed_early(report, job_settled)
 
     def _refusals(self, report: Report, attempts: list[dict[str, Any]]) -> None:
         """Deliveries refused 401 though signed with a valid secret, by the simulator's record."""

@@ -61,6 +61,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     summary = {
         "recovered": report.recovered,
         "list_pages": report.list_pages,
+        "watch_list_pages": report.watch_list_pages,
+        "watch_listings": report.watch_listings,
+        "listing_lag": report.listing_lag,
         "list_passes": report.list_passes,
         "delivery_pages": report.delivery_pages,
         "row_pages": report.row_pages,

@@ -53,6 +53,13 @@ class SimConfig:
     job_duration_max_s: float = 20.0
     queued_fraction: float = 0.25  # share of the total duration spent queued
     not_found_lag_s: float = 0.5  # GET of a new job answers 404 this long (replica lag)
+    # Listing lag: a job appears in GET /v1/extract/jobs only this long after its created_at,
+    # drawn per job (uniformly, from its id) in [min, max]; the not-found lag still applies.
+    listing_lag_min_s: float = 0.0
+    listing_lag_max_s: float = 0.0
+    # The API's clock runs this far ahead of the caller's (negative: behind). Every time it
+    # shows (created_at, completed_at, webhook timestamps) and reads (date filters) is on it.
+    api_clock_offset_s: float = 0.0
     retryable_failure_rate: float = 0.05
     permanent_failure_rate: float = 0.02
     retryable_error_code: str = "UPSTREAM_TIMEOUT"
@@ -115,6 +122,8 @@ class SimConfig:
             raise ValueError("failure rates add up to more than 1")
         if not 0 < self.job_duration_min_s <= self.job_duration_max_s:
             raise ValueError("need 0 < job_duration_min_s <= job_duration_max_s")
+        if not 0 <= self.listing_lag_min_s <= self.listing_lag_max_s:
+            raise ValueError("need 0 <= listing_lag_min_s <= listing_lag_max_s")
         if not 0 < self.crawl_page_duration_min_s <= self.crawl_page_duration_max_s:
             raise ValueError("need 0 < crawl_page_duration_min_s <= crawl_page_duration_max_s")
         if self.signature_scheme not in SIGNATURE_SCHEMES:

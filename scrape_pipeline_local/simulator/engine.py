@@ -9,18 +9,27 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from scrape_pipeline_local.simulator import content, draws, views
-from scrape_pipeline_local.simulator.clocks import Clock, real_clock
+from scrape_pipeline_local.simulator.clocks import Clock, OffsetClock, real_clock
 from scrape_pipeline_local.simulator.config import SimConfig
 from scrape_pipeline_local.simulator.errors import ApiError
 from scrape_pipeline_local.simulator.faults import Faults
 from scrape_pipeline_local.simulator.ratelimit import TokenBucketLimiter
 from scrape_pipeline_local.simulator.seeding import rng_for, stable_uuid, uuid_from
-from scrape_pipeline_local.simulator.state import TERMINAL, Account, Batch, Crawl, ExtractJob, Work
+from scrape_pipeline_local.simulator.state import (
+    TERMINAL,
+    Account,
+    Batch,
+    Crawl,
+    ExtractJob,
+    Outcome,
+    Work,
+)
 from scrape_pipeline_local.simulator.stats import RequestStats
 from scrape_pipeline_local.simulator.subscriptions import SubscriptionStore
 from scrape_pipeline_local.simulator.webhooks import WebhookDispatcher
@@ -60,6 +69,8 @@ class Simulator:
     def __init__(self, config: SimConfig | None = None, clock: Clock | None = None) -> None:
         self.config = config or SimConfig()
         self.clock = clock or real_clock()
+        if self.config.api_clock_offset_s:
+            self.clock = OffsetClock(self.clock, self.config.api_clock_offset_s)
         self.lock = threading.RLock()
         self.faults = Faults(self.config.faults, self.config.seed, self.clock)
         self.limiter = TokenBucketLimiter(
@@ -165,6 +176,7 @@ class Simulator:
         """One page of the account's async extract jobs, newest first, and the matching total."""
         now = self.clock.time()
         visible_before = now - self.config.not_found_lag_s
+        lagging = self.config.listing_lag_max_s > 0
         matches: list[ExtractJob] = []
         with self.lock:
             owner = self._accounts[account]
@@ -177,6 +189,8 @@ class Simulator:
                 work = job.work
                 if work.created_at > visible_before:
                     continue  # replica lag: too new to be listed
+                if lagging and work.created_at + self.listing_lag(job.job_id) > now:
+                    continue  # listing lag: not in the list yet
                 if filters.start is not None and work.created_at < filters.start:
                     break  # creation order: everything further is older still
                 if filters.end is not None and work.created_at > filters.end:
@@ -190,6 +204,44 @@ class Simulator:
                 matches.append(job)
         start = (page - 1) * page_size
         return matches[start : start + page_size], len(matches)
+
+    def listing_lag(self, job_id: str) -> float:
+        """How long after its creation ``job_id`` appears in the job list (drawn from its id)."""
+        low, high = self.config.listing_lag_min_s, self.config.listing_lag_max_s
+        return low + (high - low) * (zlib.crc32(job_id.encode()) / 0xFFFFFFFF)
+
+    def add_background_jobs(
+        self, account: str, count: int, *, age_s: float, processing_share: float = 0.5
+    ) -> list[str]:
+        """``count`` async extract jobs created ``age_s`` ago that never settle: a busy account.
+
+        Cheap (no request, no webhook, no truth record: they are nobody's workload). The first
+        ``processing_share`` of them are processing, the rest queued. Returns their ids.
+        """
+        with self.lock:
+            now = self.clock.time()
+            created = now - age_s
+            never = now + 10 * 365 * 86_400.0
+            owner = self._accounts[account]
+            started = round(count * processing_share)
+            jobs = []
+            for index in range(count):
+                work = Work(
+                    url=f"https://background.example/{index}",
+                    formats=("markdown",),
+                    render_js=False,
+                    created_at=created,
+                    started_at=created if index < started else never,
+                    settle_at=never,
+                    outcome=Outcome(status="completed"),
+                    tokens=1,
+                )
+                job_id = stable_uuid(self.config.seed, "background", account, index)
+                jobs.append(ExtractJob(job_id, account, "async", work))
+                owner.jobs_by_id[job_id] = jobs[-1]
+            # The list scans jobs in creation order: keep it sorted (a stable sort).
+            owner.jobs = sorted([*owner.jobs, *jobs], key=lambda job: job.work.created_at)
+            return [job.job_id for job in jobs]
 
     def cancel_extract(self, job_id: str) -> ExtractJob:
         """Cancel an unsettled async job (a fault-control hook: the API has no such route)."""

@@ -80,9 +80,10 @@ def test_reconciler_run_reads_fresh_ground_and_finishes_a_pending_pass(
     pages.clear()
     second = ReconcileReport()
     found.sweep_job_list(second, Budget(remaining, 1000.0))
-    # THEN it read the fresh ground first (one page: the 30 new jobs), then finished the
-    # pending pass at its third page, all in the same run
-    assert [call["page"] for call in pages] == [1, 3]
+    # THEN it read the fresh ground first (the 30 new jobs, and the overlap below the
+    # watermark read again once: here the old jobs, all created at one instant, three pages),
+    # then finished the pending pass at its third page, all in the same run
+    assert [call["page"] for call in pages] == [1, 2, 3, 3]
     assert (second.list_passes, second.resumed_passes, second.complete) == (1, 1, True)
     assert second.recovered[SOURCE_JOB_LIST] == 30 + 50
     settle(stack, 60)
@@ -111,12 +112,16 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
     monkeypatch.setattr(found._client, "list_jobs", slow)
     report = ReconcileReport()
     found.sweep_job_list(report, Budget(remaining, 1000.0))
-    # THEN it read the fresh ground (empty), finished the pending pass at its third page, and
-    # went on with a closing fresh pass over what came due meanwhile, all in the same run
-    assert pages == [1, 3, 1]
+    # THEN it read the fresh ground (nothing new: the overlap below the watermark read again
+    # once), finished the pending pass at its third page, and went on with a closing fresh
+    # pass over what came due meanwhile, all in the same run. The old jobs were all created at
+    # one instant, the watermark's: each fresh pass reads them again (the API's date filters
+    # have whole seconds, so a pass starts at the watermark's second), three pages here
+    assert pages == [1, 2, 3, 3, 1, 2, 3]
     assert report.resumed_passes == 1 and report.list_passes == 2
     assert report.complete is True
-    assert report.recovered[SOURCE_JOB_LIST] == 50 + 20
+    # (the old jobs read again are re-sent too: at 600 s a page their messages look lost)
+    assert report.recovered[SOURCE_JOB_LIST] >= 50 + 20
     settle(stack, 60)
     assert stored(stack, late) == late
     assert check_exactly_once(stack) == {"stored": 270}
@@ -207,3 +212,97 @@ def test_reconciler_fresh_ground_leaves_half_the_run_to_older_passes(
     assert [p["page"] for p in pages if p["end_date"] == old_end] == [3]
     assert len([p for p in pages if p["end_date"] != old_end]) >= 2
     assert report.recovered[SOURCE_JOB_LIST] >= 50 + 200
+
+
+@pytest.mark.parametrize(
+    ("lag", "offset"),
+    [((280.0, 300.0), 0.0), ((0.0, 0.0), -120.0)],
+    ids=["listed-five-minutes-late", "api-clock-two-minutes-behind"],
+)
+def test_reconciler_job_list_loses_no_job_listed_late(
+    make_stack: MakeStack, lag: tuple[float, float], offset: float
+):
+    # GIVEN an API that lists each job minutes after its created_at (or whose clock is behind
+    # Lambda's), every webhook lost, and a reconciler run every minute
+    stack = make_stack(
+        StackSettings(reconcile_interval=NO_SCHEDULE),
+        job_duration_min_s=1,
+        job_duration_max_s=2,
+        listing_lag_min_s=lag[0],
+        listing_lag_max_s=lag[1],
+        api_clock_offset_s=offset,
+    )
+    stack.sim.faults.update(drop_rate=1.0)
+    found = reconciler(stack)
+    client = stack.client()
+    jobs: list[str] = []
+    reports: list[ReconcileReport] = []
+    # WHEN jobs are submitted for ten minutes, one every 5 s (closer than the lag's spread)
+    for step in range(120):
+        jobs.append(client.submit_extract(f"https://example.com/late/{step}").job_id)
+        stack.step(5.0)
+        if step % 12 == 11:
+            reports.append(found.run())
+    for _ in range(10):  # and the runs go on for ten minutes more
+        settle(stack, 60)
+        reports.append(found.run())
+    settle(stack, 60)
+    # THEN every job is stored once
+    assert len(stored(stack, jobs)) == len(jobs)
+    assert check_exactly_once(stack) == {"stored": len(jobs)}
+    # AND a lag that differs from job to job was measured (jobs listed out of creation order)
+    if lag[1] > lag[0]:
+        assert 0 < max(r.listing_lag for r in reports) <= lag[1] - lag[0] + 1
+
+
+class Killed(BaseException):
+    """The Lambda killed mid-run: nothing it would have done next reaches AWS."""
+
+
+def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN 250 dropped jobs created a second apart (three list pages), all settled
+    stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
+    stack.sim.faults.update(drop_rate=1.0)
+    client = stack.client()
+    for i in range(250):
+        client.submit_extract(f"https://example.com/killed/{i}")
+        stack.clock.advance(1.0)
+    settle(stack, 700)
+    found = reconciler(stack)
+    reads: list[tuple[Any, Any, int]] = []
+    dead, killed = False, False
+    real = found._client.list_jobs
+
+    def list_jobs(**kwargs: Any) -> Any:
+        nonlocal dead, killed
+        reads.append((kwargs.get("start_date"), kwargs.get("end_date"), kwargs["page"]))
+        if len(reads) == 2 and not killed:  # killed while it waits for its second page
+            dead = killed = True
+            raise Killed
+        return real(**kwargs)
+
+    books = found._job_list._books
+    write = books.write
+
+    def dead_or_write(name: str, fields: Any) -> None:
+        if not dead:
+            write(name, fields)
+
+    monkeypatch.setattr(found._client, "list_jobs", list_jobs)
+    monkeypatch.setattr(books, "write", dead_or_write)
+    # WHEN a run is killed during its second page
+    with pytest.raises(Killed):
+        found.sweep_job_list(ReconcileReport())
+    first_range = reads[0][:2]
+    # AND the next run starts (a new container)
+    dead = False
+    reads.clear()
+    report = ReconcileReport()
+    found.sweep_job_list(report)
+    # THEN it went on from the page it was killed in: the page before is not read again
+    assert [page for *bounds, page in reads if tuple(bounds) == first_range] == [2, 3]
+    assert sum(1 for *bounds, _ in reads if tuple(bounds) != first_range) <= 1
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 250}

@@ -1,6 +1,8 @@
-"""The watch sweep on its own: wakes what is due, page by page, and resumes where it stopped.
+"""The watch sweep: wakes what is due, page by page, and resumes where it stopped.
 
-moto in-process (real boto3 calls); the messages it sends are read back from SQS, the judge.
+The first test runs moto in-process (real boto3 calls) and reads the messages back from SQS,
+the judge; the busy-account test runs the local stack and is judged from S3 and the
+simulator's count of list pages.
 """
 
 from __future__ import annotations
@@ -17,11 +19,22 @@ from moto import mock_aws
 from scrape_pipeline.budget import Budget, unlimited
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.queue import JobQueue
+from scrape_pipeline.reconciler import ReconcileReport
 from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings
+from scrape_pipeline.submissions import expect
+from scrape_pipeline.watch import ROWS_PER_PAGE, WATCH_CHECKPOINT, Watcher, WatchSettings
 from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.stack import API_KEY, LocalStack
+from tests.pipeline.conftest import MakeStack, versions
+from tests.pipeline.test_reconciler import (
+    FakeRemaining,
+    reconciler,
+    settle,
+    slow_dropped_stack,
+)
+from tests.pipeline.test_reconciler import ledger as pipeline_ledger
 from tests.support.template import create_ledger_table, create_queues
 
 POLL = 3600.0
@@ -69,6 +82,17 @@ def sent(aws: dict[str, Any]) -> Counter[str]:
             aws["sqs"].delete_message(QueueUrl=aws["queue"], ReceiptHandle=message["ReceiptHandle"])
 
 
+def batch_watcher(aws: dict[str, Any], ledger: Ledger, clock: ManualClock) -> Watcher:
+    """A watch sweep over batches only: the API is never asked (an unreachable address)."""
+    return Watcher(
+        WatchSettings(poll_seconds=POLL),
+        ledger=ledger,
+        client=GeonodeClient("unused", base_url="http://127.0.0.1:9"),
+        recoverer=Recoverer(ledger, JobQueue(aws["queue"], client=aws["sqs"]), clock=clock),
+        clock=clock,
+    )
+
+
 def test_watch_sweep_polls_due_batches_page_by_page_and_resumes(aws: dict[str, Any]):
     # GIVEN 250 watched batches parked two hours ago (due a poll), and runs with time for one
     # ledger page each
@@ -77,14 +101,7 @@ def test_watch_sweep_polls_due_batches_page_by_page_and_resumes(aws: dict[str, A
     for i in range(WATCHED):
         ledger.record(JobKey(JobKind.BATCH, f"b{i:03d}"), source="test", state=JobState.WATCHING)
     clock.advance(2 * POLL)
-    watcher = Watcher(
-        WatchSettings(poll_seconds=POLL),
-        ledger=ledger,
-        # No extract job is watched: the API is never asked (an unreachable address says so).
-        client=GeonodeClient("unused", base_url="http://127.0.0.1:9"),
-        recoverer=Recoverer(ledger, JobQueue(aws["queue"], client=aws["sqs"]), clock=clock),
-        clock=clock,
-    )
+    watcher = batch_watcher(aws, ledger, clock)
 
     # WHEN three runs go by
     results = [watcher.sweep(PagesBudget(1)) for _ in range(3)]
@@ -100,3 +117,93 @@ def test_watch_sweep_polls_due_batches_page_by_page_and_resumes(aws: dict[str, A
     clock.advance(POLL)
     assert watcher.sweep(PagesBudget(10)).woken == 1
     assert sent(aws) == Counter({"fresh": 1})
+
+
+BUSY = 10_000  # unsettled jobs in the account that are none of ours (a busy evening)
+LIST_PAGE_SECONDS = 10.0  # what one list page costs of the run's remaining time
+RUN_PAGES = 20  # list pages a run has time for: a full pass of the busy list takes five runs
+
+
+def test_watch_sweep_on_a_busy_account_polls_batches_and_resumes_the_list(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN an account with 10,000 unsettled jobs from two days ago that never settle, and
+    # ours: five extract jobs and a batch, all watched, all settled with their webhooks lost
+    stack = slow_dropped_stack(make_stack)
+    stack.sim.add_background_jobs(API_KEY, BUSY, age_s=2 * 86_400.0)
+    client = stack.client()
+    book = pipeline_ledger(stack)
+    extracts = [client.submit_extract(f"https://example.com/busy/{i}").job_id for i in range(5)]
+    for job_id in extracts:
+        book.record(
+            JobKey(JobKind.EXTRACT, job_id),
+            source="test",
+            state=JobState.WATCHING,
+            job_created_at=stack.clock.time(),
+        )
+    batch_id = client.create_batch([f"https://example.com/busy-batch/{i}" for i in range(3)]).job_id
+    expect(book, JobKind.BATCH, batch_id)
+    settle(stack, 1100)
+    found = reconciler(stack)
+    remaining = FakeRemaining(10_000.0)
+    real = found._client.list_jobs
+
+    def list_jobs(**kwargs: Any) -> Any:
+        remaining.seconds -= LIST_PAGE_SECONDS
+        return real(**kwargs)
+
+    monkeypatch.setattr(found._client, "list_jobs", list_jobs)
+    before = list_pages(stack)
+
+    # WHEN runs go by, each with time for RUN_PAGES list pages
+    def run() -> ReconcileReport:
+        report = ReconcileReport()
+        found.sweep_watched(report, Budget(remaining, RUN_PAGES * LIST_PAGE_SECONDS + 5.0))
+        settle(stack, 60)
+        return report
+
+    first = run()
+    # THEN the batch, due its poll, was woken by the first run whatever the list costs
+    assert first.recovered["watch"] >= 1
+    assert [k for k in versions(stack) if k.startswith(f"results/batch/{batch_id}/")]
+    # AND the list is read on from where each run stopped: within a full pass (two list pages
+    # per 100 unsettled jobs at most, here one) every settled job of ours is stored once
+    runs = [first]
+    while not set(stored_extracts(stack)) >= set(extracts) and len(runs) < 8:
+        runs.append(run())
+    pages = list_pages(stack) - before
+    assert set(stored_extracts(stack)) >= set(extracts), (len(runs), pages)
+    assert all(r.list_pages <= RUN_PAGES + 1 for r in runs), [r.list_pages for r in runs]
+    assert pages <= BUSY / 100 + 2, (pages, [(r.list_pages, r.recovered["watch"]) for r in runs])
+    assert max(versions(stack).values()) == 1
+
+
+def list_pages(stack: LocalStack) -> int:
+    return int(stack.sim.request_counts()["by_route"].get("GET /v1/extract/jobs", 0))
+
+
+def stored_extracts(stack: LocalStack) -> list[str]:
+    return [
+        key.split("/")[2]
+        for key in versions(stack)
+        if key.startswith("results/extract/") and key.endswith("/metadata.json")
+    ]
+
+
+def test_watch_sweep_resumes_from_a_checkpoint_of_earlier_versions(aws: dict[str, Any]):
+    # GIVEN 150 watched batches parked a second apart, due a poll, and a checkpoint written
+    # by an earlier version (only the rows' resume point) at the 101st
+    clock = ManualClock()
+    ledger = Ledger(aws["table"], client=aws["dynamodb"], clock=clock)
+    for i in range(150):
+        ledger.record(JobKey(JobKind.BATCH, f"b{i:03d}"), source="test", state=JobState.WATCHING)
+        clock.advance(1.0)
+    resume_at = clock.time() - 50.0  # the 101st row's state_since
+    Bookkeeping(ledger).write(WATCH_CHECKPOINT, {"after": f"{resume_at:.3f}"})
+    clock.advance(2 * POLL)
+    watcher = batch_watcher(aws, ledger, clock)
+    # WHEN the sweep runs
+    result = watcher.sweep(PagesBudget(10))
+    # THEN it went on from there: the last 50 woken, the pass finished
+    assert result.complete is True
+    assert sorted(sent(aws)) == [f"b{i:03d}" for i in range(100, 150)]

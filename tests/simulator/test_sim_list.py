@@ -7,10 +7,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 
 from scrape_pipeline_local.clock import ManualClock
 
 OTHER_KEY = "sim-key-2"
+KEY = "sim-key-1"
 
 
 def _iso(ts: float) -> str:
@@ -140,3 +142,40 @@ def test_job_list_hides_jobs_inside_the_lag_window(make_server, make_client, clo
     assert api.get("/v1/extract/jobs").json()["total"] == 0
     clock.advance(5)
     assert api.get("/v1/extract/jobs").json()["total"] == 1
+
+
+def test_job_list_shows_a_job_only_after_its_listing_lag(make_server, make_client, clock):
+    # GIVEN an API that lists every job 300 s after its created_at
+    api = make_client(make_server(listing_lag_min_s=300.0, listing_lag_max_s=300.0))
+    ids = _submit_many(api, clock, 3)
+    # WHEN the list is read before and after the lag
+    before = api.get("/v1/extract/jobs").json()["jobs"]
+    clock.advance(300)
+    after = api.get("/v1/extract/jobs").json()["jobs"]
+    # THEN the jobs were missing from it, then listed
+    assert before == []
+    assert [job["job_id"] for job in after] == ids[::-1]
+
+
+def test_api_clock_offset_shifts_every_time_it_shows(make_server, make_client, clock):
+    # GIVEN an API whose clock is two minutes behind its caller's
+    api = make_client(make_server(api_clock_offset_s=-120.0))
+    (job_id,) = _submit_many(api, clock, 1)
+    # THEN the job's created_at is on the API's clock
+    created = api.get(f"/v1/extract/{job_id}").json()["created_at"]
+    shown = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    assert shown == pytest.approx(clock.time() - 1 - 120.0, abs=0.001)  # submitted 1 s ago
+
+
+def test_background_jobs_fill_the_unsettled_list_cheaply(make_server, make_client, clock):
+    # GIVEN 1,000 background jobs two days old, half of them processing
+    server = make_server()
+    api = make_client(server)
+    server.sim.add_background_jobs(KEY, 1000, age_s=2 * 86_400.0)
+    # THEN the unsettled list shows them by status, and a list by creation time of the last
+    # day does not
+    for status in ("queued", "processing"):
+        listing = api.get("/v1/extract/jobs", params={"status": status}).json()
+        assert (listing["total"], listing["page_count"]) == (500, 5)
+    recent = api.get("/v1/extract/jobs", params={"start_date": _iso(clock.time() - 86_400)})
+    assert recent.json()["jobs"] == []

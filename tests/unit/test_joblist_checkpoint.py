@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scrape_pipeline.joblist import MAX_PENDING_PASSES, _Checkpoint, _Pass
+from scrape_pipeline.joblist import LAG_MARGIN, MAX_PENDING_PASSES, _Checkpoint, _Pass
 
 
 def test_checkpoint_reads_the_single_resumable_pass_of_earlier_versions():
@@ -48,3 +48,24 @@ def test_checkpoint_merges_the_newest_passes_beyond_its_bound():
     merged = mark.pending[-1]
     last = float(MAX_PENDING_PASSES)
     assert (merged.start, merged.end, merged.page) == (last - 1, last + 1, 1)
+
+
+def test_checkpoint_of_earlier_versions_reads_without_lag_and_unconfirmed():
+    # GIVEN a row written before the watermark followed the API's timestamps
+    saved = {"watermark": "500.000", "pending": "[[10.0,20.0,3]]"}
+    # WHEN it is read
+    mark = _Checkpoint.read(saved, default_watermark=0.0, now=1000.0)
+    # THEN its watermark is where the next fresh pass starts, less the configured overlap
+    assert (mark.watermark, mark.lag, mark.fresh_end, mark.confirmed) == (500.0, 0.0, 0.0, False)
+    assert mark.overlap(30.0) == 30.0
+
+
+def test_checkpoint_round_trips_the_measured_lag_and_forgets_it_after_a_day():
+    mark = _Checkpoint(500.0)
+    mark.measured(120.0, now=1000.0)
+    mark.moved_at, mark.fresh_end = 900.0, 950.0
+    again = _Checkpoint.read(mark.fields(), default_watermark=0.0, now=2000.0)
+    assert (again.lag, again.moved_at, again.fresh_end) == (120.0, 900.0, 950.0)
+    assert again.overlap(30.0) == LAG_MARGIN * 120.0
+    later = _Checkpoint.read(mark.fields(), default_watermark=0.0, now=1000.0 + 86_401.0)
+    assert later.lag == 0.0 and later.overlap(30.0) == 30.0

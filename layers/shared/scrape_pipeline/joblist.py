@@ -4,17 +4,27 @@ The extract job list is read in passes, each a time range read newest first page
 range lies wholly in the past (its end is ``now - threshold``, and jobs are listed by
 creation), so its pages never move, and a page number is a valid point to resume it from.
 
-The durable state (one bookkeeping row) is the watermark and the passes still pending:
+The durable state (one bookkeeping row, written after every page, so a run killed mid-pass
+keeps the pages it read) is the watermark, the measured listing lag and the pending passes:
 
-    watermark   where the next fresh pass starts (less the overlap): every job created before
-                it is either read by a finished pass or inside a pending pass
-    pending     passes cut short (time or page cap), oldest first, each with its next page and
-                the oldest young unsettled job it has seen
+    watermark   the newest ``created_at`` a fresh pass has listed, on the API's own clock:
+                every job created before it is read by a finished pass, inside a pending
+                pass, or listed late (below); the next fresh pass starts there less the overlap
+    lag         the measured listing lag: how far below the watermark the jobs a fresh pass
+                found for the first time were created (the API lists some jobs late). The
+                overlap is the larger of RECONCILE_OVERLAP_SECONDS and twice it, for a day
+    pending     passes cut short (time or page cap), oldest first, each with its next page
+
+A job created after the newest listed one is read by the next fresh pass however late the API
+lists it, and whatever the offset between the API's clock and Lambda's (only the range's end,
+``now - threshold``, is on Lambda's clock): the overlap has to cover only the spread of the
+lag, a job listed later than one created after it.
 
 A run works until its time budget (or the optional page cap) is spent, in this order:
 
     1. fresh pass     [watermark - overlap, now - threshold], when there is new ground
-                      (now - threshold beyond the watermark). Newest first, so the jobs that
+                      (now - threshold beyond the watermark); its first page moves the
+                      watermark to the newest job listed. Newest first, so the jobs that
                       just settled are the first recovered even on the very first run, whose
                       range reaches back RECONCILE_LOOKBACK (24 h): its rest becomes a pending
                       pass, and every later run reads its own fresh ground before resuming it.
@@ -32,7 +42,7 @@ re-read everything since that job every minute. A known row closed as "unknown j
 settled" is reopened: the list proves the job exists.
 
 Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
-per 100 jobs examined, plus the checkpoint's one read and one write per run.
+per 100 jobs examined, plus the checkpoint's one read a run and one write a page (saved as it goes).
 """
 
 from __future__ import annotations
@@ -53,6 +63,11 @@ JOBS_CHECKPOINT = "reconciler-jobs"
 # first page. Only a reconciler far behind a heavy account reaches it (each run adds at most
 # one pending pass: its fresh one, when cut short).
 MAX_PENDING_PASSES = 16
+# The overlap covers this many times the measured listing lag: a lag measured is a lower bound
+# (a job listed later still was not seen at all).
+LAG_MARGIN = 2.0
+# A measured lag is remembered this long after it was last seen (Lambda's clock).
+LAG_MEMORY_SECONDS = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class JobListResult:
     finished_passes: int = 0
     jobs_seen: int = 0
     watermark: float = 0.0
+    listing_lag: float = 0.0  # the measured listing lag (module docstring), seconds
     complete: bool = True  # False: a pass is pending, or the budget ran out before any
 
 
@@ -88,6 +104,7 @@ class _Pass:
     end: float
     page: int = 1
     done: bool = False  # not saved: a finished pass leaves the checkpoint
+    fresh: bool = False  # begun at the watermark this run: its first page moves the watermark
 
     def saved(self) -> list[float | int]:
         return [round(self.start, 3), round(self.end, 3), self.page]
@@ -105,9 +122,18 @@ class _Checkpoint:
 
     watermark: float
     pending: list[_Pass] = field(default_factory=list)
+    lag: float = 0.0  # the measured listing lag
+    lag_seen_at: float = 0.0  # when it was last measured (Lambda's clock)
+    moved_at: float = 0.0  # when the watermark last moved (Lambda's clock)
+    fresh_end: float = 0.0  # the end of the last fresh pass read (Lambda's clock)
+    confirmed: bool = False  # the overlap below it was read again once the lag spread passed
 
     @classmethod
-    def read(cls, saved: Mapping[str, str] | None, default_watermark: float) -> _Checkpoint:
+    def read(
+        cls, saved: Mapping[str, str] | None, default_watermark: float, now: float = 0.0
+    ) -> _Checkpoint:
+        """The saved state; rows of earlier versions (no lag, a watermark on Lambda's clock,
+        one resumable pass) read as they were meant."""
         if not saved:
             return cls(default_watermark)
         pending = [_Pass.from_saved(raw) for raw in json.loads(saved.get("pending") or "[]")]
@@ -119,7 +145,27 @@ class _Checkpoint:
                     int(saved["resume_page"]),
                 )
             )
-        return cls(float(saved["watermark"]), pending)
+        lag, seen_at = float(saved.get("lag") or 0.0), float(saved.get("lag_seen_at") or 0.0)
+        if now - seen_at > LAG_MEMORY_SECONDS:
+            lag = 0.0  # not seen for a day: the API lists on time again
+        return cls(
+            float(saved["watermark"]),
+            pending,
+            lag,
+            seen_at,
+            float(saved.get("moved_at") or 0.0),
+            float(saved.get("fresh_end") or 0.0),
+            saved.get("confirmed") == "1",
+        )
+
+    def overlap(self, configured: float) -> float:
+        """How far below the watermark a fresh pass starts (module docstring)."""
+        return 0.0 if self.confirmed else max(configured, LAG_MARGIN * self.lag)
+
+    def measured(self, lag: float, now: float) -> None:
+        """A job was listed ``lag`` seconds below the watermark a pass had already passed."""
+        if lag >= self.lag:
+            self.lag, self.lag_seen_at = lag, now
 
     def bound(self) -> None:
         """Merge the two newest pending passes while there are too many (see the constant)."""
@@ -129,6 +175,14 @@ class _Checkpoint:
 
     def fields(self) -> dict[str, str]:
         out = {"watermark": f"{self.watermark:.3f}"}
+        if self.lag:
+            out.update(lag=f"{self.lag:.3f}", lag_seen_at=f"{self.lag_seen_at:.3f}")
+        if self.moved_at:
+            out["moved_at"] = f"{self.moved_at:.3f}"
+        if self.fresh_end:
+            out["fresh_end"] = f"{self.fresh_end:.3f}"
+        if self.confirmed:
+            out["confirmed"] = "1"
         if self.pending:
             out["pending"] = json.dumps([p.saved() for p in self.pending], separators=(",", ":"))
         return out
@@ -161,33 +215,39 @@ class JobListSweep:
         """
         s = self.settings
         result = JobListResult()
-        default = self._clock.time() - s.lookback_seconds
-        mark = _Checkpoint.read(self._books.read(JOBS_CHECKPOINT), default)
+        now = self._clock.time()
+        mark = _Checkpoint.read(self._books.read(JOBS_CHECKPOINT), now - s.lookback_seconds, now)
         fresh_due, closing_left, cut_short = True, 1, False
         try:
             while True:
                 end = self._clock.time() - s.threshold_seconds
-                fresh = fresh_due and end > mark.watermark
+                # New ground: time passed since the last fresh pass (the watermark is a job's
+                # time, on the API's clock, so it says nothing of whether time passed).
+                fresh = fresh_due and end > max(mark.watermark, mark.fresh_end)
                 if not fresh and not mark.pending:
                     break
                 if self._stopped(budget, result):
                     cut_short = True
                     break
-                share = budget
+                share, confirming = budget, False
                 if fresh:
-                    current = _Pass(mark.watermark - s.overlap_seconds, end)
+                    overlap = mark.overlap(s.overlap_seconds)
+                    current = _Pass(mark.watermark - overlap, end, fresh=True)
+                    # Read again once the spread of the lag has passed since the watermark
+                    # moved, the overlap is done with, unless this pass moves it again.
+                    since_moved = end + s.threshold_seconds - mark.moved_at
+                    confirming = bool(overlap) and since_moved >= overlap
                     if mark.pending:
                         # Older passes wait: fresh ground gets half of what is left, so a
                         # backlog drains even while every run's new ground could fill it.
                         share = budget.share([1.0, 1.0])
                     mark.pending.append(current)  # the newest pass until it completes
-                    mark.watermark = end
                     result.fresh_passes += 1
                 else:
                     current = mark.pending[0]  # left by an earlier run, the oldest first
                     result.resumed_passes += 1
                 fresh_due = False
-                self._read(current, share, result)
+                self._read(current, mark, share, result, confirming=confirming)
                 if not current.done:
                     if share is not budget and not self._stopped(budget, result):
                         continue  # its half is spent, not the run: on to the oldest pass
@@ -199,8 +259,12 @@ class JobListSweep:
                     # A finished resumed pass took time: new ground may have come due.
                     fresh_due, closing_left = True, 0
         finally:
+            # A fresh pass not one page of which was read left the watermark where it was:
+            # the next fresh pass covers its range again, so a pending copy would be read twice.
+            mark.pending = [p for p in mark.pending if not (p.fresh and p.page == 1)]
             mark.bound()
             result.watermark = mark.watermark
+            result.listing_lag = mark.lag
             result.complete = not cut_short and not mark.pending
             self._books.write(JOBS_CHECKPOINT, mark.fields())
         return result
@@ -208,14 +272,25 @@ class JobListSweep:
     def _stopped(self, budget: Budget, result: JobListResult) -> bool:
         return budget.spent() or result.list_pages >= self.settings.max_pages
 
-    def _read(self, current: _Pass, budget: Budget, result: JobListResult) -> None:
+    def _read(
+        self,
+        current: _Pass,
+        mark: _Checkpoint,
+        budget: Budget,
+        result: JobListResult,
+        *,
+        confirming: bool = False,
+    ) -> None:
         """Read ``current`` from its page while time and pages last; a page counts as read
-        only once its jobs are handled, so a failure leaves ``current.page`` on it.
+        only once its jobs are handled, so a failure leaves ``current.page`` on it, and the
+        checkpoint is saved after each page (a run killed mid-pass loses at most that page).
 
         One BatchGetItem a page (a page holds at most 100 jobs, BatchGetItem's limit): settled
         jobs the ledger has not finished are enqueued, unsettled ones it does not know are
-        recorded WATCHING.
+        recorded WATCHING. In a fresh pass, a job the ledger does not know created below the
+        watermark it began at was listed late: how far below is a listing-lag sample.
         """
+        began_at = mark.watermark
         while not self._stopped(budget, result):
             listing = self._client.list_jobs(
                 start_date=current.start,
@@ -227,15 +302,20 @@ class JobListSweep:
             result.jobs_seen += len(listing.items)
             settled: list[JobKey] = []
             unsettled: dict[JobKey, float] = {}
+            created_at: dict[JobKey, float] = {}
             for row in listing.items:
                 key = JobKey(JobKind.EXTRACT, row.job_id)
+                created_at[key] = row.created_at.timestamp() if row.created_at else current.start
                 if row.is_terminal:
                     settled.append(key)
                 else:
-                    created = row.created_at.timestamp() if row.created_at else current.start
-                    unsettled[key] = created
+                    unsettled[key] = created_at[key]
             if settled or unsettled:
                 rows = self._ledger.get_many([*settled, *unsettled])
+                if current.fresh:
+                    late = [began_at - c for k, c in created_at.items() if k not in rows]
+                    if late and max(late) > 0:
+                        mark.measured(max(late), self._clock.time())
                 # The list proves a job closed as "unknown" exists: reopen it (ensure does).
                 reopen = [k for k in unsettled if k in rows and rows[k].reopenable]
                 result.recovered += self._recoverer.ensure_many(
@@ -243,7 +323,18 @@ class JobListSweep:
                 )
                 unknown = {k: created for k, created in unsettled.items() if k not in rows}
                 result.watched += self._recoverer.watch_many(unknown, source=SOURCE_WATCH)
+            # Only once its jobs are handled: a page that failed moves nothing.
+            if current.fresh and current.page == 1:
+                # Newest first: the first page holds the newest job the API lists.
+                newest = max(created_at.values(), default=mark.watermark)
+                mark.fresh_end = max(mark.fresh_end, current.end)
+                if newest > mark.watermark:
+                    mark.watermark, mark.moved_at = newest, self._clock.time()
+                    mark.confirmed = False
+                elif confirming:
+                    mark.confirmed = True
             if listing.is_last or not listing.items:
                 current.done = True
                 return
             current.page += 1
+            self._books.write(JOBS_CHECKPOINT, mark.fields())

@@ -103,7 +103,7 @@ class ReconcilerSettings:
     | variable | default | why |
     |---|---|---|
     | RECONCILE_THRESHOLD_SECONDS | 60 | younger jobs may still get their webhook |
-    | RECONCILE_OVERLAP_SECONDS | 30 | re-read this much before the watermark (clock skew, lag) |
+    | RECONCILE_OVERLAP_SECONDS | 30 | re-read below the watermark (lag spread, 2x lag seen) |
     | RECONCILE_FULL_SWEEP_SECONDS | 600 | stuck rows and delivery log run this often (and on) |
     | RECONCILE_GAP_MEMORY_SECONDS | 900 | the job list runs every minute this long after a gap |
     | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
@@ -190,6 +190,8 @@ class ReconcileReport:
 
     recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SWEEPS, 0))
     list_pages: int = 0
+    watch_list_pages: int = 0  # of list_pages, the watch sweep's (unsettled jobs)
+    watch_listings: int = 0  # listings of the unsettled jobs the watch sweep finished
     list_passes: int = 0  # job-list passes begun at the watermark (fresh ground)
     delivery_pages: int = 0
     row_pages: int = 0
@@ -202,7 +204,8 @@ class ReconcileReport:
     skipped: list[str] = field(default_factory=list)
     # The job list runs every minute: a run recovered a job within RECONCILE_GAP_MEMORY.
     gap_open: bool = False
-    watermark: float = 0.0
+    watermark: float = 0.0  # the job list's: the newest created_at listed, on the API's clock
+    listing_lag: float = 0.0  # the job list's measured listing lag, seconds
     # False when a budget ran out or a sweep failed: the next run carries on from the checkpoints.
     complete: bool = True
     # sweep -> what failed; the other sweeps ran all the same.
@@ -292,6 +295,7 @@ class Reconciler:
             WatchSettings(
                 poll_seconds=settings.watch_poll_seconds,
                 first_poll_seconds=settings.threshold_seconds,
+                listing_lag_seconds=settings.overlap_seconds,
                 max_pages=settings.max_pages,
             ),
             ledger=ledger,
@@ -384,6 +388,7 @@ class Reconciler:
         report.resumed_passes += result.resumed_passes
         report.jobs_seen += result.jobs_seen
         report.watermark = result.watermark
+        report.listing_lag = result.listing_lag
         report.complete &= result.complete
 
     # -- watched jobs ----------------------------------------------------------------------
@@ -394,6 +399,8 @@ class Reconciler:
         report.recovered[SOURCE_WATCH] += result.woken
         report.row_pages += result.row_pages
         report.list_pages += result.list_pages
+        report.watch_list_pages += result.list_pages
+        report.watch_listings += result.listings
         report.watched = result.watched
         report.complete &= result.complete
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.jobs import JobKey, JobState
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.queue import JobMessage, JobQueue
 
@@ -118,6 +118,11 @@ class Recoverer:
             # Evidence that it settled overturns a close as "unknown" or "never settled".
             return row.reopenable and self._ledger.reopen(row)
         if row.state is JobState.WATCHING:
+            if row.failing_since is not None and source != SOURCE_WATCH:
+                # Parked because its own GET keeps failing: that it settled is known already,
+                # and a list that shows it settled on every read would wake it every run. The
+                # watch sweep polls it on its capped schedule.
+                return False
             # A parked long-running job the caller found settled: wake it now.
             return self._ledger.mark_enqueued(row)
         now = self._clock.time()

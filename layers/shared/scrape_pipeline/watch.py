@@ -4,10 +4,6 @@ A job unsettled for WATCH_AFTER seconds is parked WATCHING (by the processor, or
 job-list sweep for a job it saw unsettled): no message, no poll of its own. Its webhook wakes
 it (the receiver); if the webhook is lost, this sweep does:
 
-    extract jobs      the API lists the account's unsettled jobs (status queued, then
-                      processing); a watched job missing from that list has settled and is
-                      woken. A run costs one list page per 100 unsettled jobs, however many
-                      jobs are watched.
     batches, crawls   the API lists neither: each is woken (the processor polls it once, and
                       parks it again if it still runs) on a schedule that follows its age:
                       first once it is WATCH_FIRST_POLL old, then whenever it has been parked
@@ -15,14 +11,32 @@ it (the receiver); if the webhook is lost, this sweep does:
                       ``scrape_pipeline.submissions`` is recorded WATCHING at once, so one whose
                       webhook is lost is found about WATCH_FIRST_POLL after it settles if it
                       settles fast, and within its own age otherwise: polls at 90 s, 3, 6, 12
-                      minutes... then hourly, a dozen GETs for a day-long crawl.
+                      minutes... then hourly, a dozen GETs for a day-long crawl. Woken as their
+                      rows are read, whatever the list below costs.
+    extract jobs      the API lists the account's unsettled jobs (status queued, then
+                      processing); a watched job missing from a complete listing has settled
+                      and is woken. One list page per 100 unsettled jobs a listing, however
+                      many jobs are watched; a busy account's listing spans runs (below).
 
 Watched rows are read page by page from the pending index, oldest ``state_since`` first. A run
 cut short by its budget saves the ``state_since`` it reached and the next run goes on from
 there (a row re-parked meanwhile has a newer one and is met again later: never skipped).
 
+The listing of unsettled jobs is a pass of its own, read while extract jobs are watched, with
+the time the rows leave (at least half the sweep's share). Each status is read newest first;
+a run that stops saves where: the oldest ``created_at`` it reached (on the API's clock, whole
+seconds, so a job sharing that second is read again, never skipped) or, when a whole page
+shared that second, the next page of it. The ids listed so far are kept in the sweep's
+checkpoint row (8 bytes each). Extract rows are judged against the newest complete listing: a
+row parked before that listing began, less the overlap (the API lists a new job late), and
+missing from it, has settled. A listing read within one run is used at once; one that took
+several runs is kept (a bookkeeping row of its own) for the runs until the next is complete.
+Larger than MAX_LISTED ids, a listing is given up: extract rows are then polled by age like
+batches, and the next listing waits WATCH_POLL. A run with nothing new to save writes nothing.
+
 A job woken by mistake (the list read while it moved) costs one GET: the processor finds it
-unsettled and parks it again. The opposite mistake cannot happen: a listed job is unsettled.
+unsettled and parks it again. The opposite mistake cannot happen: a listed job was unsettled,
+and a job missing from the list was settled when its stretch of the list was read.
 
     sick jobs         a job the processor parked because its own calls kept failing (5xx,
                       timeouts, 404s of a job proven to exist) is polled on the batches'
@@ -34,18 +48,28 @@ unsettled and parks it again. The opposite mistake cannot happen: a listed job i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
-from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKind, JobState
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.geonode.models import JobSummary, format_time
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
 from scrape_pipeline.recovery import Recoverer
 
+# The rows' resume point and the listing under way (its ``list_`` fields), one row.
 WATCH_CHECKPOINT = "reconciler-watch"
+# The last complete listing that took more than one run (one read within a run needs none).
+LISTED_CHECKPOINT = "reconciler-watch-listed"
 UNSETTLED_STATUSES = ("queued", "processing")
 ROWS_PER_PAGE = 100
+DIGEST_BYTES = 8  # per listed id: a collision only delays one wake by a pass
+# Ids one listing keeps at most: 30,000 x 8 bytes is 320 kB of base64, under DynamoDB's 400 kB.
+MAX_LISTED = 30_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +79,7 @@ class WatchSettings:
     poll_seconds: float = 3600.0  # a running batch or crawl is polled at least this often
     first_poll_seconds: float = 90.0  # and first polled at this age (the threshold's twin)
     max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
+    listing_lag_seconds: float = 30.0  # a job parked this long before a listing is in it
 
 
 @dataclass
@@ -65,7 +90,111 @@ class WatchResult:
     woken: int = 0
     row_pages: int = 0
     list_pages: int = 0
+    listings: int = 0  # listings of the unsettled jobs finished this run
     complete: bool = True
+
+
+def _digest(job_id: str) -> bytes:
+    return hashlib.blake2b(job_id.encode(), digest_size=DIGEST_BYTES).digest()
+
+
+def _pack(ids: set[bytes]) -> str:
+    return base64.b64encode(b"".join(sorted(ids))).decode()
+
+
+def _unpack(text: str | None) -> set[bytes]:
+    raw = base64.b64decode(text or "")
+    return {raw[i : i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)}
+
+
+@dataclass
+class _Listing:
+    """A listing of the unsettled jobs under way: where each status's read stands."""
+
+    started: float  # Lambda's clock, when its first page was read
+    status: int = 0  # index in UNSETTLED_STATUSES
+    end: int | None = None  # created_at bound (whole seconds, inclusive); None: the newest
+    page: int = 1
+    ids: set[bytes] = field(default_factory=set)
+    # Not saved: the created_at of every job read under the current bound, this run.
+    times: list[float] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None) -> _Listing | None:
+        """The listing under way in the watch checkpoint's ``list_`` fields, if any."""
+        if not saved or not saved.get("list_started"):
+            return None
+        end = saved.get("list_end")
+        return cls(
+            float(saved["list_started"]),
+            int(saved.get("list_status") or 0),
+            int(end) if end else None,
+            int(saved.get("list_page") or 1),
+            _unpack(saved.get("list_ids")),
+        )
+
+    def turn(self, items: Sequence[JobSummary]) -> None:
+        """Past a page of ``items``: the next page of the same bound."""
+        self.times += [job.created_at.timestamp() for job in items if job.created_at]
+        self.page += 1
+
+    def next_status(self) -> None:
+        """On to the next status, from its newest job: its bound is its own."""
+        self.status, self.end, self.page, self.times = self.status + 1, None, 1, []
+
+    def rebase(self) -> None:
+        """Before a save: the bound moves to the oldest second reached.
+
+        Within a run the pages of one bound go on (jobs settling meanwhile shift a few unread
+        rows up a page: a job missed so is woken by mistake, one GET); across runs a bound in
+        the list's own timestamps is a resume point that stays valid however the list moved.
+        Whole seconds, rounded up, from the page that holds the first job of that second not
+        read yet: the jobs of that second already read are read again, never one skipped.
+        """
+        if not self.times:
+            return
+        bound = int(-(-min(self.times) // 1))
+        if self.end is None or bound < self.end:
+            same_second = sum(1 for t in self.times if bound - 1 < t <= bound)
+            self.end, self.page = bound, 1 + same_second // JOBS_PAGE_MAX
+        self.times = []
+
+    def fields(self) -> dict[str, str]:
+        self.rebase()
+        return {
+            "list_started": f"{self.started:.3f}",
+            "list_status": str(self.status),
+            "list_end": "" if self.end is None else str(self.end),
+            "list_page": str(self.page),
+            "list_ids": _pack(self.ids),
+        }
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """The last complete listing (``oversize``: given up, extract rows polled by age)."""
+
+    started: float
+    ids: frozenset[bytes]
+    oversize: bool = False
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None) -> _Listed | None:
+        if not saved or not saved.get("started"):
+            return None
+        ids = frozenset(_unpack(saved.get("ids")))
+        return cls(float(saved["started"]), ids, saved.get("oversize") == "1")
+
+    def fields(self) -> dict[str, str]:
+        out = {"started": f"{self.started:.3f}", "ids": _pack(set(self.ids))}
+        if self.oversize:
+            out["oversize"] = "1"
+        return out
+
+
+def _sick(row: LedgerRow) -> bool:
+    """Parked by the processor because its own calls kept failing (see ``Ledger.park``)."""
+    return row.failing_since is not None
 
 
 class Watcher:
@@ -88,16 +217,58 @@ class Watcher:
         self._clock = clock
 
     def sweep(self, budget: Budget) -> WatchResult:
-        """Wake every watched job that has settled, and the batches and crawls due a poll."""
+        """Wake the batches and crawls due a poll and the watched jobs that have settled.
+
+        The rows first (batches and crawls woken as they are read), then the listing of
+        unsettled jobs with what is left, then the extract rows read, judged against the
+        newest complete listing.
+        """
         result = WatchResult()
+        saved = self._books.read(WATCH_CHECKPOINT) or {}
+        listing = _Listing.read(saved)
+        # Extract rows seen by the rows pass under way, or by the last finished one.
+        extracts_before = saved.get("extracts") == "1" or listing is not None
+        share = budget.share([1.0, 1.0]) if extracts_before else budget
+        extract_rows, fields = self._read_rows(saved, share, result)
+        try:
+            if extracts_before or extract_rows:
+                listed = None
+                try:
+                    listing, listed = self._list(listing, budget, result)
+                finally:
+                    self._judge(extract_rows, listed, result)
+        finally:
+            if listing is not None:
+                fields.update(listing.fields())
+            if fields != saved:  # a run with nothing to carry over writes nothing
+                self._books.write(WATCH_CHECKPOINT, fields)
+        return result
+
+    def _read_rows(
+        self, saved: Mapping[str, str], budget: Budget, result: WatchResult
+    ) -> tuple[list[LedgerRow], dict[str, str]]:
+        """The rows pass: batches and crawls due are woken; the extract rows read are
+        returned, with the checkpoint's rows fields to save."""
         now = self._clock.time()
-        saved = self._books.read(WATCH_CHECKPOINT)
-        after = float(saved["after"]) if saved and saved.get("after") else None
-        unsettled: set[str] | None = None
+        after = float(saved["after"]) if saved.get("after") else None
+        seen_extract = saved.get("extracts_seen") == "1"
+        extract_rows: list[LedgerRow] = []
         cursor = None
+
+        def fields(finished: bool) -> dict[str, str]:
+            saw = seen_extract or bool(extract_rows)
+            if finished:
+                return {"extracts": "1"} if saw else {}
+            out = {"after": "" if after is None else f"{after:.3f}"}
+            if saved.get("extracts"):
+                out["extracts"] = saved["extracts"]
+            if saw:
+                out["extracts_seen"] = "1"
+            return out
+
         for _ in range(self.settings.max_pages):
             if budget.spent():
-                return self._cut_short(result, after)
+                break
             rows, cursor = self._ledger.pending(
                 JobState.WATCHING,
                 since_before=now + 1,
@@ -107,51 +278,87 @@ class Watcher:
             )
             result.row_pages += 1
             result.watched += len(rows)
-            if unsettled is None and any(r.key.kind is JobKind.EXTRACT for r in rows):
-                unsettled = self._unsettled(budget, result)
-                if unsettled is None:
-                    return self._cut_short(result, after)
-            due = {row.key: row for row in rows if self._due(row, now, unsettled or set())}
+            # A sick job is polled on its schedule whatever the listing says (settled, it would
+            # be woken every run; missing, never).
+            by_listing = [r for r in rows if r.key.kind is JobKind.EXTRACT and not _sick(r)]
+            extract_rows += by_listing
+            due = {
+                r.key: r
+                for r in rows
+                if (r.key.kind is not JobKind.EXTRACT or _sick(r)) and self._due(r, now)
+            }
             result.woken += self._recoverer.ensure_many(list(due), due, source=SOURCE_WATCH)
             if cursor is None or not rows:
-                if after is not None:
-                    self._books.write(WATCH_CHECKPOINT, {"after": ""})
-                return result
+                return extract_rows, fields(finished=True)
             # Within a run the query's own cursor goes on; across runs the next one starts at
             # this state_since, inclusive: a row sharing it is read again, never skipped.
             after = rows[-1].state_since
-        return self._cut_short(result, after)
+        result.complete = False
+        return extract_rows, fields(finished=False)
 
-    def _due(self, row: LedgerRow, now: float, unsettled: set[str]) -> bool:
-        if row.failing_since is not None:
-            return self._poll_due(row, now, age=now - row.failing_since)
-        if row.key.kind is JobKind.EXTRACT:
-            return row.key.job_id not in unsettled
-        return self._poll_due(row, now, age=now - (row.job_created_at or row.created_at))
-
-    def _poll_due(self, row: LedgerRow, now: float, *, age: float) -> bool:
+    def _due(self, row: LedgerRow, now: float) -> bool:
+        """A batch's or crawl's poll (or a sick job's, or an extract job's with the listing
+        given up) is due. A sick job's age counts from the start of its failing run."""
+        age = now - (row.failing_since or row.job_created_at or row.created_at)
         # Parked for half its age: polls at ages 1, 2, 4, 8... x first_poll, then capped.
         interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
         return now - row.state_since >= interval
 
-    def _cut_short(self, result: WatchResult, after: float | None) -> WatchResult:
-        result.complete = False
-        self._books.write(WATCH_CHECKPOINT, {"after": "" if after is None else f"{after:.3f}"})
-        return result
+    def _judge(self, rows: list[LedgerRow], listed: _Listed | None, result: WatchResult) -> None:
+        """Wake the extract rows that ``listed`` shows settled (or, oversize, due by age)."""
+        if listed is None or not rows:
+            return
+        now = self._clock.time()
+        if listed.oversize:
+            due = {r.key: r for r in rows if self._due(r, now)}
+        else:
+            parked_before = listed.started - self.settings.listing_lag_seconds
+            due = {
+                r.key: r
+                for r in rows
+                if r.state_since <= parked_before and _digest(r.key.job_id) not in listed.ids
+            }
+        keys: list[JobKey] = list(due)
+        result.woken += self._recoverer.ensure_many(keys, due, source=SOURCE_WATCH)
 
-    def _unsettled(self, budget: Budget, result: WatchResult) -> set[str] | None:
-        """Ids of the account's unsettled jobs; None when cut short (then nothing is woken
-        from a partial list)."""
-        ids: set[str] = set()
-        for status in UNSETTLED_STATUSES:
-            page = 1
-            while True:
-                if budget.spent() or result.list_pages >= self.settings.max_pages:
-                    return None
-                listing = self._client.list_jobs(status=status, page=page)
-                result.list_pages += 1
-                ids.update(job.job_id for job in listing.items)
-                if listing.is_last or not listing.items:
-                    break
-                page += 1
-        return ids
+    def _list(
+        self, listing: _Listing | None, budget: Budget, result: WatchResult
+    ) -> tuple[_Listing | None, _Listed | None]:
+        """Go on with the listing while ``budget`` lasts: the listing still under way, and
+        the newest complete one (read back only when this run finishes none)."""
+        now = self._clock.time()
+        resumed = listing is not None
+        if listing is None:
+            listed = _Listed.read(self._books.read(LISTED_CHECKPOINT))
+            recent = listed is not None and now - listed.started < self.settings.poll_seconds
+            if listed is not None and listed.oversize and recent:
+                return None, listed  # given up lately: polled by age until WATCH_POLL passed
+            listing = _Listing(started=now)
+        pages = 0
+        while pages < self.settings.max_pages and not budget.spent():
+            status = UNSETTLED_STATUSES[listing.status]
+            page = self._client.list_jobs(
+                status=status,
+                end_date=None if listing.end is None else format_time(listing.end),
+                page=listing.page,
+                page_size=JOBS_PAGE_MAX,
+            )
+            pages += 1
+            result.list_pages += 1
+            listing.ids.update(_digest(job.job_id) for job in page.items)
+            if len(listing.ids) > MAX_LISTED:
+                listed = _Listed(now, frozenset(), oversize=True)
+                self._books.write(LISTED_CHECKPOINT, listed.fields())
+                return None, listed
+            if page.is_last or not page.items:
+                if listing.status + 1 < len(UNSETTLED_STATUSES):
+                    listing.next_status()
+                    continue
+                result.listings += 1
+                listed = _Listed(listing.started, frozenset(listing.ids))
+                if resumed:  # runs that judge rows before the next one finishes need it
+                    self._books.write(LISTED_CHECKPOINT, listed.fields())
+                return None, listed
+            listing.turn(page.items)
+        result.complete = False
+        return listing, _Listed.read(self._books.read(LISTED_CHECKPOINT))
