@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import JobKey, JobKind, is_job_id
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
     from types_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+
+_KINDS = frozenset(kind.value for kind in JobKind)
+# Our sources are short words (webhook, job_list, watch, ...); a longer one is not ours.
+MAX_SOURCE_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -30,12 +34,24 @@ class JobMessage:
         )
 
     @classmethod
-    def from_json(cls, body: str) -> JobMessage:
-        """Read a message body; ``ValueError`` when it is not one of ours."""
-        data: Any = json.loads(body)
-        if not isinstance(data, Mapping) or not isinstance(data.get("job_id"), str):
-            raise ValueError("not a job message")
-        return cls(JobKey(JobKind(data["kind"]), data["job_id"]), str(data.get("source", "")))
+    def from_json(cls, body: object) -> JobMessage:
+        """Read a message body; ``ValueError``, and nothing else, for any body not one of ours."""
+        if not isinstance(body, str):
+            raise ValueError("not a job message: no text body")
+        try:
+            data: Any = json.loads(body)
+        except RecursionError:
+            # Nesting deeper than the parser's stack: a body, not a fault of the handler.
+            raise ValueError("not a job message: nested too deep") from None
+        if not isinstance(data, dict):
+            raise ValueError("not a job message: not a JSON object")
+        job_id, kind, source = data.get("job_id"), data.get("kind"), data.get("source", "")
+        # The job id goes into DynamoDB keys, URL paths and logs: only the API's shape of id.
+        if not is_job_id(job_id) or not isinstance(kind, str) or kind not in _KINDS:
+            raise ValueError("not a job message: no valid kind and job id")
+        if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS:
+            source = ""  # a label for logs and metrics only: never a reason to refuse the job
+        return cls(JobKey(JobKind(kind), job_id), source)
 
 
 # SQS caps DelaySeconds at 15 minutes.
