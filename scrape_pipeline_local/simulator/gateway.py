@@ -63,7 +63,7 @@ class Gateway:
         try:
             refusal = self.sim.admit(api_key, route)
             if refusal is None:
-                state["account"] = api_key
+                state["account"] = self.sim.account_of(api_key)
                 await self.app(scope, receive, send_with_id)
             else:
                 legacy = self.sim.config.legacy_error_shape
@@ -76,4 +76,4 @@ class Gateway:
     def _label(self, api_key: str | None) -> str:
         if api_key is None:
             return "<missing>"
-        return api_key if api_key in self.sim.config.api_keys else "<invalid>"
+        return self.sim.account_of(api_key) or "<invalid>"
