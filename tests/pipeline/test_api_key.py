@@ -14,13 +14,13 @@ import pytest
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.queue import JobMessage
 from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.events import sqs_event
-from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
-from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions
+from scrape_pipeline_local.stack import API_KEY, LocalStack
+from tests.pipeline.conftest import MakeStack, outcome_keys, versions
+from tests.pipeline.direct import all_stored, enqueue, quiet_stack, settled_jobs
 
-NO_RECONCILER = 10.0**9  # a schedule that never fires: the test drives what runs
 NEW_KEY = "rotated-local-key"
 UNAUTHORIZED = "401"
 
@@ -32,12 +32,8 @@ def recorder() -> Iterator[CallRecorder]:
         yield calls
 
 
-def quiet_stack(make_stack: MakeStack) -> LocalStack:
-    return make_stack(StackSettings(webhooks=False, reconcile_interval=NO_RECONCILER))
-
-
 def settled(stack: LocalStack, key: str, n: int, prefix: str) -> list[str]:
-    """``n`` extract jobs submitted with ``key`` and completed, with no message sent yet."""
+    """``n`` completed extract jobs, submitted with ``key``."""
     assert stack.simulator is not None
     client = GeonodeClient(
         key,
@@ -45,22 +41,7 @@ def settled(stack: LocalStack, key: str, n: int, prefix: str) -> list[str]:
         clock=stack.clock,
         retry=RetryPolicy(max_attempts=6, deadline=120),
     )
-    ids = [client.submit_extract(f"https://example.com/{prefix}{i}").job_id for i in range(n)]
-    stack.run_until(
-        lambda: all(j["status"] == "completed" for j in truth(stack)), step=5.0, limit=300
-    )
-    return ids
-
-
-def enqueue(stack: LocalStack, ids: list[str]) -> None:
-    assert stack.resources is not None
-    queue = JobQueue(stack.resources.queue_url, client=boto3.client("sqs"))
-    queue.send_many([JobMessage(JobKey(JobKind.EXTRACT, job_id), "test") for job_id in ids])
-
-
-def all_stored(stack: LocalStack, ids: list[str]) -> bool:
-    seen = versions(stack)
-    return all(outcome_keys(j)[0] in seen for j in ids)
+    return settled_jobs(stack, n, prefix, client)
 
 
 def rotate(stack: LocalStack, stored: str, accepted: str) -> None:
