@@ -11,12 +11,14 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.judge import read_listing
 from scrape_pipeline_local.stack import LocalStack, StackSettings
-from tests.pipeline.conftest import MakeStack, outcome_keys, truth
+from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions
+from tests.pipeline.direct import NO_RECONCILER, all_stored
 
 # Jobs that run ten minutes, announced early: the API answers 404 for their first five, and
 # three 404s close them as "unknown job"; their webhooks then reopen them.
@@ -91,3 +93,63 @@ def test_reopened_job_ending_dead_lettered_or_resubmitted_shows_its_last_outcome
         assert listing.versions[dead] - listing.retired[dead] <= 1
     if failure == "retryable":  # the simulator's record: each was resubmitted once
         assert stack.sim.submissions() == {j["url"]: 2 for j in truth(stack) if j["job_id"] in ids}
+
+
+STALE_AFTER = 900  # the stale-row sweep's bound (RecoverySettings): what must not be waited for
+
+
+def fail_first(client: Any, operation: str, times: int) -> list[str]:
+    """Make ``client``'s first ``times`` ``operation`` calls answer 500; returns a log."""
+    failed: list[str] = []
+
+    def once(params: dict[str, Any], **_: Any) -> Any:
+        if len(failed) >= times:
+            return None
+        failed.append(operation)
+        response = AWSResponse(params["url"], 500, HTTPHeaders(), None)
+        error = {
+            "Error": {"Code": "InternalFailure", "Message": "injected"},
+            "ResponseMetadata": {"HTTPStatusCode": 500},
+        }
+        return response, error
+
+    client.meta.events.register(f"before-call.sqs.{operation}", once)
+    return failed
+
+
+@pytest.mark.parametrize("evidence", ["webhook", "job_list"])
+def test_reopened_job_whose_message_could_not_be_sent_is_reopened_again_soon(
+    make_stack: MakeStack, evidence: str
+):
+    # GIVEN jobs closed as "unknown job" while running; the evidence that they settled is
+    # their webhook, or (every webhook lost) the job list; and the first message that evidence
+    # sends fails (SQS answers 500)
+    # (with webhooks, no reconciler: its job list would reopen them before they settle)
+    stack = make_stack(
+        StackSettings(
+            env={"NOT_FOUND_MAX_TRIES": "3", "RECONCILE_OVERLAP_SECONDS": "400"},
+            reconcile_interval=None if evidence == "job_list" else NO_RECONCILER,
+        ),
+        **EARLY,
+    )
+    if evidence == "job_list":
+        stack.sim.faults.update(drop_rate=1.0)
+        sqs = stack.handlers["reconciler"].get_reconciler()._recoverer._queue._sqs
+        # twice: the batch send's own second try fails too
+        failed = fail_first(sqs, "SendMessageBatch", 2)
+    else:
+        sqs = stack.handlers["receiver"].get_receiver()._queue._sqs
+        failed = fail_first(sqs, "SendMessage", 1)
+    ids = closed_as_unknown(stack, 3)
+    started = stack.clock.time()
+
+    # WHEN they complete, and the pipeline runs
+    stack.run_until(lambda: all_stored(stack, ids), step=10.0, limit=STALE_AFTER)
+
+    # THEN the failed send was undone and the evidence's next try (the sender's retry, the
+    # next reconciler run) reopened them again: stored long before the stale-row sweep would
+    # have found rows left ENQUEUED with no message, and once each
+    assert failed == [failed[0]] * (2 if evidence == "job_list" else 1)
+    completed = max(j["settled_at"] for j in truth(stack) if j["job_id"] in ids)
+    assert stack.clock.time() - max(started, completed) < STALE_AFTER / 2
+    assert all(versions(stack)[outcome_keys(j)[0]] == 1 for j in ids)

@@ -54,6 +54,14 @@ class JobMessage:
         return cls(JobKey(JobKind(kind), job_id), source)
 
 
+class UnsentError(AWSUnavailableError):
+    """Some messages of a ``send_many`` were not sent, even on a second try: ``unsent``."""
+
+    def __init__(self, unsent: Sequence[JobMessage]) -> None:
+        super().__init__("sqs", "SendMessageBatch", f"{len(unsent)} entries failed twice")
+        self.unsent = list(unsent)
+
+
 # SQS caps DelaySeconds at 15 minutes.
 MAX_DELAY_SECONDS = 900
 # SQS caps SendMessageBatch at 10 entries.
@@ -86,20 +94,26 @@ class JobQueue:
     def send_many(self, messages: Sequence[JobMessage]) -> None:
         """Enqueue jobs ten to a SendMessageBatch call.
 
-        An entry SQS reports ``Failed`` is sent once more with the others that failed; one
-        that fails again raises ``AWSUnavailableError`` after every other entry was tried, so
-        the caller never takes a job for enqueued when it is not.
+        An entry SQS reports ``Failed`` (or whose whole call failed) is sent once more with the
+        others that failed; those that fail again raise ``UnsentError`` naming them, after
+        every other entry was tried, so the caller never takes a job for enqueued when it is
+        not, and knows which ones are not.
         """
+        failed = self._send_chunks(messages)
+        still = self._send_chunks(failed)
+        if still:
+            raise UnsentError(still)
+
+    def _send_chunks(self, messages: Sequence[JobMessage]) -> list[JobMessage]:
+        """Every message, ten to a call; returns those not sent (a whole call may fail)."""
         failed: list[JobMessage] = []
         for start in range(0, len(messages), BATCH_MAX):
-            failed.extend(self._send_batch(messages[start : start + BATCH_MAX]))
-        still: list[JobMessage] = []
-        for start in range(0, len(failed), BATCH_MAX):
-            still.extend(self._send_batch(failed[start : start + BATCH_MAX]))
-        if still:
-            raise AWSUnavailableError(
-                "sqs", "SendMessageBatch", f"{len(still)} entries failed twice"
-            )
+            chunk = messages[start : start + BATCH_MAX]
+            try:
+                failed.extend(self._send_batch(chunk))
+            except AWSUnavailableError:
+                failed.extend(chunk)
+        return failed
 
     def _send_batch(self, batch: Sequence[JobMessage]) -> list[JobMessage]:
         """One SendMessageBatch call; returns the messages SQS reported failed."""
