@@ -326,15 +326,10 @@ class Ledger:
                 "DeleteItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(row.key.pk)},
-                ConditionExpression="#state = :state AND #since = :since AND #token = :token",
-                ExpressionAttributeNames={
-                    "#state": "state",
-                    "#since": STATE_SINCE,
-                    "#token": "token",
-                },
+                ConditionExpression="#state = :received AND #token = :token",
+                ExpressionAttributeNames={"#state": "state", "#token": "token"},
                 ExpressionAttributeValues={
-                    ":state": _s(row.state.value),
-                    ":since": _n(row.state_since),
+                    ":received": _s(JobState.RECEIVED.value),
                     ":token": _s(row.token or ""),
                 },
             )

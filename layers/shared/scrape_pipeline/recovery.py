@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
@@ -129,7 +129,9 @@ class Recoverer:
         if row is None:
             recorded = self._ledger.record(key, source=source, state=JobState.ENQUEUED)
             if recorded.created:
-                return lambda: self._ledger.forget_unsent(recorded.row)
+                # Undone by backdating it past the staleness bound: the next run sends it.
+                stale = recorded.row.state_since - self.settings.stale_after_seconds - 1
+                return self._unclaim(replace(recorded.row, state_since=stale), recorded.row)
             # Lost the race to another writer: decide again on the row it left.
             return self._claim(key, recorded.row, source=source)
         if row.is_done:
