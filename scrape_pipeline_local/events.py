@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types_boto3_sqs.type_defs import MessageTypeDef
 
 
 def api_gateway_event(
@@ -82,6 +85,21 @@ def sqs_event(
             }
         )
     return {"Records": records}
+
+
+def sqs_event_of(messages: Sequence[MessageTypeDef]) -> dict[str, Any]:
+    """The event Lambda sends for ``messages`` as ``ReceiveMessage`` returned them."""
+    return sqs_event(
+        [m["Body"] for m in messages],
+        receipts=[
+            (
+                m["MessageId"],
+                m["ReceiptHandle"],
+                int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1")),
+            )
+            for m in messages
+        ],
+    )
 
 
 def response_json(response: Mapping[str, Any]) -> Any:

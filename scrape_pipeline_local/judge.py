@@ -6,13 +6,15 @@ versions (what the pipeline wrote, and what it later took back). The ledger is n
 A key is *live* when its latest version is an object, not a delete marker: the processor
 retires a dead-letter record (a versioned delete) when a job closed as "unknown job" or
 "never settled" settles after all and is stored, so an old record under a delete marker is
-history, not an outcome. A unit's dead letter is its own record or, for a batch item or a
-crawl page, its whole batch's or crawl's record (a poison or never-settled batch is
-dead-lettered as one job; the simulator never fails a whole batch, so such a record always
-speaks for every item):
+history, not an outcome; one that ends dead-lettered for another reason has its record retired
+and written anew, so the live record gives its last outcome. A unit's dead letter is its own
+record or, for a batch item or a crawl page, its whole batch's or crawl's record (a poison or
+never-settled batch is dead-lettered as one job; the simulator never fails a whole batch, so
+such a record always speaks for every item):
 
-    processed twice        a key with more than one object version, or a unit with a live
-                           result and a live dead letter
+    processed twice        a key written again without a take-back (more object versions
+                           than its delete markers plus one), or a unit with a live result
+                           and a live dead letter
     wrongly dead-lettered  a live dead letter for a unit the simulator completed, unless the
                            job is poison (its every GET answers malformed)
     poisoned               a poison unit with a live dead letter and no result (right)
@@ -88,6 +90,7 @@ class Listing:
 
     live: set[str] = field(default_factory=set)  # latest version is an object
     versions: Counter[str] = field(default_factory=Counter)  # object versions (no markers)
+    retired: Counter[str] = field(default_factory=Counter)  # delete markers (take-backs)
 
     @classmethod
     def from_pages(cls, pages: Iterable[Mapping[str, Any]]) -> Listing:
@@ -99,6 +102,8 @@ class Listing:
                 if version.get("IsLatest"):
                     listing.live.add(version["Key"])
             # A key whose latest entry is a delete marker has no IsLatest version: not live.
+            for marker in page.get("DeleteMarkers", []):
+                listing.retired[marker["Key"]] += 1
         return listing
 
     def dead_letter(self, unit: Unit) -> str | None:
@@ -181,7 +186,7 @@ def judge(
             verdict.lost += 1
             _note(verdict.lost_examples, name)
     for key, count in listing.versions.items():
-        if count > 1:
+        if count - listing.retired[key] > 1:
             verdict.processed_twice += 1
             _note(verdict.twice_examples, key)
     return verdict

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline_local.aws_calls import EVENT_SOURCE, acting_as
-from scrape_pipeline_local.events import sqs_event
+from scrape_pipeline_local.events import sqs_event_of as _event
 from scrape_pipeline_local.lambda_runtime import (
     LAMBDA_DEFAULT_TIMEOUT_SECONDS,
     Handler,
@@ -191,18 +191,3 @@ class SqsEventSource(RunsAFunction):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-
-
-def _event(messages: list[MessageTypeDef]) -> dict[str, Any]:
-    """The event Lambda would send for ``messages``."""
-    return sqs_event(
-        [m["Body"] for m in messages],
-        receipts=[
-            (
-                m["MessageId"],
-                m["ReceiptHandle"],
-                int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1")),
-            )
-            for m in messages
-        ],
-    )

@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.ledger import LedgerError
 from scrape_pipeline.processing import OUTCOME_METRICS, Deadline, JobProcessor
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.wiring import build_processor
@@ -31,6 +32,8 @@ metrics = Metrics()
 # All failed is a normal state (every job throttled): not a Lambda error that alarms.
 batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 _built: tuple[JobProcessor, JobQueue] | None = None
+# Batches processed in arrival order because the ledger could not say which jobs are suspects.
+UNORDERED_METRIC = "ProcessorBatchUnordered"
 # The running invocation's deadline, set once at its start (record handlers share it).
 _deadline: Deadline | None = None
 # This invocation's records with earlier failed or killed attempts (message ids), and the
@@ -122,12 +125,16 @@ def _suspects_last(processor: JobProcessor, records: list[dict[str, Any]]) -> li
     messages: list[JobMessage | None] = []
     for record in records:
         try:
-            messages.append(JobMessage.from_json(record.get("body") or ""))
-        except (ValueError, KeyError):
+            messages.append(JobMessage.from_json(record.get("body")))
+        except ValueError:
             messages.append(None)  # not a job: record_handler reports it failed, in place
     try:
         order, suspects = processor.suspects_last(messages)
-    except AWSUnavailableError:
-        return records  # the ledger is failing: each record will say so for itself
+    except (AWSUnavailableError, LedgerError) as exc:
+        # The order only protects batch-mates from a job that kills its invocation: without
+        # it the batch is still processed, record by record, each failing for itself alone.
+        logger.warning("batch left unordered", extra={"error": type(exc).__name__})
+        metrics.add_metric(name=UNORDERED_METRIC, unit=MetricUnit.Count, value=1)
+        return records
     _suspects.update(str(records[i].get("messageId")) for i in suspects)
     return [records[i] for i in order]

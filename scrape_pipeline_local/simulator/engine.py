@@ -91,6 +91,8 @@ class Simulator:
 
     def _reset_state(self) -> None:
         self._accounts = {key: Account(key) for key in self.config.api_keys}
+        # API key -> the account it opens (an account keeps its first key as its name).
+        self._keys = {key: key for key in self.config.api_keys}
         self._submissions: Counter[str] = Counter()
         self._batch_counts: Counter[str] = Counter()
         self._records: list[_Record] = []
@@ -118,14 +120,26 @@ class Simulator:
             if fault == 429:
                 error.headers["Retry-After"] = "1"
             return error
-        if api_key is None or api_key not in self._accounts:
+        account = self.account_of(api_key)
+        if account is None:
             return ApiError("UNAUTHORIZED", "missing or invalid X-Api-Key")
-        wait = self.limiter.acquire(api_key, self.clock.time())
+        wait = self.limiter.acquire(account, self.clock.time())
         if wait:
             return ApiError(
                 "RATE_LIMITED", "request rate limit reached", headers={"Retry-After": str(wait)}
             )
         return None
+
+    def account_of(self, api_key: str | None) -> str | None:
+        """The account ``api_key`` opens, or None (missing, invalid or revoked)."""
+        with self.lock:
+            return self._keys.get(api_key) if api_key is not None else None
+
+    def rotate_api_key(self, old: str, new: str) -> None:
+        """The account ``old`` opens is opened by ``new`` from now on; ``old`` answers 401."""
+        with self.lock:
+            account = self._keys.pop(old)
+            self._keys[new] = account
 
     # ------------------------------------------------------------- extract
 

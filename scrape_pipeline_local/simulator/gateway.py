@@ -86,7 +86,7 @@ class Gateway:
             if refusal is None and fault is not None:
                 refusal = ApiError.for_status(int(fault.answer), "injected fault for this job")
             if refusal is None:
-                state["account"] = api_key
+                state["account"] = self.sim.account_of(api_key)
                 await self.app(scope, receive, send_with_id)
             else:
                 legacy = self.sim.config.legacy_error_shape
@@ -99,4 +99,4 @@ class Gateway:
     def _label(self, api_key: str | None) -> str:
         if api_key is None:
             return "<missing>"
-        return api_key if api_key in self.sim.config.api_keys else "<invalid>"
+        return self.sim.account_of(api_key) or "<invalid>"

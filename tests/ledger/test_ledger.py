@@ -435,3 +435,52 @@ def test_ledger_counts_and_lists_job_rows_only(ledger: Ledger):
     assert counts.by_outcome == {"stored": 1}
     assert counts.jobs == 5
     assert sorted(keys, key=str) == sorted([*waiting, KEY, crawl], key=str)
+
+
+def test_ledger_unclaim_puts_a_reopened_row_back_as_it_was_closed(
+    ledger: Ledger, clock: ManualClock
+):
+    # GIVEN a job closed as unknown, reopened by evidence whose message then could not be sent
+    ledger.record(KEY, source="webhook")
+    ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs")
+    closed = ledger.finish(
+        KEY, "w1", Outcome.DEAD_LETTERED, {"reason": "unknown job", "record": "dead-letters/x"}
+    )
+    clock.advance(3600)
+    written = ledger.reopened(closed)
+    assert written is not None
+    # WHEN the reopen is undone
+    assert ledger.unclaim(closed, written)
+    # THEN the row is the close again, out of the pending index, and the next evidence
+    # reopens it (one winner again); an undo of the same write finds nothing to undo
+    row = ledger.get(KEY)
+    assert row is not None and row.reopenable
+    assert (row.finished_at, row.detail) == (closed.finished_at, closed.detail)
+    assert row.state_since == closed.state_since
+    assert not ledger.unclaim(closed, written)
+    assert ledger.reopen(row)
+
+
+def test_ledger_unclaim_leaves_a_row_that_moved_on(ledger: Ledger, clock: ManualClock):
+    # GIVEN a parked row woken (enqueue), then leased by a processor that found its message
+    parked = ledger.record(KEY, source="watch", state=JobState.WATCHING).row
+    clock.advance(60)
+    written = ledger.enqueue(parked)
+    assert written is not None
+    assert ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs").granted
+    # WHEN the waker's undo comes late
+    # THEN it is refused: the row is the processor's now
+    assert not ledger.unclaim(parked, written)
+    row = ledger.get(KEY)
+    assert row is not None and row.state is JobState.PROCESSING
+
+
+def test_ledger_unclaim_puts_a_woken_row_back_to_sleep(ledger: Ledger, clock: ManualClock):
+    parked = ledger.record(KEY, source="watch", state=JobState.WATCHING).row
+    clock.advance(60)
+    written = ledger.enqueue(parked)
+    assert written is not None and ledger.unclaim(parked, written)
+    row = ledger.get(KEY)
+    assert row is not None
+    assert (row.state, row.state_since) == (JobState.WATCHING, parked.state_since)
+    assert ledger.mark_enqueued(row)  # the next evidence wakes it

@@ -101,6 +101,32 @@ def test_judge_a_second_version_of_a_result_is_twice(s3: Any):
     assert verdict.twice_examples == [unit.result_key]
 
 
+def test_judge_a_dead_letter_retired_then_written_anew_is_not_twice(s3: Any):
+    # GIVEN a job closed as "unknown job", reopened, then failed for good: its first record
+    # retired (delete marker) and the new one written at the same key
+    unit = Unit("extract", "reopened-1", None)
+    dead_letter(s3, unit.dead_letter_key, "unknown job")
+    s3.delete_object(Bucket=BUCKET, Key=unit.dead_letter_key)
+    dead_letter(s3, unit.dead_letter_key, "not retryable")
+    # WHEN judged
+    verdict = run_judge(s3, [(unit, row(status="failed"))])
+    # THEN it counts once, dead-lettered: the take-back makes the second version no repeat
+    assert (verdict.dead_lettered, verdict.processed_twice, verdict.lost) == (1, 0, 0)
+
+
+def test_judge_a_dead_letter_written_twice_without_a_take_back_is_twice(s3: Any):
+    # GIVEN a record written twice, a retired key elsewhere in the bucket notwithstanding
+    unit = Unit("extract", "twice-1", None)
+    dead_letter(s3, unit.dead_letter_key, "not retryable")
+    dead_letter(s3, unit.dead_letter_key, "not retryable")
+    put(s3, "dead-letters/extract/other.json")
+    s3.delete_object(Bucket=BUCKET, Key="dead-letters/extract/other.json")
+    # WHEN judged
+    verdict = run_judge(s3, [(unit, row(status="failed"))])
+    # THEN it is processed twice
+    assert verdict.twice_examples == [unit.dead_letter_key]
+
+
 def test_judge_a_live_dead_letter_for_a_completed_job_is_wrongly_dead_lettered(s3: Any):
     # GIVEN a completed, healthy job dead-lettered and not stored
     unit = Unit("extract", "ok-1", None)

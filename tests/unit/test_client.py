@@ -363,3 +363,37 @@ def test_client_connect_timeout_is_its_own_or_the_whole_timeout():
     short = make_client(handler, ManualClock(), connect_timeout=5.0)
     assert default._http.timeout == httpx.Timeout(30.0)  # GEONODE_TIMEOUT_SECONDS' default
     assert short._http.timeout == httpx.Timeout(30.0, connect=5.0)
+
+
+# -- a rotated key: read anew on a 401 -------------------------------------------------------
+
+
+def test_client_401_sends_the_request_again_with_the_renewed_key():
+    # GIVEN an API that accepts only the rotated key, and a key source that has it
+    handler, seen = scripted(err(401, "UNAUTHORIZED"), httpx.Response(200, json=JOB))
+    renewals: list[str] = []
+
+    def renew() -> str:
+        renewals.append("read")
+        return "rotated-key"
+
+    client = make_client(handler, ManualClock(), refresh_key=renew)
+    # WHEN a POST (never retried after an answer) and then a GET are sent
+    client.submit_extract("https://a.example")
+    client.get_job("j1")
+    # THEN the refused POST went once more with the new key, and the new key stays
+    assert [r.headers["X-Api-Key"] for r in seen] == [API_KEY, "rotated-key", "rotated-key"]
+    assert renewals == ["read"]
+
+
+@pytest.mark.parametrize("renewed", [None, API_KEY, "another-wrong-key"])
+def test_client_401_with_no_other_key_raises_after_one_renewal_at_most(renewed: str | None):
+    # GIVEN an API refusing every key, and a source with nothing new, the same key, or a
+    # new key that is wrong too
+    handler, seen = scripted(err(401, "UNAUTHORIZED"))
+    client = make_client(handler, ManualClock(), refresh_key=lambda: renewed)
+    # WHEN a GET is sent
+    with pytest.raises(AuthError):
+        client.get_job("j1")
+    # THEN it is not retried with the same key, and a wrong new key is tried once only
+    assert len(seen) == (2 if renewed == "another-wrong-key" else 1)

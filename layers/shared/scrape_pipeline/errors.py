@@ -4,6 +4,7 @@
     ├── SettingsError (ValueError)       settings: an environment variable is missing or bad
     ├── AWSError                         aws_errors: a botocore failure, translated there only
     │   ├── AWSUnavailableError          the call failed: retry later (the Lambdas: 503, retry)
+    │   │   └── UnsentError              queue: messages of a batch send not sent; ``unsent``
     │   └── AWSConfigurationError        no region or no credentials (the CLI: exit 2)
     ├── GeonodeError                     geonode.errors: the API client's own tree
     ├── SignatureError                   signatures: the delivery is not authentically signed

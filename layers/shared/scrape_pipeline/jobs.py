@@ -7,9 +7,11 @@ API's own shapes are ``scrape_pipeline.geonode.models``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeGuard
 
 
 class JobKind(StrEnum):
@@ -70,6 +72,15 @@ PROVEN_SOURCES = frozenset(
     }
 )
 
+# Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
+# an expression, a log-injection payload or text DynamoDB cannot store (a lone surrogate).
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+def is_job_id(value: object) -> TypeGuard[str]:
+    """A string shaped like the ids the API issues: what the receiver and the queue accept."""
+    return isinstance(value, str) and _JOB_ID.fullmatch(value) is not None
+
 
 @dataclass(frozen=True)
 class JobKey:
@@ -107,4 +118,5 @@ __all__: Sequence[str] = (
     "JobKind",
     "JobState",
     "Outcome",
+    "is_job_id",
 )

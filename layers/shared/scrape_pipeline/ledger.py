@@ -43,7 +43,7 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -408,9 +408,14 @@ class Ledger:
 
         The condition on ``state_since`` makes concurrent re-enqueuers agree on one winner.
         """
-        return self._conditional_update(
+        return self.enqueue(row) is not None
+
+    def enqueue(self, row: LedgerRow) -> LedgerRow | None:
+        """``mark_enqueued``, returning the row as written (``unclaim`` puts it back) or None."""
+        now = self.clock.time()
+        moved = self._conditional_update(
             row.key,
-            update="SET #state = :enqueued, #pending = :enqueued, #since = :now",
+            update="SET #state = :enqueued, #pending = :enqueued, #since = :since",
             # Only waiting rows may move here, whatever snapshot a caller holds: a DONE row
             # must never leave DONE this way, a leased one belongs to its holder.
             condition=(
@@ -424,8 +429,10 @@ class Ledger:
                 ":old_since": _n(row.state_since),
                 ":received": _s(JobState.RECEIVED.value),
                 ":watching": _s(JobState.WATCHING.value),
+                ":since": _n(now),
             },
         )
+        return replace(row, state=JobState.ENQUEUED, state_since=now) if moved else None
 
     def reopen(self, row: LedgerRow) -> bool:
         """Bring a job closed as "never settled" or "unknown" back to ENQUEUED; False if moved.
@@ -437,15 +444,20 @@ class Ledger:
         The condition is on the very row the caller read (state, outcome, finish time), so of
         several pieces of evidence arriving at once exactly one reopens it.
         """
+        return self.reopened(row) is not None
+
+    def reopened(self, row: LedgerRow) -> LedgerRow | None:
+        """``reopen``, returning the row as written (``unclaim`` puts it back) or None."""
         if not row.reopenable or row.finished_at is None:
-            return False
+            return None
+        now = self.clock.time()
         detail = {"reopened": row.detail.get("reason", "")}
         if row.detail.get("record"):
             detail["superseded"] = row.detail["record"]
-        return self._conditional_update(
+        moved = self._conditional_update(
             row.key,
             update=(
-                "SET #state = :enqueued, #pending = :enqueued, #since = :now, #detail = :detail,"
+                "SET #state = :enqueued, #pending = :enqueued, #since = :since, #detail = :detail,"
                 " #not_found = :zero, #releases = :zero"
                 " REMOVE #outcome, #finished, #error, #struck, #failures, #failing"
             ),
@@ -470,7 +482,69 @@ class Ledger:
                 ":done": _s(JobState.DONE.value),
                 ":dead": _s(Outcome.DEAD_LETTERED.value),
                 ":old_finished": _n(row.finished_at),
+                ":since": _n(now),
             },
+        )
+        if not moved:
+            return None
+        return replace(
+            row,
+            state=JobState.ENQUEUED,
+            state_since=now,
+            outcome=None,
+            finished_at=None,
+            detail=detail,
+            strikes=0,
+            not_found=0,
+            releases=0,
+            last_error=None,
+        )
+
+    def unclaim(self, before: LedgerRow, written: LedgerRow) -> bool:
+        """Put back a row moved to ENQUEUED (``enqueue``, ``reopened``) whose message could not
+        be sent, if it is still exactly as ``written``; False if it moved on since.
+
+            before ──enqueue/reopened──▶ written (ENQUEUED at T) ──send fails──▶ before again
+
+        The sender's retry (or the next reconciler run) then finds the row as it was and
+        enqueues it anew, instead of a row that waits for the stale-row sweep with no message.
+        """
+        values: dict[str, Any] = {
+            ":enqueued": _s(JobState.ENQUEUED.value),
+            ":written": _n(written.state_since),
+            ":state": _s(before.state.value),
+            ":old_since": _n(before.state_since),
+        }
+        names = {"#since": STATE_SINCE, "#pending": PENDING_STATE}
+        if before.is_done:
+            # A reopen undone: the close it overturned, as it was (the row leaves the index).
+            update = (
+                "SET #state = :state, #since = :old_since, #outcome = :outcome,"
+                " #finished = :finished, #detail = :detail,"
+                " #not_found = :not_found, #releases = :releases REMOVE #pending"
+            )
+            names |= {
+                "#outcome": "outcome",
+                "#finished": "finished_at",
+                "#detail": "detail",
+                "#not_found": "not_found",
+                "#releases": "releases",
+            }
+            values |= {
+                ":outcome": _s((before.outcome or Outcome.DEAD_LETTERED).value),
+                ":finished": _n(before.finished_at or before.state_since),
+                ":detail": {"M": {k: _s(v) for k, v in before.detail.items()}},
+                ":not_found": _n(before.not_found),
+                ":releases": _n(before.releases),
+            }
+        else:
+            update = "SET #state = :state, #pending = :state, #since = :old_since"
+        return self._conditional_update(
+            before.key,
+            update=update,
+            condition="#state = :enqueued AND #since = :written",
+            names=names,
+            values=values,
         )
 
     def note_late_webhook(self, row: LedgerRow) -> bool:

@@ -13,18 +13,13 @@ nothing.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.jobs import JobKind
+from scrape_pipeline.jobs import JobKind, is_job_id
 from scrape_pipeline.settings import read_list
-
-# Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
-# an expression or a log-injection payload.
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 EVENT_KINDS: Mapping[str, JobKind] = {
     "extract_completed": JobKind.EXTRACT,
@@ -103,7 +98,7 @@ def read_notification(
     job_id = _first(document, locations.job_id)
     if job_id is None:
         raise PayloadError("missing job id")
-    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
+    if not is_job_id(job_id):
         raise PayloadError("malformed job id")
     event = _first(document, locations.event) or event_header
     if not isinstance(event, str) or not event:

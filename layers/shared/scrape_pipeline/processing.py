@@ -348,6 +348,8 @@ class JobProcessor:
             return Disposition("not_found", self._backoff(row.not_found))
         if state.status == "completed":
             return self._store(key, owner, row, state, deadline)
+        if state.status in ("failed", "cancelled"):
+            self._retire_superseded(row)
         if state.status == "failed":
             return self._failed(key, owner, row, state, deadline)
         if state.status == "cancelled":
@@ -592,7 +594,17 @@ class JobProcessor:
             self._ledger.release(key, owner, error=error)
         return Disposition("failed_attempt", self._backoff(row.strikes), error)
 
+    def _retire_superseded(self, row: LedgerRow) -> None:
+        # A reopened job that ends other than stored: the record it was first closed with no
+        # longer speaks for it. Retired before the outcome is written, so a dead letter for
+        # another reason is the live record (a retry retires and writes it again: S3 keeps the
+        # history, one live record).
+        superseded = row.detail.get("superseded")
+        if superseded:
+            self._results.retire(superseded)
+
     def _poisoned(self, key: JobKey, owner: str, row: LedgerRow, error: str | None) -> Disposition:
+        self._retire_superseded(row)
         record = {
             "reason": REASON_POISON,
             "attempts": str(row.strikes),

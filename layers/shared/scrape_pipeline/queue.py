@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import JobKey, JobKind, is_job_id
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
     from types_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+
+_KINDS = frozenset(kind.value for kind in JobKind)
+# Our sources are short words (webhook, job_list, watch, ...); a longer one is not ours.
+MAX_SOURCE_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -30,12 +34,32 @@ class JobMessage:
         )
 
     @classmethod
-    def from_json(cls, body: str) -> JobMessage:
-        """Read a message body; ``ValueError`` when it is not one of ours."""
-        data: Any = json.loads(body)
-        if not isinstance(data, Mapping) or not isinstance(data.get("job_id"), str):
-            raise ValueError("not a job message")
-        return cls(JobKey(JobKind(data["kind"]), data["job_id"]), str(data.get("source", "")))
+    def from_json(cls, body: object) -> JobMessage:
+        """Read a message body; ``ValueError``, and nothing else, for any body not one of ours."""
+        if not isinstance(body, str):
+            raise ValueError("not a job message: no text body")
+        try:
+            data: Any = json.loads(body)
+        except RecursionError:
+            # Nesting deeper than the parser's stack: a body, not a fault of the handler.
+            raise ValueError("not a job message: nested too deep") from None
+        if not isinstance(data, dict):
+            raise ValueError("not a job message: not a JSON object")
+        job_id, kind, source = data.get("job_id"), data.get("kind"), data.get("source", "")
+        # The job id goes into DynamoDB keys, URL paths and logs: only the API's shape of id.
+        if not is_job_id(job_id) or not isinstance(kind, str) or kind not in _KINDS:
+            raise ValueError("not a job message: no valid kind and job id")
+        if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS:
+            source = ""  # a label for logs and metrics only: never a reason to refuse the job
+        return cls(JobKey(JobKind(kind), job_id), source)
+
+
+class UnsentError(AWSUnavailableError):
+    """Some messages of a ``send_many`` were not sent, even on a second try: ``unsent``."""
+
+    def __init__(self, unsent: Sequence[JobMessage]) -> None:
+        super().__init__("sqs", "SendMessageBatch", f"{len(unsent)} entries failed twice")
+        self.unsent = list(unsent)
 
 
 # SQS caps DelaySeconds at 15 minutes.
@@ -70,20 +94,26 @@ class JobQueue:
     def send_many(self, messages: Sequence[JobMessage]) -> None:
         """Enqueue jobs ten to a SendMessageBatch call.
 
-        An entry SQS reports ``Failed`` is sent once more with the others that failed; one
-        that fails again raises ``AWSUnavailableError`` after every other entry was tried, so
-        the caller never takes a job for enqueued when it is not.
+        An entry SQS reports ``Failed`` (or whose whole call failed) is sent once more with the
+        others that failed; those that fail again raise ``UnsentError`` naming them, after
+        every other entry was tried, so the caller never takes a job for enqueued when it is
+        not, and knows which ones are not.
         """
+        failed = self._send_chunks(messages)
+        still = self._send_chunks(failed)
+        if still:
+            raise UnsentError(still)
+
+    def _send_chunks(self, messages: Sequence[JobMessage]) -> list[JobMessage]:
+        """Every message, ten to a call; returns those not sent (a whole call may fail)."""
         failed: list[JobMessage] = []
         for start in range(0, len(messages), BATCH_MAX):
-            failed.extend(self._send_batch(messages[start : start + BATCH_MAX]))
-        still: list[JobMessage] = []
-        for start in range(0, len(failed), BATCH_MAX):
-            still.extend(self._send_batch(failed[start : start + BATCH_MAX]))
-        if still:
-            raise AWSUnavailableError(
-                "sqs", "SendMessageBatch", f"{len(still)} entries failed twice"
-            )
+            chunk = messages[start : start + BATCH_MAX]
+            try:
+                failed.extend(self._send_batch(chunk))
+            except AWSUnavailableError:
+                failed.extend(chunk)
+        return failed
 
     def _send_batch(self, batch: Sequence[JobMessage]) -> list[JobMessage]:
         """One SendMessageBatch call; returns the messages SQS reported failed."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock, active_clock
 from scrape_pipeline.jobs import SOURCE_SUBMITTED, SOURCE_WEBHOOK, JobKey, JobState
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger, LedgerError
+from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger, LedgerError, LedgerRow
 from scrape_pipeline.payload import FieldLocations, PayloadError, TestEvent, parse_delivery
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.secret_store import SecretStore
@@ -265,10 +265,11 @@ class Receiver:
                 raise
             return Answer(200, accepted, "accepted", key)
         row = recorded.row
-        if row.reopenable and self._ledger.reopen(row):
+        reopened = self._ledger.reopened(row) if row.reopenable else None
+        if reopened is not None:
             # Closed because the API did not know the job or it ran too long; this event says
             # it has settled. The conditional reopen lets one of several deliveries win.
-            self._queue.send(message)
+            self._send_or_unclaim(message, row, reopened)
             return Answer(200, accepted, "reopened", key)
         stale_before = self._clock.time() - self.settings.resend_after_seconds
         # A RECEIVED row this old means its writer died between the put and the send; one
@@ -279,8 +280,9 @@ class Receiver:
         waiting = row.state is JobState.WATCHING or (
             row.state is JobState.RECEIVED and (announced or row.state_since < stale_before)
         )
-        if waiting and self._ledger.mark_enqueued(row):
-            self._queue.send(message)
+        enqueued = self._ledger.enqueue(row) if waiting else None
+        if enqueued is not None:
+            self._send_or_unclaim(message, row, enqueued)
             return Answer(200, accepted, "accepted" if announced else "recovered", key)
         duplicate = {"status": "duplicate", "kind": key.kind.value, "job_id": key.job_id}
         recovered = row.source not in (SOURCE_WEBHOOK, SOURCE_SUBMITTED)
@@ -289,6 +291,16 @@ class Receiver:
             # webhook, not a lost one. Counted once per job, whatever the duplicates.
             return Answer(200, duplicate, "late", key)
         return Answer(200, duplicate, "duplicate", key)
+
+    def _send_or_unclaim(self, message: JobMessage, before: LedgerRow, written: LedgerRow) -> None:
+        try:
+            self._queue.send(message)
+        except AWSUnavailableError:
+            # Put the row back as it was, so the sender's retry (this answer is a 503) moves it
+            # again, instead of a row ENQUEUED with no message until the stale-row sweep.
+            with contextlib.suppress(AWSUnavailableError):
+                self._ledger.unclaim(before, written)
+            raise
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

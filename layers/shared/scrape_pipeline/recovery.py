@@ -6,15 +6,16 @@ deliveries rejected during the switch-over), so "recovered" means the same every
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.queue import JobMessage, JobQueue, UnsentError
 
 # Concurrent conditional writes in ``ensure_many``: enough to hide DynamoDB's round trip,
 # few enough not to crowd a small Lambda (boto3 clients are thread-safe; resources are not).
@@ -51,9 +52,14 @@ class Recoverer:
         Callers call it with evidence that the job settled (job list, delivery log) or that
         its row is stuck; a WATCHING row is only passed when its job was found settled.
         """
-        if not self._claim(key, row, source=source):
+        undo = self._claim(key, row, source=source)
+        if undo is None:
             return False
-        self._queue.send(JobMessage(key, source))
+        try:
+            self._queue.send(JobMessage(key, source))
+        except AWSUnavailableError:
+            _quietly(undo)
+            raise
         return True
 
     def ensure_many(
@@ -68,7 +74,7 @@ class Recoverer:
         first error is raised, so nothing claimed waits for the stuck-rows sweep needlessly.
         """
         unique = list(dict.fromkeys(keys))
-        claimed: list[JobKey] = []
+        claimed: dict[JobKey, Undo] = {}
         error: Exception | None = None
         with ThreadPoolExecutor(max_workers=WRITE_WORKERS) as pool:
             futures = [
@@ -76,11 +82,20 @@ class Recoverer:
             ]
             for key, future in futures:
                 try:
-                    if future.result():
-                        claimed.append(key)
+                    undo = future.result()
                 except (AWSUnavailableError, LedgerError) as exc:
                     error = error or exc
-        self._queue.send_many([JobMessage(key, source) for key in claimed])
+                    continue
+                if undo is not None:
+                    claimed[key] = undo
+        try:
+            self._queue.send_many([JobMessage(key, source) for key in claimed])
+        except UnsentError as exc:
+            # The rows of the messages not sent go back as they were: the next run claims them
+            # again, instead of the stale-row sweep a quarter of an hour later.
+            for message in exc.unsent:
+                _quietly(claimed[message.key])
+            error = error or exc
         if error is not None:
             raise error
         return len(claimed)
@@ -104,32 +119,59 @@ class Recoverer:
         with ThreadPoolExecutor(max_workers=WRITE_WORKERS) as pool:
             return sum(pool.map(record, jobs))
 
-    def _claim(self, key: JobKey, row: LedgerRow | None, *, source: str) -> bool:
-        """The one decision: make the ledger write ``key`` needs; True when a message is due.
+    def _claim(self, key: JobKey, row: LedgerRow | None, *, source: str) -> Undo | None:
+        """The one decision: make the ledger write ``key`` needs. None when no message is due,
+        else the undo of that write, for when the message cannot be sent.
 
-        Every path that returns True has moved the row (or found a dead lease) so that no
-        concurrent recoverer also claims it; the caller sends the message.
+        Every path that claims has moved the row (or found a dead lease) so that no concurrent
+        recoverer also claims it; the caller sends the message.
         """
         if row is None:
             recorded = self._ledger.record(key, source=source, state=JobState.ENQUEUED)
+            if recorded.created:
+                # Undone by backdating it past the staleness bound: the next run sends it.
+                stale = recorded.row.state_since - self.settings.stale_after_seconds - 1
+                return self._unclaim(replace(recorded.row, state_since=stale), recorded.row)
             # Lost the race to another writer: decide again on the row it left.
-            return recorded.created or self._claim(key, recorded.row, source=source)
+            return self._claim(key, recorded.row, source=source)
         if row.is_done:
             # Evidence that it settled overturns a close as "unknown" or "never settled".
-            return row.reopenable and self._ledger.reopen(row)
+            return self._unclaim(row, self._ledger.reopened(row) if row.reopenable else None)
         if row.state is JobState.WATCHING:
             if row.failing_since is not None and source != SOURCE_WATCH:
                 # Parked because its own GET keeps failing: that it settled is known already,
                 # and a list that shows it settled on every read would wake it every run. The
                 # watch sweep polls it on its capped schedule.
-                return False
+                return None
             # A parked long-running job the caller found settled: wake it now.
-            return self._ledger.mark_enqueued(row)
+            return self._unclaim(row, self._ledger.enqueue(row))
         now = self._clock.time()
         if row.state is JobState.PROCESSING:
             # The holder died; its message may be gone (redriven, or expired): send another.
-            return row.lease_expired(now)
+            return _NOTHING_WRITTEN if row.lease_expired(now) else None
         if row.state_since >= now - self.settings.stale_after_seconds:
-            return False  # fresh: its message is on the way
-        # False when someone else moved it just now.
-        return self._ledger.mark_enqueued(row)
+            return None  # fresh: its message is on the way
+        # None when someone else moved it just now.
+        return self._unclaim(row, self._ledger.enqueue(row))
+
+    def _unclaim(self, before: LedgerRow, written: LedgerRow | None) -> Undo | None:
+        if written is None:
+            return None
+        return lambda: self._ledger.unclaim(before, written)
+
+
+# Undoes a claim's ledger write, on the exact row written (False: it moved on since).
+Undo = Callable[[], bool]
+
+
+def _nothing_written() -> bool:
+    return True
+
+
+_NOTHING_WRITTEN: Undo = _nothing_written
+
+
+def _quietly(undo: Undo) -> None:
+    # If the undo fails too, the row waits for the stale-row sweep, as it did before.
+    with contextlib.suppress(AWSUnavailableError):
+        undo()

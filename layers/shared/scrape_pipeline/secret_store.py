@@ -35,6 +35,10 @@ def _powertools_fetch(secret_id: str, max_age: float, force: bool) -> str:
     return str(value)
 
 
+# The same read for the other secrets (the Geonode API key): Powertools' errors mapped once.
+fetch_secret: Fetch = _powertools_fetch
+
+
 class SecretStore:
     """Cached access to the bundle of every subscription's webhook secrets."""
 

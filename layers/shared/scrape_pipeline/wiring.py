@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from scrape_pipeline.api_key import load_api_key
+from scrape_pipeline.api_key import api_key_store
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.retry import NO_RETRY, RetryPolicy
@@ -53,6 +53,18 @@ def _queue(env: Mapping[str, str]) -> JobQueue:
     return JobQueue(url, client=boto3.client("sqs"))
 
 
+def _client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> GeonodeClient:
+    # A rotated key reaches a warm container at its first 401 (see api_key).
+    keys = api_key_store(env, clock=clock)
+    return GeonodeClient(
+        keys.key(),
+        settings=GeonodeSettings.from_env(env),
+        retry=retry,
+        clock=clock,
+        refresh_key=keys.refreshed,
+    )
+
+
 def build_processor(
     env: Mapping[str, str] | None = None, *, clock: Clock | None = None
 ) -> tuple[JobProcessor, JobQueue]:
@@ -64,9 +76,7 @@ def build_processor(
     settings = ProcessorSettings.from_env(env)
     (bucket,) = require(env, "RESULTS_BUCKET")
     ledger = _ledger(env, clock)
-    client = GeonodeClient(
-        load_api_key(env), settings=GeonodeSettings.from_env(env), retry=NO_RETRY, clock=clock
-    )
+    client = _client(env, NO_RETRY, clock)
     processor = JobProcessor(
         settings,
         ledger=ledger,
@@ -88,12 +98,7 @@ def build_reconciler(
     clock = clock or active_clock()
     settings = ReconcilerSettings.from_env(env)
     ledger = _ledger(env, clock)
-    client = GeonodeClient(
-        load_api_key(env),
-        settings=GeonodeSettings.from_env(env),
-        retry=RECONCILER_RETRY,
-        clock=clock,
-    )
+    client = _client(env, RECONCILER_RETRY, clock)
     recoverer = Recoverer(
         ledger,
         _queue(env),

@@ -193,8 +193,13 @@ class GeonodeClient:
         rng: random.Random | None = None,
         transport: httpx.BaseTransport | None = None,
         connect_timeout: float | None = None,
+        refresh_key: Callable[[], str | None] | None = None,
     ) -> None:
-        """``connect_timeout``: seconds to make a connection (default: the whole timeout)."""
+        """``connect_timeout``: seconds to make a connection (default: the whole timeout).
+
+        ``refresh_key``: called on a 401 for a key read anew (None: none to offer); a request
+        refused with the old key is sent once more with a new one (a 401 did nothing).
+        """
         settings = settings or GeonodeSettings.from_env()
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
@@ -212,6 +217,8 @@ class GeonodeClient:
         self._rng_lock = threading.Lock()
         self._sent = itertools.count()
         self._requests_sent = 0
+        self._refresh_key = refresh_key
+        self._key_lock = threading.Lock()
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={API_KEY_HEADER: key, "User-Agent": USER_AGENT, "Accept": "application/json"},
@@ -257,10 +264,12 @@ class GeonodeClient:
         is_read = method in _READ_METHODS
         started = self._clock.monotonic()
         attempt = 0
+        key_renewed = False
         while True:
             attempt += 1
             error: GeonodeError
             self._requests_sent = next(self._sent) + 1
+            sent_with = self._http.headers.get(API_KEY_HEADER)
             try:
                 response = self._http.request(method, path, params=params, json=json)
             except httpx.HTTPError as exc:
@@ -270,6 +279,9 @@ class GeonodeClient:
                 if response.is_success:
                     return response
                 error = _api_error(response, self._clock.time())
+                if response.status_code == 401 and not key_renewed and self._renew_key(sent_with):
+                    key_renewed = True  # once per request: a wrong new key is not chased
+                    continue
             error.attempts = attempt
             if not self._may_retry(error, is_read) or attempt >= self._attempts_for(error):
                 raise error
@@ -279,6 +291,22 @@ class GeonodeClient:
             if self._clock.monotonic() - started + wait > self.retry.deadline:
                 raise error
             self._clock.sleep(wait)
+
+    def _renew_key(self, refused: str | None) -> bool:
+        """After a 401 for ``refused``: True when there is another key to send the request with.
+
+        Another thread may have renewed it already; else ``refresh_key`` is asked for one.
+        """
+        if self._refresh_key is None:
+            return False
+        with self._key_lock:
+            if self._http.headers.get(API_KEY_HEADER) != refused:
+                return True
+            key = self._refresh_key()
+            if not key or key == refused:
+                return False
+            self._http.headers[API_KEY_HEADER] = key
+            return True
 
     def _attempts_for(self, error: GeonodeError) -> int:
         if isinstance(error, TransportError) and not error.request_sent:
