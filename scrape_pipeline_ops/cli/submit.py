@@ -7,7 +7,7 @@ A URL the API rejects (422) is reported and the rest go on; the run then exits 1
 
 Batches and crawls are announced to the ledger when it is configured (LEDGER_TABLE_NAME or
 --stack-name): no API lists them, so without the announcement a batch whose webhook is lost
-would be lost for good (``scrape_pipeline.submissions``).
+would be lost for good (``scrape_pipeline_ops.submissions``).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _announcer(ctx: Context) -> Callable[[str, str], bool]:
         return lambda kind, job_id: False
     from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
     from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger  # noqa: PLC0415
-    from scrape_pipeline.submissions import expect  # noqa: PLC0415
+    from scrape_pipeline_ops.submissions import expect  # noqa: PLC0415
 
     ttl_days = int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
     ledger = Ledger(table, client=ctx.aws("dynamodb"), ttl_days=ttl_days, clock=ctx.clock)

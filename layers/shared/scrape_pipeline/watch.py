@@ -8,8 +8,8 @@ it (the receiver); if the webhook is lost, this sweep does:
                       parks it again if it still runs) on a schedule that follows its age:
                       first once it is WATCH_FIRST_POLL old, then whenever it has been parked
                       for half its age, at most WATCH_POLL apart. A batch submitted through
-                      ``scrape_pipeline.submissions`` is recorded WATCHING at once, so one whose
-                      webhook is lost is found about WATCH_FIRST_POLL after it settles if it
+                      ``scrape_pipeline_ops.submissions`` is recorded WATCHING at once, so one
+                      whose webhook is lost is found about WATCH_FIRST_POLL after it settles if it
                       settles fast, and within its own age otherwise: polls at 90 s, 3, 6, 12
                       minutes... then hourly, a dozen GETs for a day-long crawl. Woken as their
                       rows are read, whatever the list below costs.
