@@ -8,6 +8,7 @@ follows from the reconciler's cadence.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +64,19 @@ KNOWN_GAPS: dict[str, str] = {}
 KNOWN_GAPS_1000: dict[str, str] = {**KNOWN_GAPS}
 
 
-def params(gaps: dict[str, str]) -> list[Any]:
-    """The matrix, with the scenarios in ``gaps`` marked as expected failures."""
+def params(gaps: dict[str, str], names: list[str]) -> list[Any]:
+    """``names`` of the matrix, with the scenarios in ``gaps`` marked as expected failures."""
     return [
         pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=gaps[name]))
         if name in gaps
         else name
-        for name in MATRIX
+        for name in names
     ]
+
+
+# The matrix runs in two files (this one: even places; test_chaos_matrix_odd.py: odd ones) so
+# that pytest-xdist's --dist loadfile gives each worker half of it.
+HALF = MATRIX[0::2]
 
 
 # The processor's MAX_ATTEMPTS (8) attempts, one GET each, with room for a 404 while the job is
@@ -175,14 +181,21 @@ def check(report: Report, scenario: str) -> None:
             assert gets <= SICK_GETS_BASE + SICK_GETS_PER_HOUR * hours, (job_id, gets, hours)
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("scenario", params(KNOWN_GAPS))
-def test_chaos_matrix_100_jobs(scenario: str):
-    check(run(scenario, jobs=100, seed=MATRIX.index(scenario) + 1), scenario)
+def matrix_tests(names: list[str]) -> tuple[Callable[[str], None], Callable[[str], None]]:
+    """The 100-job and the (slow) 1,000-job tests of the scenarios ``names``."""
+
+    @pytest.mark.timeout(600)
+    @pytest.mark.parametrize("scenario", params(KNOWN_GAPS, names))
+    def at_100(scenario: str) -> None:
+        check(run(scenario, jobs=100, seed=MATRIX.index(scenario) + 1), scenario)
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(1800)
+    @pytest.mark.parametrize("scenario", params(KNOWN_GAPS_1000, names))
+    def at_1000(scenario: str) -> None:
+        check(run(scenario, jobs=1000, seed=MATRIX.index(scenario) + 101), scenario)
+
+    return at_100, at_1000
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-@pytest.mark.parametrize("scenario", params(KNOWN_GAPS_1000))
-def test_chaos_matrix_1000_jobs(scenario: str):
-    check(run(scenario, jobs=1000, seed=MATRIX.index(scenario) + 101), scenario)
+test_chaos_matrix_100_jobs, test_chaos_matrix_1000_jobs = matrix_tests(HALF)
