@@ -61,7 +61,12 @@ MATRIX = [
 # (the watch sweep woke long-running jobs with dropped webhooks; a batch or crawl answer without
 # its job_id is refused like an extract job's).
 KNOWN_GAPS: dict[str, str] = {}
-KNOWN_GAPS_1000: dict[str, str] = {**KNOWN_GAPS}
+KNOWN_GAPS_1000: dict[str, str] = {
+    **KNOWN_GAPS,
+    # Seen 2026-12-01: 2 batches and 1 extract job of 1,000 not stored by the horizon (11 units);
+    # the 100-job run passes. Not yet diagnosed (the watch sweep's 20-page cap at 1,000 jobs?).
+    "busy-account": "1,000 jobs: 11 units unstored at the horizon (issue 16, open)",
+}
 
 
 def params(gaps: dict[str, str], names: list[str]) -> list[Any]:
