@@ -348,9 +348,8 @@ class JobProcessor:
             return Disposition("not_found", self._backoff(row.not_found))
         if state.status == "completed":
             return self._store(key, owner, row, state, deadline)
-        if state.status in ("failed", "cancelled"):
-            self._retire_superseded(row)
         if state.status == "failed":
+            self._retire_superseded(row)
             return self._failed(key, owner, row, state, deadline)
         if state.status == "cancelled":
             return self._cancelled(key, owner, row, state, deadline, woken=woken)
@@ -373,6 +372,8 @@ class JobProcessor:
             detail = self._store_items(key, owner, row, state, deadline)
         if detail is None:
             return self._not_settled(key, owner, row, state, woken=woken)
+        # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
+        self._retire_superseded(row)
         self._ledger.finish(key, owner, Outcome.CANCELLED, detail)
         return Disposition("cancelled")
 
