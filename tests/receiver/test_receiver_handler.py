@@ -5,10 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Iterator
 
+import botocore.handlers
 import pytest
 
+from scrape_pipeline import clock as clocks
 from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import SECRET, SECRET_NAME, Invoke, Stack, bundle, delivery_body
 from tests.support.events import api_gateway_event, response_json
 
@@ -222,6 +226,48 @@ def test_receiver_verifies_each_subscriptions_own_secret_whoever_was_rotated(
     assert invoke(delivery_body("c1", "crawl_completed"), secret=crawl)["statusCode"] == 200
     assert invoke(delivery_body("e2"), secret=SECRET)["statusCode"] == 401
     assert len(stack.rows()) == 3
+
+
+@pytest.fixture
+def manual_clock() -> Iterator[ManualClock]:
+    """The handler's clock, moved by the test (wall time starts now: signatures stay current)."""
+    clock = ManualClock(time.time())
+    clocks.use_clock(clock)
+    yield clock
+    clocks.use_clock(None)
+
+
+def count_secret_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every GetSecretValue sent from now on, by any client (Powertools builds its own).
+
+    botocore copies its built-in handlers into each new session, so a client made at cold
+    start is counted too; moto hooks in the same way.
+    """
+    reads: list[str] = []
+    hook = ("before-call.secrets-manager.GetSecretValue", lambda **_: reads.append("read"))
+    monkeypatch.setattr(
+        botocore.handlers, "BUILTIN_HANDLERS", [*botocore.handlers.BUILTIN_HANDLERS, hook]
+    )
+    return reads
+
+
+def test_receiver_cold_start_reads_the_secret_once_when_the_first_delivery_fails(
+    stack: Stack, invoke: Invoke, monkeypatch, manual_clock: ManualClock
+):
+    # GIVEN a cold container whose first delivery does not verify (forged, or signed with a
+    # secret rotated at the API and not stored yet)
+    reads = count_secret_reads(monkeypatch)
+    first = invoke(delivery_body("first"), secret="whsec_x", now=manual_clock.time())
+    # THEN one read: the bundle it just read is the newest there is, and a forced refresh
+    # right after would only read the same bytes again
+    assert first["statusCode"] == 401
+    assert reads == ["read"]
+    # and the next failures get the one refresh a rotation needs, then none in the interval
+    for i in range(20):
+        forged = invoke(delivery_body(f"f{i}"), secret="whsec_x", now=manual_clock.time())
+        assert forged["statusCode"] == 401
+    assert reads == ["read", "read"]
+    assert stack.rows() == []
 
 
 def test_receiver_picks_up_rotated_secret_without_restart(stack: Stack, invoke: Invoke):

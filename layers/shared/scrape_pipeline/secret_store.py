@@ -61,23 +61,28 @@ class SecretStore:
         # Parsed secrets and when they were read: the hot path skips both the provider's
         # cache lookup and the JSON parse (about a third of the handler's own time).
         self._cached: tuple[float, list[WebhookSecret]] | None = None
+        # The secrets last handed out came straight from Secrets Manager: a refresh now would
+        # read the same bundle again (a cold start's first delivery that does not verify).
+        self._just_read = False
 
     def secrets(self) -> list[WebhookSecret]:
         """Every subscription's secrets, to try, from the cache when fresh enough."""
         now = self._clock.monotonic()
         if self._cached is not None and now - self._cached[0] < self._max_age:
+            self._just_read = False
             return self._cached[1]
         return self._load(now, force=False)
 
     def _load(self, now: float, *, force: bool) -> list[WebhookSecret]:
         secrets = parse_secret_bundle(self._fetch(self.secret_id, self._max_age, force)).every()
         self._cached = (now, secrets)
+        self._just_read = True
         return secrets
 
     def refreshed(self) -> list[WebhookSecret] | None:
-        """The secrets read anew, or None when a refresh happened too recently to repeat."""
+        """The secrets read anew; None when they were just read, or refreshed too recently."""
         now = self._clock.monotonic()
-        if now - self._last_refresh < self._min_refresh_interval:
+        if self._just_read or now - self._last_refresh < self._min_refresh_interval:
             return None
         self._last_refresh = now
         return self._load(now, force=True)
