@@ -7,8 +7,13 @@ BIN := $(VENV)/bin
 # aws-sam-cli pins its own boto3 and click: it gets a tool environment of its own.
 SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
+# uv compiles the layer's hashed lock (`make layer-lock`): one wheel with its own binary, in a
+# tool environment of its own like SAM CLI's, so the dev environment does not carry it.
+TOOLS_VENV := .venv-tools
+UV_VERSION := 0.13.9
+LAYER := layers/shared
 
-.PHONY: all venv sam-tools lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale iam-report simulator clean
+.PHONY: all venv sam-tools layer-lock lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale iam-report simulator clean
 
 all: test
 
@@ -25,6 +30,23 @@ $(SAM_VENV)/.installed:
 	@touch $@
 
 sam-tools: $(SAM_VENV)/.installed
+
+$(TOOLS_VENV)/.installed:
+	@test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+	@touch $@
+
+# The layer's lock, $(LAYER)/requirements.txt: every distribution the layer installs (what
+# requirements.in names and all they need), at constraints.txt's versions, with the sha256 of
+# each file the registry has for that version (the arm64 wheels the layer build picks among
+# them). Run after changing requirements.in or one of those versions in constraints.txt;
+# tests/template/test_layer_lock.py fails until the lock agrees. Resolved for the Lambda's
+# interpreter and platform (template.yaml: python3.12, arm64), so markers are Lambda's.
+layer-lock: $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.12 \
+		--python-platform aarch64-manylinux2014 --constraint constraints.txt \
+		--custom-compile-command "make layer-lock" \
+		--output-file $(LAYER)/requirements.txt $(LAYER)/requirements.in
 
 lint: venv
 	$(BIN)/ruff check .
@@ -89,4 +111,4 @@ simulator: venv
 	$(BIN)/geonode-sim
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(TOOLS_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -23,6 +23,7 @@ def test_runtime_package_is_exactly_what_the_handlers_import():
 def test_layer_directory_holds_the_package_its_requirements_and_build_only():
     # GIVEN the layer's ContentUri, whose Makefile `sam build` runs
     entries = {p.name for p in LAYER_ROOT.iterdir() if p.name != "__pycache__"}
-    # THEN nothing beside the runtime package, the requirements it installs and the Makefile
-    # that installs and compiles both (tests/template/test_sam_build.py checks what it ships)
-    assert entries == {RUNTIME, "requirements.txt", "Makefile"}
+    # THEN nothing beside the runtime package, its requirements (what it names, and the lock
+    # it installs) and the Makefile that installs and compiles both (tests/template/
+    # test_sam_build.py checks what it ships)
+    assert entries == {RUNTIME, "requirements.in", "requirements.txt", "Makefile"}

@@ -8,7 +8,9 @@ CLI itself lives in `.venv-sam`.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,11 @@ SAM_VENV_BIN = REPO / ".venv-sam" / "bin"
 SAM = SAM_VENV_BIN / "sam"
 SAM_PYTHON = SAM_VENV_BIN / "python"
 REGION = "us-east-1"
+CONSTRAINTS = REPO / "constraints.txt"
+LAYER_DIR = REPO / "layers" / "shared"
+# What the layer names (top level), and the lock its build installs (`make layer-lock`).
+LAYER_INPUTS = LAYER_DIR / "requirements.in"
+LAYER_LOCK = LAYER_DIR / "requirements.txt"
 
 __all__ = ["load_template", "only_resource", "parameter_default", "resources_of_type"]
 
@@ -117,3 +124,36 @@ def role_statements(role: dict[str, Any]) -> list[dict[str, Any]]:
         for policy in role["Properties"].get("Policies", [])
         for statement in as_list(policy["PolicyDocument"]["Statement"])
     ]
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One ``name==version`` requirement and the ``--hash`` options that came with it."""
+
+    version: str
+    hashes: tuple[str, ...]
+
+
+def normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_pins(text: str) -> dict[str, Pin]:
+    """Each requirement of a pip requirements file, by normalized name.
+
+    Continuation lines are joined and comments dropped; anything but ``name==version`` followed
+    by ``--hash=`` options (a range, a URL, another option) is an error: a lock holds none.
+    """
+    pins: dict[str, Pin] = {}
+    for raw in text.replace("\\\n", " ").splitlines():
+        tokens = raw.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        name, sep, version = tokens[0].partition("==")
+        others = [t for t in tokens[1:] if not t.startswith("--hash=")]
+        if not sep or not version or others or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise ValueError(f"not a pinned requirement: {raw.strip()!r}")
+        hashes = tuple(t.removeprefix("--hash=") for t in tokens[1:])
+        pins[normalized(name)] = Pin(version, hashes)
+    return pins

@@ -22,6 +22,7 @@ import pytest
 
 from tests.support.runtime_imports import LAYER_ROOT, RUNTIME, runtime_closure
 from tests.template.helpers import (
+    LAYER_LOCK,
     REGION,
     REPO,
     SAM,
@@ -32,6 +33,7 @@ from tests.template.helpers import (
     function_property,
     load_template,
     require_sam_tools,
+    requirement_pins,
     resources_of_type,
     run,
     tool_env,
@@ -205,14 +207,11 @@ def test_built_layer_byte_code_is_complete_current_and_never_checked(build_dir: 
 def test_built_layer_ships_the_pinned_dependency_versions(build_dir: Path) -> None:
     # GIVEN the layer's requirements and the distributions sam build installed
     layer_python = build_dir / LAYER / "python"
-    pins = dict(
-        line.split("==")
-        for line in (REPO / "layers" / "shared" / "requirements.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    )
+    pins = {name: pin.version for name, pin in requirement_pins(LAYER_LOCK.read_text()).items()}
     installed = {p.name.removesuffix(".dist-info") for p in layer_python.glob("*.dist-info")}
-    # THEN each pinned version is the one in the layer
+    # THEN each locked version is the one in the layer, and the layer holds nothing else
     assert pins
+    assert len(installed) == len(pins), sorted(installed)
     for name, version in pins.items():
         assert f"{name.replace('-', '_')}-{version}" in installed, (name, sorted(installed))
 

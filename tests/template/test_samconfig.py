@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from typing import Any
 
 import pytest
 
-from tests.template.helpers import REPO, SAMCONFIG, load_template
-
-LAYER_REQUIREMENTS = REPO / "layers" / "shared" / "requirements.txt"
-CONSTRAINTS = REPO / "constraints.txt"
+from tests.template.helpers import (
+    CONSTRAINTS,
+    LAYER_INPUTS,
+    SAMCONFIG,
+    load_template,
+    requirement_pins,
+)
 
 
 def _samconfig() -> dict[str, Any]:
@@ -31,13 +33,7 @@ def _overrides(raw: str | list[str]) -> dict[str, str]:
 
 def _pins(text: str) -> dict[str, str]:
     """name -> version of every `name==version` line (names normalized as PEP 503 does)."""
-    pins = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            name, version = line.split("==")
-            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
-    return pins
+    return {name: pin.version for name, pin in requirement_pins(text).items()}
 
 
 def test_samconfig_default_environment_builds_validates_and_deploys() -> None:
@@ -88,8 +84,8 @@ def test_samconfig_prod_is_its_own_stack_with_valid_overrides() -> None:
 
 
 def test_layer_requirements_pin_the_constrained_versions() -> None:
-    # GIVEN the layer's requirements and the project's constraints
-    layer = _pins(LAYER_REQUIREMENTS.read_text())
+    # GIVEN what the layer names (its lock is checked in test_layer_lock.py) and the constraints
+    layer = _pins(LAYER_INPUTS.read_text())
     constraints = _pins(CONSTRAINTS.read_text())
     # THEN the layer ships exactly Powertools and httpx (the runtime has boto3), at the
     # versions the tests run with
