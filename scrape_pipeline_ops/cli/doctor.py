@@ -5,7 +5,9 @@
     <event type>    exactly one active subscription per event type, to the stack's URL, whose
                     latest delivery (if any) was not refused 401 (its secret not in the bundle)
     secret bundle   parses, no longer the stack's placeholder, and holds a valid secret for
-                    each active subscription to the stack's URL (else its deliveries get 401)
+                    each active subscription to the stack's URL (else its deliveries get 401),
+                    none of them a secret the project publishes (samples.py) unless the
+                    receiver is on this machine's loopback (the local stack)
     test delivery   a signed ``ping`` (payload.py) is answered 200 "test": the receiver
                     verified it and recorded nothing (no ledger row, no message)
     forged delivery the same ping with a wrong signature is answered 401
@@ -30,6 +32,7 @@ from scrape_pipeline.payload import EVENT_KINDS, TEST_EVENT
 from scrape_pipeline.signatures import SecretBundleError, SignatureConfig, WebhookSecret, sign
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.webhooks import WEBHOOK_SECRET_ENV, WEBHOOK_URL_ENV
+from scrape_pipeline_ops.samples import PUBLISHED_SECRETS, is_public_receiver
 
 if TYPE_CHECKING:
     import argparse
@@ -254,6 +257,18 @@ class Doctor:
         if not active:
             self.add(
                 _fail(name, "every secret in it has expired", f"{setup} (rotates them into it)")
+            )
+            return
+        if is_public_receiver(url) and any(s.value in PUBLISHED_SECRETS for s in active):
+            # events/webhook-valid.json verifies against it: anyone can forge deliveries.
+            self.add(
+                _fail(
+                    name,
+                    "holds the public sample secret of events/ as a valid secret: anyone can "
+                    "forge deliveries to this receiver",
+                    "put the stack's own bundle back (events/README.md says how): the sample "
+                    "secret is for the local stack and sam local invoke only",
+                )
             )
             return
         self.secret = active[0]

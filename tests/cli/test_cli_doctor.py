@@ -6,19 +6,25 @@ their secrets in the bundle, the right key stored), as ``LocalStack.start`` made
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import re
 import secrets
 import string
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 
+from scrape_pipeline.signatures import SignatureConfig, SignatureError, WebhookSecret, verify
 from scrape_pipeline_local.stack import API_KEY, LocalStack
 from scrape_pipeline_ops.rotation import PLACEHOLDER_LENGTH, is_placeholder
+from scrape_pipeline_ops.samples import PUBLISHED_SECRETS, SAMPLE_FORGED_SECRET, SAMPLE_SECRET
 from tests.cli.conftest import Cli, Result, assert_one_error_line
+from tests.template.helpers import REPO
 
 EVENT_TYPES = ("batch_completed", "crawl_completed", "extract_completed")
 
@@ -199,6 +205,86 @@ def test_doctor_fails_a_rejected_key_and_the_placeholder_bundle(stack: LocalStac
     assert {checks[e]["status"] for e in EVENT_TYPES} == {"skipped"}
     assert checks["test delivery"]["status"] == "skipped"
     assert "not-the-key-1234" not in result.out + result.err
+
+
+def _deployed_stack(stack: LocalStack, name: str) -> None:
+    """A CloudFormation stack in moto whose outputs are the live stack's resources, behind a
+    receiver URL as a deployment has one: not on this machine (``.invalid`` never resolves,
+    so nothing is ever sent there)."""
+    assert stack.resources is not None
+    outputs = {
+        "WebhookUrl": "https://receiver.invalid/Prod/webhooks/geonode",
+        "LedgerTableName": stack.resources.table,
+        "JobQueueUrl": stack.resources.queue_url,
+        "WebhookSecretArn": stack.resources.webhook_secret_arn,
+        "GeonodeApiKeySecretArn": stack.resources.api_key_secret_arn,
+    }
+    template = {
+        "Resources": {"Marker": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": name}}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    boto3.client("cloudformation").create_stack(StackName=name, TemplateBody=json.dumps(template))
+
+
+@pytest.mark.parametrize(
+    "published", [SAMPLE_SECRET, SAMPLE_FORGED_SECRET], ids=["sample", "forged-sample"]
+)
+def test_doctor_fails_a_deployed_stack_whose_bundle_holds_a_published_sample_secret(
+    stack: LocalStack, cli: Cli, published: str
+):
+    # GIVEN a deployed stack's bundle as events/README.md once told operators to store it:
+    # a published sample secret, valid, beside the subscriptions' own
+    assert stack.resources is not None
+    arn = stack.resources.webhook_secret_arn
+    document = json.loads(_secret(arn))
+    document["secrets"] = [{"value": published, "expires_at": None}]
+    _put(arn, json.dumps(document))
+    _deployed_stack(stack, f"deployed-{len(published)}")
+    # WHEN doctor checks that stack
+    result = cli("--stack-name", f"deployed-{len(published)}", "doctor", "--json")
+    # THEN the bundle fails: anyone holding events/webhook-valid.json can forge deliveries
+    assert result.code == 1
+    check = _checks(result)["secret bundle"]
+    assert check["status"] == "FAIL"
+    assert "public sample secret" in check["detail"]
+    assert check["hint"].startswith("put the stack's own bundle back (events/README.md")
+    # AND no delivery was signed with it or sent anywhere
+    assert _checks(result)["test delivery"]["status"] == "skipped"
+    assert published not in result.out + result.err
+
+
+def test_doctor_passes_the_local_stack_holding_the_sample_secret(stack: LocalStack, cli: Cli):
+    # GIVEN the local stack (its receiver on 127.0.0.1) with the sample secret in its bundle,
+    # as the sample events need it there
+    assert stack.resources is not None
+    arn = stack.resources.webhook_secret_arn
+    document = json.loads(_secret(arn))
+    document["secrets"] = [{"value": SAMPLE_SECRET, "expires_at": None}]
+    _put(arn, json.dumps(document))
+    stack.clock.advance(61)  # past the receiver's cache: it reads the bundle anew
+    # WHEN doctor runs THEN every check passes: no one off this machine can reach the receiver
+    result = cli("doctor", "--json")
+    assert result.code == 0, result.out
+    assert _checks(result)["secret bundle"]["status"] == "ok"
+
+
+def test_published_secrets_cover_every_secret_in_events_and_the_docs():
+    # GIVEN every whsec_ literal in events/ and the repository's docs, and the sample events
+    docs = [*REPO.glob("*.md"), *(REPO / "events").glob("*.md")]
+    shown = {m for p in docs for m in re.findall(r"whsec_[A-Za-z0-9_+/=-]+", p.read_text())}
+    # THEN each is on the list doctor refuses on a deployed stack
+    assert shown <= PUBLISHED_SECRETS, shown - PUBLISHED_SECRETS
+    assert SAMPLE_SECRET in shown
+    # AND every signed sample event verifies with one of them: none is signed with a secret
+    # doctor does not know to be public
+    for path in sorted((REPO / "events").glob("webhook-*.json")):
+        event = json.loads(path.read_text())
+        body = base64.b64decode(event["body"]) if event["isBase64Encoded"] else event["body"]
+        published = [WebhookSecret(s) for s in sorted(PUBLISHED_SECRETS)]
+        try:
+            verify(SignatureConfig(), event["headers"], body, published, time.time())
+        except SignatureError:
+            pytest.fail(f"{path.name} is signed with a secret not in PUBLISHED_SECRETS")
 
 
 # -- secrets put-api-key ----------------------------------------------------------------------

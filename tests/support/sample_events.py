@@ -14,11 +14,13 @@ from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.signatures import SignatureConfig, sign
 from scrape_pipeline_local.translate import template
+from scrape_pipeline_ops.samples import SAMPLE_FORGED_SECRET, SAMPLE_SECRET
 from tests.support.events import api_gateway_event, sqs_event
 
 EVENTS_DIR = Path(__file__).resolve().parents[2] / "events"
-# Documented in events/README.md; valid nowhere but in local tests.
-TEST_SECRET = "whsec_dGVzdC1zZWNyZXQtZm9yLXVuaXQtdGVzdHMtb25seQ"
+# Published (events/README.md): for the local stack and sam local invoke only, and doctor fails
+# a deployed stack whose bundle holds it (scrape_pipeline_ops/samples.py keeps the list).
+TEST_SECRET = SAMPLE_SECRET
 _SIGNED_AT = 1_780_000_000.0
 JOB_ID = "8f14e45f-ceea-467f-a8f5-bd2f1f2a0c11"
 POISON_BODY = "this is not a job message"
@@ -88,7 +90,7 @@ def sample_events() -> dict[str, dict[str, Any]]:
             duplicate, _headers("dlv_0002", duplicate, TEST_SECRET)
         ),
         "webhook-forged.json": api_gateway_event(
-            valid, _headers("dlv_0003", valid, "whsec_not-the-secret")
+            valid, _headers("dlv_0003", valid, SAMPLE_FORGED_SECRET)
         ),
         "sqs-job-batch.json": _job_batch(),
         "schedule.json": _schedule(),
