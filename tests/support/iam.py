@@ -16,8 +16,11 @@ Condition never grants here (nothing the functions do depends on one), but its D
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import re
+import sys
+import types
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -221,11 +224,32 @@ def _list(value: Any) -> list[Any]:
 
 
 def _parliament() -> Any:
-    """parliament, imported quietly (it still imports setuptools' deprecated pkg_resources)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import parliament
+    """parliament, its one use of setuptools' ``pkg_resources`` answered by importlib.
 
+    parliament 1.6.4, the newest, imports ``pkg_resources`` (gone from setuptools 81 on) only
+    to call ``resource_filename`` on two files it ships, once, at import. A module giving
+    that one call stands in for the import alone, so the dev environment needs no setuptools
+    (a setuptools below 81 has a published advisory, fixed in 83).
+    """
+    if "parliament" in sys.modules:
+        return sys.modules["parliament"]
+    shim = types.ModuleType("pkg_resources")
+
+    def resource_filename(package: str, name: str) -> str:
+        return str(importlib.resources.files(package).joinpath(name))
+
+    shim.resource_filename = resource_filename  # type: ignore[attr-defined]
+    previous = sys.modules.get("pkg_resources")
+    sys.modules["pkg_resources"] = shim
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its import leaves both files open
+            import parliament
+    finally:
+        if previous is None:
+            del sys.modules["pkg_resources"]
+        else:
+            sys.modules["pkg_resources"] = previous
     return parliament
 
 
