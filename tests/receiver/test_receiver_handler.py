@@ -270,6 +270,21 @@ def test_receiver_cold_start_reads_the_secret_once_when_the_first_delivery_fails
     assert stack.rows() == []
 
 
+def test_receiver_reads_a_rotated_bundle_when_its_cache_expires(
+    stack: Stack, invoke: Invoke, manual_clock: ManualClock
+):
+    # GIVEN a warm receiver, then the bundle rotated in Secrets Manager
+    assert invoke(delivery_body("before"), now=manual_clock.time())["statusCode"] == 200
+    new = "whsec_cm90YXRlZC1zZWNyZXQtdmFsdWUtMTIz"
+    stack.secrets.put_secret_value(SecretId=SECRET_NAME, SecretString=bundle((new, None)))
+    # WHEN its cache has expired on the receiver's clock (not on Powertools', the system's)
+    manual_clock.advance(61)
+    # THEN the read it makes is of the new bundle, so a delivery signed with the new secret
+    # verifies (a read from Powertools' cache would be the old one, and no refresh follows)
+    after = invoke(delivery_body("after"), secret=new, now=manual_clock.time())
+    assert after["statusCode"] == 200
+
+
 def test_receiver_picks_up_rotated_secret_without_restart(stack: Stack, invoke: Invoke):
     # GIVEN a warm receiver that cached the old secret
     assert invoke(delivery_body("before"))["statusCode"] == 200

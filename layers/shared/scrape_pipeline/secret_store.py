@@ -71,10 +71,13 @@ class SecretStore:
         if self._cached is not None and now - self._cached[0] < self._max_age:
             self._just_read = False
             return self._cached[1]
-        return self._load(now, force=False)
+        return self._load(now)
 
-    def _load(self, now: float, *, force: bool) -> list[WebhookSecret]:
-        secrets = parse_secret_bundle(self._fetch(self.secret_id, self._max_age, force)).every()
+    def _load(self, now: float) -> list[WebhookSecret]:
+        # Always past Powertools' own cache: this one is the only cache, so what a load returns
+        # is what Secrets Manager holds now (Powertools ages its entries on the system clock,
+        # not on the injected one, and could hand back a bundle older than ``max_age``).
+        secrets = parse_secret_bundle(self._fetch(self.secret_id, self._max_age, True)).every()
         self._cached = (now, secrets)
         self._just_read = True
         return secrets
@@ -85,4 +88,4 @@ class SecretStore:
         if self._just_read or now - self._last_refresh < self._min_refresh_interval:
             return None
         self._last_refresh = now
-        return self._load(now, force=True)
+        return self._load(now)
