@@ -10,7 +10,10 @@ venv holding boto3 only (the runtime provides it, with its byte code), with
 
   (a) ``import app`` of each function from the copy without byte code,
   (b) ``import app`` of each function from the build as shipped,
-  (c) a bare ``import boto3``.
+  (c) a bare ``import boto3``,
+  (d) (b), then Powertools' ``Tracer()`` as a handler module would make it, with the X-Ray SDK
+      it rests on (``TRACER_PACKAGES``, compiled, read-only) beside the layer: what code
+      subsegments would add to each cold start, divided by (b) of the same run.
 
 The time is the import statement's, measured inside the process (the interpreter's start-up,
 the same for all three, is kept in the JSON as ``process_ms``).
@@ -46,11 +49,26 @@ REGION = "us-east-1"
 # The venv of boto3 alone outlives a run (created once, pip's cache allowed); keyed by version.
 VENV_HOME = Path(tempfile.gettempdir()) / "scrape-pipeline-bench"
 
+# What Powertools' Tracer needs besides the layer (it is not in it: the template's tracing is
+# Lambda's and API Gateway's own segments). aws-xray-sdk 2.15.0 is the release Powertools
+# 3.37's `tracer` extra accepts; wrapt is its one dependency the runtime lacks.
+TRACER_PACKAGES = ("aws-xray-sdk==2.15.0", "wrapt==2.5.2")
+TRACER = "xray-sdk"
+# After the handler's import: a module-level Tracer, which patches boto3, httpx and the rest.
+_WITH_TRACER = "from aws_lambda_powertools import Tracer; Tracer()"
+# What Lambda sets for the X-Ray SDK in an actively traced function's init (the trace id
+# comes with each invocation).
+_TRACED_ENV = {
+    "AWS_XRAY_DAEMON_ADDRESS": "169.254.79.129:2000",
+    "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
+}
+
 # Prints the import statement's own wall and CPU times, in milliseconds.
 _PROGRAM = """
 import time
 started, cpu = time.perf_counter(), time.process_time()
 import {module}
+{then}
 print((time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000)
 """
 
@@ -105,6 +123,18 @@ def boto3_venv() -> Path:
     return venv / "bin" / "python"
 
 
+def tracer_packages(python: Path) -> Path:
+    """``TRACER_PACKAGES`` installed (with their byte code) into a folder of their own."""
+    target = VENV_HOME / ("tracer-" + "-".join(p.replace("==", "-") for p in TRACER_PACKAGES))
+    ready = target / ".installed"
+    if not ready.is_file():
+        shutil.rmtree(target, ignore_errors=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--target"]
+        subprocess.run([*pip, str(target), *TRACER_PACKAGES], check=True)
+        ready.touch()
+    return target
+
+
 def _set_writable(tree: Path, writable: bool) -> None:
     write = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
     for path in [tree, *tree.rglob("*")]:
@@ -115,14 +145,19 @@ def _set_writable(tree: Path, writable: bool) -> None:
 
 
 @contextmanager
-def read_only_copies(build: Path, functions: list[str]) -> Iterator[dict[str, Path]]:
-    """The layer and functions as shipped ("bytecode") and without any byte code ("source")."""
+def read_only_copies(
+    build: Path, functions: list[str], tracer: Path | None = None
+) -> Iterator[dict[str, Path]]:
+    """The layer and functions as shipped ("bytecode") and without any byte code ("source");
+    the shipped copy also holds ``tracer`` (the Tracer's packages) as ``TRACER``, if given."""
     with tempfile.TemporaryDirectory(prefix="cold-start-") as tmp:
         copies = {"bytecode": Path(tmp) / "bytecode", "source": Path(tmp) / "source"}
         for name, copy in copies.items():
             for part in [LAYER, *functions]:
                 ignore = shutil.ignore_patterns("__pycache__") if name == "source" else None
                 shutil.copytree(build / part, copy / part, ignore=ignore)
+            if tracer is not None and name == "bytecode":
+                shutil.copytree(tracer, copy / TRACER)
             _set_writable(copy, writable=False)
         try:
             yield copies
@@ -160,15 +195,18 @@ def functions_of(build: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-def measure_once(python: Path, module: str, paths: list[Path], env: dict[str, str]) -> list[float]:
-    """One fresh interpreter: [import wall time, import CPU time, process time], in ms.
+def measure_once(
+    python: Path, module: str, paths: list[Path], env: dict[str, str], then: str = ""
+) -> list[float]:
+    """One fresh interpreter: [import wall time, import CPU time, process time], in ms; ``then``
+    runs after the import, inside the timed span.
 
     It starts where Lambda starts a handler: in the function's folder (boto3: the empty HOME).
     """
     full_env = dict(env, PYTHONPATH=os.pathsep.join(map(str, paths)))
     started = time.perf_counter()
     result = subprocess.run(
-        [str(python), "-c", _PROGRAM.format(module=module)],
+        [str(python), "-c", _PROGRAM.format(module=module, then=then)],
         env=full_env,
         cwd=paths[0] if paths else env["HOME"],
         capture_output=True,
@@ -197,6 +235,7 @@ def summary(samples: list[list[float]]) -> dict[str, Any]:
 
 def run(build: Path, repeats: int, warmup: int) -> dict[str, Any]:
     python = boto3_venv()
+    tracer = tracer_packages(python)
     functions = functions_of(build)
     with tempfile.TemporaryDirectory(prefix="cold-start-home-") as home:
         base_env = {
@@ -210,21 +249,25 @@ def run(build: Path, repeats: int, warmup: int) -> dict[str, Any]:
             "AWS_SECRET_ACCESS_KEY": "bench",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-        with read_only_copies(build, list(functions)) as copies:
-            # (name, module, sys.path, environment) per measured program
-            cases: list[tuple[str, str, list[Path], dict[str, str]]] = [
-                ("boto3", "boto3", [], base_env)
+        with read_only_copies(build, list(functions), tracer) as copies:
+            # (name, module, sys.path, environment, what follows the import) per program
+            cases: list[tuple[str, str, list[Path], dict[str, str], str]] = [
+                ("boto3", "boto3", [], base_env, "")
             ]
             for function, about in functions.items():
                 env = {**base_env, **about["environment"], "AWS_LAMBDA_FUNCTION_NAME": function}
                 for variant in ("source", "bytecode"):
                     copy = copies[variant]
                     paths = [copy / function, copy / LAYER / "python"]
-                    cases.append((f"{function}/{variant}", about["module"], paths, env))
+                    cases.append((f"{function}/{variant}", about["module"], paths, env, ""))
+                shipped = copies["bytecode"]
+                paths = [shipped / function, shipped / LAYER / "python", shipped / TRACER]
+                traced = {**env, **_TRACED_ENV, "LAMBDA_TASK_ROOT": str(shipped / function)}
+                cases.append((f"{function}/tracer", about["module"], paths, traced, _WITH_TRACER))
             samples: dict[str, list[list[float]]] = {case[0]: [] for case in cases}
             for round_ in range(warmup + repeats):
-                for name, module, paths, env in cases:
-                    sample = measure_once(python, module, paths, env)
+                for name, module, paths, env, then in cases:
+                    sample = measure_once(python, module, paths, env, then)
                     if round_ >= warmup:
                         samples[name].append(sample)
             sizes = {
@@ -242,9 +285,21 @@ def run(build: Path, repeats: int, warmup: int) -> dict[str, Any]:
     for function in functions:
         source = summary(samples[f"{function}/source"])
         bytecode = summary(samples[f"{function}/bytecode"])
+        tracer_figures = summary(samples[f"{function}/tracer"])
         figures["functions"][function] = {
             "source": source,
             "bytecode": bytecode,
+            "tracer": tracer_figures,
+            "tracer_added_ms": round(tracer_figures["median_ms"] - bytecode["median_ms"], 1),
+            "tracer_added_cpu_ms": round(
+                tracer_figures["cpu_median_ms"] - bytecode["cpu_median_ms"], 1
+            ),
+            "ratio_tracer_to_bytecode": round(
+                tracer_figures["median_ms"] / bytecode["median_ms"], 2
+            ),
+            "cpu_ratio_tracer_to_bytecode": round(
+                tracer_figures["cpu_median_ms"] / bytecode["cpu_median_ms"], 2
+            ),
             "ratio_source_to_boto3": round(source["median_ms"] / boto3["median_ms"], 2),
             "ratio_bytecode_to_boto3": round(bytecode["median_ms"] / boto3["median_ms"], 2),
             "cpu_ratio_source_to_boto3": round(source["cpu_median_ms"] / boto3["cpu_median_ms"], 2),
@@ -274,6 +329,12 @@ def table(figures: dict[str, Any]) -> str:
                 f"{f[f'cpu_ratio_{variant}_to_boto3']}×",
             )
             rows.append(row(f"`{function}`: `import app`", name, f[variant], ratios))
+        ratios = (
+            f"{f['ratio_tracer_to_bytecode']}× (b), +{f['tracer_added_ms']} ms",
+            f"{f['cpu_ratio_tracer_to_bytecode']}× (b), +{f['tracer_added_cpu_ms']} ms",
+        )
+        label = f"`{function}`: `import app`, then `Tracer()`"
+        rows.append(row(label, "(d) as shipped + X-Ray SDK", f["tracer"], ratios))
     rows.append(row("bare `import boto3`", "(c) runtime's", figures["boto3"], ("1×", "1×")))
     headers = ["import", "byte code", "wall ms: median / p90", "÷ (c)", "CPU ms: median / p90"]
     mib = {k: round(v / 2**20, 1) for k, v in figures["layer_bytes"].items()}
@@ -284,7 +345,9 @@ def table(figures: dict[str, Any]) -> str:
         + "the process (medians divided by (c)'s). CPU time is the import's own: other work on "
         + f"the machine inflates wall time (load average {figures['load_average_1m_after']} "
         + f"on {os.cpu_count()} CPUs). Layer: {mib['source']} MiB without byte code, "
-        + f"{mib['bytecode']} MiB as shipped."
+        + f"{mib['bytecode']} MiB as shipped. (d) is what code subsegments through Powertools' "
+        + f"Tracer would add ({', '.join(TRACER_PACKAGES)} beside the layer, compiled), "
+        + "divided by (b) of the same run."
     )
 
 

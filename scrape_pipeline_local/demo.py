@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
+from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
 from scrape_pipeline_local.function_env import functions_write_to
@@ -50,6 +51,12 @@ from scrape_pipeline_local.simulator.gateway import Gateway
 STEP_SECONDS = 5.0
 CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
 SUBMIT_SPAN_SECONDS = 600.0
+# How long after a unit settles its outcome may take: a dropped webhook waits for the
+# threshold and the next run, a lost message for the staleness bound and the next run, and the
+# processor's own retries add at most its longest wait. The chaos matrix judges by it, and a
+# run past its horizon goes on while a settled unit is still within it (below).
+_R = ReconcilerSettings()
+FINISH_BOUND_SECONDS = _R.threshold_seconds + _R.stale_after_seconds + 2 * 600 + 600
 # The simulator's routes that read one job (its request counts are by route template).
 JOB_ROUTES = ("GET /v1/extract/{job_id}", "GET /v1/batch/{batch_id}", "GET /v1/crawl/{crawl_id}")
 
@@ -291,7 +298,7 @@ class Demo:
                     if progress is not None:
                         progress(min(done, total_units), total_units)
                     step = self._next_step(plan, elapsed)
-                if (not plan and checking and self._finished()) or elapsed > p.horizon_s:
+                if self._done(bool(plan), checking, elapsed):
                     break
             self._observe()
             self._measure(report)
@@ -300,6 +307,30 @@ class Demo:
             report.simulated_seconds = self.clock.time() - self.started_at
             stack.stop()
         return report
+
+    def _done(self, planned: bool, checking: bool, elapsed: float) -> bool:
+        """The run stops: everything finished, or past the horizon with no unit awaited."""
+        if not planned and checking and self._finished():
+            return True
+        horizon = self.profile.horizon_s
+        if elapsed <= horizon:
+            return False
+        return elapsed > horizon + FINISH_BOUND_SECONDS or (checking and not self._awaited(elapsed))
+
+    def _awaited(self, elapsed: float) -> bool:
+        """Some unit settled less than FINISH_BOUND_SECONDS ago and has no outcome yet.
+
+        The workload's own length varies (a resubmitted long job settles late, a batch waits
+        for its slowest item): past the horizon such a unit still has its bound to be stored,
+        so a late settle is judged by the bound, not by where the horizon happened to fall.
+        """
+        now = self.started_at + elapsed
+        for unit, job in self._units():
+            if job["status"] in UNSETTLED or job["status"] == "cancelled":
+                continue
+            if unit.job_id not in self.done_at and now - job["settled_at"] < FINISH_BOUND_SECONDS:
+                return True
+        return False
 
     def _next_step(self, plan: Sequence[Any], elapsed: float) -> float:
         """The usual step, or the profile's idle step once only unsettled work is left."""

@@ -1,7 +1,8 @@
 """What the local stack reads from the functions' wiring in the translated template.
 
 ``local_settings``: the SQS event source's batch size and window, the reconciler's schedule in
-seconds, the functions' timeouts and their environment resolved against the created resources.
+seconds and Lambda's retries of a failed run, the functions' timeouts and their environment
+resolved against the created resources.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from scrape_pipeline_local.resolve import (
     references,
     scalar_text,
 )
+from scrape_pipeline_local.scheduler import DEFAULT_ASYNC_RETRIES
 from scrape_pipeline_local.translate import (
     FUNCTION,
     TemplateError,
@@ -35,6 +37,7 @@ class LocalSettings(TypedDict):
     batching_window_seconds: int  # its MaximumBatchingWindowInSeconds (0 when unset)
     reconcile_schedule: str  # the EventBridge rule's ScheduleExpression
     reconcile_interval: float  # that expression in seconds
+    reconciler_retries: int  # its target's EventInvokeConfig MaximumRetryAttempts (Lambda's 2)
     function_timeouts: dict[str, int]  # logical id -> the function's resolved Timeout
     processor_timeout: int  # the Timeout of the event source mapping's function
     reconciler_timeout: int  # the Timeout of the scheduled rule's target
@@ -94,6 +97,7 @@ def local_settings(
     )
     schedule = scalar_text(resolver.resolve(rules[0]["ScheduleExpression"]))
     timeouts = function_timeouts(translation)
+    reconciler = _function_named(timeouts, "the rule", rules[0]["Targets"])
     api_id, api = only_resource(translation, "AWS::ApiGateway::RestApi")
     function_env, unresolved = _function_environments(translation, resolver)
     values: dict[str, set[str]] = {}
@@ -105,9 +109,10 @@ def local_settings(
         batching_window_seconds=int(mapping.get("MaximumBatchingWindowInSeconds") or 0),
         reconcile_schedule=schedule,
         reconcile_interval=schedule_seconds(schedule),
+        reconciler_retries=async_retries(translation, reconciler),
         function_timeouts=timeouts,
         processor_timeout=timeouts[_function_named(timeouts, "the SQS mapping", mappings[0])],
-        reconciler_timeout=timeouts[_function_named(timeouts, "the rule", rules[0]["Targets"])],
+        reconciler_timeout=timeouts[reconciler],
         receiver_timeout=timeouts[_function_named(timeouts, api_id, api.get("Properties", {}))],
         env={name: seen.pop() for name, seen in sorted(values.items()) if len(seen) == 1},
         function_env=function_env,
@@ -126,6 +131,18 @@ def function_timeouts(translation: Mapping[str, Any]) -> dict[str, int]:
         )
         for logical_id, resource in resources_of_type(translation, FUNCTION).items()
     }
+
+
+def async_retries(translation: Mapping[str, Any], function: str) -> int:
+    """Lambda's retries of a function's failed asynchronous invocation (its EventInvokeConfig)."""
+    configs = [
+        resource["Properties"]
+        for resource in resources_of_type(translation, "AWS::Lambda::EventInvokeConfig").values()
+        if function in references(resource["Properties"].get("FunctionName"))
+    ]
+    if not configs or "MaximumRetryAttempts" not in configs[0]:
+        return DEFAULT_ASYNC_RETRIES
+    return int(Resolver(translation).resolve(configs[0]["MaximumRetryAttempts"]))
 
 
 def _function_named(functions: Mapping[str, Any], where: str, value: Any) -> str:

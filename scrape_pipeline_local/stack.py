@@ -32,7 +32,7 @@ from scrape_pipeline_local.create import StackResources, create_all
 from scrape_pipeline_local.lambda_runtime import Outcome, TimedInvoker
 from scrape_pipeline_local.lifecycle import Service
 from scrape_pipeline_local.moto_server import MotoServer
-from scrape_pipeline_local.scheduler import DEFAULT_ASYNC_RETRIES, Schedule
+from scrape_pipeline_local.scheduler import Schedule
 from scrape_pipeline_local.settings import LocalSettings, local_settings
 from scrape_pipeline_local.simulator import SimConfig, Simulator, SimulatorServer
 from scrape_pipeline_local.sqs_poller import SqsEventSource
@@ -63,7 +63,7 @@ class StackSettings:
     receiver_timeout: float | None = None
     processor_timeout: float | None = None
     reconciler_timeout: float | None = None
-    reconciler_retries: int = DEFAULT_ASYNC_RETRIES  # Lambda's retries of a failed scheduled run
+    reconciler_retries: int | None = None  # Lambda's retries of a failed scheduled run
     signature_scheme: str = "geonode"
     webhooks: bool = True  # subscribe the three event types through the API
     env: dict[str, str] = field(default_factory=dict)  # extra Lambda settings
@@ -179,7 +179,7 @@ class LocalStack(Service):
             _chosen(self.settings.reconcile_interval, wiring["reconcile_interval"]),
             self.clock,
             timeout_seconds=_chosen(self.settings.reconciler_timeout, wiring["reconciler_timeout"]),
-            max_retries=self.settings.reconciler_retries,
+            max_retries=_chosen(self.settings.reconciler_retries, wiring["reconciler_retries"]),
         )
         self._invokers = {
             name: TimedInvoker(invoke[name], name, timeout)

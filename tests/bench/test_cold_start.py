@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from bench.cold_start import LAYER, functions_of, read_only_copies
+from bench.cold_start import LAYER, TRACER, functions_of, read_only_copies
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,4 +44,24 @@ def test_read_only_copies_strip_byte_code_from_the_source_copy_only(tmp_path: Pa
     assert pycs["source"] == []
     assert pys == {"bytecode": 2, "source": 2}
     # AND both are read-only while timed
+    assert writable == 0
+
+
+def test_read_only_copies_put_the_tracer_packages_beside_the_shipped_layer_only(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a build and a folder of the Tracer's packages, with their byte code
+    build, tracer = tmp_path / "build", tmp_path / "tracer"
+    for part in (build / LAYER / "python", build / "Fn", tracer / "aws_xray_sdk" / "__pycache__"):
+        part.mkdir(parents=True)
+    (tracer / "aws_xray_sdk" / "__init__.py").write_text("")
+    (tracer / "aws_xray_sdk" / "__pycache__" / "__init__.cpython-312.pyc").write_bytes(b"")
+    # WHEN the copies are made with it
+    with read_only_copies(build, ["Fn"], tracer) as copies:
+        shipped = sorted(p.relative_to(copies["bytecode"]) for p in copies["bytecode"].rglob("*"))
+        in_source = (copies["source"] / TRACER).exists()
+        writable = (copies["bytecode"] / TRACER / "aws_xray_sdk").stat().st_mode & 0o222
+    # THEN the shipped copy holds them as compiled, read-only, and the source copy does not
+    assert Path(TRACER, "aws_xray_sdk", "__pycache__", "__init__.cpython-312.pyc") in shipped
+    assert not in_source
     assert writable == 0

@@ -45,6 +45,8 @@ def test_the_stack_runs_each_function_under_the_templates_settings(stack):
     assert stack.poller.batch_size == wiring["batch_size"]
     assert stack.poller.batching_window_seconds == wiring["batching_window_seconds"] > 0
     assert stack.schedule.interval == wiring["reconcile_interval"]
+    # AND Lambda retries a failed scheduled run as the reconciler's EventInvokeConfig says
+    assert stack.schedule.max_retries == wiring["reconciler_retries"] == 0
 
 
 def test_a_lone_message_is_processed_once_the_batching_window_has_passed(stack):

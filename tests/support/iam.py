@@ -88,6 +88,23 @@ MANAGED_POLICIES: dict[str, dict[str, Any]] = {
             }
         ],
     },
+    # What SAM attaches for `Tracing` (samtranslator xray_utils, the aws partition's name).
+    "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess": {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "xray:PutTraceSegments",
+                    "xray:PutTelemetryRecords",
+                    "xray:GetSamplingRules",
+                    "xray:GetSamplingTargets",
+                    "xray:GetSamplingStatisticSummaries",
+                ],
+                "Resource": ["*"],
+            }
+        ],
+    },
 }
 
 

@@ -57,6 +57,8 @@ RECONCILER_GRANTS = {
     "secretsmanager:GetSecretValue": {GEONODE_KEY},
 }
 BASIC_EXECUTION = "service-role/AWSLambdaBasicExecutionRole"
+# What SAM attaches for `Tracing` (X-Ray writes and sampling reads, Resource "*").
+XRAY_WRITE = "AWSXrayWriteOnlyAccess"
 # What SAM attaches for an SQS event (samtranslator SQS.get_policy_arn); AWS's managed policy
 # allows these SQS actions on every queue ("*"), so the processor's role fences them.
 SQS_EVENT_POLICY = "service-role/AWSLambdaSQSQueueExecutionRole"
@@ -339,8 +341,8 @@ def test_function_log_group_keeps_30_days(cfn: dict[str, Any], function: str) ->
 @pytest.mark.parametrize(
     ("function", "grants", "managed"),
     [
-        (PROCESSOR, PROCESSOR_GRANTS, [BASIC_EXECUTION, SQS_EVENT_POLICY]),
-        (RECONCILER, RECONCILER_GRANTS, [BASIC_EXECUTION]),
+        (PROCESSOR, PROCESSOR_GRANTS, [BASIC_EXECUTION, XRAY_WRITE, SQS_EVENT_POLICY]),
+        (RECONCILER, RECONCILER_GRANTS, [BASIC_EXECUTION, XRAY_WRITE]),
     ],
 )
 def test_function_role_grants_exactly_the_listed_actions_and_resources(
@@ -353,7 +355,8 @@ def test_function_role_grants_exactly_the_listed_actions_and_resources(
     _, role = function_role(cfn, function)
     # THEN its inline policies allow exactly these actions, each on exactly these resources
     assert _grants(role) == grants
-    # AND the managed policies are the basic execution role, plus what SAM adds for an SQS event
+    # AND the managed policies are the basic execution role and the X-Ray writes, plus what SAM
+    # adds for an SQS event
     assert _managed_policies(role) == managed
 
 

@@ -226,10 +226,12 @@ def test_receiver_role_actions_are_exactly_the_listed_ones(cfn: dict[str, Any]) 
     }
     # THEN it is exactly the conditional ledger writes, the send and the secret read
     assert actions == RECEIVER_ACTIONS
-    # AND no managed policy widens it: only the basic execution role (CloudWatch Logs)
+    # AND no managed policy widens it: only the basic execution role (CloudWatch Logs) and the
+    # X-Ray writes SAM attaches for Tracing (tests/iam justifies each of their actions)
     managed = role["Properties"].get("ManagedPolicyArns", [])
     assert [json.dumps(arn).split(":policy/")[-1].strip('"') for arn in managed] == [
-        "service-role/AWSLambdaBasicExecutionRole"
+        "service-role/AWSLambdaBasicExecutionRole",
+        "AWSXrayWriteOnlyAccess",
     ]
 
 
