@@ -19,7 +19,6 @@ from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
-from tests.pipeline.direct import NO_RECONCILER
 from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,
@@ -28,6 +27,7 @@ from tests.pipeline.conftest import (
     truth,
     versions,
 )
+from tests.pipeline.direct import NO_RECONCILER
 
 N = 12
 
@@ -429,7 +429,9 @@ def test_failure_captured_delivery_replayed_after_the_window_is_refused(make_sta
     assert max(versions(stack).values()) == 1
 
 
-def forged_by_sender(stack: LocalStack, job_id: str, delivery_id: str) -> tuple[bytes, dict]:
+def forged_by_sender(
+    stack: LocalStack, job_id: str, delivery_id: str
+) -> tuple[bytes, dict[str, str]]:
     """A delivery of ``job_id``'s event signed with its subscription's real secret, as the
     sender makes one (each attempt has a delivery id of its own)."""
     from scrape_pipeline_local.simulator.subscriptions import Event
@@ -505,7 +507,7 @@ def test_failure_senders_last_retry_a_day_later_still_verifies(make_stack: MakeS
     stack.run_until(lambda: len(attempts()) == 7, step=600.0, limit=40 * 3600)
     stack.front.failing_with = None
     # WHEN the eighth and last attempt comes, a day and more after the event
-    stack.run_until(lambda: all_settled_and_done(stack, 1)(), step=600.0, limit=20 * 3600)
+    stack.run_until(all_settled_and_done(stack, 1), step=600.0, limit=20 * 3600)
     # THEN it verified, and the job is stored once
     last = attempts()[-1]
     assert last["attempt_number"] == 8 and last["http_status"] == 200

@@ -12,7 +12,7 @@ import pytest
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger, new_owner_id
 from scrape_pipeline.signatures import SignatureConfig
-from tests.receiver.conftest import TABLE, Invoke, Stack, delivery_body, stamp
+from tests.receiver.conftest import TABLE, Invoke, Stack, delivery_body
 from tests.support.events import response_json
 
 # The documented defaults: a 36-hour window, 300 s of sender clock ahead, three reopens.
@@ -190,10 +190,3 @@ def test_receiver_event_header_cannot_rekey_a_signed_event(stack: Stack, invoke:
     # THEN the signed event decides the kind
     assert response["statusCode"] == 200
     assert stack.messages() == [{"kind": "extract", "job_id": "rekey-2", "source": "webhook"}]
-
-
-def test_receiver_test_event_is_not_named_by_the_header(stack: Stack, invoke: Invoke):
-    body = json.dumps({"delivery_id": "x", "timestamp": stamp(), "data": {}}).encode()
-    response = invoke(body, headers={"X-Webhook-Event": "ping"})
-    assert response["statusCode"] == 400
-    assert nothing_written(stack)
