@@ -479,7 +479,11 @@ def test_failure_fresh_replays_of_a_closed_job_make_bounded_work(make_stack: Mak
 
     # THEN every replay is answered 2xx (a duplicate is not an error), the same delivery made
     # work once, and the job came back at most MAX_REOPENS times in all: the simulator's GETs
-    # and the dead-letter record's versions say so
+    # say so (3 a close: 12 in all, where five replays of one delivery made 18 before)
+    print(
+        f"replays: GETs per close {per_close}, after one delivery x5 {after_same}, after five"
+        f" more {gets(stack, job_id)}; dead-letter versions {versions(stack)[dead]}"
+    )
     assert set(first + fresh) == {200}
     assert after_same <= 2 * per_close, (per_close, after_same)
     assert gets(stack, job_id) <= (1 + MAX_REOPENS) * per_close, (per_close, gets(stack, job_id))
