@@ -528,9 +528,22 @@ def test_ledger_unclaimed_reopen_does_not_use_up_the_bound(ledger: Ledger, clock
     assert ledger.unclaim(closed, written)
     # THEN the sender's retry (a delivery id of its own) may still reopen it, once
     row = ledger.get(KEY)
-    assert row is not None and row.reopens == 0
+    assert row is not None and row.reopens == 0 and row.seen_deliveries == frozenset()
     assert ledger.reopened(row, evidence="d2") is not None
     assert ledger.reopened(close_unknown(ledger, "w2"), evidence="d3") is None
+
+
+def test_ledger_unclaimed_reopen_forgets_its_evidence(ledger: Ledger, clock: ManualClock):
+    # GIVEN a sender whose id is the event's, the same on every retry (Stripe's evt_...)
+    ledger.record(KEY, source="early")
+    closed = close_unknown(ledger, "w1")
+    written = ledger.reopened(closed, evidence="evt_1")
+    assert written is not None
+    # WHEN its reopen is undone (the message could not be sent: 503, the sender retries)
+    assert ledger.unclaim(closed, written)
+    # THEN the retry, with the same id, reopens it
+    row = ledger.get(KEY)
+    assert row is not None and ledger.reopened(row, evidence="evt_1") is not None
 
 
 def test_ledger_wakes_a_watched_job_once_per_delivery(ledger: Ledger, clock: ManualClock):
@@ -545,10 +558,13 @@ def test_ledger_wakes_a_watched_job_once_per_delivery(ledger: Ledger, clock: Man
     assert woken is not None and woken.seen_deliveries == {"d1", "d2"}
     again = ledger.get(KEY)
     assert again is not None and again.seen_deliveries == {"d1", "d2"}
-    # AND a stale snapshot that missed it cannot replay it: the condition holds on the table
-    ledger.unclaim(row, woken)
-    parked = ledger.get(KEY)
-    assert (
-        parked is not None
-        and ledger.enqueue(replace(parked, seen_deliveries=frozenset()), evidence="d2") is None
-    )
+    # AND once the processor parks it again, a snapshot that missed d2 cannot replay it: the
+    # condition holds on the table, not on the caller's copy
+    assert ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs").granted
+    parked = ledger.watch(KEY, "w1", job_created_at=clock.time())
+    stale = replace(parked, seen_deliveries=frozenset())
+    assert ledger.enqueue(stale, evidence="d2") is None
+    # AND a wake undone (its message unsent) forgets its evidence: the sender's retry wakes it
+    woken = ledger.enqueue(parked, evidence="d3")
+    assert woken is not None and ledger.unclaim(parked, woken)
+    assert ledger.enqueue(parked, evidence="d3") is not None

@@ -611,6 +611,14 @@ class Ledger:
             }
         else:
             update = "SET #state = :state, #pending = :state, #since = :old_since"
+        added = written.seen_deliveries - before.seen_deliveries
+        if added:
+            # Evidence that moved nothing in the end: not seen. Where one id serves every
+            # retry of an event (Stripe's evt_, Standard Webhooks' msg_), the retry that this
+            # write's 503 asks for must be able to move the row again.
+            update += " DELETE #seen :added"
+            names["#seen"] = SEEN_DELIVERIES
+            values[":added"] = {"SS": sorted(added)}
         return self._conditional_update(
             before.key,
             update=update,
