@@ -102,6 +102,9 @@ class Report(Verdict):
     refused_valid: int = 0
     refused_examples: list[str] = field(default_factory=list)
     refused_retired: int = 0
+    # Deliveries answered 400: the simulator only sends well-formed ones, so each is a refusal
+    # of a valid delivery (a body the receiver reads wrong, a timestamp it cannot place).
+    refused_bad_request: int = 0
     rotated: int = 0  # secrets rotated during the run, by the simulator's record
 
     def lines(self) -> list[tuple[str, str]]:
@@ -637,6 +640,7 @@ class Demo:
         found = refusals(attempts, rotated_at, self.profile.rotation_grace_s)
         report.refused_valid, report.refused_retired = len(found.valid), found.retired
         report.refused_examples = found.valid[:MAX_EXAMPLES]
+        report.refused_bad_request = sum(1 for a in attempts if a["http_status"] == 400)
 
     def _sick_reads(self, report: Report, sick: Mapping[str, Any]) -> None:
         """Per sick job, its GETs (the simulator's record) and the hours it was open."""

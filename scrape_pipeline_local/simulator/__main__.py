@@ -13,6 +13,7 @@ from scrape_pipeline_local.clock import ScaledClock
 from scrape_pipeline_local.simulator.config import (
     CONTENT_SIZE_MODELS,
     SIGNATURE_SCHEMES,
+    WEBHOOK_TIMESTAMPS,
     FaultSettings,
     SimConfig,
 )
@@ -29,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--api-key", action="append", dest="api_keys", help="accepted key (repeatable)")
     add("--time-scale", type=float, default=1.0, help="run the clock this many times faster")
     add("--webhook-time-scale", type=float, default=defaults.webhook_time_scale)
+    add(
+        "--webhook-timestamp",
+        choices=WEBHOOK_TIMESTAMPS,
+        default=defaults.webhook_timestamp,
+        help="the envelope's timestamp: each attempt's time, or the event's on every retry",
+    )
     add("--scheme", choices=SIGNATURE_SCHEMES, default=defaults.signature_scheme)
     add("--signature-header", default=defaults.signature_header)
     add("--signature-prefix", default=defaults.signature_prefix)
@@ -68,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         rate_limit_burst=args.burst,
         webhook_time_scale=args.webhook_time_scale,
         webhook_flat_fields=args.flat_fields,
+        webhook_timestamp=args.webhook_timestamp,
         signature_scheme=args.scheme,
         signature_header=args.signature_header,
         signature_prefix=args.signature_prefix,

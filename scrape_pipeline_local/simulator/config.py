@@ -8,6 +8,10 @@ from typing import Literal
 SignatureScheme = Literal["geonode", "standard_webhooks", "stripe", "github"]
 SIGNATURE_SCHEMES: tuple[str, ...] = ("geonode", "standard_webhooks", "stripe", "github")
 ContentSizeModel = Literal["natural", "lognormal"]
+# What a delivery's envelope ``timestamp`` shows (unpublished): the attempt's own time, or the
+# event's (when the job settled), kept the same across every retry.
+WebhookTimestamp = Literal["attempt", "event"]
+WEBHOOK_TIMESTAMPS: tuple[str, ...] = ("attempt", "event")
 CONTENT_SIZE_MODELS: tuple[str, ...] = ("natural", "lognormal")
 
 # Svix / Standard Webhooks' published schedule: delay before each attempt, after the previous one.
@@ -105,6 +109,7 @@ class SimConfig:
     webhook_poll_s: float = 0.005  # real seconds between dispatcher checks
     webhook_dispatcher: bool = True  # start the background dispatcher thread
     webhook_flat_fields: bool = False  # also put job_id, event_type, id at the envelope's top
+    webhook_timestamp: WebhookTimestamp = "attempt"
     signature_scheme: SignatureScheme = "geonode"
     signature_header: str = "X-Webhook-Signature"  # geonode scheme only
     signature_prefix: str = ""  # geonode scheme only, e.g. "sha256="
@@ -138,6 +143,8 @@ class SimConfig:
             raise ValueError("need 0 < content_size_median_bytes <= content_size_max_bytes")
         if self.content_size_sigma < 0:
             raise ValueError("content_size_sigma must not be negative")
+        if self.webhook_timestamp not in WEBHOOK_TIMESTAMPS:
+            raise ValueError(f"webhook_timestamp must be one of {WEBHOOK_TIMESTAMPS}")
         if self.webhook_time_scale <= 0:
             raise ValueError("webhook_time_scale must be positive")
         if not self.webhook_retry_schedule_s:

@@ -69,12 +69,17 @@ def build_request(
     now: float,
     data: dict[str, object],
 ) -> tuple[bytes, dict[str, str]]:
-    """The body and headers of one attempt, signed with the subscription's current secret."""
+    """The body and headers of one attempt, signed with the subscription's current secret.
+
+    The envelope's ``timestamp`` is the attempt's time, or the event's (``webhook_timestamp``):
+    a receiver's freshness window must let the last retry of either pass.
+    """
+    stamped = event.created_at if config.webhook_timestamp == "event" else now
     envelope: dict[str, object] = {
         "event": event.event_type,
         "webhook_id": sub.id,
         "delivery_id": delivery_id,
-        "timestamp": iso_seconds(now),
+        "timestamp": iso_seconds(stamped),
         "data": data,
     }
     if config.webhook_flat_fields:

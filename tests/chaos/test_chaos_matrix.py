@@ -115,6 +115,7 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
         f"poisoned={report.poisoned} poison_gets_max={report.poison_gets_max} "
         f"invocations={report.poller_batches} timeouts={report.poller_timeouts} "
         f"rotated={report.rotated} refused401={report.refused_valid}/{report.refused_retired} "
+        f"refused400={report.refused_bad_request} "
         f"sick={len(report.sick_reads)} sick_stored={report.sick_stored} "
         f"sick_latency_max={report.sick_latency_max:.0f}s "
         f"sick_gets={sorted(g for g, _ in report.sick_reads.values())} "
@@ -131,6 +132,7 @@ def check(report: Report, scenario: str) -> None:
     # A delivery signed with a valid secret (current, or retired within its grace) is never
     # refused; one signed with a secret retired longer ago is, and the delivery log replays it.
     assert report.refused_valid == 0, f"{scenario}: refused {report.refused_examples}"
+    assert report.refused_bad_request == 0, f"{scenario}: {report.refused_bad_request} 400s"
     assert report.closed_early == 0, f"{scenario}: closed early {report.closed_early_examples}"
     assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
     assert report.settled >= sum(report.submitted.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import boto3
 import httpx
@@ -13,7 +14,14 @@ from moto import mock_aws
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, Streak
+from scrape_pipeline.ledger import (
+    DEFAULT_MAX_REOPENS,
+    Bookkeeping,
+    LeaseLostError,
+    Ledger,
+    LedgerRow,
+    Streak,
+)
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table, moto_server
 
@@ -484,3 +492,79 @@ def test_ledger_unclaim_puts_a_woken_row_back_to_sleep(ledger: Ledger, clock: Ma
     assert row is not None
     assert (row.state, row.state_since) == (JobState.WATCHING, parked.state_since)
     assert ledger.mark_enqueued(row)  # the next evidence wakes it
+
+
+def close_unknown(ledger: Ledger, owner: str) -> LedgerRow:
+    """Lease the job and close it as unknown, as the processor does after its 404s."""
+    assert ledger.acquire(KEY, owner, lease_seconds=60, source="sqs").granted
+    return ledger.finish(KEY, owner, Outcome.DEAD_LETTERED, {"reason": "unknown job"})
+
+
+def test_ledger_reopens_a_job_at_most_max_reopens_times_whatever_the_evidence(
+    ledger: Ledger, clock: ManualClock
+):
+    # GIVEN a job that every reopen finds unknown again (the job list keeps showing it)
+    ledger.record(KEY, source="early")
+    moved = []
+    for n in range(2 * DEFAULT_MAX_REOPENS):
+        closed = close_unknown(ledger, f"w{n}")
+        clock.advance(60)
+        moved.append(ledger.reopen(closed))  # no delivery id: the job list's evidence
+        if not moved[-1]:
+            break
+    # THEN it came back MAX_REOPENS times, and then stays closed: the loop ends
+    assert moved == [True] * DEFAULT_MAX_REOPENS + [False]
+    row = ledger.get(KEY)
+    assert row is not None and row.reopens == DEFAULT_MAX_REOPENS and row.reopenable
+
+
+def test_ledger_unclaimed_reopen_does_not_use_up_the_bound(ledger: Ledger, clock: ManualClock):
+    ledger = Ledger(ledger.table_name, client=ledger.client, max_reopens=1, clock=clock)
+    ledger.record(KEY, source="early")
+    closed = close_unknown(ledger, "w1")
+    # GIVEN a reopen whose message could not be sent, undone
+    written = ledger.reopened(closed, evidence="d1")
+    assert written is not None and written.reopens == 1
+    assert ledger.unclaim(closed, written)
+    # THEN the sender's retry (a delivery id of its own) may still reopen it, once
+    row = ledger.get(KEY)
+    assert row is not None and row.reopens == 0 and row.seen_deliveries == frozenset()
+    assert ledger.reopened(row, evidence="d2") is not None
+    assert ledger.reopened(close_unknown(ledger, "w2"), evidence="d3") is None
+
+
+def test_ledger_unclaimed_reopen_forgets_its_evidence(ledger: Ledger, clock: ManualClock):
+    # GIVEN a sender whose id is the event's, the same on every retry (Stripe's evt_...)
+    ledger.record(KEY, source="early")
+    closed = close_unknown(ledger, "w1")
+    written = ledger.reopened(closed, evidence="evt_1")
+    assert written is not None
+    # WHEN its reopen is undone (the message could not be sent: 503, the sender retries)
+    assert ledger.unclaim(closed, written)
+    # THEN the retry, with the same id, reopens it
+    row = ledger.get(KEY)
+    assert row is not None and ledger.reopened(row, evidence="evt_1") is not None
+
+
+def test_ledger_wakes_a_watched_job_once_per_delivery(ledger: Ledger, clock: ManualClock):
+    # GIVEN a parked job its first webhook recorded
+    ledger.record(KEY, source="webhook", state=JobState.WATCHING, delivery_id="d1")
+    row = ledger.get(KEY)
+    assert row is not None and row.seen_deliveries == {"d1"}
+    clock.advance(60)
+    # THEN that delivery wakes nothing; another does, and is kept
+    assert ledger.enqueue(row, evidence="d1") is None
+    woken = ledger.enqueue(row, evidence="d2")
+    assert woken is not None and woken.seen_deliveries == {"d1", "d2"}
+    again = ledger.get(KEY)
+    assert again is not None and again.seen_deliveries == {"d1", "d2"}
+    # AND once the processor parks it again, a snapshot that missed d2 cannot replay it: the
+    # condition holds on the table, not on the caller's copy
+    assert ledger.acquire(KEY, "w1", lease_seconds=60, source="sqs").granted
+    parked = ledger.watch(KEY, "w1", job_created_at=clock.time())
+    stale = replace(parked, seen_deliveries=frozenset())
+    assert ledger.enqueue(stale, evidence="d2") is None
+    # AND a wake undone (its message unsent) forgets its evidence: the sender's retry wakes it
+    woken = ledger.enqueue(parked, evidence="d3")
+    assert woken is not None and ledger.unclaim(parked, woken)
+    assert ledger.enqueue(parked, evidence="d3") is not None

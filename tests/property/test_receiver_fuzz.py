@@ -6,7 +6,9 @@ Properties (each example starts from an empty table and empty queues, and checks
 (b) without a valid signature nothing is written: no ledger row, no queue message, ever;
 (c) with a valid signature over a JSON document the answer is 200 with exactly one row and one
     message for that job (a second identical delivery: 200 ``duplicate``, nothing more), or 400
-    with nothing written, and 400 exactly when ``read_notification`` finds no usable job in it.
+    with nothing written, and 400 exactly when ``read_notification`` finds no usable job in it
+    or ``Freshness`` no usable timestamp, or 401 with nothing written when it is stamped outside
+    the window; an ``X-Webhook-Event`` header never changes the answer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hmac
 import json
 import re
 import string
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,7 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from functions.receiver import app as receiver_app
+from scrape_pipeline.freshness import DEFAULT_MAX_AGE_SECONDS, Freshness, StaleDeliveryError
 from scrape_pipeline.payload import EVENT_KINDS, FieldLocations, PayloadError, read_notification
 from scrape_pipeline.signatures import SignatureConfig, sign
 from scrape_pipeline_local.events import api_gateway_event, response_json
@@ -108,7 +112,9 @@ any_bytes = st.one_of(
     ),
 )
 notification_bytes = st.builds(
-    lambda job, event: json.dumps({"event": event, "data": {"job_id": job}}).encode(),
+    lambda job, event: json.dumps(
+        {"event": event, "timestamp": int(time.time()), "data": {"job_id": job}}
+    ).encode(),
     st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._:-]{0,20}\Z"),
     st.sampled_from(sorted(EVENT_KINDS)),
 )
@@ -296,6 +302,16 @@ events = st.one_of(
     st.sampled_from(["", "extract_failed", "EXTRACT_COMPLETED", " extract_completed"]),
     json_values,
 )
+# Offsets from now far from the window's edges (examples run a few ms after they are drawn).
+_AGES = [0, 3600, DEFAULT_MAX_AGE_SECONDS - 3600, DEFAULT_MAX_AGE_SECONDS + 3600, -3600]
+stamps = st.one_of(
+    st.sampled_from(_AGES).map(
+        lambda age: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - age))
+    ),
+    st.sampled_from(_AGES).map(lambda age: int(time.time() - age)),
+    st.sampled_from(["", "now", "2026-05-27T08:16:09", "2026-13-01T00:00:00Z", "1e9", True]),
+    json_values,
+)
 
 
 @st.composite
@@ -315,11 +331,13 @@ def notification_documents(draw: st.DrawFn) -> Any:
         )
     if draw(st.booleans()):
         document["job_id"] = draw(job_ids)
+    if draw(st.integers(0, 3)):
+        document["timestamp"] = draw(stamps)
     return document
 
 
 @st.composite
-def signed_deliveries(draw: st.DrawFn) -> tuple[bytes, dict[str, str], str | None]:
+def signed_deliveries(draw: st.DrawFn) -> tuple[bytes, dict[str, str]]:
     """A JSON body signed with the configured secret, maybe padded to around the size limit."""
     document = draw(notification_documents())
     body = json.dumps(document, ensure_ascii=draw(st.booleans())).encode()
@@ -336,23 +354,30 @@ def signed_deliveries(draw: st.DrawFn) -> tuple[bytes, dict[str, str], str | Non
     # surrounding blanks (not part of a field value, RFC 9110).
     value = draw(st.sampled_from([value, value.upper(), f" {value}\t"]))
     headers[draw(random_case(SIGNATURE_HEADER))] = value
-    event_header = None
     if draw(st.booleans()):
-        event_header = draw(st.sampled_from(sorted(EVENT_KINDS)) | header_values)
-        headers[draw(random_case(EVENT_HEADER))] = event_header
-    return body, headers, event_header
+        # Unsigned: it must change nothing, whatever it says.
+        value = draw(st.sampled_from(sorted(EVENT_KINDS)) | header_values)
+        headers[draw(random_case(EVENT_HEADER))] = value
+    return body, headers
 
 
-def expected_notification(body: bytes, event_header: str | None) -> tuple[str, str, str] | str:
-    """(kind, job id, event) the receiver must accept, or the error it must answer 400 with."""
+STALE = "stale"
+
+
+def expected_notification(body: bytes) -> tuple[str, str, str] | str:
+    """(kind, job id, event) the receiver must accept, the error it must answer 400 with, or
+    ``STALE`` for a 401."""
     try:
         document = json.loads(body)
     except (ValueError, RecursionError):
         return "body is not JSON"
     try:
-        note = read_notification(document, FieldLocations(), event_header)
+        note = read_notification(document, FieldLocations())
+        Freshness().check(note.stamp, time.time())
     except PayloadError as exc:
         return str(exc)
+    except StaleDeliveryError:
+        return STALE
     return note.kind.value, note.job_id, note.event
 
 
@@ -360,27 +385,32 @@ def expected_notification(body: bytes, event_header: str | None) -> tuple[str, s
 @given(delivery=signed_deliveries(), base64_encoded=st.booleans())
 def test_receiver_signed_json_is_accepted_once_or_400_exactly_per_read_notification(
     receiver_stack: ReceiverStack,
-    delivery: tuple[bytes, dict[str, str], str | None],
+    delivery: tuple[bytes, dict[str, str]],
     base64_encoded: bool,
 ):
     """(a)+(c): a validly signed JSON document (random shape, random job ids and events, the
-    event maybe only in a header, sizes around the limit) gets:
+    timestamps fresh, stale or junk, an event header that says anything, sizes around the
+    limit) gets:
 
     - 200 ``accepted`` with exactly one RECEIVED row and one message for the job
       ``read_notification`` names, and the same delivery again gets 200 ``duplicate`` and
       writes nothing more; or
-    - 400 with nothing written, exactly when ``read_notification`` rejects the document; or
+    - 400 with nothing written, exactly when ``read_notification`` rejects the document or
+      ``Freshness`` its timestamp; 401 with nothing written when that is outside the window; or
     - 413 with nothing written, exactly when the body is over MAX_BODY_BYTES.
     """
     receiver_stack.begin()
-    body, headers, event_header = delivery
+    body, headers = delivery
     proxy = api_gateway_event(body, headers, base64_encoded=base64_encoded)
 
     response = invoke(proxy)
 
-    expected = expected_notification(body, event_header)
+    expected = expected_notification(body)
     if len(body) > MAX_BODY_BYTES:
         assert response["statusCode"] == 413, response
+        assert_nothing_written(receiver_stack)
+    elif expected == STALE:
+        assert response["statusCode"] == 401, response
         assert_nothing_written(receiver_stack)
     elif isinstance(expected, str):
         assert response["statusCode"] == 400, response
@@ -417,7 +447,7 @@ def test_receiver_signed_random_bytes_are_400_or_413_and_write_nothing(
     receiver_stack.begin()
     headers = data.draw(other_headers, label="headers")
     headers.update(sign(CONFIG, body, SECRET, NOW_IS_IRRELEVANT))
-    expected = expected_notification(body, None)
+    expected = expected_notification(body)
     # Random bytes that happen to be a usable notification would belong to the test above.
     assume(isinstance(expected, str))
 

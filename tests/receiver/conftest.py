@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -28,13 +30,25 @@ def bundle(*secrets: tuple[str, str | None]) -> str:
     return json.dumps({"secrets": [{"value": v, "expires_at": e} for v, e in secrets]})
 
 
-def delivery_body(job_id: str = "job-1", event: str = "extract_completed") -> bytes:
-    """A delivery in the contract's envelope."""
+def stamp(moment: float | None = None) -> str:
+    """Epoch seconds (default: now) as the envelope's ``timestamp`` shows them."""
+    at = time.time() if moment is None else moment
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def delivery_body(
+    job_id: str = "job-1",
+    event: str = "extract_completed",
+    *,
+    sent_at: float | None = None,
+    delivery_id: str = "dlv_1",
+) -> bytes:
+    """A delivery in the contract's envelope, stamped ``sent_at`` (default: now)."""
     envelope = {
         "event": event,
         "webhook_id": "wh_1",
-        "delivery_id": "dlv_1",
-        "timestamp": "2026-05-27T08:16:09Z",
+        "delivery_id": delivery_id,
+        "timestamp": stamp(sent_at),
         "data": {"job_id": job_id, "status": "completed"},
     }
     return json.dumps(envelope).encode()

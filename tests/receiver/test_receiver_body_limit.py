@@ -14,7 +14,7 @@ from scrape_pipeline.receiver import (
     PLATFORM_MAX_BODY_BYTES,
     ReceiverSettings,
 )
-from tests.receiver.conftest import Invoke, Stack
+from tests.receiver.conftest import Invoke, Stack, stamp
 from tests.support.events import api_gateway_event, response_json
 
 # API Gateway REST: request line and headers together are at most this (its published quota).
@@ -23,7 +23,11 @@ API_GATEWAY_HEADER_BYTES = 10_240
 
 def padded_delivery(job_id: str, size: int) -> bytes:
     """An extract_completed delivery of exactly ``size`` bytes (the markdown is the padding)."""
-    envelope = {"event": "extract_completed", "data": {"job_id": job_id, "markdown": ""}}
+    envelope: dict[str, object] = {
+        "event": "extract_completed",
+        "timestamp": stamp(),
+        "data": {"job_id": job_id, "markdown": ""},
+    }
     bare = len(json.dumps(envelope).encode())
     envelope["data"] = {"job_id": job_id, "markdown": "m" * (size - bare)}
     body = json.dumps(envelope).encode()

@@ -13,7 +13,15 @@ import pytest
 from scrape_pipeline import clock as clocks
 from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline_local.clock import ManualClock
-from tests.receiver.conftest import SECRET, SECRET_NAME, Invoke, Stack, bundle, delivery_body
+from tests.receiver.conftest import (
+    SECRET,
+    SECRET_NAME,
+    Invoke,
+    Stack,
+    bundle,
+    delivery_body,
+    stamp,
+)
 from tests.support.events import api_gateway_event, response_json
 
 
@@ -115,26 +123,24 @@ def test_receiver_bad_payload_is_400_without_side_effect(stack: Stack, invoke: I
     assert stack.rows() == [] and stack.messages() == []
 
 
-def test_receiver_event_header_used_when_body_has_none(stack: Stack, invoke: Invoke):
-    body = json.dumps({"data": {"job_id": "j-7"}}).encode()
-    response = invoke(body, headers={"X-Webhook-Event": "crawl_completed"})
-    assert response["statusCode"] == 200
-    assert stack.messages() == [{"kind": "crawl", "job_id": "j-7", "source": "webhook"}]
-
-
 def test_receiver_reads_seed_article_flat_fields(stack: Stack, invoke: Invoke):
-    body = json.dumps({"job_id": "flat-1", "event_type": "extract_completed", "id": "d"}).encode()
-    response = invoke(body)
+    flat = {"job_id": "flat-1", "event_type": "extract_completed", "id": "d", "timestamp": stamp()}
+    response = invoke(json.dumps(flat).encode())
     assert response["statusCode"] == 200
     assert stack.messages()[0]["job_id"] == "flat-1"
+    assert stack.rows()[0]["seen_deliveries"] == {"SS": ["d"]}  # "id" is the attempt's
 
 
 def test_receiver_field_locations_are_configurable(stack: Stack, invoke: Invoke, monkeypatch):
     monkeypatch.setenv("JOB_ID_FIELDS", "payload.id")
     monkeypatch.setenv("EVENT_FIELDS", "type")
-    body = json.dumps({"type": "batch_completed", "payload": {"id": "b-1"}}).encode()
-    assert invoke(body)["statusCode"] == 200
+    monkeypatch.setenv("DELIVERY_ID_FIELDS", "meta.attempt")
+    monkeypatch.setenv("TIMESTAMP_FIELDS", "meta.sent")
+    meta = {"attempt": "a-1", "sent": int(time.time())}
+    body = json.dumps({"type": "batch_completed", "payload": {"id": "b-1"}, "meta": meta})
+    assert invoke(body.encode())["statusCode"] == 200
     assert stack.messages() == [{"kind": "batch", "job_id": "b-1", "source": "webhook"}]
+    assert stack.rows()[0]["seen_deliveries"] == {"SS": ["a-1"]}
 
 
 def test_receiver_body_over_limit_is_413(stack: Stack, invoke: Invoke, monkeypatch):

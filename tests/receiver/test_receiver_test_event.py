@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.receiver.conftest import Invoke, Stack
+from tests.receiver.conftest import Invoke, Stack, stamp
 from tests.support.events import response_json
 
 
@@ -16,7 +16,7 @@ def ping_body(**extra: object) -> bytes:
         "event": "ping",
         "webhook_id": None,
         "delivery_id": "doctor-1",
-        "timestamp": "2026-05-27T08:16:09Z",
+        "timestamp": stamp(),
         "data": {},
         **extra,
     }
@@ -45,10 +45,21 @@ def test_receiver_test_event_with_a_job_id_still_records_nothing(stack: Stack, i
     assert stack.rows() == [] and stack.messages() == []
 
 
-def test_receiver_test_event_named_only_by_the_header(stack: Stack, invoke: Invoke):
-    response = invoke(b'{"data": {}}', headers={"X-Webhook-Event": "ping"})
-    assert response["statusCode"] == 200
-    assert response_json(response)["status"] == "test"
+def test_receiver_test_event_is_not_named_by_the_header(stack: Stack, invoke: Invoke):
+    # GIVEN a signed body that names no event, and the unsigned header that says "ping"
+    body = ping_body()
+    no_event = {k: v for k, v in json.loads(body).items() if k != "event"}
+    # WHEN it is delivered THEN the header is not read: it is no test, and no job either
+    response = invoke(json.dumps(no_event).encode(), headers={"X-Webhook-Event": "ping"})
+    assert response["statusCode"] == 400
+    assert response_json(response) == {"error": "missing job id"}
+    assert stack.rows() == [] and stack.messages() == []
+
+
+def test_receiver_stale_test_event_is_401(stack: Stack, invoke: Invoke):
+    # a ping is verified like a delivery, freshness included
+    response = invoke(ping_body(timestamp="2026-05-27T08:16:09Z"))
+    assert response["statusCode"] == 401
 
 
 @pytest.mark.parametrize("secret", ["whsec_someone-else", None], ids=["forged", "unsigned"])

@@ -7,6 +7,7 @@ Regenerate with ``.venv/bin/python -m tests.support.sample_events``.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ EVENTS_DIR = Path(__file__).resolve().parents[2] / "events"
 # a deployed stack whose bundle holds it (scrape_pipeline_ops/samples.py keeps the list).
 TEST_SECRET = SAMPLE_SECRET
 _SIGNED_AT = 1_780_000_000.0
+# When the sample deliveries say they were sent: the local stack's clock start (ManualClock's
+# default), so they are fresh there; anywhere else the freshness window refuses them, like
+# any delivery captured long ago.
+STAMPED_AT = 1_800_000_000
 JOB_ID = "8f14e45f-ceea-467f-a8f5-bd2f1f2a0c11"
 POISON_BODY = "this is not a job message"
 ACCOUNT = "123456789012"
@@ -33,7 +38,7 @@ def _delivery(job_id: str, delivery_id: str) -> bytes:
         "event": "extract_completed",
         "webhook_id": "wh_sample",
         "delivery_id": delivery_id,
-        "timestamp": "2026-05-27T08:16:09Z",
+        "timestamp": datetime.fromtimestamp(STAMPED_AT, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "data": {"job_id": job_id, "status": "completed"},
     }
     return json.dumps(envelope, separators=(",", ":")).encode()

@@ -280,6 +280,7 @@ def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None
         assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}, name
         assert env["LEDGER_TABLE_NAME"] == {"Ref": "LedgerTable"}, name
         assert env["LEDGER_TTL_DAYS"] == {"Ref": "LedgerTtlDays"}, name
+        assert env["MAX_REOPENS"] == {"Ref": "MaxReopens"}, name
         assert env["QUEUE_URL"] == {"Ref": "JobQueue"}, name
         assert env["WEBHOOK_SECRET_ID"] == {"Ref": "WebhookSecret"}, name
         # (a secret's Ref is its ARN; the role decides which secret a function may read)
@@ -299,6 +300,8 @@ def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None
         ("SIGNATURE_PREFIX", "SignaturePrefix", ""),
         ("SIGNATURE_TIMESTAMP_HEADER", "SignatureTimestampHeader", ""),
         ("SIGNATURE_TOLERANCE_SECONDS", "SignatureToleranceSeconds", 300),
+        ("WEBHOOK_MAX_AGE_SECONDS", "WebhookMaxAgeSeconds", "129600"),
+        ("MAX_REOPENS", "MaxReopens", 3),
         ("MAX_BODY_BYTES", "MaxBodyBytes", 4694016),
         ("SECRET_CACHE_SECONDS", "SecretCacheSeconds", 60),
     ],

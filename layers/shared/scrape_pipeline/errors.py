@@ -9,7 +9,8 @@
     ├── GeonodeError                     geonode.errors: the API client's own tree
     ├── SignatureError                   signatures: the delivery is not authentically signed
     │   ├── SignatureMismatchError       no configured secret signed it (maybe just rotated)
-    │   └── NoValidSecretError           no usable secret is configured: ours to fix (503)
+    │   ├── NoValidSecretError           no usable secret is configured: ours to fix (503)
+    │   └── StaleDeliveryError           freshness: signed, but stamped outside the window
     ├── SecretBundleError (ValueError)   signatures: the stored secret bundle is malformed
     ├── PayloadError (ValueError)        payload: not a usable job notification (400)
     └── LedgerError                      ledger: the ledger's own errors

@@ -15,7 +15,10 @@ for stuck and watched rows; DONE rows drop ``pending_state`` and leave the index
 
 The one way back from DONE is ``reopen``: a job closed because the API did not know it or
 it did not settle in time is reopened by evidence that it has settled (its webhook, the job
-list, the delivery log), with a condition on the exact row that was closed.
+list, the delivery log), with a condition on the exact row that was closed. A job is reopened
+at most ``max_reopens`` times (``reopens`` counts them), and a webhook reopens or wakes a job
+only with a delivery id the row has not kept (``seen_deliveries``: the ids of the deliveries
+that created, reopened or woke it), so a replayed delivery never makes work twice.
 
 ``strikes`` counts the attempts since the job last made progress that did not end cleanly.
 The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
@@ -68,6 +71,13 @@ PENDING_STATE = "pending_state"
 STATE_SINCE = "state_since"
 TTL_ATTRIBUTE = "expires_at"
 DEFAULT_TTL_DAYS = 90
+# Evidence that a job closed as "unknown" or "never settled" did settle comes from its webhook,
+# the job list and the delivery log; one reopen usually settles it, a second covers a reopen
+# that still met the API's lag. Beyond three, the evidence is a loop (or a replayer's), and the
+# dead-letter record stands for an operator to look at.
+DEFAULT_MAX_REOPENS = 3
+SEEN_DELIVERIES = "seen_deliveries"
+REOPENS = "reopens"
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
 # Bookkeeping rows share the table under their own key prefixes; job keys are kind#job_id.
@@ -113,6 +123,10 @@ class LedgerRow:
     # when the streak began: set while the job is "sick", cleared by any answer of its state.
     failures: int = 0
     failing_since: float | None = None
+    # How many times the job was reopened, and the delivery ids that moved the row (evidence
+    # already used: a replay of one of them moves nothing).
+    reopens: int = 0
+    seen_deliveries: frozenset[str] = frozenset()
 
     @property
     def is_done(self) -> bool:
@@ -163,6 +177,26 @@ def _with_streak(
         names.update({"#failures": "failures", "#failing": "failing_since"})
         remove += ", #failures, #failing"
     return update, remove
+
+
+def _with_evidence(
+    update: str,
+    condition: str,
+    evidence: str | None,
+    names: dict[str, str],
+    values: dict[str, Any],
+) -> tuple[str, str]:
+    """``update`` and ``condition`` that also keep ``evidence`` (a delivery id) among the
+    row's deliveries seen, and hold only if it is not there yet; unchanged without one."""
+    if evidence is None:
+        return update, condition
+    names["#seen"] = SEEN_DELIVERIES
+    values[":evidence"] = _s(evidence)
+    values[":evidence_set"] = _string_set(evidence)
+    return (
+        f"{update} ADD #seen :evidence_set",
+        f"{condition} AND NOT contains(#seen, :evidence)",
+    )
 
 
 class LedgerError(PipelineError):
@@ -233,9 +267,10 @@ def _stamped(update: str) -> str:
     return f"{set_part}, #updated = :now, #ttl = :ttl" + (f" {rest[0]}" if rest else "")
 
 
-def _owners(owner: str) -> dict[str, list[str]]:
-    """``owner`` as a DynamoDB string set, for ADD and DELETE on ``struck_by``."""
-    return {"SS": [owner]}
+def _string_set(value: str) -> dict[str, list[str]]:
+    """``value`` as a DynamoDB string set of one, for ADD and DELETE (``struck_by``, the
+    deliveries seen)."""
+    return {"SS": [value]}
 
 
 def _used(expressions: str, names: Mapping[str, str]) -> dict[str, str]:
@@ -282,6 +317,8 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         late_webhook_at=n("late_webhook_at"),
         failures=int(n("failures") or 0),
         failing_since=n("failing_since"),
+        reopens=int(n(REOPENS) or 0),
+        seen_deliveries=frozenset(item.get(SEEN_DELIVERIES, {}).get("SS", [])),
     )
 
 
@@ -318,6 +355,7 @@ class Ledger:
         *,
         client: DynamoDBClient | None = None,
         ttl_days: int = DEFAULT_TTL_DAYS,
+        max_reopens: int = DEFAULT_MAX_REOPENS,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if client is None:
@@ -327,6 +365,7 @@ class Ledger:
         self.table_name = table_name
         self._db = client
         self.ttl_seconds = ttl_days * 86_400
+        self.max_reopens = max_reopens
         self.clock = clock
 
     @property
@@ -344,10 +383,12 @@ class Ledger:
         state: JobState = JobState.RECEIVED,
         detail: Mapping[str, str] | None = None,
         job_created_at: float | None = None,
+        delivery_id: str | None = None,
     ) -> Recorded:
         """Create the job's row unless it exists; the old row comes back when it does.
 
-        A job seen running for long is recorded WATCHING, with its own ``job_created_at``.
+        A job seen running for long is recorded WATCHING, with its own ``job_created_at``; a
+        webhook's ``delivery_id`` is kept as evidence seen.
         """
         if state not in (JobState.RECEIVED, JobState.ENQUEUED, JobState.WATCHING):
             raise ValueError("a new row starts RECEIVED, ENQUEUED or WATCHING")
@@ -371,6 +412,8 @@ class Ledger:
             item["detail"] = {"M": {k: _s(v) for k, v in detail.items()}}
         if job_created_at is not None:
             item["job_created_at"] = _n(job_created_at)
+        if delivery_id is not None:
+            item[SEEN_DELIVERIES] = _string_set(delivery_id)
         try:
             _write(
                 self._db,
@@ -410,80 +453,102 @@ class Ledger:
         """
         return self.enqueue(row) is not None
 
-    def enqueue(self, row: LedgerRow) -> LedgerRow | None:
-        """``mark_enqueued``, returning the row as written (``unclaim`` puts it back) or None."""
-        now = self.clock.time()
-        moved = self._conditional_update(
-            row.key,
-            update="SET #state = :enqueued, #pending = :enqueued, #since = :since",
-            # Only waiting rows may move here, whatever snapshot a caller holds: a DONE row
-            # must never leave DONE this way, a leased one belongs to its holder.
-            condition=(
-                "#state = :old_state AND #since = :old_since"
-                " AND #state IN (:received, :enqueued, :watching)"
-            ),
-            names={"#pending": PENDING_STATE, "#since": STATE_SINCE},
-            values={
-                ":enqueued": _s(JobState.ENQUEUED.value),
-                ":old_state": _s(row.state.value),
-                ":old_since": _n(row.state_since),
-                ":received": _s(JobState.RECEIVED.value),
-                ":watching": _s(JobState.WATCHING.value),
-                ":since": _n(now),
-            },
-        )
-        return replace(row, state=JobState.ENQUEUED, state_since=now) if moved else None
+    def enqueue(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
+        """``mark_enqueued``, returning the row as written (``unclaim`` puts it back) or None.
 
-    def reopen(self, row: LedgerRow) -> bool:
+        With ``evidence`` (a webhook's delivery id), only if the row has not seen it: it is
+        kept, so a replay of the same delivery moves nothing.
+        """
+        if evidence is not None and evidence in row.seen_deliveries:
+            return None
+        now = self.clock.time()
+        update = "SET #state = :enqueued, #pending = :enqueued, #since = :since"
+        # Only waiting rows may move here, whatever snapshot a caller holds: a DONE row
+        # must never leave DONE this way, a leased one belongs to its holder.
+        condition = (
+            "#state = :old_state AND #since = :old_since"
+            " AND #state IN (:received, :enqueued, :watching)"
+        )
+        names = {"#pending": PENDING_STATE, "#since": STATE_SINCE}
+        values: dict[str, Any] = {
+            ":enqueued": _s(JobState.ENQUEUED.value),
+            ":old_state": _s(row.state.value),
+            ":old_since": _n(row.state_since),
+            ":received": _s(JobState.RECEIVED.value),
+            ":watching": _s(JobState.WATCHING.value),
+            ":since": _n(now),
+        }
+        update, condition = _with_evidence(update, condition, evidence, names, values)
+        moved = self._conditional_update(
+            row.key, update=update, condition=condition, names=names, values=values
+        )
+        if not moved:
+            return None
+        seen = row.seen_deliveries | ({evidence} if evidence else set())
+        return replace(row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=seen)
+
+    def reopen(self, row: LedgerRow, *, evidence: str | None = None) -> bool:
         """Bring a job closed as "never settled" or "unknown" back to ENQUEUED; False if moved.
 
-            DONE dead_lettered (reason in REOPENABLE_REASONS, finished at T)
-              └─ evidence the job settled ─▶ ENQUEUED, counters reset,
-                                             detail.superseded = the dead-letter record
+            DONE dead_lettered (reason in REOPENABLE_REASONS, finished at T, reopened n times)
+              └─ evidence the job settled, n < max_reopens, not seen before
+                   ─▶ ENQUEUED, counters reset, reopens n + 1,
+                      detail.superseded = the dead-letter record
 
         The condition is on the very row the caller read (state, outcome, finish time), so of
-        several pieces of evidence arriving at once exactly one reopens it.
+        several pieces of evidence arriving at once exactly one reopens it. ``evidence`` is a
+        webhook's delivery id: kept, so that delivery replayed reopens nothing again.
         """
-        return self.reopened(row) is not None
+        return self.reopened(row, evidence=evidence) is not None
 
-    def reopened(self, row: LedgerRow) -> LedgerRow | None:
+    def reopened(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
         """``reopen``, returning the row as written (``unclaim`` puts it back) or None."""
-        if not row.reopenable or row.finished_at is None:
+        if not row.reopenable or row.finished_at is None or row.reopens >= self.max_reopens:
+            return None
+        if evidence is not None and evidence in row.seen_deliveries:
             return None
         now = self.clock.time()
         detail = {"reopened": row.detail.get("reason", "")}
         if row.detail.get("record"):
             detail["superseded"] = row.detail["record"]
+        names = {
+            "#pending": PENDING_STATE,
+            "#since": STATE_SINCE,
+            "#detail": "detail",
+            "#struck": STRUCK_BY,
+            "#not_found": "not_found",
+            "#releases": "releases",
+            "#outcome": "outcome",
+            "#finished": "finished_at",
+            "#error": "last_error",
+            "#failures": "failures",
+            "#failing": "failing_since",
+            "#reopens": REOPENS,
+        }
+        values: dict[str, Any] = {
+            ":enqueued": _s(JobState.ENQUEUED.value),
+            ":detail": {"M": {k: _s(v) for k, v in detail.items()}},
+            ":zero": _n(0),
+            ":done": _s(JobState.DONE.value),
+            ":dead": _s(Outcome.DEAD_LETTERED.value),
+            ":old_finished": _n(row.finished_at),
+            ":since": _n(now),
+            ":reopens": _n(row.reopens),
+            ":reopened": _n(row.reopens + 1),
+        }
+        update, condition = _with_evidence(
+            "SET #state = :enqueued, #pending = :enqueued, #since = :since, #detail = :detail,"
+            " #not_found = :zero, #releases = :zero, #reopens = :reopened"
+            " REMOVE #outcome, #finished, #error, #struck, #failures, #failing",
+            # The count as read: a concurrent reopen moved finished_at anyway.
+            "#state = :done AND #outcome = :dead AND #finished = :old_finished"
+            " AND (attribute_not_exists(#reopens) OR #reopens = :reopens)",
+            evidence,
+            names,
+            values,
+        )
         moved = self._conditional_update(
-            row.key,
-            update=(
-                "SET #state = :enqueued, #pending = :enqueued, #since = :since, #detail = :detail,"
-                " #not_found = :zero, #releases = :zero"
-                " REMOVE #outcome, #finished, #error, #struck, #failures, #failing"
-            ),
-            condition="#state = :done AND #outcome = :dead AND #finished = :old_finished",
-            names={
-                "#pending": PENDING_STATE,
-                "#since": STATE_SINCE,
-                "#detail": "detail",
-                "#struck": STRUCK_BY,
-                "#not_found": "not_found",
-                "#releases": "releases",
-                "#outcome": "outcome",
-                "#finished": "finished_at",
-                "#error": "last_error",
-                "#failures": "failures",
-                "#failing": "failing_since",
-            },
-            values={
-                ":enqueued": _s(JobState.ENQUEUED.value),
-                ":detail": {"M": {k: _s(v) for k, v in detail.items()}},
-                ":zero": _n(0),
-                ":done": _s(JobState.DONE.value),
-                ":dead": _s(Outcome.DEAD_LETTERED.value),
-                ":old_finished": _n(row.finished_at),
-                ":since": _n(now),
-            },
+            row.key, update=update, condition=condition, names=names, values=values
         )
         if not moved:
             return None
@@ -498,6 +563,8 @@ class Ledger:
             not_found=0,
             releases=0,
             last_error=None,
+            reopens=row.reopens + 1,
+            seen_deliveries=row.seen_deliveries | ({evidence} if evidence else set()),
         )
 
     def unclaim(self, before: LedgerRow, written: LedgerRow) -> bool:
@@ -518,10 +585,13 @@ class Ledger:
         names = {"#since": STATE_SINCE, "#pending": PENDING_STATE}
         if before.is_done:
             # A reopen undone: the close it overturned, as it was (the row leaves the index).
+            # The reopen's count too: one that sent nothing must not use up the bound (the
+            # sender's retry, with a delivery id of its own, reopens it again).
             update = (
                 "SET #state = :state, #since = :old_since, #outcome = :outcome,"
                 " #finished = :finished, #detail = :detail,"
-                " #not_found = :not_found, #releases = :releases REMOVE #pending"
+                " #not_found = :not_found, #releases = :releases, #reopens = :reopens"
+                " REMOVE #pending"
             )
             names |= {
                 "#outcome": "outcome",
@@ -529,6 +599,7 @@ class Ledger:
                 "#detail": "detail",
                 "#not_found": "not_found",
                 "#releases": "releases",
+                "#reopens": REOPENS,
             }
             values |= {
                 ":outcome": _s((before.outcome or Outcome.DEAD_LETTERED).value),
@@ -536,9 +607,18 @@ class Ledger:
                 ":detail": {"M": {k: _s(v) for k, v in before.detail.items()}},
                 ":not_found": _n(before.not_found),
                 ":releases": _n(before.releases),
+                ":reopens": _n(before.reopens),
             }
         else:
             update = "SET #state = :state, #pending = :state, #since = :old_since"
+        added = written.seen_deliveries - before.seen_deliveries
+        if added:
+            # Evidence that moved nothing in the end: not seen. Where one id serves every
+            # retry of an event (Stripe's evt_, Standard Webhooks' msg_), the retry that this
+            # write's 503 asks for must be able to move the row again.
+            update += " DELETE #seen :added"
+            names["#seen"] = SEEN_DELIVERIES
+            values[":added"] = {"SS": sorted(added)}
         return self._conditional_update(
             before.key,
             update=update,
@@ -635,7 +715,7 @@ class Ledger:
             ":job": _s(key.job_id),
             ":ttl": _n(int(now) + self.ttl_seconds),
             ":source": _s(source),
-            ":me": _owners(owner),
+            ":me": _string_set(owner),
         }
         try:
             response = _write(
@@ -699,7 +779,7 @@ class Ledger:
         take_back = ""
         if error is None:
             take_back = " DELETE #struck :me"
-            values[":me"] = _owners(owner)
+            values[":me"] = _string_set(owner)
         else:
             update += ", #error = :error"
             names["#error"] = "last_error"
@@ -732,7 +812,7 @@ class Ledger:
             },
             values={
                 ":watching": _s(JobState.WATCHING.value),
-                ":me": _owners(owner),
+                ":me": _string_set(owner),
                 ":jc": _n(float(job_created_at)),
             },
         )
@@ -749,7 +829,7 @@ class Ledger:
             ":watching": _s(JobState.WATCHING.value),
             ":zero": _n(0),
             ":one": _n(1),
-            ":me": _owners(owner),
+            ":me": _string_set(owner),
         }
         update = "SET #state = :watching, #pending = :watching, #since = :now"
         if not_found:
@@ -1084,6 +1164,7 @@ def new_owner_id(prefix: str = "") -> str:
 
 
 __all__: Sequence[str] = (
+    "DEFAULT_MAX_REOPENS",
     "DEFAULT_TTL_DAYS",
     "MAX_ERROR_CHARS",
     "PARTITION_KEY",

@@ -1,13 +1,17 @@
 """Reading a delivery's job id, event and job kind from configurable field locations.
 
-Defaults follow the contract's envelope (``event``, ``data.job_id``) and fall back to the
-seed article's flat fields (``event_type``, ``job_id``): the real payload is unpublished.
+Defaults follow the contract's envelope (``event``, ``data.job_id``, ``delivery_id``,
+``timestamp``) and fall back to the seed article's flat fields (``event_type``, ``job_id``,
+``id``): the real payload is unpublished.
 
-A test delivery is ours, not Geonode's (the contract has no ping event): the event ``ping``,
-in the envelope or the ``X-Webhook-Event`` header, e.g. ``{"event": "ping", "delivery_id":
-"doctor-...", "timestamp": "...", "data": {}}``. ``scrape-pipeline doctor`` sends one, signed
-like a real delivery; the receiver answers it after verifying the signature and records
-nothing.
+Everything is read from the body, never from a header: with the default scheme only the body
+is signed, so a header such as ``X-Webhook-Event`` is anyone's to change, and a captured body
+re-keyed by it would become a new job. A body that names no event is refused (400).
+
+A test delivery is ours, not Geonode's (the contract has no ping event): the event ``ping`` in
+the envelope, e.g. ``{"event": "ping", "delivery_id": "doctor-...", "timestamp": "...",
+"data": {}}``. ``scrape-pipeline doctor`` sends one, signed like a real delivery; the receiver
+answers it after verifying the signature and records nothing.
 """
 
 from __future__ import annotations
@@ -37,30 +41,49 @@ class PayloadError(PipelineError, ValueError):
 
 @dataclass(frozen=True)
 class FieldLocations:
-    """Dotted paths tried in order; the first present value wins."""
+    """Dotted paths tried in order; the first present value wins.
+
+    | variable | default | why |
+    |---|---|---|
+    | JOB_ID_FIELDS | data.job_id,job_id | the contract's envelope, then the seed article's |
+    | EVENT_FIELDS | event,event_type | the event names the job's kind |
+    | JOB_KIND_FIELDS | (none) | a field naming the kind itself, for other payloads |
+    | DELIVERY_ID_FIELDS | delivery_id,id | one per attempt: the evidence that reopens a job |
+    | TIMESTAMP_FIELDS | timestamp | when the delivery was stamped (``freshness``) |
+    """
 
     job_id: Sequence[str] = ("data.job_id", "job_id")
     event: Sequence[str] = ("event", "event_type")
     # Empty: the kind follows from the event name (extract_completed -> extract).
     kind: Sequence[str] = ()
+    delivery_id: Sequence[str] = ("delivery_id", "id")
+    timestamp: Sequence[str] = ("timestamp",)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FieldLocations:
-        """``JOB_ID_FIELDS``, ``EVENT_FIELDS``, ``JOB_KIND_FIELDS``: comma-separated paths."""
+        """The ``*_FIELDS`` variables (the table above): comma-separated paths."""
         return cls(
             job_id=read_list(env, "JOB_ID_FIELDS", cls.job_id),
             event=read_list(env, "EVENT_FIELDS", cls.event),
             kind=read_list(env, "JOB_KIND_FIELDS", cls.kind),
+            delivery_id=read_list(env, "DELIVERY_ID_FIELDS", cls.delivery_id),
+            timestamp=read_list(env, "TIMESTAMP_FIELDS", cls.timestamp),
         )
 
 
 @dataclass(frozen=True)
 class Notification:
-    """What the receiver needs from a delivery: which job, and of what kind."""
+    """What the receiver needs from a delivery: which job, of what kind, which attempt, when.
+
+    ``delivery_id`` is None when the body names none; ``stamp`` is the timestamp field as
+    sent (None when absent), for ``scrape_pipeline.freshness`` to judge.
+    """
 
     kind: JobKind
     job_id: str
     event: str
+    delivery_id: str | None = None
+    stamp: object = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,7 @@ class TestEvent:
     __test__ = False  # not a pytest test class, whatever its name
 
     event: str = TEST_EVENT
+    stamp: object = None
 
 
 def _lookup(document: Mapping[str, Any], path: str) -> Any:
@@ -89,9 +113,7 @@ def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
     return None
 
 
-def read_notification(
-    document: Any, locations: FieldLocations, event_header: str | None = None
-) -> Notification:
+def read_notification(document: Any, locations: FieldLocations) -> Notification:
     """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
     if not isinstance(document, Mapping):
         raise PayloadError("body must be a JSON object")
@@ -100,7 +122,7 @@ def read_notification(
         raise PayloadError("missing job id")
     if not is_job_id(job_id):
         raise PayloadError("malformed job id")
-    event = _first(document, locations.event) or event_header
+    event = _first(document, locations.event)
     if not isinstance(event, str) or not event:
         raise PayloadError("missing event type")
     kind_value = _first(document, locations.kind) if locations.kind else None
@@ -113,14 +135,17 @@ def read_notification(
         kind = EVENT_KINDS[event]
     else:
         raise PayloadError("unknown event type")
-    return Notification(kind=kind, job_id=job_id, event=event)
+    delivery_id = _first(document, locations.delivery_id)
+    # Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
+    if delivery_id is not None and not is_job_id(delivery_id):
+        raise PayloadError("malformed delivery id")
+    stamp = _first(document, locations.timestamp)
+    return Notification(kind, job_id, event, delivery_id, stamp)
 
 
-def parse_notification(
-    body: bytes, locations: FieldLocations, event_header: str | None = None
-) -> Notification:
+def parse_notification(body: bytes, locations: FieldLocations) -> Notification:
     """The job a delivery's raw body is about; ``PayloadError`` when it is not JSON or not one."""
-    return read_notification(_load(body), locations, event_header)
+    return read_notification(_load(body), locations)
 
 
 def _load(body: bytes) -> Any:
@@ -130,13 +155,9 @@ def _load(body: bytes) -> Any:
         raise PayloadError("body is not JSON") from None
 
 
-def parse_delivery(
-    body: bytes, locations: FieldLocations, event_header: str | None = None
-) -> Notification | TestEvent:
+def parse_delivery(body: bytes, locations: FieldLocations) -> Notification | TestEvent:
     """A delivery's raw body: a job notification, or a test event; ``PayloadError`` otherwise."""
     document = _load(body)
-    if isinstance(document, Mapping):
-        event = _first(document, locations.event) or event_header
-        if event == TEST_EVENT:
-            return TestEvent()
-    return read_notification(document, locations, event_header)
+    if isinstance(document, Mapping) and _first(document, locations.event) == TEST_EVENT:
+        return TestEvent(stamp=_first(document, locations.timestamp))
+    return read_notification(document, locations)

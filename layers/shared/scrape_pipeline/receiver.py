@@ -9,7 +9,9 @@ same code. Every outcome is an ``Answer``; errors become statuses here and nowhe
     signature invalid         401   nothing parsed, nothing written (SignatureError)
     no valid secret           503   ours to fix, not the sender's (NoValidSecretError)
     secret unreadable         503   Secrets Manager failing, or the bundle malformed
-    body or job id invalid    400   nothing written (PayloadError)
+    body or job id invalid    400   nothing written (PayloadError); the event from the body only
+    no usable timestamp       400   while the window is on (freshness): nothing written
+    stamped outside window    401   a capture replayed (StaleDeliveryError): nothing written
     test event ("ping")       200 test        after the signature: nothing written or sent
     new job                   200 accepted    ledger put + SQS send (2 AWS calls)
     known job                 200 duplicate   ledger put only (1 AWS call)
@@ -17,6 +19,8 @@ same code. Every outcome is an ``Answer``; errors become statuses here and nowhe
     row from a submission     200 accepted    the batch/crawl its submitter announced
     WATCHING row              200 accepted    a long-running job settled: woken, enqueued
     closed as unknown/never   200 reopened    it did settle after all: reopened, enqueued
+    ... by a delivery seen    200 duplicate   its delivery id moved the row once: never again
+    ... reopened 3 times      200 duplicate   MAX_REOPENS: the dead-letter record stands
     job recovered without it  200 late        first one only: the gap was a late webhook
     AWS failing               503   the sender retries; no orphan row is left
 """
@@ -32,9 +36,22 @@ from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock, active_clock
+from scrape_pipeline.freshness import Freshness, StaleDeliveryError
 from scrape_pipeline.jobs import SOURCE_SUBMITTED, SOURCE_WEBHOOK, JobKey, JobState
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger, LedgerError, LedgerRow
-from scrape_pipeline.payload import FieldLocations, PayloadError, TestEvent, parse_delivery
+from scrape_pipeline.ledger import (
+    DEFAULT_MAX_REOPENS,
+    DEFAULT_TTL_DAYS,
+    Ledger,
+    LedgerError,
+    LedgerRow,
+)
+from scrape_pipeline.payload import (
+    FieldLocations,
+    Notification,
+    PayloadError,
+    TestEvent,
+    parse_delivery,
+)
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.secret_store import SecretStore
 from scrape_pipeline.settings import SettingsError, read_float, read_int, require
@@ -46,8 +63,6 @@ from scrape_pipeline.signatures import (
     SignatureMismatchError,
     verify,
 )
-
-EVENT_HEADER = "x-webhook-event"
 
 # The largest body the platform can hand us. A REST API proxy integration with binary media
 # "*/*" puts the body base64-encoded (4 bytes per 3) inside the event JSON, and a synchronous
@@ -75,8 +90,11 @@ class ReceiverSettings:
     | SECRET_REFRESH_MIN_SECONDS | 5 | at most one forced refresh this often per container |
     | LEDGER_TTL_DAYS | 90 | rows outlive every sender's retries (Svix: 14 days) |
     | RESEND_AFTER_SECONDS | 120 | a RECEIVED row this old means its writer crashed |
+    | MAX_REOPENS | 3 | times a job closed as unknown or never settled may come back (ledger) |
     | SIGNATURE_* | see signatures.py | scheme, header, encoding, prefix, tolerance |
-    | JOB_ID_FIELDS, EVENT_FIELDS, JOB_KIND_FIELDS | see payload.py | where the job is |
+    | WEBHOOK_MAX_AGE_SECONDS | 129600 | see freshness.py: the sender's whole retry schedule |
+    | JOB_ID_FIELDS, EVENT_FIELDS, JOB_KIND_FIELDS, DELIVERY_ID_FIELDS, TIMESTAMP_FIELDS |
+    see payload.py | where the job, the attempt and its time are |
     """
 
     table_name: str
@@ -84,11 +102,13 @@ class ReceiverSettings:
     secret_id: str
     signature: SignatureConfig = field(default_factory=SignatureConfig)
     fields: FieldLocations = field(default_factory=FieldLocations)
+    freshness: Freshness = field(default_factory=Freshness)
     max_body_bytes: int = PLATFORM_MAX_BODY_BYTES
     secret_cache_seconds: float = 60.0
     secret_refresh_min_seconds: float = 5.0
     ttl_days: int = DEFAULT_TTL_DAYS
     resend_after_seconds: float = 120.0
+    max_reopens: int = DEFAULT_MAX_REOPENS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReceiverSettings:
@@ -97,12 +117,14 @@ class ReceiverSettings:
         table_name, queue_url, secret_id = require(
             env, "LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID"
         )
+        signature = SignatureConfig.from_env(env)
         return cls(
             table_name=table_name,
             queue_url=queue_url,
             secret_id=secret_id,
-            signature=SignatureConfig.from_env(env),
+            signature=signature,
             fields=FieldLocations.from_env(env),
+            freshness=Freshness.from_env(env, signature),
             max_body_bytes=read_int(env, "MAX_BODY_BYTES", cls.max_body_bytes),
             # Zero is allowed for these two: no caching, a refresh at every mismatch.
             secret_cache_seconds=read_float(
@@ -115,6 +137,7 @@ class ReceiverSettings:
             resend_after_seconds=read_float(
                 env, "RESEND_AFTER_SECONDS", cls.resend_after_seconds, minimum=0
             ),
+            max_reopens=read_int(env, "MAX_REOPENS", cls.max_reopens, minimum=0),
         )
 
 
@@ -225,16 +248,22 @@ class Receiver:
             # A malformed stored bundle: a retry after it is fixed succeeds.
             return unavailable_answer(f"secret unavailable: {type(exc).__name__}")
         try:
-            note = parse_delivery(body, self.settings.fields, _header(headers, EVENT_HEADER))
+            note = parse_delivery(body, self.settings.fields)
+            # Verified bytes, but maybe captured long ago: the signed time says.
+            self.settings.freshness.check(note.stamp, self._clock.time())
         except PayloadError as exc:
             return bad_request(exc)
+        except StaleDeliveryError as exc:
+            return Answer(
+                401, {"error": "invalid signature"}, "signature_rejected", reason=exc.reason
+            )
         if isinstance(note, TestEvent):
             # Verified above, so only a holder of a secret gets this far: the delivery path
             # works end to end, and nothing is recorded for a job that does not exist.
             return Answer(200, {"status": "test", "event": note.event}, "test")
         key = JobKey(note.kind, note.job_id)
         try:
-            return self._record_and_enqueue(key, note.event)
+            return self._record_and_enqueue(key, note)
         except (AWSUnavailableError, LedgerError) as exc:
             return unavailable_answer(str(exc), key)
 
@@ -250,9 +279,14 @@ class Receiver:
                 raise
             verify(config, headers, body, fresh, now)
 
-    def _record_and_enqueue(self, key: JobKey, event: str) -> Answer:
+    def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
         message = JobMessage(key, SOURCE_WEBHOOK)
-        recorded = self._ledger.record(key, source=SOURCE_WEBHOOK, detail={"event": event})
+        # The evidence this delivery brings: a row it moved once, it never moves again. One
+        # without a delivery id cannot be told from a replay, so it only ever creates a row.
+        evidence = note.delivery_id
+        recorded = self._ledger.record(
+            key, source=SOURCE_WEBHOOK, detail={"event": note.event}, delivery_id=evidence
+        )
         accepted = {"status": "accepted", "kind": key.kind.value, "job_id": key.job_id}
         if recorded.created:
             try:
@@ -265,7 +299,8 @@ class Receiver:
                 raise
             return Answer(200, accepted, "accepted", key)
         row = recorded.row
-        reopened = self._ledger.reopened(row) if row.reopenable else None
+        reopenable = row.reopenable and evidence is not None
+        reopened = self._ledger.reopened(row, evidence=evidence) if reopenable else None
         if reopened is not None:
             # Closed because the API did not know the job or it ran too long; this event says
             # it has settled. The conditional reopen lets one of several deliveries win.
@@ -277,10 +312,12 @@ class Receiver:
         # (a long-running job, parked) for its settling. Each delivery of these enqueues it
         # (mark_enqueued lets one of several duplicates win).
         announced = row.source == SOURCE_SUBMITTED
-        waiting = row.state is JobState.WATCHING or (
+        # A WATCHING row goes back to WATCHING when its job has not settled: each wake costs a
+        # GET, so only a delivery not seen before wakes it (a RECEIVED one moves on for good).
+        waiting = (row.state is JobState.WATCHING and evidence is not None) or (
             row.state is JobState.RECEIVED and (announced or row.state_since < stale_before)
         )
-        enqueued = self._ledger.enqueue(row) if waiting else None
+        enqueued = self._ledger.enqueue(row, evidence=evidence) if waiting else None
         if enqueued is not None:
             self._send_or_unclaim(message, row, enqueued)
             return Answer(200, accepted, "accepted" if announced else "recovered", key)
@@ -303,13 +340,6 @@ class Receiver:
             raise
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return None
-
-
 def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Receiver:
     """The receiver wired to AWS from the environment (boto3 honours ``AWS_ENDPOINT_URL``)."""
     settings = ReceiverSettings.from_env(env)
@@ -322,6 +352,7 @@ def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None 
             settings.table_name,
             client=boto3.client("dynamodb"),
             ttl_days=settings.ttl_days,
+            max_reopens=settings.max_reopens,
             clock=clock,
         ),
         queue=JobQueue(settings.queue_url, client=boto3.client("sqs")),

@@ -7,10 +7,12 @@ functions here, so every setting is parsed and checked the same way:
     GeonodeSettings       here                       GEONODE_* (the API client)
     ReceiverSettings      scrape_pipeline.receiver   the receiver Lambda
     SignatureConfig       scrape_pipeline.signatures SIGNATURE_*
-    FieldLocations        scrape_pipeline.payload    JOB_ID_FIELDS, EVENT_FIELDS, JOB_KIND_FIELDS
+    Freshness             scrape_pipeline.freshness  WEBHOOK_MAX_AGE_SECONDS
+    FieldLocations        scrape_pipeline.payload    *_FIELDS: where the job, attempt and time are
     ProcessorSettings     scrape_pipeline.processing the processor Lambda
     ReconcilerSettings    scrape_pipeline.reconciler the reconciler Lambda (and its sweeps')
-    the wiring            scrape_pipeline.wiring     table, queue, bucket names; LEDGER_TTL_DAYS
+    the wiring            scrape_pipeline.wiring     table, queue, bucket names; LEDGER_TTL_DAYS,
+                                                     MAX_REOPENS
 
 An unset or empty variable takes its default (SAM parameters default to ""). A bad value raises
 ``SettingsError`` naming the variable and the value: a number that does not parse, is not

@@ -227,6 +227,18 @@ class SignatureConfig:
         """The header that carries the signature(s)."""
         return self.header or _SIGNATURE_HEADER[self.scheme]
 
+    @property
+    def signs_timestamp(self) -> bool:
+        """The signed bytes include a timestamp that ``verify`` holds to the tolerance.
+
+        When they do not (geonode without a timestamp header, github), a signature alone
+        proves nothing about when the delivery was made: ``scrape_pipeline.freshness`` reads
+        the time from the signed body instead.
+        """
+        if self.scheme == "geonode":
+            return self.timestamp_header is not None
+        return self.scheme in ("standard_webhooks", "stripe")
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SignatureConfig:
         """Read the ``SIGNATURE_*`` variables (module docstring); ``SettingsError`` if invalid."""

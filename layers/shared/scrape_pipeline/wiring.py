@@ -8,6 +8,7 @@ The resources they need are settings too, read through ``scrape_pipeline.setting
     | QUEUE_URL | (required) | the job queue (the processor re-sends delayed copies to it) |
     | RESULTS_BUCKET | (required, processor) | where results and dead-letter records go |
     | LEDGER_TTL_DAYS | 90 | rows expire this long after their last change |
+    | MAX_REOPENS | 3 | times a job closed as unknown or never settled may be reopened |
     | GEONODE_API_KEY_SECRET_ID | (or GEONODE_SCRAPER_API_KEY) | see ``api_key`` |
 
 Each Lambda's own knobs are its settings class's (``ProcessorSettings``, ``ReconcilerSettings``).
@@ -24,7 +25,7 @@ from scrape_pipeline.api_key import api_key_store
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.retry import NO_RETRY, RetryPolicy
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Bookkeeping, Ledger
+from scrape_pipeline.ledger import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS, Bookkeeping, Ledger
 from scrape_pipeline.processing import JobProcessor, ProcessorSettings
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
@@ -43,7 +44,14 @@ def _ledger(env: Mapping[str, str], clock: Clock) -> Ledger:
 
     (table,) = require(env, "LEDGER_TABLE_NAME")
     ttl_days = read_int(env, "LEDGER_TTL_DAYS", DEFAULT_TTL_DAYS)
-    return Ledger(table, client=boto3.client("dynamodb"), ttl_days=ttl_days, clock=clock)
+    max_reopens = read_int(env, "MAX_REOPENS", DEFAULT_MAX_REOPENS, minimum=0)
+    return Ledger(
+        table,
+        client=boto3.client("dynamodb"),
+        ttl_days=ttl_days,
+        max_reopens=max_reopens,
+        clock=clock,
+    )
 
 
 def _queue(env: Mapping[str, str]) -> JobQueue:

@@ -1,0 +1,99 @@
+"""How old a delivery may be when its signature covers no timestamp.
+
+The default scheme signs the raw body only, so a captured delivery verifies for ever. Its
+envelope carries a ``timestamp`` inside the signed bytes: a delivery stamped outside the window
+is refused like a bad signature (401), before anything is recorded. Schemes that sign their
+own timestamp (Standard Webhooks, Stripe, geonode with ``SIGNATURE_TIMESTAMP_HEADER``) keep
+``verify``'s check of it instead; the envelope is not checked a second time.
+
+    | variable | default | why |
+    |---|---|---|
+    | WEBHOOK_MAX_AGE_SECONDS | 129600 (36 h) | the sender's whole retry schedule, if every retry
+    keeps the event's time: 0 s, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h is 27.6 h, 33.1 h at
+    +20 % jitter, plus eight 15 s timeouts; about 3 h to spare. The contract does not say
+    whether the time is the event's or the attempt's: the window assumes the worse. ``off``
+    (that word only) disables it, for a sender that stamps no time |
+    | SIGNATURE_TOLERANCE_SECONDS | 300 | (signatures.py) how far ahead a sender's clock may be |
+
+A body without a timestamp, or with one that is not ISO 8601 with a zone or epoch seconds, is
+a bad request (400) while the window is on: it cannot be told from a capture of any age. What a
+late retry refused here costs is a failed attempt in the delivery log, which the reconciler's
+delivery-log sweep replays without going through the receiver.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from scrape_pipeline.payload import PayloadError
+from scrape_pipeline.settings import read_int, read_str
+from scrape_pipeline.signatures import DEFAULT_TOLERANCE_SECONDS, SignatureConfig, SignatureError
+
+DEFAULT_MAX_AGE_SECONDS: Final = 36 * 3600
+OFF: Final = "off"
+_MAX_AGE_LIMIT: Final = 90 * 86_400  # the ledger's TTL: a longer window outlives the rows
+# Beyond about 3e11 seconds datetime cannot show the year: not a time any sender stamps.
+_MAX_EPOCH: Final = 10**11
+
+
+class StaleDeliveryError(SignatureError):
+    """Verified, but stamped outside the window: a capture replayed, or a clock far off."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("timestamp outside tolerance", detail)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """The window a delivery's signed timestamp must fall in; ``max_age`` None: no window."""
+
+    max_age: int | None = DEFAULT_MAX_AGE_SECONDS
+    max_ahead: int = DEFAULT_TOLERANCE_SECONDS
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], signature: SignatureConfig) -> Freshness:
+        """``WEBHOOK_MAX_AGE_SECONDS`` (module docstring); no window where ``signature``
+        checks its own timestamp. ``SettingsError`` for anything but a whole number or ``off``.
+        """
+        ahead = signature.tolerance_seconds
+        if read_str(env, "WEBHOOK_MAX_AGE_SECONDS", "").lower() == OFF:
+            return cls(None, ahead)
+        max_age = read_int(
+            env, "WEBHOOK_MAX_AGE_SECONDS", DEFAULT_MAX_AGE_SECONDS, maximum=_MAX_AGE_LIMIT
+        )
+        return cls(None if signature.signs_timestamp else max_age, ahead)
+
+    def check(self, stamp: object, now: float) -> None:
+        """Return if ``stamp`` (the body's timestamp field as sent) is inside the window;
+        ``PayloadError`` when it is absent or unreadable, ``StaleDeliveryError`` when outside.
+        """
+        if self.max_age is None:
+            return
+        if stamp is None:
+            raise PayloadError("missing timestamp")
+        age = now - sent_at(stamp)
+        if age > self.max_age:
+            raise StaleDeliveryError(f"more than {self.max_age} s old")
+        if -age > self.max_ahead:
+            raise StaleDeliveryError(f"more than {self.max_ahead} s in the future")
+
+
+def sent_at(stamp: object) -> float:
+    """Epoch seconds of an ISO 8601 date-time with a zone, or of whole epoch seconds."""
+    if isinstance(stamp, int) and not isinstance(stamp, bool) and 0 <= stamp < _MAX_EPOCH:
+        return float(stamp)
+    if isinstance(stamp, str) and len(stamp) <= 40:
+        try:
+            moment = datetime.fromisoformat(stamp)
+        except ValueError:
+            moment = None
+        # A naive time would be read in the Lambda's zone: insist on the sender's.
+        if moment is not None and moment.tzinfo is not None:
+            seconds = moment.timestamp()
+            if math.isfinite(seconds):
+                return seconds
+    raise PayloadError("malformed timestamp")
