@@ -12,8 +12,12 @@ SAM_CLI_VERSION := 1.170.0
 TOOLS_VENV := .venv-tools
 UV_VERSION := 0.13.9
 LAYER := layers/shared
+# The security scanners (`make scan`, `make audit-deps`): pinned, in an environment of their own
+# (checkov pins its own boto3 and more), never part of the dev environment or the layer.
+SCAN_VENV := .venv-scan
+SCANNERS := checkov==3.3.30 bandit==1.9.4 pip-audit==2.10.1
 
-.PHONY: all venv sam-tools layer-lock lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale iam-report simulator clean
+.PHONY: all venv sam-tools layer-lock scan audit-deps lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale iam-report simulator clean
 
 all: test
 
@@ -47,6 +51,24 @@ layer-lock: $(TOOLS_VENV)/.installed
 		--python-platform aarch64-manylinux2014 --constraint constraints.txt \
 		--custom-compile-command "make layer-lock" \
 		--output-file $(LAYER)/requirements.txt $(LAYER)/requirements.in
+
+$(SCAN_VENV)/.installed:
+	@test -x $(SCAN_VENV)/bin/python || $(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install --quiet $(SCANNERS)
+	@touch $@
+
+# The scanners a security review runs (README, "Security"): each accepted finding is skipped
+# where it is justified (.checkov.yaml, a resource's Metadata, pyproject's [tool.bandit], a
+# `# nosec` on its line), so any new finding fails the target.
+scan: venv $(SCAN_VENV)/.installed
+	$(BIN)/cfn-lint template.yaml
+	$(SCAN_VENV)/bin/checkov --skip-download -f template.yaml --config-file .checkov.yaml
+	$(SCAN_VENV)/bin/bandit -c pyproject.toml -q -r layers functions scrape_pipeline_ops scrape_pipeline_local
+
+# Every pinned version (dev and layer) against the PyPA advisory database; needs pypi.org's JSON
+# API and osv.dev, so it fails (packages not audited) on a machine without them.
+audit-deps: $(SCAN_VENV)/.installed
+	$(SCAN_VENV)/bin/pip-audit --strict --disable-pip --no-deps -r constraints.txt -r $(LAYER)/requirements.txt
 
 lint: venv
 	$(BIN)/ruff check .
@@ -111,4 +133,4 @@ simulator: venv
 	$(BIN)/geonode-sim
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(TOOLS_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(TOOLS_VENV) $(SCAN_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

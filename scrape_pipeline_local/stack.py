@@ -121,7 +121,7 @@ class LocalStack(Service):
                 "AWS_DEFAULT_REGION": "us-east-1",
                 "AWS_REGION": "us-east-1",
                 "AWS_ACCESS_KEY_ID": "local",
-                "AWS_SECRET_ACCESS_KEY": "local",
+                "AWS_SECRET_ACCESS_KEY": "local",  # moto's dummy credentials # nosec B105
                 "POWERTOOLS_METRICS_NAMESPACE": os.environ.get(
                     "POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineLocal"
                 ),

@@ -12,10 +12,10 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-# events/webhook-valid.json and webhook-duplicate.json verify with it; events/README.md shows it.
-SAMPLE_SECRET = "whsec_dGVzdC1zZWNyZXQtZm9yLXVuaXQtdGVzdHMtb25seQ"  # noqa: S105 - published
+# Public on purpose: events/webhook-valid.json and webhook-duplicate.json verify with it.
+SAMPLE_SECRET = "whsec_dGVzdC1zZWNyZXQtZm9yLXVuaXQtdGVzdHMtb25seQ"  # noqa: S105 # nosec B105
 # events/webhook-forged.json is signed with it: stored, the "forged" sample would verify.
-SAMPLE_FORGED_SECRET = "whsec_not-the-secret"  # noqa: S105 - published
+SAMPLE_FORGED_SECRET = "whsec_not-the-secret"  # noqa: S105 - public # nosec B105
 PUBLISHED_SECRETS: frozenset[str] = frozenset({SAMPLE_SECRET, SAMPLE_FORGED_SECRET})
 
 

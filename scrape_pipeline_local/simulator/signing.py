@@ -10,7 +10,7 @@ import hashlib
 import hmac
 import random
 
-SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
+SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret # nosec B105
 
 
 def new_secret(rng: random.Random) -> str:

@@ -94,7 +94,7 @@ def endpoints(stack: LocalStack) -> dict[str, str]:
         "AWS_ENDPOINT_URL": stack.moto.endpoint,
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",  # moto's dummy credentials # nosec B105
         "LEDGER_TABLE_NAME": r.table,
         "QUEUE_URL": r.queue_url,
         "DLQ_URL": r.dlq_url,

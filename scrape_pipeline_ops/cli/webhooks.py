@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 COLUMNS = ("id", "event_type", "is_active", "url", "description", "created_at")
 SETUP_COLUMNS = ("event_type", "action", "id", "url")
-WEBHOOK_SECRET_ENV = "WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
+WEBHOOK_SECRET_ENV = "WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret # nosec B105
 WEBHOOK_URL_ENV = "WEBHOOK_URL"
 
 
