@@ -107,8 +107,10 @@ class LedgerRow:
     strikes: int = 0
     not_found: int = 0
     last_error: str | None = None
-    # A batch's or crawl's storing progress: the next page to read, items done so far.
+    # A batch's or crawl's storing progress: the next page to read, items done so far, and
+    # the items of that page already done (a page too long for one invocation is split).
     next_page: int = 1
+    next_item: int = 0
     items_stored: int = 0
     items_failed: int = 0
     # The longest page the last attempt to checkpoint took (seconds): the next attempt's
@@ -309,6 +311,7 @@ def _row(item: Mapping[str, Any]) -> LedgerRow:
         not_found=int(n("not_found") or 0),
         last_error=s("last_error"),
         next_page=int(n("next_page") or 1),
+        next_item=int(n("next_item") or 0),
         items_stored=int(n("items_stored") or 0),
         items_failed=int(n("items_failed") or 0),
         page_seconds=n("page_seconds") or 0.0,
@@ -853,8 +856,10 @@ class Ledger:
         stored: int,
         failed: int,
         page_seconds: float = 0.0,
+        next_item: int = 0,
     ) -> LedgerRow:
-        """Record a batch's or crawl's progress after a page is stored; the lease stays held.
+        """Record a batch's or crawl's progress after a page (or ``next_item`` items of the
+        page ``next_page``) is stored; the lease stays held.
 
         Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
         ``page_seconds`` is the longest page the attempt took so far, for the next one.
@@ -863,11 +868,12 @@ class Ledger:
             key,
             owner,
             update=(
-                "SET #page = :page, #stored = :stored, #failed = :failed, #page_s = :page_s"
-                " REMOVE #struck"
+                "SET #page = :page, #item = :item, #stored = :stored, #failed = :failed,"
+                " #page_s = :page_s REMOVE #struck"
             ),
             names={
                 "#page": "next_page",
+                "#item": "next_item",
                 "#stored": "items_stored",
                 "#failed": "items_failed",
                 "#page_s": "page_seconds",
@@ -875,6 +881,7 @@ class Ledger:
             },
             values={
                 ":page": _n(next_page),
+                ":item": _n(next_item),
                 ":stored": _n(stored),
                 ":failed": _n(failed),
                 ":page_s": _n(float(page_seconds)),

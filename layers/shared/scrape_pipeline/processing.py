@@ -26,9 +26,12 @@ visibility change. It watches the invocation's remaining time: no job is started
 the first included, unless the time left also covers ``PAGE_TIME_FACTOR`` times the longest
 page timed so far. A batch's or crawl's items are stored page by page with a checkpoint in
 the ledger, so a large one completes across invocations without storing a page twice, and
-an attempt that stored a page is progress, not a strike. A page is read by the number asked
-for, whatever the answer echoes. A batch or crawl is closed only once none of its items is
-pending: a cancelled crawl's in-flight pages still complete, and are stored when they do.
+an attempt that stored a page is progress, not a strike. A page that outlasts what is left
+(one longer than any invocation, once started) stops at the stop margin after an item at
+least, checkpointed at that item: the next attempt goes on from there. A page is read by
+the number asked for, whatever the answer echoes. A batch or crawl is closed only once none
+of its items is pending: a cancelled crawl's in-flight pages still complete, and are stored
+when they do.
 """
 
 from __future__ import annotations
@@ -221,6 +224,16 @@ OUTCOME_METRICS: Mapping[str, str] = {
 class _OutOfTime(Exception):
     """A batch or crawl stopped at a page boundary: the next page would not fit before the
     deadline (progress checkpointed)."""
+
+
+@dataclass
+class _PageDone:
+    """What storing (part of) one page did."""
+
+    stored: int = 0
+    failed: int = 0
+    pending: bool = False  # an item still runs (a cancelled job's in-flight one)
+    stopped_at: int | None = None  # out of time: the position of the first item not done
 
 
 def _pending_count(status: BatchStatus) -> int:
@@ -432,25 +445,40 @@ class JobProcessor:
         checkpoint stays on its page, read again once it has drained.
         """
         stored, failed = row.items_stored, row.items_failed
-        number, status = row.next_page, first_page
+        number, status, start = row.next_page, first_page, row.next_item
         while True:
-            page_stored, page_failed, pending = self._store_page(key, number, status)
+            page = self._store_page(key, number, status, start, deadline)
+            if page.stopped_at is not None:
+                # Out of time inside a page too long for what was left: the items done are
+                # progress, and the next attempt goes on from the next one.
+                self._checkpoint(
+                    key,
+                    owner,
+                    row,
+                    next_page=number,
+                    next_item=page.stopped_at,
+                    stored=stored + page.stored,
+                    failed=failed + page.failed,
+                    deadline=deadline,
+                )
+                raise _OutOfTime
             last = number >= status.page.page_count or not status.page.items
-            if pending or (last and _pending_count(status) > 0):
+            if page.pending or (last and _pending_count(status) > 0):
                 # The page's finished items are stored (each object once); its counts wait
                 # for the pass that finds it drained, so none is counted twice.
-                if page_stored or page_failed:
+                if page.stored or page.failed:
                     self._checkpoint(
                         key,
                         owner,
                         row,
                         next_page=number,
+                        next_item=start,
                         stored=stored,
                         failed=failed,
                         deadline=deadline,
                     )
                 return None
-            stored, failed = stored + page_stored, failed + page_failed
+            stored, failed, start = stored + page.stored, failed + page.failed, 0
             if last:
                 break
             number += 1
@@ -470,11 +498,24 @@ class JobProcessor:
             "items_failed": str(failed),
         }
 
-    def _store_page(self, key: JobKey, number: int, status: BatchStatus) -> tuple[int, int, bool]:
-        """One page's items: how many stored, how many dead-lettered, and whether any is pending."""
-        stored = failed = 0
-        pending = False
+    def _store_page(
+        self,
+        key: JobKey,
+        number: int,
+        status: BatchStatus,
+        start: int,
+        deadline: Deadline | None,
+    ) -> _PageDone:
+        """One page's items from position ``start``: how many stored and dead-lettered, whether
+        any is pending, and where it stopped if the deadline came first (after one item at
+        least, so every attempt moves on)."""
+        done = _PageDone()
         for position, item in enumerate(status.page.items):
+            if position < start:
+                continue
+            if position > start and deadline is not None and deadline.near():
+                done.stopped_at = position
+                return done
             index = (
                 item.input_index
                 if item.input_index is not None
@@ -483,7 +524,7 @@ class JobProcessor:
             if item.status == "completed":
                 metadata = {k: v for k, v in item.raw.items() if k != "data"}
                 self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
-                stored += 1
+                done.stored += 1
             elif item.status == "failed":
                 self._results.dead_letter(
                     key.kind,
@@ -491,10 +532,10 @@ class JobProcessor:
                     {"url": item.url, "code": item.error_code, "message": item.error_message},
                     item=index,
                 )
-                failed += 1
+                done.failed += 1
             elif item.status != "cancelled":
-                pending = True
-        return stored, failed, pending
+                done.pending = True
+        return done
 
     def _checkpoint(
         self,
@@ -506,8 +547,9 @@ class JobProcessor:
         stored: int,
         failed: int,
         deadline: Deadline | None,
+        next_item: int = 0,
     ) -> None:
-        """Record the pages done so far: progress, which clears the job's strikes."""
+        """Record the pages (and items) done so far: progress, which clears the strikes."""
         page_seconds = row.page_seconds
         if deadline is not None:
             deadline.end_page()
@@ -519,6 +561,7 @@ class JobProcessor:
             stored=stored,
             failed=failed,
             page_seconds=page_seconds,
+            next_item=next_item,
         )
 
     def _failed(
