@@ -96,6 +96,7 @@ class Simulator:
         self._submissions: Counter[str] = Counter()
         self._batch_counts: Counter[str] = Counter()
         self._records: list[_Record] = []
+        self._listings: list[Json] = []
 
     def reset(self) -> None:
         """Forget everything: jobs, webhooks, deliveries, counters, faults, rate buckets."""
@@ -217,7 +218,19 @@ class Simulator:
                     continue
                 matches.append(job)
         start = (page - 1) * page_size
-        return matches[start : start + page_size], len(matches)
+        answered = matches[start : start + page_size]
+        with self.lock:
+            self._listings.append(
+                {
+                    "account": account,
+                    "status": filters.status,
+                    "start": filters.start,
+                    "end": filters.end,
+                    "page": page,
+                    "job_ids": [job.job_id for job in answered],
+                }
+            )
+        return answered, len(matches)
 
     def listing_lag(self, job_id: str) -> float:
         """How long after its creation ``job_id`` appears in the job list (drawn from its id)."""
@@ -456,6 +469,11 @@ class Simulator:
     def webhook_events(self) -> list[Json]:
         """Every event owed to a subscription, including those the drop fault lost."""
         return [views.truth_event(e) for e in self.webhooks.events()]
+
+    def list_requests(self) -> list[Json]:
+        """Every job-list page answered, in order: its filters, page and the job ids it held."""
+        with self.lock:
+            return [dict(entry) for entry in self._listings]
 
     def request_counts(self) -> Json:
         """API request counts by key, route and status."""

@@ -15,7 +15,14 @@ from scrape_pipeline.jobs import SOURCE_JOB_LIST
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, versions
-from tests.pipeline.test_reconciler import NO_SCHEDULE, FakeRemaining, reconciler, settle
+from tests.pipeline.test_reconciler import (
+    NO_SCHEDULE,
+    FakeRemaining,
+    Killed,
+    ListKiller,
+    reconciler,
+    settle,
+)
 
 PAGE_SECONDS = 10.0  # what one list page costs of the fake remaining time
 TWO_PAGES = 15.0  # a budget that lets a sweep start a second page, not a third
@@ -255,10 +262,6 @@ def test_reconciler_job_list_loses_no_job_listed_late(
         assert 0 < max(r.listing_lag for r in reports) <= lag[1] - lag[0] + 1
 
 
-class Killed(BaseException):
-    """The Lambda killed mid-run: nothing it would have done next reaches AWS."""
-
-
 def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ):
@@ -271,37 +274,17 @@ def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
         stack.clock.advance(1.0)
     settle(stack, 700)
     found = reconciler(stack)
-    reads: list[tuple[Any, Any, int]] = []
-    dead, killed = False, False
-    real = found._client.list_jobs
-
-    def list_jobs(**kwargs: Any) -> Any:
-        nonlocal dead, killed
-        reads.append((kwargs.get("start_date"), kwargs.get("end_date"), kwargs["page"]))
-        if len(reads) == 2 and not killed:  # killed while it waits for its second page
-            dead = killed = True
-            raise Killed
-        return real(**kwargs)
-
-    books = found._job_list._books
-    write = books.write
-
-    def dead_or_write(name: str, fields: Any) -> None:
-        if not dead:
-            write(name, fields)
-
-    monkeypatch.setattr(found._client, "list_jobs", list_jobs)
-    monkeypatch.setattr(books, "write", dead_or_write)
+    killer = ListKiller(monkeypatch, found, found._job_list._books, at=2)
     # WHEN a run is killed during its second page
     with pytest.raises(Killed):
         found.sweep_job_list(ReconcileReport())
-    first_range = reads[0][:2]
+    first_range = (killer.reads[0]["start_date"], killer.reads[0]["end_date"])
     # AND the next run starts (a new container)
-    dead = False
-    reads.clear()
+    killer.revive()
     report = ReconcileReport()
     found.sweep_job_list(report)
     # THEN it went on from the page it was killed in: the page before is not read again
+    reads = [(r.get("start_date"), r.get("end_date"), r["page"]) for r in killer.reads]
     assert [page for *bounds, page in reads if tuple(bounds) == first_range] == [2, 3]
     assert sum(1 for *bounds, _ in reads if tuple(bounds) != first_range) <= 1
     settle(stack, 60)
