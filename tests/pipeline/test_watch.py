@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -25,10 +26,11 @@ from scrape_pipeline.reconciler import ReconcileReport
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.watch import ROWS_PER_PAGE, WATCH_CHECKPOINT, Watcher, WatchSettings
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.stack import API_KEY, LocalStack
+from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, versions
 from tests.pipeline.test_reconciler import (
+    NO_SCHEDULE,
     FakeRemaining,
     Killed,
     ListKiller,
@@ -255,3 +257,50 @@ def test_watch_sweep_killed_mid_listing_keeps_the_pages_it_read(
     assert reports[0].watch_listings == 1
     assert set(stored_extracts(stack)) >= set(extracts)
     assert max(versions(stack).values()) == 1
+
+
+OVERSIZE_LIMIT = 1_000  # ids a listing keeps, for the test (30,000 in production)
+OVERSIZE_BACKGROUND = 1_500  # unsettled jobs in the account: more than a listing keeps
+OVERSIZE_POLL = 600.0  # WATCH_POLL: how long a given-up listing waits before the next
+OVERSIZE_JOB_SECONDS = 300  # our jobs settle after this, their webhooks lost
+
+
+def test_watch_sweep_past_the_listing_limit_polls_extract_jobs_by_age(make_stack: MakeStack):
+    # GIVEN an account with more unsettled jobs than a listing keeps, and five extract jobs of
+    # ours watched from their submission, running five minutes, their webhooks lost (and five
+    # more submitted eight minutes later)
+    stack = make_stack(
+        StackSettings(
+            reconcile_interval=NO_SCHEDULE, env={"WATCH_POLL_SECONDS": f"{OVERSIZE_POLL:.0f}"}
+        ),
+        job_duration_min_s=OVERSIZE_JOB_SECONDS,
+        job_duration_max_s=OVERSIZE_JOB_SECONDS + 1,
+    )
+    stack.sim.faults.update(drop_rate=1.0)
+    stack.sim.add_background_jobs(API_KEY, OVERSIZE_BACKGROUND, age_s=86_400.0)
+    extracts = watched_extracts(stack, 5, "oversize")
+    found = reconciler(stack)
+    found._watcher.settings = replace(found._watcher.settings, max_listed=OVERSIZE_LIMIT)
+    # WHEN the watch sweep runs every minute for 18 minutes
+    reports = []
+    for run in range(18):
+        if run == 8:
+            extracts += watched_extracts(stack, 5, "oversize-later")
+        settle(stack, 60)
+        reports.append(ReconcileReport())
+        found.sweep_watched(reports[-1])
+    settle(stack, 60)
+    # THEN every job of ours is stored once, found by polls that follow its age (parked for
+    # half its age: at about 1, 3 and 7 minutes, settled at 5), not one GET a run
+    assert set(stored_extracts(stack)) == set(extracts)
+    assert max(versions(stack).values()) == 1
+    by_job = stack.sim.request_counts()["by_job"]
+    gets = [by_job.get(job_id, {}).get("GET /v1/extract/{job_id}", 0) for job_id in extracts]
+    assert max(gets) <= 4, gets
+    # AND the listing was read only up to its limit, and again only once WATCH_POLL had passed:
+    # one attempt a WATCH_POLL, each of limit / 100 + 1 pages
+    pages = [r.watch_list_pages for r in reports]
+    attempt = OVERSIZE_LIMIT // 100 + 1
+    assert sum(pages) == len(stack.sim.list_requests())
+    assert [p for p in pages if p] == [attempt, attempt], pages
+    assert pages.index(attempt, 1) * 60 >= OVERSIZE_POLL - 60, pages

@@ -85,6 +85,7 @@ class WatchSettings:
     first_poll_seconds: float = 90.0  # and first polled at this age (the threshold's twin)
     max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
     listing_lag_seconds: float = 30.0  # a job parked this long before a listing is in it
+    max_listed: int = MAX_LISTED  # ids a listing keeps at most (smaller only in tests)
 
 
 @dataclass
@@ -383,7 +384,7 @@ class Watcher:
             result.list_pages += 1
             ids = {_digest(job.job_id) for job in page.items}
             listing.ids |= ids
-            if listing.count + len(ids) > MAX_LISTED:
+            if listing.count + len(ids) > self.settings.max_listed:
                 listed = _Listed(now, frozenset(), oversize=True)
                 self._books.write(LISTED_CHECKPOINT, listed.fields())
                 return None, listed
