@@ -97,6 +97,7 @@ class Simulator:
         self._batch_counts: Counter[str] = Counter()
         self._records: list[_Record] = []
         self._listings: list[Json] = []
+        self._began = self.clock.time()  # where a ramping listing lag starts
 
     def reset(self) -> None:
         """Forget everything: jobs, webhooks, deliveries, counters, faults, rate buckets."""
@@ -204,7 +205,7 @@ class Simulator:
                 work = job.work
                 if work.created_at > visible_before:
                     continue  # replica lag: too new to be listed
-                if lagging and work.created_at + self.listing_lag(job.job_id) > now:
+                if lagging and work.created_at + self.listing_lag(job) > now:
                     continue  # listing lag: not in the list yet
                 if filters.start is not None and work.created_at < filters.start:
                     break  # creation order: everything further is older still
@@ -227,15 +228,21 @@ class Simulator:
                     "start": filters.start,
                     "end": filters.end,
                     "page": page,
+                    "page_size": page_size,
                     "job_ids": [job.job_id for job in answered],
                 }
             )
         return answered, len(matches)
 
-    def listing_lag(self, job_id: str) -> float:
-        """How long after its creation ``job_id`` appears in the job list (drawn from its id)."""
+    def listing_lag(self, job: ExtractJob) -> float:
+        """How long after its creation ``job`` appears in the job list (drawn from its id, and
+        scaled down while the lag ramps up)."""
         low, high = self.config.listing_lag_min_s, self.config.listing_lag_max_s
-        return low + (high - low) * (zlib.crc32(job_id.encode()) / 0xFFFFFFFF)
+        lag = low + (high - low) * (zlib.crc32(job.job_id.encode()) / 0xFFFFFFFF)
+        ramp = self.config.listing_lag_ramp_s
+        if ramp:
+            lag *= min(1.0, max(0.0, job.work.created_at - self._began) / ramp)
+        return lag
 
     def add_background_jobs(
         self, account: str, count: int, *, age_s: float, processing_share: float = 0.5
