@@ -61,6 +61,9 @@ class SimConfig:
     # drawn per job (uniformly, from its id) in [min, max]; the not-found lag still applies.
     listing_lag_min_s: float = 0.0
     listing_lag_max_s: float = 0.0
+    # The lag grows: a job created this long after the simulator began (or was reset) gets its
+    # whole draw, one created at the start none, in between a share (0: every job its draw).
+    listing_lag_ramp_s: float = 0.0
     # The API's clock runs this far ahead of the caller's (negative: behind). Every time it
     # shows (created_at, completed_at, webhook timestamps) and reads (date filters) is on it.
     api_clock_offset_s: float = 0.0
@@ -129,6 +132,8 @@ class SimConfig:
             raise ValueError("need 0 < job_duration_min_s <= job_duration_max_s")
         if not 0 <= self.listing_lag_min_s <= self.listing_lag_max_s:
             raise ValueError("need 0 <= listing_lag_min_s <= listing_lag_max_s")
+        if self.listing_lag_ramp_s < 0:
+            raise ValueError("listing_lag_ramp_s must not be negative")
         if not 0 < self.crawl_page_duration_min_s <= self.crawl_page_duration_max_s:
             raise ValueError("need 0 < crawl_page_duration_min_s <= crawl_page_duration_max_s")
         if self.signature_scheme not in SIGNATURE_SCHEMES:

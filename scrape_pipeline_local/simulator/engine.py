@@ -96,6 +96,8 @@ class Simulator:
         self._submissions: Counter[str] = Counter()
         self._batch_counts: Counter[str] = Counter()
         self._records: list[_Record] = []
+        self._listings: list[Json] = []
+        self._began = self.clock.time()  # where a ramping listing lag starts
 
     def reset(self) -> None:
         """Forget everything: jobs, webhooks, deliveries, counters, faults, rate buckets."""
@@ -203,7 +205,7 @@ class Simulator:
                 work = job.work
                 if work.created_at > visible_before:
                     continue  # replica lag: too new to be listed
-                if lagging and work.created_at + self.listing_lag(job.job_id) > now:
+                if lagging and work.created_at + self.listing_lag(job) > now:
                     continue  # listing lag: not in the list yet
                 if filters.start is not None and work.created_at < filters.start:
                     break  # creation order: everything further is older still
@@ -217,12 +219,30 @@ class Simulator:
                     continue
                 matches.append(job)
         start = (page - 1) * page_size
-        return matches[start : start + page_size], len(matches)
+        answered = matches[start : start + page_size]
+        with self.lock:
+            self._listings.append(
+                {
+                    "account": account,
+                    "status": filters.status,
+                    "start": filters.start,
+                    "end": filters.end,
+                    "page": page,
+                    "page_size": page_size,
+                    "job_ids": [job.job_id for job in answered],
+                }
+            )
+        return answered, len(matches)
 
-    def listing_lag(self, job_id: str) -> float:
-        """How long after its creation ``job_id`` appears in the job list (drawn from its id)."""
+    def listing_lag(self, job: ExtractJob) -> float:
+        """How long after its creation ``job`` appears in the job list (drawn from its id, and
+        scaled down while the lag ramps up)."""
         low, high = self.config.listing_lag_min_s, self.config.listing_lag_max_s
-        return low + (high - low) * (zlib.crc32(job_id.encode()) / 0xFFFFFFFF)
+        lag = low + (high - low) * (zlib.crc32(job.job_id.encode()) / 0xFFFFFFFF)
+        ramp = self.config.listing_lag_ramp_s
+        if ramp:
+            lag *= min(1.0, max(0.0, job.work.created_at - self._began) / ramp)
+        return lag
 
     def add_background_jobs(
         self, account: str, count: int, *, age_s: float, processing_share: float = 0.5
@@ -456,6 +476,11 @@ class Simulator:
     def webhook_events(self) -> list[Json]:
         """Every event owed to a subscription, including those the drop fault lost."""
         return [views.truth_event(e) for e in self.webhooks.events()]
+
+    def list_requests(self) -> list[Json]:
+        """Every job-list page answered, in order: its filters, page and the job ids it held."""
+        with self.lock:
+            return [dict(entry) for entry in self._listings]
 
     def request_counts(self) -> Json:
         """API request counts by key, route and status."""

@@ -11,7 +11,7 @@ import pytest
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.joblist import JOBS_CHECKPOINT
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline_local.apigw import LambdaContext
 from scrape_pipeline_local.stack import LocalStack, StackSettings
@@ -111,7 +111,7 @@ def test_reconciler_watches_an_unsettled_job_instead_of_pinning_the_watermark(
     real = found._client.list_jobs
 
     def list_jobs(**kwargs: Any) -> Any:
-        if kwargs.get("start_date") is not None:
+        if kwargs.get("start_date") is not None and not is_count(kwargs):
             starts.append(kwargs["start_date"])
         return real(**kwargs)
 
@@ -194,6 +194,49 @@ def test_reconciler_stuck_rows_read_page_after_page(make_stack: MakeStack):
     assert (second.recovered["stuck_rows"], second.complete) == (2, True)
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 12}
+
+
+def is_count(list_arguments: dict[str, Any]) -> bool:
+    """A list request of the job list's count check (a page of one job), not a page read."""
+    return bool(list_arguments.get("page_size") == 1)
+
+
+class Killed(BaseException):
+    """The Lambda killed mid-run: nothing it would have done next reaches AWS."""
+
+
+class ListKiller:
+    """Kills a run (its Lambda timeout) as it asks for its ``at``-th job-list page, once: from
+    then on, until ``revive``, no checkpoint write of ``books`` reaches AWS. ``reads`` holds
+    the arguments of every list page asked for (the count check's one-job pages aside)."""
+
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, found: Reconciler, books: Bookkeeping, at: int
+    ) -> None:
+        self.reads: list[dict[str, Any]] = []
+        self.dead = self.killed = False
+        real_list, real_write = found._client.list_jobs, books.write
+
+        def list_jobs(**kwargs: Any) -> Any:
+            if is_count(kwargs):
+                return real_list(**kwargs)
+            self.reads.append(kwargs)
+            if len(self.reads) == at and not self.killed:
+                self.dead = self.killed = True
+                raise Killed
+            return real_list(**kwargs)
+
+        def dead_or_write(name: str, fields: Any) -> None:
+            if not self.dead:
+                real_write(name, fields)
+
+        monkeypatch.setattr(found._client, "list_jobs", list_jobs)
+        monkeypatch.setattr(books, "write", dead_or_write)
+
+    def revive(self) -> None:
+        """The next run starts (a new container)."""
+        self.dead = False
+        self.reads.clear()
 
 
 class FakeRemaining:

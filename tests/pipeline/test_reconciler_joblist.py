@@ -15,7 +15,15 @@ from scrape_pipeline.jobs import SOURCE_JOB_LIST
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, versions
-from tests.pipeline.test_reconciler import NO_SCHEDULE, FakeRemaining, reconciler, settle
+from tests.pipeline.test_reconciler import (
+    NO_SCHEDULE,
+    FakeRemaining,
+    Killed,
+    ListKiller,
+    is_count,
+    reconciler,
+    settle,
+)
 
 PAGE_SECONDS = 10.0  # what one list page costs of the fake remaining time
 TWO_PAGES = 15.0  # a budget that lets a sweep start a second page, not a third
@@ -31,13 +39,15 @@ def dropped_jobs(stack: LocalStack, count: int, prefix: str) -> list[str]:
 def slow_list_pages(
     monkeypatch: pytest.MonkeyPatch, found: Reconciler, remaining: FakeRemaining
 ) -> list[dict[str, Any]]:
-    """Every list page costs PAGE_SECONDS of ``remaining``; returns the pages' arguments."""
+    """Every list page costs PAGE_SECONDS of ``remaining``; returns the pages' arguments (the
+    count check's one-job pages are neither slow nor returned)."""
     calls: list[dict[str, Any]] = []
     real = found._client.list_jobs
 
     def list_jobs(**kwargs: Any) -> Any:
-        calls.append(kwargs)
-        remaining.seconds -= PAGE_SECONDS
+        if not is_count(kwargs):
+            calls.append(kwargs)
+            remaining.seconds -= PAGE_SECONDS
         return real(**kwargs)
 
     monkeypatch.setattr(found._client, "list_jobs", list_jobs)
@@ -105,8 +115,9 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
     pages: list[int] = []
 
     def slow(**kwargs: Any) -> Any:
-        pages.append(kwargs["page"])
-        stack.clock.advance(600.0)
+        if not is_count(kwargs):
+            pages.append(kwargs["page"])
+            stack.clock.advance(600.0)
         return real(**kwargs)
 
     monkeypatch.setattr(found._client, "list_jobs", slow)
@@ -214,6 +225,40 @@ def test_reconciler_fresh_ground_leaves_half_the_run_to_older_passes(
     assert report.recovered[SOURCE_JOB_LIST] >= 50 + 200
 
 
+def lagging_stack(make_stack: MakeStack, lag: tuple[float, float], **sim: Any) -> LocalStack:
+    """A stack run by hand whose jobs settle in a second or two and are listed ``lag`` (min,
+    max) late; ``sim`` configures the simulator further."""
+    return make_stack(
+        StackSettings(reconcile_interval=NO_SCHEDULE),
+        job_duration_min_s=1,
+        job_duration_max_s=2,
+        listing_lag_min_s=lag[0],
+        listing_lag_max_s=lag[1],
+        **sim,
+    )
+
+
+def submitted_every_few_seconds(
+    stack: LocalStack, count: int, *, every: float
+) -> tuple[list[str], list[ReconcileReport]]:
+    """``count`` jobs submitted ``every`` seconds apart, every webhook lost, and a reconciler
+    run every minute meanwhile and for ten minutes after: the jobs and the runs' reports."""
+    stack.sim.faults.update(drop_rate=1.0)
+    found, client = reconciler(stack), stack.client()
+    jobs: list[str] = []
+    reports: list[ReconcileReport] = []
+    for step in range(count):
+        jobs.append(client.submit_extract(f"https://example.com/late/{step}").job_id)
+        stack.step(every)
+        if (step + 1) * every // 60 > step * every // 60:  # a minute has turned
+            reports.append(found.run())
+    for _ in range(10):
+        settle(stack, 60)
+        reports.append(found.run())
+    settle(stack, 60)
+    return jobs, reports
+
+
 @pytest.mark.parametrize(
     ("lag", "offset"),
     [((280.0, 300.0), 0.0), ((0.0, 0.0), -120.0)],
@@ -224,39 +269,15 @@ def test_reconciler_job_list_loses_no_job_listed_late(
 ):
     # GIVEN an API that lists each job minutes after its created_at (or whose clock is behind
     # Lambda's), every webhook lost, and a reconciler run every minute
-    stack = make_stack(
-        StackSettings(reconcile_interval=NO_SCHEDULE),
-        job_duration_min_s=1,
-        job_duration_max_s=2,
-        listing_lag_min_s=lag[0],
-        listing_lag_max_s=lag[1],
-        api_clock_offset_s=offset,
-    )
-    stack.sim.faults.update(drop_rate=1.0)
-    found = reconciler(stack)
-    client = stack.client()
-    jobs: list[str] = []
-    reports: list[ReconcileReport] = []
+    stack = lagging_stack(make_stack, lag, api_clock_offset_s=offset)
     # WHEN jobs are submitted for ten minutes, one every 5 s (closer than the lag's spread)
-    for step in range(120):
-        jobs.append(client.submit_extract(f"https://example.com/late/{step}").job_id)
-        stack.step(5.0)
-        if step % 12 == 11:
-            reports.append(found.run())
-    for _ in range(10):  # and the runs go on for ten minutes more
-        settle(stack, 60)
-        reports.append(found.run())
-    settle(stack, 60)
+    jobs, reports = submitted_every_few_seconds(stack, 120, every=5.0)
     # THEN every job is stored once
     assert len(stored(stack, jobs)) == len(jobs)
     assert check_exactly_once(stack) == {"stored": len(jobs)}
     # AND a lag that differs from job to job was measured (jobs listed out of creation order)
     if lag[1] > lag[0]:
         assert 0 < max(r.listing_lag for r in reports) <= lag[1] - lag[0] + 1
-
-
-class Killed(BaseException):
-    """The Lambda killed mid-run: nothing it would have done next reaches AWS."""
 
 
 def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
@@ -271,38 +292,47 @@ def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
         stack.clock.advance(1.0)
     settle(stack, 700)
     found = reconciler(stack)
-    reads: list[tuple[Any, Any, int]] = []
-    dead, killed = False, False
-    real = found._client.list_jobs
-
-    def list_jobs(**kwargs: Any) -> Any:
-        nonlocal dead, killed
-        reads.append((kwargs.get("start_date"), kwargs.get("end_date"), kwargs["page"]))
-        if len(reads) == 2 and not killed:  # killed while it waits for its second page
-            dead = killed = True
-            raise Killed
-        return real(**kwargs)
-
-    books = found._job_list._books
-    write = books.write
-
-    def dead_or_write(name: str, fields: Any) -> None:
-        if not dead:
-            write(name, fields)
-
-    monkeypatch.setattr(found._client, "list_jobs", list_jobs)
-    monkeypatch.setattr(books, "write", dead_or_write)
+    killer = ListKiller(monkeypatch, found, found._job_list._books, at=2)
     # WHEN a run is killed during its second page
     with pytest.raises(Killed):
         found.sweep_job_list(ReconcileReport())
-    first_range = reads[0][:2]
+    first_range = (killer.reads[0]["start_date"], killer.reads[0]["end_date"])
     # AND the next run starts (a new container)
-    dead = False
-    reads.clear()
+    killer.revive()
     report = ReconcileReport()
     found.sweep_job_list(report)
     # THEN it went on from the page it was killed in: the page before is not read again
+    reads = [(r.get("start_date"), r.get("end_date"), r["page"]) for r in killer.reads]
     assert [page for *bounds, page in reads if tuple(bounds) == first_range] == [2, 3]
     assert sum(1 for *bounds, _ in reads if tuple(bounds) != first_range) <= 1
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 250}
+
+
+RAMP_JOBS = 60  # one every 20 s: 20 minutes of submissions
+RAMP_LAG = (0.0, 300.0)  # each job listed up to five minutes late, once the lag has grown
+RAMP_SECONDS = 900.0  # from no lag at all to the whole spread, over 15 minutes
+
+
+def test_reconciler_job_list_follows_a_listing_lag_that_grows(make_stack: MakeStack):
+    # GIVEN an API that lists jobs on time at first, then later and later: after 15 minutes
+    # each job is listed up to five minutes late, jobs listed out of creation order by far more
+    # than the 30 s overlap; every webhook lost, and a reconciler run every minute
+    stack = lagging_stack(make_stack, RAMP_LAG, listing_lag_ramp_s=RAMP_SECONDS)
+    # WHEN jobs are submitted for 20 minutes, one every 20 s
+    jobs, reports = submitted_every_few_seconds(stack, RAMP_JOBS, every=20.0)
+    # THEN every job is stored once (11 of 60 were lost before the count check: listed late
+    # below an overlap that widened only with what it re-read)
+    assert len(stored(stack, jobs)) == len(jobs), f"{len(jobs) - len(stored(stack, jobs))} lost"
+    assert check_exactly_once(stack) == {"stored": len(jobs)}
+    # AND at a cost the simulator counts: the job list's pages (they carry a start date) and
+    # its counts (pages of one job, two before each fresh pass), the overlap widened to twice
+    # the lag measured, and the ranges whose count grew read again
+    asked = [p for p in stack.sim.list_requests() if p["start"] is not None]
+    pages = [p for p in asked if p["page_size"] > 1]
+    counts = len(asked) - len(pages)
+    lags = [round(r.listing_lag) for r in reports]
+    assert lags[-1] > 60, lags
+    assert counts <= 2 * len(reports) + 2
+    # (here 32 pages and 59 counts for 30 runs; 30 pages before, and 11 jobs lost)
+    assert len(pages) <= 2 * len(reports), (len(pages), len(reports))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -25,11 +26,14 @@ from scrape_pipeline.reconciler import ReconcileReport
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.watch import ROWS_PER_PAGE, WATCH_CHECKPOINT, Watcher, WatchSettings
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.stack import API_KEY, LocalStack
+from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, versions
 from tests.pipeline.test_reconciler import (
+    NO_SCHEDULE,
     FakeRemaining,
+    Killed,
+    ListKiller,
     reconciler,
     settle,
     slow_dropped_stack,
@@ -131,16 +135,8 @@ def test_watch_sweep_on_a_busy_account_polls_batches_and_resumes_the_list(
     # ours: five extract jobs and a batch, all watched, all settled with their webhooks lost
     stack = slow_dropped_stack(make_stack)
     stack.sim.add_background_jobs(API_KEY, BUSY, age_s=2 * 86_400.0)
-    client = stack.client()
-    book = pipeline_ledger(stack)
-    extracts = [client.submit_extract(f"https://example.com/busy/{i}").job_id for i in range(5)]
-    for job_id in extracts:
-        book.record(
-            JobKey(JobKind.EXTRACT, job_id),
-            source="test",
-            state=JobState.WATCHING,
-            job_created_at=stack.clock.time(),
-        )
+    extracts = watched_extracts(stack, 5, "busy")
+    client, book = stack.client(), pipeline_ledger(stack)
     batch_id = client.create_batch([f"https://example.com/busy-batch/{i}" for i in range(3)]).job_id
     expect(book, JobKind.BATCH, batch_id)
     settle(stack, 1100)
@@ -178,6 +174,20 @@ def test_watch_sweep_on_a_busy_account_polls_batches_and_resumes_the_list(
     assert max(versions(stack).values()) == 1
 
 
+def watched_extracts(stack: LocalStack, count: int, prefix: str) -> list[str]:
+    """``count`` extract jobs submitted now and recorded WATCHING (parked, no message)."""
+    client, book = stack.client(), pipeline_ledger(stack)
+    jobs = [client.submit_extract(f"https://example.com/{prefix}/{i}").job_id for i in range(count)]
+    for job_id in jobs:
+        book.record(
+            JobKey(JobKind.EXTRACT, job_id),
+            source="test",
+            state=JobState.WATCHING,
+            job_created_at=stack.clock.time(),
+        )
+    return jobs
+
+
 def list_pages(stack: LocalStack) -> int:
     return int(stack.sim.request_counts()["by_route"].get("GET /v1/extract/jobs", 0))
 
@@ -207,3 +217,90 @@ def test_watch_sweep_resumes_from_a_checkpoint_of_earlier_versions(aws: dict[str
     # THEN it went on from there: the last 50 woken, the pass finished
     assert result.complete is True
     assert sorted(sent(aws)) == [f"b{i:03d}" for i in range(100, 150)]
+
+
+KILLED_BACKGROUND = 600  # 300 queued and 300 processing: three list pages of each a pass
+
+
+def test_watch_sweep_killed_mid_listing_keeps_the_pages_it_read(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN an account with 600 unsettled jobs that never settle (six list pages a pass), and
+    # five extract jobs of ours, watched, settled with their webhooks lost
+    stack = slow_dropped_stack(make_stack)
+    background = set(stack.sim.add_background_jobs(API_KEY, KILLED_BACKGROUND, age_s=86_400.0))
+    extracts = watched_extracts(stack, 5, "killed")
+    settle(stack, 1100)
+    found = reconciler(stack)
+    # (killed while it waits for its fifth page, the second of the processing jobs)
+    killer = ListKiller(monkeypatch, found, found._watcher._books, at=5)
+    # WHEN a run is killed during its listing
+    with pytest.raises(Killed):
+        found.sweep_watched(ReconcileReport())
+    killed_run = stack.sim.list_requests()
+    assert len(killed_run) == 4
+    # AND the next run starts (a new container), and the one after it
+    killer.revive()
+    reports = [ReconcileReport(), ReconcileReport()]
+    found.sweep_watched(reports[0])
+    settle(stack, 60)
+    found.sweep_watched(reports[1])
+    settle(stack, 60)
+    # THEN the next run went on from the page the killed one was killed in: in the two runs,
+    # the simulator listed each unsettled job once, in the six pages of one pass
+    both = stack.sim.list_requests()[: len(killed_run) + reports[0].watch_list_pages]
+    listed = Counter(job_id for page in both for job_id in page["job_ids"])
+    assert set(listed) == background
+    assert set(listed.values()) == {1}, Counter(listed.values())
+    assert len(both) == 6, [(p["status"], p["end"], p["page"]) for p in both]
+    # AND the listing it finished woke every job of ours: each stored once
+    assert reports[0].watch_listings == 1
+    assert set(stored_extracts(stack)) >= set(extracts)
+    assert max(versions(stack).values()) == 1
+
+
+OVERSIZE_LIMIT = 1_000  # ids a listing keeps, for the test (30,000 in production)
+OVERSIZE_BACKGROUND = 1_500  # unsettled jobs in the account: more than a listing keeps
+OVERSIZE_POLL = 600.0  # WATCH_POLL: how long a given-up listing waits before the next
+OVERSIZE_JOB_SECONDS = 300  # our jobs settle after this, their webhooks lost
+
+
+def test_watch_sweep_past_the_listing_limit_polls_extract_jobs_by_age(make_stack: MakeStack):
+    # GIVEN an account with more unsettled jobs than a listing keeps, and five extract jobs of
+    # ours watched from their submission, running five minutes, their webhooks lost (and five
+    # more submitted eight minutes later)
+    stack = make_stack(
+        StackSettings(
+            reconcile_interval=NO_SCHEDULE, env={"WATCH_POLL_SECONDS": f"{OVERSIZE_POLL:.0f}"}
+        ),
+        job_duration_min_s=OVERSIZE_JOB_SECONDS,
+        job_duration_max_s=OVERSIZE_JOB_SECONDS + 1,
+    )
+    stack.sim.faults.update(drop_rate=1.0)
+    stack.sim.add_background_jobs(API_KEY, OVERSIZE_BACKGROUND, age_s=86_400.0)
+    extracts = watched_extracts(stack, 5, "oversize")
+    found = reconciler(stack)
+    found._watcher.settings = replace(found._watcher.settings, max_listed=OVERSIZE_LIMIT)
+    # WHEN the watch sweep runs every minute for 18 minutes
+    reports = []
+    for run in range(18):
+        if run == 8:
+            extracts += watched_extracts(stack, 5, "oversize-later")
+        settle(stack, 60)
+        reports.append(ReconcileReport())
+        found.sweep_watched(reports[-1])
+    settle(stack, 60)
+    # THEN every job of ours is stored once, found by polls that follow its age (parked for
+    # half its age: at about 1, 3 and 7 minutes, settled at 5), not one GET a run
+    assert set(stored_extracts(stack)) == set(extracts)
+    assert max(versions(stack).values()) == 1
+    by_job = stack.sim.request_counts()["by_job"]
+    gets = [by_job.get(job_id, {}).get("GET /v1/extract/{job_id}", 0) for job_id in extracts]
+    assert max(gets) <= 4, gets
+    # AND the listing was read only up to its limit, and again only once WATCH_POLL had passed:
+    # one attempt a WATCH_POLL, each of limit / 100 + 1 pages
+    pages = [r.watch_list_pages for r in reports]
+    attempt = OVERSIZE_LIMIT // 100 + 1
+    assert sum(pages) == len(stack.sim.list_requests())
+    assert [p for p in pages if p] == [attempt, attempt], pages
+    assert pages.index(attempt, 1) * 60 >= OVERSIZE_POLL - 60, pages

@@ -157,6 +157,24 @@ def test_job_list_shows_a_job_only_after_its_listing_lag(make_server, make_clien
     assert [job["job_id"] for job in after] == ids[::-1]
 
 
+def test_job_list_lag_ramps_up_from_none(make_server, make_client, clock):
+    # GIVEN an API whose listing lag (300 s) grows over 600 s from the simulator's start
+    api = make_client(
+        make_server(listing_lag_min_s=300.0, listing_lag_max_s=300.0, listing_lag_ramp_s=600.0)
+    )
+    (first,) = _submit_many(api, clock, 1)  # created 0 s in: listed at once
+    clock.advance(299)
+    (middle,) = _submit_many(api, clock, 1)  # created 300 s in: listed 150 s late
+    # WHEN the list is read as the lag of the second one runs out
+    listed = [[job["job_id"] for job in api.get("/v1/extract/jobs").json()["jobs"]]]
+    clock.advance(148)
+    listed.append([job["job_id"] for job in api.get("/v1/extract/jobs").json()["jobs"]])
+    clock.advance(2)
+    listed.append([job["job_id"] for job in api.get("/v1/extract/jobs").json()["jobs"]])
+    # THEN the first was listed from the start, the second only after its ramped lag
+    assert listed == [[first], [first], [middle, first]]
+
+
 def test_api_clock_offset_shifts_every_time_it_shows(make_server, make_client, clock):
     # GIVEN an API whose clock is two minutes behind its caller's
     api = make_client(make_server(api_clock_offset_s=-120.0))

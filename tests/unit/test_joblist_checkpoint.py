@@ -69,3 +69,18 @@ def test_checkpoint_round_trips_the_measured_lag_and_forgets_it_after_a_day():
     assert again.overlap(30.0) == LAG_MARGIN * 120.0
     later = _Checkpoint.read(mark.fields(), default_watermark=0.0, now=1000.0 + 86_401.0)
     assert later.lag == 0.0 and later.overlap(30.0) == 30.0
+
+
+def test_checkpoint_round_trips_the_count_check_and_a_range_read_again():
+    # GIVEN a checkpoint with a range read again for jobs listed late, and the last count
+    late = _Pass(100.0, 400.0, 2, lag_from=350.0)
+    mark = _Checkpoint(500.0, [late, _Pass(20.0, 30.0)], counted=(80, 480, 12, 450.0))
+    # WHEN it is saved and read back
+    again = _Checkpoint.read(mark.fields(), default_watermark=0.0)
+    # THEN the range keeps the watermark its lag samples are measured from, and the count
+    # check compares with the same range and count
+    assert [(p.start, p.end, p.page, p.lag_from) for p in again.pending] == [
+        (100.0, 400.0, 2, 350.0),
+        (20.0, 30.0, 1, None),
+    ]
+    assert again.counted == (80, 480, 12, 450.0)

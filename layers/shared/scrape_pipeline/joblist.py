@@ -5,7 +5,8 @@ range lies wholly in the past (its end is ``now - threshold``, and jobs are list
 creation), so its pages never move, and a page number is a valid point to resume it from.
 
 The durable state (one bookkeeping row, written after every page, so a run killed mid-pass
-keeps the pages it read) is the watermark, the measured listing lag and the pending passes:
+keeps the pages it read) is the watermark, the measured listing lag, the pending passes and
+the count check's last count:
 
     watermark   the newest ``created_at`` a fresh pass has listed, on the API's own clock:
                 every job created before it is read by a finished pass, inside a pending
@@ -14,11 +15,29 @@ keeps the pages it read) is the watermark, the measured listing lag and the pend
                 found for the first time were created (the API lists some jobs late). The
                 overlap is the larger of RECONCILE_OVERLAP_SECONDS and twice it, for a day
     pending     passes cut short (time or page cap), oldest first, each with its next page
+    counted     the count check's last range, the jobs listed in it then, and the watermark
 
 A job created after the newest listed one is read by the next fresh pass however late the API
 lists it, and whatever the offset between the API's clock and Lambda's (only the range's end,
 ``now - threshold``, is on Lambda's clock): the overlap has to cover only the spread of the
 lag, a job listed later than one created after it.
+
+The overlap only covers a lag it has measured, and it measures only what it re-reads: a lag
+that grows (or jumps) past twice the overlap leaves jobs below it that no pass reads again (11
+of 60 lost in a test where the lag rose from nothing to five minutes in a quarter of an hour).
+The count check sees them. Before each fresh pass it counts the jobs the API lists created
+below where the pass starts, down to LATE_CHECK_SECONDS (or twice the overlap) below the
+watermark (one page of one job: its page count is the count), then counts again the range the
+last check counted. That range reaches up to where the next fresh pass would start, and its
+count is the count taken before the pass plus the jobs the pass itself read above its start:
+a job listed too late for the page that should have shown it is in neither. More jobs there
+now were listed late, below any fresh pass: the range is read again, first of the pending
+passes, and each job it finds that the ledger does not know is a lag sample (how far below the
+watermark of that check it was created), so the overlap widens to cover the lag. Counting
+before the pass reads leaves no gap, and a lag that stays within the overlap costs nothing
+but the two counts: a job listed late above where the next pass starts is read by it. A fresh
+pass cut short leaves its range to its pending copy, and that check's range ends at its start
+(a job listed late on a page it read, below the next start, is then missed: not closed).
 
 A run works until its time budget (or the optional page cap) is spent, in this order:
 
@@ -42,7 +61,8 @@ re-read everything since that job every minute. A known row closed as "unknown j
 settled" is reopened: the list proves the job exists.
 
 Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
-per 100 jobs examined, plus the checkpoint's one read a run and one write a page (saved as it goes).
+per 100 jobs examined, plus the checkpoint's one read a run and one write a page (saved as it
+goes), and the count check's two one-job pages a fresh pass.
 """
 
 from __future__ import annotations
@@ -68,6 +88,9 @@ MAX_PENDING_PASSES = 16
 LAG_MARGIN = 2.0
 # A measured lag is remembered this long after it was last seen (Lambda's clock).
 LAG_MEMORY_SECONDS = 86_400.0
+# How far below the watermark the count check reaches (at least twice the overlap): a job
+# listed later than this after the newest listed one is beyond it.
+LATE_CHECK_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +116,8 @@ class JobListResult:
     jobs_seen: int = 0
     watermark: float = 0.0
     listing_lag: float = 0.0  # the measured listing lag (module docstring), seconds
+    count_queries: int = 0  # one-job pages asked for their count (the count check)
+    late_checks_found: int = 0  # count checks that found jobs listed late below the overlap
     complete: bool = True  # False: a pass is pending, or the budget ran out before any
 
 
@@ -105,15 +130,23 @@ class _Pass:
     page: int = 1
     done: bool = False  # not saved: a finished pass leaves the checkpoint
     fresh: bool = False  # begun at the watermark this run: its first page moves the watermark
+    # A range read again because the count check found jobs listed in it late: a job it finds
+    # the ledger does not know was created this far below this watermark (a lag sample).
+    lag_from: float | None = None
+    # Not saved: the jobs a fresh pass read, by id, with their created_at (the count check).
+    seen: dict[str, float] = field(default_factory=dict)
 
-    def saved(self) -> list[float | int]:
-        return [round(self.start, 3), round(self.end, 3), self.page]
+    def saved(self) -> list[float | int | None]:
+        out: list[float | int | None] = [round(self.start, 3), round(self.end, 3), self.page]
+        # The fifth field: the fourth was the pinning job's time in earlier versions.
+        return out if self.lag_from is None else [*out, None, round(self.lag_from, 3)]
 
     @classmethod
     def from_saved(cls, raw: Sequence[float | int | None]) -> _Pass:
         # Earlier versions saved a fourth field (the pinning job): no longer needed.
         start, end, page = raw[:3]
-        return cls(float(start or 0.0), float(end or 0.0), int(page or 1))
+        lag_from = float(raw[4]) if len(raw) > 4 and raw[4] is not None else None
+        return cls(float(start or 0.0), float(end or 0.0), int(page or 1), lag_from=lag_from)
 
 
 @dataclass
@@ -127,6 +160,9 @@ class _Checkpoint:
     moved_at: float = 0.0  # when the watermark last moved (Lambda's clock)
     fresh_end: float = 0.0  # the end of the last fresh pass read (Lambda's clock)
     confirmed: bool = False  # the overlap below it was read again once the lag spread passed
+    # The count check (module docstring): a range, the jobs the API listed in it when counted,
+    # and the watermark then.
+    counted: tuple[int, int, int, float] | None = None
 
     @classmethod
     def read(
@@ -156,6 +192,7 @@ class _Checkpoint:
             float(saved.get("moved_at") or 0.0),
             float(saved.get("fresh_end") or 0.0),
             saved.get("confirmed") == "1",
+            _counted(json.loads(saved["counted"])) if saved.get("counted") else None,
         )
 
     def overlap(self, configured: float) -> float:
@@ -185,7 +222,38 @@ class _Checkpoint:
             out["confirmed"] = "1"
         if self.pending:
             out["pending"] = json.dumps([p.saved() for p in self.pending], separators=(",", ":"))
+        if self.counted is not None:
+            low, high, count, watermark = self.counted
+            out["counted"] = json.dumps([low, high, count, round(watermark, 3)])
         return out
+
+
+def _counted(raw: Sequence[float]) -> tuple[int, int, int, float]:
+    low, high, count, watermark = raw
+    return int(low), int(high), int(count), float(watermark)
+
+
+@dataclass(frozen=True)
+class _Counting:
+    """A count check under way: the jobs listed in [low, split] before a fresh pass from
+    ``split`` began, and the watermark then."""
+
+    low: int
+    split: int
+    count: int
+    watermark: float
+
+    def after(self, read: _Pass, next_start: float) -> tuple[int, int, int, float]:
+        """The range and count the next check compares with, once ``read`` (the fresh pass)
+        has been read from ``split`` on: up to where the next fresh pass starts, the jobs
+        this pass saw above ``split`` counted in (a job it did not see, listed later, makes
+        the count grow). A pass cut short leaves its unread pages to its pending copy, and
+        the range ends at ``split``."""
+        if not read.done:
+            return self.low, self.split, self.count, self.watermark
+        top = max(self.split, int(next_start // 1))
+        seen = sum(1 for created in read.seen.values() if self.split < created <= top)
+        return self.low, top, self.count + seen, self.watermark
 
 
 class JobListSweep:
@@ -229,25 +297,23 @@ class JobListSweep:
                 if self._stopped(budget, result):
                     cut_short = True
                     break
-                share, confirming = budget, False
+                share, confirming, counting = budget, False, None
                 if fresh:
-                    overlap = mark.overlap(s.overlap_seconds)
-                    current = _Pass(mark.watermark - overlap, end, fresh=True)
-                    # Read again once the spread of the lag has passed since the watermark
-                    # moved, the overlap is done with, unless this pass moves it again.
-                    since_moved = end + s.threshold_seconds - mark.moved_at
-                    confirming = bool(overlap) and since_moved >= overlap
-                    if mark.pending:
+                    current, confirming, counting = self._fresh(mark, end, result)
+                    if len(mark.pending) > 1:
                         # Older passes wait: fresh ground gets half of what is left, so a
                         # backlog drains even while every run's new ground could fill it.
                         share = budget.share([1.0, 1.0])
-                    mark.pending.append(current)  # the newest pass until it completes
-                    result.fresh_passes += 1
                 else:
                     current = mark.pending[0]  # left by an earlier run, the oldest first
                     result.resumed_passes += 1
                 fresh_due = False
-                self._read(current, mark, share, result, confirming=confirming)
+                try:
+                    self._read(current, mark, share, result, confirming=confirming)
+                finally:
+                    if counting is not None:
+                        next_start = mark.watermark - mark.overlap(s.overlap_seconds)
+                        mark.counted = counting.after(current, next_start)
                 if not current.done:
                     if share is not budget and not self._stopped(budget, result):
                         continue  # its half is spent, not the run: on to the oldest pass
@@ -268,6 +334,48 @@ class JobListSweep:
             result.complete = not cut_short and not mark.pending
             self._books.write(JOBS_CHECKPOINT, mark.fields())
         return result
+
+    def _fresh(
+        self, mark: _Checkpoint, end: float, result: JobListResult
+    ) -> tuple[_Pass, bool, _Counting]:
+        """A fresh pass up to ``end``, pending until it completes (after the count check);
+        with whether it confirms the overlap, and the count check under way."""
+        s = self.settings
+        overlap = mark.overlap(s.overlap_seconds)
+        counting = self._count_check(mark, mark.watermark - overlap, result)
+        current = _Pass(mark.watermark - overlap, end, fresh=True)
+        # Read again once the spread of the lag has passed since the watermark moved, the
+        # overlap is done with, unless this pass moves it again.
+        since_moved = end + s.threshold_seconds - mark.moved_at
+        mark.pending.append(current)  # the newest pass until it completes
+        result.fresh_passes += 1
+        return current, bool(overlap) and since_moved >= overlap, counting
+
+    def _count_check(self, mark: _Checkpoint, start: float, result: JobListResult) -> _Counting:
+        """Before a fresh pass from ``start``: count the jobs listed below it (from LATE_CHECK,
+        or twice the overlap, below the watermark), then count again the range the last
+        check counted. More jobs there now were listed late, below any fresh pass: that
+        range is read again, first of the pending passes (module docstring)."""
+        overlap = mark.overlap(self.settings.overlap_seconds)
+        low = int(mark.watermark - max(LATE_CHECK_SECONDS, LAG_MARGIN * overlap))
+        split = int(start // 1)  # whole seconds: the API's date filters have no fraction
+        counting = _Counting(low, split, self._count(low, split), mark.watermark)
+        result.count_queries += 1
+        if mark.counted is not None:
+            old_low, old_top, count, watermark = mark.counted
+            now = self._count(old_low, old_top)
+            result.count_queries += 1
+            if now > count:
+                result.late_checks_found += 1
+                mark.pending.insert(0, _Pass(old_low, old_top, lag_from=watermark))
+                mark.counted = (old_low, old_top, now, watermark)  # read again: counted in
+        return counting
+
+    def _count(self, start: int, end: int) -> int:
+        """The jobs the API lists created in [start, end] (whole seconds, both counted): one
+        page of one job, whose page count is the count."""
+        page = self._client.list_jobs(start_date=start, end_date=end, page=1, page_size=1)
+        return page.page_count if page.items else 0
 
     def _stopped(self, budget: Budget, result: JobListResult) -> bool:
         return budget.spent() or result.list_pages >= self.settings.max_pages
@@ -290,7 +398,7 @@ class JobListSweep:
         recorded WATCHING. In a fresh pass, a job the ledger does not know created below the
         watermark it began at was listed late: how far below is a listing-lag sample.
         """
-        began_at = mark.watermark
+        lag_from = mark.watermark if current.fresh else current.lag_from
         while not self._stopped(budget, result):
             listing = self._client.list_jobs(
                 start_date=current.start,
@@ -306,14 +414,16 @@ class JobListSweep:
             for row in listing.items:
                 key = JobKey(JobKind.EXTRACT, row.job_id)
                 created_at[key] = row.created_at.timestamp() if row.created_at else current.start
+                if current.fresh:
+                    current.seen[row.job_id] = created_at[key]
                 if row.is_terminal:
                     settled.append(key)
                 else:
                     unsettled[key] = created_at[key]
             if settled or unsettled:
                 rows = self._ledger.get_many([*settled, *unsettled])
-                if current.fresh:
-                    late = [began_at - c for k, c in created_at.items() if k not in rows]
+                if lag_from is not None:
+                    late = [lag_from - c for k, c in created_at.items() if k not in rows]
                     if late and max(late) > 0:
                         mark.measured(max(late), self._clock.time())
                 # The list proves a job closed as "unknown" exists: reopen it (ensure does).

@@ -978,24 +978,27 @@ class Ledger:
             return {}
         if len(keys) > 100:
             raise ValueError("at most 100 keys per read")
+        rows = [_row(item) for item in self.batch_items([k.pk for k in keys])]
+        return {row.key: row for row in rows}
+
+    def batch_items(self, pks: Sequence[str]) -> list[dict[str, Any]]:
+        """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
         request: dict[str, Any] = {
             self.table_name: {
-                "Keys": [{PARTITION_KEY: _s(k.pk)} for k in dict.fromkeys(keys)],
+                "Keys": [{PARTITION_KEY: _s(pk)} for pk in dict.fromkeys(pks)],
                 "ConsistentRead": True,
             }
         }
-        rows: dict[JobKey, LedgerRow] = {}
+        items: list[dict[str, Any]] = []
         for _ in range(8):  # unprocessed keys come back under load: ask for them again
             try:
                 response = self._db.batch_get_item(RequestItems=request)
             except AWS_ERRORS as exc:
                 raise unavailable("dynamodb", "BatchGetItem", exc) from exc
-            for item in response.get("Responses", {}).get(self.table_name, []):
-                row = _row(item)
-                rows[row.key] = row
+            items += response.get("Responses", {}).get(self.table_name, [])
             request = dict(response.get("UnprocessedKeys") or {})
             if not request:
-                return rows
+                return items
         raise LedgerError("BatchGetItem kept returning unprocessed keys")
 
     def _must_get(self, key: JobKey) -> LedgerRow:
@@ -1151,9 +1154,16 @@ class Bookkeeping:
         except AWS_ERRORS as exc:
             raise unavailable("dynamodb", "GetItem", exc) from exc
         item = response.get("Item")
-        if not item:
-            return None
-        return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != PARTITION_KEY}
+        return _fields(item) if item else None
+
+    def read_many(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The fields of each checkpoint of ``names`` written so far, a hundred a read."""
+        out: dict[str, dict[str, str]] = {}
+        for start in range(0, len(names), 100):
+            pks = [f"{_META_ROW}{name}" for name in names[start : start + 100]]
+            for item in self._ledger.batch_items(pks):
+                out[item[PARTITION_KEY]["S"].removeprefix(_META_ROW)] = _fields(item)
+        return out
 
     def write(self, name: str, fields: Mapping[str, str]) -> None:
         """Replace a checkpoint's fields."""
@@ -1163,6 +1173,11 @@ class Bookkeeping:
             self._ledger.client.put_item(TableName=self._ledger.table_name, Item=item)
         except AWS_ERRORS as exc:
             raise unavailable("dynamodb", "PutItem", exc) from exc
+
+
+def _fields(item: Mapping[str, Any]) -> dict[str, str]:
+    """A checkpoint item's fields as strings (its key left out)."""
+    return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != PARTITION_KEY}
 
 
 def new_owner_id(prefix: str = "") -> str:

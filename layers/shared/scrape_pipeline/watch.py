@@ -23,16 +23,21 @@ cut short by its budget saves the ``state_since`` it reached and the next run go
 there (a row re-parked meanwhile has a newer one and is met again later: never skipped).
 
 The listing of unsettled jobs is a pass of its own, read while extract jobs are watched, with
-the time the rows leave (at least half the sweep's share). Each status is read newest first;
-a run that stops saves where: the oldest ``created_at`` it reached (on the API's clock, whole
+the time the rows leave (at least half the sweep's share). Each status is read newest first; a
+run that stops saves where: the oldest ``created_at`` it reached (on the API's clock, whole
 seconds, so a job sharing that second is read again, never skipped) or, when a whole page
-shared that second, the next page of it. The ids listed so far are kept in the sweep's
-checkpoint row (8 bytes each). Extract rows are judged against the newest complete listing: a
-row parked before that listing began, less the overlap (the API lists a new job late), and
-missing from it, has settled. A listing read within one run is used at once; one that took
-several runs is kept (a bookkeeping row of its own) for the runs until the next is complete.
-Larger than MAX_LISTED ids, a listing is given up: extract rows are then polled by age like
-batches, and the next listing waits WATCH_POLL. A run with nothing new to save writes nothing.
+shared that second, the next page of it. That resume point is saved after every page, with the
+page's ids (8 bytes each) in a row of their own, so a run killed mid-listing (its Lambda
+timeout) loses only the page under way, and a page costs one small write however long the
+listing has grown (one row holding every id so far would be rewritten whole each page: the
+bytes written would grow with the square of the listing). Extract rows are judged against the
+newest complete listing: a row parked before that listing began, less the overlap (the API
+lists a new job late), and missing from it, has settled. A listing read within one run is used
+at once; one that took several runs is gathered from its pages' rows (one BatchGetItem per 100
+pages) and kept (a bookkeeping row of its own) for the runs until the next is complete; a
+page's row is overwritten by the next listing's page of the same number. Larger than MAX_LISTED
+ids, a listing is given up: extract rows are then polled by age like batches, and the next
+listing waits WATCH_POLL. A run with nothing new to save writes nothing.
 
 A job woken by mistake (the list read while it moved) costs one GET: the processor finds it
 unsettled and parks it again. The opposite mistake cannot happen: a listed job was unsettled,
@@ -50,7 +55,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
@@ -80,6 +85,7 @@ class WatchSettings:
     first_poll_seconds: float = 90.0  # and first polled at this age (the threshold's twin)
     max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
     listing_lag_seconds: float = 30.0  # a job parked this long before a listing is in it
+    max_listed: int = MAX_LISTED  # ids a listing keeps at most (smaller only in tests)
 
 
 @dataclass
@@ -109,13 +115,22 @@ def _unpack(text: str | None) -> set[bytes]:
 
 @dataclass
 class _Listing:
-    """A listing of the unsettled jobs under way: where each status's read stands."""
+    """A listing of the unsettled jobs under way: where each status's read stands.
+
+    Its ids are saved a page at a time, each page's in a chunk row of its own (``chunks`` of
+    them so far), so a page costs one small write however long the listing has grown.
+    """
 
     started: float  # Lambda's clock, when its first page was read
     status: int = 0  # index in UNSETTLED_STATUSES
     end: int | None = None  # created_at bound (whole seconds, inclusive); None: the newest
     page: int = 1
+    chunks: int = 0  # pages whose ids are saved in chunk rows
+    count: int = 0  # ids saved so far (a job read again is counted again)
+    # Read by earlier runs: only the chunk count is loaded; ``ids`` are this run's pages'.
+    chunks_before: int = 0
     ids: set[bytes] = field(default_factory=set)
+    inline: str = ""  # ids an earlier version kept in the checkpoint row itself
     # Not saved: the created_at of every job read under the current bound, this run.
     times: list[float] = field(default_factory=list)
 
@@ -125,12 +140,17 @@ class _Listing:
         if not saved or not saved.get("list_started"):
             return None
         end = saved.get("list_end")
+        chunks = int(saved.get("list_chunks") or 0)
+        inline = saved.get("list_ids") or ""
         return cls(
             float(saved["list_started"]),
             int(saved.get("list_status") or 0),
             int(end) if end else None,
             int(saved.get("list_page") or 1),
-            _unpack(saved.get("list_ids")),
+            chunks,
+            int(saved.get("list_count") or len(_unpack(inline))),
+            chunks_before=chunks,
+            inline=inline,
         )
 
     def turn(self, items: Sequence[JobSummary]) -> None:
@@ -142,8 +162,8 @@ class _Listing:
         """On to the next status, from its newest job: its bound is its own."""
         self.status, self.end, self.page, self.times = self.status + 1, None, 1, []
 
-    def rebase(self) -> None:
-        """Before a save: the bound moves to the oldest second reached.
+    def resume_point(self) -> tuple[int | None, int]:
+        """The bound and page a later run resumes at: the oldest second reached.
 
         Within a run the pages of one bound go on (jobs settling meanwhile shift a few unread
         rows up a page: a job missed so is woken by mistake, one GET); across runs a bound in
@@ -152,22 +172,26 @@ class _Listing:
         read yet: the jobs of that second already read are read again, never one skipped.
         """
         if not self.times:
-            return
+            return self.end, self.page
         bound = int(-(-min(self.times) // 1))
-        if self.end is None or bound < self.end:
-            same_second = sum(1 for t in self.times if bound - 1 < t <= bound)
-            self.end, self.page = bound, 1 + same_second // JOBS_PAGE_MAX
-        self.times = []
+        if self.end is not None and bound >= self.end:
+            return self.end, self.page
+        same_second = sum(1 for t in self.times if bound - 1 < t <= bound)
+        return bound, 1 + same_second // JOBS_PAGE_MAX
 
     def fields(self) -> dict[str, str]:
-        self.rebase()
-        return {
+        end, page = self.resume_point()
+        out = {
             "list_started": f"{self.started:.3f}",
             "list_status": str(self.status),
-            "list_end": "" if self.end is None else str(self.end),
-            "list_page": str(self.page),
-            "list_ids": _pack(self.ids),
+            "list_end": "" if end is None else str(end),
+            "list_page": str(page),
+            "list_chunks": str(self.chunks),
+            "list_count": str(self.count),
         }
+        if self.inline:
+            out["list_ids"] = self.inline
+        return out
 
 
 @dataclass(frozen=True)
@@ -230,18 +254,26 @@ class Watcher:
         extracts_before = saved.get("extracts") == "1" or listing is not None
         share = budget.share([1.0, 1.0]) if extracts_before else budget
         extract_rows, fields = self._read_rows(saved, share, result)
+        written, under_way = dict(saved), listing
+
+        def save(current: _Listing | None) -> None:
+            """Save the rows' resume point and ``current``'s (the last saved, if a page fails)."""
+            nonlocal written, under_way
+            under_way = current
+            now_fields = {**fields, **(current.fields() if current is not None else {})}
+            if now_fields != written:  # a run with nothing to carry over writes nothing
+                self._books.write(WATCH_CHECKPOINT, now_fields)
+                written = now_fields
+
         try:
             if extracts_before or extract_rows:
                 listed = None
                 try:
-                    listing, listed = self._list(listing, budget, result)
+                    under_way, listed = self._list(listing, budget, result, save)
                 finally:
                     self._judge(extract_rows, listed, result)
         finally:
-            if listing is not None:
-                fields.update(listing.fields())
-            if fields != saved:  # a run with nothing to carry over writes nothing
-                self._books.write(WATCH_CHECKPOINT, fields)
+            save(under_way)
         return result
 
     def _read_rows(
@@ -322,12 +354,17 @@ class Watcher:
         result.woken += self._recoverer.ensure_many(keys, due, source=SOURCE_WATCH)
 
     def _list(
-        self, listing: _Listing | None, budget: Budget, result: WatchResult
+        self,
+        listing: _Listing | None,
+        budget: Budget,
+        result: WatchResult,
+        save: Callable[[_Listing], None],
     ) -> tuple[_Listing | None, _Listed | None]:
         """Go on with the listing while ``budget`` lasts: the listing still under way, and
-        the newest complete one (read back only when this run finishes none)."""
+        the newest complete one (read back only when this run finishes none). After every
+        page, its ids and the resume point are saved (``save``), so a run killed mid-listing
+        loses at most the page under way."""
         now = self._clock.time()
-        resumed = listing is not None
         if listing is None:
             listed = _Listed.read(self._books.read(LISTED_CHECKPOINT))
             recent = listed is not None and now - listed.started < self.settings.poll_seconds
@@ -345,20 +382,41 @@ class Watcher:
             )
             pages += 1
             result.list_pages += 1
-            listing.ids.update(_digest(job.job_id) for job in page.items)
-            if len(listing.ids) > MAX_LISTED:
+            ids = {_digest(job.job_id) for job in page.items}
+            listing.ids |= ids
+            if listing.count + len(ids) > self.settings.max_listed:
                 listed = _Listed(now, frozenset(), oversize=True)
                 self._books.write(LISTED_CHECKPOINT, listed.fields())
                 return None, listed
-            if page.is_last or not page.items:
-                if listing.status + 1 < len(UNSETTLED_STATUSES):
-                    listing.next_status()
-                    continue
-                result.listings += 1
-                listed = _Listed(listing.started, frozenset(listing.ids))
-                if resumed:  # runs that judge rows before the next one finishes need it
-                    self._books.write(LISTED_CHECKPOINT, listed.fields())
-                return None, listed
-            listing.turn(page.items)
+            last = page.is_last or not page.items
+            if last and listing.status + 1 == len(UNSETTLED_STATUSES):
+                return None, self._complete(listing, result)
+            if ids:  # saved before the listing moves past them: a failed write moves nothing
+                self._books.write(_chunk(listing.chunks), {"ids": _pack(ids)})
+                listing.chunks, listing.count = listing.chunks + 1, listing.count + len(ids)
+            if last:
+                listing.next_status()
+            else:
+                listing.turn(page.items)
+            save(listing)
         result.complete = False
         return listing, _Listed.read(self._books.read(LISTED_CHECKPOINT))
+
+    def _complete(self, listing: _Listing, result: WatchResult) -> _Listed:
+        """The finished ``listing``: this run's ids and those earlier runs saved, chunk by chunk
+        (kept for the runs until the next is complete, when it took more than this one)."""
+        result.listings += 1
+        ids = listing.ids | _unpack(listing.inline)
+        if not listing.chunks_before and not listing.inline:
+            return _Listed(listing.started, frozenset(ids))  # read within this run: used at once
+        names = [_chunk(n) for n in range(listing.chunks_before)]
+        for fields in self._books.read_many(names).values():
+            ids |= _unpack(fields.get("ids"))
+        listed = _Listed(listing.started, frozenset(ids))
+        self._books.write(LISTED_CHECKPOINT, listed.fields())
+        return listed
+
+
+def _chunk(number: int) -> str:
+    """The bookkeeping row of the listing under way's ``number``-th page of ids (from 0)."""
+    return f"{WATCH_CHECKPOINT}-ids-{number}"
