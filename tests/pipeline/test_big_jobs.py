@@ -62,6 +62,16 @@ def completed_indexes(stack: LocalStack, kind: str, job_id: str) -> set[int]:
     }
 
 
+def settled_crawl(stack: LocalStack, url: str, pages: int) -> str:
+    """A crawl of ``pages`` pages, every one completed, that only the test will process."""
+    stack.sim.faults.update(drop_rate=1.0)
+    crawl_id = stack.client().create_crawl(url, max_pages=pages).job_id
+    stack.run_until(
+        lambda: all(p["status"] == "completed" for p in truth(stack, "crawl_page")), step=30.0
+    )
+    return crawl_id
+
+
 def check_every_item_stored_once(stack: LocalStack, kind: str, job_id: str) -> None:
     seen = versions(stack)
     assert max(seen.values(), default=1) == 1, [k for k, n in seen.items() if n > 1]
@@ -198,11 +208,7 @@ def test_a_page_longer_than_any_invocation_is_still_tried_at_the_start_of_one(
     # GIVEN pages timed at 50 s by an earlier attempt and invocations of 60 s: 10 s + 1.5 x
     # 50 s never fits, yet never starting would loop for ever
     stack = make_stack(crawl_page_duration_min_s=0.5, crawl_page_duration_max_s=1.0)
-    stack.sim.faults.update(drop_rate=1.0)
-    crawl_id = stack.client().create_crawl("https://example.com/slow", max_pages=100).job_id
-    stack.run_until(
-        lambda: all(p["status"] == "completed" for p in truth(stack, "crawl_page")), step=30.0
-    )
+    crawl_id = settled_crawl(stack, "https://example.com/slow", 100)
     job_processor = processor(stack)
     invocation = FakeInvocation(job_processor, seconds_per_item=1.0)
     message = JobMessage(JobKey(JobKind.CRAWL, crawl_id), "test")
@@ -228,11 +234,7 @@ def test_a_page_longer_than_the_whole_invocation_is_stored_across_attempts_never
         crawl_page_duration_min_s=0.5,
         crawl_page_duration_max_s=1.0,
     )
-    stack.sim.faults.update(drop_rate=1.0)
-    crawl_id = stack.client().create_crawl("https://example.com/huge", max_pages=PAGE).job_id
-    stack.run_until(
-        lambda: all(p["status"] == "completed" for p in truth(stack, "crawl_page")), step=30.0
-    )
+    crawl_id = settled_crawl(stack, "https://example.com/huge", PAGE)
     job_processor = processor(stack)
     invocation = FakeInvocation(job_processor, seconds_per_item=1.0)
     message = JobMessage(JobKey(JobKind.CRAWL, crawl_id), "test")
