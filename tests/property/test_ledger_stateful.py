@@ -567,9 +567,9 @@ class LedgerMachine(RuleBasedStateMachine):
         where = f"{key.pk}: {move[0].value} -> {move[1].value} by {step.name}"
         event(where.partition(": ")[2])  # --hypothesis-show-statistics
         assert step.key == key, f"{where}, an operation on {step.key}"
-        called = self.ledger.called
+        called = sorted(verb.value for verb in self.ledger.called)
         explained = [m for m in MOVES if m.verb in called and m.allows(*move)]
-        assert explained, f"{where}: no move of the lifecycle table by {sorted(called)} does this"
+        assert explained, f"{where}: no move of the lifecycle table by {called} does this"
         assert step.wrote, f"{where}, which reported no write"
         if before is not None and after is not None:
             for name in ("created_at", "source", "token", "kind", "job_id"):
