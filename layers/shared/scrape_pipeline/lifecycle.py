@@ -121,7 +121,7 @@ def _names(states: Sequence[RowState]) -> str:
 def markdown() -> str:
     """The table as markdown: the waiting set, then one line per move."""
     lines = [
-        f"Waiting (swept, woken by evidence): {_names(WAITING)}.",
+        f"Waiting states (for a message or evidence; the sweeps read them): {_names(WAITING)}.",
         "",
         "| verb | from | to | guard |",
         "|---|---|---|---|",
