@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import (
     AWS_ERRORS,
     AWSUnavailableError,
@@ -57,23 +58,6 @@ from scrape_pipeline.aws_errors import (
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
-from scrape_pipeline.lifecycle import (
-    ABSENT,
-    ACQUIRE,
-    CHECKPOINT,
-    ENQUEUE,
-    FINISH,
-    FORGET_UNSENT,
-    NOTE_LATE_WEBHOOK,
-    PARK,
-    RECORD,
-    RELEASE,
-    REOPEN,
-    TAKE_OVER,
-    UNCLAIM,
-    WATCH,
-    Move,
-)
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -265,12 +249,12 @@ def _state_value(state: JobState) -> str:
     return f":{state.value.lower()}"
 
 
-def _state_is(move: Move) -> tuple[str, dict[str, Any]]:
+def _state_is(move: lifecycle.Move) -> tuple[str, dict[str, Any]]:
     """The state part of ``move``'s condition, from its from-states in the lifecycle table, and
     the values it names. "No row" is ``attribute_not_exists(#pk)``; any state at all is "a row".
     """
-    present = [state for state in move.sources if state is not ABSENT]
-    clauses = ["attribute_not_exists(#pk)"] if ABSENT in move.sources else []
+    present = [state for state in move.sources if state is not lifecycle.ABSENT]
+    clauses = ["attribute_not_exists(#pk)"] if lifecycle.ABSENT in move.sources else []
     if set(present) == set(JobState):
         return " OR ".join([*clauses, "attribute_exists(#pk)"]), {}
     if len(present) == 1:
@@ -391,8 +375,8 @@ class Ledger:
 
         A job seen running for long is recorded WATCHING, with its own ``job_created_at``.
         """
-        if state not in RECORD.targets:
-            *others, last = (s.value for s in RECORD.targets)
+        if state not in lifecycle.RECORD.targets:
+            *others, last = (s.value for s in lifecycle.RECORD.targets)
             raise ValueError(f"a new row starts {', '.join(others)} or {last}, not {state}")
         now = self.clock.time()
         item: dict[str, Any] = {
@@ -420,7 +404,7 @@ class Ledger:
                 "PutItem",
                 TableName=self.table_name,
                 Item=item,
-                ConditionExpression=_state_is(RECORD)[0],
+                ConditionExpression=_state_is(lifecycle.RECORD)[0],
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
             )
         except ConditionFailedError as refused:
@@ -429,7 +413,7 @@ class Ledger:
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
-        state_is, values = _state_is(FORGET_UNSENT)
+        state_is, values = _state_is(lifecycle.FORGET_UNSENT)
         try:
             _write(
                 self._db,
@@ -456,7 +440,7 @@ class Ledger:
         now = self.clock.time()
         moved = self._conditional_update(
             row.key,
-            ENQUEUE,
+            lifecycle.ENQUEUE,
             update="SET #state = :enqueued, #pending = :enqueued, #since = :since",
             # Only waiting rows may move here, whatever snapshot a caller holds (the table's
             # from-states): a DONE row must never leave DONE this way, a leased one belongs to
@@ -494,7 +478,7 @@ class Ledger:
             detail["superseded"] = row.detail["record"]
         moved = self._conditional_update(
             row.key,
-            REOPEN,
+            lifecycle.REOPEN,
             update=(
                 "SET #state = :enqueued, #pending = :enqueued, #since = :since, #detail = :detail,"
                 " #not_found = :zero, #releases = :zero"
@@ -547,7 +531,7 @@ class Ledger:
         The sender's retry (or the next reconciler run) then finds the row as it was and
         enqueues it anew, instead of a row that waits for the stale-row sweep with no message.
         """
-        if before.state not in UNCLAIM.targets:
+        if before.state not in lifecycle.UNCLAIM.targets:
             raise ValueError(f"unclaim puts no row back to {before.state}")
         values: dict[str, Any] = {
             ":enqueued": _s(JobState.ENQUEUED.value),
@@ -581,7 +565,7 @@ class Ledger:
             update = "SET #state = :state, #pending = :state, #since = :old_since"
         return self._conditional_update(
             before.key,
-            UNCLAIM,
+            lifecycle.UNCLAIM,
             update=update,
             guard="#since = :written",
             names=names,
@@ -597,7 +581,7 @@ class Ledger:
         """
         return self._conditional_update(
             row.key,
-            NOTE_LATE_WEBHOOK,
+            lifecycle.NOTE_LATE_WEBHOOK,
             update="SET #late = :now",
             guard="attribute_not_exists(#late)",
             names={"#late": "late_webhook_at"},
@@ -607,7 +591,7 @@ class Ledger:
     def _conditional_update(
         self,
         key: JobKey,
-        move: Move,
+        move: lifecycle.Move,
         *,
         update: str,
         guard: str,
@@ -674,8 +658,8 @@ class Ledger:
             "#ttl": TTL_ATTRIBUTE,
             "#source": "source",
         }
-        free, free_values = _state_is(ACQUIRE)
-        taken, taken_values = _state_is(TAKE_OVER)
+        free, free_values = _state_is(lifecycle.ACQUIRE)
+        taken, taken_values = _state_is(lifecycle.TAKE_OVER)
         values = {
             **free_values,
             **taken_values,
@@ -762,7 +746,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            RELEASE,
+            lifecycle.RELEASE,
             update=f"{update} REMOVE {remove}{take_back}",
             names=names,
             values=values,
@@ -773,7 +757,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            WATCH,
+            lifecycle.WATCH,
             # The API answered the job's state: any run of failed calls is over.
             update=(
                 "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc"
@@ -816,7 +800,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            PARK,
+            lifecycle.PARK,
             update=f"{update} REMOVE {remove} DELETE #struck :me",
             names=names,
             values=values,
@@ -840,7 +824,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            CHECKPOINT,
+            lifecycle.CHECKPOINT,
             update=(
                 "SET #page = :page, #stored = :stored, #failed = :failed, #page_s = :page_s"
                 " REMOVE #struck"
@@ -867,7 +851,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
-            FINISH,
+            lifecycle.FINISH,
             update=(
                 "SET #state = :done, #outcome = :outcome, #finished = :now, #detail = :detail"
                 " REMOVE #pending, #owner, #until"
@@ -889,7 +873,7 @@ class Ledger:
         self,
         key: JobKey,
         owner: str,
-        move: Move,
+        move: lifecycle.Move,
         *,
         update: str,
         names: Mapping[str, str],

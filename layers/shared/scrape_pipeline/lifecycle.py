@@ -83,7 +83,7 @@ class Move:
         return after in self.targets if self.targets else after == before
 
 
-V = Verb
+V = Verb  # short, so that each move is one line and the table reads as a table
 RECORD = Move(V.RECORD, (ABSENT,), WAITING)
 FORGET_UNSENT = Move(V.FORGET_UNSENT, (RECEIVED,), (ABSENT,), "the writer's own row (its token)")
 ENQUEUE = Move(V.ENQUEUE, WAITING, (ENQUEUED,), "unmoved since read (state, state_since)")
@@ -132,17 +132,19 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _node(state: RowState) -> str:
+    return "[*]" if state is ABSENT else state.value
+
+
 def mermaid() -> str:
     """The moves that change a row's state as a Mermaid ``stateDiagram-v2`` (no row: ``[*]``)."""
-    edges: dict[tuple[str, str], list[str]] = {}
+    edges: dict[tuple[str, str], dict[str, None]] = {}  # (from, to) -> verbs, in table order
     for move in MOVES:
         for source in move.sources:
             for target in move.targets:
-                ends = tuple("[*]" if s is ABSENT else s.value for s in (source, target))
-                verbs = edges.setdefault((ends[0], ends[1]), [])
-                verbs.append(move.verb.value)
+                edges.setdefault((_node(source), _node(target)), {})[move.verb.value] = None
     lines = ["stateDiagram-v2"]
-    lines += [f"    {a} --> {b}: {', '.join(dict.fromkeys(v))}" for (a, b), v in edges.items()]
+    lines += [f"    {a} --> {b}: {', '.join(verbs)}" for (a, b), verbs in edges.items()]
     return "\n".join(lines) + "\n"
 
 
