@@ -5,8 +5,7 @@ guard): it takes the state part of its condition from that table and adds the gu
 to DONE is RECEIVED, ENQUEUED, PROCESSING, with WATCHING a wait beside it, but rows do not
 only move forward: a released lease, a woken WATCHING row and a reopened close go back to
 ENQUEUED; a WATCHING row may be leased directly; an expired lease is taken again; a writer
-whose message was not sent undoes its row (``forget_unsent``, ``unclaim``). DONE is left only
-by ``reopen`` (whose ``unclaim`` puts the row back to DONE).
+whose message was not sent undoes its row (``forget_unsent``, ``unclaim``).
 
 "Processed" means DONE, never "a row exists". Uniqueness is the database's: a conditional
 put, never a read followed by a write. Rows that are not DONE carry ``pending_state`` and
@@ -15,7 +14,8 @@ for stuck and watched rows; DONE rows drop ``pending_state`` and leave the index
 
 The one way out of DONE is ``reopen``: a job closed because the API did not know it or
 it did not settle in time is reopened by evidence that it has settled (its webhook, the job
-list, the delivery log), with a condition on the exact row that was closed.
+list, the delivery log), with a condition on the exact row that was closed (and put back to
+that close by ``unclaim`` if the message it calls for cannot be sent).
 
 ``strikes`` counts the attempts since the job last made progress that did not end cleanly.
 The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
