@@ -1,14 +1,15 @@
 """The ledger driven through random interleavings of its callers, against moto in-process.
 
-A ``RuleBasedStateMachine`` plays the receiver (record, forget_unsent, mark_enqueued and
-reopen with a possibly stale snapshot), several processors (acquire, release clean or with an
-error or a 404, watch, checkpoint, finish with each outcome, catching ``LeaseLostError``), the
-reconciler (``Recoverer.ensure`` with a real ``JobQueue`` on
-moto SQS, ``pending`` queries) and the clock (``ManualClock``; some advances beyond the lease)
-over a few job keys. After every step the whole table is read (unless the step sent no request
-at all) and checked against the allowed transitions written down in ``ALLOWED`` below and the
-model's leases and outcomes; whenever the table changed, its pending index is read and checked
-against it too.
+A ``RuleBasedStateMachine`` plays the receiver (record, forget_unsent, mark_enqueued, reopen,
+enqueue or reopened then maybe unclaim, note_late_webhook, each with a possibly stale snapshot),
+several processors (acquire, release clean or with an error or a 404, watch, park, checkpoint,
+finish with each outcome, catching ``LeaseLostError``), the reconciler (``Recoverer.ensure``
+with a real ``JobQueue`` on moto SQS, ``Recoverer.watch_many``, ``pending`` queries) and the
+clock (``ManualClock``; some advances beyond the lease) over a few job keys. After every step
+the whole table is read (unless the step sent no request at all) and every row that changed is
+checked against the runtime lifecycle table (``scrape_pipeline.lifecycle.MOVES``: a move of a
+verb the step called must take a row from its old state to its new one) and the model's leases
+and outcomes; whenever the table changed, its pending index is read and checked against it too.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from hypothesis.stateful import (
 )
 from moto import mock_aws
 
-from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger import PENDING_INDEX, LeaseLostError, Ledger, LedgerRow
+from scrape_pipeline.lifecycle import ABSENT, MOVES, RowState, Verb
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
@@ -53,49 +55,20 @@ DETAILS: tuple[dict[str, str], ...] = (
     {"reason": "unknown job", "status": "404"},
 )
 
-ABSENT = "ABSENT"
 RECEIVED, ENQUEUED, PROCESSING, WATCHING, DONE = (
-    JobState.RECEIVED.value,
-    JobState.ENQUEUED.value,
-    JobState.PROCESSING.value,
-    JobState.WATCHING.value,
-    JobState.DONE.value,
+    JobState.RECEIVED,
+    JobState.ENQUEUED,
+    JobState.PROCESSING,
+    JobState.WATCHING,
+    JobState.DONE,
 )
-ORDER = {ABSENT: -1, RECEIVED: 0, ENQUEUED: 1, PROCESSING: 2, WATCHING: 3, DONE: 4}
 REOPENABLE = frozenset({"unknown job", "never settled"})
-
-# Every transition a row may make in one step, and the only operations that may make it.
-# (A row that does not change makes no transition.) Forward moves in RECEIVED < ENQUEUED <
-# PROCESSING < WATCHING < DONE, plus the exceptions named in BACKWARD_OR_SAME.
-ALLOWED: dict[tuple[str, str], frozenset[str]] = {
-    (ABSENT, RECEIVED): frozenset({"record"}),
-    (ABSENT, ENQUEUED): frozenset({"ensure"}),  # the reconciler records a job it found
-    (ABSENT, PROCESSING): frozenset({"acquire"}),  # the processor leases an unknown job
-    (RECEIVED, ENQUEUED): frozenset({"mark_enqueued", "ensure"}),
-    (RECEIVED, PROCESSING): frozenset({"acquire"}),  # leased before its message was confirmed
-    (ENQUEUED, PROCESSING): frozenset({"acquire"}),
-    (PROCESSING, WATCHING): frozenset({"watch"}),  # a long-running job parked by its holder
-    (PROCESSING, DONE): frozenset({"finish"}),
-    # not forward:
-    (RECEIVED, ABSENT): frozenset({"forget_unsent"}),  # its writer's undo, own token only
-    (ENQUEUED, ENQUEUED): frozenset({"mark_enqueued", "ensure"}),  # re-enqueued: new since
-    (PROCESSING, ENQUEUED): frozenset({"release"}),  # given back by its holder
-    (PROCESSING, PROCESSING): frozenset({"acquire", "checkpoint"}),  # retaken; progress noted
-    (WATCHING, ENQUEUED): frozenset({"mark_enqueued", "ensure"}),  # woken: it settled
-    (WATCHING, PROCESSING): frozenset({"acquire"}),  # a message found it parked
-    (DONE, ENQUEUED): frozenset({"reopen", "ensure"}),  # a reopenable close overturned
+# The Ledger methods that write, by the verb of the lifecycle table each makes (two verbs have
+# a second entry point); the spy below notes which of them a step called.
+WRITERS: dict[str, Verb] = {verb.value: verb for verb in Verb} | {
+    "mark_enqueued": Verb.ENQUEUE,
+    "reopened": Verb.REOPEN,
 }
-BACKWARD_OR_SAME = frozenset(
-    {
-        (RECEIVED, ABSENT),
-        (ENQUEUED, ENQUEUED),
-        (PROCESSING, ENQUEUED),
-        (PROCESSING, PROCESSING),
-        (WATCHING, ENQUEUED),
-        (WATCHING, PROCESSING),
-        (DONE, ENQUEUED),
-    }
-)
 
 
 def _s(item: dict[str, Any] | None, name: str) -> str | None:
@@ -113,8 +86,8 @@ def _struck(item: dict[str, Any] | None) -> set[str]:
     return set(((item or {}).get("struck_by") or {}).get("SS", []))
 
 
-def _state(item: dict[str, Any] | None) -> str:
-    return ABSENT if item is None else _s(item, "state") or "?"
+def _state(item: dict[str, Any] | None) -> RowState:
+    return ABSENT if item is None else JobState(_s(item, "state") or "")
 
 
 def _detail(item: dict[str, Any]) -> dict[str, str]:
@@ -127,6 +100,23 @@ def _reopenable(item: dict[str, Any] | None) -> bool:
         and _s(item, "outcome") == Outcome.DEAD_LETTERED.value
         and _detail(item or {}).get("reason") in REOPENABLE
     )
+
+
+class SpyLedger(Ledger):
+    """A real ledger that notes which verbs of the lifecycle table were called (``called``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.called: set[Verb] = set()
+        for name, verb in WRITERS.items():
+            setattr(self, name, self._noting(getattr(self, name), verb))
+
+    def _noting(self, method: Any, verb: Verb) -> Any:
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            self.called.add(verb)
+            return method(*args, **kwargs)
+
+        return noted
 
 
 @dataclass
@@ -171,6 +161,9 @@ class LedgerMachine(RuleBasedStateMachine):
     # (key, owner) of every lease ever granted: processors finish or release what they were
     # granted, whether or not they still hold it by then.
     leases = Bundle("leases")
+    # (the row before, the row written, the outcomes a reopen cleared) of every enqueue or
+    # reopen whose message may yet fail to be sent: the sender then unclaims it.
+    claims = Bundle("claims")
 
     def __init__(self, aws: Aws) -> None:
         super().__init__()
@@ -178,7 +171,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.clock = ManualClock()
         self.table = aws.table
         self.queue_url = aws.queue_url
-        self.ledger = Ledger(self.table, client=aws.dynamodb, clock=self.clock)
+        self.ledger = SpyLedger(self.table, client=aws.dynamodb, clock=self.clock)
         self.recoverer = Recoverer(
             self.ledger,
             JobQueue(self.queue_url, client=aws.sqs),
@@ -204,6 +197,7 @@ class LedgerMachine(RuleBasedStateMachine):
         return self.items.get(key.pk)
 
     def begin(self, name: str, key: JobKey | None = None, **kwargs: Any) -> Step:
+        self.ledger.called.clear()
         self.step = Step(name, key, self.clock.time(), **kwargs)
         return self.step
 
@@ -267,32 +261,62 @@ class LedgerMachine(RuleBasedStateMachine):
         own_received = _state(before) == RECEIVED and _s(before, "token") == row.token
         assert deleted == own_received, "forget_unsent deletes exactly its own RECEIVED row"
 
-    @rule(row=snapshots)
-    def receiver_mark_enqueued(self, row: LedgerRow) -> None:
+    # ``returning``: the receiver's own call, which returns the row written (a claim the sender
+    # may have to undo), rather than whether it moved.
+    @rule(target=claims, row=snapshots, returning=st.booleans())
+    def receiver_mark_enqueued(self, row: LedgerRow, returning: bool) -> Any:
         """Re-enqueue from a snapshot that may be stale, and of any state."""
         before = self.before(row.key)
         step = self.begin("mark_enqueued", row.key, snapshot=row)
-        moved = self.ledger.mark_enqueued(row)
+        written = self.ledger.enqueue(row) if returning else None
+        moved = written is not None if returning else self.ledger.mark_enqueued(row)
         step.wrote = moved
         unmoved = _state(before) == row.state.value and _n(before, "state_since") == row.state_since
         waiting = _state(before) in (RECEIVED, ENQUEUED, WATCHING)
         assert moved == (unmoved and waiting), (
             "mark_enqueued wins exactly when a RECEIVED/ENQUEUED/WATCHING row is as the snapshot"
         )
+        return (row, written, []) if written is not None else multiple()
 
-    @rule(row=snapshots)
-    def receiver_reopen(self, row: LedgerRow) -> None:
+    @rule(target=claims, row=snapshots, returning=st.booleans())
+    def receiver_reopen(self, row: LedgerRow, returning: bool) -> Any:
         """A terminal event reopens a row closed as unknown, from a snapshot that may be stale."""
         before = self.before(row.key)
         step = self.begin("reopen", row.key, snapshot=row)
-        reopened = self.ledger.reopen(row)
+        written = self.ledger.reopened(row) if returning else None
+        reopened = written is not None if returning else self.ledger.reopen(row)
         step.wrote = reopened
         current = _state(before) == row.state.value and _n(before, "finished_at") == row.finished_at
         assert reopened == (current and _reopenable(before)), (
             "reopen wins exactly when a reopenable DONE row is as the snapshot"
         )
-        if reopened:
-            self.outcomes[row.key].clear()
+        if not reopened:
+            return multiple()
+        cleared = list(self.outcomes[row.key])
+        self.outcomes[row.key].clear()
+        return (row, written, cleared) if written is not None else multiple()
+
+    @rule(claim=consumes(claims))
+    def sender_unclaim(self, claim: tuple[LedgerRow, LedgerRow, list[Any]]) -> None:
+        """A claim's message could not be sent: the row goes back, if it is still as written."""
+        row, written, cleared = claim
+        before = self.before(row.key)
+        step = self.begin("unclaim", row.key, snapshot=row)
+        undone = self.ledger.unclaim(row, written)
+        step.wrote = undone
+        as_written = _state(before) == ENQUEUED and _n(before, "state_since") == written.state_since
+        assert undone == as_written, "unclaim wins exactly when the row is as the claim wrote it"
+        if undone and row.is_done:
+            self.outcomes[row.key] = cleared  # the reopen undone: its close stands again
+
+    @rule(row=snapshots)
+    def receiver_note_late_webhook(self, row: LedgerRow) -> None:
+        """A webhook for a job the reconciler recovered first: marked once, in any state."""
+        before = self.before(row.key)
+        step = self.begin("note_late_webhook", row.key, snapshot=row)
+        noted = self.ledger.note_late_webhook(row)
+        step.wrote = noted
+        assert noted == (before is not None and "late_webhook_at" not in before)
 
     # -- processors ------------------------------------------------------------------------
 
@@ -375,6 +399,17 @@ class LedgerMachine(RuleBasedStateMachine):
             assert row.state is JobState.WATCHING and row.lease_owner is None
             assert row.strikes == len(_struck(before) - {owner})
 
+    @rule(lease=leases, not_found=st.booleans())
+    def processor_park(self, lease: tuple[JobKey, str], not_found: bool) -> None:
+        key, owner = lease
+        call = lambda: self.ledger.park(key, owner, not_found=not_found)  # noqa: E731
+        before = self.before(key)
+        row = self._leased("park", key, owner, call)
+        if row is not None:
+            assert row.state is JobState.WATCHING and row.lease_owner is None
+            assert row.strikes == len(_struck(before) - {owner})
+            assert row.failures == int(_n(before, "failures") or 0) + 1
+
     @rule(lease=leases, page=st.integers(min_value=2, max_value=5))
     def processor_checkpoint(self, lease: tuple[JobKey, str], page: int) -> None:
         key, owner = lease
@@ -389,6 +424,18 @@ class LedgerMachine(RuleBasedStateMachine):
     def processor_finish(
         self, lease: tuple[JobKey, str], outcome: Outcome, detail: dict[str, str]
     ) -> None:
+        self._finish(lease, outcome, detail)
+
+    @rule(target=snapshots, lease=leases)
+    def processor_close_unknown(self, lease: tuple[JobKey, str]) -> Any:
+        """The processor closes a job the API does not know: a close that evidence reopens
+        (drawn apart from ``processor_finish``, where it is one closing in a dozen)."""
+        row = self._finish(lease, Outcome.DEAD_LETTERED, DETAILS[-1])
+        return multiple() if row is None else row
+
+    def _finish(
+        self, lease: tuple[JobKey, str], outcome: Outcome, detail: dict[str, str]
+    ) -> LedgerRow | None:
         key, owner = lease
         row = self._leased(
             "finish",
@@ -401,6 +448,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if row is not None:
             self.outcomes[key].append((outcome, dict(detail)))
             assert row.state is JobState.DONE and row.outcome is outcome and row.detail == detail
+        return row
 
     # -- reconciler ------------------------------------------------------------------------
 
@@ -423,7 +471,9 @@ class LedgerMachine(RuleBasedStateMachine):
             elif state == DONE:
                 needed = _reopenable(before)
             elif state == WATCHING:
-                needed = True  # the caller found it settled: wake it
+                # The caller found it settled: wake it, unless it was parked for its failing
+                # calls (the watch sweep polls those on their own schedule).
+                needed = _n(before, "failing_since") is None
             elif state == PROCESSING:
                 needed = (_n(before, "lease_until") or 0.0) < now
             else:
@@ -441,6 +491,15 @@ class LedgerMachine(RuleBasedStateMachine):
         row = self.ledger.get(key)
         self._ensure(key, row, fresh=True)
         return multiple() if row is None or row.is_done else row
+
+    @rule(key=st.sampled_from(KEYS))
+    def reconciler_watch_many(self, key: JobKey) -> None:
+        """The job list names the job unsettled: recorded WATCHING, unless it has a row."""
+        before = self.before(key)
+        step = self.begin("watch_many", key)
+        created = self.recoverer.watch_many({key: 1.0}, source=SOURCE_WATCH)
+        step.wrote = created == 1
+        assert created == (before is None), "watch_many creates exactly when no row exists"
 
     @rule(row=consumes(read))
     def reconciler_ensure_stale(self, row: LedgerRow) -> None:
@@ -480,7 +539,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @invariant()
     def ledger_moves_only_as_allowed(self) -> None:
-        """Read the table and its index; check every change against ALLOWED and the model."""
+        """Read the table and its index; check every change against MOVES and the model."""
         now = self.clock.time()
         step = self.step or Step("init")
         if step.calls_aws:
@@ -505,11 +564,12 @@ class LedgerMachine(RuleBasedStateMachine):
         if before == after:
             return
         move = (_state(before), _state(after))
-        where = f"{key.pk}: {move[0]} -> {move[1]} by {step.name}"
-        event(f"{move[0]} -> {move[1]} by {step.name}")  # --hypothesis-show-statistics
+        where = f"{key.pk}: {move[0].value} -> {move[1].value} by {step.name}"
+        event(where.partition(": ")[2])  # --hypothesis-show-statistics
         assert step.key == key, f"{where}, an operation on {step.key}"
-        assert move in ALLOWED, f"{where}: not an allowed transition"
-        assert step.name in ALLOWED[move], f"{where}: only {sorted(ALLOWED[move])} may"
+        called = sorted(verb.value for verb in self.ledger.called)
+        explained = [m for m in MOVES if m.verb in called and m.allows(*move)]
+        assert explained, f"{where}: no move of the lifecycle table by {called} does this"
         assert step.wrote, f"{where}, which reported no write"
         if before is not None and after is not None:
             for name in ("created_at", "source", "token", "kind", "job_id"):
@@ -521,10 +581,14 @@ class LedgerMachine(RuleBasedStateMachine):
             if move[0] == PROCESSING:
                 until = _n(before, "lease_until") or 0.0
                 assert until < step.now, f"{where}: the lease (until {until}) was live"
-        if move[0] == DONE:
+        if move == (DONE, DONE):
+            assert before is not None and after is not None
+            changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
+            assert changed <= {"late_webhook_at", "updated_at", "expires_at"}, f"{where}: {changed}"
+        elif move[0] == DONE:
             assert _reopenable(before), f"{where}: left DONE from a close that is final"
             assert _detail(after or {}).get("reopened") == _detail(before or {}).get("reason")
-        if step.name in ("release", "finish", "watch", "checkpoint"):
+        if step.name in ("release", "finish", "watch", "park", "checkpoint"):
             assert _s(before, "lease_owner") == step.owner, f"{where}, not by the holder"
         if step.name == "finish":
             assert after is not None
@@ -580,16 +644,6 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert not finished, f"{key.pk} finished but is {_state(item)}"
 
 
-def test_ledger_transitions_table_is_forward_but_for_named_exceptions():
-    """The allowed transition set itself: forward in RECEIVED < ENQUEUED < PROCESSING <
-    WATCHING < DONE, except the moves named as exceptions; only reopen leaves DONE."""
-    for (before, after), operations in ALLOWED.items():
-        forward = ORDER[after] > ORDER[before]
-        assert forward or (before, after) in BACKWARD_OR_SAME, (before, after)
-        if before == DONE:
-            assert operations <= {"reopen", "ensure"}, (before, after)
-
-
 @pytest.fixture
 def aws() -> Iterator[Aws]:
     """moto in-process for the whole state-machine run: one table and queue, emptied after each
@@ -606,7 +660,7 @@ def aws() -> Iterator[Aws]:
 @pytest.mark.timeout(600)
 def test_ledger_random_interleavings_keep_transitions_and_invariants(aws: Aws):
     """Random interleavings of receiver, processor, reconciler steps and clock advances: every
-    observed transition is in ALLOWED and made by an operation allowed to make it; DONE rows
+    observed transition is a move of the lifecycle table by a verb the step called; DONE rows
     change only when a reopenable close is reopened; one outcome per job since its last reopen;
     forget_unsent deletes only its own RECEIVED row;
     at most one live lease holder; rows not DONE are exactly the pending index, with their
@@ -618,7 +672,7 @@ def test_ledger_random_interleavings_keep_transitions_and_invariants(aws: Aws):
 
     run_state_machine_as_test(
         Machine,
-        settings=settings(max_examples=40, stateful_step_count=30),
+        settings=settings(max_examples=40, stateful_step_count=50),
     )
 
 

@@ -23,7 +23,10 @@ class JobKind(StrEnum):
 
 
 class JobState(StrEnum):
-    """Where a job is in the pipeline; it only moves forward."""
+    """Where a job's row is in the pipeline (no row: ``lifecycle.ABSENT``).
+
+    Its moves, not all of them forward, are the table ``scrape_pipeline.lifecycle.MOVES``.
+    """
 
     RECEIVED = "RECEIVED"
     ENQUEUED = "ENQUEUED"

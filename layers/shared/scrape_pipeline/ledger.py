@@ -1,22 +1,22 @@
-"""The job ledger: one DynamoDB row per job, moved forward only by conditional writes.
+"""The job ledger: one DynamoDB row per job, moved only by conditional writes.
 
-    RECEIVED ──▶ ENQUEUED ──▶ PROCESSING (lease) ──▶ DONE (stored | resubmitted |
-        │          ▲  ▲  ▲         │    ▲                   dead_lettered | cancelled)
-        │          │  │  └ release ┘    └── an expired lease is taken again
-        │          │  └─ wake ── WATCHING ◀── watch (a job that runs for hours or days)
-        │          │                  ▲ └──────── park (a job whose own API calls keep failing)
-        │          └──── reopen ── DONE dead_lettered "never settled" | "unknown job"
-        └──────────────────────────────▶ (the processor may lease straight from RECEIVED)
+Each write is a move of ``scrape_pipeline.lifecycle.MOVES`` (verb, from-states, to-states,
+guard): it takes the state part of its condition from that table and adds the guard. The way
+to DONE is RECEIVED, ENQUEUED, PROCESSING, with WATCHING a wait beside it, but rows do not
+only move forward: a released lease, a woken WATCHING row and a reopened close go back to
+ENQUEUED; a WATCHING row may be leased directly; an expired lease is taken again; a writer
+whose message was not sent undoes its row (``forget_unsent``, ``unclaim``).
 
 "Processed" means DONE, never "a row exists". Uniqueness is the database's: a conditional
 put, never a read followed by a write. Rows that are not DONE carry ``pending_state`` and
 ``state_since``, the keys of the sparse GSI ``pending-by-state`` that the reconciler queries
 for stuck and watched rows; DONE rows drop ``pending_state`` and leave the index.
 
-The one way back from DONE is ``reopen``: a job closed because the API did not know it or
+The one way out of DONE is ``reopen``: a job closed because the API did not know it or
 it did not settle in time is reopened by evidence that it has settled (its webhook, the job
-list, the delivery log), with a condition on the exact row that was closed. A job is reopened
-at most ``max_reopens`` times (``reopens`` counts them), and a webhook reopens or wakes a job
+list, the delivery log), with a condition on the exact row that was closed (and put back to
+that close by ``unclaim`` if the message it calls for cannot be sent). A job is reopened at
+most ``max_reopens`` times (``reopens`` counts them), and a webhook reopens or wakes a job
 only with a delivery id the row has not kept (``seen_deliveries``: the ids of the deliveries
 that created, reopened or woke it), so a replayed delivery never makes work twice.
 
@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import (
     AWS_ERRORS,
     AWSUnavailableError,
@@ -280,6 +281,31 @@ def _used(expressions: str, names: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in names.items() if re.search(re.escape(k) + r"\b", expressions)}
 
 
+def _state_value(state: JobState) -> str:
+    """The placeholder of ``state``'s value in conditions and updates alike (``:enqueued``)."""
+    return f":{state.value.lower()}"
+
+
+def _state_is(move: lifecycle.Move) -> tuple[str, dict[str, Any]]:
+    """The state part of ``move``'s condition, from its from-states in the lifecycle table, and
+    the values it names. "No row" is ``attribute_not_exists(#pk)``; any state at all is "a row".
+    """
+    present = [state for state in move.sources if state is not lifecycle.ABSENT]
+    clauses = ["attribute_not_exists(#pk)"] if lifecycle.ABSENT in move.sources else []
+    if set(present) == set(JobState):
+        return " OR ".join([*clauses, "attribute_exists(#pk)"]), {}
+    if len(present) == 1:
+        clauses.append(f"#state = {_state_value(present[0])}")
+    elif present:
+        clauses.append(f"#state IN ({', '.join(map(_state_value, present))})")
+    return " OR ".join(clauses), {_state_value(state): _s(state.value) for state in present}
+
+
+def _both(state_is: str, guard: str) -> str:
+    """``state_is AND guard``, the state part bracketed when it is a disjunction."""
+    return f"({state_is}) AND {guard}" if " OR " in state_is else f"{state_is} AND {guard}"
+
+
 def _row(item: Mapping[str, Any]) -> LedgerRow:
     def s(name: str) -> str | None:
         value = item.get(name)
@@ -393,8 +419,9 @@ class Ledger:
         A job seen running for long is recorded WATCHING, with its own ``job_created_at``; a
         webhook's ``delivery_id`` is kept as evidence seen.
         """
-        if state not in (JobState.RECEIVED, JobState.ENQUEUED, JobState.WATCHING):
-            raise ValueError("a new row starts RECEIVED, ENQUEUED or WATCHING")
+        if state not in lifecycle.RECORD.targets:
+            *others, last = (s.value for s in lifecycle.RECORD.targets)
+            raise ValueError(f"a new row starts {', '.join(others)} or {last}, not {state}")
         now = self.clock.time()
         item: dict[str, Any] = {
             PARTITION_KEY: _s(key.pk),
@@ -423,7 +450,7 @@ class Ledger:
                 "PutItem",
                 TableName=self.table_name,
                 Item=item,
-                ConditionExpression="attribute_not_exists(#pk)",
+                ConditionExpression=_state_is(lifecycle.RECORD)[0],
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
             )
         except ConditionFailedError as refused:
@@ -432,18 +459,16 @@ class Ledger:
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
+        state_is, values = _state_is(lifecycle.FORGET_UNSENT)
         try:
             _write(
                 self._db,
                 "DeleteItem",
                 TableName=self.table_name,
                 Key={PARTITION_KEY: _s(row.key.pk)},
-                ConditionExpression="#state = :received AND #token = :token",
+                ConditionExpression=_both(state_is, "#token = :token"),
                 ExpressionAttributeNames={"#state": "state", "#token": "token"},
-                ExpressionAttributeValues={
-                    ":received": _s(JobState.RECEIVED.value),
-                    ":token": _s(row.token or ""),
-                },
+                ExpressionAttributeValues={**values, ":token": _s(row.token or "")},
             )
         except ConditionFailedError:
             return False
@@ -466,24 +491,20 @@ class Ledger:
             return None
         now = self.clock.time()
         update = "SET #state = :enqueued, #pending = :enqueued, #since = :since"
-        # Only waiting rows may move here, whatever snapshot a caller holds: a DONE row
-        # must never leave DONE this way, a leased one belongs to its holder.
-        condition = (
-            "#state = :old_state AND #since = :old_since"
-            " AND #state IN (:received, :enqueued, :watching)"
-        )
+        # Only waiting rows may move here, whatever snapshot a caller holds (the table's
+        # from-states): a DONE row must never leave DONE this way, a leased one belongs to
+        # its holder.
+        guard = "#state = :old_state AND #since = :old_since"
         names = {"#pending": PENDING_STATE, "#since": STATE_SINCE}
         values: dict[str, Any] = {
             ":enqueued": _s(JobState.ENQUEUED.value),
             ":old_state": _s(row.state.value),
             ":old_since": _n(row.state_since),
-            ":received": _s(JobState.RECEIVED.value),
-            ":watching": _s(JobState.WATCHING.value),
             ":since": _n(now),
         }
-        update, condition = _with_evidence(update, condition, evidence, names, values)
+        update, guard = _with_evidence(update, guard, evidence, names, values)
         moved = self._conditional_update(
-            row.key, update=update, condition=condition, names=names, values=values
+            row.key, lifecycle.ENQUEUE, update=update, guard=guard, names=names, values=values
         )
         if not moved:
             return None
@@ -532,26 +553,30 @@ class Ledger:
             ":enqueued": _s(JobState.ENQUEUED.value),
             ":detail": {"M": {k: _s(v) for k, v in detail.items()}},
             ":zero": _n(0),
-            ":done": _s(JobState.DONE.value),
             ":dead": _s(Outcome.DEAD_LETTERED.value),
             ":old_finished": _n(row.finished_at),
             ":since": _n(now),
             ":reopens": _n(row.reopens),
             ":reopened": _n(row.reopens + 1),
         }
-        update, condition = _with_evidence(
+        update, guard = _with_evidence(
             "SET #state = :enqueued, #pending = :enqueued, #since = :since, #detail = :detail,"
             " #not_found = :zero, #releases = :zero, #reopens = :reopened"
             " REMOVE #outcome, #finished, #error, #struck, #failures, #failing",
             # The count as read: a concurrent reopen moved finished_at anyway.
-            "#state = :done AND #outcome = :dead AND #finished = :old_finished"
+            "#outcome = :dead AND #finished = :old_finished"
             " AND (attribute_not_exists(#reopens) OR #reopens = :reopens)",
             evidence,
             names,
             values,
         )
         moved = self._conditional_update(
-            row.key, update=update, condition=condition, names=names, values=values
+            row.key,
+            lifecycle.REOPEN,
+            update=update,
+            guard=guard,
+            names=names,
+            values=values,
         )
         if not moved:
             return None
@@ -579,6 +604,8 @@ class Ledger:
         The sender's retry (or the next reconciler run) then finds the row as it was and
         enqueues it anew, instead of a row that waits for the stale-row sweep with no message.
         """
+        if before.state not in lifecycle.UNCLAIM.targets:
+            raise ValueError(f"unclaim puts no row back to {before.state}")
         values: dict[str, Any] = {
             ":enqueued": _s(JobState.ENQUEUED.value),
             ":written": _n(written.state_since),
@@ -624,8 +651,9 @@ class Ledger:
             values[":added"] = {"SS": sorted(added)}
         return self._conditional_update(
             before.key,
+            lifecycle.UNCLAIM,
             update=update,
-            condition="#state = :enqueued AND #since = :written",
+            guard="#since = :written",
             names=names,
             values=values,
         )
@@ -639,24 +667,29 @@ class Ledger:
         """
         return self._conditional_update(
             row.key,
+            lifecycle.NOTE_LATE_WEBHOOK,
             update="SET #late = :now",
-            condition="attribute_exists(#pk) AND attribute_not_exists(#late)",
-            names={"#late": "late_webhook_at", "#pk": PARTITION_KEY},
+            guard="attribute_not_exists(#late)",
+            names={"#late": "late_webhook_at"},
             values={},
         )
 
     def _conditional_update(
         self,
         key: JobKey,
+        move: lifecycle.Move,
         *,
         update: str,
-        condition: str,
+        guard: str,
         names: Mapping[str, str],
         values: Mapping[str, Any],
     ) -> bool:
-        """One conditional update that also stamps ``updated_at`` and the TTL; False if refused."""
+        """``move``, if ``guard`` holds too: one conditional update that also stamps
+        ``updated_at`` and the TTL; False if refused."""
         now = self.clock.time()
         expression = _stamped(update)
+        state_is, state_values = _state_is(move)
+        condition = _both(state_is, guard)
         try:
             _write(
                 self._db,
@@ -667,11 +700,18 @@ class Ledger:
                 ConditionExpression=condition,
                 ExpressionAttributeNames=_used(
                     expression + condition,
-                    {"#state": "state", "#updated": "updated_at", "#ttl": TTL_ATTRIBUTE, **names},
+                    {
+                        "#pk": PARTITION_KEY,
+                        "#state": "state",
+                        "#updated": "updated_at",
+                        "#ttl": TTL_ATTRIBUTE,
+                        **names,
+                    },
                 ),
                 ExpressionAttributeValues={
                     ":now": _n(now),
                     ":ttl": _n(int(now) + self.ttl_seconds),
+                    **state_values,
                     **values,
                 },
             )
@@ -704,11 +744,12 @@ class Ledger:
             "#ttl": TTL_ATTRIBUTE,
             "#source": "source",
         }
+        free, free_values = _state_is(lifecycle.ACQUIRE)
+        taken, taken_values = _state_is(lifecycle.TAKE_OVER)
         values = {
+            **free_values,
+            **taken_values,
             ":processing": _s(JobState.PROCESSING.value),
-            ":received": _s(JobState.RECEIVED.value),
-            ":enqueued": _s(JobState.ENQUEUED.value),
-            ":watching": _s(JobState.WATCHING.value),
             ":now": _n(now),
             ":owner": _s(owner),
             ":until": _n(now + lease_seconds),
@@ -735,10 +776,7 @@ class Ledger:
                     " #source = if_not_exists(#source, :source)"
                     " ADD #struck :me"
                 ),
-                ConditionExpression=(
-                    "attribute_not_exists(#pk) OR #state IN (:received, :enqueued, :watching)"
-                    " OR (#state = :processing AND #until < :now)"
-                ),
+                ConditionExpression=f"{free} OR ({taken} AND #until < :now)",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
@@ -792,7 +830,12 @@ class Ledger:
             names["#not_found"] = "not_found"
         update, remove = _with_streak(update, "#owner, #until", streak, names)
         return self._leased_update(
-            key, owner, update=f"{update} REMOVE {remove}{take_back}", names=names, values=values
+            key,
+            owner,
+            lifecycle.RELEASE,
+            update=f"{update} REMOVE {remove}{take_back}",
+            names=names,
+            values=values,
         )
 
     def watch(self, key: JobKey, owner: str, *, job_created_at: float) -> LedgerRow:
@@ -800,6 +843,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
+            lifecycle.WATCH,
             # The API answered the job's state: any run of failed calls is over.
             update=(
                 "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc"
@@ -842,6 +886,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
+            lifecycle.PARK,
             update=f"{update} REMOVE {remove} DELETE #struck :me",
             names=names,
             values=values,
@@ -867,6 +912,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
+            lifecycle.CHECKPOINT,
             update=(
                 "SET #page = :page, #item = :item, #stored = :stored, #failed = :failed,"
                 " #page_s = :page_s REMOVE #struck"
@@ -895,6 +941,7 @@ class Ledger:
         return self._leased_update(
             key,
             owner,
+            lifecycle.FINISH,
             update=(
                 "SET #state = :done, #outcome = :outcome, #finished = :now, #detail = :detail"
                 " REMOVE #pending, #owner, #until"
@@ -916,14 +963,17 @@ class Ledger:
         self,
         key: JobKey,
         owner: str,
+        move: lifecycle.Move,
         *,
         update: str,
         names: Mapping[str, str],
         values: Mapping[str, Any],
     ) -> LedgerRow:
+        """``move`` by the lease holder ``owner``; ``LeaseLostError`` if ``owner`` is not it."""
         now = self.clock.time()
         expression = _stamped(update)
-        condition = "#state = :processing AND #owner = :owner"
+        state_is, state_values = _state_is(move)
+        condition = _both(state_is, "#owner = :owner")
         try:
             response = _write(
                 self._db,
@@ -945,7 +995,7 @@ class Ledger:
                     },
                 ),
                 ExpressionAttributeValues={
-                    ":processing": _s(JobState.PROCESSING.value),
+                    **state_values,
                     ":owner": _s(owner),
                     ":now": _n(now),
                     ":ttl": _n(int(now) + self.ttl_seconds),

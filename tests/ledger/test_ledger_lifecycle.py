@@ -1,0 +1,111 @@
+"""Every verb of the ledger from every state, against the lifecycle table (moto; fake clock).
+
+The ledger derives the state part of its conditions from ``scrape_pipeline.lifecycle.MOVES``;
+this drives each verb, with its guard met, from each state a row can be in (no row included)
+and judges the row DynamoDB holds afterwards: a write exactly where the table has a move of
+that verb from that state, to one of its to-states, and the row untouched everywhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow
+from scrape_pipeline.lifecycle import ABSENT, MOVES, RECORD, RowState, Verb
+from scrape_pipeline_local.clock import ManualClock
+from tests.conftest import OFFLINE_AWS_ENV
+from tests.support.template import create_ledger_table
+
+LEASE = 60.0
+HOLDER = "w1"
+STATES: tuple[RowState, ...] = (ABSENT, *JobState)
+
+# Each verb called with its guard met, on the row as it is (a stand-in when there is none); the
+# clock has moved past the lease, so acquire's take-over guard holds too.
+CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
+    Verb.RECORD: lambda ledger, key, row: ledger.record(key, source="s", state=JobState.WATCHING),
+    Verb.FORGET_UNSENT: lambda ledger, key, row: ledger.forget_unsent(row),
+    Verb.ENQUEUE: lambda ledger, key, row: ledger.enqueue(row),
+    Verb.REOPEN: lambda ledger, key, row: ledger.reopened(row),
+    Verb.UNCLAIM: lambda ledger, key, row: ledger.unclaim(
+        replace(row, state=JobState.RECEIVED, state_since=row.state_since - 1), row
+    ),
+    Verb.ACQUIRE: lambda ledger, key, row: ledger.acquire(key, "w2", LEASE, source="sqs"),
+    Verb.CHECKPOINT: lambda ledger, key, row: ledger.checkpoint(
+        key, HOLDER, next_page=2, stored=1, failed=0
+    ),
+    Verb.RELEASE: lambda ledger, key, row: ledger.release(key, HOLDER),
+    Verb.WATCH: lambda ledger, key, row: ledger.watch(key, HOLDER, job_created_at=1.0),
+    Verb.PARK: lambda ledger, key, row: ledger.park(key, HOLDER),
+    Verb.FINISH: lambda ledger, key, row: ledger.finish(key, HOLDER, Outcome.STORED),
+    Verb.NOTE_LATE_WEBHOOK: lambda ledger, key, row: ledger.note_late_webhook(row),
+}
+
+
+@pytest.fixture(scope="module")
+def table() -> Iterator[tuple[Any, str]]:
+    """One moto table for every cell: each uses a job id of its own."""
+    with pytest.MonkeyPatch.context() as mp, mock_aws():
+        for env, value in OFFLINE_AWS_ENV.items():  # module scope: before the autouse fixture
+            mp.setenv(env, value)
+        mp.delenv("AWS_ENDPOINT_URL", raising=False)  # in-process moto, whatever ran before
+        client = boto3.client("dynamodb")
+        yield client, create_ledger_table(client, "ledger-lifecycle")
+
+
+def _put_in(ledger: Ledger, key: JobKey, state: RowState) -> LedgerRow | None:
+    """A row for ``key`` in ``state``, made the way the pipeline makes one; None for no row."""
+    if state is ABSENT:
+        return None
+    if state in RECORD.targets:
+        return ledger.record(key, source="webhook", state=state).row
+    granted = ledger.acquire(key, HOLDER, LEASE, source="sqs").row
+    if state is JobState.PROCESSING:
+        return granted
+    # A close that evidence reopens, so that reopen's guard holds.
+    return ledger.finish(key, HOLDER, Outcome.DEAD_LETTERED, {"reason": REASON_UNKNOWN_JOB})
+
+
+def _item(client: Any, table: str, key: JobKey) -> dict[str, Any] | None:
+    found = client.get_item(TableName=table, Key={"pk": {"S": key.pk}}, ConsistentRead=True)
+    item: dict[str, Any] | None = found.get("Item")
+    return item
+
+
+@pytest.mark.parametrize("state", STATES, ids=lambda s: s.value)
+@pytest.mark.parametrize("verb", Verb)
+def test_ledger_writes_exactly_the_moves_of_the_lifecycle_table(
+    table: tuple[Any, str], verb: Verb, state: RowState
+):
+    # GIVEN a row in ``state`` (or none), and the clock past its lease
+    client, name = table
+    clock = ManualClock()
+    ledger = Ledger(name, client=client, clock=clock)
+    key = JobKey(JobKind.EXTRACT, f"{verb.value}-{state.value}")
+    row = _put_in(ledger, key, state) or LedgerRow(key, JobState.RECEIVED, 0.0, 0.0, "s")
+    before = _item(client, name, key)
+    clock.advance(LEASE + 1)
+
+    # WHEN the verb is called with its guard met
+    with contextlib.suppress(LeaseLostError):  # the leased verbs' refusal
+        CALLS[verb](ledger, key, row)
+
+    # THEN the row moved by a move of the table, or, where the table has none, not at all
+    after = _item(client, name, key)
+    moved_to: RowState = ABSENT if after is None else JobState(after["state"]["S"])
+    may = [move for move in MOVES if move.verb is verb and state in move.sources]
+    if not may:
+        assert after == before, f"{verb} wrote a {state.value} row: the table has no such move"
+        return
+    assert after != before, f"{verb} refused a {state.value} row: the table has {may}"
+    assert any(move.allows(state, moved_to) for move in may), (
+        f"{verb} took a {state.value} row to {moved_to.value}, not a to-state of {may}"
+    )
