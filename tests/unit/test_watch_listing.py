@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from scrape_pipeline.geonode.models import JobSummary
-from scrape_pipeline.watch import _Listed, _Listing
+from scrape_pipeline.watch import _Listed, _Listing, _pack, _unpack
 
 
 def jobs(*created: float) -> list[JobSummary]:
@@ -39,10 +39,16 @@ def test_listing_of_one_crowded_second_goes_on_by_page():
 
 
 def test_listed_ids_round_trip():
-    listing = _Listing(started=5.0, ids={b"12345678", b"abcdefgh"})
-    again = _Listing.read(listing.fields())
-    assert again is not None and again.ids == {b"12345678", b"abcdefgh"}
-    listed = _Listed(7.0, frozenset(again.ids), oversize=True)
+    # GIVEN a checkpoint of an earlier version, its ids inline (they are saved in chunk rows
+    # of their own now, one per page)
+    ids = {b"12345678", b"abcdefgh"}
+    saved = {"list_started": "5.000", "list_ids": _pack(ids)}
+    # THEN they are still read, counted, and carried on by the next save
+    again = _Listing.read(saved)
+    assert again is not None and _unpack(again.inline) == ids and again.count == 2
+    assert again.fields()["list_ids"] == saved["list_ids"]
+    # AND a complete listing's ids round-trip through its own row
+    listed = _Listed(7.0, frozenset(ids), oversize=True)
     assert _Listed.read(listed.fields()) == listed
 
 
