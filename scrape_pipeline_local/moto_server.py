@@ -8,7 +8,10 @@ server keeps connections concurrent but runs one backend call at a time, restori
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, Self
@@ -20,7 +23,8 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from moto.sqs import models as sqs_models
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import ThreadedWSGIServer
+from werkzeug.wrappers import Response
 
 from scrape_pipeline_local.lifecycle import Service
 
@@ -37,6 +41,101 @@ class _OneCallAtATime:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
             return [b"".join(self._app(environ, start_response))]
+
+
+class _Server(ThreadedWSGIServer):
+    """Werkzeug's threaded server, knowing its open connections so that ``stop`` ends them:
+    a kept-alive connection must not go on reaching moto once its server has stopped."""
+
+    def __init__(self, host: str, port: int, app: WSGIApp) -> None:
+        super().__init__(host, port, app, handler=_KeepAliveHandler)
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def close_connections(self) -> None:
+        with self.connections_lock:
+            for connection in self.connections:
+                with contextlib.suppress(OSError):  # already closed by its client
+                    connection.shutdown(socket.SHUT_RDWR)
+
+
+class _KeepAliveHandler(MotoRequestHandler):
+    """moto's request handler with HTTP/1.1 keep-alive, as AWS's endpoints keep connections.
+
+    Werkzeug's development server closes every connection after one response, so each AWS
+    call paid a TCP connect and a server thread (a tenth of a DynamoDB call's CPU here). This
+    handler reads the request body whole before the call, which leaves the connection at the
+    next request, and frames every response with its Content-Length. A request it cannot
+    frame that way (a chunked body) is answered and its connection closed, as werkzeug does.
+    """
+
+    # The status line, headers and body leave in one write (``flush``), and without Nagle's
+    # delay: a small second write would wait for the client's delayed ACK (about 40 ms).
+    wbufsize = io.DEFAULT_BUFFER_SIZE
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle_expect_100(self) -> bool:
+        answered = super().handle_expect_100()
+        self.wfile.flush()  # the client waits for it before it sends the body
+        return answered
+
+    def run_wsgi(self) -> None:
+        environ = self.make_environ()
+        if "wsgi.input_terminated" in environ:  # a chunked body: werkzeug's way, then close
+            self.close_connection = True
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            environ["wsgi.input"] = io.BytesIO(self.rfile.read(length) if length else b"")
+        answer: list[Any] = []
+
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], None]:
+            answer[:] = [status, headers]
+            return lambda data: None  # the middleware returns the whole body instead
+
+        try:
+            body = b"".join(self.server.app(environ, start_response))
+        except Exception:
+            logging.getLogger(__name__).exception("moto failed on %s %s", self.command, self.path)
+            response = Response("moto failed", status=500)
+            answer[:] = [response.status, list(response.headers.items())]
+            body, self.close_connection = response.get_data(), True
+        status, headers = answer
+        code, _, reason = status.partition(" ")
+        self.send_response(int(code), reason)
+        sent_length = None
+        for name, value in headers:
+            if name.lower() == "content-length":
+                sent_length = int(value)
+            self.send_header(name, value)
+        bodiless = self.command == "HEAD" or int(code) in (204, 304) or int(code) < 200
+        if sent_length is None and not bodiless:
+            self.send_header("Content-Length", str(len(body)))
+        elif not bodiless and sent_length != len(body):
+            self.close_connection = True  # a length that frames nothing: end it there
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if not bodiless:
+            self.wfile.write(body)
+        self.wfile.flush()
+
+    def handle(self) -> None:
+        """Serve the connection's requests until it closes, or until the server stops."""
+        server = self.server
+        assert isinstance(server, _Server)
+        with server.connections_lock:
+            server.connections.add(self.connection)
+        try:
+            with contextlib.suppress(OSError):  # the client, or ``stop``, closed it
+                super().handle()
+        finally:
+            with server.connections_lock:
+                server.connections.discard(self.connection)
 
 
 class _ClockTime:
@@ -78,7 +177,7 @@ class MotoServer(Service):
         self._host = host
         self._port = port
         self._clock = clock
-        self._server: BaseWSGIServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.endpoint = ""
 
@@ -92,9 +191,7 @@ class MotoServer(Service):
         modules = tuple(_LIST_MODULES())
         moto_backends.list_of_moto_modules = lambda: modules
         app = _OneCallAtATime(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(
-            self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler
-        )
+        self._server = _Server(self._host, self._port, app)
         host, port = self._server.server_address[:2]
         self.endpoint = f"http://{host!s}:{port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -112,6 +209,7 @@ class MotoServer(Service):
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
         moto_backends.list_of_moto_modules = _LIST_MODULES
