@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from scrape_pipeline.budget import Budget, remaining_until, unlimited
-from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline.budget import Budget, unlimited
 
 
 class Remaining:
@@ -44,13 +43,3 @@ def test_no_deadline_is_never_spent():
     budget = Budget(unlimited, 0.0)
     assert not budget.spent()
     assert not budget.share([1.0, 1.0]).spent()
-
-
-def test_remaining_until_counts_down_on_the_clock_without_sleeping():
-    clock = ManualClock()
-    budget = Budget(remaining_until(clock, 60.0), 10.0)
-    clock.advance(9.0)
-    assert not budget.spent()
-    clock.advance(1.0)
-    assert budget.spent()
-    assert clock.sleeps == []

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from scrape_pipeline.clock import Clock
-
 RemainingSeconds = Callable[[], float]
 
 # Pages one sweep may read in a run (RECONCILE_MAX_PAGES' default). Time budgets are the
@@ -37,12 +35,6 @@ def safety_margin(remaining: RemainingSeconds, wanted: float) -> float:
     Called once at the start of an invocation, while ``remaining()`` is its whole length.
     """
     return min(wanted, remaining() * MAX_MARGIN_SHARE)
-
-
-def remaining_until(clock: Clock, seconds: float) -> RemainingSeconds:
-    """A remaining-time callable for a deadline ``seconds`` from now on ``clock``'s monotonic."""
-    deadline = clock.monotonic() + seconds
-    return lambda: deadline - clock.monotonic()
 
 
 class Budget:

@@ -112,7 +112,6 @@ class JobListResult:
     list_pages: int = 0
     fresh_passes: int = 0  # passes begun at the watermark this run (opening, closing)
     resumed_passes: int = 0  # pending passes taken up where an earlier run left them
-    finished_passes: int = 0
     jobs_seen: int = 0
     watermark: float = 0.0
     listing_lag: float = 0.0  # the measured listing lag (module docstring), seconds
@@ -320,7 +319,6 @@ class JobListSweep:
                     cut_short = True  # out of time or pages: it stays pending where it is
                     break
                 mark.pending = [p for p in mark.pending if p is not current]
-                result.finished_passes += 1
                 if not fresh and closing_left:
                     # A finished resumed pass took time: new ground may have come due.
                     fresh_due, closing_left = True, 0

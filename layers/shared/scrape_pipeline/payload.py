@@ -143,11 +143,6 @@ def read_notification(document: Any, locations: FieldLocations) -> Notification:
     return Notification(kind, job_id, event, delivery_id, stamp)
 
 
-def parse_notification(body: bytes, locations: FieldLocations) -> Notification:
-    """The job a delivery's raw body is about; ``PayloadError`` when it is not JSON or not one."""
-    return read_notification(_load(body), locations)
-
-
 def _load(body: bytes) -> Any:
     try:
         return json.loads(body)

@@ -193,11 +193,6 @@ class Disposition:
     retry_in: int | None = None
     detail: str = ""
 
-    @property
-    def done(self) -> bool:
-        """The message can be deleted."""
-        return self.retry_in is None
-
 
 OUTCOME_METRICS: Mapping[str, str] = {
     "stored": "JobsStored",

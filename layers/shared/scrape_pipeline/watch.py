@@ -6,11 +6,12 @@ it (the receiver); if the webhook is lost, this sweep does:
 
     batches, crawls   the API lists neither: each is woken (the processor polls it once, and
                       parks it again if it still runs) on a schedule that follows its age:
-                      first once it is WATCH_FIRST_POLL old, then whenever it has been parked
+                      first once it is RECONCILE_THRESHOLD_SECONDS old (the reconciler passes
+                      its threshold as ``first_poll_seconds``), then whenever it has been parked
                       for half its age, at most WATCH_POLL apart. A batch submitted through
                       ``scrape_pipeline_ops.submissions`` is recorded WATCHING at once, so one
-                      whose webhook is lost is found about WATCH_FIRST_POLL after it settles if it
-                      settles fast, and within its own age otherwise: polls at 90 s, 3, 6, 12
+                      whose webhook is lost is found about a threshold after it settles if it
+                      settles fast, and within its own age otherwise: polls at 1, 2, 4, 8
                       minutes... then hourly, a dozen GETs for a day-long crawl. Woken as their
                       rows are read, whatever the list below costs.
     extract jobs      the API lists the account's unsettled jobs (status queued, then
