@@ -36,7 +36,17 @@ from moto import mock_aws
 
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger import PENDING_INDEX, LeaseLostError, Ledger, LedgerRow
-from scrape_pipeline.lifecycle import ABSENT, MOVES, RowState, Verb
+from scrape_pipeline.lifecycle import (
+    ABSENT,
+    DONE,
+    ENQUEUED,
+    MOVES,
+    PROCESSING,
+    RECEIVED,
+    WATCHING,
+    RowState,
+    Verb,
+)
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
@@ -55,13 +65,6 @@ DETAILS: tuple[dict[str, str], ...] = (
     {"reason": "unknown job", "status": "404"},
 )
 
-RECEIVED, ENQUEUED, PROCESSING, WATCHING, DONE = (
-    JobState.RECEIVED,
-    JobState.ENQUEUED,
-    JobState.PROCESSING,
-    JobState.WATCHING,
-    JobState.DONE,
-)
 REOPENABLE = frozenset({"unknown job", "never settled"})
 # The Ledger methods that write, by the verb of the lifecycle table each makes (two verbs have
 # a second entry point); the spy below notes which of them a step called.
