@@ -16,6 +16,7 @@ from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
 from scrape_pipeline.settings import (
     GeonodeSettings,
     Kind,
@@ -280,6 +281,19 @@ def test_required_settings_missing_are_named_together():
     with pytest.raises(SettingsError, match=r"^missing settings: ") as caught:
         ReceiverSettings.from_env({})
     assert caught.value.names == ("LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID")
+
+
+def test_resources_read_as_the_wiring_reads_them():
+    # The calls wiring makes (LedgerSettings.from_env, QUEUE_URL.read, RESULTS_BUCKET.read)
+    # keep its errors and defaults.
+    assert LedgerSettings.from_env({"LEDGER_TABLE_NAME": " t "}) == LedgerSettings("t", 90, 3)
+    assert LedgerSettings.from_env({"LEDGER_TABLE_NAME": "t", "MAX_REOPENS": "0"}).max_reopens == 0
+    with pytest.raises(SettingsError, match=r"^LEDGER_TTL_DAYS must be an integer, got '2.5'$"):
+        LedgerSettings.from_env({"LEDGER_TABLE_NAME": "t", "LEDGER_TTL_DAYS": "2.5"})
+    for setting in (QUEUE_URL, RESULTS_BUCKET):
+        assert setting.read({setting.name: " x "}) == "x"
+        with pytest.raises(SettingsError, match=f"^missing settings: {setting.name}$"):
+            setting.read({setting.name: ""})
 
 
 def test_a_variable_declared_twice_is_refused():

@@ -199,6 +199,10 @@ class Setting[T]:
                 return read_list(env, self.name, cast("Sequence[str]", self.default))
             case Kind.NUMBER:
                 return read_float(env, self.name, 0.0, minimum=self.minimum)
+            case Kind.INTEGER:
+                return self._integer(env, raw)
+
+    def _integer(self, env: Mapping[str, str], raw: str) -> int | None:
         if self.off is not None and raw.lower() == self.off:
             return None
         minimum = 1 if self.minimum is None else int(self.minimum)
