@@ -10,6 +10,7 @@ rendered table. Refresh the README after changing a declaration:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from scrape_pipeline.freshness import Freshness
@@ -23,8 +24,7 @@ from scrape_pipeline.settings import (
     GEONODE_SCRAPER_API_KEY,
     GeonodeSettings,
     Setting,
-    catalogue,
-    markdown,
+    declared,
 )
 
 SOURCES: tuple[type | Setting[Any], ...] = (
@@ -40,6 +40,37 @@ SOURCES: tuple[type | Setting[Any], ...] = (
     ProcessorSettings,
     RecoverySettings,
 )
+
+
+def catalogue(*sources: type | Setting[Any]) -> list[Setting[Any]]:
+    """The settings of ``sources`` (settings classes, or settings read alone), each once, in
+    order; ``ValueError`` when two declarations share a variable."""
+    seen: dict[str, Setting[Any]] = {}
+    for source in sources:
+        for setting in declared(source).values() if isinstance(source, type) else (source,):
+            if seen.setdefault(setting.name, setting) is not setting:
+                raise ValueError(f"{setting.name} is declared twice")
+    return list(seen.values())
+
+
+def shown(setting: Setting[Any]) -> str:
+    """The setting's default as the configuration table shows it."""
+    value: object = setting.default
+    if setting.required:
+        return "(required)"
+    if value is None or value in ("", ()):
+        return "(none)"
+    if isinstance(value, tuple):
+        value = ",".join(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`" if isinstance(value, str) else str(value)
+
+
+def markdown(settings: Iterable[Setting[Any]]) -> str:
+    """The configuration table of ``settings``: variable, default, why."""
+    rows = [f"| `{s.name}` | {shown(s)} | {s.reason.replace('|', '&#124;')} |" for s in settings]
+    return "\n".join(["| variable | default | why |", "|---|---|---|", *rows]) + "\n"
 
 
 def declared_settings() -> list[Setting[Any]]:

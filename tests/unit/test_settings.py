@@ -22,10 +22,8 @@ from scrape_pipeline.settings import (
     Kind,
     Setting,
     SettingsError,
-    catalogue,
     declared,
     integer,
-    markdown,
     read_choice,
     read_float,
     read_int,
@@ -37,7 +35,7 @@ from scrape_pipeline.settings import (
 from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline.wiring import build_processor
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_ops.configuration import SOURCES
+from scrape_pipeline_ops.configuration import SOURCES, catalogue, markdown
 
 RECEIVER_ENV = {"LEDGER_TABLE_NAME": "t", "QUEUE_URL": "q", "WEBHOOK_SECRET_ID": "s"}
 

@@ -4,7 +4,7 @@ A setting is a ``Setting``: its variable, its default, why it has that default, 
 parses. A settings class is a frozen dataclass beside the code it configures whose fields are
 declarations (``lease_seconds: float = number("LEASE_SECONDS", 120.0, "why").field()``);
 ``FromEnv.from_env`` reads every one of them. The README's configuration table is rendered from
-the declarations (``markdown``; ``scrape_pipeline_ops.configuration`` lists them in its order),
+the declarations (``scrape_pipeline_ops.configuration`` lists them in its order and renders it),
 so a docstring names the declarations instead of repeating them:
 
     GeonodeSettings       here                       GEONODE_* (the API client and its key)
@@ -31,7 +31,7 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, Self, cast
@@ -215,20 +215,6 @@ class Setting[T]:
             return cast(T, dataclasses.field(metadata=metadata))
         return dataclasses.field(default=self.default, metadata=metadata)
 
-    @property
-    def shown(self) -> str:
-        """The default as the configuration table shows it."""
-        value: object = self.default
-        if self.required:
-            return "(required)"
-        if value is None or value in ("", ()):
-            return "(none)"
-        if isinstance(value, tuple):
-            value = ",".join(value)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        return f"`{value}`" if isinstance(value, str) else str(value)
-
 
 def text(name: str, default: str, reason: str) -> Setting[str]:
     """A string, stripped of surrounding spaces."""
@@ -280,23 +266,6 @@ class FromEnv:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
         """Read the settings from ``env`` (default: the process environment); ``SettingsError``."""
         return cls(**read_declared(cls, os.environ if env is None else env))
-
-
-def catalogue(*sources: type | Setting[Any]) -> list[Setting[Any]]:
-    """The settings of ``sources`` (settings classes, or settings read alone), each once, in
-    order; ``ValueError`` when two declarations share a variable."""
-    seen: dict[str, Setting[Any]] = {}
-    for source in sources:
-        for setting in declared(source).values() if isinstance(source, type) else (source,):
-            if seen.setdefault(setting.name, setting) is not setting:
-                raise ValueError(f"{setting.name} is declared twice")
-    return list(seen.values())
-
-
-def markdown(settings: Iterable[Setting[Any]]) -> str:
-    """The configuration table of ``settings``: variable, default, why."""
-    rows = [f"| `{s.name}` | {s.shown} | {s.reason.replace('|', '&#124;')} |" for s in settings]
-    return "\n".join(["| variable | default | why |", "|---|---|---|", *rows]) + "\n"
 
 
 # The key is not part of GeonodeSettings: ``api_key`` reads one or the other.
