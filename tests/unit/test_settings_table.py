@@ -13,23 +13,16 @@ import importlib
 import os
 import pkgutil
 import re
-from pathlib import Path
 from typing import Any
 
 import scrape_pipeline
 from scrape_pipeline.settings import Setting, declared
 from scrape_pipeline_ops.configuration import SOURCES, declared_settings, table
+from tests.support.readme import README, check_readme_block
 
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 BEGIN = "<!-- settings: rendered from the declarations, checked by tests -->\n"
 END = "<!-- /settings -->\n"
 UPDATE = "UPDATE_SETTINGS_TABLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_settings_table.py"
-
-
-def _readme_block(text: str) -> str | None:
-    found = re.search(re.escape(BEGIN) + r"(.*?)" + re.escape(END), text, re.DOTALL)
-    return found.group(1) if found else None
 
 
 def _configuration_section(text: str) -> str:
@@ -55,14 +48,9 @@ def _runtime_declarations() -> tuple[list[type], list[Setting[Any]]]:
 
 
 def test_readme_configuration_table_is_rendered_from_the_declarations():
-    text = README.read_text()
-    assert _readme_block(text) is not None, f"README.md has no block between {BEGIN!r}, {END!r}"
-    if os.environ.get("UPDATE_SETTINGS_TABLE"):
-        text = text.replace(BEGIN + str(_readme_block(text)) + END, BEGIN + table() + END)
-        README.write_text(text)
-    assert _readme_block(README.read_text()) == table(), (
-        f"README.md's configuration table differs from the settings' declarations: run `{UPDATE}`"
-    )
+    # A declaration changed without the README following fails here, naming UPDATE.
+    update = bool(os.environ.get("UPDATE_SETTINGS_TABLE"))
+    check_readme_block(BEGIN, END, table(), update=update, fix=UPDATE)
 
 
 def test_every_declared_setting_is_in_the_table():
