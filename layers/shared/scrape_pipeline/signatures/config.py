@@ -65,10 +65,9 @@ class SignatureConfig:
         if self.scheme not in SCHEMES:
             raise ValueError(f"unknown signature scheme {self.scheme!r}; expected one of {SCHEMES}")
         object.__setattr__(self, "scheme", Scheme(self.scheme))
-        for rule in _rules_for(self.kind):
-            problem = rule(self)
-            if problem:
-                raise ValueError(problem)
+        problem = _problem(self)
+        if problem:
+            raise ValueError(problem)
 
     @property
     def kind(self) -> Scheme:
@@ -122,80 +121,82 @@ class SignatureConfig:
             ) from exc
 
 
-# --- validation: each rule returns what is wrong, or None; the first problem is raised -------
-
-_Rule = Callable[[SignatureConfig], str | None]
+# --- validation: a table of rules; the first one broken is raised as ValueError ------------
 
 
-def _tolerance_disabled(config: SignatureConfig) -> str | None:
+def _valid_header_name(name: str | None) -> bool:
+    return name is None or bool(name and set(name) <= _TCHAR)
+
+
+def _printable_ascii(prefix: object) -> bool:
+    return isinstance(prefix, str) and prefix.isascii() and prefix.isprintable()
+
+
+def _tolerance_disabled(config: SignatureConfig) -> bool:
     tolerance = config.tolerance_seconds
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance <= 0:
-        # Stripe's library skips the check when tolerance is falsy; here 0 is a mistake.
-        return "tolerance_seconds must be a positive integer; it cannot be disabled"
-    return None
+    return isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance <= 0
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """``broken`` says whether a configuration breaks it; ``message`` is formatted with
+    ``scheme``, ``header``, ``timestamp_header`` and ``encoding`` (``_problem``)."""
+
+    broken: Callable[[SignatureConfig], bool]
+    message: str
+
+
+# Stripe's library skips the check when tolerance is falsy; here 0 is a mistake.
+_TOLERANCE: Final = _Rule(
+    _tolerance_disabled, "tolerance_seconds must be a positive integer; it cannot be disabled"
+)
 # The published schemes fix these; a setting that is silently ignored hides a typo.
-def _fixed_header_set(config: SignatureConfig) -> str | None:
-    if config.header is not None or config.encoding is not None:
-        return f"scheme {config.kind.value!r} fixes its header and encoding"
-    return None
-
-
-def _fixed_prefix_set(config: SignatureConfig) -> str | None:
-    if config.prefix or config.timestamp_header is not None:
-        return f"scheme {config.kind.value!r} fixes its prefix and timestamp"
-    return None
-
-
-def _bad_header_name(config: SignatureConfig) -> str | None:
-    for name in (config.header, config.timestamp_header):
-        if name is not None and not (name and set(name) <= _TCHAR):
-            return f"header name {name!r} is not a valid HTTP header name"
-    return None
-
-
-def _unknown_encoding(config: SignatureConfig) -> str | None:
-    if config.encoding is not None and config.encoding not in ENCODINGS:
-        return f"unknown encoding {config.encoding!r}; expected one of {ENCODINGS}"
-    return None
-
-
-def _unprintable_prefix(config: SignatureConfig) -> str | None:
-    prefix = config.prefix
-    if not isinstance(prefix, str) or not (prefix.isascii() and prefix.isprintable()):
-        return "prefix must be printable ASCII"
-    return None
-
-
-def _spaced_prefix(config: SignatureConfig) -> str | None:
-    if any(c.isspace() for c in config.prefix):
-        return "prefix must not contain whitespace"
-    return None
-
-
-def _timestamp_header_is_signature_header(config: SignatureConfig) -> str | None:
-    name = config.timestamp_header
-    if name is not None and name.lower() == config.signature_header.lower():
-        return "timestamp_header must differ from the signature header"
-    return None
-
-
-_FIXED_RULES: Final[tuple[_Rule, ...]] = (
-    _tolerance_disabled,
-    _fixed_header_set,
-    _fixed_prefix_set,
+_FIXED_RULES: Final = (
+    _TOLERANCE,
+    _Rule(
+        lambda c: c.header is not None or c.encoding is not None,
+        "scheme {scheme!r} fixes its header and encoding",
+    ),
+    _Rule(
+        lambda c: bool(c.prefix) or c.timestamp_header is not None,
+        "scheme {scheme!r} fixes its prefix and timestamp",
+    ),
 )
-_CONFIGURABLE_RULES: Final[tuple[_Rule, ...]] = (
-    _tolerance_disabled,
-    _bad_header_name,
-    _unknown_encoding,
-    _unprintable_prefix,
-    _spaced_prefix,
-    _timestamp_header_is_signature_header,
+_CONFIGURABLE_RULES: Final = (
+    _TOLERANCE,
+    _Rule(
+        lambda c: not _valid_header_name(c.header),
+        "header name {header!r} is not a valid HTTP header name",
+    ),
+    _Rule(
+        lambda c: not _valid_header_name(c.timestamp_header),
+        "header name {timestamp_header!r} is not a valid HTTP header name",
+    ),
+    _Rule(
+        lambda c: c.encoding is not None and c.encoding not in ENCODINGS,
+        "unknown encoding {encoding!r}; expected one of " + str(ENCODINGS),
+    ),
+    _Rule(lambda c: not _printable_ascii(c.prefix), "prefix must be printable ASCII"),
+    _Rule(lambda c: any(ch.isspace() for ch in c.prefix), "prefix must not contain whitespace"),
+    _Rule(
+        lambda c: (
+            c.timestamp_header is not None
+            and c.timestamp_header.lower() == c.signature_header.lower()
+        ),
+        "timestamp_header must differ from the signature header",
+    ),
 )
 
 
-def _rules_for(scheme: Scheme) -> tuple[_Rule, ...]:
-    """Only geonode's header, encoding, prefix and timestamp are configuration."""
-    return _CONFIGURABLE_RULES if scheme is Scheme.GEONODE else _FIXED_RULES
+def _problem(config: SignatureConfig) -> str | None:
+    """The message of the first rule ``config`` breaks; only geonode's settings are its own."""
+    rules = _CONFIGURABLE_RULES if config.kind is Scheme.GEONODE else _FIXED_RULES
+    for rule in rules:
+        if rule.broken(config):
+            return rule.message.format(
+                scheme=config.kind.value,
+                header=config.header,
+                timestamp_header=config.timestamp_header,
+                encoding=config.encoding,
+            )
+    return None
