@@ -71,10 +71,13 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scrape_pipeline import lifecycle
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.decisions import Evidence, Policy, Seen, decide
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.jobs import SOURCE_JOB_LIST, SOURCE_WATCH, JobKey, JobKind
+from scrape_pipeline.geonode.models import JobSummary
+from scrape_pipeline.jobs import JobKey, JobKind, Source
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.recovery import Recoverer
 
@@ -406,43 +409,83 @@ class JobListSweep:
             )
             result.list_pages += 1
             result.jobs_seen += len(listing.items)
-            settled: list[JobKey] = []
-            unsettled: dict[JobKey, float] = {}
-            created_at: dict[JobKey, float] = {}
-            for row in listing.items:
-                key = JobKey(JobKind.EXTRACT, row.job_id)
-                created_at[key] = row.created_at.timestamp() if row.created_at else current.start
-                if current.fresh:
-                    current.seen[row.job_id] = created_at[key]
-                if row.is_terminal:
-                    settled.append(key)
-                else:
-                    unsettled[key] = created_at[key]
-            if settled or unsettled:
-                rows = self._ledger.get_many([*settled, *unsettled])
-                if lag_from is not None:
-                    late = [lag_from - c for k, c in created_at.items() if k not in rows]
-                    if late and max(late) > 0:
-                        mark.measured(max(late), self._clock.time())
-                # The list proves a job closed as "unknown" exists: reopen it (ensure does).
-                reopen = [k for k in unsettled if k in rows and rows[k].reopenable]
-                result.recovered += self._recoverer.ensure_many(
-                    [*settled, *reopen], rows, source=SOURCE_JOB_LIST
-                )
-                unknown = {k: created for k, created in unsettled.items() if k not in rows}
-                result.watched += self._recoverer.watch_many(unknown, source=SOURCE_WATCH)
+            page = _PageJobs.of(listing.items, current)
+            if page.created_at:
+                self._handle(page, lag_from, mark, result)
             # Only once its jobs are handled: a page that failed moves nothing.
             if current.fresh and current.page == 1:
-                # Newest first: the first page holds the newest job the API lists.
-                newest = max(created_at.values(), default=mark.watermark)
-                mark.fresh_end = max(mark.fresh_end, current.end)
-                if newest > mark.watermark:
-                    mark.watermark, mark.moved_at = newest, self._clock.time()
-                    mark.confirmed = False
-                elif confirming:
-                    mark.confirmed = True
+                _moved_watermark(mark, page, current, self._clock.time(), confirming=confirming)
             if listing.is_last or not listing.items:
                 current.done = True
                 return
             current.page += 1
             self._books.write(JOBS_CHECKPOINT, mark.fields())
+
+    def _handle(
+        self, page: _PageJobs, lag_from: float | None, mark: _Checkpoint, result: JobListResult
+    ) -> None:
+        """One BatchGetItem for the page's jobs; the settled ones ensured (``Recoverer``
+        decides), the running ones as ``decide`` says: recorded WATCHING, or reopened."""
+        rows = self._ledger.get_many([*page.settled, *page.running])
+        if lag_from is not None:
+            late = [lag_from - c for k, c in page.created_at.items() if k not in rows]
+            if late and max(late) > 0:
+                mark.measured(max(late), self._clock.time())
+        now = self._clock.time()
+        reopen: list[JobKey] = []
+        unknown: dict[JobKey, float] = {}
+        for key, created in page.running.items():
+            # The list proves a job closed as "unknown" exists; one it does not know is parked.
+            move = decide(rows.get(key), _RUNNING, now, _POLICY).move
+            if move is lifecycle.REOPEN:
+                reopen.append(key)
+            elif move is lifecycle.RECORD:
+                unknown[key] = created
+        result.recovered += self._recoverer.ensure_many(
+            [*page.settled, *reopen], rows, source=Source.JOB_LIST
+        )
+        result.watched += self._recoverer.watch_many(unknown, source=Source.WATCH)
+
+
+# What the job list shows of a job it lists unsettled; it decides nothing by age.
+_RUNNING = Evidence(Seen.LISTED_RUNNING, Source.JOB_LIST)
+_POLICY = Policy()
+
+
+@dataclass(frozen=True)
+class _PageJobs:
+    """One page of the job list: its settled jobs, its running ones (with when each was
+    created), and when every job on it was created."""
+
+    settled: list[JobKey]
+    running: dict[JobKey, float]
+    created_at: dict[JobKey, float]
+
+    @classmethod
+    def of(cls, items: Sequence[JobSummary], current: _Pass) -> _PageJobs:
+        """Sorted by status; a fresh pass notes each job it saw (the count check)."""
+        page = cls([], {}, {})
+        for item in items:
+            key = JobKey(JobKind.EXTRACT, item.job_id)
+            created = item.created_at.timestamp() if item.created_at else current.start
+            page.created_at[key] = created
+            if current.fresh:
+                current.seen[item.job_id] = created
+            if item.is_terminal:
+                page.settled.append(key)
+            else:
+                page.running[key] = created
+        return page
+
+
+def _moved_watermark(
+    mark: _Checkpoint, page: _PageJobs, current: _Pass, now: float, *, confirming: bool
+) -> None:
+    """A fresh pass's first page read: newest first, it holds the newest job the API lists."""
+    newest = max(page.created_at.values(), default=mark.watermark)
+    mark.fresh_end = max(mark.fresh_end, current.end)
+    if newest > mark.watermark:
+        mark.watermark, mark.moved_at = newest, now
+        mark.confirmed = False
+    elif confirming:
+        mark.confirmed = True
