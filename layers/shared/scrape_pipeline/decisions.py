@@ -21,6 +21,10 @@ the caller passes ``now``.
     job list: running           none                         record      new (WATCHING)
     job list: running           DONE, closed as unknown      reopen      settled after all
     watch rows: poll due        WATCHING batch/crawl, sick   enqueue     poll due
+    watch rows: any             WATCHING extract, healthy    nothing     the listing judges it
+
+    A webhook's move carries what to do if it does not happen (the row moved since it was
+    read): note the webhook late, if the row was recovered without it, or nothing.
 
     * a sick row (its own GET failing) is woken only by the watch sweep, on its schedule.
 
@@ -110,18 +114,15 @@ class Why(StrEnum):
 class Decision:
     """The move to make (None: nothing to do), where it leaves the row, and why.
 
-    ``otherwise`` is the move to make instead when ``move`` does not happen (the row moved
-    since it was read, or the ledger's guard refused): for a webhook, noting it late.
+    ``otherwise``, for a webhook's move, is the decision when that move does not happen (the
+    row moved since it was read, or the ledger's guard refused): note the webhook late, or
+    nothing. A recoverer has no fallback: a claim refused was someone else's to make.
     """
 
     move: Move | None
     state: JobState  # the row's state after the move (as it is, for nothing to do)
     why: Why
-    otherwise: Move | None = None
-
-    def instead(self) -> Decision:
-        """The decision once ``move`` did not happen: ``otherwise``, on the row as read."""
-        return replace(self, move=self.otherwise, otherwise=None)
+    otherwise: Decision | None = None
 
 
 # What a recoverer's caller saw, by the source it names (a ``Source`` hashes as its text, so
@@ -172,7 +173,7 @@ def _enqueue(why: Why) -> Decision:
 
 
 def _stale(row: LedgerRow, now: float, bound: float) -> bool:
-    # Written as the receiver and the recoverer compared before: strictly older than the bound.
+    # Strictly older: a row exactly at the bound is still fresh (for both bounds alike).
     return row.state_since < now - bound
 
 
@@ -180,13 +181,12 @@ def _webhook(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> 
     """A webhook for a known job: wake or reopen it if it waits for this; else, when it was
     recovered without its webhook, note the webhook late (once: the mark is on the row)."""
     late = row.late_webhook_at is None and source_recovers(row.source)
-    note = lifecycle.NOTE_LATE_WEBHOOK if late else None
+    if late:
+        otherwise = Decision(lifecycle.NOTE_LATE_WEBHOOK, row.state, Why.LATE_WEBHOOK)
+    else:
+        otherwise = _nothing(row, Why.DUPLICATE)
     moved = _webhook_moves(row, evidence, now, policy)
-    if moved is not None:
-        return replace(moved, otherwise=note)
-    if note is not None:
-        return Decision(note, row.state, Why.LATE_WEBHOOK)
-    return _nothing(row, Why.DUPLICATE)
+    return otherwise if moved is None else replace(moved, otherwise=otherwise)
 
 
 def _webhook_moves(

@@ -409,12 +409,17 @@ class JobListSweep:
             )
             result.list_pages += 1
             result.jobs_seen += len(listing.items)
-            page = _PageJobs.of(listing.items, current)
-            if page.created_at:
-                self._handle(page, lag_from, mark, result)
+            created_at = self._handle(listing.items, current, lag_from, mark, result)
             # Only once its jobs are handled: a page that failed moves nothing.
             if current.fresh and current.page == 1:
-                _moved_watermark(mark, page, current, self._clock.time(), confirming=confirming)
+                # Newest first: the first page holds the newest job the API lists.
+                newest = max(created_at.values(), default=mark.watermark)
+                mark.fresh_end = max(mark.fresh_end, current.end)
+                if newest > mark.watermark:
+                    mark.watermark, mark.moved_at = newest, self._clock.time()
+                    mark.confirmed = False
+                elif confirming:
+                    mark.confirmed = True
             if listing.is_last or not listing.items:
                 current.done = True
                 return
@@ -422,19 +427,28 @@ class JobListSweep:
             self._books.write(JOBS_CHECKPOINT, mark.fields())
 
     def _handle(
-        self, page: _PageJobs, lag_from: float | None, mark: _Checkpoint, result: JobListResult
-    ) -> None:
-        """One BatchGetItem for the page's jobs; the settled ones ensured (``Recoverer``
-        decides), the running ones as ``decide`` says: recorded WATCHING, or reopened."""
-        rows = self._ledger.get_many([*page.settled, *page.running])
+        self,
+        items: Sequence[JobSummary],
+        current: _Pass,
+        lag_from: float | None,
+        mark: _Checkpoint,
+        result: JobListResult,
+    ) -> dict[JobKey, float]:
+        """One page's jobs handled with one BatchGetItem: the settled ones ensured (the
+        recoverer decides), the running ones as ``decide`` says (parked WATCHING, or
+        reopened); returns when each job was created."""
+        settled, running, created_at = _sorted(items, current)
+        if not created_at:
+            return created_at
+        rows = self._ledger.get_many([*settled, *running])
         if lag_from is not None:
-            late = [lag_from - c for k, c in page.created_at.items() if k not in rows]
+            late = [lag_from - c for k, c in created_at.items() if k not in rows]
             if late and max(late) > 0:
                 mark.measured(max(late), self._clock.time())
         now = self._clock.time()
         reopen: list[JobKey] = []
         unknown: dict[JobKey, float] = {}
-        for key, created in page.running.items():
+        for key, created in running.items():
             # The list proves a job closed as "unknown" exists; one it does not know is parked.
             move = decide(rows.get(key), _RUNNING, now, _POLICY).move
             if move is lifecycle.REOPEN:
@@ -442,50 +456,34 @@ class JobListSweep:
             elif move is lifecycle.RECORD:
                 unknown[key] = created
         result.recovered += self._recoverer.ensure_many(
-            [*page.settled, *reopen], rows, source=Source.JOB_LIST
+            [*settled, *reopen], rows, source=Source.JOB_LIST
         )
         result.watched += self._recoverer.watch_many(unknown, source=Source.WATCH)
+        return created_at
 
 
-# What the job list shows of a job it lists unsettled; it decides nothing by age.
+# What the job list shows of a job it lists unsettled (it decides nothing by age).
 _RUNNING = Evidence(Seen.LISTED_RUNNING, Source.JOB_LIST)
 _POLICY = Policy()
 
 
-@dataclass(frozen=True)
-class _PageJobs:
-    """One page of the job list: its settled jobs, its running ones (with when each was
-    created), and when every job on it was created."""
-
-    settled: list[JobKey]
-    running: dict[JobKey, float]
-    created_at: dict[JobKey, float]
-
-    @classmethod
-    def of(cls, items: Sequence[JobSummary], current: _Pass) -> _PageJobs:
-        """Sorted by status; a fresh pass notes each job it saw (the count check)."""
-        page = cls([], {}, {})
-        for item in items:
-            key = JobKey(JobKind.EXTRACT, item.job_id)
-            created = item.created_at.timestamp() if item.created_at else current.start
-            page.created_at[key] = created
-            if current.fresh:
-                current.seen[item.job_id] = created
-            if item.is_terminal:
-                page.settled.append(key)
-            else:
-                page.running[key] = created
-        return page
-
-
-def _moved_watermark(
-    mark: _Checkpoint, page: _PageJobs, current: _Pass, now: float, *, confirming: bool
-) -> None:
-    """A fresh pass's first page read: newest first, it holds the newest job the API lists."""
-    newest = max(page.created_at.values(), default=mark.watermark)
-    mark.fresh_end = max(mark.fresh_end, current.end)
-    if newest > mark.watermark:
-        mark.watermark, mark.moved_at = newest, now
-        mark.confirmed = False
-    elif confirming:
-        mark.confirmed = True
+def _sorted(
+    items: Sequence[JobSummary], current: _Pass
+) -> tuple[list[JobKey], dict[JobKey, float], dict[JobKey, float]]:
+    """A page's settled jobs, its running ones and every job's creation time (a fresh pass
+    also notes each job it saw, for the count check)."""
+    settled: list[JobKey] = []
+    running: dict[JobKey, float] = {}
+    created_at: dict[JobKey, float] = {}
+    for item in items:
+        key = JobKey(JobKind.EXTRACT, item.job_id)
+        # A job listed without its creation time counts as created at the range's start, so
+        # inside the range read.
+        created_at[key] = item.created_at.timestamp() if item.created_at else current.start
+        if current.fresh:
+            current.seen[item.job_id] = created_at[key]
+        if item.is_terminal:
+            settled.append(key)
+        else:
+            running[key] = created_at[key]
+    return settled, running, created_at

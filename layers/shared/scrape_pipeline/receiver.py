@@ -320,7 +320,8 @@ class Receiver:
         if decision.move in (lifecycle.REOPEN, lifecycle.ENQUEUE):
             if self._moved(decision.move, row, message, evidence):
                 return _answer(_MOVED_OUTCOMES[decision.why], key)
-            decision = decision.instead()  # moved since it was read, or refused
+            # Moved since it was read, or refused: what the webhook does instead.
+            decision = decision.otherwise or decision
         if decision.move is lifecycle.NOTE_LATE_WEBHOOK and self._ledger.note_late_webhook(row):
             # The reconciler (or a replay) got there first: its recovery was of a late
             # webhook, not a lost one. Counted once per job, whatever the duplicates.
