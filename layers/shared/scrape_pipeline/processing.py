@@ -57,13 +57,13 @@ from scrape_pipeline.geonode.errors import (
 )
 from scrape_pipeline.geonode.models import BatchStatus, Job
 from scrape_pipeline.jobs import (
-    PROVEN_SOURCES,
     REASON_POISON,
     REASON_UNKNOWN_JOB,
-    SOURCE_WATCH,
     JobKey,
     JobKind,
     Outcome,
+    Source,
+    source_proven,
 )
 from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
 from scrape_pipeline.queue import JobMessage
@@ -296,7 +296,7 @@ class JobProcessor:
                 # Every earlier attempt raised or was killed: stop spending API calls on it.
                 return self._poisoned(key, owner, row, row.last_error)
             # Woken by the watch sweep: if it still runs, it goes back to sleep at once.
-            return self._act(key, owner, row, deadline, woken=message.source == SOURCE_WATCH)
+            return self._act(key, owner, row, deadline, woken=message.source == Source.WATCH)
         except LeaseLostError:
             # Our lease expired mid-way and another holder took over: it finishes the job.
             return Disposition("lease_lost")
@@ -362,7 +362,7 @@ class JobProcessor:
                 else self._first_page(key, row, deadline)
             )
         except NotFoundError:
-            if row.source in PROVEN_SOURCES:
+            if source_proven(row.source):
                 # A verified webhook, the job list or our own submission says it exists: a 404
                 # is the API's lag or an incident. Re-checked until it answers, never closed.
                 return self._call_failed(key, owner, row, "404", not_found=True)
