@@ -1,0 +1,113 @@
+"""Counters and checkpoints kept in the ledger table beside the job rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
+from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.ledger.attributes import _CHAIN_ROW, _META_ROW, PARTITION_KEY, TTL_ATTRIBUTE
+from scrape_pipeline.ledger.errors import ConditionFailedError
+from scrape_pipeline.ledger.rows import _n, _s
+from scrape_pipeline.ledger.table import _write
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger import Ledger
+
+
+class Bookkeeping:
+    """Counters and checkpoints kept beside the job rows (never in the pending index).
+
+    ``chain#<kind>#<job_id>`` rows say how deep in its chain of resubmissions a job is (the
+    resubmission budget is per chain of failures, not per URL for life); ``meta#<name>`` rows
+    hold the reconciler's watermark and checkpoints.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def chain_depth(self, key: JobKey) -> int:
+        """How many resubmissions came before ``key`` in its chain of failed attempts (0: the
+        job was submitted by someone else, so a chain starts with it)."""
+        ledger = self._ledger
+        request: dict[str, Any] = {
+            ledger.table_name: {
+                "Keys": [{PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")}],
+                "ConsistentRead": True,
+            }
+        }
+        # BatchGetItem, the processor's one read (its role has no GetItem), for one key.
+        try:
+            response = ledger.client.batch_get_item(RequestItems=request)
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "BatchGetItem", exc) from exc
+        if response.get("UnprocessedKeys"):
+            raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
+        items = response.get("Responses", {}).get(ledger.table_name, [])
+        depth = items[0].get("depth", {}) if items else {}
+        return int(depth["N"]) if "N" in depth else 0
+
+    def record_chain(self, key: JobKey, depth: int) -> bool:
+        """Record that ``key`` is the ``depth``-th resubmission of its chain, unless its depth
+        is recorded already (True when this call wrote it).
+
+        The first record stands: whoever posted the job knew its chain; a later adopter of it
+        (the look-up after a crash returns the newest job for the URL, maybe one deeper in the
+        chain) must not shorten the chain and so lengthen it.
+        """
+        ledger = self._ledger
+        try:
+            # UpdateItem creates the row: the processor writes nothing but conditional updates.
+            _write(
+                ledger.client,
+                "UpdateItem",
+                TableName=ledger.table_name,
+                Key={PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")},
+                UpdateExpression="SET #depth = :depth, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(#depth)",
+                ExpressionAttributeNames={"#depth": "depth", "#ttl": TTL_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":depth": _n(depth),
+                    ":ttl": _n(int(ledger.clock.time()) + ledger.ttl_seconds),
+                },
+            )
+        except ConditionFailedError:
+            return False
+        return True
+
+    def read(self, name: str) -> dict[str, str] | None:
+        """A checkpoint's fields, or None before the first write."""
+        try:
+            response = self._ledger.client.get_item(
+                TableName=self._ledger.table_name,
+                Key={PARTITION_KEY: _s(f"{_META_ROW}{name}")},
+                ConsistentRead=True,
+            )
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "GetItem", exc) from exc
+        item = response.get("Item")
+        return _fields(item) if item else None
+
+    def read_many(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The fields of each checkpoint of ``names`` written so far, a hundred a read."""
+        out: dict[str, dict[str, str]] = {}
+        for start in range(0, len(names), 100):
+            pks = [f"{_META_ROW}{name}" for name in names[start : start + 100]]
+            for item in self._ledger.batch_items(pks):
+                out[item[PARTITION_KEY]["S"].removeprefix(_META_ROW)] = _fields(item)
+        return out
+
+    def write(self, name: str, fields: Mapping[str, str]) -> None:
+        """Replace a checkpoint's fields."""
+        item: dict[str, Any] = {PARTITION_KEY: _s(f"{_META_ROW}{name}")}
+        item.update({k: _s(v) for k, v in fields.items()})
+        try:
+            self._ledger.client.put_item(TableName=self._ledger.table_name, Item=item)
+        except AWS_ERRORS as exc:
+            raise unavailable("dynamodb", "PutItem", exc) from exc
+
+
+def _fields(item: Mapping[str, Any]) -> dict[str, str]:
+    """A checkpoint item's fields as strings (its key left out)."""
+    return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != PARTITION_KEY}

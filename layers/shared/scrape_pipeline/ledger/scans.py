@@ -1,0 +1,63 @@
+"""The whole table, page by page: for operators and benchmarks, never the pipeline."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
+from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.ledger.attributes import _BOOKKEEPING_PREFIXES, PARTITION_KEY
+from scrape_pipeline.ledger.table import LedgerTable
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """The result of ``Ledger.count_rows``: job rows by state, DONE rows by outcome."""
+
+    by_state: dict[str, int]
+    by_outcome: dict[str, int]
+
+    @property
+    def jobs(self) -> int:
+        """How many job rows there are, whatever their state."""
+        return sum(self.by_state.values())
+
+
+class Scans(LedgerTable):
+    def job_keys(self) -> Iterator[JobKey]:
+        """Every job's key (bookkeeping rows skipped), by a paginated Scan of the keys alone."""
+        for item in self._scan():
+            yield JobKey.from_pk(item[PARTITION_KEY]["S"])
+
+    def count_rows(self) -> RowCounts:
+        """Job rows by state and DONE rows by outcome, by a paginated Scan of three attributes."""
+        by_state: Counter[str] = Counter()
+        by_outcome: Counter[str] = Counter()
+        for item in self._scan("state", "outcome"):
+            by_state[item.get("state", {}).get("S", "?")] += 1
+            if "outcome" in item:
+                by_outcome[item["outcome"]["S"]] += 1
+        return RowCounts(dict(sorted(by_state.items())), dict(sorted(by_outcome.items())))
+
+    def _scan(self, *attributes: str) -> Iterator[dict[str, Any]]:
+        """The job rows' items, projected to the key and ``attributes``, page by page."""
+        names = {f"#a{i}": name for i, name in enumerate((PARTITION_KEY, *attributes))}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
+        }
+        while True:
+            try:
+                page = self._db.scan(**request)
+            except AWS_ERRORS as exc:
+                raise unavailable("dynamodb", "Scan", exc) from exc
+            for item in page.get("Items", []):
+                if not item[PARTITION_KEY]["S"].startswith(_BOOKKEEPING_PREFIXES):
+                    yield dict(item)
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
