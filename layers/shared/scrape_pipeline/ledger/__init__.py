@@ -10,34 +10,20 @@ whose message was not sent undoes its row (``forget_unsent``, ``unclaim``).
 "Processed" means DONE, never "a row exists". Uniqueness is the database's: a conditional
 put, never a read followed by a write. Rows that are not DONE carry ``pending_state`` and
 ``state_since``, the keys of the sparse GSI ``pending-by-state`` that the reconciler queries
-for stuck and watched rows; DONE rows drop ``pending_state`` and leave the index.
+for stuck and watched rows; DONE rows drop ``pending_state`` and leave the index. Every write
+sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
 
-The one way out of DONE is ``reopen``: a job closed because the API did not know it or
-it did not settle in time is reopened by evidence that it has settled (its webhook, the job
-list, the delivery log), with a condition on the exact row that was closed (and put back to
-that close by ``unclaim`` if the message it calls for cannot be sent). A job is reopened at
-most ``max_reopens`` times (``reopens`` counts them), and a webhook reopens or wakes a job
-only with a delivery id the row has not kept (``seen_deliveries``: the ids of the deliveries
-that created, reopened or woke it), so a replayed delivery never makes work twice.
+The package, by role (``Ledger`` is the union of the roles; this module its public face):
 
-``strikes`` counts the attempts since the job last made progress that did not end cleanly.
-The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
-``acquire`` adds the attempt's owner; a clean release (not settled, throttled, a transient
-outage) or parking it WATCHING deletes it; a page checkpoint (a batch's or crawl's page
-stored: progress) empties the set, so neither this attempt nor those before it count against
-a job that is moving. Set operations are idempotent: an attempt is un-struck at most once
-however many pages it stores, and a release after a checkpoint changes nothing. An attempt
-that raised keeps its strike and its error; one that was killed (timeout, crash) keeps its
-strike without one. The processor dead-letters a job whose strikes pass a bound: a job stuck
-on one page (no progress) reaches it, while a big batch or crawl that needs many
-invocations, some killed mid-page, never does as long as each stores something.
-
-``failures`` counts the consecutive API calls for the job that failed in a way that is not its
-fault (a 5xx, a timeout, a 404 of a job proven to exist), since ``failing_since``; any answer
-of the job's state clears both. The processor parks a job whose streak reaches a bound
-(``park``), and the watch sweep polls such a row on a capped schedule.
-
-Every write sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
+    attributes    every attribute name, once (``Attr``), the index, the key prefixes
+    rows          ``LedgerRow`` and its marshalling to and from items
+    expressions   conditions and updates built from names and values; ``state_is(move)``
+    table         the table's client and settings, and the one way a request is sent
+    intake        record, forget_unsent, enqueue, reopen, unclaim, note_late_webhook
+    leases        acquire, then the lease holder's release, watch, park, checkpoint, finish
+    reads         one row, a hundred, a page of the pending index
+    scans         the whole table, for operators and benchmarks
+    bookkeeping   resubmission chains and the reconciler's checkpoints, beside the job rows
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger.attributes import _CHAIN_ROW, _META_ROW, PARTITION_KEY, TTL_ATTRIBUTE
+from scrape_pipeline.ledger.attributes import Attr, RowPrefix
 from scrape_pipeline.ledger.errors import ConditionFailedError
-from scrape_pipeline.ledger.rows import _n, _s
+from scrape_pipeline.ledger.expressions import Update, expressions, missing
+from scrape_pipeline.ledger.rows import encode
 from scrape_pipeline.ledger.table import _write
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class Bookkeeping:
         ledger = self._ledger
         request: dict[str, Any] = {
             ledger.table_name: {
-                "Keys": [{PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")}],
+                "Keys": [{Attr.PK: encode(f"{RowPrefix.CHAIN}{key.pk}")}],
                 "ConsistentRead": True,
             }
         }
@@ -45,7 +46,7 @@ class Bookkeeping:
         if response.get("UnprocessedKeys"):
             raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
         items = response.get("Responses", {}).get(ledger.table_name, [])
-        depth = items[0].get("depth", {}) if items else {}
+        depth = items[0].get(Attr.DEPTH, {}) if items else {}
         return int(depth["N"]) if "N" in depth else 0
 
     def record_chain(self, key: JobKey, depth: int) -> bool:
@@ -57,20 +58,16 @@ class Bookkeeping:
         chain) must not shorten the chain and so lengthen it.
         """
         ledger = self._ledger
+        expires = int(ledger.clock.time()) + ledger.ttl_seconds
+        update = Update().set(Attr.DEPTH, depth).set(Attr.EXPIRES_AT, expires)
         try:
             # UpdateItem creates the row: the processor writes nothing but conditional updates.
             _write(
                 ledger.client,
                 "UpdateItem",
                 TableName=ledger.table_name,
-                Key={PARTITION_KEY: _s(f"{_CHAIN_ROW}{key.pk}")},
-                UpdateExpression="SET #depth = :depth, #ttl = :ttl",
-                ConditionExpression="attribute_not_exists(#depth)",
-                ExpressionAttributeNames={"#depth": "depth", "#ttl": TTL_ATTRIBUTE},
-                ExpressionAttributeValues={
-                    ":depth": _n(depth),
-                    ":ttl": _n(int(ledger.clock.time()) + ledger.ttl_seconds),
-                },
+                Key={Attr.PK: encode(f"{RowPrefix.CHAIN}{key.pk}")},
+                **expressions(UpdateExpression=update, ConditionExpression=missing(Attr.DEPTH)),
             )
         except ConditionFailedError:
             return False
@@ -81,7 +78,7 @@ class Bookkeeping:
         try:
             response = self._ledger.client.get_item(
                 TableName=self._ledger.table_name,
-                Key={PARTITION_KEY: _s(f"{_META_ROW}{name}")},
+                Key={Attr.PK: encode(f"{RowPrefix.META}{name}")},
                 ConsistentRead=True,
             )
         except AWS_ERRORS as exc:
@@ -93,15 +90,15 @@ class Bookkeeping:
         """The fields of each checkpoint of ``names`` written so far, a hundred a read."""
         out: dict[str, dict[str, str]] = {}
         for start in range(0, len(names), 100):
-            pks = [f"{_META_ROW}{name}" for name in names[start : start + 100]]
+            pks = [f"{RowPrefix.META}{name}" for name in names[start : start + 100]]
             for item in self._ledger.batch_items(pks):
-                out[item[PARTITION_KEY]["S"].removeprefix(_META_ROW)] = _fields(item)
+                out[item[Attr.PK]["S"].removeprefix(RowPrefix.META)] = _fields(item)
         return out
 
     def write(self, name: str, fields: Mapping[str, str]) -> None:
         """Replace a checkpoint's fields."""
-        item: dict[str, Any] = {PARTITION_KEY: _s(f"{_META_ROW}{name}")}
-        item.update({k: _s(v) for k, v in fields.items()})
+        item: dict[str, Any] = {Attr.PK: encode(f"{RowPrefix.META}{name}")}
+        item.update({k: encode(v) for k, v in fields.items()})
         try:
             self._ledger.client.put_item(TableName=self._ledger.table_name, Item=item)
         except AWS_ERRORS as exc:
@@ -110,4 +107,4 @@ class Bookkeeping:
 
 def _fields(item: Mapping[str, Any]) -> dict[str, str]:
     """A checkpoint item's fields as strings (its key left out)."""
-    return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != PARTITION_KEY}
+    return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != Attr.PK}

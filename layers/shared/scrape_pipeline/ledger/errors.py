@@ -27,7 +27,7 @@ class ConditionFailedError(LedgerError):
     """A conditional write was refused: the row was not as the write required.
 
     ``old`` is the item as DynamoDB found it (None when there was none). Raised by ``_write``
-    and answered inside this module: callers get False, the old row, or ``LeaseLostError``.
+    and answered inside the package: callers get False, the old row, or ``LeaseLostError``.
     """
 
     def __init__(self, pk: str, old: Mapping[str, Any] | None) -> None:

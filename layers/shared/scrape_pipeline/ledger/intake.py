@@ -1,28 +1,37 @@
-"""The writes that bring a job in or back: record, forget_unsent, enqueue, reopen, unclaim."""
+"""The writes that bring a job in or back: record, forget_unsent, enqueue, reopen, unclaim.
+
+The one way out of DONE is ``reopen``: a job closed because the API did not know it or it did
+not settle in time is reopened by evidence that it has settled (its webhook, the job list, the
+delivery log), with a condition on the exact row that was closed (and put back to that close
+by ``unclaim`` if the message it calls for cannot be sent). A job is reopened at most
+``max_reopens`` times (``reopens`` counts them), and a webhook reopens or wakes a job only
+with a delivery id the row has not kept (``seen_deliveries``: the ids of the deliveries that
+created, reopened or woke it), so a replayed delivery never makes work twice.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKey, JobState, Outcome
-from scrape_pipeline.ledger.attributes import (
-    PARTITION_KEY,
-    PENDING_STATE,
-    REOPENS,
-    SEEN_DELIVERIES,
-    STATE_SINCE,
-    STRUCK_BY,
-    TTL_ATTRIBUTE,
-)
+from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.errors import ConditionFailedError, LedgerError
-from scrape_pipeline.ledger.expressions import _both, _stamped, _state_is, _used
+from scrape_pipeline.ledger.expressions import (
+    Condition,
+    Update,
+    any_of,
+    equals,
+    expressions,
+    lacks,
+    missing,
+    state_is,
+)
 from scrape_pipeline.ledger.reads import Reads
-from scrape_pipeline.ledger.rows import LedgerRow, _n, _row, _s, _string_set
-from scrape_pipeline.ledger.table import _write
+from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item, to_item
+from scrape_pipeline.ledger.table import _write, in_state
 
 
 @dataclass(frozen=True)
@@ -34,26 +43,21 @@ class Recorded:
 
 
 def _with_evidence(
-    update: str,
-    condition: str,
-    evidence: str | None,
-    names: dict[str, str],
-    values: dict[str, Any],
-) -> tuple[str, str]:
-    """``update`` and ``condition`` that also keep ``evidence`` (a delivery id) among the
-    row's deliveries seen, and hold only if it is not there yet; unchanged without one."""
+    update: Update, guard: Condition, evidence: str | None
+) -> tuple[Update, Condition]:
+    """``update`` and ``guard`` that also keep ``evidence`` (a delivery id) among the row's
+    deliveries seen, and hold only if it is not there yet; unchanged without one."""
     if evidence is None:
-        return update, condition
-    names["#seen"] = SEEN_DELIVERIES
-    values[":evidence"] = _s(evidence)
-    values[":evidence_set"] = _string_set(evidence)
+        return update, guard
     return (
-        f"{update} ADD #seen :evidence_set",
-        f"{condition} AND NOT contains(#seen, :evidence)",
+        update.add(Attr.SEEN_DELIVERIES, {evidence}),
+        guard & lacks(Attr.SEEN_DELIVERIES, evidence),
     )
 
 
 class Intake(Reads):
+    """The receiver's and the reconciler's writes: a job's row created, enqueued, put back."""
+
     def record(
         self,
         key: JobKey,
@@ -73,52 +77,48 @@ class Intake(Reads):
             *others, last = (s.value for s in lifecycle.RECORD.targets)
             raise ValueError(f"a new row starts {', '.join(others)} or {last}, not {state}")
         now = self.clock.time()
-        item: dict[str, Any] = {
-            PARTITION_KEY: _s(key.pk),
-            "kind": _s(key.kind.value),
-            "job_id": _s(key.job_id),
-            "state": _s(state.value),
-            PENDING_STATE: _s(state.value),
-            STATE_SINCE: _n(now),
-            "created_at": _n(now),
-            "updated_at": _n(now),
-            TTL_ATTRIBUTE: _n(int(now) + self.ttl_seconds),
-            "source": _s(source),
-            # Lets the writer undo its own row, and only its own (forget_unsent).
-            "token": _s(uuid.uuid4().hex),
-            "attempts": _n(0),
-        }
-        if detail:
-            item["detail"] = {"M": {k: _s(v) for k, v in detail.items()}}
-        if job_created_at is not None:
-            item["job_created_at"] = _n(job_created_at)
-        if delivery_id is not None:
-            item[SEEN_DELIVERIES] = _string_set(delivery_id)
+        item = to_item(
+            {
+                Attr.PK: key.pk,
+                Attr.KIND: key.kind,
+                Attr.JOB_ID: key.job_id,
+                Attr.STATE: state,
+                Attr.PENDING_STATE: state,
+                Attr.STATE_SINCE: now,
+                Attr.CREATED_AT: now,
+                Attr.UPDATED_AT: now,
+                Attr.EXPIRES_AT: int(now) + self.ttl_seconds,
+                Attr.SOURCE: source,
+                # Lets the writer undo its own row, and only its own (forget_unsent).
+                Attr.TOKEN: uuid.uuid4().hex,
+                Attr.ATTEMPTS: 0,
+                Attr.DETAIL: detail or None,
+                Attr.JOB_CREATED_AT: job_created_at,
+                Attr.SEEN_DELIVERIES: None if delivery_id is None else {delivery_id},
+            }
+        )
         try:
             _write(
                 self._db,
                 "PutItem",
                 TableName=self.table_name,
                 Item=item,
-                ConditionExpression=_state_is(lifecycle.RECORD)[0],
-                ExpressionAttributeNames={"#pk": PARTITION_KEY},
+                **expressions(ConditionExpression=state_is(lifecycle.RECORD)),
             )
         except ConditionFailedError as refused:
-            return Recorded(False, _row(refused.old) if refused.old else self._must_get(key))
-        return Recorded(True, _row(item))
+            return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
+        return Recorded(True, from_item(item))
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
-        state_is, values = _state_is(lifecycle.FORGET_UNSENT)
+        condition = state_is(lifecycle.FORGET_UNSENT) & equals(Attr.TOKEN, row.token or "")
         try:
             _write(
                 self._db,
                 "DeleteItem",
                 TableName=self.table_name,
-                Key={PARTITION_KEY: _s(row.key.pk)},
-                ConditionExpression=_both(state_is, "#token = :token"),
-                ExpressionAttributeNames={"#state": "state", "#token": "token"},
-                ExpressionAttributeValues={**values, ":token": _s(row.token or "")},
+                Key={Attr.PK: encode(row.key.pk)},
+                **expressions(ConditionExpression=condition),
             )
         except ConditionFailedError:
             return False
@@ -140,23 +140,13 @@ class Intake(Reads):
         if evidence is not None and evidence in row.seen_deliveries:
             return None
         now = self.clock.time()
-        update = "SET #state = :enqueued, #pending = :enqueued, #since = :since"
+        update = in_state(JobState.ENQUEUED, now)
         # Only waiting rows may move here, whatever snapshot a caller holds (the table's
         # from-states): a DONE row must never leave DONE this way, a leased one belongs to
         # its holder.
-        guard = "#state = :old_state AND #since = :old_since"
-        names = {"#pending": PENDING_STATE, "#since": STATE_SINCE}
-        values: dict[str, Any] = {
-            ":enqueued": _s(JobState.ENQUEUED.value),
-            ":old_state": _s(row.state.value),
-            ":old_since": _n(row.state_since),
-            ":since": _n(now),
-        }
-        update, guard = _with_evidence(update, guard, evidence, names, values)
-        moved = self._conditional_update(
-            row.key, lifecycle.ENQUEUE, update=update, guard=guard, names=names, values=values
-        )
-        if not moved:
+        guard = equals(Attr.STATE, row.state) & equals(Attr.STATE_SINCE, row.state_since)
+        update, guard = _with_evidence(update, guard, evidence)
+        if not self._conditional_update(row.key, lifecycle.ENQUEUE, update, guard, now):
             return None
         seen = row.seen_deliveries | ({evidence} if evidence else set())
         return replace(row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=seen)
@@ -185,50 +175,29 @@ class Intake(Reads):
         detail = {"reopened": row.detail.get("reason", "")}
         if row.detail.get("record"):
             detail["superseded"] = row.detail["record"]
-        names = {
-            "#pending": PENDING_STATE,
-            "#since": STATE_SINCE,
-            "#detail": "detail",
-            "#struck": STRUCK_BY,
-            "#not_found": "not_found",
-            "#releases": "releases",
-            "#outcome": "outcome",
-            "#finished": "finished_at",
-            "#error": "last_error",
-            "#failures": "failures",
-            "#failing": "failing_since",
-            "#reopens": REOPENS,
-        }
-        values: dict[str, Any] = {
-            ":enqueued": _s(JobState.ENQUEUED.value),
-            ":detail": {"M": {k: _s(v) for k, v in detail.items()}},
-            ":zero": _n(0),
-            ":dead": _s(Outcome.DEAD_LETTERED.value),
-            ":old_finished": _n(row.finished_at),
-            ":since": _n(now),
-            ":reopens": _n(row.reopens),
-            ":reopened": _n(row.reopens + 1),
-        }
-        update, guard = _with_evidence(
-            "SET #state = :enqueued, #pending = :enqueued, #since = :since, #detail = :detail,"
-            " #not_found = :zero, #releases = :zero, #reopens = :reopened"
-            " REMOVE #outcome, #finished, #error, #struck, #failures, #failing",
+        update = (
+            in_state(JobState.ENQUEUED, now)
+            .set(Attr.DETAIL, detail)
+            .set(Attr.NOT_FOUND, 0)
+            .set(Attr.RELEASES, 0)
+            .set(Attr.REOPENS, row.reopens + 1)
+            .remove(
+                Attr.OUTCOME,
+                Attr.FINISHED_AT,
+                Attr.LAST_ERROR,
+                Attr.STRUCK_BY,
+                Attr.FAILURES,
+                Attr.FAILING_SINCE,
+            )
+        )
+        guard = (
+            equals(Attr.OUTCOME, Outcome.DEAD_LETTERED)
+            & equals(Attr.FINISHED_AT, row.finished_at)
             # The count as read: a concurrent reopen moved finished_at anyway.
-            "#outcome = :dead AND #finished = :old_finished"
-            " AND (attribute_not_exists(#reopens) OR #reopens = :reopens)",
-            evidence,
-            names,
-            values,
+            & any_of(missing(Attr.REOPENS), equals(Attr.REOPENS, row.reopens))
         )
-        moved = self._conditional_update(
-            row.key,
-            lifecycle.REOPEN,
-            update=update,
-            guard=guard,
-            names=names,
-            values=values,
-        )
-        if not moved:
+        update, guard = _with_evidence(update, guard, evidence)
+        if not self._conditional_update(row.key, lifecycle.REOPEN, update, guard, now):
             return None
         return replace(
             row,
@@ -256,56 +225,33 @@ class Intake(Reads):
         """
         if before.state not in lifecycle.UNCLAIM.targets:
             raise ValueError(f"unclaim puts no row back to {before.state}")
-        values: dict[str, Any] = {
-            ":enqueued": _s(JobState.ENQUEUED.value),
-            ":written": _n(written.state_since),
-            ":state": _s(before.state.value),
-            ":old_since": _n(before.state_since),
-        }
-        names = {"#since": STATE_SINCE, "#pending": PENDING_STATE}
         if before.is_done:
             # A reopen undone: the close it overturned, as it was (the row leaves the index).
             # The reopen's count too: one that sent nothing must not use up the bound (the
             # sender's retry, with a delivery id of its own, reopens it again).
             update = (
-                "SET #state = :state, #since = :old_since, #outcome = :outcome,"
-                " #finished = :finished, #detail = :detail,"
-                " #not_found = :not_found, #releases = :releases, #reopens = :reopens"
-                " REMOVE #pending"
+                Update()
+                .set(Attr.STATE, before.state)
+                .set(Attr.STATE_SINCE, before.state_since)
+                .set(Attr.OUTCOME, before.outcome or Outcome.DEAD_LETTERED)
+                .set(Attr.FINISHED_AT, before.finished_at or before.state_since)
+                .set(Attr.DETAIL, before.detail)
+                .set(Attr.NOT_FOUND, before.not_found)
+                .set(Attr.RELEASES, before.releases)
+                .set(Attr.REOPENS, before.reopens)
+                .remove(Attr.PENDING_STATE)
             )
-            names |= {
-                "#outcome": "outcome",
-                "#finished": "finished_at",
-                "#detail": "detail",
-                "#not_found": "not_found",
-                "#releases": "releases",
-                "#reopens": REOPENS,
-            }
-            values |= {
-                ":outcome": _s((before.outcome or Outcome.DEAD_LETTERED).value),
-                ":finished": _n(before.finished_at or before.state_since),
-                ":detail": {"M": {k: _s(v) for k, v in before.detail.items()}},
-                ":not_found": _n(before.not_found),
-                ":releases": _n(before.releases),
-                ":reopens": _n(before.reopens),
-            }
         else:
-            update = "SET #state = :state, #pending = :state, #since = :old_since"
+            update = in_state(before.state, before.state_since)
         added = written.seen_deliveries - before.seen_deliveries
         if added:
             # Evidence that moved nothing in the end: not seen. Where one id serves every
             # retry of an event (Stripe's evt_, Standard Webhooks' msg_), the retry that this
             # write's 503 asks for must be able to move the row again.
-            update += " DELETE #seen :added"
-            names["#seen"] = SEEN_DELIVERIES
-            values[":added"] = {"SS": sorted(added)}
+            update = update.delete(Attr.SEEN_DELIVERIES, added)
+        guard = equals(Attr.STATE_SINCE, written.state_since)
         return self._conditional_update(
-            before.key,
-            lifecycle.UNCLAIM,
-            update=update,
-            guard="#since = :written",
-            names=names,
-            values=values,
+            before.key, lifecycle.UNCLAIM, update, guard, self.clock.time()
         )
 
     def note_late_webhook(self, row: LedgerRow) -> bool:
@@ -315,55 +261,24 @@ class Intake(Reads):
         that were only late; this mark (one write per such job, not per delivery) tells them
         apart.
         """
-        return self._conditional_update(
-            row.key,
-            lifecycle.NOTE_LATE_WEBHOOK,
-            update="SET #late = :now",
-            guard="attribute_not_exists(#late)",
-            names={"#late": "late_webhook_at"},
-            values={},
-        )
+        now = self.clock.time()
+        update = Update().set(Attr.LATE_WEBHOOK_AT, now)
+        guard = missing(Attr.LATE_WEBHOOK_AT)
+        return self._conditional_update(row.key, lifecycle.NOTE_LATE_WEBHOOK, update, guard, now)
 
     def _conditional_update(
-        self,
-        key: JobKey,
-        move: lifecycle.Move,
-        *,
-        update: str,
-        guard: str,
-        names: Mapping[str, str],
-        values: Mapping[str, Any],
+        self, key: JobKey, move: lifecycle.Move, update: Update, guard: Condition, now: float
     ) -> bool:
         """``move``, if ``guard`` holds too: one conditional update that also stamps
         ``updated_at`` and the TTL; False if refused."""
-        now = self.clock.time()
-        expression = _stamped(update)
-        state_is, state_values = _state_is(move)
-        condition = _both(state_is, guard)
+        update.set(Attr.UPDATED_AT, now).set(Attr.EXPIRES_AT, int(now) + self.ttl_seconds)
         try:
             _write(
                 self._db,
                 "UpdateItem",
                 TableName=self.table_name,
-                Key={PARTITION_KEY: _s(key.pk)},
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=_used(
-                    expression + condition,
-                    {
-                        "#pk": PARTITION_KEY,
-                        "#state": "state",
-                        "#updated": "updated_at",
-                        "#ttl": TTL_ATTRIBUTE,
-                        **names,
-                    },
-                ),
-                ExpressionAttributeValues={
-                    ":now": _n(now),
-                    ":ttl": _n(int(now) + self.ttl_seconds),
-                    **state_values,
-                    **values,
-                },
+                Key={Attr.PK: encode(key.pk)},
+                **expressions(UpdateExpression=update, ConditionExpression=state_is(move) & guard),
             )
         except ConditionFailedError:
             return False

@@ -1,4 +1,22 @@
-"""The processor's writes: acquire a job's lease, then the lease holder's moves."""
+"""The processor's writes: acquire a job's lease, then the lease holder's moves.
+
+``strikes`` counts the attempts since the job last made progress that did not end cleanly.
+The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
+``acquire`` adds the attempt's owner; a clean release (not settled, throttled, a transient
+outage) or parking it WATCHING deletes it; a page checkpoint (a batch's or crawl's page
+stored: progress) empties the set, so neither this attempt nor those before it count against
+a job that is moving. Set operations are idempotent: an attempt is un-struck at most once
+however many pages it stores, and a release after a checkpoint changes nothing. An attempt
+that raised keeps its strike and its error; one that was killed (timeout, crash) keeps its
+strike without one. The processor dead-letters a job whose strikes pass a bound: a job stuck
+on one page (no progress) reaches it, while a big batch or crawl that needs many
+invocations, some killed mid-page, never does as long as each stores something.
+
+``failures`` counts the consecutive API calls for the job that failed in a way that is not its
+fault (a 5xx, a timeout, a 404 of a job proven to exist), since ``failing_since``; any answer
+of the job's state clears both. The processor parks a job whose streak reaches a bound
+(``park``), and the watch sweep polls such a row on a capped schedule.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +24,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKey, JobState, Outcome
-from scrape_pipeline.ledger.attributes import (
-    PARTITION_KEY,
-    PENDING_STATE,
-    STATE_SINCE,
-    STRUCK_BY,
-    TTL_ATTRIBUTE,
-)
+from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.errors import ConditionFailedError, LeaseLostError
-from scrape_pipeline.ledger.expressions import _both, _stamped, _state_is, _used
+from scrape_pipeline.ledger.expressions import Update, below, equals, expressions, state_is
 from scrape_pipeline.ledger.reads import Reads
-from scrape_pipeline.ledger.rows import LedgerRow, _n, _row, _s, _string_set
-from scrape_pipeline.ledger.table import _write
+from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item
+from scrape_pipeline.ledger.table import _write, in_state
 
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
@@ -35,20 +46,18 @@ class Streak(StrEnum):
     ANSWERED = "answered"  # the API answered the job's state: the run is over
 
 
-def _with_streak(
-    update: str, remove: str, streak: Streak, names: dict[str, str]
-) -> tuple[str, str]:
-    """``update``'s SET and REMOVE parts with the streak counted, cleared or left alone."""
+def _with_streak(update: Update, streak: Streak, now: float) -> Update:
+    """``update`` with the job's run of failed calls counted, cleared or left alone."""
     if streak is Streak.FAILED:
-        names.update({"#failures": "failures", "#failing": "failing_since"})
-        update += (
-            ", #failures = if_not_exists(#failures, :zero) + :one,"
-            " #failing = if_not_exists(#failing, :now)"
-        )
-    elif streak is Streak.ANSWERED:
-        names.update({"#failures": "failures", "#failing": "failing_since"})
-        remove += ", #failures, #failing"
-    return update, remove
+        return update.increment(Attr.FAILURES).set_default(Attr.FAILING_SINCE, now)
+    if streak is Streak.ANSWERED:
+        return update.remove(Attr.FAILURES, Attr.FAILING_SINCE)
+    return update
+
+
+def _parked(state: JobState, now: float) -> Update:
+    """The lease given back: the row waits in ``state`` from ``now``."""
+    return in_state(state, now).remove(Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,8 @@ class LeaseResult:
 
 
 class Leases(Reads):
+    """The processor's writes: one attempt's lease taken, then moved only by its holder."""
+
     def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
         """Take the job's PROCESSING lease: from a waiting state, an expired lease, or no row.
 
@@ -67,62 +78,34 @@ class Leases(Reads):
         The attempt counts a strike until it ends cleanly or stores a page (``struck_by``).
         """
         now = self.clock.time()
-        names = {
-            "#pk": PARTITION_KEY,
-            "#state": "state",
-            "#pending": PENDING_STATE,
-            "#since": STATE_SINCE,
-            "#updated": "updated_at",
-            "#owner": "lease_owner",
-            "#until": "lease_until",
-            "#attempts": "attempts",
-            "#struck": STRUCK_BY,
-            "#kind": "kind",
-            "#job": "job_id",
-            "#created": "created_at",
-            "#ttl": TTL_ATTRIBUTE,
-            "#source": "source",
-        }
-        free, free_values = _state_is(lifecycle.ACQUIRE)
-        taken, taken_values = _state_is(lifecycle.TAKE_OVER)
-        values = {
-            **free_values,
-            **taken_values,
-            ":processing": _s(JobState.PROCESSING.value),
-            ":now": _n(now),
-            ":owner": _s(owner),
-            ":until": _n(now + lease_seconds),
-            ":zero": _n(0),
-            ":one": _n(1),
-            ":kind": _s(key.kind.value),
-            ":job": _s(key.job_id),
-            ":ttl": _n(int(now) + self.ttl_seconds),
-            ":source": _s(source),
-            ":me": _string_set(owner),
-        }
+        update = (
+            in_state(JobState.PROCESSING, now)
+            .set(Attr.UPDATED_AT, now)
+            .set(Attr.LEASE_OWNER, owner)
+            .set(Attr.LEASE_UNTIL, now + lease_seconds)
+            .increment(Attr.ATTEMPTS)
+            .set_default(Attr.KIND, key.kind)
+            .set_default(Attr.JOB_ID, key.job_id)
+            .set_default(Attr.CREATED_AT, now)
+            .set(Attr.EXPIRES_AT, int(now) + self.ttl_seconds)
+            .set_default(Attr.SOURCE, source)
+            .add(Attr.STRUCK_BY, {owner})
+        )
+        condition = state_is(lifecycle.ACQUIRE) | (
+            state_is(lifecycle.TAKE_OVER) & below(Attr.LEASE_UNTIL, now)
+        )
         try:
             response = _write(
                 self._db,
                 "UpdateItem",
                 TableName=self.table_name,
-                Key={PARTITION_KEY: _s(key.pk)},
-                UpdateExpression=(
-                    "SET #state = :processing, #pending = :processing, #since = :now,"
-                    " #updated = :now, #owner = :owner, #until = :until,"
-                    " #attempts = if_not_exists(#attempts, :zero) + :one,"
-                    " #kind = if_not_exists(#kind, :kind), #job = if_not_exists(#job, :job),"
-                    " #created = if_not_exists(#created, :now), #ttl = :ttl,"
-                    " #source = if_not_exists(#source, :source)"
-                    " ADD #struck :me"
-                ),
-                ConditionExpression=f"{free} OR ({taken} AND #until < :now)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
+                Key={Attr.PK: encode(key.pk)},
+                **expressions(UpdateExpression=update, ConditionExpression=condition),
                 ReturnValues="ALL_NEW",
             )
         except ConditionFailedError as refused:
-            return LeaseResult(False, _row(refused.old) if refused.old else self.get(key))
-        return LeaseResult(True, _row(response["Attributes"]))
+            return LeaseResult(False, from_item(refused.old) if refused.old else self.get(key))
+        return LeaseResult(True, from_item(response["Attributes"]))
 
     def release(
         self,
@@ -141,67 +124,28 @@ class Leases(Reads):
         page first (a checkpoint took the strike back already). ``streak`` says what the
         attempt's API call did to the job's run of consecutive failures.
         """
-        names = {
-            "#pending": PENDING_STATE,
-            "#since": STATE_SINCE,
-            "#releases": "releases",
-            "#struck": STRUCK_BY,
-        }
-        values: dict[str, Any] = {
-            ":enqueued": _s(JobState.ENQUEUED.value),
-            ":zero": _n(0),
-            ":one": _n(1),
-        }
-        update = (
-            "SET #state = :enqueued, #pending = :enqueued, #since = :now,"
-            " #releases = if_not_exists(#releases, :zero) + :one"
-        )
-        take_back = ""
+        now = self.clock.time()
+        update = _parked(JobState.ENQUEUED, now).increment(Attr.RELEASES)
         if error is None:
-            take_back = " DELETE #struck :me"
-            values[":me"] = _string_set(owner)
+            update.delete(Attr.STRUCK_BY, {owner})
         else:
-            update += ", #error = :error"
-            names["#error"] = "last_error"
-            values[":error"] = _s(error[:MAX_ERROR_CHARS])
+            update.set(Attr.LAST_ERROR, error[:MAX_ERROR_CHARS])
         if not_found:
-            update += ", #not_found = if_not_exists(#not_found, :zero) + :one"
-            names["#not_found"] = "not_found"
-        update, remove = _with_streak(update, "#owner, #until", streak, names)
-        return self._leased_update(
-            key,
-            owner,
-            lifecycle.RELEASE,
-            update=f"{update} REMOVE {remove}{take_back}",
-            names=names,
-            values=values,
-        )
+            update.increment(Attr.NOT_FOUND)
+        update = _with_streak(update, streak, now)
+        return self._leased_update(key, owner, lifecycle.RELEASE, update, now)
 
     def watch(self, key: JobKey, owner: str, *, job_created_at: float) -> LedgerRow:
         """Park a long-running job: WATCHING, no lease, no message (the attempt was clean)."""
-        return self._leased_update(
-            key,
-            owner,
-            lifecycle.WATCH,
-            # The API answered the job's state: any run of failed calls is over.
-            update=(
-                "SET #state = :watching, #pending = :watching, #since = :now, #job_created = :jc"
-                " REMOVE #owner, #until, #failures, #failing DELETE #struck :me"
-            ),
-            names={
-                "#pending": PENDING_STATE,
-                "#since": STATE_SINCE,
-                "#struck": STRUCK_BY,
-                "#job_created": "job_created_at",
-                "#failures": "failures",
-                "#failing": "failing_since",
-            },
-            values={
-                ":watching": _s(JobState.WATCHING.value),
-                ":me": _string_set(owner),
-                ":jc": _n(float(job_created_at)),
-            },
+        now = self.clock.time()
+        update = (
+            _parked(JobState.WATCHING, now)
+            .set(Attr.JOB_CREATED_AT, float(job_created_at))
+            .delete(Attr.STRUCK_BY, {owner})
         )
+        # The API answered the job's state: any run of failed calls is over.
+        update = _with_streak(update, Streak.ANSWERED, now)
+        return self._leased_update(key, owner, lifecycle.WATCH, update, now)
 
     def park(self, key: JobKey, owner: str, *, not_found: bool = False) -> LedgerRow:
         """Park a job whose own API calls keep failing: WATCHING, one more failure counted.
@@ -210,26 +154,12 @@ class Leases(Reads):
         (``scrape_pipeline.watch``), and its webhook or the job list may wake it sooner. The
         attempt was clean: its strike is taken back (a sick API is not a poison job).
         """
-        names = {"#pending": PENDING_STATE, "#since": STATE_SINCE, "#struck": STRUCK_BY}
-        values = {
-            ":watching": _s(JobState.WATCHING.value),
-            ":zero": _n(0),
-            ":one": _n(1),
-            ":me": _string_set(owner),
-        }
-        update = "SET #state = :watching, #pending = :watching, #since = :now"
+        now = self.clock.time()
+        update = _parked(JobState.WATCHING, now).delete(Attr.STRUCK_BY, {owner})
         if not_found:
-            update += ", #not_found = if_not_exists(#not_found, :zero) + :one"
-            names["#not_found"] = "not_found"
-        update, remove = _with_streak(update, "#owner, #until", Streak.FAILED, names)
-        return self._leased_update(
-            key,
-            owner,
-            lifecycle.PARK,
-            update=f"{update} REMOVE {remove} DELETE #struck :me",
-            names=names,
-            values=values,
-        )
+            update.increment(Attr.NOT_FOUND)
+        update = _with_streak(update, Streak.FAILED, now)
+        return self._leased_update(key, owner, lifecycle.PARK, update, now)
 
     def checkpoint(
         self,
@@ -248,103 +178,50 @@ class Leases(Reads):
         Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
         ``page_seconds`` is the longest page the attempt took so far, for the next one.
         """
-        return self._leased_update(
-            key,
-            owner,
-            lifecycle.CHECKPOINT,
-            update=(
-                "SET #page = :page, #item = :item, #stored = :stored, #failed = :failed,"
-                " #page_s = :page_s REMOVE #struck"
-            ),
-            names={
-                "#page": "next_page",
-                "#item": "next_item",
-                "#stored": "items_stored",
-                "#failed": "items_failed",
-                "#page_s": "page_seconds",
-                "#struck": STRUCK_BY,
-            },
-            values={
-                ":page": _n(next_page),
-                ":item": _n(next_item),
-                ":stored": _n(stored),
-                ":failed": _n(failed),
-                ":page_s": _n(float(page_seconds)),
-            },
+        update = (
+            Update()
+            .set(Attr.NEXT_PAGE, next_page)
+            .set(Attr.NEXT_ITEM, next_item)
+            .set(Attr.ITEMS_STORED, stored)
+            .set(Attr.ITEMS_FAILED, failed)
+            .set(Attr.PAGE_SECONDS, float(page_seconds))
+            .remove(Attr.STRUCK_BY)
         )
+        return self._leased_update(key, owner, lifecycle.CHECKPOINT, update, self.clock.time())
 
     def finish(
         self, key: JobKey, owner: str, outcome: Outcome, detail: Mapping[str, str] | None = None
     ) -> LedgerRow:
         """Mark the job DONE with its one outcome; only the lease holder may."""
-        return self._leased_update(
-            key,
-            owner,
-            lifecycle.FINISH,
-            update=(
-                "SET #state = :done, #outcome = :outcome, #finished = :now, #detail = :detail"
-                " REMOVE #pending, #owner, #until"
-            ),
-            names={
-                "#outcome": "outcome",
-                "#finished": "finished_at",
-                "#detail": "detail",
-                "#pending": PENDING_STATE,
-            },
-            values={
-                ":done": _s(JobState.DONE.value),
-                ":outcome": _s(outcome.value),
-                ":detail": {"M": {k: _s(v) for k, v in (detail or {}).items()}},
-            },
+        now = self.clock.time()
+        update = (
+            Update()
+            .set(Attr.STATE, JobState.DONE)
+            .set(Attr.OUTCOME, outcome)
+            .set(Attr.FINISHED_AT, now)
+            .set(Attr.DETAIL, detail or {})
+            .remove(Attr.PENDING_STATE, Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
         )
+        return self._leased_update(key, owner, lifecycle.FINISH, update, now)
 
     def _leased_update(
-        self,
-        key: JobKey,
-        owner: str,
-        move: lifecycle.Move,
-        *,
-        update: str,
-        names: Mapping[str, str],
-        values: Mapping[str, Any],
+        self, key: JobKey, owner: str, move: lifecycle.Move, update: Update, now: float
     ) -> LedgerRow:
         """``move`` by the lease holder ``owner``; ``LeaseLostError`` if ``owner`` is not it."""
-        now = self.clock.time()
-        expression = _stamped(update)
-        state_is, state_values = _state_is(move)
-        condition = _both(state_is, "#owner = :owner")
+        update.set(Attr.UPDATED_AT, now).set(Attr.EXPIRES_AT, int(now) + self.ttl_seconds)
+        condition = state_is(move) & equals(Attr.LEASE_OWNER, owner)
         try:
             response = _write(
                 self._db,
                 "UpdateItem",
                 TableName=self.table_name,
-                Key={PARTITION_KEY: _s(key.pk)},
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                # DynamoDB refuses names and values the expressions do not use.
-                ExpressionAttributeNames=_used(
-                    expression + condition,
-                    {
-                        "#state": "state",
-                        "#owner": "lease_owner",
-                        "#until": "lease_until",
-                        "#updated": "updated_at",
-                        "#ttl": TTL_ATTRIBUTE,
-                        **names,
-                    },
-                ),
-                ExpressionAttributeValues={
-                    **state_values,
-                    ":owner": _s(owner),
-                    ":now": _n(now),
-                    ":ttl": _n(int(now) + self.ttl_seconds),
-                    **values,
-                },
+                Key={Attr.PK: encode(key.pk)},
+                **expressions(UpdateExpression=update, ConditionExpression=condition),
                 ReturnValues="ALL_NEW",
             )
         except ConditionFailedError as refused:
-            raise LeaseLostError(key, _row(refused.old) if refused.old else None) from refused
-        return _row(response["Attributes"])
+            raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
+        return from_item(response["Attributes"])
 
 
 def new_owner_id(prefix: str = "") -> str:

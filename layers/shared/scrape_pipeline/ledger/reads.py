@@ -7,30 +7,28 @@ from typing import Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
 from scrape_pipeline.jobs import JobKey, JobState
-from scrape_pipeline.ledger.attributes import (
-    PARTITION_KEY,
-    PENDING_INDEX,
-    PENDING_STATE,
-    STATE_SINCE,
-)
+from scrape_pipeline.ledger.attributes import PENDING_INDEX, Attr
 from scrape_pipeline.ledger.errors import LedgerError
-from scrape_pipeline.ledger.rows import LedgerRow, _n, _row, _s
+from scrape_pipeline.ledger.expressions import below, between, equals, expressions
+from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item
 from scrape_pipeline.ledger.table import LedgerTable
 
 
 class Reads(LedgerTable):
+    """Rows read by key (consistently) or by the pending index."""
+
     def get(self, key: JobKey) -> LedgerRow | None:
         """The job's row, read consistently; None when unknown."""
         try:
             response = self._db.get_item(
                 TableName=self.table_name,
-                Key={PARTITION_KEY: _s(key.pk)},
+                Key={Attr.PK: encode(key.pk)},
                 ConsistentRead=True,
             )
         except AWS_ERRORS as exc:
             raise unavailable("dynamodb", "GetItem", exc) from exc
         item = response.get("Item")
-        return _row(item) if item else None
+        return from_item(item) if item else None
 
     def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]:
         """The rows of up to 100 jobs in one read (missing jobs are absent from the result)."""
@@ -38,14 +36,14 @@ class Reads(LedgerTable):
             return {}
         if len(keys) > 100:
             raise ValueError("at most 100 keys per read")
-        rows = [_row(item) for item in self.batch_items([k.pk for k in keys])]
+        rows = [from_item(item) for item in self.batch_items([k.pk for k in keys])]
         return {row.key: row for row in rows}
 
     def batch_items(self, pks: Sequence[str]) -> list[dict[str, Any]]:
         """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
         request: dict[str, Any] = {
             self.table_name: {
-                "Keys": [{PARTITION_KEY: _s(pk)} for pk in dict.fromkeys(pks)],
+                "Keys": [{Attr.PK: encode(pk)} for pk in dict.fromkeys(pks)],
                 "ConsistentRead": True,
             }
         }
@@ -77,17 +75,15 @@ class Reads(LedgerTable):
         """
         if state is JobState.DONE:
             raise ValueError("DONE rows are not in the pending index")
-        values = {":state": _s(state.value), ":before": _n(since_before)}
-        condition = "#pending = :state AND #since < :before"
-        if since_after is not None:
-            condition = "#pending = :state AND #since BETWEEN :after AND :before"
-            values[":after"] = _n(since_after)
+        since = (
+            below(Attr.STATE_SINCE, since_before)
+            if since_after is None
+            else between(Attr.STATE_SINCE, since_after, since_before)
+        )
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": PENDING_INDEX,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": {"#pending": PENDING_STATE, "#since": STATE_SINCE},
-            "ExpressionAttributeValues": values,
+            **expressions(KeyConditionExpression=equals(Attr.PENDING_STATE, state) & since),
             "Limit": limit,
         }
         if cursor:
@@ -96,5 +92,5 @@ class Reads(LedgerTable):
             response = self._db.query(**kwargs)
         except AWS_ERRORS as exc:
             raise unavailable("dynamodb", "Query", exc) from exc
-        rows = [_row(item) for item in response.get("Items", [])]
+        rows = [from_item(item) for item in response.get("Items", [])]
         return rows, response.get("LastEvaluatedKey")

@@ -1,20 +1,23 @@
-"""A job's row: the ``LedgerRow`` model and its marshalling to and from DynamoDB items."""
+"""A job's row: the ``LedgerRow`` model and its marshalling to and from DynamoDB items.
+
+Writing, each value is encoded by its type (``encode``); reading, each field of the row is
+decoded from its attribute by the decoder a table gives it (``_DECODERS``), so an attribute a
+row lacks (an older row, a field never set) reads as the field's default.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
-from scrape_pipeline.ledger.attributes import (
-    PARTITION_KEY,
-    REOPENS,
-    SEEN_DELIVERIES,
-    STATE_SINCE,
-    STRUCK_BY,
-    TTL_ATTRIBUTE,
-)
+from scrape_pipeline.ledger.attributes import Attr
+
+# What the ledger stores: S (text), N (numbers), M of S (``detail``), SS (sets of ids).
+type Value = str | int | float | Mapping[str, str] | Set[str]
+# A DynamoDB attribute value as boto3's client takes and returns it: {"S": "..."}, {"N": ...}.
+type Item = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -79,61 +82,104 @@ class LedgerRow:
         return self.state is JobState.PROCESSING and (self.lease_until or 0.0) < now
 
 
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
+def encode(value: Value) -> dict[str, Any]:
+    """``value`` as a DynamoDB attribute value: text, a number, a map of text, a string set."""
+    if isinstance(value, str):
+        return {"S": str(value)}  # an enum's value, not the member
+    if isinstance(value, float):
+        # Fixed milliseconds: DynamoDB numbers are decimal strings; a float's repr is not stable.
+        return {"N": f"{value:.3f}"}
+    if isinstance(value, int):
+        return {"N": str(value)}
+    if isinstance(value, Mapping):
+        return {"M": {k: {"S": v} for k, v in value.items()}}
+    return {"SS": sorted(value)}
 
 
-def _n(value: float) -> dict[str, str]:
-    # Fixed milliseconds: DynamoDB numbers are decimal strings; repr of a float is not stable.
-    return {"N": f"{value:.3f}" if isinstance(value, float) else str(value)}
+def to_item(values: Mapping[Attr, Value | None]) -> Item:
+    """The item holding ``values``; an attribute whose value is None is left out."""
+    return {attr.value: encode(value) for attr, value in values.items() if value is not None}
 
 
-def _string_set(value: str) -> dict[str, list[str]]:
-    """``value`` as a DynamoDB string set of one, for ADD and DELETE (``struck_by``, the
-    deliveries seen)."""
-    return {"SS": [value]}
+type _Decoder = Callable[[Mapping[str, Any]], Any]
 
 
-def _row(item: Mapping[str, Any]) -> LedgerRow:
-    def s(name: str) -> str | None:
-        value = item.get(name)
-        return value["S"] if value and "S" in value else None
+def _text(value: Mapping[str, Any]) -> str | None:
+    text: str | None = value.get("S")
+    return text
 
-    def n(name: str) -> float | None:
-        value = item.get(name)
-        return float(value["N"]) if value and "N" in value else None
 
-    outcome = s("outcome")
-    detail = item.get("detail", {}).get("M", {})
-    return LedgerRow(
-        key=JobKey.from_pk(s(PARTITION_KEY) or ""),
-        state=JobState(s("state") or JobState.RECEIVED),
-        state_since=n(STATE_SINCE) or 0.0,
-        created_at=n("created_at") or 0.0,
-        source=s("source") or "",
-        attempts=int(n("attempts") or 0),
-        releases=int(n("releases") or 0),
-        outcome=Outcome(outcome) if outcome else None,
-        lease_owner=s("lease_owner"),
-        lease_until=n("lease_until"),
-        token=s("token"),
-        detail={k: v.get("S", "") for k, v in detail.items()},
-        finished_at=n("finished_at"),
-        # Rows written before strikes were a set kept a number in ``strikes``: ignored, so such
-        # a row's earlier strikes are forgotten once (a poison job gets a few more attempts).
-        strikes=len(item.get(STRUCK_BY, {}).get("SS", [])),
-        not_found=int(n("not_found") or 0),
-        last_error=s("last_error"),
-        next_page=int(n("next_page") or 1),
-        next_item=int(n("next_item") or 0),
-        items_stored=int(n("items_stored") or 0),
-        items_failed=int(n("items_failed") or 0),
-        page_seconds=n("page_seconds") or 0.0,
-        expires_at=n(TTL_ATTRIBUTE),
-        job_created_at=n("job_created_at"),
-        late_webhook_at=n("late_webhook_at"),
-        failures=int(n("failures") or 0),
-        failing_since=n("failing_since"),
-        reopens=int(n(REOPENS) or 0),
-        seen_deliveries=frozenset(item.get(SEEN_DELIVERIES, {}).get("SS", [])),
-    )
+def _number(value: Mapping[str, Any]) -> float | None:
+    return float(value["N"]) if "N" in value else None
+
+
+def _seconds(value: Mapping[str, Any]) -> float:
+    return _number(value) or 0.0
+
+
+def _count(default: int = 0) -> _Decoder:
+    return lambda value: int(_number(value) or default)
+
+
+def _members(value: Mapping[str, Any]) -> frozenset[str]:
+    return frozenset(value.get("SS", []))
+
+
+def _key(value: Mapping[str, Any]) -> JobKey:
+    return JobKey.from_pk(_text(value) or "")
+
+
+def _state(value: Mapping[str, Any]) -> JobState:
+    return JobState(_text(value) or JobState.RECEIVED)
+
+
+def _outcome(value: Mapping[str, Any]) -> Outcome | None:
+    text = _text(value)
+    return Outcome(text) if text else None
+
+
+def _source(value: Mapping[str, Any]) -> str:
+    return _text(value) or ""
+
+
+def _detail(value: Mapping[str, Any]) -> dict[str, str]:
+    return {k: v.get("S", "") for k, v in value.get("M", {}).items()}
+
+
+def _strikes(value: Mapping[str, Any]) -> int:
+    # Rows written before strikes were a set kept a number in ``strikes``: ignored, so such a
+    # row's earlier strikes are forgotten once (a poison job gets a few more attempts).
+    return len(_members(value))
+
+
+# How each attribute is read into the row's field of the same name (``_FIELD``: another).
+_DECODERS: Final[Mapping[Attr, _Decoder]] = {
+    Attr.PK: _key,
+    Attr.STATE: _state,
+    Attr.SOURCE: _source,
+    Attr.OUTCOME: _outcome,
+    Attr.DETAIL: _detail,
+    Attr.STRUCK_BY: _strikes,
+    Attr.SEEN_DELIVERIES: _members,
+    Attr.NEXT_PAGE: _count(1),  # pages count from one
+    **dict.fromkeys((Attr.STATE_SINCE, Attr.CREATED_AT, Attr.PAGE_SECONDS), _seconds),
+    **dict.fromkeys((Attr.ATTEMPTS, Attr.RELEASES, Attr.NOT_FOUND, Attr.FAILURES), _count()),
+    **dict.fromkeys((Attr.NEXT_ITEM, Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.REOPENS), _count()),
+    # Times that a row may not have: None, not zero.
+    **dict.fromkeys((Attr.LEASE_UNTIL, Attr.FINISHED_AT, Attr.EXPIRES_AT), _number),
+    **dict.fromkeys((Attr.JOB_CREATED_AT, Attr.LATE_WEBHOOK_AT, Attr.FAILING_SINCE), _number),
+    **dict.fromkeys((Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR), _text),
+}
+_FIELD: Final[Mapping[Attr, str]] = {Attr.PK: "key", Attr.STRUCK_BY: "strikes"}
+
+
+def from_item(item: Mapping[str, Any]) -> LedgerRow:
+    """The row an item holds, each field from its attribute (its default where it has none)."""
+    fields = {
+        _FIELD.get(attr, attr.value): decode(item.get(attr) or {})
+        for attr, decode in _DECODERS.items()
+    }
+    return LedgerRow(**fields)
+
+
+__all__ = ("Item", "LedgerRow", "Value", "encode", "from_item", "to_item")

@@ -9,7 +9,8 @@ from typing import Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger.attributes import _BOOKKEEPING_PREFIXES, PARTITION_KEY
+from scrape_pipeline.ledger.attributes import Attr, RowPrefix
+from scrape_pipeline.ledger.expressions import Projection, expressions
 from scrape_pipeline.ledger.table import LedgerTable
 
 
@@ -27,28 +28,28 @@ class RowCounts:
 
 
 class Scans(LedgerTable):
+    """Every job row, by paginated Scans of a few attributes (bookkeeping rows skipped)."""
+
     def job_keys(self) -> Iterator[JobKey]:
         """Every job's key (bookkeeping rows skipped), by a paginated Scan of the keys alone."""
         for item in self._scan():
-            yield JobKey.from_pk(item[PARTITION_KEY]["S"])
+            yield JobKey.from_pk(item[Attr.PK]["S"])
 
     def count_rows(self) -> RowCounts:
         """Job rows by state and DONE rows by outcome, by a paginated Scan of three attributes."""
         by_state: Counter[str] = Counter()
         by_outcome: Counter[str] = Counter()
-        for item in self._scan("state", "outcome"):
-            by_state[item.get("state", {}).get("S", "?")] += 1
-            if "outcome" in item:
-                by_outcome[item["outcome"]["S"]] += 1
+        for item in self._scan(Attr.STATE, Attr.OUTCOME):
+            by_state[item.get(Attr.STATE, {}).get("S", "?")] += 1
+            if Attr.OUTCOME in item:
+                by_outcome[item[Attr.OUTCOME]["S"]] += 1
         return RowCounts(dict(sorted(by_state.items())), dict(sorted(by_outcome.items())))
 
-    def _scan(self, *attributes: str) -> Iterator[dict[str, Any]]:
+    def _scan(self, *attributes: Attr) -> Iterator[dict[str, Any]]:
         """The job rows' items, projected to the key and ``attributes``, page by page."""
-        names = {f"#a{i}": name for i, name in enumerate((PARTITION_KEY, *attributes))}
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            "ProjectionExpression": ", ".join(names),
-            "ExpressionAttributeNames": names,
+            **expressions(ProjectionExpression=Projection((Attr.PK, *attributes))),
         }
         while True:
             try:
@@ -56,7 +57,7 @@ class Scans(LedgerTable):
             except AWS_ERRORS as exc:
                 raise unavailable("dynamodb", "Scan", exc) from exc
             for item in page.get("Items", []):
-                if not item[PARTITION_KEY]["S"].startswith(_BOOKKEEPING_PREFIXES):
+                if not item[Attr.PK]["S"].startswith(tuple(RowPrefix)):
                     yield dict(item)
             if not page.get("LastEvaluatedKey"):
                 return

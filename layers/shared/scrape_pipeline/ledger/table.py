@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.ledger.attributes import PARTITION_KEY
+from scrape_pipeline.jobs import JobState
+from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.errors import ConditionFailedError
+from scrape_pipeline.ledger.expressions import Update
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -19,6 +21,13 @@ DEFAULT_TTL_DAYS = 90
 # that still met the API's lag. Beyond three, the evidence is a loop (or a replayer's), and the
 # dead-letter record stands for an operator to look at.
 DEFAULT_MAX_REOPENS = 3
+
+
+def in_state(state: JobState, since: float) -> Update:
+    """An update that puts a row in ``state`` (not DONE) from ``since``, in the pending index."""
+    return (
+        Update().set(Attr.STATE, state).set(Attr.PENDING_STATE, state).set(Attr.STATE_SINCE, since)
+    )
 
 
 _METHODS = {"PutItem": "put_item", "UpdateItem": "update_item", "DeleteItem": "delete_item"}
@@ -39,7 +48,7 @@ def _write(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]
         response = send(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
     except AWS_ERRORS as exc:
         if is_condition_failed(exc):
-            pk = (request.get("Key") or request["Item"])[PARTITION_KEY]["S"]
+            pk = (request.get("Key") or request["Item"])[Attr.PK]["S"]
             raise ConditionFailedError(pk, refused_item(exc)) from exc
         raise unavailable("dynamodb", operation, exc) from exc
     return dict(response)
