@@ -39,7 +39,7 @@ from scrape_pipeline.ledger.attributes import (
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.errors import LeaseLostError, LedgerError
 from scrape_pipeline.ledger.intake import Intake, Recorded
-from scrape_pipeline.ledger.leases import MAX_ERROR_CHARS, LeaseResult, Leases, Streak, new_owner_id
+from scrape_pipeline.ledger.leases import LeaseResult, Leases, Streak, new_owner_id
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.scans import RowCounts, Scans
 from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS
@@ -52,7 +52,6 @@ class Ledger(Intake, Leases, Scans):
 __all__: Sequence[str] = (
     "DEFAULT_MAX_REOPENS",
     "DEFAULT_TTL_DAYS",
-    "MAX_ERROR_CHARS",
     "PARTITION_KEY",
     "PENDING_INDEX",
     "STATE_SINCE",

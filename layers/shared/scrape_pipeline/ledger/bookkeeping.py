@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
+from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.attributes import Attr, RowPrefix
 from scrape_pipeline.ledger.errors import ConditionFailedError
-from scrape_pipeline.ledger.expressions import Update, expressions, missing
+from scrape_pipeline.ledger.expressions import Update, missing
 from scrape_pipeline.ledger.rows import encode
-from scrape_pipeline.ledger.table import _write
+from scrape_pipeline.ledger.table import _write, call
 
 if TYPE_CHECKING:
     from scrape_pipeline.ledger import Ledger
@@ -34,15 +34,12 @@ class Bookkeeping:
         ledger = self._ledger
         request: dict[str, Any] = {
             ledger.table_name: {
-                "Keys": [{Attr.PK: encode(f"{RowPrefix.CHAIN}{key.pk}")}],
+                "Keys": [{Attr.PK.value: encode(f"{RowPrefix.CHAIN}{key.pk}")}],
                 "ConsistentRead": True,
             }
         }
         # BatchGetItem, the processor's one read (its role has no GetItem), for one key.
-        try:
-            response = ledger.client.batch_get_item(RequestItems=request)
-        except AWS_ERRORS as exc:
-            raise unavailable("dynamodb", "BatchGetItem", exc) from exc
+        response = call(ledger.client, "BatchGetItem", RequestItems=request)
         if response.get("UnprocessedKeys"):
             raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
         items = response.get("Responses", {}).get(ledger.table_name, [])
@@ -58,16 +55,17 @@ class Bookkeeping:
         chain) must not shorten the chain and so lengthen it.
         """
         ledger = self._ledger
-        expires = int(ledger.clock.time()) + ledger.ttl_seconds
+        expires = ledger.expiry(ledger.clock.time())
         update = Update().set(Attr.DEPTH, depth).set(Attr.EXPIRES_AT, expires)
         try:
             # UpdateItem creates the row: the processor writes nothing but conditional updates.
             _write(
                 ledger.client,
+                ledger.table_name,
                 "UpdateItem",
-                TableName=ledger.table_name,
-                Key={Attr.PK: encode(f"{RowPrefix.CHAIN}{key.pk}")},
-                **expressions(UpdateExpression=update, ConditionExpression=missing(Attr.DEPTH)),
+                missing(Attr.DEPTH),
+                pk=f"{RowPrefix.CHAIN}{key.pk}",
+                update=update,
             )
         except ConditionFailedError:
             return False
@@ -75,14 +73,13 @@ class Bookkeeping:
 
     def read(self, name: str) -> dict[str, str] | None:
         """A checkpoint's fields, or None before the first write."""
-        try:
-            response = self._ledger.client.get_item(
-                TableName=self._ledger.table_name,
-                Key={Attr.PK: encode(f"{RowPrefix.META}{name}")},
-                ConsistentRead=True,
-            )
-        except AWS_ERRORS as exc:
-            raise unavailable("dynamodb", "GetItem", exc) from exc
+        response = call(
+            self._ledger.client,
+            "GetItem",
+            TableName=self._ledger.table_name,
+            Key={Attr.PK.value: encode(f"{RowPrefix.META}{name}")},
+            ConsistentRead=True,
+        )
         item = response.get("Item")
         return _fields(item) if item else None
 
@@ -97,12 +94,10 @@ class Bookkeeping:
 
     def write(self, name: str, fields: Mapping[str, str]) -> None:
         """Replace a checkpoint's fields."""
-        item: dict[str, Any] = {Attr.PK: encode(f"{RowPrefix.META}{name}")}
+        item = {Attr.PK.value: encode(f"{RowPrefix.META}{name}")}
         item.update({k: encode(v) for k, v in fields.items()})
-        try:
-            self._ledger.client.put_item(TableName=self._ledger.table_name, Item=item)
-        except AWS_ERRORS as exc:
-            raise unavailable("dynamodb", "PutItem", exc) from exc
+        # Unconditional: the reconciler is the one writer of its checkpoints.
+        call(self._ledger.client, "PutItem", TableName=self._ledger.table_name, Item=item)
 
 
 def _fields(item: Mapping[str, Any]) -> dict[str, str]:

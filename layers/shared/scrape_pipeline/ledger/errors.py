@@ -26,7 +26,7 @@ class LeaseLostError(LedgerError):
 class ConditionFailedError(LedgerError):
     """A conditional write was refused: the row was not as the write required.
 
-    ``old`` is the item as DynamoDB found it (None when there was none). Raised by ``_write``
+    ``old`` is the item as DynamoDB found it (None when there was none). Raised by ``call``
     and answered inside the package: callers get False, the old row, or ``LeaseLostError``.
     """
 

@@ -24,13 +24,12 @@ from scrape_pipeline.ledger.expressions import (
     Update,
     any_of,
     equals,
-    expressions,
     lacks,
     missing,
     state_is,
 )
 from scrape_pipeline.ledger.reads import Reads
-from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item, to_item
+from scrape_pipeline.ledger.rows import LedgerRow, from_item, to_item
 from scrape_pipeline.ledger.table import _write, in_state
 
 
@@ -87,7 +86,7 @@ class Intake(Reads):
                 Attr.STATE_SINCE: now,
                 Attr.CREATED_AT: now,
                 Attr.UPDATED_AT: now,
-                Attr.EXPIRES_AT: int(now) + self.ttl_seconds,
+                Attr.EXPIRES_AT: self.expiry(now),
                 Attr.SOURCE: source,
                 # Lets the writer undo its own row, and only its own (forget_unsent).
                 Attr.TOKEN: uuid.uuid4().hex,
@@ -98,13 +97,7 @@ class Intake(Reads):
             }
         )
         try:
-            _write(
-                self._db,
-                "PutItem",
-                TableName=self.table_name,
-                Item=item,
-                **expressions(ConditionExpression=state_is(lifecycle.RECORD)),
-            )
+            _write(self._db, self.table_name, "PutItem", state_is(lifecycle.RECORD), item=item)
         except ConditionFailedError as refused:
             return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
         return Recorded(True, from_item(item))
@@ -113,13 +106,7 @@ class Intake(Reads):
         """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
         condition = state_is(lifecycle.FORGET_UNSENT) & equals(Attr.TOKEN, row.token or "")
         try:
-            _write(
-                self._db,
-                "DeleteItem",
-                TableName=self.table_name,
-                Key={Attr.PK: encode(row.key.pk)},
-                **expressions(ConditionExpression=condition),
-            )
+            _write(self._db, self.table_name, "DeleteItem", condition, pk=row.key.pk)
         except ConditionFailedError:
             return False
         return True
@@ -146,7 +133,7 @@ class Intake(Reads):
         # its holder.
         guard = equals(Attr.STATE, row.state) & equals(Attr.STATE_SINCE, row.state_since)
         update, guard = _with_evidence(update, guard, evidence)
-        if not self._conditional_update(row.key, lifecycle.ENQUEUE, update, guard, now):
+        if not self._moved(row.key, lifecycle.ENQUEUE, update, guard, now):
             return None
         seen = row.seen_deliveries | ({evidence} if evidence else set())
         return replace(row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=seen)
@@ -197,7 +184,7 @@ class Intake(Reads):
             & any_of(missing(Attr.REOPENS), equals(Attr.REOPENS, row.reopens))
         )
         update, guard = _with_evidence(update, guard, evidence)
-        if not self._conditional_update(row.key, lifecycle.REOPEN, update, guard, now):
+        if not self._moved(row.key, lifecycle.REOPEN, update, guard, now):
             return None
         return replace(
             row,
@@ -250,9 +237,7 @@ class Intake(Reads):
             # write's 503 asks for must be able to move the row again.
             update = update.delete(Attr.SEEN_DELIVERIES, added)
         guard = equals(Attr.STATE_SINCE, written.state_since)
-        return self._conditional_update(
-            before.key, lifecycle.UNCLAIM, update, guard, self.clock.time()
-        )
+        return self._moved(before.key, lifecycle.UNCLAIM, update, guard, self.clock.time())
 
     def note_late_webhook(self, row: LedgerRow) -> bool:
         """Record that a webhook came for a job recovered without it; True the first time only.
@@ -264,22 +249,14 @@ class Intake(Reads):
         now = self.clock.time()
         update = Update().set(Attr.LATE_WEBHOOK_AT, now)
         guard = missing(Attr.LATE_WEBHOOK_AT)
-        return self._conditional_update(row.key, lifecycle.NOTE_LATE_WEBHOOK, update, guard, now)
+        return self._moved(row.key, lifecycle.NOTE_LATE_WEBHOOK, update, guard, now)
 
-    def _conditional_update(
+    def _moved(
         self, key: JobKey, move: lifecycle.Move, update: Update, guard: Condition, now: float
     ) -> bool:
-        """``move``, if ``guard`` holds too: one conditional update that also stamps
-        ``updated_at`` and the TTL; False if refused."""
-        update.set(Attr.UPDATED_AT, now).set(Attr.EXPIRES_AT, int(now) + self.ttl_seconds)
+        """``move``, if ``guard`` holds too, written at ``now``; False if refused."""
         try:
-            _write(
-                self._db,
-                "UpdateItem",
-                TableName=self.table_name,
-                Key={Attr.PK: encode(key.pk)},
-                **expressions(UpdateExpression=update, ConditionExpression=state_is(move) & guard),
-            )
+            self._update(key, state_is(move) & guard, update, now)
         except ConditionFailedError:
             return False
         return True

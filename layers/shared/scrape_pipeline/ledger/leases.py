@@ -29,10 +29,10 @@ from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKey, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.errors import ConditionFailedError, LeaseLostError
-from scrape_pipeline.ledger.expressions import Update, below, equals, expressions, state_is
+from scrape_pipeline.ledger.expressions import Update, below, equals, state_is
 from scrape_pipeline.ledger.reads import Reads
-from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item
-from scrape_pipeline.ledger.table import _write, in_state
+from scrape_pipeline.ledger.rows import LedgerRow, from_item
+from scrape_pipeline.ledger.table import in_state
 
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
@@ -80,14 +80,12 @@ class Leases(Reads):
         now = self.clock.time()
         update = (
             in_state(JobState.PROCESSING, now)
-            .set(Attr.UPDATED_AT, now)
             .set(Attr.LEASE_OWNER, owner)
             .set(Attr.LEASE_UNTIL, now + lease_seconds)
             .increment(Attr.ATTEMPTS)
             .set_default(Attr.KIND, key.kind)
             .set_default(Attr.JOB_ID, key.job_id)
             .set_default(Attr.CREATED_AT, now)
-            .set(Attr.EXPIRES_AT, int(now) + self.ttl_seconds)
             .set_default(Attr.SOURCE, source)
             .add(Attr.STRUCK_BY, {owner})
         )
@@ -95,14 +93,7 @@ class Leases(Reads):
             state_is(lifecycle.TAKE_OVER) & below(Attr.LEASE_UNTIL, now)
         )
         try:
-            response = _write(
-                self._db,
-                "UpdateItem",
-                TableName=self.table_name,
-                Key={Attr.PK: encode(key.pk)},
-                **expressions(UpdateExpression=update, ConditionExpression=condition),
-                ReturnValues="ALL_NEW",
-            )
+            response = self._update(key, condition, update, now, returns_new=True)
         except ConditionFailedError as refused:
             return LeaseResult(False, from_item(refused.old) if refused.old else self.get(key))
         return LeaseResult(True, from_item(response["Attributes"]))
@@ -208,17 +199,9 @@ class Leases(Reads):
         self, key: JobKey, owner: str, move: lifecycle.Move, update: Update, now: float
     ) -> LedgerRow:
         """``move`` by the lease holder ``owner``; ``LeaseLostError`` if ``owner`` is not it."""
-        update.set(Attr.UPDATED_AT, now).set(Attr.EXPIRES_AT, int(now) + self.ttl_seconds)
         condition = state_is(move) & equals(Attr.LEASE_OWNER, owner)
         try:
-            response = _write(
-                self._db,
-                "UpdateItem",
-                TableName=self.table_name,
-                Key={Attr.PK: encode(key.pk)},
-                **expressions(UpdateExpression=update, ConditionExpression=condition),
-                ReturnValues="ALL_NEW",
-            )
+            response = self._update(key, condition, update, now, returns_new=True)
         except ConditionFailedError as refused:
             raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
         return from_item(response["Attributes"])

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
 from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger.attributes import PENDING_INDEX, Attr
 from scrape_pipeline.ledger.errors import LedgerError
 from scrape_pipeline.ledger.expressions import below, between, equals, expressions
 from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item
-from scrape_pipeline.ledger.table import LedgerTable
+from scrape_pipeline.ledger.table import LedgerTable, call
 
 
 class Reads(LedgerTable):
@@ -19,14 +18,13 @@ class Reads(LedgerTable):
 
     def get(self, key: JobKey) -> LedgerRow | None:
         """The job's row, read consistently; None when unknown."""
-        try:
-            response = self._db.get_item(
-                TableName=self.table_name,
-                Key={Attr.PK: encode(key.pk)},
-                ConsistentRead=True,
-            )
-        except AWS_ERRORS as exc:
-            raise unavailable("dynamodb", "GetItem", exc) from exc
+        response = call(
+            self._db,
+            "GetItem",
+            TableName=self.table_name,
+            Key={Attr.PK.value: encode(key.pk)},
+            ConsistentRead=True,
+        )
         item = response.get("Item")
         return from_item(item) if item else None
 
@@ -43,16 +41,13 @@ class Reads(LedgerTable):
         """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
         request: dict[str, Any] = {
             self.table_name: {
-                "Keys": [{Attr.PK: encode(pk)} for pk in dict.fromkeys(pks)],
+                "Keys": [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)],
                 "ConsistentRead": True,
             }
         }
         items: list[dict[str, Any]] = []
         for _ in range(8):  # unprocessed keys come back under load: ask for them again
-            try:
-                response = self._db.batch_get_item(RequestItems=request)
-            except AWS_ERRORS as exc:
-                raise unavailable("dynamodb", "BatchGetItem", exc) from exc
+            response = call(self._db, "BatchGetItem", RequestItems=request)
             items += response.get("Responses", {}).get(self.table_name, [])
             request = dict(response.get("UnprocessedKeys") or {})
             if not request:
@@ -88,9 +83,6 @@ class Reads(LedgerTable):
         }
         if cursor:
             kwargs["ExclusiveStartKey"] = dict(cursor)
-        try:
-            response = self._db.query(**kwargs)
-        except AWS_ERRORS as exc:
-            raise unavailable("dynamodb", "Query", exc) from exc
+        response = call(self._db, "Query", **kwargs)
         rows = [from_item(item) for item in response.get("Items", [])]
         return rows, response.get("LastEvaluatedKey")

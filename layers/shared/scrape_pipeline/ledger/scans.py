@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.attributes import Attr, RowPrefix
 from scrape_pipeline.ledger.expressions import Projection, expressions
-from scrape_pipeline.ledger.table import LedgerTable
+from scrape_pipeline.ledger.table import LedgerTable, call
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,7 @@ class Scans(LedgerTable):
             **expressions(ProjectionExpression=Projection((Attr.PK, *attributes))),
         }
         while True:
-            try:
-                page = self._db.scan(**request)
-            except AWS_ERRORS as exc:
-                raise unavailable("dynamodb", "Scan", exc) from exc
+            page = call(self._db, "Scan", **request)
             for item in page.get("Items", []):
                 if not item[Attr.PK]["S"].startswith(tuple(RowPrefix)):
                     yield dict(item)
