@@ -163,6 +163,8 @@ def state_is(move: lifecycle.Move) -> Condition:
         clauses.append(equals(Attr.STATE, present[0]))
     elif present:
         clauses.append(one_of(Attr.STATE, present))
+    if not clauses:
+        raise ValueError(f"{move.verb} moves no row: it has no from-state")
     return any_of(*clauses)
 
 
