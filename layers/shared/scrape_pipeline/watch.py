@@ -58,14 +58,17 @@ import base64
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
-from scrape_pipeline.clock import Clock
-from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.geonode.models import JobSummary, format_time
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
+from scrape_pipeline.geonode.models import JobSummary, Page, format_time
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
-from scrape_pipeline.recovery import Recoverer
+from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.sweeps import Sweep, SweepResult
+
+if TYPE_CHECKING:
+    from scrape_pipeline.reconciler import ReconcileReport
 
 # The rows' resume point and the listing under way (its ``list_`` fields), one row.
 WATCH_CHECKPOINT = "reconciler-watch"
@@ -90,15 +93,28 @@ class WatchSettings:
 
 
 @dataclass
-class WatchResult:
-    """What one sweep did."""
+class WatchResult(SweepResult):
+    """What one sweep did (``recovered``: the jobs woken)."""
 
     watched: int = 0  # rows read this run
-    woken: int = 0
     row_pages: int = 0
     list_pages: int = 0
     listings: int = 0  # listings of the unsettled jobs finished this run
-    complete: bool = True
+
+    @property
+    def woken(self) -> int:
+        """The jobs woken: this sweep's recoveries."""
+        return self.recovered
+
+    @woken.setter
+    def woken(self, value: int) -> None:
+        self.recovered = value
+
+    def add_to(self, report: ReconcileReport) -> None:
+        report.row_pages += self.row_pages
+        report.list_pages += self.list_pages
+        report.watch_list_pages += self.list_pages
+        report.watch_listings += self.listings
 
 
 def _digest(job_id: str) -> bytes:
@@ -222,33 +238,21 @@ def _sick(row: LedgerRow) -> bool:
     return row.failing_since is not None
 
 
-class Watcher:
+class Watcher(Sweep[WatchSettings, WatchResult]):
     """The reconciler's watch sweep."""
 
-    def __init__(
-        self,
-        settings: WatchSettings,
-        *,
-        ledger: Ledger,
-        client: GeonodeClient,
-        recoverer: Recoverer,
-        clock: Clock,
-    ) -> None:
-        self.settings = settings
-        self._ledger = ledger
-        self._books = Bookkeeping(ledger)
-        self._client = client
-        self._recoverer = recoverer
-        self._clock = clock
+    name = SOURCE_WATCH
 
-    def sweep(self, budget: Budget) -> WatchResult:
+    def new_result(self) -> WatchResult:
+        return WatchResult()
+
+    def work(self, budget: Budget, result: WatchResult) -> None:
         """Wake the batches and crawls due a poll and the watched jobs that have settled.
 
         The rows first (batches and crawls woken as they are read), then the listing of
         unsettled jobs with what is left, then the extract rows read, judged against the
         newest complete listing.
         """
-        result = WatchResult()
         saved = self._books.read(WATCH_CHECKPOINT) or {}
         listing = _Listing.read(saved)
         # Extract rows seen by the rows pass under way, or by the last finished one.
@@ -275,7 +279,6 @@ class Watcher:
                     self._judge(extract_rows, listed, result)
         finally:
             save(under_way)
-        return result
 
     def _read_rows(
         self, saved: Mapping[str, str], budget: Budget, result: WatchResult
@@ -372,8 +375,8 @@ class Watcher:
             if listed is not None and listed.oversize and recent:
                 return None, listed  # given up lately: polled by age until WATCH_POLL passed
             listing = _Listing(started=now)
-        pages = 0
-        while pages < self.settings.max_pages and not budget.spent():
+        pages, read = budget.capped(self.settings.max_pages), 0
+        while not pages.spent(read):
             status = UNSETTLED_STATUSES[listing.status]
             page = self._client.list_jobs(
                 status=status,
@@ -381,27 +384,37 @@ class Watcher:
                 page=listing.page,
                 page_size=JOBS_PAGE_MAX,
             )
-            pages += 1
+            read += 1
             result.list_pages += 1
-            ids = {_digest(job.job_id) for job in page.items}
-            listing.ids |= ids
-            if listing.count + len(ids) > self.settings.max_listed:
-                listed = _Listed(now, frozenset(), oversize=True)
-                self._books.write(LISTED_CHECKPOINT, listed.fields())
-                return None, listed
-            last = page.is_last or not page.items
-            if last and listing.status + 1 == len(UNSETTLED_STATUSES):
-                return None, self._complete(listing, result)
-            if ids:  # saved before the listing moves past them: a failed write moves nothing
-                self._books.write(_chunk(listing.chunks), {"ids": _pack(ids)})
-                listing.chunks, listing.count = listing.chunks + 1, listing.count + len(ids)
-            if last:
-                listing.next_status()
-            else:
-                listing.turn(page.items)
+            finished = self._take(listing, page, result, now)
+            if finished is not None:
+                return None, finished
             save(listing)
         result.complete = False
         return listing, _Listed.read(self._books.read(LISTED_CHECKPOINT))
+
+    def _take(
+        self, listing: _Listing, page: Page[JobSummary], result: WatchResult, now: float
+    ) -> _Listed | None:
+        """Add ``page`` to ``listing``: the listing it completes (or, past MAX_LISTED, gives
+        up), or None while it goes on."""
+        ids = {_digest(job.job_id) for job in page.items}
+        listing.ids |= ids
+        if listing.count + len(ids) > self.settings.max_listed:
+            listed = _Listed(now, frozenset(), oversize=True)
+            self._books.write(LISTED_CHECKPOINT, listed.fields())
+            return listed
+        last = page.is_last or not page.items
+        if last and listing.status + 1 == len(UNSETTLED_STATUSES):
+            return self._complete(listing, result)
+        if ids:  # saved before the listing moves past them: a failed write moves nothing
+            self._books.write(_chunk(listing.chunks), {"ids": _pack(ids)})
+            listing.chunks, listing.count = listing.chunks + 1, listing.count + len(ids)
+        if last:
+            listing.next_status()
+        else:
+            listing.turn(page.items)
+        return None
 
     def _complete(self, listing: _Listing, result: WatchResult) -> _Listed:
         """The finished ``listing``: this run's ids and those earlier runs saved, chunk by chunk
