@@ -199,6 +199,10 @@ class _Checkpoint:
         if lag >= self.lag:
             self.lag, self.lag_seen_at = lag, now
 
+    def drop(self, finished: _Pass) -> None:
+        """A pass read to its end leaves the pending list."""
+        self.pending = [p for p in self.pending if p is not finished]
+
     def bound(self) -> None:
         """Merge the two newest pending passes while there are too many (see the constant)."""
         while len(self.pending) > MAX_PENDING_PASSES:
@@ -290,24 +294,27 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         ``budget`` lasts; True when cut short."""
         fresh_due, closing_left = True, True
         while True:
-            end = self._clock.time() - self.settings.threshold_seconds
-            # New ground: time passed since the last fresh pass (the watermark is a job's
-            # time, on the API's clock, so it says nothing of whether time passed).
-            fresh = fresh_due and end > max(mark.watermark, mark.fresh_end)
-            if not fresh and not mark.pending:
+            fresh_end = self._new_ground(mark) if fresh_due else None
+            if fresh_end is None and not mark.pending:
                 return False
             if self._stopped(budget, result):
                 return True
             fresh_due = False
-            current, share = self._one_pass(mark, end if fresh else None, budget, result)
+            current, share = self._one_pass(mark, fresh_end, budget, result)
             if not current.done:
                 if share is budget or self._stopped(budget, result):
                     return True  # out of time or pages: it stays pending where it is
                 continue  # its half is spent, not the run: on to the oldest pass
-            mark.pending = [p for p in mark.pending if p is not current]
-            if not fresh and closing_left:
+            mark.drop(current)
+            if fresh_end is None and closing_left:
                 # A finished resumed pass took time: new ground may have come due.
                 fresh_due, closing_left = True, False
+
+    def _new_ground(self, mark: _Checkpoint) -> float | None:
+        """The end of a fresh pass, if time passed since the last one (the watermark is a
+        job's time, on the API's clock, so it says nothing of whether time passed)."""
+        end = self._clock.time() - self.settings.threshold_seconds
+        return end if end > max(mark.watermark, mark.fresh_end) else None
 
     def _one_pass(
         self, mark: _Checkpoint, fresh_end: float | None, budget: Budget, result: JobListResult

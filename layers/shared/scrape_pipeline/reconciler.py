@@ -59,7 +59,7 @@ from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.settings import read_float, read_int
-from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepResult
+from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
 from scrape_pipeline.sweeps.delivery_log import DELIVERIES_CHECKPOINT_PREFIX, DeliveryLogSweep
 from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS, StuckRowsSweep
 from scrape_pipeline.watch import Watcher, WatchSettings
@@ -238,11 +238,17 @@ SWEEP_TABLE: tuple[SweepRow, ...] = (
 SWEEPS = tuple(row.name for row in SWEEP_TABLE)
 
 
+def _names() -> list[str]:
+    """The table's sweeps by name, in order (read when asked: a test may run its own table)."""
+    return [row.name for row in SWEEP_TABLE]
+
+
 @dataclass
 class ReconcileReport:
     """What one run found and did."""
 
-    recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SWEEPS, 0))
+    # Jobs recovered by sweep, every sweep of the table named (a sweep not run found none).
+    recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_names(), 0))
     list_pages: int = 0
     watch_list_pages: int = 0  # of list_pages, the watch sweep's (unsettled jobs)
     watch_listings: int = 0  # listings of the unsettled jobs the watch sweep finished
@@ -356,24 +362,14 @@ class Reconciler:
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
-        self._ledger = ledger
+        self._parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
+        self._ledger, self._client, self._recoverer = ledger, client, recoverer
         self._books = Bookkeeping(ledger)
-        self._client = client
-        self._recoverer = recoverer
         self._clock = clock
         # The sweeps by name, built as the table says.
         self.sweeps: dict[str, Sweep[Any, Any]] = {
-            row.name: self._build(row.sweep, row.settings(settings)) for row in SWEEP_TABLE
+            row.name: row.sweep(row.settings(settings), **self._parts) for row in SWEEP_TABLE
         }
-
-    def _build(self, sweep: type[Sweep[Any, Any]], settings: object) -> Sweep[Any, Any]:
-        return sweep(
-            settings,
-            ledger=self._ledger,
-            client=self._client,
-            recoverer=self._recoverer,
-            clock=self._clock,
-        )
 
     def run(
         self, remaining: RemainingSeconds = unlimited, *, full: bool = False
@@ -431,13 +427,7 @@ class Reconciler:
     ) -> int:
         """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
         A failing page is raised."""
-        log = DeliveryLogSweep(
-            self.settings,
-            ledger=self._ledger,
-            client=self._client,
-            recoverer=self._recoverer,
-            clock=self._clock,
-        )
+        log = DeliveryLogSweep(self.settings, **self._parts)
         result = log.replay(webhook_id, since=since, only_status=only_status, source=source)
         result.add_to(report)
         report.complete &= result.complete

@@ -54,10 +54,8 @@ and a job missing from the list was settled when its stretch of the list was rea
 
 from __future__ import annotations
 
-import base64
-import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
@@ -66,19 +64,23 @@ from scrape_pipeline.geonode.models import JobSummary, Page, format_time
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import LedgerRow
 from scrape_pipeline.sweeps import Sweep, SweepResult
+from scrape_pipeline.sweeps.watch_listing import (
+    LISTED_CHECKPOINT,
+    MAX_LISTED,
+    UNSETTLED_STATUSES,
+    WATCH_CHECKPOINT,
+    Listed,
+    Listing,
+    chunk_name,
+    digest,
+    pack,
+    unpack,
+)
 
 if TYPE_CHECKING:
     from scrape_pipeline.reconciler import ReconcileReport
 
-# The rows' resume point and the listing under way (its ``list_`` fields), one row.
-WATCH_CHECKPOINT = "reconciler-watch"
-# The last complete listing that took more than one run (one read within a run needs none).
-LISTED_CHECKPOINT = "reconciler-watch-listed"
-UNSETTLED_STATUSES = ("queued", "processing")
 ROWS_PER_PAGE = 100
-DIGEST_BYTES = 8  # per listed id: a collision only delays one wake by a pass
-# Ids one listing keeps at most: 30,000 x 8 bytes is 320 kB of base64, under DynamoDB's 400 kB.
-MAX_LISTED = 30_000
 
 
 @dataclass(frozen=True)
@@ -117,122 +119,6 @@ class WatchResult(SweepResult):
         report.watch_listings += self.listings
 
 
-def _digest(job_id: str) -> bytes:
-    return hashlib.blake2b(job_id.encode(), digest_size=DIGEST_BYTES).digest()
-
-
-def _pack(ids: set[bytes]) -> str:
-    return base64.b64encode(b"".join(sorted(ids))).decode()
-
-
-def _unpack(text: str | None) -> set[bytes]:
-    raw = base64.b64decode(text or "")
-    return {raw[i : i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)}
-
-
-@dataclass
-class _Listing:
-    """A listing of the unsettled jobs under way: where each status's read stands.
-
-    Its ids are saved a page at a time, each page's in a chunk row of its own (``chunks`` of
-    them so far), so a page costs one small write however long the listing has grown.
-    """
-
-    started: float  # Lambda's clock, when its first page was read
-    status: int = 0  # index in UNSETTLED_STATUSES
-    end: int | None = None  # created_at bound (whole seconds, inclusive); None: the newest
-    page: int = 1
-    chunks: int = 0  # pages whose ids are saved in chunk rows
-    count: int = 0  # ids saved so far (a job read again is counted again)
-    # Read by earlier runs: only the chunk count is loaded; ``ids`` are this run's pages'.
-    chunks_before: int = 0
-    ids: set[bytes] = field(default_factory=set)
-    inline: str = ""  # ids an earlier version kept in the checkpoint row itself
-    # Not saved: the created_at of every job read under the current bound, this run.
-    times: list[float] = field(default_factory=list)
-
-    @classmethod
-    def read(cls, saved: Mapping[str, str] | None) -> _Listing | None:
-        """The listing under way in the watch checkpoint's ``list_`` fields, if any."""
-        if not saved or not saved.get("list_started"):
-            return None
-        end = saved.get("list_end")
-        chunks = int(saved.get("list_chunks") or 0)
-        inline = saved.get("list_ids") or ""
-        return cls(
-            float(saved["list_started"]),
-            int(saved.get("list_status") or 0),
-            int(end) if end else None,
-            int(saved.get("list_page") or 1),
-            chunks,
-            int(saved.get("list_count") or len(_unpack(inline))),
-            chunks_before=chunks,
-            inline=inline,
-        )
-
-    def turn(self, items: Sequence[JobSummary]) -> None:
-        """Past a page of ``items``: the next page of the same bound."""
-        self.times += [job.created_at.timestamp() for job in items if job.created_at]
-        self.page += 1
-
-    def next_status(self) -> None:
-        """On to the next status, from its newest job: its bound is its own."""
-        self.status, self.end, self.page, self.times = self.status + 1, None, 1, []
-
-    def resume_point(self) -> tuple[int | None, int]:
-        """The bound and page a later run resumes at: the oldest second reached.
-
-        Within a run the pages of one bound go on (jobs settling meanwhile shift a few unread
-        rows up a page: a job missed so is woken by mistake, one GET); across runs a bound in
-        the list's own timestamps is a resume point that stays valid however the list moved.
-        Whole seconds, rounded up, from the page that holds the first job of that second not
-        read yet: the jobs of that second already read are read again, never one skipped.
-        """
-        if not self.times:
-            return self.end, self.page
-        bound = int(-(-min(self.times) // 1))
-        if self.end is not None and bound >= self.end:
-            return self.end, self.page
-        same_second = sum(1 for t in self.times if bound - 1 < t <= bound)
-        return bound, 1 + same_second // JOBS_PAGE_MAX
-
-    def fields(self) -> dict[str, str]:
-        end, page = self.resume_point()
-        out = {
-            "list_started": f"{self.started:.3f}",
-            "list_status": str(self.status),
-            "list_end": "" if end is None else str(end),
-            "list_page": str(page),
-            "list_chunks": str(self.chunks),
-            "list_count": str(self.count),
-        }
-        if self.inline:
-            out["list_ids"] = self.inline
-        return out
-
-
-@dataclass(frozen=True)
-class _Listed:
-    """The last complete listing (``oversize``: given up, extract rows polled by age)."""
-
-    started: float
-    ids: frozenset[bytes]
-    oversize: bool = False
-
-    @classmethod
-    def read(cls, saved: Mapping[str, str] | None) -> _Listed | None:
-        if not saved or not saved.get("started"):
-            return None
-        ids = frozenset(_unpack(saved.get("ids")))
-        return cls(float(saved["started"]), ids, saved.get("oversize") == "1")
-
-    def fields(self) -> dict[str, str]:
-        out = {"started": f"{self.started:.3f}", "ids": _pack(set(self.ids))}
-        if self.oversize:
-            out["oversize"] = "1"
-        return out
-
-
 def _sick(row: LedgerRow) -> bool:
     """Parked by the processor because its own calls kept failing (see ``Ledger.park``)."""
     return row.failing_since is not None
@@ -254,14 +140,14 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         newest complete listing.
         """
         saved = self._books.read(WATCH_CHECKPOINT) or {}
-        listing = _Listing.read(saved)
+        listing = Listing.read(saved)
         # Extract rows seen by the rows pass under way, or by the last finished one.
         extracts_before = saved.get("extracts") == "1" or listing is not None
         share = budget.share([1.0, 1.0]) if extracts_before else budget
         extract_rows, fields = self._read_rows(saved, share, result)
         written, under_way = dict(saved), listing
 
-        def save(current: _Listing | None) -> None:
+        def save(current: Listing | None) -> None:
             """Save the rows' resume point and ``current``'s (the last saved, if a page fails)."""
             nonlocal written, under_way
             under_way = current
@@ -340,7 +226,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
         return now - row.state_since >= interval
 
-    def _judge(self, rows: list[LedgerRow], listed: _Listed | None, result: WatchResult) -> None:
+    def _judge(self, rows: list[LedgerRow], listed: Listed | None, result: WatchResult) -> None:
         """Wake the extract rows that ``listed`` shows settled (or, oversize, due by age)."""
         if listed is None or not rows:
             return
@@ -352,29 +238,29 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
             due = {
                 r.key: r
                 for r in rows
-                if r.state_since <= parked_before and _digest(r.key.job_id) not in listed.ids
+                if r.state_since <= parked_before and digest(r.key.job_id) not in listed.ids
             }
         keys: list[JobKey] = list(due)
         result.woken += self._recoverer.ensure_many(keys, due, source=SOURCE_WATCH)
 
     def _list(
         self,
-        listing: _Listing | None,
+        listing: Listing | None,
         budget: Budget,
         result: WatchResult,
-        save: Callable[[_Listing], None],
-    ) -> tuple[_Listing | None, _Listed | None]:
+        save: Callable[[Listing], None],
+    ) -> tuple[Listing | None, Listed | None]:
         """Go on with the listing while ``budget`` lasts: the listing still under way, and
         the newest complete one (read back only when this run finishes none). After every
         page, its ids and the resume point are saved (``save``), so a run killed mid-listing
         loses at most the page under way."""
         now = self._clock.time()
         if listing is None:
-            listed = _Listed.read(self._books.read(LISTED_CHECKPOINT))
+            listed = Listed.read(self._books.read(LISTED_CHECKPOINT))
             recent = listed is not None and now - listed.started < self.settings.poll_seconds
             if listed is not None and listed.oversize and recent:
                 return None, listed  # given up lately: polled by age until WATCH_POLL passed
-            listing = _Listing(started=now)
+            listing = Listing(started=now)
         pages, read = budget.capped(self.settings.max_pages), 0
         while not pages.spent(read):
             status = UNSETTLED_STATUSES[listing.status]
@@ -391,24 +277,24 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
                 return None, finished
             save(listing)
         result.complete = False
-        return listing, _Listed.read(self._books.read(LISTED_CHECKPOINT))
+        return listing, Listed.read(self._books.read(LISTED_CHECKPOINT))
 
     def _take(
-        self, listing: _Listing, page: Page[JobSummary], result: WatchResult, now: float
-    ) -> _Listed | None:
+        self, listing: Listing, page: Page[JobSummary], result: WatchResult, now: float
+    ) -> Listed | None:
         """Add ``page`` to ``listing``: the listing it completes (or, past MAX_LISTED, gives
         up), or None while it goes on."""
-        ids = {_digest(job.job_id) for job in page.items}
+        ids = {digest(job.job_id) for job in page.items}
         listing.ids |= ids
         if listing.count + len(ids) > self.settings.max_listed:
-            listed = _Listed(now, frozenset(), oversize=True)
+            listed = Listed(now, frozenset(), oversize=True)
             self._books.write(LISTED_CHECKPOINT, listed.fields())
             return listed
         last = page.is_last or not page.items
         if last and listing.status + 1 == len(UNSETTLED_STATUSES):
             return self._complete(listing, result)
         if ids:  # saved before the listing moves past them: a failed write moves nothing
-            self._books.write(_chunk(listing.chunks), {"ids": _pack(ids)})
+            self._books.write(chunk_name(listing.chunks), {"ids": pack(ids)})
             listing.chunks, listing.count = listing.chunks + 1, listing.count + len(ids)
         if last:
             listing.next_status()
@@ -416,21 +302,16 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
             listing.turn(page.items)
         return None
 
-    def _complete(self, listing: _Listing, result: WatchResult) -> _Listed:
+    def _complete(self, listing: Listing, result: WatchResult) -> Listed:
         """The finished ``listing``: this run's ids and those earlier runs saved, chunk by chunk
         (kept for the runs until the next is complete, when it took more than this one)."""
         result.listings += 1
-        ids = listing.ids | _unpack(listing.inline)
+        ids = listing.ids | unpack(listing.inline)
         if not listing.chunks_before and not listing.inline:
-            return _Listed(listing.started, frozenset(ids))  # read within this run: used at once
-        names = [_chunk(n) for n in range(listing.chunks_before)]
+            return Listed(listing.started, frozenset(ids))  # read within this run: used at once
+        names = [chunk_name(n) for n in range(listing.chunks_before)]
         for fields in self._books.read_many(names).values():
-            ids |= _unpack(fields.get("ids"))
-        listed = _Listed(listing.started, frozenset(ids))
+            ids |= unpack(fields.get("ids"))
+        listed = Listed(listing.started, frozenset(ids))
         self._books.write(LISTED_CHECKPOINT, listed.fields())
         return listed
-
-
-def _chunk(number: int) -> str:
-    """The bookkeeping row of the listing under way's ``number``-th page of ids (from 0)."""
-    return f"{WATCH_CHECKPOINT}-ids-{number}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict, Unpack
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.budget import Budget
@@ -42,26 +42,27 @@ class SweepResult:
         """Add this sweep's own counts to the run's report (the common ones are the report's)."""
 
 
+class SweepParts(TypedDict):
+    """The pipeline's parts every sweep is built with (keyword arguments)."""
+
+    ledger: Ledger
+    client: GeonodeClient
+    recoverer: Recoverer
+    clock: Clock
+
+
 class Sweep[SettingsT, ResultT: SweepResult](ABC):
     """A bounded, resumable search for jobs the webhooks missed."""
 
     name: ClassVar[str]  # its recovery source: the report's and the metric's name for it
 
-    def __init__(
-        self,
-        settings: SettingsT,
-        *,
-        ledger: Ledger,
-        client: GeonodeClient,
-        recoverer: Recoverer,
-        clock: Clock,
-    ) -> None:
+    def __init__(self, settings: SettingsT, **parts: Unpack[SweepParts]) -> None:
         self.settings = settings
-        self._ledger = ledger
-        self._books = Bookkeeping(ledger)
-        self._client = client
-        self._recoverer = recoverer
-        self._clock = clock
+        self._ledger = parts["ledger"]
+        self._books = Bookkeeping(self._ledger)
+        self._client = parts["client"]
+        self._recoverer = parts["recoverer"]
+        self._clock = parts["clock"]
 
     def run(self, budget: Budget) -> ResultT:
         """Work while ``budget`` lasts; an API or AWS failure ends the run, named in the result."""
