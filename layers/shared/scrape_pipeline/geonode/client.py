@@ -45,9 +45,9 @@ from scrape_pipeline.geonode.models import (
     format_time,
 )
 from scrape_pipeline.geonode.retry import RetryPolicy
-from scrape_pipeline.settings import GeonodeSettings
+from scrape_pipeline.settings import GEONODE_SCRAPER_API_KEY, GeonodeSettings
 
-API_KEY_ENV = "GEONODE_SCRAPER_API_KEY"
+API_KEY_ENV = GEONODE_SCRAPER_API_KEY.name
 API_KEY_HEADER = "X-Api-Key"
 USER_AGENT = "scrape-pipeline/0.1"
 JOBS_PAGE_MAX = 100
