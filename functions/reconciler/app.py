@@ -58,24 +58,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             name="ReconcileSweepFailed", unit=MetricUnit.Count, value=1, default_dimensions=service
         ) as metric:
             metric.add_dimension(name="sweep", value=sweep)
-    summary = {
-        "recovered": report.recovered,
-        "list_pages": report.list_pages,
-        "watch_list_pages": report.watch_list_pages,
-        "watch_listings": report.watch_listings,
-        "listing_lag": report.listing_lag,
-        "list_passes": report.list_passes,
-        "delivery_pages": report.delivery_pages,
-        "row_pages": report.row_pages,
-        "resumed_passes": report.resumed_passes,
-        "jobs_seen": report.jobs_seen,
-        "newly_watched": report.newly_watched,
-        "skipped": report.skipped,
-        "gap_open": report.gap_open,
-        "watermark": report.watermark,
-        "complete": report.complete,
-        "errors": report.errors,
-    }
+    summary = report.summary()
     if report.errors:
         logger.error("reconciler sweeps failed", extra={"errors": report.errors})
     logger.info("reconciled", extra=summary)

@@ -101,19 +101,10 @@ def reconcile(ctx: Context, args: argparse.Namespace) -> int:
 
     reconciler = build_reconciler(ctx.wiring_env(LEDGER, QUEUE), clock=ctx.clock)
     report = reconciler.run(full=True)  # by hand: every sweep, whatever the cadence
-    ctx.out.record(
-        {
-            "recovered": report.recovered,
-            "total_recovered": report.total_recovered,
-            "jobs_seen": report.jobs_seen,
-            "list_pages": report.list_pages,
-            "delivery_pages": report.delivery_pages,
-            "watermark": format_time(report.watermark) if report.watermark else None,
-            "complete": report.complete,
-            "errors": report.errors,
-        },
-        title="reconciliation",
-    )
+    # The handler's summary, the watermark shown as a time (the API's clock).
+    summary = report.summary()
+    summary["watermark"] = format_time(report.watermark) if report.watermark else None
+    ctx.out.record(summary, title="reconciliation")
     # The other sweeps ran; a failed one is still an API or AWS failure for the operator.
     return 1 if report.errors else 0
 

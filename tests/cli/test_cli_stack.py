@@ -18,6 +18,7 @@ import pytest
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobMessage
+from scrape_pipeline.reconciler import ReconcileReport
 from scrape_pipeline_local.simulator.subscriptions import Subscription
 from scrape_pipeline_local.stack import API_KEY, LocalStack
 from tests.cli.conftest import Cli, assert_one_error_line
@@ -388,6 +389,8 @@ def test_reconcile_enqueues_jobs_the_webhooks_missed(live: LocalStack, cli: Cli)
     report = result.record()
     assert report["recovered"]["job_list"] >= 2
     assert report["watermark"] is not None
+    # AND it says what the scheduled Lambda's log line says, field for field
+    assert list(report) == list(ReconcileReport().summary())
     ledger = Ledger(live.resources.table, client=boto3.client("dynamodb"))
     assert len(ledger.get_many([JobKey(JobKind.EXTRACT, i) for i in ids])) == 2
     live.step(1.0)

@@ -10,9 +10,10 @@ import pytest
 
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.joblist import JOBS_CHECKPOINT
-from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.reconciler import Reconciler, ReconcileReport
+from scrape_pipeline.reconciler import SOURCE_STUCK_ROWS, Reconciler, ReconcileReport
+from scrape_pipeline.sweeps import passes
 from scrape_pipeline_local.apigw import LambdaContext
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, truth
@@ -140,11 +141,11 @@ def test_reconciler_re_enqueues_stuck_rows_and_expired_leases(make_stack: MakeSt
     book.acquire(JobKey(JobKind.EXTRACT, leased), "dead-worker", 120, source="sqs")
     settle(stack, 30)  # leased: still within its lease; stuck: fresh
     early = ReconcileReport()
-    reconciler(stack).sweep_stuck_rows(early)
+    reconciler(stack).run_sweep(SOURCE_STUCK_ROWS, early)
     assert early.recovered["stuck_rows"] == 0
     settle(stack, 1000)
     late = ReconcileReport()
-    reconciler(stack).sweep_stuck_rows(late)
+    reconciler(stack).run_sweep(SOURCE_STUCK_ROWS, late)
     assert late.recovered["stuck_rows"] == 2
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 2}
@@ -160,11 +161,11 @@ def test_reconciler_delivery_log_checkpoint_skips_what_it_read(make_stack: MakeS
         client.submit_extract(f"https://example.com/log/{i}")
     settle(stack, 60)
     first = ReconcileReport()
-    reconciler(stack).sweep_delivery_log(first)
+    reconciler(stack).run_sweep(SOURCE_DELIVERY_LOG, first)
     assert first.recovered["delivery_log"] == 30
     settle(stack, 60)
     second = ReconcileReport()
-    reconciler(stack).sweep_delivery_log(second)
+    reconciler(stack).run_sweep(SOURCE_DELIVERY_LOG, second)
     assert second.recovered["delivery_log"] == 0
     assert check_exactly_once(stack) == {"stored": 30}
 
@@ -186,8 +187,8 @@ def test_reconciler_stuck_rows_read_page_after_page(make_stack: MakeStack):
     settle(stack, 1000)
     # WHEN the sweep runs twice with a cap of two pages per state
     first, second = ReconcileReport(), ReconcileReport()
-    reconciler(stack).sweep_stuck_rows(first)
-    reconciler(stack).sweep_stuck_rows(second)
+    reconciler(stack).run_sweep(SOURCE_STUCK_ROWS, first)
+    reconciler(stack).run_sweep(SOURCE_STUCK_ROWS, second)
     # THEN the first run read two pages and stopped short; the second, from the oldest again,
     # found only the rows the first did not reach (those it handled left the stale range)
     assert (first.recovered["stuck_rows"], first.complete) == (10, False)
@@ -280,9 +281,9 @@ def test_reconciler_sweep_out_of_time_saves_its_page_and_next_run_resumes(
     # THEN it stopped after two pages and saved the third as the pass's resume point
     assert pages == [1, 2]
     assert first.complete is False and first.errors == {}
-    saved = checkpoint(stack, f"deliveries-{hook}")
-    assert saved["pass_page"] == "3"
-    assert float(saved["pass_low"]) < float(saved["pass_high"])
+    (cut_short,) = passes.decode(checkpoint(stack, f"deliveries-{hook}"))
+    assert cut_short.page == 3
+    assert cut_short.start < cut_short.end
     # AND the next run takes up the pass at that page, not at the top again
     pages.clear()
     second = found.run(FakeRemaining(100.0))
@@ -292,10 +293,50 @@ def test_reconciler_sweep_out_of_time_saves_its_page_and_next_run_resumes(
     for _ in range(3):
         found.run()
     done = checkpoint(stack, f"deliveries-{hook}")
-    assert "pass_page" not in done
-    assert float(done["checkpoint"]) >= float(saved["pass_high"])
+    assert passes.decode(done) == []
+    assert float(done["checkpoint"]) >= cut_short.end
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 30}
+
+
+def test_reconciler_delivery_log_resumes_a_pass_saved_by_an_earlier_version(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN 60 failed attempts (30 jobs, all 401) in pages of 5, and the subscription's row as
+    # an earlier version saved it: a pass over all of them cut short before its third page
+    stack = make_stack(
+        StackSettings(reconcile_interval=NO_SCHEDULE, env={"DELIVERY_PAGE_SIZE": "5"})
+    )
+    client = stack.client()
+    hook = stack.webhook_ids["extract_completed"]
+    client.rotate_webhook_secret(hook)
+    for i in range(30):
+        client.submit_extract(f"https://example.com/old-log/{i}")
+    settle(stack, 60)
+    found = reconciler(stack)
+    long_ago = f"{stack.clock.time() - 3600.0:.3f}"
+    old = {"checkpoint": long_ago, "pass_low": long_ago, "pass_high": long_ago, "pass_page": "3"}
+    Bookkeeping(ledger(stack)).write(f"deliveries-{hook}", old)
+    pages: list[int] = []
+    real = found._client.list_deliveries
+
+    def counted(webhook_id: str, **kwargs: Any) -> Any:
+        if webhook_id == hook:
+            pages.append(kwargs["page"])
+        return real(webhook_id, **kwargs)
+
+    monkeypatch.setattr(found._client, "list_deliveries", counted)
+    # WHEN the delivery-log sweep runs
+    report = ReconcileReport()
+    found.run_sweep(SOURCE_DELIVERY_LOG, report)
+    # THEN it took the old pass up at its third page, then read the log afresh from the top
+    assert pages == [*range(3, 13), *range(1, 13)]
+    assert (report.resumed_passes, report.errors) == (1, {})
+    # AND every job is stored once, and the row is saved in today's format, no pass pending
+    settle(stack, 60)
+    assert check_exactly_once(stack) == {"stored": 30}
+    saved = checkpoint(stack, f"deliveries-{hook}")
+    assert set(saved) == {"checkpoint"} and passes.decode(saved) == []
 
 
 def test_reconciler_failing_delivery_log_does_not_starve_the_job_list(

@@ -86,7 +86,7 @@ def test_reconciler_healthy_account_costs_a_page_and_a_read_per_hundred(make_sta
     pages_before = list_requests(stack)
     # WHEN the job-list sweep reads them
     report = ReconcileReport()
-    found.sweep_job_list(report)
+    found.run_sweep(SOURCE_JOB_LIST, report)
     # THEN it cost one list page and one BatchGetItem per 100 jobs, and no write but the
     # checkpoint's (one GetItem to read it, one PutItem a page to save it as it goes, so a
     # run killed mid-pass keeps the pages it read)

@@ -72,7 +72,7 @@ def pending_pass(
     remaining = FakeRemaining(1000.0)
     pages = slow_list_pages(monkeypatch, found, remaining)
     first = ReconcileReport()
-    found.sweep_job_list(first, Budget(remaining, TWO_PAGES))
+    found.run_sweep(SOURCE_JOB_LIST, first, Budget(remaining, TWO_PAGES))
     return stack, found, remaining, pages, first
 
 
@@ -89,7 +89,7 @@ def test_reconciler_run_reads_fresh_ground_and_finishes_a_pending_pass(
     # WHEN the next sweep runs with time to spare
     pages.clear()
     second = ReconcileReport()
-    found.sweep_job_list(second, Budget(remaining, 1000.0))
+    found.run_sweep(SOURCE_JOB_LIST, second, Budget(remaining, 1000.0))
     # THEN it read the fresh ground first (the 30 new jobs, and the overlap below the
     # watermark read again once: here the old jobs, all created at one instant, three pages),
     # then finished the pending pass at its third page, all in the same run
@@ -122,7 +122,7 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
 
     monkeypatch.setattr(found._client, "list_jobs", slow)
     report = ReconcileReport()
-    found.sweep_job_list(report, Budget(remaining, 1000.0))
+    found.run_sweep(SOURCE_JOB_LIST, report, Budget(remaining, 1000.0))
     # THEN it read the fresh ground (nothing new: the overlap below the watermark read again
     # once), finished the pending pass at its third page, and went on with a closing fresh
     # pass over what came due meanwhile, all in the same run. The old jobs were all created at
@@ -191,7 +191,7 @@ def test_reconciler_pending_pass_watches_its_unsettled_jobs_and_never_rereads_th
     pass_end = pages[0]["end_date"]
     # WHEN the next run finishes the pending pass while they still run
     second = ReconcileReport()
-    found.sweep_job_list(second, Budget(remaining, 1000.0))
+    found.run_sweep(SOURCE_JOB_LIST, second, Budget(remaining, 1000.0))
     # THEN the last 50 are watched too, and the pass is done: no page of it is read again
     assert (second.newly_watched, second.recovered[SOURCE_JOB_LIST]) == (50, 0)
     assert second.complete is True
@@ -217,7 +217,7 @@ def test_reconciler_fresh_ground_leaves_half_the_run_to_older_passes(
     # WHEN a run's budget would let the fresh ground alone take all of it (3.5 pages)
     pages.clear()
     report = ReconcileReport()
-    found.sweep_job_list(report, Budget(remaining, 35.0))
+    found.run_sweep(SOURCE_JOB_LIST, report, Budget(remaining, 35.0))
     # THEN the fresh pass stopped at half, and the old pass got its last page: a backlog
     # drains even while every run's new ground could fill the run
     assert [p["page"] for p in pages if p["end_date"] == old_end] == [3]
@@ -292,15 +292,15 @@ def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
         stack.clock.advance(1.0)
     settle(stack, 700)
     found = reconciler(stack)
-    killer = ListKiller(monkeypatch, found, found._job_list._books, at=2)
+    killer = ListKiller(monkeypatch, found, found.sweeps[SOURCE_JOB_LIST]._books, at=2)
     # WHEN a run is killed during its second page
     with pytest.raises(Killed):
-        found.sweep_job_list(ReconcileReport())
+        found.run_sweep(SOURCE_JOB_LIST, ReconcileReport())
     first_range = (killer.reads[0]["start_date"], killer.reads[0]["end_date"])
     # AND the next run starts (a new container)
     killer.revive()
     report = ReconcileReport()
-    found.sweep_job_list(report)
+    found.run_sweep(SOURCE_JOB_LIST, report)
     # THEN it went on from the page it was killed in: the page before is not read again
     reads = [(r.get("start_date"), r.get("end_date"), r["page"]) for r in killer.reads]
     assert [page for *bounds, page in reads if tuple(bounds) == first_range] == [2, 3]

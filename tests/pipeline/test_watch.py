@@ -19,12 +19,13 @@ from moto import mock_aws
 
 from scrape_pipeline.budget import Budget, unlimited
 from scrape_pipeline.geonode import GeonodeClient
-from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.reconciler import ReconcileReport
 from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.watch import ROWS_PER_PAGE, WATCH_CHECKPOINT, Watcher, WatchSettings
+from scrape_pipeline.sweeps.watch_listing import WATCH_CHECKPOINT
+from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect
@@ -52,7 +53,7 @@ class PagesBudget(Budget):
         super().__init__(unlimited, 0.0)
         self.left_checks = pages
 
-    def spent(self) -> bool:
+    def spent(self, pages_read: int = 0) -> bool:
         self.left_checks -= 1
         return self.left_checks < 0
 
@@ -108,7 +109,7 @@ def test_watch_sweep_polls_due_batches_page_by_page_and_resumes(aws: dict[str, A
     watcher = batch_watcher(aws, ledger, clock)
 
     # WHEN three runs go by
-    results = [watcher.sweep(PagesBudget(1)) for _ in range(3)]
+    results = [watcher.run(PagesBudget(1)) for _ in range(3)]
 
     # THEN each run woke one page more, the last one finished, and each batch was woken once
     assert [r.woken for r in results] == [ROWS_PER_PAGE, ROWS_PER_PAGE, WATCHED - 2 * ROWS_PER_PAGE]
@@ -117,9 +118,9 @@ def test_watch_sweep_polls_due_batches_page_by_page_and_resumes(aws: dict[str, A
     assert len(woken) == WATCHED and set(woken.values()) == {1}
     # AND a batch parked just now is not due before its poll interval has passed
     ledger.record(JobKey(JobKind.BATCH, "fresh"), source="test", state=JobState.WATCHING)
-    assert watcher.sweep(PagesBudget(10)).woken == 0
+    assert watcher.run(PagesBudget(10)).woken == 0
     clock.advance(POLL)
-    assert watcher.sweep(PagesBudget(10)).woken == 1
+    assert watcher.run(PagesBudget(10)).woken == 1
     assert sent(aws) == Counter({"fresh": 1})
 
 
@@ -154,7 +155,8 @@ def test_watch_sweep_on_a_busy_account_polls_batches_and_resumes_the_list(
     # WHEN runs go by, each with time for RUN_PAGES list pages
     def run() -> ReconcileReport:
         report = ReconcileReport()
-        found.sweep_watched(report, Budget(remaining, RUN_PAGES * LIST_PAGE_SECONDS + 5.0))
+        run_pages = Budget(remaining, RUN_PAGES * LIST_PAGE_SECONDS + 5.0)
+        found.run_sweep(SOURCE_WATCH, report, run_pages)
         settle(stack, 60)
         return report
 
@@ -213,7 +215,7 @@ def test_watch_sweep_resumes_from_a_checkpoint_of_earlier_versions(aws: dict[str
     clock.advance(2 * POLL)
     watcher = batch_watcher(aws, ledger, clock)
     # WHEN the sweep runs
-    result = watcher.sweep(PagesBudget(10))
+    result = watcher.run(PagesBudget(10))
     # THEN it went on from there: the last 50 woken, the pass finished
     assert result.complete is True
     assert sorted(sent(aws)) == [f"b{i:03d}" for i in range(100, 150)]
@@ -233,18 +235,18 @@ def test_watch_sweep_killed_mid_listing_keeps_the_pages_it_read(
     settle(stack, 1100)
     found = reconciler(stack)
     # (killed while it waits for its fifth page, the second of the processing jobs)
-    killer = ListKiller(monkeypatch, found, found._watcher._books, at=5)
+    killer = ListKiller(monkeypatch, found, found.sweeps[SOURCE_WATCH]._books, at=5)
     # WHEN a run is killed during its listing
     with pytest.raises(Killed):
-        found.sweep_watched(ReconcileReport())
+        found.run_sweep(SOURCE_WATCH, ReconcileReport())
     killed_run = stack.sim.list_requests()
     assert len(killed_run) == 4
     # AND the next run starts (a new container), and the one after it
     killer.revive()
     reports = [ReconcileReport(), ReconcileReport()]
-    found.sweep_watched(reports[0])
+    found.run_sweep(SOURCE_WATCH, reports[0])
     settle(stack, 60)
-    found.sweep_watched(reports[1])
+    found.run_sweep(SOURCE_WATCH, reports[1])
     settle(stack, 60)
     # THEN the next run went on from the page the killed one was killed in: in the two runs,
     # the simulator listed each unsettled job once, in the six pages of one pass
@@ -280,7 +282,8 @@ def test_watch_sweep_past_the_listing_limit_polls_extract_jobs_by_age(make_stack
     stack.sim.add_background_jobs(API_KEY, OVERSIZE_BACKGROUND, age_s=86_400.0)
     extracts = watched_extracts(stack, 5, "oversize")
     found = reconciler(stack)
-    found._watcher.settings = replace(found._watcher.settings, max_listed=OVERSIZE_LIMIT)
+    watcher = found.sweeps[SOURCE_WATCH]
+    watcher.settings = replace(watcher.settings, max_listed=OVERSIZE_LIMIT)
     # WHEN the watch sweep runs every minute for 18 minutes
     reports = []
     for run in range(18):
@@ -288,7 +291,7 @@ def test_watch_sweep_past_the_listing_limit_polls_extract_jobs_by_age(make_stack
             extracts += watched_extracts(stack, 5, "oversize-later")
         settle(stack, 60)
         reports.append(ReconcileReport())
-        found.sweep_watched(reports[-1])
+        found.run_sweep(SOURCE_WATCH, reports[-1])
     settle(stack, 60)
     # THEN every job of ours is stored once, found by polls that follow its age (parked for
     # half its age: at about 1, 3 and 7 minutes, settled at 5), not one GET a run

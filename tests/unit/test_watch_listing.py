@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from scrape_pipeline.geonode.models import JobSummary
-from scrape_pipeline.watch import _Listed, _Listing, _pack, _unpack
+from scrape_pipeline.sweeps.watch_listing import Listed, Listing, pack, unpack
 
 
 def jobs(*created: float) -> list[JobSummary]:
@@ -17,24 +17,24 @@ def jobs(*created: float) -> list[JobSummary]:
 
 def test_listing_resumes_at_the_oldest_second_reached():
     # GIVEN two pages read under no bound, the oldest job at 1000.4
-    listing = _Listing(started=5.0)
+    listing = Listing(started=5.0)
     listing.turn(jobs(*[1200.0 - i for i in range(100)]))
     listing.turn(jobs(*[1100.0 - i for i in range(99)], 1000.4))
     # WHEN it is saved and read back
-    again = _Listing.read(listing.fields())
+    again = Listing.read(listing.fields())
     # THEN the next run reads from that second (rounded up) on, its first page
     assert again is not None and (again.end, again.page) == (1001, 1)
 
 
 def test_listing_of_one_crowded_second_goes_on_by_page():
     # GIVEN 250 jobs created in the same second, two pages of them read
-    listing = _Listing(started=5.0)
+    listing = Listing(started=5.0)
     listing.turn(jobs(*[1000.5] * 100))
     listing.turn(jobs(*[1000.5] * 100))
     # THEN the next run reads that second's third page: none of its jobs is skipped
-    assert (_Listing.read(listing.fields()) or listing).page == 3
+    assert (Listing.read(listing.fields()) or listing).page == 3
     # AND a later save with no page read keeps the same place
-    again = _Listing.read(listing.fields())
+    again = Listing.read(listing.fields())
     assert again is not None and (again.end, again.page) == (1001, 3)
 
 
@@ -42,23 +42,23 @@ def test_listed_ids_round_trip():
     # GIVEN a checkpoint of an earlier version, its ids inline (they are saved in chunk rows
     # of their own now, one per page)
     ids = {b"12345678", b"abcdefgh"}
-    saved = {"list_started": "5.000", "list_ids": _pack(ids)}
+    saved = {"list_started": "5.000", "list_ids": pack(ids)}
     # THEN they are still read, counted, and carried on by the next save
-    again = _Listing.read(saved)
-    assert again is not None and _unpack(again.inline) == ids and again.count == 2
+    again = Listing.read(saved)
+    assert again is not None and unpack(again.inline) == ids and again.count == 2
     assert again.fields()["list_ids"] == saved["list_ids"]
     # AND a complete listing's ids round-trip through its own row
-    listed = _Listed(7.0, frozenset(ids), oversize=True)
-    assert _Listed.read(listed.fields()) == listed
+    listed = Listed(7.0, frozenset(ids), oversize=True)
+    assert Listed.read(listed.fields()) == listed
 
 
 def test_listing_of_the_next_status_starts_from_its_own_first_page():
     # GIVEN a run that read two pages of queued jobs of one second, then went on to the
     # processing ones and read one page of them
-    listing = _Listing(started=5.0)
+    listing = Listing(started=5.0)
     listing.turn(jobs(*[1000.5] * 100))
     listing.next_status()
     listing.turn(jobs(*[1000.5] * 100))
     # THEN the next run reads the processing jobs' second page (not one the queued counted)
-    again = _Listing.read(listing.fields())
+    again = Listing.read(listing.fields())
     assert again is not None and (again.status, again.end, again.page) == (1, 1001, 2)

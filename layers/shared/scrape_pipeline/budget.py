@@ -1,8 +1,11 @@
-"""Time budgets for work done in bounded steps (the reconciler's sweeps, page by page).
+"""Budgets for work done in bounded steps (the reconciler's sweeps, page by page).
 
-Budgets are measured on a remaining-time callable (seconds left), never on a clock read here:
-the Lambda handler passes ``context.get_remaining_time_in_millis``, tests pass a fake that
-they move by hand, so a "slow" sweep needs no real sleep.
+A budget bounds time and, optionally, pages: ``spent(pages_read)`` is the one question a sweep
+asks before each page ("out of time, or at the page cap?"). Time is measured on a
+remaining-time callable (seconds left), never on a clock read here: the Lambda handler passes
+``context.get_remaining_time_in_millis``, tests pass a fake that they move by hand, so a "slow"
+sweep needs no real sleep. Pages are counted by the caller, which already keeps the count in
+its result: the budget only holds the cap.
 """
 
 from __future__ import annotations
@@ -38,17 +41,28 @@ def safety_margin(remaining: RemainingSeconds, wanted: float) -> float:
 
 
 class Budget:
-    """A share of a run's time: spent once ``seconds`` have gone by on the remaining time."""
+    """A share of a run's time, spent once ``seconds`` have gone by on the remaining time, or
+    once ``pages`` pages have been read under it."""
 
-    def __init__(self, remaining: RemainingSeconds, seconds: float) -> None:
+    def __init__(
+        self, remaining: RemainingSeconds, seconds: float, *, pages: float = math.inf
+    ) -> None:
         self._remaining = remaining
+        self._pages = pages
         left = remaining()
         # With no deadline there is no floor: the budget is never spent.
         self._floor = None if math.isinf(left) else left - max(seconds, 0.0)
 
-    def spent(self) -> bool:
-        """True once the share is used up: stop at the next page boundary."""
+    def spent(self, pages_read: int = 0) -> bool:
+        """True once the time is used up or ``pages_read`` (by the caller, under this budget)
+        reached its page cap: stop at this page boundary."""
+        if pages_read >= self._pages:
+            return True
         return self._floor is not None and self._remaining() <= self._floor
+
+    def capped(self, pages: int) -> Budget:
+        """This budget's time, at most ``pages`` pages (or its own cap, if lower)."""
+        return Budget(self._remaining, self.left(), pages=min(pages, self._pages))
 
     def share(self, weights: Sequence[float]) -> Budget:
         """A budget for the first of ``weights``' steps, out of what this one has left.
@@ -60,7 +74,8 @@ class Budget:
         total = sum(weights)
         left = self.left()
         seconds = left if total <= 0 or math.isinf(left) else left * weights[0] / total
-        return Budget(self._remaining, seconds)
+        # The page cap is the caller's count, shared: the steps read against one cap.
+        return Budget(self._remaining, seconds, pages=self._pages)
 
     @classmethod
     def no_deadline(cls) -> Budget:

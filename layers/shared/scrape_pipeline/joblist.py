@@ -70,16 +70,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
-from scrape_pipeline.clock import Clock
 from scrape_pipeline.decisions import Evidence, Policy, Seen, decide
-from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary
-from scrape_pipeline.jobs import JobKey, JobKind, Source
-from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.recovery import Recoverer
+from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
+from scrape_pipeline.sweeps import Sweep, SweepResult, passes
+from scrape_pipeline.sweeps.passes import SavedPass
+
+if TYPE_CHECKING:
+    from scrape_pipeline.reconciler import ReconcileReport
 
 JOBS_CHECKPOINT = "reconciler-jobs"
 # Pending passes kept at most; beyond it the two newest are merged and read again from their
@@ -107,10 +110,9 @@ class JobListSettings:
 
 
 @dataclass
-class JobListResult:
+class JobListResult(SweepResult):
     """What one sweep did."""
 
-    recovered: int = 0
     watched: int = 0  # unsettled jobs recorded WATCHING for the watch sweep
     list_pages: int = 0
     fresh_passes: int = 0  # passes begun at the watermark this run (opening, closing)
@@ -120,7 +122,15 @@ class JobListResult:
     listing_lag: float = 0.0  # the measured listing lag (module docstring), seconds
     count_queries: int = 0  # one-job pages asked for their count (the count check)
     late_checks_found: int = 0  # count checks that found jobs listed late below the overlap
-    complete: bool = True  # False: a pass is pending, or the budget ran out before any
+
+    def add_to(self, report: ReconcileReport) -> None:
+        report.newly_watched += self.watched
+        report.list_pages += self.list_pages
+        report.list_passes += self.fresh_passes
+        report.resumed_passes += self.resumed_passes
+        report.jobs_seen += self.jobs_seen
+        report.watermark = self.watermark
+        report.listing_lag = self.listing_lag
 
 
 @dataclass(eq=False)  # passes are told apart by identity
@@ -138,17 +148,12 @@ class _Pass:
     # Not saved: the jobs a fresh pass read, by id, with their created_at (the count check).
     seen: dict[str, float] = field(default_factory=dict)
 
-    def saved(self) -> list[float | int | None]:
-        out: list[float | int | None] = [round(self.start, 3), round(self.end, 3), self.page]
-        # The fifth field: the fourth was the pinning job's time in earlier versions.
-        return out if self.lag_from is None else [*out, None, round(self.lag_from, 3)]
+    def saved(self) -> SavedPass:
+        return SavedPass(self.start, self.end, self.page, self.lag_from)
 
     @classmethod
-    def from_saved(cls, raw: Sequence[float | int | None]) -> _Pass:
-        # Earlier versions saved a fourth field (the pinning job): no longer needed.
-        start, end, page = raw[:3]
-        lag_from = float(raw[4]) if len(raw) > 4 and raw[4] is not None else None
-        return cls(float(start or 0.0), float(end or 0.0), int(page or 1), lag_from=lag_from)
+    def from_saved(cls, saved: SavedPass) -> _Pass:
+        return cls(saved.start, saved.end, saved.page, lag_from=saved.lag_from)
 
 
 @dataclass
@@ -174,25 +179,16 @@ class _Checkpoint:
         one resumable pass) read as they were meant."""
         if not saved:
             return cls(default_watermark)
-        pending = [_Pass.from_saved(raw) for raw in json.loads(saved.get("pending") or "[]")]
-        if saved.get("resume_page"):  # the single resumable pass of earlier versions
-            pending.append(
-                _Pass(
-                    float(saved["resume_start"]),
-                    float(saved["resume_end"]),
-                    int(saved["resume_page"]),
-                )
-            )
-        lag, seen_at = float(saved.get("lag") or 0.0), float(saved.get("lag_seen_at") or 0.0)
+        lag, seen_at = _number(saved, "lag"), _number(saved, "lag_seen_at")
         if now - seen_at > LAG_MEMORY_SECONDS:
             lag = 0.0  # not seen for a day: the API lists on time again
         return cls(
             float(saved["watermark"]),
-            pending,
+            [_Pass.from_saved(p) for p in passes.decode(saved)],
             lag,
             seen_at,
-            float(saved.get("moved_at") or 0.0),
-            float(saved.get("fresh_end") or 0.0),
+            _number(saved, "moved_at"),
+            _number(saved, "fresh_end"),
             saved.get("confirmed") == "1",
             _counted(json.loads(saved["counted"])) if saved.get("counted") else None,
         )
@@ -205,6 +201,10 @@ class _Checkpoint:
         """A job was listed ``lag`` seconds below the watermark a pass had already passed."""
         if lag >= self.lag:
             self.lag, self.lag_seen_at = lag, now
+
+    def drop(self, finished: _Pass) -> None:
+        """A pass read to its end leaves the pending list."""
+        self.pending = [p for p in self.pending if p is not finished]
 
     def bound(self) -> None:
         """Merge the two newest pending passes while there are too many (see the constant)."""
@@ -222,12 +222,16 @@ class _Checkpoint:
             out["fresh_end"] = f"{self.fresh_end:.3f}"
         if self.confirmed:
             out["confirmed"] = "1"
-        if self.pending:
-            out["pending"] = json.dumps([p.saved() for p in self.pending], separators=(",", ":"))
+        out.update(passes.encode(p.saved() for p in self.pending))
         if self.counted is not None:
             low, high, count, watermark = self.counted
             out["counted"] = json.dumps([low, high, count, round(watermark, 3)])
         return out
+
+
+def _number(saved: Mapping[str, str], name: str) -> float:
+    """A number field of the checkpoint; absent (rows of earlier versions) or empty is 0."""
+    return float(saved.get(name) or 0.0)
 
 
 def _counted(raw: Sequence[float]) -> tuple[int, int, int, float]:
@@ -258,73 +262,26 @@ class _Counting:
         return self.low, top, self.count + seen, self.watermark
 
 
-class JobListSweep:
+class JobListSweep(Sweep[JobListSettings, JobListResult]):
     """Reads the job list in passes (module docstring) and ensures the settled jobs."""
 
-    def __init__(
-        self,
-        settings: JobListSettings,
-        *,
-        ledger: Ledger,
-        client: GeonodeClient,
-        recoverer: Recoverer,
-        clock: Clock,
-    ) -> None:
-        self.settings = settings
-        self._ledger = ledger
-        self._books = Bookkeeping(ledger)
-        self._client = client
-        self._recoverer = recoverer
-        self._clock = clock
+    name = SOURCE_JOB_LIST
 
-    def sweep(self, budget: Budget) -> JobListResult:
+    def new_result(self) -> JobListResult:
+        return JobListResult()
+
+    def work(self, budget: Budget, result: JobListResult) -> None:
         """Work through fresh and pending passes until done or ``budget`` is spent.
 
         The checkpoint is saved whatever happens, so a page that failed (API or AWS) is where
         the next run resumes, and the pages read before it are not read again.
         """
-        s = self.settings
-        result = JobListResult()
         now = self._clock.time()
-        mark = _Checkpoint.read(self._books.read(JOBS_CHECKPOINT), now - s.lookback_seconds, now)
-        fresh_due, closing_left, cut_short = True, 1, False
+        saved = self._books.read(JOBS_CHECKPOINT)
+        mark = _Checkpoint.read(saved, now - self.settings.lookback_seconds, now)
+        cut_short = True  # a failure cuts the run short too
         try:
-            while True:
-                end = self._clock.time() - s.threshold_seconds
-                # New ground: time passed since the last fresh pass (the watermark is a job's
-                # time, on the API's clock, so it says nothing of whether time passed).
-                fresh = fresh_due and end > max(mark.watermark, mark.fresh_end)
-                if not fresh and not mark.pending:
-                    break
-                if self._stopped(budget, result):
-                    cut_short = True
-                    break
-                share, confirming, counting = budget, False, None
-                if fresh:
-                    current, confirming, counting = self._fresh(mark, end, result)
-                    if len(mark.pending) > 1:
-                        # Older passes wait: fresh ground gets half of what is left, so a
-                        # backlog drains even while every run's new ground could fill it.
-                        share = budget.share([1.0, 1.0])
-                else:
-                    current = mark.pending[0]  # left by an earlier run, the oldest first
-                    result.resumed_passes += 1
-                fresh_due = False
-                try:
-                    self._read(current, mark, share, result, confirming=confirming)
-                finally:
-                    if counting is not None:
-                        next_start = mark.watermark - mark.overlap(s.overlap_seconds)
-                        mark.counted = counting.after(current, next_start)
-                if not current.done:
-                    if share is not budget and not self._stopped(budget, result):
-                        continue  # its half is spent, not the run: on to the oldest pass
-                    cut_short = True  # out of time or pages: it stays pending where it is
-                    break
-                mark.pending = [p for p in mark.pending if p is not current]
-                if not fresh and closing_left:
-                    # A finished resumed pass took time: new ground may have come due.
-                    fresh_due, closing_left = True, 0
+            cut_short = self._passes(mark, budget.capped(self.settings.max_pages), result)
         finally:
             # A fresh pass not one page of which was read left the watermark where it was:
             # the next fresh pass covers its range again, so a pending copy would be read twice.
@@ -334,7 +291,54 @@ class JobListSweep:
             result.listing_lag = mark.lag
             result.complete = not cut_short and not mark.pending
             self._books.write(JOBS_CHECKPOINT, mark.fields())
-        return result
+
+    def _passes(self, mark: _Checkpoint, budget: Budget, result: JobListResult) -> bool:
+        """Fresh ground, the pending passes, then the closing pass (module docstring) while
+        ``budget`` lasts; True when cut short."""
+        fresh_due, closing_left = True, True
+        while True:
+            fresh_end = self._new_ground(mark) if fresh_due else None
+            if fresh_end is None and not mark.pending:
+                return False
+            if self._stopped(budget, result):
+                return True
+            fresh_due = False
+            current, share = self._one_pass(mark, fresh_end, budget, result)
+            if not current.done:
+                if share is budget or self._stopped(budget, result):
+                    return True  # out of time or pages: it stays pending where it is
+                continue  # its half is spent, not the run: on to the oldest pass
+            mark.drop(current)
+            if fresh_end is None and closing_left:
+                # A finished resumed pass took time: new ground may have come due.
+                fresh_due, closing_left = True, False
+
+    def _new_ground(self, mark: _Checkpoint) -> float | None:
+        """The end of a fresh pass, if time passed since the last one (the watermark is a
+        job's time, on the API's clock, so it says nothing of whether time passed)."""
+        end = self._clock.time() - self.settings.threshold_seconds
+        return end if end > max(mark.watermark, mark.fresh_end) else None
+
+    def _one_pass(
+        self, mark: _Checkpoint, fresh_end: float | None, budget: Budget, result: JobListResult
+    ) -> tuple[_Pass, Budget]:
+        """Read a fresh pass up to ``fresh_end`` or, with none, the oldest pending pass: the
+        pass, and the budget it was read with."""
+        if fresh_end is None:
+            result.resumed_passes += 1
+            current = mark.pending[0]  # left by an earlier run, the oldest first
+            self._read(current, mark, budget, result)
+            return current, budget
+        current, confirming, counting = self._fresh(mark, fresh_end, result)
+        # Older passes wait: fresh ground gets half of what is left, so a backlog drains
+        # even while every run's new ground could fill it.
+        share = budget.share([1.0, 1.0]) if len(mark.pending) > 1 else budget
+        try:
+            self._read(current, mark, share, result, confirming=confirming)
+        finally:
+            next_start = mark.watermark - mark.overlap(self.settings.overlap_seconds)
+            mark.counted = counting.after(current, next_start)
+        return current, share
 
     def _fresh(
         self, mark: _Checkpoint, end: float, result: JobListResult
@@ -379,7 +383,8 @@ class JobListSweep:
         return page.page_count if page.items else 0
 
     def _stopped(self, budget: Budget, result: JobListResult) -> bool:
-        return budget.spent() or result.list_pages >= self.settings.max_pages
+        """Out of time, or at the page cap (the budget's, ``work`` sets it) in list pages."""
+        return budget.spent(result.list_pages)
 
     def _read(
         self,

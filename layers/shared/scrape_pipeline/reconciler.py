@@ -8,13 +8,17 @@ Four sweeps, each bounded and resumable:
                   settled job the ledger has not finished is enqueued, an unsettled one it
                   does not know is recorded WATCHING (left to the watch sweep).
     stuck rows    RECEIVED/ENQUEUED rows unchanged for ``stale_after``, PROCESSING rows with
-                  an expired lease (the sparse ``pending-by-state`` index).
+                  an expired lease (``scrape_pipeline.sweeps.stuck_rows``).
     delivery log  per subscription, attempts since a checkpoint that failed, were abandoned
-                  or got a non-2xx answer: the job is made sure of.
+                  or got a non-2xx answer: the job is made sure of
+                  (``scrape_pipeline.sweeps.delivery_log``).
     watch         WATCHING rows (jobs running for hours or days) whose job has settled are
                   woken: see ``scrape_pipeline.watch``.
 
 The counts by sweep are the measured webhook gap (metric ``JobsRecovered``, by source).
+
+Each is a ``scrape_pipeline.sweeps.Sweep``; ``SWEEP_TABLE`` lists them in the order they run,
+with their share of the run's time and their cadence: a new sweep is one class and one row.
 
 Cadence: the schedule runs the reconciler every minute; the watch sweep runs every run. The
 stuck-rows and delivery-log sweeps are slower kinds of evidence (a lost message waits
@@ -32,67 +36,55 @@ A first run counts as a gap: a new deployment is watched every minute until prov
 
 Every sweep has its own share of the run's time (taken from the Lambda's remaining time) and
 its own error handling: one that runs out of time stops at a page boundary and saves where it
-stopped; one that fails is named in the report and the next sweep still runs. Work follows the
-volume: no sweep stops at a page count (RECONCILE_MAX_PAGES is a high safety cap), and the jobs
-found are recovered in batches (``Recoverer.ensure_many``: concurrent conditional puts, then
-SendMessageBatch ten at a time).
+stopped; one that fails is named in the report (with the work it did before) and the next
+sweep still runs. Work follows the volume: no sweep stops at a page count (RECONCILE_MAX_PAGES
+is a high safety cap), and the jobs found are recovered in batches (``Recoverer.ensure_many``:
+concurrent conditional puts, then SendMessageBatch ten at a time).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
 
-from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.budget import (
-    DEFAULT_MAX_PAGES,
-    Budget,
-    RemainingSeconds,
-    safety_margin,
-    unlimited,
-)
+from scrape_pipeline.budget import Budget, RemainingSeconds, safety_margin, unlimited
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
-from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.joblist import JobListSettings, JobListSweep
-from scrape_pipeline.jobs import (
-    SOURCE_DELIVERY_LOG,
-    SOURCE_JOB_LIST,
-    SOURCE_WATCH,
-    JobKey,
-    JobState,
-    Source,
-)
+from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.settings import read_float, read_int
+from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
+from scrape_pipeline.sweeps.delivery_log import DELIVERIES_CHECKPOINT_PREFIX, DeliveryLogSweep
+from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS, StuckRowsSweep
 from scrape_pipeline.watch import Watcher, WatchSettings
 
-SOURCE_STUCK_ROWS: str = Source.STUCK_ROWS
-DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
-# When each slow sweep last finished a run (bookkeeping row): the cadence's memory.
+__all__ = [
+    "CADENCE_CHECKPOINT",
+    "DELIVERIES_CHECKPOINT_PREFIX",
+    "SOURCE_STUCK_ROWS",
+    "SWEEPS",
+    "SWEEP_ERRORS",
+    "SWEEP_TABLE",
+    "Cadence",
+    "ReconcileReport",
+    "Reconciler",
+    "ReconcilerSettings",
+    "SweepRow",
+]
+
+# When each cadenced sweep last finished a run (bookkeeping row): the cadence's memory.
 CADENCE_CHECKPOINT = "reconciler-cadence"
-# The order sweeps run in: most specific evidence first, so the gap is attributed to its cause.
-# The job list goes last: time flows only forward, and the watch sweep, cheap, leaves nearly
-# all of its share to it (the job list at 50 jobs/s with every webhook lost needs it). The
-# unsettled jobs the job list records WATCHING are woken from the next run on.
-SWEEPS = (SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG, SOURCE_WATCH, SOURCE_JOB_LIST)
-# The sweeps that run at the full-sweep cadence, not every run (module docstring).
-SLOW_SWEEPS = frozenset({SOURCE_STUCK_ROWS, SOURCE_DELIVERY_LOG})
-# The sweep that runs every minute while the webhook gap is open, at the slow cadence otherwise.
-ADAPTIVE_SWEEPS = frozenset({SOURCE_JOB_LIST})
-# The sweeps whose last finished run the cadence row remembers.
-CADENCED_SWEEPS = SLOW_SWEEPS | ADAPTIVE_SWEEPS
 # Cadence row field: when a run last recovered a job (the measured gap was open).
 GAP_SEEN = "gap_seen_at"
 # Schedules fire a little early or late: a sweep due "every 600 s" at runs 599.5 s apart
 # must not wait for the next run, a whole schedule period later.
 CADENCE_SLACK = 5.0
-# What a sweep may fail with and the run survive: the API's errors and AWS being unavailable.
-SWEEP_ERRORS = (GeonodeError, AWSUnavailableError)
 
 logger = logging.getLogger(__name__)
 
@@ -127,24 +119,47 @@ class ReconcilerSettings:
     can still overrun it; the timeout then costs only that run's unsaved progress. The margin
     stays below the local stack's Lambda context (30 s left, always), which would otherwise
     leave the sweeps no time at all.
+
+    The job list's and the watch sweep's own settings are held here (``job_list``, ``watch``),
+    each value read once: the watch sweep first polls at the threshold, and takes the job
+    list's overlap as the listing lag it allows for.
     """
 
-    threshold_seconds: float = 60.0
-    overlap_seconds: float = 30.0
+    job_list: JobListSettings = field(default_factory=JobListSettings)
+    watch: WatchSettings = field(
+        default_factory=lambda: WatchSettings(first_poll_seconds=JobListSettings.threshold_seconds)
+    )
     full_sweep_seconds: float = 600.0
     gap_memory_seconds: float = 900.0
     delivery_overlap_seconds: float = 60.0
     stale_after_seconds: float = 900.0
-    max_pages: int = DEFAULT_MAX_PAGES
-    lookback_seconds: float = 86_400.0
     rows_per_state: int = 200
-    watch_poll_seconds: float = 3600.0
     delivery_page_size: int = DELIVERIES_PAGE_MAX
     safety_margin_seconds: float = 20.0
     share_stuck_rows: float = 0.2
     share_delivery_log: float = 0.4
     share_job_list: float = 0.4
     share_watch: float = 0.1
+
+    @property
+    def threshold_seconds(self) -> float:
+        """RECONCILE_THRESHOLD_SECONDS."""
+        return self.job_list.threshold_seconds
+
+    @property
+    def overlap_seconds(self) -> float:
+        """RECONCILE_OVERLAP_SECONDS."""
+        return self.job_list.overlap_seconds
+
+    @property
+    def lookback_seconds(self) -> float:
+        """RECONCILE_LOOKBACK_SECONDS."""
+        return self.job_list.lookback_seconds
+
+    @property
+    def max_pages(self) -> int:
+        """RECONCILE_MAX_PAGES."""
+        return self.job_list.max_pages
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
@@ -154,17 +169,25 @@ class ReconcilerSettings:
         def num(name: str, default: float) -> float:
             return read_float(env, name, default)
 
+        lists = JobListSettings(
+            threshold_seconds=num("RECONCILE_THRESHOLD_SECONDS", JobListSettings.threshold_seconds),
+            overlap_seconds=num("RECONCILE_OVERLAP_SECONDS", JobListSettings.overlap_seconds),
+            lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", JobListSettings.lookback_seconds),
+            max_pages=read_int(env, "RECONCILE_MAX_PAGES", JobListSettings.max_pages),
+        )
         return cls(
-            threshold_seconds=num("RECONCILE_THRESHOLD_SECONDS", cls.threshold_seconds),
-            overlap_seconds=num("RECONCILE_OVERLAP_SECONDS", cls.overlap_seconds),
+            job_list=lists,
+            watch=WatchSettings(
+                poll_seconds=num("WATCH_POLL_SECONDS", WatchSettings.poll_seconds),
+                first_poll_seconds=lists.threshold_seconds,
+                listing_lag_seconds=lists.overlap_seconds,
+                max_pages=lists.max_pages,
+            ),
             full_sweep_seconds=num("RECONCILE_FULL_SWEEP_SECONDS", cls.full_sweep_seconds),
             gap_memory_seconds=num("RECONCILE_GAP_MEMORY_SECONDS", cls.gap_memory_seconds),
             delivery_overlap_seconds=num("DELIVERY_OVERLAP_SECONDS", cls.delivery_overlap_seconds),
             stale_after_seconds=num("STALE_AFTER_SECONDS", cls.stale_after_seconds),
-            max_pages=read_int(env, "RECONCILE_MAX_PAGES", cls.max_pages),
-            lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", cls.lookback_seconds),
             rows_per_state=read_int(env, "RECONCILE_ROWS_PER_STATE", cls.rows_per_state),
-            watch_poll_seconds=num("WATCH_POLL_SECONDS", cls.watch_poll_seconds),
             delivery_page_size=read_int(
                 env, "DELIVERY_PAGE_SIZE", cls.delivery_page_size, maximum=DELIVERIES_PAGE_MAX
             ),
@@ -175,21 +198,57 @@ class ReconcilerSettings:
             share_watch=num("RECONCILE_SHARE_WATCH", cls.share_watch),
         )
 
-    def share(self, sweep: str) -> float:
-        """The weight of ``sweep`` (one of ``SWEEPS``) in the run's time."""
-        return {
-            SOURCE_STUCK_ROWS: self.share_stuck_rows,
-            SOURCE_DELIVERY_LOG: self.share_delivery_log,
-            SOURCE_JOB_LIST: self.share_job_list,
-            SOURCE_WATCH: self.share_watch,
-        }[sweep]
+
+class Cadence(StrEnum):
+    """How often a sweep runs (module docstring)."""
+
+    EVERY_RUN = "every run"
+    # Once every RECONCILE_FULL_SWEEP seconds, and every run while its last one is unfinished.
+    FULL_SWEEP = "full sweep"
+    # Every run while the webhook gap is open (RECONCILE_GAP_MEMORY), else as FULL_SWEEP.
+    ADAPTIVE = "adaptive"
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One sweep of the run: its class, its weight in the run's time, its cadence, and the
+    part of the reconciler's settings it is built with."""
+
+    sweep: type[Sweep[Any, Any]]
+    share: Callable[[ReconcilerSettings], float]
+    cadence: Cadence
+    settings: Callable[[ReconcilerSettings], object] = lambda s: s
+
+    @property
+    def name(self) -> str:
+        """The sweep's name: its recovery source."""
+        return self.sweep.name
+
+
+# The order sweeps run in: most specific evidence first, so the gap is attributed to its cause.
+# The job list goes last: time flows only forward, and the watch sweep, cheap, leaves nearly
+# all of its share to it (the job list at 50 jobs/s with every webhook lost needs it). The
+# unsettled jobs the job list records WATCHING are woken from the next run on.
+SWEEP_TABLE: tuple[SweepRow, ...] = (
+    SweepRow(StuckRowsSweep, lambda s: s.share_stuck_rows, Cadence.FULL_SWEEP),
+    SweepRow(DeliveryLogSweep, lambda s: s.share_delivery_log, Cadence.FULL_SWEEP),
+    SweepRow(Watcher, lambda s: s.share_watch, Cadence.EVERY_RUN, lambda s: s.watch),
+    SweepRow(JobListSweep, lambda s: s.share_job_list, Cadence.ADAPTIVE, lambda s: s.job_list),
+)
+SWEEPS = tuple(row.name for row in SWEEP_TABLE)
+
+
+def _names() -> list[str]:
+    """The table's sweeps by name, in order (read when asked: a test may run its own table)."""
+    return [row.name for row in SWEEP_TABLE]
 
 
 @dataclass
 class ReconcileReport:
     """What one run found and did."""
 
-    recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SWEEPS, 0))
+    # Jobs recovered by sweep, every sweep of the table named (a sweep not run found none).
+    recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_names(), 0))
     list_pages: int = 0
     watch_list_pages: int = 0  # of list_pages, the watch sweep's (unsettled jobs)
     watch_listings: int = 0  # listings of the unsettled jobs the watch sweep finished
@@ -199,7 +258,6 @@ class ReconcileReport:
     # Passes taken up where an earlier run saved them (job list, one per subscription's log).
     resumed_passes: int = 0
     jobs_seen: int = 0
-    watched: int = 0  # WATCHING rows read by the watch sweep
     newly_watched: int = 0  # unsettled jobs the job list recorded WATCHING
     # Sweeps not due this run (RECONCILE_FULL_SWEEP): they ran recently and finished.
     skipped: list[str] = field(default_factory=list)
@@ -217,49 +275,78 @@ class ReconcileReport:
         """Jobs enqueued by this run, all sweeps together."""
         return sum(self.recovered.values())
 
+    def add(self, sweep: str, result: SweepResult) -> None:
+        """Count in what ``sweep`` did (its failure too: the work before it counts)."""
+        self.recovered[sweep] = self.recovered.get(sweep, 0) + result.recovered
+        result.add_to(self)
+        self.complete &= result.complete
+        if result.error is not None:
+            self.errors[sweep] = result.error
 
-@dataclass(frozen=True)
-class _DeliveryCheckpoint:
-    """One subscription's delivery-log sweep state, one ledger bookkeeping row.
-
-    Fields: ``checkpoint`` (attempts older than it minus the overlap were read) and, while a
-    pass is cut short, ``pass_low``, ``pass_high`` and ``pass_page``: the pass's bounds and
-    the page the next run reads first.
-    """
-
-    checkpoint: float
-    # (lower bound, upper bound, next page) of a pass cut short
-    resume: tuple[float, float, int] | None
-
-    @classmethod
-    def read(cls, saved: Mapping[str, str] | None, default: float) -> _DeliveryCheckpoint:
-        if not saved:
-            return cls(default, None)
-        resume = None
-        if saved.get("pass_page"):
-            resume = (
-                float(saved["pass_low"]),
-                float(saved["pass_high"]),
-                int(saved["pass_page"]),
-            )
-        return cls(float(saved["checkpoint"]), resume)
-
-    def fields(self) -> dict[str, str]:
-        out = {"checkpoint": f"{self.checkpoint:.3f}"}
-        if self.resume is not None:
-            low, high, page = self.resume
-            out.update(pass_low=f"{low:.3f}", pass_high=f"{high:.3f}", pass_page=str(page))
-        return out
+    def summary(self) -> dict[str, Any]:
+        """The run in one record: the handler's log line and answer, the CLI's output."""
+        return {
+            "recovered": self.recovered,
+            "total_recovered": self.total_recovered,
+            "list_pages": self.list_pages,
+            "watch_list_pages": self.watch_list_pages,
+            "watch_listings": self.watch_listings,
+            "listing_lag": self.listing_lag,
+            "list_passes": self.list_passes,
+            "delivery_pages": self.delivery_pages,
+            "row_pages": self.row_pages,
+            "resumed_passes": self.resumed_passes,
+            "jobs_seen": self.jobs_seen,
+            "newly_watched": self.newly_watched,
+            "skipped": self.skipped,
+            "gap_open": self.gap_open,
+            "watermark": self.watermark,
+            "complete": self.complete,
+            "errors": self.errors,
+        }
 
 
 @dataclass
-class _Scan:
-    """What one stretch of delivery-log pages gave."""
+class _CadenceRow:
+    """The cadence's memory: when each cadenced sweep last finished a run it began at, and
+    when a run last recovered a job (``GAP_SEEN``)."""
 
-    keys: list[JobKey]
-    newest: float | None  # the newest attempt seen: a fresh pass's upper bound
-    next_page: int | None  # where to go on; None once the lower bound or the end was reached
-    error: GeonodeError | None = None  # the page read that failed, after the pages before it
+    saved: dict[str, str]
+    full_sweep_seconds: float
+    gap_memory_seconds: float
+    finished: dict[str, str] = field(default_factory=dict)
+
+    def due(self, row: SweepRow, now: float) -> bool:
+        """The watch sweep always; the job list always while the gap is open; the others (and
+        the job list when webhooks have been complete for ``gap_memory_seconds``) once
+        ``full_sweep_seconds`` after their last finished run began, so also at every run
+        while their last one is unfinished."""
+        if row.cadence is Cadence.ADAPTIVE and self.gap_open(now):
+            return True
+        last = self.saved.get(row.name)
+        if row.cadence is Cadence.EVERY_RUN or not last:
+            return True
+        return now - float(last) >= self.full_sweep_seconds - CADENCE_SLACK
+
+    def gap_open(self, now: float) -> bool:
+        """A run recovered a job less than ``gap_memory_seconds`` ago: webhooks go missing."""
+        seen = self.finished.get(GAP_SEEN) or self.saved.get(GAP_SEEN)
+        return bool(seen) and now - float(seen or 0.0) < self.gap_memory_seconds
+
+    def ran(self, row: SweepRow, result: SweepResult, started: float) -> None:
+        """Remember a cadenced sweep's finished run (one cut short or failed is due again)."""
+        if result.complete and row.cadence is not Cadence.EVERY_RUN:
+            self.finished[row.name] = f"{started:.3f}"
+
+    def close(self, recovered: int, started: float, books: Bookkeeping) -> bool:
+        """Save what this run learned; whether the gap is open now."""
+        if recovered or GAP_SEEN not in self.saved:
+            # A first run knows nothing of the gap yet: it starts open, so a new deployment
+            # is watched closely until its webhooks have proved complete.
+            self.finished[GAP_SEEN] = f"{started:.3f}"
+        if self.finished:
+            books.write(CADENCE_CHECKPOINT, {**self.saved, **self.finished})
+        return self.gap_open(started)
 
 
 class Reconciler:
@@ -275,41 +362,20 @@ class Reconciler:
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
-        self._ledger = ledger
+        self._parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
+        self._ledger, self._client, self._recoverer = ledger, client, recoverer
         self._books = Bookkeeping(ledger)
-        self._client = client
-        self._recoverer = recoverer
         self._clock = clock
-        self._job_list = JobListSweep(
-            JobListSettings(
-                threshold_seconds=settings.threshold_seconds,
-                overlap_seconds=settings.overlap_seconds,
-                lookback_seconds=settings.lookback_seconds,
-                max_pages=settings.max_pages,
-            ),
-            ledger=ledger,
-            client=client,
-            recoverer=recoverer,
-            clock=clock,
-        )
-        self._watcher = Watcher(
-            WatchSettings(
-                poll_seconds=settings.watch_poll_seconds,
-                first_poll_seconds=settings.threshold_seconds,
-                listing_lag_seconds=settings.overlap_seconds,
-                max_pages=settings.max_pages,
-            ),
-            ledger=ledger,
-            client=client,
-            recoverer=recoverer,
-            clock=clock,
-        )
+        # The sweeps by name, built as the table says.
+        self.sweeps: dict[str, Sweep[Any, Any]] = {
+            row.name: row.sweep(row.settings(settings), **self._parts) for row in SWEEP_TABLE
+        }
 
     def run(
         self, remaining: RemainingSeconds = unlimited, *, full: bool = False
     ) -> ReconcileReport:
-        """The sweeps due (all four with ``full``), each in its share of ``remaining()`` less
-        the safety margin.
+        """The sweeps due (all of them with ``full``), in the table's order, each in its share
+        of ``remaining()`` less the safety margin.
 
         ``remaining`` gives the seconds the invocation has left (the handler passes the Lambda
         context's); without it only the page caps bound the run. A sweep that fails is
@@ -324,206 +390,31 @@ class Reconciler:
             return remaining() - margin
 
         run_budget = Budget(usable, usable())
-        sweeps: dict[str, Callable[[ReconcileReport, Budget], None]] = {
-            SOURCE_STUCK_ROWS: self.sweep_stuck_rows,
-            SOURCE_DELIVERY_LOG: self.sweep_delivery_log,
-            SOURCE_JOB_LIST: self.sweep_job_list,
-            SOURCE_WATCH: self.sweep_watched,
-        }
         started = self._clock.time()
-        cadence = self._books.read(CADENCE_CHECKPOINT) or {}
-        due = [name for name in SWEEPS if full or self._due(name, cadence, started)]
-        report.skipped = [name for name in SWEEPS if name not in due]
-        finished: dict[str, str] = {}
-        weights = [self.settings.share(name) for name in due]
-        for index, name in enumerate(due):
-            budget = run_budget.share(weights[index:])
-            complete_before, report.complete = report.complete, True
-            try:
-                sweeps[name](report, budget)
-            except SWEEP_ERRORS as exc:
-                report.errors[name] = f"{type(exc).__name__}: {exc}"
-                report.complete = False
-                logger.warning("reconciler sweep %s failed: %s", name, report.errors[name])
-            if report.complete and name in CADENCED_SWEEPS:
-                finished[name] = f"{started:.3f}"
-            report.complete &= complete_before
-        if report.total_recovered or GAP_SEEN not in cadence:
-            # A first run knows nothing of the gap yet: it starts open, so a new deployment
-            # is watched closely until its webhooks have proved complete.
-            finished[GAP_SEEN] = f"{started:.3f}"
-        report.gap_open = self._gap_open({**cadence, **finished}, started)
-        if finished:
-            self._books.write(CADENCE_CHECKPOINT, {**cadence, **finished})
+        cadence = _CadenceRow(
+            self._books.read(CADENCE_CHECKPOINT) or {},
+            self.settings.full_sweep_seconds,
+            self.settings.gap_memory_seconds,
+        )
+        due = [row for row in SWEEP_TABLE if full or cadence.due(row, started)]
+        report.skipped = [row.name for row in SWEEP_TABLE if row not in due]
+        weights = [row.share(self.settings) for row in due]
+        for index, row in enumerate(due):
+            result = self.run_sweep(row.name, report, run_budget.share(weights[index:]))
+            cadence.ran(row, result, started)
+        report.gap_open = cadence.close(report.total_recovered, started, self._books)
         return report
 
-    def _due(self, sweep: str, cadence: Mapping[str, str], now: float) -> bool:
-        """The watch sweep always; the job list always while the gap is open; the others (and
-        the job list when webhooks have been complete for ``gap_memory_seconds``) once
-        ``full_sweep_seconds`` after their last finished run began, so also at every run
-        while their last one is unfinished."""
-        if sweep in ADAPTIVE_SWEEPS and self._gap_open(cadence, now):
-            return True
-        if sweep not in CADENCED_SWEEPS or not cadence.get(sweep):
-            return True
-        return now - float(cadence[sweep]) >= self.settings.full_sweep_seconds - CADENCE_SLACK
-
-    def _gap_open(self, cadence: Mapping[str, str], now: float) -> bool:
-        """A run recovered a job less than ``gap_memory_seconds`` ago: webhooks go missing."""
-        seen = cadence.get(GAP_SEEN)
-        return bool(seen) and now - float(seen or 0.0) < self.settings.gap_memory_seconds
-
-    # -- job list --------------------------------------------------------------------------
-
-    def sweep_job_list(self, report: ReconcileReport, budget: Budget | None = None) -> None:
-        """Enqueue settled jobs older than the threshold that the ledger has not finished.
-
-        Fresh ground first, then the passes earlier runs left pending, until the budget is
-        spent: see ``scrape_pipeline.joblist`` for the pass order and the watermark rule.
-        """
-        result = self._job_list.sweep(budget or Budget.no_deadline())
-        report.recovered[SOURCE_JOB_LIST] += result.recovered
-        report.newly_watched += result.watched
-        report.list_pages += result.list_pages
-        report.list_passes += result.fresh_passes
-        report.resumed_passes += result.resumed_passes
-        report.jobs_seen += result.jobs_seen
-        report.watermark = result.watermark
-        report.listing_lag = result.listing_lag
-        report.complete &= result.complete
-
-    # -- watched jobs ----------------------------------------------------------------------
-
-    def sweep_watched(self, report: ReconcileReport, budget: Budget | None = None) -> None:
-        """Wake the long-running jobs that have settled (see ``scrape_pipeline.watch``)."""
-        result = self._watcher.sweep(budget or Budget.no_deadline())
-        report.recovered[SOURCE_WATCH] += result.woken
-        report.row_pages += result.row_pages
-        report.list_pages += result.list_pages
-        report.watch_list_pages += result.list_pages
-        report.watch_listings += result.listings
-        report.watched = result.watched
-        report.complete &= result.complete
-
-    # -- stuck rows ------------------------------------------------------------------------
-
-    def sweep_stuck_rows(self, report: ReconcileReport, budget: Budget | None = None) -> None:
-        """Re-enqueue rows whose message was lost and leases whose holder died.
-
-        Each state's rows are read oldest first (the index is ordered by ``state_since``),
-        page after page while the budget and the page cap last. No cursor is kept between
-        runs: a fresh query from the oldest is the resume point, because every RECEIVED or
-        ENQUEUED row handled leaves the range (``mark_enqueued`` stamps it now, newer than
-        ``stale_after`` ago), so the next run's first page starts where this run stopped.
-        PROCESSING rows do not move when their message is re-sent, but there are only as many
-        as leases taken recently, far fewer than a page cap of pages.
-        """
-        budget = budget or Budget.no_deadline()
-        now = self._clock.time()
-        stale_before = now - self.settings.stale_after_seconds
-        # A lease lasts far less than STALE_AFTER; rows leased before now may have expired.
-        ranges = (
-            (JobState.RECEIVED, stale_before),
-            (JobState.ENQUEUED, stale_before),
-            (JobState.PROCESSING, now),
-        )
-        for state, before in ranges:
-            if not self._sweep_state(state, before, report, now=now, budget=budget):
-                report.complete = False
-                return  # out of time: the next run starts again from the oldest
-
-    def _sweep_state(
-        self,
-        state: JobState,
-        before: float,
-        report: ReconcileReport,
-        *,
-        now: float,
-        budget: Budget,
-    ) -> bool:
-        """Handle ``state``'s rows older than ``before``; False when cut short."""
-        cursor: dict[str, object] | None = None
-        for _ in range(self.settings.max_pages):
-            if budget.spent():
-                return False
-            rows, cursor = self._ledger.pending(
-                state, since_before=before, limit=self.settings.rows_per_state, cursor=cursor
-            )
-            report.row_pages += 1
-            due = {
-                row.key: row
-                for row in rows
-                if state is not JobState.PROCESSING or row.lease_expired(now)
-            }
-            report.recovered[SOURCE_STUCK_ROWS] += self._recoverer.ensure_many(
-                list(due), due, source=SOURCE_STUCK_ROWS
-            )
-            if cursor is None:
-                return True
-        return False
-
-    # -- delivery log ----------------------------------------------------------------------
-
-    def sweep_delivery_log(self, report: ReconcileReport, budget: Budget | None = None) -> None:
-        """Make sure of every job whose delivery failed, subscription by subscription.
-
-        Only attempts the log marks ``failed`` are read (the API filters them), so a run costs
-        one page per subscription when deliveries go well; every abandoned delivery had failed
-        attempts before it. Each subscription gets an equal share of the sweep's time (what
-        one leaves flows to the next), so one deep backlog cannot starve the others.
-        """
-        budget = budget or Budget.no_deadline()
-        hooks = self._client.list_webhooks()
-        for index, hook in enumerate(hooks):
-            share = budget.share([1.0] * (len(hooks) - index))
-            self._sweep_subscription(hook.id, report, share)
-
-    def _sweep_subscription(self, webhook_id: str, report: ReconcileReport, budget: Budget) -> None:
-        """One subscription's log, in passes that resume where the last run stopped.
-
-        A pass covers [checkpoint - overlap, the newest attempt on its first page], newest
-        first. Cut short (pages or time), it saves its bounds and next page; the next run
-        resumes there before anything else. The log grows at the top while a pass is under
-        way: new failures push older rows down, so the saved page number now shows rows a
-        little newer than where the pass stopped. Resuming by page number therefore re-reads
-        a few rows and never skips one: rows are only ever added, never removed, so a row can
-        move down a page and never up one (an attempt that fails late lands among older rows,
-        which again only pushes rows down). Only a pass that reaches
-        its lower bound moves the checkpoint, to its upper bound. A run that finishes a
-        resumed pass starts a fresh one (the failures since) while its budget lasts.
-        """
-        s = self.settings
-        name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
-        saved = self._books.read(name)
-        mark = _DeliveryCheckpoint.read(saved, self._clock.time() - s.lookback_seconds)
-        pages_before = report.delivery_pages
-        failure: GeonodeError | None = None
-        while True:
-            if mark.resume is not None:
-                low, high, page = mark.resume
-                report.resumed_passes += 1
-            else:
-                low, high, page = mark.checkpoint - s.delivery_overlap_seconds, None, 1
-            pages_left = s.max_pages - (report.delivery_pages - pages_before)
-            scan = self._scan_failed(
-                webhook_id, low, page, report, budget=budget, max_pages=pages_left
-            )
-            report.recovered[SOURCE_DELIVERY_LOG] += self._ensure(scan.keys, SOURCE_DELIVERY_LOG)
-            high = high if high is not None else scan.newest
-            failure = scan.error
-            if scan.next_page is not None:
-                if high is not None:  # nothing read yet: nothing to resume
-                    mark = _DeliveryCheckpoint(mark.checkpoint, (low, high, scan.next_page))
-                report.complete = False
-                break
-            resumed = mark.resume is not None
-            mark = _DeliveryCheckpoint(max(mark.checkpoint, high or mark.checkpoint), None)
-            if not resumed or budget.spent() or report.delivery_pages - pages_before >= s.max_pages:
-                break
-        if mark.fields() != (saved or {}):
-            self._books.write(name, mark.fields())
-        if failure is not None:
-            raise failure  # after saving the pages read before it
+    def run_sweep(
+        self, name: str, report: ReconcileReport, budget: Budget | None = None
+    ) -> SweepResult:
+        """Run the sweep called ``name`` (one of ``SWEEPS``) into ``report``, whatever its
+        cadence; without a budget only its page cap bounds it."""
+        result: SweepResult = self.sweeps[name].run(budget or Budget.no_deadline())
+        report.add(name, result)
+        if result.error is not None:
+            logger.warning("reconciler sweep %s failed: %s", name, result.error)
+        return result
 
     def replay_failed(
         self,
@@ -534,78 +425,10 @@ class Reconciler:
         only_status: int | None = None,
         source: str = SOURCE_DELIVERY_LOG,
     ) -> int:
-        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401)."""
-        scan = self._scan_failed(
-            webhook_id,
-            since,
-            1,
-            report,
-            budget=Budget.no_deadline(),
-            max_pages=self.settings.max_pages,
-            only_status=only_status,
-        )
-        if scan.error is not None:
-            raise scan.error
-        report.complete &= scan.next_page is None
-        return self._ensure(scan.keys, source)
-
-    def _scan_failed(
-        self,
-        webhook_id: str,
-        low: float,
-        page: int,
-        report: ReconcileReport,
-        *,
-        budget: Budget,
-        max_pages: int,
-        only_status: int | None = None,
-    ) -> _Scan:
-        """Jobs of failed attempts from ``page`` down to ``low``, while pages and time last.
-
-        A failing page read ends the scan with the error, keeping what the pages before gave.
-        """
-        keys: list[JobKey] = []
-        newest: float | None = None
-
-        def scan(next_page: int | None, error: GeonodeError | None = None) -> _Scan:
-            return _Scan(list(dict.fromkeys(keys)), newest, next_page, error)
-
-        for _ in range(max_pages):
-            if budget.spent():
-                break
-            try:
-                listing = self._client.list_deliveries(
-                    webhook_id,
-                    status="failed",
-                    page=page,
-                    page_size=self.settings.delivery_page_size,
-                )
-            except GeonodeError as exc:
-                return scan(page, exc)
-            report.delivery_pages += 1
-            for delivery in listing.items:
-                created = delivery.created_at.timestamp() if delivery.created_at else low
-                if created < low:
-                    return scan(None)
-                newest = created if newest is None else max(newest, created)
-                if only_status is not None and delivery.http_status != only_status:
-                    continue
-                kind = EVENT_KINDS.get(delivery.event_type)
-                if kind is not None and delivery.job_id:
-                    keys.append(JobKey(kind, delivery.job_id))
-            if listing.is_last or not listing.items:
-                return scan(None)
-            page += 1
-        return scan(page)
-
-    # -- shared ----------------------------------------------------------------------------
-
-    def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
-        """Ensure ``keys`` a hundred at a time: one BatchGetItem, then batched recovery."""
-        recovered = 0
-        for start in range(0, len(keys), 100):
-            chunk = keys[start : start + 100]
-            recovered += self._recoverer.ensure_many(
-                chunk, self._ledger.get_many(chunk), source=source
-            )
-        return recovered
+        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
+        A failing page is raised."""
+        log = DeliveryLogSweep(self.settings, **self._parts)
+        result = log.replay(webhook_id, since=since, only_status=only_status, source=source)
+        result.add_to(report)
+        report.complete &= result.complete
+        return result.recovered

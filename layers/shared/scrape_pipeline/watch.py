@@ -54,29 +54,34 @@ and a job missing from the list was settled when its stretch of the list was rea
 
 from __future__ import annotations
 
-import base64
-import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
-from scrape_pipeline.clock import Clock
 from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
-from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.geonode.models import JobSummary, format_time
-from scrape_pipeline.jobs import JobKey, JobState, Source
-from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
-from scrape_pipeline.recovery import Recoverer
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
+from scrape_pipeline.geonode.models import JobSummary, Page, format_time
+from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState, Source
+from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.sweeps import Sweep, SweepResult
+from scrape_pipeline.sweeps.watch_listing import (
+    LISTED_CHECKPOINT,
+    MAX_LISTED,
+    UNSETTLED_STATUSES,
+    WATCH_CHECKPOINT,
+    Listed,
+    Listing,
+    chunk_name,
+    digest,
+    pack,
+    unpack,
+)
 
-# The rows' resume point and the listing under way (its ``list_`` fields), one row.
-WATCH_CHECKPOINT = "reconciler-watch"
-# The last complete listing that took more than one run (one read within a run needs none).
-LISTED_CHECKPOINT = "reconciler-watch-listed"
-UNSETTLED_STATUSES = ("queued", "processing")
+if TYPE_CHECKING:
+    from scrape_pipeline.reconciler import ReconcileReport
+
 ROWS_PER_PAGE = 100
-DIGEST_BYTES = 8  # per listed id: a collision only delays one wake by a pass
-# Ids one listing keeps at most: 30,000 x 8 bytes is 320 kB of base64, under DynamoDB's 400 kB.
-MAX_LISTED = 30_000
 
 
 @dataclass(frozen=True)
@@ -91,169 +96,54 @@ class WatchSettings:
 
 
 @dataclass
-class WatchResult:
-    """What one sweep did."""
+class WatchResult(SweepResult):
+    """What one sweep did (``recovered``: the jobs woken)."""
 
     watched: int = 0  # rows read this run
-    woken: int = 0
     row_pages: int = 0
     list_pages: int = 0
     listings: int = 0  # listings of the unsettled jobs finished this run
-    complete: bool = True
+
+    @property
+    def woken(self) -> int:
+        """The jobs woken: this sweep's recoveries."""
+        return self.recovered
+
+    @woken.setter
+    def woken(self, value: int) -> None:
+        self.recovered = value
+
+    def add_to(self, report: ReconcileReport) -> None:
+        report.row_pages += self.row_pages
+        report.list_pages += self.list_pages
+        report.watch_list_pages += self.list_pages
+        report.watch_listings += self.listings
 
 
-def _digest(job_id: str) -> bytes:
-    return hashlib.blake2b(job_id.encode(), digest_size=DIGEST_BYTES).digest()
-
-
-def _pack(ids: set[bytes]) -> str:
-    return base64.b64encode(b"".join(sorted(ids))).decode()
-
-
-def _unpack(text: str | None) -> set[bytes]:
-    raw = base64.b64decode(text or "")
-    return {raw[i : i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)}
-
-
-@dataclass
-class _Listing:
-    """A listing of the unsettled jobs under way: where each status's read stands.
-
-    Its ids are saved a page at a time, each page's in a chunk row of its own (``chunks`` of
-    them so far), so a page costs one small write however long the listing has grown.
-    """
-
-    started: float  # Lambda's clock, when its first page was read
-    status: int = 0  # index in UNSETTLED_STATUSES
-    end: int | None = None  # created_at bound (whole seconds, inclusive); None: the newest
-    page: int = 1
-    chunks: int = 0  # pages whose ids are saved in chunk rows
-    count: int = 0  # ids saved so far (a job read again is counted again)
-    # Read by earlier runs: only the chunk count is loaded; ``ids`` are this run's pages'.
-    chunks_before: int = 0
-    ids: set[bytes] = field(default_factory=set)
-    inline: str = ""  # ids an earlier version kept in the checkpoint row itself
-    # Not saved: the created_at of every job read under the current bound, this run.
-    times: list[float] = field(default_factory=list)
-
-    @classmethod
-    def read(cls, saved: Mapping[str, str] | None) -> _Listing | None:
-        """The listing under way in the watch checkpoint's ``list_`` fields, if any."""
-        if not saved or not saved.get("list_started"):
-            return None
-        end = saved.get("list_end")
-        chunks = int(saved.get("list_chunks") or 0)
-        inline = saved.get("list_ids") or ""
-        return cls(
-            float(saved["list_started"]),
-            int(saved.get("list_status") or 0),
-            int(end) if end else None,
-            int(saved.get("list_page") or 1),
-            chunks,
-            int(saved.get("list_count") or len(_unpack(inline))),
-            chunks_before=chunks,
-            inline=inline,
-        )
-
-    def turn(self, items: Sequence[JobSummary]) -> None:
-        """Past a page of ``items``: the next page of the same bound."""
-        self.times += [job.created_at.timestamp() for job in items if job.created_at]
-        self.page += 1
-
-    def next_status(self) -> None:
-        """On to the next status, from its newest job: its bound is its own."""
-        self.status, self.end, self.page, self.times = self.status + 1, None, 1, []
-
-    def resume_point(self) -> tuple[int | None, int]:
-        """The bound and page a later run resumes at: the oldest second reached.
-
-        Within a run the pages of one bound go on (jobs settling meanwhile shift a few unread
-        rows up a page: a job missed so is woken by mistake, one GET); across runs a bound in
-        the list's own timestamps is a resume point that stays valid however the list moved.
-        Whole seconds, rounded up, from the page that holds the first job of that second not
-        read yet: the jobs of that second already read are read again, never one skipped.
-        """
-        if not self.times:
-            return self.end, self.page
-        bound = int(-(-min(self.times) // 1))
-        if self.end is not None and bound >= self.end:
-            return self.end, self.page
-        same_second = sum(1 for t in self.times if bound - 1 < t <= bound)
-        return bound, 1 + same_second // JOBS_PAGE_MAX
-
-    def fields(self) -> dict[str, str]:
-        end, page = self.resume_point()
-        out = {
-            "list_started": f"{self.started:.3f}",
-            "list_status": str(self.status),
-            "list_end": "" if end is None else str(end),
-            "list_page": str(page),
-            "list_chunks": str(self.chunks),
-            "list_count": str(self.count),
-        }
-        if self.inline:
-            out["list_ids"] = self.inline
-        return out
-
-
-@dataclass(frozen=True)
-class _Listed:
-    """The last complete listing (``oversize``: given up, extract rows polled by age)."""
-
-    started: float
-    ids: frozenset[bytes]
-    oversize: bool = False
-
-    @classmethod
-    def read(cls, saved: Mapping[str, str] | None) -> _Listed | None:
-        if not saved or not saved.get("started"):
-            return None
-        ids = frozenset(_unpack(saved.get("ids")))
-        return cls(float(saved["started"]), ids, saved.get("oversize") == "1")
-
-    def fields(self) -> dict[str, str]:
-        out = {"started": f"{self.started:.3f}", "ids": _pack(set(self.ids))}
-        if self.oversize:
-            out["oversize"] = "1"
-        return out
-
-
-class Watcher:
+class Watcher(Sweep[WatchSettings, WatchResult]):
     """The reconciler's watch sweep."""
 
-    def __init__(
-        self,
-        settings: WatchSettings,
-        *,
-        ledger: Ledger,
-        client: GeonodeClient,
-        recoverer: Recoverer,
-        clock: Clock,
-    ) -> None:
-        self.settings = settings
-        self._ledger = ledger
-        self._books = Bookkeeping(ledger)
-        self._client = client
-        self._recoverer = recoverer
-        self._clock = clock
+    name = SOURCE_WATCH
 
-    def sweep(self, budget: Budget) -> WatchResult:
+    def new_result(self) -> WatchResult:
+        return WatchResult()
+
+    def work(self, budget: Budget, result: WatchResult) -> None:
         """Wake the batches and crawls due a poll and the watched jobs that have settled.
 
         The rows first (batches and crawls woken as they are read), then the listing of
         unsettled jobs with what is left, then the extract rows read, judged against the
         newest complete listing.
         """
-        result = WatchResult()
         saved = self._books.read(WATCH_CHECKPOINT) or {}
-        listing = _Listing.read(saved)
+        listing = Listing.read(saved)
         # Extract rows seen by the rows pass under way, or by the last finished one.
         extracts_before = saved.get("extracts") == "1" or listing is not None
         share = budget.share([1.0, 1.0]) if extracts_before else budget
         extract_rows, fields = self._read_rows(saved, share, result)
         written, under_way = dict(saved), listing
 
-        def save(current: _Listing | None) -> None:
+        def save(current: Listing | None) -> None:
             """Save the rows' resume point and ``current``'s (the last saved, if a page fails)."""
             nonlocal written, under_way
             under_way = current
@@ -271,7 +161,6 @@ class Watcher:
                     self._judge(extract_rows, listed, result)
         finally:
             save(under_way)
-        return result
 
     def _read_rows(
         self, saved: Mapping[str, str], budget: Budget, result: WatchResult
@@ -336,7 +225,7 @@ class Watcher:
         interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
         return now - row.state_since >= interval
 
-    def _judge(self, rows: list[LedgerRow], listed: _Listed | None, result: WatchResult) -> None:
+    def _judge(self, rows: list[LedgerRow], listed: Listed | None, result: WatchResult) -> None:
         """Wake the extract rows that ``listed`` shows settled (or, oversize, due by age)."""
         if listed is None or not rows:
             return
@@ -348,31 +237,31 @@ class Watcher:
             due = {
                 r.key: r
                 for r in rows
-                if r.state_since <= parked_before and _digest(r.key.job_id) not in listed.ids
+                if r.state_since <= parked_before and digest(r.key.job_id) not in listed.ids
             }
         keys: list[JobKey] = list(due)
         result.woken += self._recoverer.ensure_many(keys, due, source=Source.WATCH)
 
     def _list(
         self,
-        listing: _Listing | None,
+        listing: Listing | None,
         budget: Budget,
         result: WatchResult,
-        save: Callable[[_Listing], None],
-    ) -> tuple[_Listing | None, _Listed | None]:
+        save: Callable[[Listing], None],
+    ) -> tuple[Listing | None, Listed | None]:
         """Go on with the listing while ``budget`` lasts: the listing still under way, and
         the newest complete one (read back only when this run finishes none). After every
         page, its ids and the resume point are saved (``save``), so a run killed mid-listing
         loses at most the page under way."""
         now = self._clock.time()
         if listing is None:
-            listed = _Listed.read(self._books.read(LISTED_CHECKPOINT))
+            listed = Listed.read(self._books.read(LISTED_CHECKPOINT))
             recent = listed is not None and now - listed.started < self.settings.poll_seconds
             if listed is not None and listed.oversize and recent:
                 return None, listed  # given up lately: polled by age until WATCH_POLL passed
-            listing = _Listing(started=now)
-        pages = 0
-        while pages < self.settings.max_pages and not budget.spent():
+            listing = Listing(started=now)
+        pages, read = budget.capped(self.settings.max_pages), 0
+        while not pages.spent(read):
             status = UNSETTLED_STATUSES[listing.status]
             page = self._client.list_jobs(
                 status=status,
@@ -380,43 +269,48 @@ class Watcher:
                 page=listing.page,
                 page_size=JOBS_PAGE_MAX,
             )
-            pages += 1
+            read += 1
             result.list_pages += 1
-            ids = {_digest(job.job_id) for job in page.items}
-            listing.ids |= ids
-            if listing.count + len(ids) > self.settings.max_listed:
-                listed = _Listed(now, frozenset(), oversize=True)
-                self._books.write(LISTED_CHECKPOINT, listed.fields())
-                return None, listed
-            last = page.is_last or not page.items
-            if last and listing.status + 1 == len(UNSETTLED_STATUSES):
-                return None, self._complete(listing, result)
-            if ids:  # saved before the listing moves past them: a failed write moves nothing
-                self._books.write(_chunk(listing.chunks), {"ids": _pack(ids)})
-                listing.chunks, listing.count = listing.chunks + 1, listing.count + len(ids)
-            if last:
-                listing.next_status()
-            else:
-                listing.turn(page.items)
+            finished = self._take(listing, page, result, now)
+            if finished is not None:
+                return None, finished
             save(listing)
         result.complete = False
-        return listing, _Listed.read(self._books.read(LISTED_CHECKPOINT))
+        return listing, Listed.read(self._books.read(LISTED_CHECKPOINT))
 
-    def _complete(self, listing: _Listing, result: WatchResult) -> _Listed:
+    def _take(
+        self, listing: Listing, page: Page[JobSummary], result: WatchResult, now: float
+    ) -> Listed | None:
+        """Add ``page`` to ``listing``: the listing it completes (or, past MAX_LISTED, gives
+        up), or None while it goes on."""
+        ids = {digest(job.job_id) for job in page.items}
+        listing.ids |= ids
+        if listing.count + len(ids) > self.settings.max_listed:
+            listed = Listed(now, frozenset(), oversize=True)
+            self._books.write(LISTED_CHECKPOINT, listed.fields())
+            return listed
+        last = page.is_last or not page.items
+        if last and listing.status + 1 == len(UNSETTLED_STATUSES):
+            return self._complete(listing, result)
+        if ids:  # saved before the listing moves past them: a failed write moves nothing
+            self._books.write(chunk_name(listing.chunks), {"ids": pack(ids)})
+            listing.chunks, listing.count = listing.chunks + 1, listing.count + len(ids)
+        if last:
+            listing.next_status()
+        else:
+            listing.turn(page.items)
+        return None
+
+    def _complete(self, listing: Listing, result: WatchResult) -> Listed:
         """The finished ``listing``: this run's ids and those earlier runs saved, chunk by chunk
         (kept for the runs until the next is complete, when it took more than this one)."""
         result.listings += 1
-        ids = listing.ids | _unpack(listing.inline)
+        ids = listing.ids | unpack(listing.inline)
         if not listing.chunks_before and not listing.inline:
-            return _Listed(listing.started, frozenset(ids))  # read within this run: used at once
-        names = [_chunk(n) for n in range(listing.chunks_before)]
+            return Listed(listing.started, frozenset(ids))  # read within this run: used at once
+        names = [chunk_name(n) for n in range(listing.chunks_before)]
         for fields in self._books.read_many(names).values():
-            ids |= _unpack(fields.get("ids"))
-        listed = _Listed(listing.started, frozenset(ids))
+            ids |= unpack(fields.get("ids"))
+        listed = Listed(listing.started, frozenset(ids))
         self._books.write(LISTED_CHECKPOINT, listed.fields())
         return listed
-
-
-def _chunk(number: int) -> str:
-    """The bookkeeping row of the listing under way's ``number``-th page of ids (from 0)."""
-    return f"{WATCH_CHECKPOINT}-ids-{number}"

@@ -1,0 +1,226 @@
+"""The delivery-log sweep: per subscription, every job whose delivery failed is made sure of.
+
+Only attempts the log marks ``failed`` are read (the API filters them), so a run costs one page
+per subscription when deliveries go well; every abandoned delivery had failed attempts before
+it. Each subscription gets an equal share of the sweep's time (what one leaves flows to the
+next), so one deep backlog cannot starve the others.
+
+One subscription's log is read in passes that resume where the last run stopped. A pass covers
+[checkpoint - overlap, the newest attempt on its first page], newest first. Cut short (pages or
+time), it saves its bounds and next page (``scrape_pipeline.sweeps.passes``); the next run
+resumes there before anything else. The log grows at the top while a pass is under way: new
+failures push older rows down, so the saved page number now shows rows a little newer than
+where the pass stopped. Resuming by page number therefore re-reads a few rows and never skips
+one: rows are only ever added, never removed, so a row can move down a page and never up one
+(an attempt that fails late lands among older rows, which again only pushes rows down). Only a
+pass that reaches its lower bound moves the checkpoint, to its upper bound. A run that finishes
+a resumed pass starts a fresh one (the failures since) while its budget lasts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from scrape_pipeline.budget import Budget
+from scrape_pipeline.geonode.errors import GeonodeError
+from scrape_pipeline.geonode.models import Delivery, Page
+from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey
+from scrape_pipeline.payload import EVENT_KINDS
+from scrape_pipeline.sweeps import Sweep, SweepResult, passes
+from scrape_pipeline.sweeps.passes import SavedPass
+
+if TYPE_CHECKING:
+    from scrape_pipeline.reconciler import ReconcileReport
+
+DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
+# Keys ensured at a time: one BatchGetItem's worth.
+ENSURE_CHUNK = 100
+
+
+class DeliveryLogSettings(Protocol):
+    """What the sweep reads of ``ReconcilerSettings`` (documented there)."""
+
+    @property
+    def lookback_seconds(self) -> float: ...
+    @property
+    def delivery_overlap_seconds(self) -> float: ...
+    @property
+    def delivery_page_size(self) -> int: ...
+    @property
+    def max_pages(self) -> int: ...
+
+
+@dataclass
+class DeliveryLogResult(SweepResult):
+    """What one delivery-log sweep (or replay) did."""
+
+    delivery_pages: int = 0
+    resumed_passes: int = 0  # passes taken up where an earlier run saved them
+
+    def add_to(self, report: ReconcileReport) -> None:
+        report.delivery_pages += self.delivery_pages
+        report.resumed_passes += self.resumed_passes
+
+
+@dataclass(frozen=True)
+class _DeliveryCheckpoint:
+    """One subscription's sweep state, one bookkeeping row: ``checkpoint`` (attempts older
+    than it less the overlap were read) and the pass cut short, if any."""
+
+    checkpoint: float
+    resume: SavedPass | None = None
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None, default: float) -> _DeliveryCheckpoint:
+        if not saved:
+            return cls(default)
+        pending = passes.decode(saved)
+        return cls(float(saved["checkpoint"]), pending[0] if pending else None)
+
+    def fields(self) -> dict[str, str]:
+        out = {"checkpoint": f"{self.checkpoint:.3f}"}
+        out.update(passes.encode([self.resume] if self.resume is not None else []))
+        return out
+
+
+@dataclass
+class _Scan:
+    """What one stretch of delivery-log pages gave."""
+
+    next_page: int | None  # where to go on; None once the lower bound or the end was reached
+    keys: list[JobKey] = field(default_factory=list)
+    newest: float | None = None  # the newest attempt seen: a fresh pass's upper bound
+    error: GeonodeError | None = None  # the page read that failed, after the pages before it
+
+    def take(self, listing: Page[Delivery], low: float, only_status: int | None) -> bool:
+        """The jobs of ``listing``'s attempts; True once the lower bound or the end is reached."""
+        for delivery in listing.items:
+            created = delivery.created_at.timestamp() if delivery.created_at else low
+            if created < low:
+                return True
+            self.newest = created if self.newest is None else max(self.newest, created)
+            if only_status is None or delivery.http_status == only_status:
+                self.keys += _key(delivery)
+        return listing.is_last or not listing.items
+
+
+def _key(delivery: Delivery) -> list[JobKey]:
+    kind = EVENT_KINDS.get(delivery.event_type)
+    return [JobKey(kind, delivery.job_id)] if kind is not None and delivery.job_id else []
+
+
+class DeliveryLogSweep(Sweep[DeliveryLogSettings, DeliveryLogResult]):
+    """Make sure of every job whose delivery failed, subscription by subscription."""
+
+    name = SOURCE_DELIVERY_LOG
+
+    def new_result(self) -> DeliveryLogResult:
+        return DeliveryLogResult()
+
+    def work(self, budget: Budget, result: DeliveryLogResult) -> None:
+        hooks = self._client.list_webhooks()
+        for index, hook in enumerate(hooks):
+            share = budget.share([1.0] * (len(hooks) - index))
+            self._sweep_subscription(hook.id, result, share.capped(self.settings.max_pages))
+
+    def replay(
+        self, webhook_id: str, *, since: float, only_status: int | None, source: str
+    ) -> DeliveryLogResult:
+        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
+        No checkpoint is read or moved; a failing page is raised."""
+        result = self.new_result()
+        budget = Budget.no_deadline().capped(self.settings.max_pages)
+        scan = self._scan_failed(webhook_id, since, 1, result, budget, only_status=only_status)
+        if scan.error is not None:
+            raise scan.error
+        result.complete = scan.next_page is None
+        result.recovered = self._ensure(scan.keys, source)
+        return result
+
+    def _sweep_subscription(
+        self, webhook_id: str, result: DeliveryLogResult, budget: Budget
+    ) -> None:
+        """One subscription's log, in passes (module docstring), the checkpoint saved once."""
+        name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
+        saved = self._books.read(name)
+        default = self._clock.time() - self.settings.lookback_seconds
+        mark = _DeliveryCheckpoint.read(saved, default)
+        read_before = result.delivery_pages
+        go_on, failure = True, None
+        while go_on:
+            mark, failure, go_on = self._pass(webhook_id, mark, result, budget, read_before)
+        if mark.fields() != (saved or {}):
+            self._books.write(name, mark.fields())
+        if failure is not None:
+            raise failure  # after saving the pages read before it
+
+    def _pass(
+        self,
+        webhook_id: str,
+        mark: _DeliveryCheckpoint,
+        result: DeliveryLogResult,
+        budget: Budget,
+        read_before: int,
+    ) -> tuple[_DeliveryCheckpoint, GeonodeError | None, bool]:
+        """One pass, resumed or fresh: the checkpoint after it, the failure that cut it short,
+        and whether to go on with a fresh one (a resumed pass finished, time left)."""
+        resume = mark.resume
+        if resume is not None:
+            result.resumed_passes += 1
+            low, high, page = resume.start, resume.end, resume.page
+        else:
+            low, high, page = mark.checkpoint - self.settings.delivery_overlap_seconds, None, 1
+        scan = self._scan_failed(webhook_id, low, page, result, budget, read_before=read_before)
+        result.recovered += self._ensure(scan.keys, SOURCE_DELIVERY_LOG)
+        high = high if high is not None else scan.newest
+        if scan.next_page is not None:
+            result.complete = False
+            if high is not None:  # nothing read yet: nothing to resume
+                mark = _DeliveryCheckpoint(mark.checkpoint, SavedPass(low, high, scan.next_page))
+            return mark, scan.error, False
+        done = _DeliveryCheckpoint(max(mark.checkpoint, high or mark.checkpoint))
+        go_on = resume is not None and not budget.spent(result.delivery_pages - read_before)
+        return done, None, go_on
+
+    def _scan_failed(
+        self,
+        webhook_id: str,
+        low: float,
+        page: int,
+        result: DeliveryLogResult,
+        budget: Budget,
+        *,
+        read_before: int = 0,
+        only_status: int | None = None,
+    ) -> _Scan:
+        """Jobs of failed attempts from ``page`` down to ``low``, while ``budget`` lasts (its
+        pages counted from ``read_before``). A failing page read ends the scan with the error,
+        keeping what the pages before gave."""
+        scan = _Scan(page)
+        while scan.next_page is not None and not budget.spent(result.delivery_pages - read_before):
+            try:
+                listing = self._client.list_deliveries(
+                    webhook_id,
+                    status="failed",
+                    page=scan.next_page,
+                    page_size=self.settings.delivery_page_size,
+                )
+            except GeonodeError as exc:
+                scan.error = exc
+                break
+            result.delivery_pages += 1
+            scan.next_page = None if scan.take(listing, low, only_status) else scan.next_page + 1
+        scan.keys = list(dict.fromkeys(scan.keys))
+        return scan
+
+    def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
+        """Ensure ``keys`` a hundred at a time: one BatchGetItem, then batched recovery."""
+        recovered = 0
+        for start in range(0, len(keys), ENSURE_CHUNK):
+            chunk = keys[start : start + ENSURE_CHUNK]
+            recovered += self._recoverer.ensure_many(
+                chunk, self._ledger.get_many(chunk), source=source
+            )
+        return recovered

@@ -1,0 +1,150 @@
+"""The watch sweep's listing of the unsettled jobs, as saved between runs.
+
+A listing under way (``Listing``) is saved in the watch checkpoint's ``list_`` fields, its ids
+a page at a time in chunk rows of their own; the last complete listing that took more than one
+run (``Listed``) has a row of its own. Ids are kept as short digests (see
+``scrape_pipeline.watch`` for why, and for how the listing is read).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
+from scrape_pipeline.geonode.models import JobSummary
+
+# The rows' resume point and the listing under way (its ``list_`` fields), one row.
+WATCH_CHECKPOINT = "reconciler-watch"
+# The last complete listing that took more than one run (one read within a run needs none).
+LISTED_CHECKPOINT = "reconciler-watch-listed"
+UNSETTLED_STATUSES = ("queued", "processing")
+DIGEST_BYTES = 8  # per listed id: a collision only delays one wake by a pass
+# Ids one listing keeps at most: 30,000 x 8 bytes is 320 kB of base64, under DynamoDB's 400 kB.
+MAX_LISTED = 30_000
+
+
+def digest(job_id: str) -> bytes:
+    """The short digest a listing keeps of ``job_id``."""
+    return hashlib.blake2b(job_id.encode(), digest_size=DIGEST_BYTES).digest()
+
+
+def pack(ids: set[bytes]) -> str:
+    """Digests as one string (a bookkeeping field)."""
+    return base64.b64encode(b"".join(sorted(ids))).decode()
+
+
+def unpack(text: str | None) -> set[bytes]:
+    """The digests ``pack`` gave."""
+    raw = base64.b64decode(text or "")
+    return {raw[i : i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)}
+
+
+@dataclass
+class Listing:
+    """A listing of the unsettled jobs under way: where each status's read stands.
+
+    Its ids are saved a page at a time, each page's in a chunk row of its own (``chunks`` of
+    them so far), so a page costs one small write however long the listing has grown.
+    """
+
+    started: float  # Lambda's clock, when its first page was read
+    status: int = 0  # index in UNSETTLED_STATUSES
+    end: int | None = None  # created_at bound (whole seconds, inclusive); None: the newest
+    page: int = 1
+    chunks: int = 0  # pages whose ids are saved in chunk rows
+    count: int = 0  # ids saved so far (a job read again is counted again)
+    # Read by earlier runs: only the chunk count is loaded; ``ids`` are this run's pages'.
+    chunks_before: int = 0
+    ids: set[bytes] = field(default_factory=set)
+    inline: str = ""  # ids an earlier version kept in the checkpoint row itself
+    # Not saved: the created_at of every job read under the current bound, this run.
+    times: list[float] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None) -> Listing | None:
+        """The listing under way in the watch checkpoint's ``list_`` fields, if any."""
+        if not saved or not saved.get("list_started"):
+            return None
+        end = saved.get("list_end")
+        chunks = int(saved.get("list_chunks") or 0)
+        inline = saved.get("list_ids") or ""
+        return cls(
+            float(saved["list_started"]),
+            int(saved.get("list_status") or 0),
+            int(end) if end else None,
+            int(saved.get("list_page") or 1),
+            chunks,
+            int(saved.get("list_count") or len(unpack(inline))),
+            chunks_before=chunks,
+            inline=inline,
+        )
+
+    def turn(self, items: Sequence[JobSummary]) -> None:
+        """Past a page of ``items``: the next page of the same bound."""
+        self.times += [job.created_at.timestamp() for job in items if job.created_at]
+        self.page += 1
+
+    def next_status(self) -> None:
+        """On to the next status, from its newest job: its bound is its own."""
+        self.status, self.end, self.page, self.times = self.status + 1, None, 1, []
+
+    def resume_point(self) -> tuple[int | None, int]:
+        """The bound and page a later run resumes at: the oldest second reached.
+
+        Within a run the pages of one bound go on (jobs settling meanwhile shift a few unread
+        rows up a page: a job missed so is woken by mistake, one GET); across runs a bound in
+        the list's own timestamps is a resume point that stays valid however the list moved.
+        Whole seconds, rounded up, from the page that holds the first job of that second not
+        read yet: the jobs of that second already read are read again, never one skipped.
+        """
+        if not self.times:
+            return self.end, self.page
+        bound = int(-(-min(self.times) // 1))
+        if self.end is not None and bound >= self.end:
+            return self.end, self.page
+        same_second = sum(1 for t in self.times if bound - 1 < t <= bound)
+        return bound, 1 + same_second // JOBS_PAGE_MAX
+
+    def fields(self) -> dict[str, str]:
+        end, page = self.resume_point()
+        out = {
+            "list_started": f"{self.started:.3f}",
+            "list_status": str(self.status),
+            "list_end": "" if end is None else str(end),
+            "list_page": str(page),
+            "list_chunks": str(self.chunks),
+            "list_count": str(self.count),
+        }
+        if self.inline:
+            out["list_ids"] = self.inline
+        return out
+
+
+@dataclass(frozen=True)
+class Listed:
+    """The last complete listing (``oversize``: given up, extract rows polled by age)."""
+
+    started: float
+    ids: frozenset[bytes]
+    oversize: bool = False
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None) -> Listed | None:
+        if not saved or not saved.get("started"):
+            return None
+        ids = frozenset(unpack(saved.get("ids")))
+        return cls(float(saved["started"]), ids, saved.get("oversize") == "1")
+
+    def fields(self) -> dict[str, str]:
+        out = {"started": f"{self.started:.3f}", "ids": pack(set(self.ids))}
+        if self.oversize:
+            out["oversize"] = "1"
+        return out
+
+
+def chunk_name(number: int) -> str:
+    """The bookkeeping row of the listing under way's ``number``-th page of ids (from 0)."""
+    return f"{WATCH_CHECKPOINT}-ids-{number}"
