@@ -1,0 +1,50 @@
+"""The ledger and the job queue on real AWS clients: what every function's wiring shares.
+
+Imports only what the receiver imports anyway, so its cold start gains no module from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scrape_pipeline.clock import Clock
+from scrape_pipeline.ledger import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS, Ledger
+from scrape_pipeline.queue import JobQueue
+from scrape_pipeline.settings import read_int, require
+
+
+def ledger(table: str, *, ttl_days: int, max_reopens: int, clock: Clock) -> Ledger:
+    """The ledger on a DynamoDB client."""
+    import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
+
+    return Ledger(
+        table,
+        client=boto3.client("dynamodb"),
+        ttl_days=ttl_days,
+        max_reopens=max_reopens,
+        clock=clock,
+    )
+
+
+def ledger_from_env(env: Mapping[str, str], clock: Clock) -> Ledger:
+    """The ledger named by ``LEDGER_TABLE_NAME``, with ``LEDGER_TTL_DAYS`` and ``MAX_REOPENS``."""
+    (table,) = require(env, "LEDGER_TABLE_NAME")
+    return ledger(
+        table,
+        ttl_days=read_int(env, "LEDGER_TTL_DAYS", DEFAULT_TTL_DAYS),
+        max_reopens=read_int(env, "MAX_REOPENS", DEFAULT_MAX_REOPENS, minimum=0),
+        clock=clock,
+    )
+
+
+def queue(url: str) -> JobQueue:
+    """The job queue on an SQS client."""
+    import boto3  # noqa: PLC0415
+
+    return JobQueue(url, client=boto3.client("sqs"))
+
+
+def queue_from_env(env: Mapping[str, str]) -> JobQueue:
+    """The job queue named by ``QUEUE_URL``."""
+    (url,) = require(env, "QUEUE_URL")
+    return queue(url)
