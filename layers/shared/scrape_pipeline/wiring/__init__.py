@@ -1,6 +1,6 @@
 """Building each Lambda's logic from the environment, with real AWS clients: one module each.
 
-    scrape_pipeline.wiring.receiver     build_receiver    (the receiver's settings class)
+    scrape_pipeline.wiring.receiver     build_receiver
     scrape_pipeline.wiring.processor    build_processor
     scrape_pipeline.wiring.reconciler   build_reconciler
 
