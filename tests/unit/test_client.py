@@ -13,6 +13,7 @@ import pytest
 
 from scrape_pipeline.geonode import (
     APIError,
+    ApiStatus,
     AuthError,
     ConflictError,
     GeonodeClient,
@@ -397,3 +398,91 @@ def test_client_401_with_no_other_key_raises_after_one_renewal_at_most(renewed: 
         client.get_job("j1")
     # THEN it is not retried with the same key, and a wrong new key is tried once only
     assert len(seen) == (2 if renewed == "another-wrong-key" else 1)
+
+
+# --- the API's status vocabulary ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", ["queued", "processing", "completed", "failed", "cancelled"])
+def test_client_reads_each_known_status_as_api_status(status: str):
+    # GIVEN the API answering a job, a job-list row, a batch and its item in that status
+    batch = {"job_id": "b1", "status": status, "items": [{"input_index": 0, "status": status}]}
+    listing = {"jobs": [{"job_id": "j1", "status": status}], "page": 1, "page_count": 1}
+    answers = {
+        "/v1/extract/j1": {**JOB, "status": status},
+        "/v1/extract/jobs": listing,
+        "/v1/batch/b1": batch,
+    }
+    handler = lambda request: httpx.Response(200, json=answers[request.url.path])  # noqa: E731
+    client = make_client(handler, ManualClock())
+    # WHEN each is read
+    job = client.get_job("j1")
+    row = client.list_jobs().items[0]
+    got = client.get_batch("b1")
+    # THEN every status is the enum member, equal to the bare string the rest of the code uses
+    for value in (job.status, row.status, got.status, got.page.items[0].status):
+        assert value is ApiStatus(status) and value == status
+    terminal = status in ("completed", "failed", "cancelled")
+    assert job.is_terminal is row.is_terminal is got.is_terminal is terminal
+
+
+@pytest.mark.parametrize("status", ["paused", "COMPLETED", "", None, 3])
+def test_client_keeps_an_unknown_status_as_written_and_never_terminal(status: object):
+    # GIVEN a status outside the published set (a newer API, a partial answer)
+    batch = {"job_id": "b1", "status": status, "items": [{"status": status}]}
+    answers = {"/v1/extract/j1": {**JOB, "status": status}, "/v1/batch/b1": batch}
+    handler = lambda request: httpx.Response(200, json=answers[request.url.path])  # noqa: E731
+    client = make_client(handler, ManualClock())
+    # WHEN it is read THEN nothing raises, the text is kept as the API wrote it, and the job
+    # counts as not settled (looked at again), as before the status had a type
+    job, got = client.get_job("j1"), client.get_batch("b1")
+    for value in (job.status, got.status, got.page.items[0].status):
+        assert value == str(status) and not isinstance(value, ApiStatus)
+    assert not job.is_terminal and not got.is_terminal and not got.page.items[0].is_terminal
+
+
+def test_client_submitted_job_without_status_is_queued():
+    handler, _ = scripted(httpx.Response(202, json={"job_id": "j9"}))
+    submitted = make_client(handler, ManualClock()).submit_extract("https://a.example")
+    assert submitted.status is ApiStatus.QUEUED
+
+
+# --- the status-to-error table, edges ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "cls", "retryable"),
+    [(403, AuthError, False), (422, ValidationError, False), (408, APIError, True)]
+    + [(s, ServerError, s in (500, 502, 503, 504)) for s in (500, 501, 502, 503, 504, 599)],
+)
+def test_client_error_class_and_default_retryable_follow_the_status(status, cls, retryable):
+    # GIVEN an error answer whose body says nothing of retrying
+    handler, _ = scripted(httpx.Response(status, json={"code": "C", "message": "m"}))
+    client = make_client(handler, ManualClock(), retry=RetryPolicy(max_attempts=1))
+    with pytest.raises(APIError) as info:
+        client.get_job("j1")
+    # THEN the class comes from the status, and so does whether it is transient
+    assert type(info.value) is cls and info.value.retryable is retryable
+
+
+def test_client_reads_a_string_detail_and_the_request_id_header():
+    # GIVEN FastAPI's plain-string detail and only an X-Request-Id to correlate by
+    response = httpx.Response(404, json={"detail": "Not Found"}, headers={"X-Request-Id": "r-7"})
+    handler, _ = scripted(response)
+    with pytest.raises(NotFoundError) as info:
+        make_client(handler, ManualClock()).get_job("j1")
+    # THEN the detail is the message, the header the correlation id, and no code is invented
+    assert (info.value.code, info.value.message, info.value.correlation_id) == (
+        None,
+        "Not Found",
+        "r-7",
+    )
+
+
+def test_client_body_retryable_overrides_the_status_and_long_messages_are_cut():
+    body = {"code": "BUSY", "message": "x" * 900, "retryable": True}
+    handler, _ = scripted(httpx.Response(400, json=body))
+    client = make_client(handler, ManualClock(), retry=RetryPolicy(max_attempts=1))
+    with pytest.raises(APIError) as info:
+        client.get_job("j1")
+    assert info.value.retryable is True and info.value.message == "x" * 500

@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import pytest
 
 from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.freshness import Freshness
+from scrape_pipeline.geonode import GeonodeClient, ServerError
+from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
 from scrape_pipeline.settings import (
     GeonodeSettings,
+    Kind,
+    Setting,
     SettingsError,
+    declared,
+    integer,
     read_choice,
     read_float,
     read_int,
     read_list,
     read_str,
     require,
+    required,
 )
+from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline.wiring import build_processor
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_ops.configuration import SOURCES, catalogue, markdown
 
 RECEIVER_ENV = {"LEDGER_TABLE_NAME": "t", "QUEUE_URL": "q", "WEBHOOK_SECRET_ID": "s"}
 
@@ -201,3 +215,122 @@ def test_wiring_names_a_bad_ttl():
     }
     with pytest.raises(SettingsError, match=r"^LEDGER_TTL_DAYS must be an integer"):
         build_processor(env)
+
+
+# --- declarations: every declared setting is read under its name by its class ---------------
+
+CLASSES = [source for source in SOURCES if isinstance(source, type)]
+DECLARED = [(cls, f, s) for cls in CLASSES for f, s in declared(cls).items()]
+# A value other than the default, as written in the environment and as read.
+GOOD: dict[Kind, tuple[str, Any]] = {
+    Kind.TEXT: (" v ", "v"),
+    Kind.URL: ("http://h.example/ ", "http://h.example"),
+    Kind.LIST: (" a.b , ,c ", ("a.b", "c")),
+    Kind.NUMBER: ("7.5", 7.5),
+    Kind.INTEGER: ("7", 7),
+}
+
+
+def _read(cls: type, env: Mapping[str, str]) -> Any:
+    """``cls`` read from ``env`` plus its required settings (the freshness window's signature
+    is the default scheme's)."""
+    given = {s.name: "r" for s in declared(cls).values() if s.required} | dict(env)
+    if cls is Freshness:
+        return Freshness.from_env(given, SignatureConfig())
+    return cls.from_env(given)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("cls", "field", "setting"), DECLARED, ids=lambda v: getattr(v, "name", v))
+def test_declared_setting_is_read_under_its_name(cls: type, field: str, setting: Setting[Any]):
+    # GIVEN the declared variable set to a value that is not its default
+    raw, value = (" r ", "r") if setting.required else GOOD[setting.kind]
+    # WHEN its class reads the environment THEN the field holds it, parsed as declared
+    assert getattr(_read(cls, {setting.name: raw}), field) == value
+    assert value != setting.default
+
+
+@pytest.mark.parametrize(
+    ("cls", "field", "setting"),
+    [d for d in DECLARED if d[2].kind in (Kind.NUMBER, Kind.INTEGER)],
+    ids=lambda v: getattr(v, "name", v),
+)
+def test_declared_number_given_a_word_names_it(cls: type, field: str, setting: Setting[Any]):
+    with pytest.raises(SettingsError, match=f"^{setting.name} must be an? .*, got 'soon'$") as e:
+        _read(cls, {setting.name: "soon"})
+    assert e.value.names == (setting.name,)
+
+
+def test_declared_integer_off_word_means_no_limit():
+    age = next(s for s in declared(Freshness).values() if s.off)
+    assert age.read({age.name: " OFF "}) is None
+    with pytest.raises(SettingsError, match=f"^{age.name} must be an integer, got 'of'$"):
+        age.read({age.name: "of"})
+
+
+def test_declared_choice_reads_lower_case_within_its_choices():
+    mode: Setting[str | None] = Setting("MODE", None, "why", Kind.CHOICE, choices=("a", "b"))
+    assert (mode.read({}), mode.read({"MODE": " B "})) == (None, "b")
+    with pytest.raises(SettingsError, match=r"^MODE must be one of a, b, got 'c'$"):
+        mode.read({"MODE": "c"})
+
+
+def test_required_settings_missing_are_named_together():
+    # GIVEN a class with required settings, none given WHEN read THEN one error names them all
+    with pytest.raises(SettingsError, match=r"^missing settings: ") as caught:
+        ReceiverSettings.from_env({})
+    assert caught.value.names == ("LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID")
+
+
+def test_resources_read_as_the_wiring_reads_them():
+    # The calls wiring makes (LedgerSettings.from_env, QUEUE_URL.read, RESULTS_BUCKET.read)
+    # keep its errors and defaults.
+    assert LedgerSettings.from_env({"LEDGER_TABLE_NAME": " t "}) == LedgerSettings("t", 90, 3)
+    assert LedgerSettings.from_env({"LEDGER_TABLE_NAME": "t", "MAX_REOPENS": "0"}).max_reopens == 0
+    with pytest.raises(SettingsError, match=r"^LEDGER_TTL_DAYS must be an integer, got '2.5'$"):
+        LedgerSettings.from_env({"LEDGER_TABLE_NAME": "t", "LEDGER_TTL_DAYS": "2.5"})
+    for setting in (QUEUE_URL, RESULTS_BUCKET):
+        assert setting.read({setting.name: " x "}) == "x"
+        with pytest.raises(SettingsError, match=f"^missing settings: {setting.name}$"):
+            setting.read({setting.name: ""})
+
+
+def test_a_variable_declared_twice_is_refused():
+    first, second = integer("X", 1, "one reason"), integer("X", 1, "another")
+    assert catalogue(first, first) == [first]
+    with pytest.raises(ValueError, match="X is declared twice"):
+        catalogue(first, second)
+
+
+def test_markdown_shows_defaults_as_written():
+    rows = markdown(
+        [required("A", "a | b"), Setting("B", ("x", "y"), "", Kind.LIST), integer("C", 3, "")]
+    ).splitlines()
+    assert rows[2:] == ["| `A` | (required) | a &#124; b |", "| `B` | `x,y` |  |", "| `C` | 3 |  |"]
+
+
+# --- GEONODE_RETRY_*: the client's retries where no policy is given, and only there ----------
+
+
+def _always_503() -> tuple[httpx.MockTransport, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(503, json={"code": "X", "message": "m", "retryable": True})
+
+    return httpx.MockTransport(answer), seen
+
+
+@pytest.mark.parametrize(("policy", "requests"), [(None, 3), (NO_RETRY, 1)])
+def test_geonode_retry_settings_apply_to_a_client_without_a_policy(policy: Any, requests: int):
+    # GIVEN GEONODE_RETRY_MAX_ATTEMPTS=3 and an API that answers 503 to everything
+    settings = GeonodeSettings.from_env({"GEONODE_RETRY_MAX_ATTEMPTS": "3"})
+    transport, seen = _always_503()
+    client = GeonodeClient(
+        "k", settings=settings, retry=policy, transport=transport, clock=ManualClock()
+    )
+    # WHEN a job is read THEN the setting decides the attempts, unless the builder gave a
+    # policy of its own (as the Lambdas' wiring does: NO_RETRY, RECONCILER_RETRY)
+    with pytest.raises(ServerError):
+        client.get_job("j1")
+    assert len(seen) == requests

@@ -14,6 +14,7 @@ from scrape_pipeline.settings import SettingsError
 from scrape_pipeline.signatures import (
     FailureReason,
     NoValidSecretError,
+    Scheme,
     SecretBundleError,
     SignatureConfig,
     SignatureError,
@@ -207,6 +208,54 @@ def test_verify_round_trip_non_utf8_body(name: str) -> None:
     body = b"\xff\xfe\x00\x80\xc3(" + bytes(range(256))
 
     verify(config, signed(config, body), body, [WebhookSecret(secret_for(config))], NOW)
+
+
+class _UndecodableBody(bytes):
+    """Raw bytes that refuse every decoding: a verifier that reads the body as text fails."""
+
+    def decode(self, *args: Any, **kwargs: Any) -> str:
+        raise AssertionError("the body was decoded before its signature was checked")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_verify_hashes_the_raw_bytes_without_decoding_them(name: str) -> None:
+    # GIVEN a signed body that fails the test if anything decodes it
+    config = CONFIGS[name]
+    body = _UndecodableBody(BODY)
+    # THEN it verifies as the bytes it is
+    verify(config, signed(config, BODY), body, [WebhookSecret(secret_for(config))], NOW)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_verify_decides_through_constant_time_comparison(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN hmac.compare_digest watched, and then made to answer "different" to everything
+    config = CONFIGS[name]
+    headers = signed(config)
+    secrets = [WebhookSecret(secret_for(config))]
+    real = hmac.compare_digest
+    compared: list[tuple[bytes, bytes]] = []
+
+    def watched(a: Any, b: Any) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", watched)
+    # WHEN a genuine delivery is verified THEN the match was found by compare_digest
+    verify(config, headers, BODY, secrets, NOW)
+    assert compared and any(real(a, b) for a, b in compared)
+    # AND when compare_digest says no, no other comparison lets the delivery through
+    monkeypatch.setattr(hmac, "compare_digest", lambda a, b: False)
+    assert reason_of(config, headers) == "no matching signature"
+
+
+@pytest.mark.parametrize("name", ["geonode", "standard_webhooks", "stripe", "github"])
+def test_signature_config_holds_its_scheme_as_the_enum(name: str) -> None:
+    # GIVEN a configuration built from the scheme's name THEN it holds the enum, equal to the name
+    config = SignatureConfig(scheme=name)  # type: ignore[arg-type]
+    assert config.scheme is Scheme(name) and config.scheme == name
+    assert str(config.scheme) == name
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import API_KEY_ENV
 from scrape_pipeline.secret_store import Fetch, fetch_secret
-from scrape_pipeline.settings import SettingsError, read_str
+from scrape_pipeline.settings import GEONODE_API_KEY_SECRET_ID, SettingsError, read_str
 
-SECRET_ID_ENV = "GEONODE_API_KEY_SECRET_ID"  # noqa: S105 - a variable name # nosec B105
+SECRET_ID_ENV = GEONODE_API_KEY_SECRET_ID.name
 KEY_CACHE_SECONDS = 300
 KEY_REFRESH_MIN_SECONDS = 30.0
 

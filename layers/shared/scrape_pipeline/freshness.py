@@ -6,14 +6,8 @@ is refused like a bad signature (401), before anything is recorded. Schemes that
 own timestamp (Standard Webhooks, Stripe, geonode with ``SIGNATURE_TIMESTAMP_HEADER``) keep
 ``verify``'s check of it instead; the envelope is not checked a second time.
 
-    | variable | default | why |
-    |---|---|---|
-    | WEBHOOK_MAX_AGE_SECONDS | 129600 (36 h) | the sender's whole retry schedule, if every retry
-    keeps the event's time: 0 s, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h is 27.6 h, 33.1 h at
-    +20 % jitter, plus eight 15 s timeouts; about 3 h to spare. The contract does not say
-    whether the time is the event's or the attempt's: the window assumes the worse. ``off``
-    (that word only) disables it, for a sender that stamps no time |
-    | SIGNATURE_TOLERANCE_SECONDS | 300 | (signatures.py) how far ahead a sender's clock may be |
+The window is ``WEBHOOK_MAX_AGE_SECONDS`` (``Freshness.max_age``'s declaration says why 36 h);
+a delivery may be ahead by at most ``SIGNATURE_TOLERANCE_SECONDS`` (``signatures``).
 
 A body without a timestamp, or with one that is not ISO 8601 with a zone or epoch seconds, is
 a bad request (400) while the window is on: it cannot be told from a capture of any age. What a
@@ -30,7 +24,7 @@ from datetime import datetime
 from typing import Final
 
 from scrape_pipeline.payload import PayloadError
-from scrape_pipeline.settings import read_int, read_str
+from scrape_pipeline.settings import Kind, Setting, read_declared
 from scrape_pipeline.signatures import DEFAULT_TOLERANCE_SECONDS, SignatureConfig, SignatureError
 
 DEFAULT_MAX_AGE_SECONDS: Final = 36 * 3600
@@ -51,21 +45,30 @@ class StaleDeliveryError(SignatureError):
 class Freshness:
     """The window a delivery's signed timestamp must fall in; ``max_age`` None: no window."""
 
-    max_age: int | None = DEFAULT_MAX_AGE_SECONDS
+    max_age: int | None = Setting(
+        "WEBHOOK_MAX_AGE_SECONDS",
+        DEFAULT_MAX_AGE_SECONDS,
+        "schemes whose signature covers no timestamp (geonode without "
+        "`SIGNATURE_TIMESTAMP_HEADER`, github): the envelope's signed `timestamp` must be at most "
+        "this old and at most `SIGNATURE_TOLERANCE_SECONDS` ahead, else 401 with nothing "
+        "written; a body without one is a 400. 36 h covers the sender's whole retry schedule "
+        "(0 s, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: 27.6 h, 33.1 h at +20 % jitter, plus "
+        "eight 15 s timeouts) even if every retry keeps the event's time (the contract does not "
+        "say). `off`, by name only, for a sender that stamps no time. Standard Webhooks and "
+        "Stripe keep their own signed timestamp's check instead (`freshness.py`)",
+        Kind.INTEGER,
+        maximum=_MAX_AGE_LIMIT,
+        off=OFF,
+    ).field()
     max_ahead: int = DEFAULT_TOLERANCE_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], signature: SignatureConfig) -> Freshness:
-        """``WEBHOOK_MAX_AGE_SECONDS`` (module docstring); no window where ``signature``
-        checks its own timestamp. ``SettingsError`` for anything but a whole number or ``off``.
+        """``WEBHOOK_MAX_AGE_SECONDS``; no window where ``signature`` checks its own timestamp.
+        ``SettingsError`` for anything but a whole number or ``off``.
         """
-        ahead = signature.tolerance_seconds
-        if read_str(env, "WEBHOOK_MAX_AGE_SECONDS", "").lower() == OFF:
-            return cls(None, ahead)
-        max_age = read_int(
-            env, "WEBHOOK_MAX_AGE_SECONDS", DEFAULT_MAX_AGE_SECONDS, maximum=_MAX_AGE_LIMIT
-        )
-        return cls(None if signature.signs_timestamp else max_age, ahead)
+        max_age = read_declared(cls, env)["max_age"]
+        return cls(None if signature.signs_timestamp else max_age, signature.tolerance_seconds)
 
     def check(self, stamp: object, now: float) -> None:
         """Return if ``stamp`` (the body's timestamp field as sent) is inside the window;

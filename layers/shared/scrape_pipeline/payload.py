@@ -23,7 +23,7 @@ from typing import Any
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind, is_job_id
-from scrape_pipeline.settings import read_list
+from scrape_pipeline.settings import FromEnv, paths
 
 EVENT_KINDS: Mapping[str, JobKind] = {
     "extract_completed": JobKind.EXTRACT,
@@ -40,35 +40,41 @@ class PayloadError(PipelineError, ValueError):
 
 
 @dataclass(frozen=True)
-class FieldLocations:
-    """Dotted paths tried in order; the first present value wins.
+class FieldLocations(FromEnv):
+    """Dotted paths tried in order, from the signed body; the first present value wins.
 
-    | variable | default | why |
-    |---|---|---|
-    | JOB_ID_FIELDS | data.job_id,job_id | the contract's envelope, then the seed article's |
-    | EVENT_FIELDS | event,event_type | the event names the job's kind |
-    | JOB_KIND_FIELDS | (none) | a field naming the kind itself, for other payloads |
-    | DELIVERY_ID_FIELDS | delivery_id,id | one per attempt: the evidence that reopens a job |
-    | TIMESTAMP_FIELDS | timestamp | when the delivery was stamped (``freshness``) |
+    The fields are the ``*_FIELDS`` declarations (``scrape_pipeline.settings``).
     """
 
-    job_id: Sequence[str] = ("data.job_id", "job_id")
-    event: Sequence[str] = ("event", "event_type")
-    # Empty: the kind follows from the event name (extract_completed -> extract).
-    kind: Sequence[str] = ()
-    delivery_id: Sequence[str] = ("delivery_id", "id")
-    timestamp: Sequence[str] = ("timestamp",)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> FieldLocations:
-        """The ``*_FIELDS`` variables (the table above): comma-separated paths."""
-        return cls(
-            job_id=read_list(env, "JOB_ID_FIELDS", cls.job_id),
-            event=read_list(env, "EVENT_FIELDS", cls.event),
-            kind=read_list(env, "JOB_KIND_FIELDS", cls.kind),
-            delivery_id=read_list(env, "DELIVERY_ID_FIELDS", cls.delivery_id),
-            timestamp=read_list(env, "TIMESTAMP_FIELDS", cls.timestamp),
-        )
+    job_id: Sequence[str] = paths(
+        "JOB_ID_FIELDS",
+        ("data.job_id", "job_id"),
+        "where the job id is in the payload: the contract's envelope, then the seed article's "
+        "flat field",
+    ).field()
+    event: Sequence[str] = paths(
+        "EVENT_FIELDS",
+        ("event", "event_type"),
+        "where the event is, which names the job's kind. Read from the signed body only: "
+        "`X-Webhook-Event` is unsigned, and a body without an event is a 400",
+    ).field()
+    kind: Sequence[str] = paths(
+        "JOB_KIND_FIELDS",
+        (),
+        "a field naming the job's kind itself, for other payloads; none: the kind follows from "
+        "the event (`extract_completed` is an extract)",
+    ).field()
+    delivery_id: Sequence[str] = paths(
+        "DELIVERY_ID_FIELDS",
+        ("delivery_id", "id"),
+        "the attempt's id (kept on the row as evidence seen: a delivery that created, reopened "
+        "or woke a job never moves it again; one without an id only creates rows)",
+    ).field()
+    timestamp: Sequence[str] = paths(
+        "TIMESTAMP_FIELDS",
+        ("timestamp",),
+        "the attempt's time, which `WEBHOOK_MAX_AGE_SECONDS` judges",
+    ).field()
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +67,7 @@ from scrape_pipeline.paged_store import PagedStore
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore, result_prefix
-from scrape_pipeline.settings import read_float, read_int
+from scrape_pipeline.settings import FromEnv, integer, number
 
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
 MAX_VISIBILITY_SECONDS = 43_200
@@ -81,60 +80,79 @@ _RELEASED_ON = (OutOfTimeError, AWSUnavailableError, RateLimitedError, *_NOT_THE
 
 
 @dataclass(frozen=True)
-class ProcessorSettings:
-    """The processor's knobs (environment variables in brackets).
+class ProcessorSettings(FromEnv):
+    """The processor's knobs: the fields are their declarations (``scrape_pipeline.settings``)."""
 
-    | variable | default | why |
-    |---|---|---|
-    | LEASE_SECONDS | 120 | longer than the processor's timeout, so a live holder keeps it |
-    | MAX_RESUBMISSIONS_PER_URL | 2 | resubmissions per chain of failed attempts of one submission |
-    | MAX_ATTEMPTS | 8 | attempts that raised or were killed before a job is dead-lettered |
-    | RETRY_BASE_SECONDS | 15 | first wait for a job not settled yet (doubles each time) |
-    | RETRY_MAX_SECONDS | 600 | longest wait; below the reconciler's staleness bound |
-    | WATCH_AFTER_SECONDS | 1800 | a job unsettled this long is parked WATCHING, not polled |
-    | NOT_FOUND_MAX_TRIES | 6 | 404s before an unproven job is closed as unknown (reopenable) |
-    | SICK_AFTER_FAILURES | 6 | failed calls in a row (5xx, timeout, proven 404): job parked |
-    | THROTTLE_DEFAULT_SECONDS | 30 | wait after a 429 without Retry-After |
-    | STOP_MARGIN_SECONDS | 10 | no new job or page this close to the invocation's deadline |
-    | MAX_RECEIVE_COUNT | 5 | the queue's redrive count: a retry about to reach it is re-sent |
-    """
-
-    lease_seconds: float = 120.0
-    max_resubmissions_per_url: int = 2
+    lease_seconds: float = number(
+        "LEASE_SECONDS", 120.0, "a processor's lease; longer than its timeout"
+    ).field()
+    max_resubmissions_per_url: int = integer(
+        "MAX_RESUBMISSIONS_PER_URL",
+        2,
+        "resubmissions per chain of failed attempts of one submission (a job someone else "
+        "submitted starts a chain), so a URL scraped daily gets them every day and a chain that "
+        "keeps failing ends; counted only once the API has answered with the new job, so a POST "
+        "that failed (429, 5xx, no answer) spends nothing",
+    ).field()
     # Independent failures at rate p poison a healthy job with probability p**8: 3e-6 per job
     # at the chaos matrix's 20 % crash rate. A poison job costs at most this many GETs.
-    max_attempts: int = 8
-    retry_base_seconds: float = 15.0
-    retry_max_seconds: float = 600.0
-    watch_after_seconds: float = 1800.0
-    not_found_max_tries: int = 6
+    max_attempts: int = integer(
+        "MAX_ATTEMPTS",
+        8,
+        "attempts at a job that raised or were killed (timeout, crash) before it is "
+        "dead-lettered with its last error (`JobsPoisoned`, alarm); clean releases (not "
+        "settled, throttled, an outage) do not count. At most this many Geonode GETs per "
+        "poison job",
+    ).field()
+    retry_base_seconds: float = number(
+        "RETRY_BASE_SECONDS", 15.0, "the first wait for a job not settled yet, doubled each time"
+    ).field()
+    retry_max_seconds: float = number(
+        "RETRY_MAX_SECONDS",
+        600.0,
+        "the longest wait for a job not settled yet; below the staleness bound "
+        "(`STALE_AFTER_SECONDS`)",
+    ).field()
+    watch_after_seconds: float = number(
+        "WATCH_AFTER_SECONDS",
+        1800.0,
+        "a job unsettled this long is parked WATCHING instead of polled (processor); it is "
+        "woken by its webhook or by the watch sweep. A job the watch sweep woke that still runs "
+        "is parked again at once",
+    ).field()
+    not_found_max_tries: int = integer(
+        "NOT_FOUND_MAX_TRIES",
+        6,
+        "404s (only 404s count) before a job nothing proves exists is dead-lettered as unknown; "
+        "a later webhook, listing or delivery-log entry for it reopens it and the record is "
+        "retired. A job known from a verified webhook, the job list, a submission or the "
+        "delivery log is never closed on 404: its 404s count toward `SICK_AFTER_FAILURES`",
+    ).field()
     # Six failed calls take about eight minutes of doubling waits (15 s to 4 min).
-    sick_after_failures: int = 6
-    throttle_default_seconds: float = 30.0
-    stop_margin_seconds: float = 10.0
-    max_receive_count: int = 5
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
-        """Read the settings; ``SettingsError`` names a bad value (an integer given "2.5" too)."""
-        env = os.environ if env is None else env
-        return cls(
-            lease_seconds=read_float(env, "LEASE_SECONDS", cls.lease_seconds),
-            max_resubmissions_per_url=read_int(
-                env, "MAX_RESUBMISSIONS_PER_URL", cls.max_resubmissions_per_url
-            ),
-            max_attempts=read_int(env, "MAX_ATTEMPTS", cls.max_attempts),
-            retry_base_seconds=read_float(env, "RETRY_BASE_SECONDS", cls.retry_base_seconds),
-            retry_max_seconds=read_float(env, "RETRY_MAX_SECONDS", cls.retry_max_seconds),
-            watch_after_seconds=read_float(env, "WATCH_AFTER_SECONDS", cls.watch_after_seconds),
-            not_found_max_tries=read_int(env, "NOT_FOUND_MAX_TRIES", cls.not_found_max_tries),
-            sick_after_failures=read_int(env, "SICK_AFTER_FAILURES", cls.sick_after_failures),
-            throttle_default_seconds=read_float(
-                env, "THROTTLE_DEFAULT_SECONDS", cls.throttle_default_seconds
-            ),
-            stop_margin_seconds=read_float(env, "STOP_MARGIN_SECONDS", cls.stop_margin_seconds),
-            max_receive_count=read_int(env, "MAX_RECEIVE_COUNT", cls.max_receive_count),
-        )
+    sick_after_failures: int = integer(
+        "SICK_AFTER_FAILURES",
+        6,
+        "failed calls in a row for one job (5xx, timeouts, 404s of a proven job; about eight "
+        "minutes of doubling waits) before it is parked WATCHING (`JobsParkedSick`, alarm); the "
+        "watch sweep then polls it at half the age of its failing run, at most hourly, until "
+        "the API answers for it",
+    ).field()
+    throttle_default_seconds: float = number(
+        "THROTTLE_DEFAULT_SECONDS", 30.0, "wait after a 429 without `Retry-After`"
+    ).field()
+    stop_margin_seconds: float = number(
+        "STOP_MARGIN_SECONDS",
+        10.0,
+        "the processor starts no job and reads no further batch page this close to its deadline "
+        "(at most a quarter of the invocation); a batch or crawl goes on in the next invocation "
+        "from its page checkpoint",
+    ).field()
+    max_receive_count: int = integer(
+        "MAX_RECEIVE_COUNT",
+        5,
+        "the queue's redrive count: near it, a job to retry later is re-sent instead, so a "
+        "throttled job never lands in the DLQ",
+    ).field()
 
 
 class JobProcessor:

@@ -38,13 +38,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.freshness import Freshness, StaleDeliveryError
 from scrape_pipeline.jobs import SOURCE_SUBMITTED, SOURCE_WEBHOOK, JobKey, JobState
-from scrape_pipeline.ledger import (
-    DEFAULT_MAX_REOPENS,
-    DEFAULT_TTL_DAYS,
-    Ledger,
-    LedgerError,
-    LedgerRow,
-)
+from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.payload import (
     FieldLocations,
     Notification,
@@ -53,8 +47,9 @@ from scrape_pipeline.payload import (
     parse_delivery,
 )
 from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.resources import LEDGER_TABLE_NAME, LEDGER_TTL_DAYS, MAX_REOPENS, QUEUE_URL
 from scrape_pipeline.secret_store import SecretStore
-from scrape_pipeline.settings import SettingsError, read_float, read_int, require
+from scrape_pipeline.settings import SettingsError, integer, number, read_declared, required
 from scrape_pipeline.signatures import (
     NoValidSecretError,
     SecretBundleError,
@@ -76,68 +71,63 @@ PLATFORM_MAX_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_OVERHEAD_BYTE
 
 @dataclass(frozen=True)
 class ReceiverSettings:
-    """The receiver's configuration (environment variables in brackets).
+    """The receiver's configuration: the fields are its declarations (``settings``), and the
+    signature's (``signatures``), the field locations' (``payload``) and the window's
+    (``freshness``) are their classes'."""
 
-    | variable | default | why |
-    |---|---|---|
-    | LEDGER_TABLE_NAME | (required) | the ledger table |
-    | QUEUE_URL | (required) | the job queue |
-    | WEBHOOK_SECRET_ID | (required) | Secrets Manager id of the secret bundle |
-    | MAX_BODY_BYTES | 4694016 | larger deliveries are refused (413) before any work; the
-    default is what REST API + Lambda can carry: (6,291,456 - 32,768 event overhead) * 3/4,
-    base64 inside a 6 MiB event; a larger body never reaches us (the platform answers 413) |
-    | SECRET_CACHE_SECONDS | 60 | how stale a cached secret may be |
-    | SECRET_REFRESH_MIN_SECONDS | 5 | at most one forced refresh this often per container |
-    | LEDGER_TTL_DAYS | 90 | rows outlive every sender's retries (Svix: 14 days) |
-    | RESEND_AFTER_SECONDS | 120 | a RECEIVED row this old means its writer crashed |
-    | MAX_REOPENS | 3 | times a job closed as unknown or never settled may come back (ledger) |
-    | SIGNATURE_* | see signatures.py | scheme, header, encoding, prefix, tolerance |
-    | WEBHOOK_MAX_AGE_SECONDS | 129600 | see freshness.py: the sender's whole retry schedule |
-    | JOB_ID_FIELDS, EVENT_FIELDS, JOB_KIND_FIELDS, DELIVERY_ID_FIELDS, TIMESTAMP_FIELDS |
-    see payload.py | where the job, the attempt and its time are |
-    """
-
-    table_name: str
-    queue_url: str
-    secret_id: str
+    table_name: str = LEDGER_TABLE_NAME.field()
+    queue_url: str = QUEUE_URL.field()
+    secret_id: str = required(
+        "WEBHOOK_SECRET_ID",
+        'the secret bundle, per subscription: `{"subscriptions": {"<webhook id>": '
+        '[{"value", "expires_at"}]}}`, several valid at once; an old flat '
+        '`{"secrets": [...]}` reads as shared by all and is migrated by the next rotation',
+    ).field()
     signature: SignatureConfig = field(default_factory=SignatureConfig)
     fields: FieldLocations = field(default_factory=FieldLocations)
     freshness: Freshness = field(default_factory=Freshness)
-    max_body_bytes: int = PLATFORM_MAX_BODY_BYTES
-    secret_cache_seconds: float = 60.0
-    secret_refresh_min_seconds: float = 5.0
-    ttl_days: int = DEFAULT_TTL_DAYS
-    resend_after_seconds: float = 120.0
-    max_reopens: int = DEFAULT_MAX_REOPENS
+    max_body_bytes: int = integer(
+        "MAX_BODY_BYTES",
+        PLATFORM_MAX_BODY_BYTES,
+        "larger deliveries get 413 before any work; the default is the platform's own ceiling: "
+        "the body travels base64 (4/3) in a Lambda event of at most 6,291,456 bytes, 32,768 "
+        "kept for headers and context, so (6,291,456 - 32,768) x 3/4; API Gateway (REST) "
+        "would take 10 MB",
+    ).field()
+    secret_cache_seconds: float = number(
+        "SECRET_CACHE_SECONDS",
+        60.0,
+        "cached secrets; one forced refresh when none matches, so a rotation needs no restart "
+        "(0: no caching)",
+        minimum=0,
+    ).field()
+    secret_refresh_min_seconds: float = number(
+        "SECRET_REFRESH_MIN_SECONDS",
+        5.0,
+        "at most one forced refresh this often per container, so forged requests cannot turn "
+        "into one Secrets Manager call each (0: a refresh at every mismatch)",
+        minimum=0,
+    ).field()
+    ttl_days: int = LEDGER_TTL_DAYS.field()
+    resend_after_seconds: float = number(
+        "RESEND_AFTER_SECONDS",
+        120.0,
+        "a duplicate finding a RECEIVED row this old re-enqueues it (its writer crashed)",
+        minimum=0,
+    ).field()
+    max_reopens: int = MAX_REOPENS.field()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReceiverSettings:
         """Read and validate the settings; ``SettingsError`` names what is wrong."""
         env = os.environ if env is None else env
-        table_name, queue_url, secret_id = require(
-            env, "LEDGER_TABLE_NAME", "QUEUE_URL", "WEBHOOK_SECRET_ID"
-        )
+        values = read_declared(cls, env)
         signature = SignatureConfig.from_env(env)
         return cls(
-            table_name=table_name,
-            queue_url=queue_url,
-            secret_id=secret_id,
+            **values,
             signature=signature,
             fields=FieldLocations.from_env(env),
             freshness=Freshness.from_env(env, signature),
-            max_body_bytes=read_int(env, "MAX_BODY_BYTES", cls.max_body_bytes),
-            # Zero is allowed for these two: no caching, a refresh at every mismatch.
-            secret_cache_seconds=read_float(
-                env, "SECRET_CACHE_SECONDS", cls.secret_cache_seconds, minimum=0
-            ),
-            secret_refresh_min_seconds=read_float(
-                env, "SECRET_REFRESH_MIN_SECONDS", cls.secret_refresh_min_seconds, minimum=0
-            ),
-            ttl_days=read_int(env, "LEDGER_TTL_DAYS", cls.ttl_days),
-            resend_after_seconds=read_float(
-                env, "RESEND_AFTER_SECONDS", cls.resend_after_seconds, minimum=0
-            ),
-            max_reopens=read_int(env, "MAX_REOPENS", cls.max_reopens, minimum=0),
         )
 
 

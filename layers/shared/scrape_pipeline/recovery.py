@@ -16,6 +16,7 @@ from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.queue import JobMessage, JobQueue, UnsentError
+from scrape_pipeline.settings import FromEnv, number
 
 # Concurrent conditional writes in ``ensure_many``: enough to hide DynamoDB's round trip,
 # few enough not to crowd a small Lambda (boto3 clients are thread-safe; resources are not).
@@ -23,11 +24,15 @@ WRITE_WORKERS = 8
 
 
 @dataclass(frozen=True)
-class RecoverySettings:
-    """When a job in flight counts as stuck."""
+class RecoverySettings(FromEnv):
+    """When a job in flight counts as stuck (the field is its declaration)."""
 
-    # A RECEIVED/ENQUEUED row this old lost its message (crash, or a message dropped).
-    stale_after_seconds: float = 900.0
+    stale_after_seconds: float = number(
+        "STALE_AFTER_SECONDS",
+        900.0,
+        "a RECEIVED/ENQUEUED row unchanged this long lost its message (a crash, or a message "
+        "dropped): the stuck-rows sweep enqueues it again",
+    ).field()
 
 
 class Recoverer:

@@ -1,18 +1,22 @@
-"""One reader for every setting the runtime takes from the environment.
+"""Every setting the runtime takes from the environment: declared once, read one way.
 
-Each settings class is a frozen dataclass beside the code it configures, and its docstring is
-the table of its variables, defaults and reasons; every one reads the environment through the
-functions here, so every setting is parsed and checked the same way:
+A setting is a ``Setting``: its variable, its default, why it has that default, and how it
+parses. A settings class is a frozen dataclass beside the code it configures whose fields are
+declarations (``lease_seconds: float = number("LEASE_SECONDS", 120.0, "why").field()``);
+``FromEnv.from_env`` reads every one of them. The README's configuration table is rendered from
+the declarations (``scrape_pipeline_ops.configuration`` lists them in its order and renders it),
+so a docstring names the declarations instead of repeating them:
 
-    GeonodeSettings       here                       GEONODE_* (the API client)
+    GeonodeSettings       here                       GEONODE_* (the API client and its key)
+    LedgerSettings        scrape_pipeline.resources  the ledger table, LEDGER_TTL_DAYS, MAX_REOPENS;
+                                                     QUEUE_URL and RESULTS_BUCKET beside it
     ReceiverSettings      scrape_pipeline.receiver   the receiver Lambda
-    SignatureConfig       scrape_pipeline.signatures SIGNATURE_*
-    Freshness             scrape_pipeline.freshness  WEBHOOK_MAX_AGE_SECONDS
     FieldLocations        scrape_pipeline.payload    *_FIELDS: where the job, attempt and time are
+    Freshness             scrape_pipeline.freshness  WEBHOOK_MAX_AGE_SECONDS
     ProcessorSettings     scrape_pipeline.processing the processor Lambda
-    ReconcilerSettings    scrape_pipeline.reconciler the reconciler Lambda (and its sweeps')
-    the wiring            scrape_pipeline.wiring     table, queue, bucket names; LEDGER_TTL_DAYS,
-                                                     MAX_REOPENS
+    RecoverySettings      scrape_pipeline.recovery   STALE_AFTER_SECONDS
+    SignatureConfig       scrape_pipeline.signatures SIGNATURE_* (read with the functions below)
+    ReconcilerSettings    scrape_pipeline.reconciler the reconciler Lambda (read with the same)
 
 An unset or empty variable takes its default (SAM parameters default to ""). A bad value raises
 ``SettingsError`` naming the variable and the value: a number that does not parse, is not
@@ -23,16 +27,21 @@ setting (geonode-api.md).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final, Self, cast
 
 from scrape_pipeline.errors import PipelineError
 
 DEFAULT_BASE_URL = "https://scraper.geonode.io"
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# Where a dataclass field keeps its declaration (``dataclasses.Field.metadata``).
+_DECLARATION: Final = "scrape_pipeline.setting"
 
 
 class SettingsError(PipelineError, ValueError):
@@ -73,9 +82,14 @@ def read_str(env: Mapping[str, str], name: str, default: str) -> str:
 
 def read_choice(env: Mapping[str, str], name: str, default: str, choices: Sequence[str]) -> str:
     """``env[name]`` in lower case, which must be one of ``choices``."""
+    value = _choice(env, name, choices)
+    return default if value is None else value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: Sequence[str]) -> str | None:
     raw = _raw(env, name)
     if raw is None:
-        return default
+        return None
     value = raw.lower()
     if value not in choices:
         raise _bad(name, f"must be one of {', '.join(choices)}", raw)
@@ -134,40 +148,172 @@ def read_int(
     return value
 
 
+class Kind(StrEnum):
+    """How a setting's text parses (the reader above that reads it)."""
+
+    TEXT = "text"  # read_str
+    URL = "url"  # read_str, without a trailing "/"
+    CHOICE = "choice"  # read_choice: one of ``choices``, any case
+    LIST = "list"  # read_list: comma-separated items
+    NUMBER = "number"  # read_float: positive, or at least ``minimum``
+    INTEGER = "integer"  # read_int: at least ``minimum`` (1), at most ``maximum``
+
+
 @dataclass(frozen=True)
-class GeonodeSettings:
-    """How to reach the Geonode Scraper API.
+class Setting[T]:
+    """One environment variable: its name, its default, why, and how it parses.
 
-    | variable | default | why |
-    |---|---|---|
-    | GEONODE_BASE_URL | https://scraper.geonode.io | point it at the simulator locally |
-    | GEONODE_TIMEOUT_SECONDS | 30 | a sync extract may render JavaScript |
-    | GEONODE_RETRY_MAX_ATTEMPTS | 6 | transient errors: 429, 5xx, network |
-    | GEONODE_RETRY_BASE_DELAY_SECONDS | 0.5 | first backoff ceiling, doubled each try |
-    | GEONODE_RETRY_MAX_DELAY_SECONDS | 20 | cap of one backoff |
-    | GEONODE_RETRY_DEADLINE_SECONDS | 60 | total time one call may spend retrying |
-
-    The API key is not a setting: it comes from ``GEONODE_SCRAPER_API_KEY`` or a secret store.
+    ``required``: no default, whoever reads it needs it (``require``'s error). ``off``: a word
+    (any case) an integer setting takes to mean None, no limit.
     """
 
-    base_url: str = DEFAULT_BASE_URL
-    timeout_seconds: float = 30.0
-    retry_max_attempts: int = 6
-    retry_base_delay: float = 0.5
-    retry_max_delay: float = 20.0
-    retry_deadline: float = 60.0
+    name: str
+    default: T
+    reason: str
+    kind: Kind = Kind.TEXT
+    minimum: float | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    off: str | None = None
+    required: bool = False
+
+    def read(self, env: Mapping[str, str]) -> T:
+        """The value in ``env``, or the default; ``SettingsError`` naming the variable."""
+        if self.required:
+            (value,) = require(env, self.name)
+            return cast(T, value)
+        return cast(T, self._parse(env))
+
+    def _parse(self, env: Mapping[str, str]) -> object:
+        raw = _raw(env, self.name)
+        if raw is None:
+            return self.default
+        match self.kind:
+            case Kind.TEXT:
+                return raw
+            case Kind.URL:
+                return raw.rstrip("/")
+            case Kind.CHOICE:
+                return _choice(env, self.name, self.choices)
+            case Kind.LIST:
+                return read_list(env, self.name, cast("Sequence[str]", self.default))
+            case Kind.NUMBER:
+                return read_float(env, self.name, 0.0, minimum=self.minimum)
+            case Kind.INTEGER:
+                return self._integer(env, raw)
+
+    def _integer(self, env: Mapping[str, str], raw: str) -> int | None:
+        if self.off is not None and raw.lower() == self.off:
+            return None
+        minimum = 1 if self.minimum is None else int(self.minimum)
+        return read_int(env, self.name, 0, minimum=minimum, maximum=self.maximum)
+
+    def field(self) -> T:
+        """A dataclass field declared by this setting (its default is the setting's)."""
+        metadata = {_DECLARATION: self}
+        if self.required:
+            return cast(T, dataclasses.field(metadata=metadata))
+        return dataclasses.field(default=self.default, metadata=metadata)
+
+
+def text(name: str, default: str, reason: str) -> Setting[str]:
+    """A string, stripped of surrounding spaces."""
+    return Setting(name, default, reason)
+
+
+def required(name: str, reason: str) -> Setting[str]:
+    """A string without a default: a resource's name the stack gives."""
+    return Setting(name, "", reason, required=True)
+
+
+def number(
+    name: str, default: float, reason: str, *, minimum: float | None = None
+) -> Setting[float]:
+    """A finite number, positive or at least ``minimum``."""
+    return Setting(name, default, reason, Kind.NUMBER, minimum=minimum)
+
+
+def integer(
+    name: str, default: int, reason: str, *, minimum: int = 1, maximum: int | None = None
+) -> Setting[int]:
+    """A whole number in ``[minimum, maximum]``."""
+    return Setting(name, default, reason, Kind.INTEGER, minimum=minimum, maximum=maximum)
+
+
+def paths(name: str, default: tuple[str, ...], reason: str) -> Setting[tuple[str, ...]]:
+    """Comma-separated items (dotted field paths)."""
+    return Setting(name, default, reason, Kind.LIST)
+
+
+def declared(cls: type) -> dict[str, Setting[Any]]:
+    """The settings a dataclass's fields declare, by field name, in field order."""
+    found = ((f.name, f.metadata.get(_DECLARATION)) for f in dataclasses.fields(cls))
+    return {name: setting for name, setting in found if setting is not None}
+
+
+def read_declared(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
+    """Every declared field of ``cls`` read from ``env``: one error names every required one
+    missing, then each value is read in field order."""
+    settings = declared(cls)
+    require(env, *(s.name for s in settings.values() if s.required))
+    return {name: setting.read(env) for name, setting in settings.items()}
+
+
+class FromEnv:
+    """A settings dataclass whose fields are all declarations; ``from_env`` reads them all."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> GeonodeSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
         """Read the settings from ``env`` (default: the process environment); ``SettingsError``."""
-        env = os.environ if env is None else env
-        return cls(
-            base_url=read_str(env, "GEONODE_BASE_URL", DEFAULT_BASE_URL).rstrip("/"),
-            timeout_seconds=read_float(env, "GEONODE_TIMEOUT_SECONDS", cls.timeout_seconds),
-            retry_max_attempts=read_int(env, "GEONODE_RETRY_MAX_ATTEMPTS", cls.retry_max_attempts),
-            retry_base_delay=read_float(
-                env, "GEONODE_RETRY_BASE_DELAY_SECONDS", cls.retry_base_delay
-            ),
-            retry_max_delay=read_float(env, "GEONODE_RETRY_MAX_DELAY_SECONDS", cls.retry_max_delay),
-            retry_deadline=read_float(env, "GEONODE_RETRY_DEADLINE_SECONDS", cls.retry_deadline),
-        )
+        return cls(**read_declared(cls, os.environ if env is None else env))
+
+
+# The key is not part of GeonodeSettings: ``api_key`` reads one or the other.
+GEONODE_SCRAPER_API_KEY = text(
+    "GEONODE_SCRAPER_API_KEY",
+    "",
+    "the API key for the CLI and local runs; never logged, never in an error",
+)
+GEONODE_API_KEY_SECRET_ID = text(
+    "GEONODE_API_KEY_SECRET_ID",
+    "",
+    "where the Lambdas read the key (Secrets Manager, cached 5 min); one of the two is required",
+)
+# The Lambdas build their clients with retry policies of their own (wiring).
+_RETRIES = "same clients as `GEONODE_RETRY_MAX_ATTEMPTS`"
+
+
+@dataclass(frozen=True)
+class GeonodeSettings(FromEnv):
+    """How to reach the Geonode Scraper API (the declarations are the documentation)."""
+
+    base_url: str = Setting(
+        "GEONODE_BASE_URL", DEFAULT_BASE_URL, "point it at the simulator locally", Kind.URL
+    ).field()
+    timeout_seconds: float = number(
+        "GEONODE_TIMEOUT_SECONDS", 30.0, "a sync extract may render JavaScript"
+    ).field()
+    retry_max_attempts: int = integer(
+        "GEONODE_RETRY_MAX_ATTEMPTS",
+        6,
+        "attempts at one API call of a client built without a retry policy of its own: the "
+        "operator CLI's own calls and scripts using the library. Not the Lambdas': the processor "
+        "never retries within a call (`NO_RETRY`: the job's message comes back later), and the "
+        "reconciler, with the CLI commands that run it, uses `wiring.RECONCILER_RETRY`. Reads "
+        "are retried after 429, 5xx and network errors, exponential with full jitter, "
+        "`Retry-After` honoured; creations only when the API certainly did not act (429, no "
+        "connection)",
+    ).field()
+    retry_base_delay: float = number(
+        "GEONODE_RETRY_BASE_DELAY_SECONDS",
+        0.5,
+        f"the first backoff's ceiling, doubled at each retry ({_RETRIES})",
+    ).field()
+    retry_max_delay: float = number(
+        "GEONODE_RETRY_MAX_DELAY_SECONDS", 20.0, f"the longest backoff ({_RETRIES})"
+    ).field()
+    retry_deadline: float = number(
+        "GEONODE_RETRY_DEADLINE_SECONDS",
+        60.0,
+        f"the most time one call spends retrying ({_RETRIES})",
+    ).field()

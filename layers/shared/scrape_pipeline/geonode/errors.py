@@ -19,8 +19,8 @@ give up (attempt cap or total deadline), the last error itself is raised, with `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from scrape_pipeline.errors import PipelineError
 
@@ -122,7 +122,8 @@ class ServerError(APIError):
     """The API failed (5xx)."""
 
 
-_BY_STATUS: dict[int, type[APIError]] = {
+# The one table from an error status to its class; any other 5xx is a ServerError.
+_BY_STATUS: Final[Mapping[int, type[APIError]]] = {
     401: AuthError,
     403: AuthError,
     402: PaymentRequiredError,
@@ -134,6 +135,8 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 # Statuses whose failure is transient by nature, whatever the body says.
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_MESSAGE_LIMIT: Final = 500
+_CORRELATION_HEADERS: Final = ("X-Correlation-Id", "X-Request-Id")
 
 
 def error_class_for(status_code: int) -> type[APIError]:
@@ -141,3 +144,70 @@ def error_class_for(status_code: int) -> type[APIError]:
     if status_code >= 500:
         return ServerError
     return _BY_STATUS.get(status_code, APIError)
+
+
+def api_error(
+    status_code: int,
+    body: Any,
+    headers: Mapping[str, str],
+    *,
+    retry_after: float | None = None,
+) -> APIError:
+    """The error an answer of ``status_code`` carries, read from either error shape.
+
+    ``body`` is the parsed JSON (None when the answer is not JSON); ``retry_after`` is the
+    ``Retry-After`` wait in seconds, kept by a ``RateLimitedError`` only.
+    """
+    fields = _error_fields(body)
+    code, message = _code_and_message(body, fields)
+    retryable = fields.get("retryable")
+    correlation_id = fields.get("correlation_id") or _first_header(headers, _CORRELATION_HEADERS)
+    cls = error_class_for(status_code)
+    extra: dict[str, Any] = {"retry_after": retry_after} if cls is RateLimitedError else {}
+    return cls(
+        status_code,
+        code=_text(code),
+        message=_text(message, _MESSAGE_LIMIT),
+        retryable=retryable if isinstance(retryable, bool) else status_code in TRANSIENT_STATUSES,
+        correlation_id=str(correlation_id) if correlation_id else None,
+        body=body,
+        **extra,
+    )
+
+
+def _error_fields(body: Any) -> Mapping[str, Any]:
+    """The error object: nested under ``error`` (older examples) or the body itself."""
+    if not isinstance(body, Mapping):
+        return {}
+    nested = body.get("error")
+    return nested if isinstance(nested, Mapping) else body
+
+
+def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The code and message; FastAPI's ``detail`` supplies them when the body names none."""
+    code, message = fields.get("code"), fields.get("message")
+    detail = body.get("detail") if isinstance(body, Mapping) else None
+    if message is not None:
+        return code, message
+    if isinstance(detail, list):
+        return code or "VALIDATION_ERROR", _validation_message(detail)
+    if isinstance(detail, str):
+        return code, detail
+    return code, message
+
+
+def _validation_message(detail: Sequence[Any]) -> str:
+    """``loc.path: msg`` of each FastAPI validation item, joined by "; "."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}"
+        for d in detail
+        if isinstance(d, Mapping)
+    )
+
+
+def _first_header(headers: Mapping[str, str], names: Sequence[str]) -> str | None:
+    return next((headers[n] for n in names if headers.get(n)), None)
+
+
+def _text(value: Any, limit: int | None = None) -> str | None:
+    return None if value is None else str(value)[:limit]

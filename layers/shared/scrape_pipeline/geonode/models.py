@@ -2,42 +2,41 @@
 
 Every model keeps the whole answer in ``raw`` so fields the contract does not name yet
 are never lost; readers tolerate missing fields because several shapes are unpublished.
+The extract jobs' models are here; ``status`` (``ApiStatus``), ``paging``, ``batches`` and
+``webhooks`` hold the others, and every one is importable from this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+from scrape_pipeline.geonode.batches import BatchItem, BatchStatus, CrawlCancel
+from scrape_pipeline.geonode.fields import as_dict, format_time, parse_time
+from scrape_pipeline.geonode.paging import Page
+from scrape_pipeline.geonode.status import TERMINAL_STATUSES, ApiStatus, Settles, read_status
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 
-
-def parse_time(value: Any) -> datetime | None:
-    """An ISO 8601 timestamp (``Z`` or offset) as an aware datetime; None when absent or invalid."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def format_time(moment: datetime | float) -> str:
-    """A UTC ISO 8601 timestamp with a ``Z`` suffix, as the API writes them."""
-    if not isinstance(moment, datetime):
-        moment = datetime.fromtimestamp(moment, UTC)
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
-def _int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+__all__ = [
+    "TERMINAL_STATUSES",
+    "ApiStatus",
+    "BatchItem",
+    "BatchStatus",
+    "CrawlCancel",
+    "Delivery",
+    "ExtractResult",
+    "Job",
+    "JobError",
+    "JobSummary",
+    "Page",
+    "SubmittedJob",
+    "Webhook",
+    "format_time",
+    "parse_time",
+    "read_status",
+]
 
 
 @dataclass(frozen=True)
@@ -45,16 +44,17 @@ class SubmittedJob:
     """The 202 answer to an async extract, a batch or a crawl."""
 
     job_id: str
-    status: str
+    status: ApiStatus | str
     status_url: str | None
     estimated_tokens: int | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> SubmittedJob:
+        """Read the 202 answer; a status left out is ``queued``, as the contract says."""
         return cls(
             job_id=str(body["job_id"]),
-            status=str(body.get("status", "queued")),
+            status=read_status(body.get("status", ApiStatus.QUEUED)),
             status_url=body.get("status_url"),
             estimated_tokens=body.get("estimated_tokens"),
             raw=dict(body),
@@ -72,12 +72,18 @@ class ExtractResult:
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> ExtractResult:
-        return cls(
-            data=_dict(body.get("data")),
-            metadata=_dict(body.get("metadata")),
-            tokens_charged=body.get("tokens_charged"),
-            raw=dict(body),
-        )
+        """Read the 200 answer of ``POST /v1/extract`` in sync mode."""
+        return cls(**_content(body))
+
+
+def _content(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What an extraction answers, synchronous or as a job: its data, metadata and charge."""
+    return {
+        "data": as_dict(body.get("data")),
+        "metadata": as_dict(body.get("metadata")),
+        "tokens_charged": body.get("tokens_charged"),
+        "raw": dict(body),
+    }
 
 
 @dataclass(frozen=True)
@@ -91,22 +97,23 @@ class JobError:
 
     @classmethod
     def from_api(cls, body: Any) -> JobError | None:
+        """Read a failed job's ``error`` object; None when there is none."""
         if not isinstance(body, Mapping):
             return None
         return cls(
             code=str(body.get("code", "")),
             message=str(body.get("message", "")),
             retryable=bool(body.get("retryable", False)),
-            details=_dict(body.get("details")),
+            details=as_dict(body.get("details")),
         )
 
 
 @dataclass(frozen=True)
-class Job:
+class Job(Settles):
     """An extract job as ``GET /v1/extract/{job_id}`` returns it."""
 
     job_id: str
-    status: str
+    status: ApiStatus | str
     created_at: datetime | None
     completed_at: datetime | None
     data: dict[str, Any]
@@ -116,11 +123,6 @@ class Job:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @property
-    def is_terminal(self) -> bool:
-        """Completed, failed or cancelled: the status will never change again."""
-        return self.status in TERMINAL_STATUSES
-
-    @property
     def url(self) -> str | None:
         """The URL the job scraped, from its metadata."""
         url = self.metadata.get("url")
@@ -128,223 +130,38 @@ class Job:
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> Job:
+        """Read ``GET /v1/extract/{job_id}``; ``KeyError`` without a ``job_id``."""
         return cls(
             job_id=str(body["job_id"]),
-            status=str(body.get("status", "")),
+            status=read_status(body.get("status", "")),
             created_at=parse_time(body.get("created_at")),
             completed_at=parse_time(body.get("completed_at")),
-            data=_dict(body.get("data")),
-            metadata=_dict(body.get("metadata")),
             error=JobError.from_api(body.get("error")),
-            tokens_charged=body.get("tokens_charged"),
-            raw=dict(body),
+            **_content(body),
         )
 
 
 @dataclass(frozen=True)
-class JobSummary:
+class JobSummary(Settles):
     """One row of ``GET /v1/extract/jobs``."""
 
     job_id: str
-    status: str
+    status: ApiStatus | str
     url: str | None
     created_at: datetime | None
     execution_time: Any
     output: Any
     raw: dict[str, Any] = field(repr=False, compare=False)
 
-    @property
-    def is_terminal(self) -> bool:
-        """Completed, failed or cancelled."""
-        return self.status in TERMINAL_STATUSES
-
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> JobSummary:
+        """Read one row of the job list; ``KeyError`` without a ``job_id``."""
         return cls(
             job_id=str(body["job_id"]),
-            status=str(body.get("status", "")),
+            status=read_status(body.get("status", "")),
             url=body.get("url"),
             created_at=parse_time(body.get("created_at")),
             execution_time=body.get("execution_time"),
             output=body.get("output"),
-            raw=dict(body),
-        )
-
-
-@dataclass(frozen=True)
-class Page[T]:
-    """One page of a paged listing."""
-
-    items: list[T]
-    page: int
-    page_size: int
-    page_count: int
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def is_last(self) -> bool:
-        """No page after this one."""
-        return self.page >= self.page_count
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """One URL of a batch, or one page of a crawl."""
-
-    input_index: int | None
-    url: str | None
-    status: str
-    error_code: str | None
-    error_message: str | None
-    data: dict[str, Any]
-    metadata: dict[str, Any]
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def is_terminal(self) -> bool:
-        """Completed, failed or cancelled."""
-        return self.status in TERMINAL_STATUSES
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> BatchItem:
-        index = body.get("input_index")
-        return cls(
-            input_index=index if isinstance(index, int) else None,
-            url=body.get("url"),
-            status=str(body.get("status", "")),
-            error_code=body.get("error_code"),
-            error_message=body.get("error_message"),
-            data=_dict(body.get("data")),
-            metadata=_dict(body.get("metadata")),
-            raw=dict(body),
-        )
-
-
-@dataclass(frozen=True)
-class BatchStatus:
-    """A batch or crawl with its counters and one page of its items."""
-
-    job_id: str
-    status: str
-    counters: dict[str, int]
-    page: Page[BatchItem]
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def is_terminal(self) -> bool:
-        """Completed, failed or cancelled."""
-        return self.status in TERMINAL_STATUSES
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any], *, page: int | None = None) -> BatchStatus:
-        """``page`` is the page that was asked for: it numbers the answer, whatever ``page`` the
-        answer echoes (or leaves out); without it the echo is read, and a missing one is 1."""
-        counters = {
-            k: v
-            for k, v in body.items()
-            if (k.endswith("_urls") or k.endswith("_pages")) and isinstance(v, int)
-        }
-        items = [BatchItem.from_api(i) for i in body.get("items") or [] if isinstance(i, Mapping)]
-        items_page = Page(
-            items=items,
-            page=page if page is not None else _int(body.get("page"), 1),
-            page_size=_int(body.get("page_size"), len(items)),
-            page_count=_int(body.get("page_count"), 1),
-            raw=dict(body),
-        )
-        job_id = body.get("job_id") or body.get("id")
-        if not job_id:
-            # As for an extract job: an answer that does not say which job it is cannot be
-            # acted on (the processor counts it a failed attempt, a poison job if it persists).
-            raise ValueError("batch or crawl answer without job_id")
-        return cls(
-            job_id=str(job_id),
-            status=str(body.get("status", "")),
-            counters=counters,
-            page=items_page,
-            raw=dict(body),
-        )
-
-
-@dataclass(frozen=True)
-class CrawlCancel:
-    """The answer to ``DELETE /v1/crawl/{id}``."""
-
-    job_id: str
-    status: str
-    in_flight_pages: int
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> CrawlCancel:
-        return cls(
-            job_id=str(body.get("job_id", "")),
-            status=str(body.get("status", "")),
-            in_flight_pages=_int(body.get("in_flight_pages")),
-            raw=dict(body),
-        )
-
-
-@dataclass(frozen=True)
-class Webhook:
-    """A webhook subscription; ``secret`` is set only on create (and never shown in repr)."""
-
-    id: str
-    url: str
-    event_type: str
-    is_active: bool
-    description: str | None
-    created_at: datetime | None
-    updated_at: datetime | None
-    secret: str | None = field(default=None, repr=False)
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> Webhook:
-        raw = {k: v for k, v in body.items() if k != "secret"}
-        return cls(
-            id=str(body["id"]),
-            url=str(body.get("url", "")),
-            event_type=str(body.get("event_type", "")),
-            is_active=bool(body.get("is_active", True)),
-            description=body.get("description"),
-            created_at=parse_time(body.get("created_at")),
-            updated_at=parse_time(body.get("updated_at")),
-            secret=body.get("secret"),
-            raw=raw,
-        )
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivery attempt from a subscription's delivery log."""
-
-    id: str
-    event_type: str
-    job_id: str
-    attempt_number: int
-    status: str
-    http_status: int | None
-    delivered_at: datetime | None
-    created_at: datetime | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def succeeded(self) -> bool:
-        """The receiver answered 2xx."""
-        return self.http_status is not None and 200 <= self.http_status < 300
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> Delivery:
-        http_status = body.get("http_status")
-        return cls(
-            id=str(body.get("id", "")),
-            event_type=str(body.get("event_type", "")),
-            job_id=str(body.get("job_id", "")),
-            attempt_number=_int(body.get("attempt_number"), 1),
-            status=str(body.get("status", "")),
-            http_status=http_status if isinstance(http_status, int) else None,
-            delivered_at=parse_time(body.get("delivered_at")),
-            created_at=parse_time(body.get("created_at")),
             raw=dict(body),
         )

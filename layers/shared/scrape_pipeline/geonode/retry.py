@@ -1,9 +1,23 @@
-"""Exponential backoff with full jitter under a total deadline, honouring ``Retry-After``."""
+"""When a request is tried again, and after how long: the client's one place for both.
+
+A read (GET) is retried on 429, 5xx, 408 and network errors; a request that creates or
+changes something only when the API certainly did not act on it (429, or the connection was
+never made), never after a timeout. Waits: exponential backoff with full jitter under a total
+deadline, honouring ``Retry-After``.
+"""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
+from scrape_pipeline.geonode.errors import (
+    TRANSIENT_STATUSES,
+    APIError,
+    GeonodeError,
+    RateLimitedError,
+    TransportError,
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,23 @@ class RetryPolicy:
         if retry_after is not None and retry_after > wait:
             wait = retry_after
         return wait
+
+    def attempts_for(self, error: GeonodeError) -> int:
+        """How many tries a request that failed with ``error`` gets in all."""
+        if isinstance(error, TransportError) and not error.request_sent:
+            return min(self.connect_attempts, self.max_attempts)
+        return self.max_attempts
+
+
+def may_retry(error: GeonodeError, is_read: bool) -> bool:
+    """Whether trying again is safe and may help (``is_read``: a GET or HEAD)."""
+    if isinstance(error, RateLimitedError):
+        return True  # throttled requests were not acted on
+    if isinstance(error, TransportError):
+        return is_read or not error.request_sent
+    if isinstance(error, APIError):
+        return is_read and error.status_code in TRANSIENT_STATUSES
+    return False
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)

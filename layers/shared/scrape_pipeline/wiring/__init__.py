@@ -9,20 +9,9 @@ the receiver's cold start never pays for the processor's or the reconciler's mod
 package therefore imports nothing itself; ``from scrape_pipeline.wiring import
 build_reconciler`` (the operator CLI) still works, resolved on first use.
 
-The resources the processor and the reconciler need are settings too, read through
-``scrape_pipeline.settings``:
-
-    | variable | default | why |
-    |---|---|---|
-    | LEDGER_TABLE_NAME | (required) | the ledger table |
-    | QUEUE_URL | (required) | the job queue (the processor re-sends delayed copies to it) |
-    | RESULTS_BUCKET | (required, processor) | where results and dead-letter records go |
-    | LEDGER_TTL_DAYS | 90 | rows expire this long after their last change |
-    | MAX_REOPENS | 3 | times a job closed as unknown or never settled may be reopened |
-    | GEONODE_API_KEY_SECRET_ID | (or GEONODE_SCRAPER_API_KEY) | see ``api_key`` |
-
-Each Lambda's own knobs are its settings class's (``ReceiverSettings``, ``ProcessorSettings``,
-``ReconcilerSettings``).
+The resources they need (table, queue, bucket, the ledger's two knobs) are declared once in
+``scrape_pipeline.resources``; each Lambda's own knobs are its settings class's
+(``ReceiverSettings``, ``ProcessorSettings``, ``ReconcilerSettings``).
 
 boto3 honours ``AWS_ENDPOINT_URL``, so the same wiring serves Lambda and the local stack.
 """

@@ -11,9 +11,9 @@ from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.processing import JobProcessor, ProcessorSettings
 from scrape_pipeline.queue import JobQueue
+from scrape_pipeline.resources import RESULTS_BUCKET
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore
-from scrape_pipeline.settings import require
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client
 
@@ -37,7 +37,7 @@ def build_processor(
     env = os.environ if env is None else env
     clock = clock or active_clock()
     settings = ProcessorSettings.from_env(env)
-    (bucket,) = require(env, "RESULTS_BUCKET")
+    bucket = RESULTS_BUCKET.read(env)
     ledger = stores.ledger_from_env(env, clock)
     client = geonode_client(env, NO_RETRY, clock)
     processor = JobProcessor(

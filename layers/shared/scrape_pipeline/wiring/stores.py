@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scrape_pipeline.clock import Clock
-from scrape_pipeline.ledger import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS, Ledger
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.settings import read_int, require
+from scrape_pipeline.resources import QUEUE_URL, LedgerSettings
 
 
 def ledger(table: str, *, ttl_days: int, max_reopens: int, clock: Clock) -> Ledger:
@@ -27,12 +27,12 @@ def ledger(table: str, *, ttl_days: int, max_reopens: int, clock: Clock) -> Ledg
 
 
 def ledger_from_env(env: Mapping[str, str], clock: Clock) -> Ledger:
-    """The ledger named by ``LEDGER_TABLE_NAME``, with ``LEDGER_TTL_DAYS`` and ``MAX_REOPENS``."""
-    (table,) = require(env, "LEDGER_TABLE_NAME")
+    """The ledger its declarations name (``resources.LedgerSettings``)."""
+    settings = LedgerSettings.from_env(env)
     return ledger(
-        table,
-        ttl_days=read_int(env, "LEDGER_TTL_DAYS", DEFAULT_TTL_DAYS),
-        max_reopens=read_int(env, "MAX_REOPENS", DEFAULT_MAX_REOPENS, minimum=0),
+        settings.table_name,
+        ttl_days=settings.ttl_days,
+        max_reopens=settings.max_reopens,
         clock=clock,
     )
 
@@ -45,6 +45,5 @@ def queue(url: str) -> JobQueue:
 
 
 def queue_from_env(env: Mapping[str, str]) -> JobQueue:
-    """The job queue named by ``QUEUE_URL``."""
-    (url,) = require(env, "QUEUE_URL")
-    return queue(url)
+    """The job queue ``QUEUE_URL`` names."""
+    return queue(QUEUE_URL.read(env))

@@ -1,0 +1,98 @@
+"""Typed batch and crawl answers: counters, a page of items, and a crawl's cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrape_pipeline.geonode.fields import as_dict, as_int
+from scrape_pipeline.geonode.paging import Page
+from scrape_pipeline.geonode.status import ApiStatus, Settles, read_status
+
+
+@dataclass(frozen=True)
+class BatchItem(Settles):
+    """One URL of a batch, or one page of a crawl."""
+
+    input_index: int | None
+    url: str | None
+    status: ApiStatus | str
+    error_code: str | None
+    error_message: str | None
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_api(cls, body: Mapping[str, Any]) -> BatchItem:
+        """Read one item of a batch's or crawl's page."""
+        index = body.get("input_index")
+        return cls(
+            input_index=index if isinstance(index, int) else None,
+            url=body.get("url"),
+            status=read_status(body.get("status", "")),
+            error_code=body.get("error_code"),
+            error_message=body.get("error_message"),
+            data=as_dict(body.get("data")),
+            metadata=as_dict(body.get("metadata")),
+            raw=dict(body),
+        )
+
+
+@dataclass(frozen=True)
+class BatchStatus(Settles):
+    """A batch or crawl with its counters and one page of its items."""
+
+    job_id: str
+    status: ApiStatus | str
+    counters: dict[str, int]
+    page: Page[BatchItem]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_api(cls, body: Mapping[str, Any], *, page: int | None = None) -> BatchStatus:
+        """``page`` is the page that was asked for: it numbers the answer, whatever ``page`` the
+        answer echoes (or leaves out); without it the echo is read, and a missing one is 1."""
+        items = [BatchItem.from_api(i) for i in body.get("items") or [] if isinstance(i, Mapping)]
+        job_id = body.get("job_id") or body.get("id")
+        if not job_id:
+            # As for an extract job: an answer that does not say which job it is cannot be
+            # acted on (the processor counts it a failed attempt, a poison job if it persists).
+            raise ValueError("batch or crawl answer without job_id")
+        return cls(
+            job_id=str(job_id),
+            status=read_status(body.get("status", "")),
+            counters=_counters(body),
+            page=Page.from_api(body, items, page),
+            raw=dict(body),
+        )
+
+
+def _counters(body: Mapping[str, Any]) -> dict[str, int]:
+    """The ``*_urls`` (batch) or ``*_pages`` (crawl) counts of a paged answer."""
+    return {
+        k: v
+        for k, v in body.items()
+        if (k.endswith("_urls") or k.endswith("_pages")) and isinstance(v, int)
+    }
+
+
+@dataclass(frozen=True)
+class CrawlCancel:
+    """The answer to ``DELETE /v1/crawl/{id}``."""
+
+    job_id: str
+    status: ApiStatus | str
+    in_flight_pages: int
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_api(cls, body: Mapping[str, Any]) -> CrawlCancel:
+        """Read the answer to a crawl's cancellation."""
+        return cls(
+            job_id=str(body.get("job_id", "")),
+            status=read_status(body.get("status", "")),
+            in_flight_pages=as_int(body.get("in_flight_pages")),
+            raw=dict(body),
+        )

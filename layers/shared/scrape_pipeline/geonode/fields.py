@@ -1,0 +1,35 @@
+"""Lenient readers of the API's JSON values: times, objects and counts that may be missing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 timestamp (``Z`` or offset) as an aware datetime; None when absent or invalid."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(moment: datetime | float) -> str:
+    """A UTC ISO 8601 timestamp with a ``Z`` suffix, as the API writes them."""
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, UTC)
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """A copy of a JSON object; an empty one for anything else."""
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    """An integer (a bool is not a count); ``default`` for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

@@ -1,0 +1,279 @@
+"""The client's HTTP core on httpx: the key, one request with its retries, httpx's errors as ours.
+
+Retries are decided by ``retry`` (``may_retry``, ``RetryPolicy``) and carried out in one
+place, ``Transport._send``. This is the one place httpx's errors become the client's own.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import itertools
+import os
+import random
+import re
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Self
+
+import httpx
+
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.geonode.errors import (
+    APIError,
+    GeonodeError,
+    MissingAPIKeyError,
+    RateLimitedError,
+    TransportError,
+    api_error,
+)
+from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.geonode.retry import RetryPolicy, may_retry
+from scrape_pipeline.settings import GEONODE_SCRAPER_API_KEY, GeonodeSettings
+
+API_KEY_ENV: Final = GEONODE_SCRAPER_API_KEY.name
+API_KEY_HEADER: Final = "X-Api-Key"
+USER_AGENT: Final = "scrape-pipeline/0.1"
+_READ_METHODS: Final = frozenset({"GET", "HEAD"})
+
+DateLike = datetime | str | float
+
+
+class Transport:
+    """The API key, the connection pool and ``_send``; ``GeonodeClient`` adds the endpoints.
+
+    The key comes from ``api_key`` or ``GEONODE_SCRAPER_API_KEY`` and is never part of a repr,
+    a log line or an error message. Thread-safe: one client can serve many pollers.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        settings: GeonodeSettings | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
+        transport: httpx.BaseTransport | None = None,
+        connect_timeout: float | None = None,
+        refresh_key: Callable[[], str | None] | None = None,
+    ) -> None:
+        """``connect_timeout``: seconds to make a connection (default: the whole timeout).
+
+        ``refresh_key``: called on a 401 for a key read anew (None: none to offer); a request
+        refused with the old key is sent once more with a new one (a 401 did nothing).
+        """
+        settings = settings or GeonodeSettings.from_env()
+        key = api_key or os.environ.get(API_KEY_ENV)
+        if not key:
+            raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
+        self.base_url = (base_url or settings.base_url).rstrip("/")
+        self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
+        self.retry = retry or RetryPolicy(
+            max_attempts=settings.retry_max_attempts,
+            base_delay=settings.retry_base_delay,
+            max_delay=settings.retry_max_delay,
+            deadline=settings.retry_deadline,
+        )
+        self._clock = clock
+        self._rng = rng or random.Random()  # jitter only, not security
+        self._rng_lock = threading.Lock()
+        self._sent = itertools.count()
+        self._requests_sent = 0
+        self._refresh_key = refresh_key
+        self._key_lock = threading.Lock()
+        timeout = settings.timeout_seconds
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={API_KEY_HEADER: key, "User-Agent": USER_AGENT, "Accept": "application/json"},
+            timeout=httpx.Timeout(timeout, connect=connect_timeout or timeout),
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests sent so far, retries included (what the API bills and rate-limits)."""
+        return self._requests_sent
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+    ) -> httpx.Response:
+        is_read = method in _READ_METHODS
+        started = self._clock.monotonic()
+        attempt = 0
+        key_renewed = False
+        while True:
+            attempt += 1
+            sent_with = self._http.headers.get(API_KEY_HEADER)
+            outcome = self._attempt(method, path, params, json)
+            if isinstance(outcome, httpx.Response):
+                return outcome
+            refused = isinstance(outcome, APIError) and outcome.status_code == 401
+            if refused and not key_renewed and self._renew_key(sent_with):
+                key_renewed = True  # once per request: a wrong new key is not chased
+                continue
+            outcome.attempts = attempt
+            if not may_retry(outcome, is_read) or attempt >= self.retry.attempts_for(outcome):
+                raise outcome
+            self._wait_or_give_up(outcome, attempt, started)
+
+    def _attempt(
+        self, method: str, path: str, params: Mapping[str, Any] | None, json: Any
+    ) -> httpx.Response | GeonodeError:
+        """One request: the successful answer, or the error it ended in (not raised)."""
+        self._requests_sent = next(self._sent) + 1
+        try:
+            response = self._http.request(method, path, params=params, json=json)
+        except httpx.HTTPError as exc:
+            error = _transport_error(exc, method, path, self._host)
+            error.__cause__ = exc
+            return error
+        if response.is_success:
+            return response
+        return _api_error(response, self._clock.time())
+
+    def _wait_or_give_up(self, error: GeonodeError, attempt: int, started: float) -> None:
+        """Sleep the backoff before the next try; raise ``error`` if it would pass the deadline."""
+        retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
+        with self._rng_lock:
+            wait = self.retry.backoff(attempt - 1, self._rng, retry_after)
+        if self._clock.monotonic() - started + wait > self.retry.deadline:
+            raise error
+        self._clock.sleep(wait)
+
+    def _renew_key(self, refused: str | None) -> bool:
+        """After a 401 for ``refused``: True when there is another key to send the request with.
+
+        Another thread may have renewed it already; else ``refresh_key`` is asked for one.
+        """
+        if self._refresh_key is None:
+            return False
+        with self._key_lock:
+            if self._http.headers.get(API_KEY_HEADER) != refused:
+                return True
+            key = self._refresh_key()
+            if not key or key == refused:
+                return False
+            self._http.headers[API_KEY_HEADER] = key
+            return True
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise APIError(
+                response.status_code, code="INVALID_RESPONSE", message="answer is not JSON"
+            ) from exc
+
+    def _get(self, path: str, **params: Any) -> Any:
+        return self._json(self._send("GET", path, params=query(**params)))
+
+    def _post(self, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        return self._json(self._send("POST", path, json=dict(body) if body is not None else None))
+
+
+def query(**values: Any) -> dict[str, Any]:
+    """Query parameters without the unset ones; dates in the API's format."""
+    return {
+        key: _date_param(value) if key.endswith("_date") else value
+        for key, value in values.items()
+        if value is not None
+    }
+
+
+def _date_param(value: DateLike) -> str:
+    return value if isinstance(value, str) else format_time(value)
+
+
+def _api_error(response: httpx.Response, now: float) -> APIError:
+    """The error an unsuccessful answer carries (``errors.api_error`` reads its body)."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    return api_error(
+        response.status_code, body, response.headers, retry_after=_retry_after(response, now)
+    )
+
+
+def _retry_after(response: httpx.Response, now: float) -> float | None:
+    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date."""
+    raw = response.headers.get("Retry-After")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now)
+
+
+_ERRNO: Final = re.compile(r"^\[Errno -?\d+\]\s*")
+_CAUSES: Final[Mapping[type[httpx.HTTPError], str]] = {
+    httpx.ConnectTimeout: "no connection in time",
+    httpx.ReadTimeout: "no answer in time",
+    httpx.WriteTimeout: "could not send in time",
+    httpx.PoolTimeout: "no free connection in time",
+}
+
+
+def _cause(exc: httpx.HTTPError) -> str:
+    """Why the network failed, in a few words ("connection refused"), never a header."""
+    if type(exc) in _CAUSES:
+        return _CAUSES[type(exc)]
+    seen: BaseException | None = exc
+    while seen is not None:  # the socket's own error says it best (refused, unknown name)
+        if isinstance(seen, OSError) and seen.strerror:
+            text = seen.strerror
+            break
+        seen = seen.__cause__ or seen.__context__
+    else:
+        text = str(exc)
+    text = _ERRNO.sub("", " ".join(text.split()))[:120]
+    return (text[:1].lower() + text[1:]) or "no detail"
+
+
+def _transport_error(exc: httpx.HTTPError, method: str, path: str, host: str) -> TransportError:
+    """The one place httpx's errors become ours; says whether the request may have been acted on.
+
+    The message names the host and the cause: ``GET /v1/webhooks: cannot reach
+    scraper.geonode.io: connection refused (ConnectError)``.
+    """
+    # No connection was made: the API cannot have seen the request, so even a POST is safe again.
+    never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+    kind = type(exc).__name__
+    where = f"cannot reach {host}" if never_sent else host
+    return TransportError(
+        f"{method} {path}: {where}: {_cause(exc)} ({kind})", request_sent=not never_sent
+    )

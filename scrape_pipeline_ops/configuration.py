@@ -1,0 +1,83 @@
+"""The README's configuration reference, rendered from the settings' declarations.
+
+``SOURCES`` is the table's order: the API client and its key, the resources the stack hands the
+Lambdas, the receiver, the processor, recovery. ``SignatureConfig`` and the reconciler's settings
+read the environment without declarations yet: the README keeps their rows by hand, below the
+rendered table. Refresh the README after changing a declaration:
+
+    UPDATE_SETTINGS_TABLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_settings_table.py
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from scrape_pipeline.freshness import Freshness
+from scrape_pipeline.payload import FieldLocations
+from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.receiver import ReceiverSettings
+from scrape_pipeline.recovery import RecoverySettings
+from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
+from scrape_pipeline.settings import (
+    GEONODE_API_KEY_SECRET_ID,
+    GEONODE_SCRAPER_API_KEY,
+    GeonodeSettings,
+    Setting,
+    declared,
+)
+
+SOURCES: tuple[type | Setting[Any], ...] = (
+    GEONODE_SCRAPER_API_KEY,
+    GEONODE_API_KEY_SECRET_ID,
+    GeonodeSettings,
+    LedgerSettings,
+    QUEUE_URL,
+    RESULTS_BUCKET,
+    ReceiverSettings,
+    FieldLocations,
+    Freshness,
+    ProcessorSettings,
+    RecoverySettings,
+)
+
+
+def catalogue(*sources: type | Setting[Any]) -> list[Setting[Any]]:
+    """The settings of ``sources`` (settings classes, or settings read alone), each once, in
+    order; ``ValueError`` when two declarations share a variable."""
+    seen: dict[str, Setting[Any]] = {}
+    for source in sources:
+        for setting in declared(source).values() if isinstance(source, type) else (source,):
+            if seen.setdefault(setting.name, setting) is not setting:
+                raise ValueError(f"{setting.name} is declared twice")
+    return list(seen.values())
+
+
+def shown(setting: Setting[Any]) -> str:
+    """The setting's default as the configuration table shows it."""
+    value: object = setting.default
+    if setting.required:
+        return "(required)"
+    if value is None or value in ("", ()):
+        return "(none)"
+    if isinstance(value, tuple):
+        value = ",".join(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`" if isinstance(value, str) else str(value)
+
+
+def markdown(settings: Iterable[Setting[Any]]) -> str:
+    """The configuration table of ``settings``: variable, default, why."""
+    rows = [f"| `{s.name}` | {shown(s)} | {s.reason.replace('|', '&#124;')} |" for s in settings]
+    return "\n".join(["| variable | default | why |", "|---|---|---|", *rows]) + "\n"
+
+
+def declared_settings() -> list[Setting[Any]]:
+    """Every declared setting, once each, in the table's order."""
+    return catalogue(*SOURCES)
+
+
+def table() -> str:
+    """The configuration table as the README shows it."""
+    return markdown(declared_settings())
