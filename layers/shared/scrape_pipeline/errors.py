@@ -13,7 +13,7 @@
     │   └── StaleDeliveryError           freshness: signed, but stamped outside the window
     ├── SecretBundleError (ValueError)   signatures: the stored secret bundle is malformed
     ├── PayloadError (ValueError)        payload: not a usable job notification (400)
-    ├── LedgerError                      ledger: the ledger's own errors
+    ├── LedgerError                      ledger.errors: the ledger's own errors
     │   ├── LeaseLostError               the caller no longer holds the job's lease
     │   └── ConditionFailedError         a conditional write refused; carries the old item
     ├── OutOfTimeError                   attempt: a batch's next page would not fit (checkpointed)

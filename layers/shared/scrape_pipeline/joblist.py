@@ -71,10 +71,13 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scrape_pipeline import lifecycle
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.decisions import Evidence, Policy, Seen, decide
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
-from scrape_pipeline.jobs import SOURCE_JOB_LIST, SOURCE_WATCH, JobKey, JobKind
+from scrape_pipeline.geonode.models import JobSummary
+from scrape_pipeline.jobs import JobKey, JobKind, Source
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.recovery import Recoverer
 
@@ -406,31 +409,7 @@ class JobListSweep:
             )
             result.list_pages += 1
             result.jobs_seen += len(listing.items)
-            settled: list[JobKey] = []
-            unsettled: dict[JobKey, float] = {}
-            created_at: dict[JobKey, float] = {}
-            for row in listing.items:
-                key = JobKey(JobKind.EXTRACT, row.job_id)
-                created_at[key] = row.created_at.timestamp() if row.created_at else current.start
-                if current.fresh:
-                    current.seen[row.job_id] = created_at[key]
-                if row.is_terminal:
-                    settled.append(key)
-                else:
-                    unsettled[key] = created_at[key]
-            if settled or unsettled:
-                rows = self._ledger.get_many([*settled, *unsettled])
-                if lag_from is not None:
-                    late = [lag_from - c for k, c in created_at.items() if k not in rows]
-                    if late and max(late) > 0:
-                        mark.measured(max(late), self._clock.time())
-                # The list proves a job closed as "unknown" exists: reopen it (ensure does).
-                reopen = [k for k in unsettled if k in rows and rows[k].reopenable]
-                result.recovered += self._recoverer.ensure_many(
-                    [*settled, *reopen], rows, source=SOURCE_JOB_LIST
-                )
-                unknown = {k: created for k, created in unsettled.items() if k not in rows}
-                result.watched += self._recoverer.watch_many(unknown, source=SOURCE_WATCH)
+            created_at = self._handle(listing.items, current, lag_from, mark, result)
             # Only once its jobs are handled: a page that failed moves nothing.
             if current.fresh and current.page == 1:
                 # Newest first: the first page holds the newest job the API lists.
@@ -446,3 +425,65 @@ class JobListSweep:
                 return
             current.page += 1
             self._books.write(JOBS_CHECKPOINT, mark.fields())
+
+    def _handle(
+        self,
+        items: Sequence[JobSummary],
+        current: _Pass,
+        lag_from: float | None,
+        mark: _Checkpoint,
+        result: JobListResult,
+    ) -> dict[JobKey, float]:
+        """One page's jobs handled with one BatchGetItem: the settled ones ensured (the
+        recoverer decides), the running ones as ``decide`` says (parked WATCHING, or
+        reopened); returns when each job was created."""
+        settled, running, created_at = _sorted(items, current)
+        if not created_at:
+            return created_at
+        rows = self._ledger.get_many([*settled, *running])
+        if lag_from is not None:
+            late = [lag_from - c for k, c in created_at.items() if k not in rows]
+            if late and max(late) > 0:
+                mark.measured(max(late), self._clock.time())
+        now = self._clock.time()
+        reopen: list[JobKey] = []
+        unknown: dict[JobKey, float] = {}
+        for key, created in running.items():
+            # The list proves a job closed as "unknown" exists; one it does not know is parked.
+            move = decide(rows.get(key), _RUNNING, now, _POLICY).move
+            if move is lifecycle.REOPEN:
+                reopen.append(key)
+            elif move is lifecycle.RECORD:
+                unknown[key] = created
+        result.recovered += self._recoverer.ensure_many(
+            [*settled, *reopen], rows, source=Source.JOB_LIST
+        )
+        result.watched += self._recoverer.watch_many(unknown, source=Source.WATCH)
+        return created_at
+
+
+# What the job list shows of a job it lists unsettled (it decides nothing by age).
+_RUNNING = Evidence(Seen.LISTED_RUNNING, Source.JOB_LIST)
+_POLICY = Policy()
+
+
+def _sorted(
+    items: Sequence[JobSummary], current: _Pass
+) -> tuple[list[JobKey], dict[JobKey, float], dict[JobKey, float]]:
+    """A page's settled jobs, its running ones and every job's creation time (a fresh pass
+    also notes each job it saw, for the count check)."""
+    settled: list[JobKey] = []
+    running: dict[JobKey, float] = {}
+    created_at: dict[JobKey, float] = {}
+    for item in items:
+        key = JobKey(JobKind.EXTRACT, item.job_id)
+        # A job listed without its creation time counts as created at the range's start, so
+        # inside the range read.
+        created_at[key] = item.created_at.timestamp() if item.created_at else current.start
+        if current.fresh:
+            current.seen[item.job_id] = created_at[key]
+        if item.is_terminal:
+            settled.append(key)
+        else:
+            running[key] = created_at[key]
+    return settled, running, created_at

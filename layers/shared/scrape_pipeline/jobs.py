@@ -8,10 +8,10 @@ API's own shapes are ``scrape_pipeline.geonode.models``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeGuard
+from typing import Final, NamedTuple, TypeGuard
 
 
 class JobKind(StrEnum):
@@ -51,29 +51,88 @@ REASON_NEVER_SETTLED = "never settled"
 REASON_UNKNOWN_JOB = "unknown job"
 # The reasons that later evidence of a settled job overturns (``Ledger.reopen``).
 REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
-# Where a job became known (a row's ``source``, set when the row is created).
-SOURCE_WEBHOOK = "webhook"  # a delivery whose signature was verified
-SOURCE_SUBMITTED = "submitted"  # our own submitter, after the API's 202
-SOURCE_JOB_LIST = "job_list"  # the API listed it settled
-SOURCE_DELIVERY_LOG = "delivery_log"  # the API's delivery log named it
-SOURCE_CLI_REPLAY = "cli_replay"  # an operator replayed it from the delivery log
-SOURCE_ROTATION = "rotation_replay"  # replayed from the delivery log after a secret rotation
-# The source of the rows the reconciler records WATCHING (the API listed them unsettled) and
-# of the messages that wake them.
-SOURCE_WATCH = "watch"
-# Sources that prove the job exists: a 404 for such a job is the API's lag or an incident,
-# never a reason to close it (others, such as an operator's replay of a bare id, prove nothing).
-PROVEN_SOURCES = frozenset(
-    {
-        SOURCE_WEBHOOK,
-        SOURCE_SUBMITTED,
-        SOURCE_JOB_LIST,
-        SOURCE_DELIVERY_LOG,
-        SOURCE_CLI_REPLAY,
-        SOURCE_ROTATION,
-        SOURCE_WATCH,
-    }
-)
+
+
+class Source(StrEnum):
+    """Where a job became known: a row's ``source`` (set when the row is created) and who sent
+    a message. Each member states both traits below (``_TRAITS``): a new one must choose.
+
+    Rows and messages may carry labels that are not members (an operator's, an older
+    version's): ``Source.read`` returns None for them, and ``source_proven`` and
+    ``source_recovers`` say what such a label counts as.
+    """
+
+    WEBHOOK = "webhook"  # a delivery whose signature was verified
+    SUBMITTED = "submitted"  # our own submitter, after the API's 202
+    JOB_LIST = "job_list"  # the API listed it settled
+    DELIVERY_LOG = "delivery_log"  # the API's delivery log named it
+    CLI_REPLAY = "cli_replay"  # an operator replayed it from the delivery log
+    ROTATION = "rotation_replay"  # replayed from the delivery log after a secret rotation
+    # The rows the reconciler records WATCHING (the API listed them unsettled), and the
+    # messages that wake them.
+    WATCH = "watch"
+    STUCK_ROWS = "stuck_rows"  # the stuck-rows sweep re-sent a message its row lost
+
+    @property
+    def proven(self) -> bool:
+        """The job exists: a 404 for it is the API's lag or an incident, never a reason to
+        close it (a stuck row's re-send, or an unknown label, proves nothing by itself)."""
+        return _TRAITS[self].proven
+
+    @property
+    def recovers(self) -> bool:
+        """A row from here was written without the job's webhook: a webhook that comes later
+        was late, not lost (``Ledger.note_late_webhook``). The webhook's own row and our
+        submission's, which waits for it, are not."""
+        return _TRAITS[self].recovers
+
+    @classmethod
+    def read(cls, label: str) -> Source | None:
+        """The member ``label`` names, or None for a label that is not one of ours."""
+        try:
+            return cls(label)
+        except ValueError:
+            return None
+
+
+class _Traits(NamedTuple):
+    proven: bool
+    recovers: bool
+
+
+_TRAITS: Final[Mapping[Source, _Traits]] = {
+    Source.WEBHOOK: _Traits(proven=True, recovers=False),
+    Source.SUBMITTED: _Traits(proven=True, recovers=False),
+    Source.JOB_LIST: _Traits(proven=True, recovers=True),
+    Source.DELIVERY_LOG: _Traits(proven=True, recovers=True),
+    Source.CLI_REPLAY: _Traits(proven=True, recovers=True),
+    Source.ROTATION: _Traits(proven=True, recovers=True),
+    Source.WATCH: _Traits(proven=True, recovers=True),
+    Source.STUCK_ROWS: _Traits(proven=False, recovers=True),
+}
+
+
+def source_proven(label: str) -> bool:
+    """``Source.proven`` for a stored label: one that is not ours proves nothing."""
+    source = Source.read(label)
+    return source is not None and source.proven
+
+
+def source_recovers(label: str) -> bool:
+    """``Source.recovers`` for a stored label: one that is not ours (a replay's) recovers."""
+    source = Source.read(label)
+    return source is None or source.recovers
+
+
+# The names (and the type) these had as bare strings, for the operator tools, tests, benchmarks
+# and the reconciler's sweep names.
+SOURCE_WEBHOOK: Final[str] = Source.WEBHOOK
+SOURCE_SUBMITTED: Final[str] = Source.SUBMITTED
+SOURCE_JOB_LIST: Final[str] = Source.JOB_LIST
+SOURCE_DELIVERY_LOG: Final[str] = Source.DELIVERY_LOG
+SOURCE_CLI_REPLAY: Final[str] = Source.CLI_REPLAY
+SOURCE_ROTATION: Final[str] = Source.ROTATION
+SOURCE_WATCH: Final[str] = Source.WATCH
 
 # Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
 # an expression, a log-injection payload or text DynamoDB cannot store (a lone surrogate).
@@ -105,7 +164,6 @@ class JobKey:
 
 
 __all__: Sequence[str] = (
-    "PROVEN_SOURCES",
     "REASON_NEVER_SETTLED",
     "REASON_POISON",
     "REASON_UNKNOWN_JOB",
@@ -121,5 +179,8 @@ __all__: Sequence[str] = (
     "JobKind",
     "JobState",
     "Outcome",
+    "Source",
     "is_job_id",
+    "source_proven",
+    "source_recovers",
 )

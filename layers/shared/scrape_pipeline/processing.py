@@ -55,12 +55,12 @@ from scrape_pipeline.geonode.errors import (
 )
 from scrape_pipeline.geonode.models import BatchStatus, Job
 from scrape_pipeline.jobs import (
-    PROVEN_SOURCES,
     REASON_POISON,
     REASON_UNKNOWN_JOB,
-    SOURCE_WATCH,
     JobKind,
     Outcome,
+    Source,
+    source_proven,
 )
 from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
 from scrape_pipeline.paged_store import PagedStore
@@ -189,7 +189,7 @@ class JobProcessor:
             return self._not_granted(lease.row)
         assert lease.row is not None  # a granted lease always returns the new row
         attempt = Attempt(
-            message.key, owner, lease.row, deadline, woken=message.source == SOURCE_WATCH
+            message.key, owner, lease.row, deadline, woken=message.source == Source.WATCH
         )
         try:
             if attempt.row.strikes > self.settings.max_attempts:
@@ -259,7 +259,7 @@ class JobProcessor:
 
     def _not_found(self, attempt: Attempt) -> Disposition:
         row = attempt.row
-        if row.source in PROVEN_SOURCES:
+        if source_proven(row.source):
             # A verified webhook, the job list or our own submission says it exists: a 404
             # is the API's lag or an incident. Re-checked until it answers, never closed.
             return self._call_failed(attempt, "404", not_found=True)

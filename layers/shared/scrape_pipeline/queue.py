@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
-from scrape_pipeline.jobs import JobKey, JobKind, is_job_id
+from scrape_pipeline.jobs import JobKey, JobKind, Source, is_job_id
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
@@ -24,7 +24,7 @@ class JobMessage:
     """A queue message: which job, and who enqueued it (for the gap metrics)."""
 
     key: JobKey
-    source: str
+    source: Source | str  # a label that is not a ``Source`` is kept as it came
 
     def to_json(self) -> str:
         """The message body."""
@@ -51,7 +51,7 @@ class JobMessage:
             raise ValueError("not a job message: no valid kind and job id")
         if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS:
             source = ""  # a label for logs and metrics only: never a reason to refuse the job
-        return cls(JobKey(JobKind(kind), job_id), source)
+        return cls(JobKey(JobKind(kind), job_id), Source.read(source) or source)
 
 
 class UnsentError(AWSUnavailableError):

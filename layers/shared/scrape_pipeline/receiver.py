@@ -34,11 +34,14 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.freshness import Freshness, StaleDeliveryError
-from scrape_pipeline.jobs import SOURCE_SUBMITTED, SOURCE_WEBHOOK, JobKey, JobState
+from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
+from scrape_pipeline.lifecycle import Move
 from scrape_pipeline.payload import (
     FieldLocations,
     Notification,
@@ -156,6 +159,23 @@ OUTCOME_METRICS: Mapping[str, str] = {
 }
 
 
+# What the receiver answers when this delivery moved the row, by why it did.
+_MOVED_OUTCOMES: Mapping[Why, str] = {
+    Why.SETTLED_AFTER_ALL: "reopened",  # closed as unknown or never settled: it did settle
+    Why.ANNOUNCED: "accepted",  # the batch or crawl its submitter recorded, waiting for this
+    Why.WOKEN: "recovered",  # a long-running job parked WATCHING: woken
+    Why.STALE: "recovered",  # an earlier delivery's writer died between its put and its send
+}
+
+
+def _answer(outcome: str, key: JobKey) -> Answer:
+    """200: accepted (this delivery moved the job on) or a duplicate, as ``outcome`` says."""
+    status = "duplicate" if outcome in ("duplicate", "late") else "accepted"
+    return Answer(
+        200, {"status": status, "kind": key.kind.value, "job_id": key.job_id}, outcome, key
+    )
+
+
 def unavailable_answer(reason: str, job: JobKey | None = None) -> Answer:
     """503: the sender must retry; nothing was recorded that a retry would not fix."""
     return Answer(503, {"error": "temporarily unavailable"}, "unavailable", job, reason)
@@ -270,54 +290,58 @@ class Receiver:
             verify(config, headers, body, fresh, now)
 
     def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
-        message = JobMessage(key, SOURCE_WEBHOOK)
-        # The evidence this delivery brings: a row it moved once, it never moves again. One
-        # without a delivery id cannot be told from a replay, so it only ever creates a row.
-        evidence = note.delivery_id
+        evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, note.delivery_id)
+        policy = Policy(resend_after_seconds=self.settings.resend_after_seconds)
+        message = JobMessage(key, Source.WEBHOOK)
+        # No row read first: the conditional put is the decision for "no row", made atomically.
+        new = decide(None, evidence, self._clock.time(), policy)
         recorded = self._ledger.record(
-            key, source=SOURCE_WEBHOOK, detail={"event": note.event}, delivery_id=evidence
+            key,
+            source=evidence.source,
+            state=new.state,
+            detail={"event": note.event},
+            delivery_id=evidence.delivery_id,
         )
-        accepted = {"status": "accepted", "kind": key.kind.value, "job_id": key.job_id}
         if recorded.created:
-            try:
-                self._queue.send(message)
-            except AWSUnavailableError:
-                # Undo our row so the sender's retry records it afresh; if the undo fails too,
-                # the stale RECEIVED row is re-enqueued by a later delivery or the reconciler.
-                with contextlib.suppress(AWSUnavailableError):
-                    self._ledger.forget_unsent(recorded.row)
-                raise
-            return Answer(200, accepted, "accepted", key)
+            self._send_or_forget(message, recorded.row)
+            return _answer("accepted", key)
         row = recorded.row
-        reopenable = row.reopenable and evidence is not None
-        reopened = self._ledger.reopened(row, evidence=evidence) if reopenable else None
-        if reopened is not None:
-            # Closed because the API did not know the job or it ran too long; this event says
-            # it has settled. The conditional reopen lets one of several deliveries win.
-            self._send_or_unclaim(message, row, reopened)
-            return Answer(200, accepted, "reopened", key)
-        stale_before = self._clock.time() - self.settings.resend_after_seconds
-        # A RECEIVED row this old means its writer died between the put and the send; one
-        # recorded at submission is waiting for exactly this first webhook, and a WATCHING one
-        # (a long-running job, parked) for its settling. Each delivery of these enqueues it
-        # (mark_enqueued lets one of several duplicates win).
-        announced = row.source == SOURCE_SUBMITTED
-        # A WATCHING row goes back to WATCHING when its job has not settled: each wake costs a
-        # GET, so only a delivery not seen before wakes it (a RECEIVED one moves on for good).
-        waiting = (row.state is JobState.WATCHING and evidence is not None) or (
-            row.state is JobState.RECEIVED and (announced or row.state_since < stale_before)
-        )
-        enqueued = self._ledger.enqueue(row, evidence=evidence) if waiting else None
-        if enqueued is not None:
-            self._send_or_unclaim(message, row, enqueued)
-            return Answer(200, accepted, "accepted" if announced else "recovered", key)
-        duplicate = {"status": "duplicate", "kind": key.kind.value, "job_id": key.job_id}
-        recovered = row.source not in (SOURCE_WEBHOOK, SOURCE_SUBMITTED)
-        if recovered and row.late_webhook_at is None and self._ledger.note_late_webhook(row):
+        decision = decide(row, evidence, self._clock.time(), policy)
+        if decision.move in (lifecycle.REOPEN, lifecycle.ENQUEUE):
+            if self._moved(decision.move, row, message, evidence):
+                return _answer(_MOVED_OUTCOMES[decision.why], key)
+            # Moved since it was read, or refused: what the webhook does instead.
+            decision = decision.otherwise or decision
+        if decision.move is lifecycle.NOTE_LATE_WEBHOOK and self._ledger.note_late_webhook(row):
             # The reconciler (or a replay) got there first: its recovery was of a late
             # webhook, not a lost one. Counted once per job, whatever the duplicates.
-            return Answer(200, duplicate, "late", key)
-        return Answer(200, duplicate, "duplicate", key)
+            return _answer("late", key)
+        return _answer("duplicate", key)
+
+    def _send_or_forget(self, message: JobMessage, row: LedgerRow) -> None:
+        try:
+            self._queue.send(message)
+        except AWSUnavailableError:
+            # Undo our row so the sender's retry records it afresh; if the undo fails too,
+            # the stale RECEIVED row is re-enqueued by a later delivery or the reconciler.
+            with contextlib.suppress(AWSUnavailableError):
+                self._ledger.forget_unsent(row)
+            raise
+
+    def _moved(self, move: Move, row: LedgerRow, message: JobMessage, evidence: Evidence) -> bool:
+        """Make ``move`` (reopen or enqueue) and send the message; False if the row moved on.
+
+        Conditional on the row as read (and on the delivery id not seen), so one of several
+        concurrent deliveries wins; the others find it moved.
+        """
+        if move is lifecycle.REOPEN:
+            written = self._ledger.reopened(row, evidence=evidence.delivery_id)
+        else:
+            written = self._ledger.enqueue(row, evidence=evidence.delivery_id)
+        if written is None:
+            return False
+        self._send_or_unclaim(message, row, written)
+        return True
 
     def _send_or_unclaim(self, message: JobMessage, before: LedgerRow, written: LedgerRow) -> None:
         try:

@@ -63,6 +63,7 @@ from scrape_pipeline.jobs import (
     SOURCE_WATCH,
     JobKey,
     JobState,
+    Source,
 )
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.payload import EVENT_KINDS
@@ -70,7 +71,7 @@ from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.settings import read_float, read_int
 from scrape_pipeline.watch import Watcher, WatchSettings
 
-SOURCE_STUCK_ROWS = "stuck_rows"
+SOURCE_STUCK_ROWS: str = Source.STUCK_ROWS
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
 # When each slow sweep last finished a run (bookkeeping row): the cadence's memory.
 CADENCE_CHECKPOINT = "reconciler-cadence"

@@ -11,9 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState
+from scrape_pipeline.decisions import Policy, decide, recovery_evidence
+from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.queue import JobMessage, JobQueue, UnsentError
 from scrape_pipeline.settings import FromEnv, number
@@ -49,6 +51,7 @@ class Recoverer:
         self._ledger = ledger
         self._queue = queue
         self.settings = settings or RecoverySettings()
+        self._policy = Policy(stale_after_seconds=self.settings.stale_after_seconds)
         self._clock = clock
 
     def ensure(self, key: JobKey, row: LedgerRow | None, *, source: str) -> bool:
@@ -125,39 +128,32 @@ class Recoverer:
             return sum(pool.map(record, jobs))
 
     def _claim(self, key: JobKey, row: LedgerRow | None, *, source: str) -> Undo | None:
-        """The one decision: make the ledger write ``key`` needs. None when no message is due,
+        """Make the ledger write ``decide`` names for ``key``. None when no message is due,
         else the undo of that write, for when the message cannot be sent.
 
         Every path that claims has moved the row (or found a dead lease) so that no concurrent
         recoverer also claims it; the caller sends the message.
         """
-        if row is None:
-            recorded = self._ledger.record(key, source=source, state=JobState.ENQUEUED)
-            if recorded.created:
-                # Undone by backdating it past the staleness bound: the next run sends it.
-                stale = recorded.row.state_since - self.settings.stale_after_seconds - 1
-                return self._unclaim(replace(recorded.row, state_since=stale), recorded.row)
-            # Lost the race to another writer: decide again on the row it left.
-            return self._claim(key, recorded.row, source=source)
-        if row.is_done:
-            # Evidence that it settled overturns a close as "unknown" or "never settled".
-            return self._unclaim(row, self._ledger.reopened(row) if row.reopenable else None)
-        if row.state is JobState.WATCHING:
-            if row.failing_since is not None and source != SOURCE_WATCH:
-                # Parked because its own GET keeps failing: that it settled is known already,
-                # and a list that shows it settled on every read would wake it every run. The
-                # watch sweep polls it on its capped schedule.
-                return None
-            # A parked long-running job the caller found settled: wake it now.
-            return self._unclaim(row, self._ledger.enqueue(row))
-        now = self._clock.time()
-        if row.state is JobState.PROCESSING:
-            # The holder died; its message may be gone (redriven, or expired): send another.
-            return _NOTHING_WRITTEN if row.lease_expired(now) else None
-        if row.state_since >= now - self.settings.stale_after_seconds:
-            return None  # fresh: its message is on the way
+        decision = decide(row, recovery_evidence(source), self._clock.time(), self._policy)
+        if decision.move is lifecycle.RECORD:
+            return self._record(key, decision.state, source=source)
+        if row is None or decision.move is None:
+            return None  # finished, fresh, held, or parked sick
+        if decision.move is lifecycle.TAKE_OVER:
+            return _NOTHING_WRITTEN  # the processor the message reaches takes the lease over
+        if decision.move is lifecycle.REOPEN:
+            return self._unclaim(row, self._ledger.reopened(row))
         # None when someone else moved it just now.
         return self._unclaim(row, self._ledger.enqueue(row))
+
+    def _record(self, key: JobKey, state: JobState, *, source: str) -> Undo | None:
+        recorded = self._ledger.record(key, source=source, state=state)
+        if not recorded.created:
+            # Lost the race to another writer: decide again on the row it left.
+            return self._claim(key, recorded.row, source=source)
+        # Undone by backdating it past the staleness bound: the next run sends it.
+        stale = recorded.row.state_since - self.settings.stale_after_seconds - 1
+        return self._unclaim(replace(recorded.row, state_since=stale), recorded.row)
 
     def _unclaim(self, before: LedgerRow, written: LedgerRow | None) -> Undo | None:
         if written is None:

@@ -61,9 +61,10 @@ from dataclasses import dataclass, field
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.models import JobSummary, format_time
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
+from scrape_pipeline.jobs import JobKey, JobState, Source
 from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
 from scrape_pipeline.recovery import Recoverer
 
@@ -217,11 +218,6 @@ class _Listed:
         return out
 
 
-def _sick(row: LedgerRow) -> bool:
-    """Parked by the processor because its own calls kept failing (see ``Ledger.park``)."""
-    return row.failing_since is not None
-
-
 class Watcher:
     """The reconciler's watch sweep."""
 
@@ -287,6 +283,7 @@ class Watcher:
         seen_extract = saved.get("extracts_seen") == "1"
         extract_rows: list[LedgerRow] = []
         cursor = None
+        policy = Policy()  # no staleness bound: the watch schedule (``_due``) says what is due
 
         def fields(finished: bool) -> dict[str, str]:
             saw = seen_extract or bool(extract_rows)
@@ -312,15 +309,17 @@ class Watcher:
             result.row_pages += 1
             result.watched += len(rows)
             # A sick job is polled on its schedule whatever the listing says (settled, it would
-            # be woken every run; missing, never).
-            by_listing = [r for r in rows if r.key.kind is JobKind.EXTRACT and not _sick(r)]
-            extract_rows += by_listing
-            due = {
-                r.key: r
-                for r in rows
-                if (r.key.kind is not JobKind.EXTRACT or _sick(r)) and self._due(r, now)
-            }
-            result.woken += self._recoverer.ensure_many(list(due), due, source=SOURCE_WATCH)
+            # be woken every run; missing, never): ``decide`` leaves only healthy extract jobs
+            # to the listing.
+            due: dict[JobKey, LedgerRow] = {}
+            for row in rows:
+                seen = Seen.POLL_DUE if self._due(row, now) else Seen.POLL_NOT_DUE
+                decision = decide(row, Evidence(seen, Source.WATCH), now, policy)
+                if decision.why is Why.BY_LISTING:
+                    extract_rows.append(row)
+                elif decision.move is not None:
+                    due[row.key] = row
+            result.woken += self._recoverer.ensure_many(list(due), due, source=Source.WATCH)
             if cursor is None or not rows:
                 return extract_rows, fields(finished=True)
             # Within a run the query's own cursor goes on; across runs the next one starts at
@@ -352,7 +351,7 @@ class Watcher:
                 if r.state_since <= parked_before and _digest(r.key.job_id) not in listed.ids
             }
         keys: list[JobKey] = list(due)
-        result.woken += self._recoverer.ensure_many(keys, due, source=SOURCE_WATCH)
+        result.woken += self._recoverer.ensure_many(keys, due, source=Source.WATCH)
 
     def _list(
         self,

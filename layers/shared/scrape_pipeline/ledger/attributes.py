@@ -1,0 +1,80 @@
+"""The ledger table's names, each written once: its attributes, its index, its key prefixes.
+
+The template's key schema (``pk``), its GSI (``pending-by-state`` on ``pending_state`` and
+``state_since``) and its TTL attribute (``expires_at``) are these (``tests/template`` pins
+the template's, ``tests/ledger/test_ledger_items.py`` the items'). The other modules name an
+attribute as ``Attr.X``, never as a string.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Attr(StrEnum):
+    """An attribute of the ledger's items (a job's row unless said otherwise)."""
+
+    PK = "pk"  # kind#job_id for a job; bookkeeping rows use their own prefixes
+    KIND = "kind"
+    JOB_ID = "job_id"
+    STATE = "state"
+    # The pending index's keys: set while a row is not DONE, so DONE rows leave the index.
+    PENDING_STATE = "pending_state"
+    STATE_SINCE = "state_since"
+    CREATED_AT = "created_at"
+    UPDATED_AT = "updated_at"
+    EXPIRES_AT = "expires_at"  # the TTL: pushed by every write
+    SOURCE = "source"
+    TOKEN = "token"  # noqa: S105 - a row's undo token, not a secret: its writer's own
+    DETAIL = "detail"
+    JOB_CREATED_AT = "job_created_at"
+    SEEN_DELIVERIES = "seen_deliveries"
+    LATE_WEBHOOK_AT = "late_webhook_at"
+    # The lease and the attempts under it.
+    LEASE_OWNER = "lease_owner"
+    LEASE_UNTIL = "lease_until"
+    ATTEMPTS = "attempts"
+    STRUCK_BY = "struck_by"  # the owners of the attempts that hold a strike (a string set)
+    RELEASES = "releases"
+    LAST_ERROR = "last_error"
+    NOT_FOUND = "not_found"
+    FAILURES = "failures"
+    FAILING_SINCE = "failing_since"
+    # A batch's or crawl's storing progress.
+    NEXT_PAGE = "next_page"
+    NEXT_ITEM = "next_item"
+    ITEMS_STORED = "items_stored"
+    ITEMS_FAILED = "items_failed"
+    PAGE_SECONDS = "page_seconds"
+    # How it ended, and how often it came back.
+    OUTCOME = "outcome"
+    FINISHED_AT = "finished_at"
+    REOPENS = "reopens"
+    # A ``chain#`` bookkeeping row's one field.
+    DEPTH = "depth"
+
+
+PENDING_INDEX: Final = "pending-by-state"
+# The names other code imports (the tests' fixtures, the benchmarks' stand-in rows).
+PARTITION_KEY: Final = Attr.PK
+STATE_SINCE: Final = Attr.STATE_SINCE
+TTL_ATTRIBUTE: Final = Attr.EXPIRES_AT
+
+
+class RowPrefix(StrEnum):
+    """The key prefixes of bookkeeping rows, which share the table (job keys are kind#id)."""
+
+    URL = "url#"  # per-URL resubmission counters of earlier versions (no longer written)
+    META = "meta#"  # the reconciler's watermark and checkpoints
+    CHAIN = "chain#"  # how deep in its chain of resubmissions a job is
+
+
+__all__ = (
+    "PARTITION_KEY",
+    "PENDING_INDEX",
+    "STATE_SINCE",
+    "TTL_ATTRIBUTE",
+    "Attr",
+    "RowPrefix",
+)

@@ -1,0 +1,105 @@
+"""Counters and checkpoints kept in the ledger table beside the job rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.ledger.attributes import Attr, RowPrefix
+from scrape_pipeline.ledger.errors import ConditionFailedError
+from scrape_pipeline.ledger.expressions import Update, missing
+from scrape_pipeline.ledger.rows import encode
+from scrape_pipeline.ledger.table import _write, call
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger import Ledger
+
+
+class Bookkeeping:
+    """Counters and checkpoints kept beside the job rows (never in the pending index).
+
+    ``chain#<kind>#<job_id>`` rows say how deep in its chain of resubmissions a job is (the
+    resubmission budget is per chain of failures, not per URL for life); ``meta#<name>`` rows
+    hold the reconciler's watermark and checkpoints.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def chain_depth(self, key: JobKey) -> int:
+        """How many resubmissions came before ``key`` in its chain of failed attempts (0: the
+        job was submitted by someone else, so a chain starts with it)."""
+        ledger = self._ledger
+        request: dict[str, Any] = {
+            ledger.table_name: {
+                "Keys": [{Attr.PK.value: encode(f"{RowPrefix.CHAIN}{key.pk}")}],
+                "ConsistentRead": True,
+            }
+        }
+        # BatchGetItem, the processor's one read (its role has no GetItem), for one key.
+        response = call(ledger.client, "BatchGetItem", RequestItems=request)
+        if response.get("UnprocessedKeys"):
+            raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
+        items = response.get("Responses", {}).get(ledger.table_name, [])
+        depth = items[0].get(Attr.DEPTH, {}) if items else {}
+        return int(depth["N"]) if "N" in depth else 0
+
+    def record_chain(self, key: JobKey, depth: int) -> bool:
+        """Record that ``key`` is the ``depth``-th resubmission of its chain, unless its depth
+        is recorded already (True when this call wrote it).
+
+        The first record stands: whoever posted the job knew its chain; a later adopter of it
+        (the look-up after a crash returns the newest job for the URL, maybe one deeper in the
+        chain) must not shorten the chain and so lengthen it.
+        """
+        ledger = self._ledger
+        expires = ledger.expiry(ledger.clock.time())
+        update = Update().set(Attr.DEPTH, depth).set(Attr.EXPIRES_AT, expires)
+        try:
+            # UpdateItem creates the row: the processor writes nothing but conditional updates.
+            _write(
+                ledger.client,
+                ledger.table_name,
+                "UpdateItem",
+                missing(Attr.DEPTH),
+                pk=f"{RowPrefix.CHAIN}{key.pk}",
+                update=update,
+            )
+        except ConditionFailedError:
+            return False
+        return True
+
+    def read(self, name: str) -> dict[str, str] | None:
+        """A checkpoint's fields, or None before the first write."""
+        response = call(
+            self._ledger.client,
+            "GetItem",
+            TableName=self._ledger.table_name,
+            Key={Attr.PK.value: encode(f"{RowPrefix.META}{name}")},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return _fields(item) if item else None
+
+    def read_many(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The fields of each checkpoint of ``names`` written so far, a hundred a read."""
+        out: dict[str, dict[str, str]] = {}
+        for start in range(0, len(names), 100):
+            pks = [f"{RowPrefix.META}{name}" for name in names[start : start + 100]]
+            for item in self._ledger.batch_items(pks):
+                out[item[Attr.PK]["S"].removeprefix(RowPrefix.META)] = _fields(item)
+        return out
+
+    def write(self, name: str, fields: Mapping[str, str]) -> None:
+        """Replace a checkpoint's fields."""
+        item = {Attr.PK.value: encode(f"{RowPrefix.META}{name}")}
+        item.update({k: encode(v) for k, v in fields.items()})
+        # Unconditional: the reconciler is the one writer of its checkpoints.
+        call(self._ledger.client, "PutItem", TableName=self._ledger.table_name, Item=item)
+
+
+def _fields(item: Mapping[str, Any]) -> dict[str, str]:
+    """A checkpoint item's fields as strings (its key left out)."""
+    return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != Attr.PK}

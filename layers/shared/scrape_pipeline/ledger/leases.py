@@ -1,0 +1,212 @@
+"""The processor's writes: acquire a job's lease, then the lease holder's moves.
+
+``strikes`` counts the attempts since the job last made progress that did not end cleanly.
+The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
+``acquire`` adds the attempt's owner; a clean release (not settled, throttled, a transient
+outage) or parking it WATCHING deletes it; a page checkpoint (a batch's or crawl's page
+stored: progress) empties the set, so neither this attempt nor those before it count against
+a job that is moving. Set operations are idempotent: an attempt is un-struck at most once
+however many pages it stores, and a release after a checkpoint changes nothing. An attempt
+that raised keeps its strike and its error; one that was killed (timeout, crash) keeps its
+strike without one. The processor dead-letters a job whose strikes pass a bound: a job stuck
+on one page (no progress) reaches it, while a big batch or crawl that needs many
+invocations, some killed mid-page, never does as long as each stores something.
+
+``failures`` counts the consecutive API calls for the job that failed in a way that is not its
+fault (a 5xx, a timeout, a 404 of a job proven to exist), since ``failing_since``; any answer
+of the job's state clears both. The processor parks a job whose streak reaches a bound
+(``park``), and the watch sweep polls such a row on a capped schedule.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from scrape_pipeline import lifecycle
+from scrape_pipeline.jobs import JobKey, JobState, Outcome
+from scrape_pipeline.ledger.attributes import Attr
+from scrape_pipeline.ledger.errors import ConditionFailedError, LeaseLostError
+from scrape_pipeline.ledger.expressions import Update, below, equals, state_is
+from scrape_pipeline.ledger.reads import Reads
+from scrape_pipeline.ledger.rows import LedgerRow, from_item
+from scrape_pipeline.ledger.table import in_state
+
+# Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
+MAX_ERROR_CHARS = 500
+
+
+class Streak(StrEnum):
+    """What one attempt's API call did to the job's run of consecutive failed calls."""
+
+    KEEP = "keep"  # no call, or one that says nothing about the job (429, our own AWS)
+    FAILED = "failed"  # a 5xx, a timeout, a 404 of a proven job: one more in the run
+    ANSWERED = "answered"  # the API answered the job's state: the run is over
+
+
+def _with_streak(update: Update, streak: Streak, now: float) -> Update:
+    """``update`` with the job's run of failed calls counted, cleared or left alone."""
+    if streak is Streak.FAILED:
+        return update.increment(Attr.FAILURES).set_default(Attr.FAILING_SINCE, now)
+    if streak is Streak.ANSWERED:
+        return update.remove(Attr.FAILURES, Attr.FAILING_SINCE)
+    return update
+
+
+def _parked(state: JobState, now: float) -> Update:
+    """The lease given back: the row waits in ``state`` from ``now``."""
+    return in_state(state, now).remove(Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
+
+
+@dataclass(frozen=True)
+class LeaseResult:
+    """The result of ``Ledger.acquire``: ``row`` is the new row when granted, else the old one."""
+
+    granted: bool
+    row: LedgerRow | None
+
+
+class Leases(Reads):
+    """The processor's writes: one attempt's lease taken, then moved only by its holder."""
+
+    def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
+        """Take the job's PROCESSING lease: from a waiting state, an expired lease, or no row.
+
+        ``source`` is recorded only when the row did not exist (a job known from elsewhere).
+        The attempt counts a strike until it ends cleanly or stores a page (``struck_by``).
+        """
+        now = self.clock.time()
+        update = (
+            in_state(JobState.PROCESSING, now)
+            .set(Attr.LEASE_OWNER, owner)
+            .set(Attr.LEASE_UNTIL, now + lease_seconds)
+            .increment(Attr.ATTEMPTS)
+            .set_default(Attr.KIND, key.kind)
+            .set_default(Attr.JOB_ID, key.job_id)
+            .set_default(Attr.CREATED_AT, now)
+            .set_default(Attr.SOURCE, source)
+            .add(Attr.STRUCK_BY, {owner})
+        )
+        condition = state_is(lifecycle.ACQUIRE) | (
+            state_is(lifecycle.TAKE_OVER) & below(Attr.LEASE_UNTIL, now)
+        )
+        try:
+            response = self._update(key, condition, update, now, returns_new=True)
+        except ConditionFailedError as refused:
+            return LeaseResult(False, from_item(refused.old) if refused.old else self.get(key))
+        return LeaseResult(True, from_item(response["Attributes"]))
+
+    def release(
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        error: str | None = None,
+        not_found: bool = False,
+        streak: Streak = Streak.KEEP,
+    ) -> LedgerRow:
+        """Give the lease back with the job still to do.
+
+        Clean (not settled, throttled, an outage): the attempt's strike is taken back, and a
+        404 is counted apart (``not_found``). With ``error`` the strike stays and the error is
+        kept: the attempt failed in a way that may repeat (a poison job), unless it stored a
+        page first (a checkpoint took the strike back already). ``streak`` says what the
+        attempt's API call did to the job's run of consecutive failures.
+        """
+        now = self.clock.time()
+        update = _parked(JobState.ENQUEUED, now).increment(Attr.RELEASES)
+        if error is None:
+            update.delete(Attr.STRUCK_BY, {owner})
+        else:
+            update.set(Attr.LAST_ERROR, error[:MAX_ERROR_CHARS])
+        if not_found:
+            update.increment(Attr.NOT_FOUND)
+        update = _with_streak(update, streak, now)
+        return self._leased_update(key, owner, lifecycle.RELEASE, update, now)
+
+    def watch(self, key: JobKey, owner: str, *, job_created_at: float) -> LedgerRow:
+        """Park a long-running job: WATCHING, no lease, no message (the attempt was clean)."""
+        now = self.clock.time()
+        update = (
+            _parked(JobState.WATCHING, now)
+            .set(Attr.JOB_CREATED_AT, float(job_created_at))
+            .delete(Attr.STRUCK_BY, {owner})
+        )
+        # The API answered the job's state: any run of failed calls is over.
+        update = _with_streak(update, Streak.ANSWERED, now)
+        return self._leased_update(key, owner, lifecycle.WATCH, update, now)
+
+    def park(self, key: JobKey, owner: str, *, not_found: bool = False) -> LedgerRow:
+        """Park a job whose own API calls keep failing: WATCHING, one more failure counted.
+
+        No message: the watch sweep polls it on a schedule that slows with the streak's age
+        (``scrape_pipeline.watch``), and its webhook or the job list may wake it sooner. The
+        attempt was clean: its strike is taken back (a sick API is not a poison job).
+        """
+        now = self.clock.time()
+        update = _parked(JobState.WATCHING, now).delete(Attr.STRUCK_BY, {owner})
+        if not_found:
+            update.increment(Attr.NOT_FOUND)
+        update = _with_streak(update, Streak.FAILED, now)
+        return self._leased_update(key, owner, lifecycle.PARK, update, now)
+
+    def checkpoint(
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        next_page: int,
+        stored: int,
+        failed: int,
+        page_seconds: float = 0.0,
+        next_item: int = 0,
+    ) -> LedgerRow:
+        """Record a batch's or crawl's progress after a page (or ``next_item`` items of the
+        page ``next_page``) is stored; the lease stays held.
+
+        Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
+        ``page_seconds`` is the longest page the attempt took so far, for the next one.
+        """
+        update = (
+            Update()
+            .set(Attr.NEXT_PAGE, next_page)
+            .set(Attr.NEXT_ITEM, next_item)
+            .set(Attr.ITEMS_STORED, stored)
+            .set(Attr.ITEMS_FAILED, failed)
+            .set(Attr.PAGE_SECONDS, float(page_seconds))
+            .remove(Attr.STRUCK_BY)
+        )
+        return self._leased_update(key, owner, lifecycle.CHECKPOINT, update, self.clock.time())
+
+    def finish(
+        self, key: JobKey, owner: str, outcome: Outcome, detail: Mapping[str, str] | None = None
+    ) -> LedgerRow:
+        """Mark the job DONE with its one outcome; only the lease holder may."""
+        now = self.clock.time()
+        update = (
+            Update()
+            .set(Attr.STATE, JobState.DONE)
+            .set(Attr.OUTCOME, outcome)
+            .set(Attr.FINISHED_AT, now)
+            .set(Attr.DETAIL, detail or {})
+            .remove(Attr.PENDING_STATE, Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
+        )
+        return self._leased_update(key, owner, lifecycle.FINISH, update, now)
+
+    def _leased_update(
+        self, key: JobKey, owner: str, move: lifecycle.Move, update: Update, now: float
+    ) -> LedgerRow:
+        """``move`` by the lease holder ``owner``; ``LeaseLostError`` if ``owner`` is not it."""
+        condition = state_is(move) & equals(Attr.LEASE_OWNER, owner)
+        try:
+            response = self._update(key, condition, update, now, returns_new=True)
+        except ConditionFailedError as refused:
+            raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
+        return from_item(response["Attributes"])
+
+
+def new_owner_id(prefix: str = "") -> str:
+    """A lease owner id unique to one processing attempt."""
+    return f"{prefix}{uuid.uuid4().hex}"
