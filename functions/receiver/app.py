@@ -14,7 +14,8 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.receiver import OUTCOME_METRICS, Receiver, answer_proxy, build_receiver
+from scrape_pipeline.receiver import OUTCOME_METRICS, Receiver, answer_proxy
+from scrape_pipeline.wiring.receiver import build_receiver
 
 logger = Logger()
 metrics = Metrics()

@@ -13,7 +13,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scrape_pipeline.reconciler import Reconciler
-from scrape_pipeline.wiring import build_reconciler
+from scrape_pipeline.wiring.reconciler import build_reconciler
 
 logger = Logger()
 metrics = Metrics()

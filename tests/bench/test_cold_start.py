@@ -1,13 +1,73 @@
-"""bench.cold_start's pure parts: the functions it finds in a build, the copies it times."""
+"""bench.cold_start's pure parts (the functions it finds in a build, the copies it times), and
+what each function's import pulls in: a cold start pays for every module of it."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from bench.cold_start import LAYER, TRACER, functions_of, read_only_copies
 
 REPO = Path(__file__).resolve().parents[2]
+# Runtime modules a function must not import: another function's logic, or the API client
+# for a function that never calls the API.
+NOT_IMPORTED = {
+    "receiver": {
+        "scrape_pipeline.processing",
+        "scrape_pipeline.batch_run",
+        "scrape_pipeline.reconciler",
+        "scrape_pipeline.recovery",
+        "scrape_pipeline.joblist",
+        "scrape_pipeline.watch",
+        "scrape_pipeline.geonode.client",
+        "scrape_pipeline.wiring.processor",
+        "scrape_pipeline.wiring.reconciler",
+        "httpx",
+    },
+    "processor": {
+        "scrape_pipeline.reconciler",
+        "scrape_pipeline.recovery",
+        "scrape_pipeline.joblist",
+        "scrape_pipeline.watch",
+        "scrape_pipeline.receiver",
+        "scrape_pipeline.wiring.reconciler",
+    },
+    "reconciler": {
+        "scrape_pipeline.processing",
+        "scrape_pipeline.batch_run",
+        "scrape_pipeline.receiver",
+        "scrape_pipeline.wiring.processor",
+    },
+}
+
+
+def imported_by(function: str) -> set[str]:
+    """The modules ``import app`` loads in a fresh interpreter, run as Lambda runs it."""
+    script = "import json, sys; import app; print(json.dumps(sorted(sys.modules)))"
+    found = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO / "functions" / function,
+        env={**os.environ, "PYTHONPATH": str(REPO / "layers" / "shared")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(json.loads(found.stdout))
+
+
+@pytest.mark.parametrize("function", sorted(NOT_IMPORTED))
+def test_each_function_imports_its_own_wiring_and_not_the_others_logic(function: str) -> None:
+    # GIVEN a function's handler module, imported alone as in its own container
+    modules = imported_by(function)
+    # THEN its own wiring module is loaded, and none of another function's logic
+    assert f"scrape_pipeline.wiring.{function}" in modules
+    assert sorted(modules & NOT_IMPORTED[function]) == []
 
 
 def test_functions_of_reads_handlers_and_environment_like_lambda(tmp_path: Path) -> None:

@@ -15,9 +15,10 @@ from typing import Any
 import boto3
 import pytest
 
+from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.processing import Deadline, JobProcessor, ProcessorSettings
+from scrape_pipeline.processing import JobProcessor, ProcessorSettings
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect
@@ -243,7 +244,7 @@ def test_a_page_longer_than_the_whole_invocation_is_stored_across_attempts_never
     outcomes = []
     for _ in range(6):
         try:
-            outcome = job_processor.process(message, deadline=invocation.start(20.0)).outcome
+            outcome: str = job_processor.process(message, deadline=invocation.start(20.0)).outcome
         except Killed:
             outcome = "killed"
             stack.clock.advance(LEASE_SECONDS + 1)  # the dead attempt's lease runs out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scrape_pipeline.budget import MAX_MARGIN_SHARE
-from scrape_pipeline.processing import Deadline
+from scrape_pipeline.deadline import Deadline
 
 
 class Remaining:

@@ -13,9 +13,11 @@
     │   └── StaleDeliveryError           freshness: signed, but stamped outside the window
     ├── SecretBundleError (ValueError)   signatures: the stored secret bundle is malformed
     ├── PayloadError (ValueError)        payload: not a usable job notification (400)
-    └── LedgerError                      ledger.errors: the ledger's own errors
-        ├── LeaseLostError               the caller no longer holds the job's lease
-        └── ConditionFailedError         a conditional write refused; carries the old item
+    ├── LedgerError                      ledger.errors: the ledger's own errors
+    │   ├── LeaseLostError               the caller no longer holds the job's lease
+    │   └── ConditionFailedError         a conditional write refused; carries the old item
+    ├── OutOfTimeError                   attempt: a batch's next page would not fit (checkpointed)
+    └── RetryLaterError                  batch_run: a record reported failed, back after a delay
 
 Each class is defined beside the code that raises it and names its parent here; a test pins
 that every public error of the package sits in this tree. Context rides on attributes (the

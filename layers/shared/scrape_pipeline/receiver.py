@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.clock import SYSTEM_CLOCK, Clock, active_clock
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.freshness import Freshness, StaleDeliveryError
 from scrape_pipeline.jobs import JobKey, Source
@@ -352,29 +352,3 @@ class Receiver:
             with contextlib.suppress(AWSUnavailableError):
                 self._ledger.unclaim(before, written)
             raise
-
-
-def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Receiver:
-    """The receiver wired to AWS from the environment (boto3 honours ``AWS_ENDPOINT_URL``)."""
-    settings = ReceiverSettings.from_env(env)
-    clock = clock or active_clock()
-    import boto3  # noqa: PLC0415 - keeps this module importable without AWS set up
-
-    return Receiver(
-        settings,
-        ledger=Ledger(
-            settings.table_name,
-            client=boto3.client("dynamodb"),
-            ttl_days=settings.ttl_days,
-            max_reopens=settings.max_reopens,
-            clock=clock,
-        ),
-        queue=JobQueue(settings.queue_url, client=boto3.client("sqs")),
-        secrets=SecretStore(
-            settings.secret_id,
-            max_age=settings.secret_cache_seconds,
-            min_refresh_interval=settings.secret_refresh_min_seconds,
-            clock=clock,
-        ),
-        clock=clock,
-    )

@@ -1,0 +1,70 @@
+"""What became of one job message in the processor, and the metric that counts it.
+
+Not the ledger's ``jobs.Outcome`` (how a DONE job ended): a message may end in "busy" or
+"throttled" while its job goes on. Each member carries its CloudWatch metric name, so a new
+outcome cannot be added without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class MessageOutcome(StrEnum):
+    """One message's outcome (its value is what the processor logs as ``outcome``)."""
+
+    STORED = "stored"
+    RESUBMITTED = "resubmitted"
+    DEAD_LETTERED = "dead_lettered"
+    POISONED = "poisoned"
+    CANCELLED = "cancelled"
+    NOT_SETTLED = "not_settled"
+    NOT_FOUND = "not_found"
+    WATCHING = "watching"
+    PARKED = "parked"
+    IN_PROGRESS = "in_progress"
+    OUT_OF_TIME = "out_of_time"
+    FAILED_ATTEMPT = "failed_attempt"
+    THROTTLED = "throttled"
+    API_UNAVAILABLE = "api_unavailable"
+    AWS_UNAVAILABLE = "aws_unavailable"
+    BUSY = "busy"
+    ALREADY_DONE = "already_done"
+    LEASE_LOST = "lease_lost"
+
+    @property
+    def metric(self) -> str:
+        """The metric this outcome counts in (a 404 of an unproven job counts as not settled)."""
+        return _METRICS[self]
+
+
+_METRICS: dict[MessageOutcome, str] = {
+    MessageOutcome.STORED: "JobsStored",
+    MessageOutcome.RESUBMITTED: "JobsResubmitted",
+    MessageOutcome.DEAD_LETTERED: "JobsDeadLettered",
+    MessageOutcome.POISONED: "JobsPoisoned",
+    MessageOutcome.CANCELLED: "JobsCancelled",
+    MessageOutcome.NOT_SETTLED: "JobsNotSettled",
+    MessageOutcome.NOT_FOUND: "JobsNotSettled",
+    MessageOutcome.WATCHING: "JobsWatching",
+    MessageOutcome.PARKED: "JobsParkedSick",
+    MessageOutcome.IN_PROGRESS: "JobsInProgress",
+    MessageOutcome.OUT_OF_TIME: "ProcessorOutOfTime",
+    MessageOutcome.FAILED_ATTEMPT: "JobsFailedAttempt",
+    MessageOutcome.THROTTLED: "GeonodeThrottled",
+    MessageOutcome.API_UNAVAILABLE: "GeonodeUnavailable",
+    MessageOutcome.AWS_UNAVAILABLE: "ProcessorAWSUnavailable",
+    MessageOutcome.BUSY: "JobsBusy",
+    MessageOutcome.ALREADY_DONE: "JobsAlreadyDone",
+    MessageOutcome.LEASE_LOST: "JobsLeaseLost",
+}
+
+
+@dataclass(frozen=True)
+class Disposition:
+    """What became of one message: ``retry_in`` seconds means "bring it back then"."""
+
+    outcome: MessageOutcome
+    retry_in: int | None = None
+    detail: str = ""

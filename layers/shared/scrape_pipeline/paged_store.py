@@ -1,0 +1,177 @@
+"""A batch's or crawl's items stored page by page, with a checkpoint in the ledger after each.
+
+A large batch or crawl completes across invocations without storing a page twice, and an
+attempt that stored a page is progress, not a strike. A page that outlasts what is left (one
+longer than any invocation, once started) stops at the stop margin after an item at least,
+checkpointed at that item: the next attempt goes on from there. A page is read by the number
+asked for, whatever the answer echoes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from scrape_pipeline.attempt import Attempt, OutOfTimeError
+from scrape_pipeline.deadline import Deadline
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus
+from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.results import ResultStore, result_prefix
+
+BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
+
+
+@dataclass(frozen=True)
+class _Position:
+    """Where storing stands (the checkpoint's fields): the page, the item in it, the counts."""
+
+    page: int
+    item: int
+    stored: int
+    failed: int
+
+    def plus(self, done: _PageDone, *, item: int) -> _Position:
+        return replace(
+            self, item=item, stored=self.stored + done.stored, failed=self.failed + done.failed
+        )
+
+
+@dataclass
+class _PageDone:
+    """What storing (part of) one page did."""
+
+    stored: int = 0
+    failed: int = 0
+    pending: bool = False  # an item still runs (a cancelled job's in-flight one)
+    stopped_at: int | None = None  # out of time: the position of the first item not done
+
+
+def _pending_count(status: BatchStatus) -> int:
+    """Items the batch's or crawl's counters say are still pending (0 when it says nothing)."""
+    return sum(n for name, n in status.counters.items() if name.startswith("pending_"))
+
+
+def _still_running(done: _PageDone, status: BatchStatus, *, last: bool) -> bool:
+    """An item of this page, or (on the last page) of the job, is still pending."""
+    return done.pending or (last and _pending_count(status) > 0)
+
+
+class PagedStore:
+    """Stores a batch's or crawl's items once each, dead-letters its failed ones."""
+
+    def __init__(self, *, ledger: Ledger, client: GeonodeClient, results: ResultStore) -> None:
+        self._ledger = ledger
+        self._client = client
+        self._results = results
+
+    def first_page(self, attempt: Attempt) -> BatchStatus:
+        """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
+        _begin_page(attempt)
+        return self._get(attempt.key, page=attempt.row.next_page)
+
+    def store_items(self, attempt: Attempt, first_page: BatchStatus) -> dict[str, str] | None:
+        """Store every completed item once, dead-letter the failed ones, page by page.
+
+        Starts at the row's checkpoint; after each page the checkpoint moves on, so a later
+        invocation never redoes a stored page. Stops at a page boundary when the next page
+        would not fit before the deadline. None when an item is still pending (a cancelled
+        crawl's in-flight page): the checkpoint stays on its page, read again once drained.
+        """
+        row = attempt.row
+        at = _Position(row.next_page, row.next_item, row.items_stored, row.items_failed)
+        status = first_page
+        while True:
+            done = self._store_page(attempt.key, at, status, attempt.deadline)
+            if done.stopped_at is not None:
+                # Out of time inside a page too long for what was left: the items done are
+                # progress, and the next attempt goes on from the next one.
+                self._checkpoint(attempt, at.plus(done, item=done.stopped_at))
+                raise OutOfTimeError
+            last = at.page >= status.page.page_count or not status.page.items
+            if _still_running(done, status, last=last):
+                # The page's finished items are stored (each object once); its counts wait
+                # for the pass that finds it drained, so none is counted twice.
+                if done.stored or done.failed:
+                    self._checkpoint(attempt, at)
+                return None
+            at = at.plus(done, item=0)
+            if last:
+                break
+            at = replace(at, page=at.page + 1)
+            self._checkpoint(attempt, at)
+            _begin_page(attempt)
+            status = self._get(attempt.key, page=at.page)
+        if attempt.deadline is not None:
+            attempt.deadline.end_page()
+        return {
+            "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
+            "items_stored": str(at.stored),
+            "items_failed": str(at.failed),
+        }
+
+    def _get(self, key: JobKey, page: int) -> BatchStatus:
+        if key.kind is JobKind.BATCH:
+            return self._client.get_batch(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
+        return self._client.get_crawl(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
+
+    def _store_page(
+        self, key: JobKey, at: _Position, status: BatchStatus, deadline: Deadline | None
+    ) -> _PageDone:
+        """One page's items from position ``at.item``: how many stored and dead-lettered,
+        whether any is pending, and where it stopped if the deadline came first (after one
+        item at least, so every attempt moves on)."""
+        done = _PageDone()
+        for position, item in enumerate(status.page.items):
+            if position < at.item:
+                continue
+            if position > at.item and deadline is not None and deadline.near():
+                done.stopped_at = position
+                return done
+            index = (
+                item.input_index
+                if item.input_index is not None
+                else (at.page - 1) * BATCH_PAGE_SIZE + position
+            )
+            self._store_item(key, item, index, done)
+        return done
+
+    def _store_item(self, key: JobKey, item: BatchItem, index: int, done: _PageDone) -> None:
+        if item.status == "completed":
+            metadata = {k: v for k, v in item.raw.items() if k != "data"}
+            self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
+            done.stored += 1
+        elif item.status == "failed":
+            self._results.dead_letter(
+                key.kind,
+                key.job_id,
+                {"url": item.url, "code": item.error_code, "message": item.error_message},
+                item=index,
+            )
+            done.failed += 1
+        elif item.status != "cancelled":
+            done.pending = True
+
+    def _checkpoint(self, attempt: Attempt, at: _Position) -> None:
+        """Record the pages (and items) done so far: progress, which clears the strikes."""
+        page_seconds = attempt.row.page_seconds
+        if attempt.deadline is not None:
+            attempt.deadline.end_page()
+            page_seconds = attempt.deadline.longest_page or page_seconds
+        self._ledger.checkpoint(
+            attempt.key,
+            attempt.owner,
+            next_page=at.page,
+            stored=at.stored,
+            failed=at.failed,
+            page_seconds=page_seconds,
+            next_item=at.item,
+        )
+
+
+def _begin_page(attempt: Attempt) -> None:
+    """A page is next: out of time unless it fits, timed from now if it does."""
+    if attempt.deadline is not None:
+        if not attempt.deadline.room_for_page(attempt.row.page_seconds):
+            raise OutOfTimeError
+        attempt.deadline.start_page()

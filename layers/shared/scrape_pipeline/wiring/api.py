@@ -1,0 +1,24 @@
+"""The Geonode client the processor and the reconciler call (the receiver calls none)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scrape_pipeline.api_key import api_key_store
+from scrape_pipeline.clock import Clock
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.retry import RetryPolicy
+from scrape_pipeline.settings import GeonodeSettings
+
+
+def geonode_client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> GeonodeClient:
+    """A client with the key from the environment; a rotated key reaches a warm container at
+    its first 401 (see ``api_key``)."""
+    keys = api_key_store(env, clock=clock)
+    return GeonodeClient(
+        keys.key(),
+        settings=GeonodeSettings.from_env(env),
+        retry=retry,
+        clock=clock,
+        refresh_key=keys.refreshed,
+    )

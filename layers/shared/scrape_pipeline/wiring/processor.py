@@ -1,0 +1,53 @@
+"""The processor wired to AWS and the API from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.geonode.retry import NO_RETRY
+from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.processing import JobProcessor, ProcessorSettings
+from scrape_pipeline.queue import JobQueue
+from scrape_pipeline.resources import RESULTS_BUCKET
+from scrape_pipeline.resubmission import Resubmitter
+from scrape_pipeline.results import ResultStore
+from scrape_pipeline.wiring import stores
+from scrape_pipeline.wiring.api import geonode_client
+
+
+class BuiltProcessor(NamedTuple):
+    """The processor, the queue it sends delayed copies to, and the ledger it leases from
+    (a batch's suspects are read from it)."""
+
+    processor: JobProcessor
+    queue: JobQueue
+    ledger: Ledger
+
+
+def build_processor(
+    env: Mapping[str, str] | None = None, *, clock: Clock | None = None
+) -> BuiltProcessor:
+    """The processor on real clients; it never waits on a throttled call (``NO_RETRY``): its
+    messages come back later instead."""
+    import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
+
+    env = os.environ if env is None else env
+    clock = clock or active_clock()
+    settings = ProcessorSettings.from_env(env)
+    bucket = RESULTS_BUCKET.read(env)
+    ledger = stores.ledger_from_env(env, clock)
+    client = geonode_client(env, NO_RETRY, clock)
+    processor = JobProcessor(
+        settings,
+        ledger=ledger,
+        client=client,
+        results=ResultStore(bucket, client=boto3.client("s3")),
+        resubmitter=Resubmitter(
+            client, Bookkeeping(ledger), per_chain_limit=settings.max_resubmissions_per_url
+        ),
+        clock=clock,
+    )
+    return BuiltProcessor(processor, stores.queue_from_env(env), ledger)

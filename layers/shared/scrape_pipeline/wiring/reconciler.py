@@ -1,0 +1,35 @@
+"""The reconciler wired to AWS and the API from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.geonode.retry import RetryPolicy
+from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
+from scrape_pipeline.recovery import Recoverer, RecoverySettings
+from scrape_pipeline.wiring import stores
+from scrape_pipeline.wiring.api import geonode_client
+
+# The reconciler may wait a little for a throttled page (it runs minutes apart); the processor
+# never waits: its messages come back later instead.
+RECONCILER_RETRY = RetryPolicy(max_attempts=4, base_delay=1.0, max_delay=10.0, deadline=30.0)
+
+
+def build_reconciler(
+    env: Mapping[str, str] | None = None, *, clock: Clock | None = None
+) -> Reconciler:
+    """The reconciler on real clients."""
+    env = os.environ if env is None else env
+    clock = clock or active_clock()
+    settings = ReconcilerSettings.from_env(env)
+    ledger = stores.ledger_from_env(env, clock)
+    client = geonode_client(env, RECONCILER_RETRY, clock)
+    recoverer = Recoverer(
+        ledger,
+        stores.queue_from_env(env),
+        RecoverySettings(stale_after_seconds=settings.stale_after_seconds),
+        clock=clock,
+    )
+    return Reconciler(settings, ledger=ledger, client=client, recoverer=recoverer, clock=clock)
