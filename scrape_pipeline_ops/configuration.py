@@ -1,8 +1,8 @@
 """The README's configuration reference, rendered from the settings' declarations.
 
 ``SOURCES`` is the table's order: the API client and its key, the resources the stack hands the
-Lambdas, the receiver, the processor, recovery. ``SignatureConfig`` and the reconciler's settings
-read the environment without declarations yet: the README keeps their rows by hand, below the
+Lambdas, the receiver, the processor, recovery, the reconciler and its sweeps. ``SignatureConfig``
+reads the environment without declarations yet: the README keeps its rows by hand, below the
 rendered table. Refresh the README after changing a declaration:
 
     UPDATE_SETTINGS_TABLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_settings_table.py
@@ -14,9 +14,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from scrape_pipeline.freshness import Freshness
+from scrape_pipeline.joblist import JobListSettings
 from scrape_pipeline.payload import FieldLocations
 from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.receiver import ReceiverSettings
+from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.recovery import RecoverySettings
 from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
 from scrape_pipeline.settings import (
@@ -26,6 +28,7 @@ from scrape_pipeline.settings import (
     Setting,
     declared,
 )
+from scrape_pipeline.watch import WatchSettings
 
 SOURCES: tuple[type | Setting[Any], ...] = (
     GEONODE_SCRAPER_API_KEY,
@@ -39,6 +42,9 @@ SOURCES: tuple[type | Setting[Any], ...] = (
     Freshness,
     ProcessorSettings,
     RecoverySettings,
+    JobListSettings,
+    ReconcilerSettings,
+    WatchSettings,
 )
 
 

@@ -139,6 +139,12 @@ def _substituted(body: str) -> Any:
     return json.loads(_SUB_VARIABLE.sub(lambda m: f"<{m.group(1)}>", body))
 
 
+def _outcome_metrics() -> set[str]:
+    """The metric of every processor outcome (each outcome names its own)."""
+    outcomes = importlib.import_module("scrape_pipeline.disposition").MessageOutcome
+    return {outcome.metric for outcome in outcomes}
+
+
 def _code_names(module: str, *attributes: str) -> set[str]:
     """Metric or dimension values the shared code defines (mappings give their values).
 
@@ -524,7 +530,7 @@ def test_sick_jobs_alarm_counts_the_processors_parked_jobs_per_hour(cfn: dict[st
     # failing, where Powertools writes it (namespace, service dimension alone)
     assert (alarm["Namespace"], alarm["MetricName"]) == (
         env["POWERTOOLS_METRICS_NAMESPACE"],
-        importlib.import_module("scrape_pipeline.processing").OUTCOME_METRICS["parked"],
+        importlib.import_module("scrape_pipeline.disposition").MessageOutcome.PARKED.metric,
     )
     assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
     # AND any parked job in an hour (a sick job's slowest poll) raises it
@@ -571,7 +577,7 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
         *(custom(name, RECEIVER) for name in _code_names("receiver", "OUTCOME_METRICS")),
         # every processor outcome: the six the pipeline is judged by, and the rest it counts
         *(custom(name, PROCESSOR) for name in PROCESSOR_METRICS),
-        *(custom(name, PROCESSOR) for name in _code_names("processing", "OUTCOME_METRICS")),
+        *(custom(name, PROCESSOR) for name in _outcome_metrics()),
         # recoveries by source: the measured webhook gap, per source the reconciler names
         *(custom("JobsRecovered", RECONCILER, source=s) for s in RECOVERY_SOURCES),
         *(

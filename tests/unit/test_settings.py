@@ -33,6 +33,7 @@ from scrape_pipeline.settings import (
     required,
 )
 from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline.watch import WatchSettings
 from scrape_pipeline.wiring import build_processor
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_ops.configuration import SOURCES, catalogue, markdown
@@ -233,10 +234,12 @@ GOOD: dict[Kind, tuple[str, Any]] = {
 
 def _read(cls: type, env: Mapping[str, str]) -> Any:
     """``cls`` read from ``env`` plus its required settings (the freshness window's signature
-    is the default scheme's)."""
+    is the default scheme's; the watch sweep's are the reconciler's)."""
     given = {s.name: "r" for s in declared(cls).values() if s.required} | dict(env)
     if cls is Freshness:
         return Freshness.from_env(given, SignatureConfig())
+    if cls is WatchSettings:  # read as part of the reconciler's settings, never alone
+        return ReconcilerSettings.from_env(given).watch
     return cls.from_env(given)  # type: ignore[attr-defined]
 
 

@@ -78,6 +78,7 @@ from scrape_pipeline.decisions import Evidence, Policy, Seen, decide
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
+from scrape_pipeline.settings import FromEnv, integer, number
 from scrape_pipeline.sweeps import Sweep, SweepResult, passes
 from scrape_pipeline.sweeps.passes import SavedPass
 
@@ -100,13 +101,40 @@ LATE_CHECK_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
-class JobListSettings:
-    """The job-list sweep's knobs (``ReconcilerSettings`` documents them)."""
+class JobListSettings(FromEnv):
+    """The job-list sweep's knobs (each field is its declaration)."""
 
-    threshold_seconds: float = 60.0
-    overlap_seconds: float = 30.0
-    lookback_seconds: float = 86_400.0
-    max_pages: int = DEFAULT_MAX_PAGES  # a safety cap per run; the budget is the working bound
+    threshold_seconds: float = number(
+        "RECONCILE_THRESHOLD_SECONDS",
+        60.0,
+        "a job created longer ago than this and settled is recovered unless the ledger has it: "
+        "far longer than a healthy webhook takes (p99 under a second), far shorter than the "
+        "sender's 5-minute retry. Recovering just before a late webhook costs nothing but a "
+        "`WebhookLate` count",
+    ).field()
+    overlap_seconds: float = number(
+        "RECONCILE_OVERLAP_SECONDS",
+        30.0,
+        "the job list is re-read this far below its watermark (the newest `created_at` it "
+        "listed, on the API's clock) once after the watermark moves. A job listed late is found "
+        "however late if the API lists jobs in creation order; the overlap must cover the spread "
+        "(a job listed later than one created after it). The reconciler measures the lag it sees "
+        "and re-reads twice that if it is more",
+    ).field()
+    lookback_seconds: float = number(
+        "RECONCILE_LOOKBACK_SECONDS",
+        86_400.0,
+        "how far back the very first run looks. The job list is read newest first and every run "
+        "reads its fresh ground before resuming older pending passes, so a day of backlog never "
+        "delays newer jobs (`scrape_pipeline.joblist`)",
+    ).field()
+    max_pages: int = integer(
+        "RECONCILE_MAX_PAGES",
+        DEFAULT_MAX_PAGES,
+        "most pages per run and sweep (per subscription for the delivery log, per state for "
+        "stuck rows): a safety cap only, for runs without a deadline (the CLI, the local stack); "
+        "the time budgets bound the work, and the next run resumes where this one stopped",
+    ).field()
 
 
 @dataclass

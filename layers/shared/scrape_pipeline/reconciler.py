@@ -49,7 +49,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Self
 
 from scrape_pipeline.budget import Budget, RemainingSeconds, safety_margin, unlimited
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
@@ -57,8 +57,8 @@ from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.joblist import JobListSettings, JobListSweep
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.settings import read_float, read_int
+from scrape_pipeline.recovery import Recoverer, RecoverySettings
+from scrape_pipeline.settings import FromEnv, declared, integer, number, read_declared
 from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
 from scrape_pipeline.sweeps.delivery_log import DELIVERIES_CHECKPOINT_PREFIX, DeliveryLogSweep
 from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS, StuckRowsSweep
@@ -90,27 +90,8 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ReconcilerSettings:
-    """The reconciler's knobs (environment variables in brackets).
-
-    | variable | default | why |
-    |---|---|---|
-    | RECONCILE_THRESHOLD_SECONDS | 60 | younger jobs may still get their webhook |
-    | RECONCILE_OVERLAP_SECONDS | 30 | re-read below the watermark (lag spread, 2x lag seen) |
-    | RECONCILE_FULL_SWEEP_SECONDS | 600 | stuck rows and delivery log run this often (and on) |
-    | RECONCILE_GAP_MEMORY_SECONDS | 900 | the job list runs every minute this long after a gap |
-    | DELIVERY_OVERLAP_SECONDS | 60 | re-read this much of the delivery log (same-second ties) |
-    | STALE_AFTER_SECONDS | 900 | a RECEIVED/ENQUEUED row unchanged this long lost its message |
-    | RECONCILE_MAX_PAGES | 1000 | pages per run and sweep: a safety cap; time shares bound work |
-    | RECONCILE_LOOKBACK_SECONDS | 86400 | how far back the first run looks (newest first) |
-    | RECONCILE_ROWS_PER_STATE | 200 | stuck rows per ledger page (pages capped as API pages) |
-    | WATCH_POLL_SECONDS | 3600 | a watched batch or crawl (the API lists neither) is polled |
-    | DELIVERY_PAGE_SIZE | 100 | delivery-log rows a page (the API's maximum; smaller in tests) |
-    | RECONCILE_SAFETY_MARGIN_SECONDS | 20 | kept back from the Lambda's time: last page, writes |
-    | RECONCILE_SHARE_STUCK_ROWS | 0.2 | weight of the stuck-rows sweep in the run's time |
-    | RECONCILE_SHARE_DELIVERY_LOG | 0.4 | weight of the delivery-log sweep |
-    | RECONCILE_SHARE_JOB_LIST | 0.4 | weight of the job-list sweep |
-    | RECONCILE_SHARE_WATCH | 0.1 | weight of the watch sweep |
+class ReconcilerSettings(FromEnv):
+    """The reconciler's knobs (each field is its declaration, or a sweep's settings).
 
     Each sweep gets its weight's fraction of the time left when it starts (weights of the sweeps
     still to run), so time one sweep leaves unused flows to the next; the last takes the rest.
@@ -120,26 +101,66 @@ class ReconcilerSettings:
     stays below the local stack's Lambda context (30 s left, always), which would otherwise
     leave the sweeps no time at all.
 
-    The job list's and the watch sweep's own settings are held here (``job_list``, ``watch``),
-    each value read once: the watch sweep first polls at the threshold, and takes the job
-    list's overlap as the listing lag it allows for.
+    The job list's, the watch sweep's and recovery's own settings are held here (``job_list``,
+    ``watch``, ``recovery``), each value read once: the watch sweep first polls at the
+    threshold, and takes the job list's overlap as the listing lag it allows for.
     """
 
     job_list: JobListSettings = field(default_factory=JobListSettings)
     watch: WatchSettings = field(
         default_factory=lambda: WatchSettings(first_poll_seconds=JobListSettings.threshold_seconds)
     )
-    full_sweep_seconds: float = 600.0
-    gap_memory_seconds: float = 900.0
-    delivery_overlap_seconds: float = 60.0
-    stale_after_seconds: float = 900.0
-    rows_per_state: int = 200
-    delivery_page_size: int = DELIVERIES_PAGE_MAX
-    safety_margin_seconds: float = 20.0
-    share_stuck_rows: float = 0.2
-    share_delivery_log: float = 0.4
-    share_job_list: float = 0.4
-    share_watch: float = 0.1
+    recovery: RecoverySettings = field(default_factory=RecoverySettings)
+    full_sweep_seconds: float = number(
+        "RECONCILE_FULL_SWEEP_SECONDS",
+        600.0,
+        "the stuck-rows and delivery-log sweeps run this often, and at every run while "
+        "unfinished (a backlog is worked at the full pace); the watch sweep runs every run",
+    ).field()
+    gap_memory_seconds: float = number(
+        "RECONCILE_GAP_MEMORY_SECONDS",
+        900.0,
+        "the job list runs at every run (each minute) while a run has recovered a job within "
+        "this long, and at the full-sweep cadence once webhooks have been complete for it. A "
+        "first run counts as a gap, so a new deployment is watched every minute for its first "
+        "15 minutes. Measured on the 1,000-job pipeline benchmark (no webhook dropped): see the "
+        "Benchmarks section",
+    ).field()
+    delivery_overlap_seconds: float = number(
+        "DELIVERY_OVERLAP_SECONDS",
+        60.0,
+        "the delivery log is re-read this far before its checkpoint",
+    ).field()
+    rows_per_state: int = integer(
+        "RECONCILE_ROWS_PER_STATE", 200, "stuck rows per ledger page"
+    ).field()
+    delivery_page_size: int = integer(
+        "DELIVERY_PAGE_SIZE",
+        DELIVERIES_PAGE_MAX,
+        "delivery-log rows per page: the API's maximum, so a backlog costs the fewest calls",
+        maximum=DELIVERIES_PAGE_MAX,
+    ).field()
+    safety_margin_seconds: float = number(
+        "RECONCILE_SAFETY_MARGIN_SECONDS",
+        20.0,
+        "of the Lambda's remaining time, kept back for one slow page call and the checkpoint "
+        "writes",
+    ).field()
+    share_stuck_rows: float = number(
+        "RECONCILE_SHARE_STUCK_ROWS",
+        0.2,
+        "weight of the stuck-rows sweep in the run's time: each sweep gets its weight's fraction "
+        "of the time left when it starts, so time one leaves unused flows to the next",
+    ).field()
+    share_delivery_log: float = number(
+        "RECONCILE_SHARE_DELIVERY_LOG", 0.4, "weight of the delivery-log sweep"
+    ).field()
+    share_job_list: float = number(
+        "RECONCILE_SHARE_JOB_LIST",
+        0.4,
+        "weight of the job-list sweep (it runs last, so it takes what the others leave)",
+    ).field()
+    share_watch: float = number("RECONCILE_SHARE_WATCH", 0.1, "weight of the watch sweep").field()
 
     @property
     def threshold_seconds(self) -> float:
@@ -161,42 +182,24 @@ class ReconcilerSettings:
         """RECONCILE_MAX_PAGES."""
         return self.job_list.max_pages
 
+    @property
+    def stale_after_seconds(self) -> float:
+        """STALE_AFTER_SECONDS (``RecoverySettings``)."""
+        return self.recovery.stale_after_seconds
+
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
         """Read the settings; ``SettingsError`` names a bad value (an integer given "2.5" too)."""
         env = os.environ if env is None else env
-
-        def num(name: str, default: float) -> float:
-            return read_float(env, name, default)
-
-        lists = JobListSettings(
-            threshold_seconds=num("RECONCILE_THRESHOLD_SECONDS", JobListSettings.threshold_seconds),
-            overlap_seconds=num("RECONCILE_OVERLAP_SECONDS", JobListSettings.overlap_seconds),
-            lookback_seconds=num("RECONCILE_LOOKBACK_SECONDS", JobListSettings.lookback_seconds),
-            max_pages=read_int(env, "RECONCILE_MAX_PAGES", JobListSettings.max_pages),
+        lists = JobListSettings.from_env(env)
+        watch = WatchSettings(
+            poll_seconds=declared(WatchSettings)["poll_seconds"].read(env),
+            first_poll_seconds=lists.threshold_seconds,
+            listing_lag_seconds=lists.overlap_seconds,
+            max_pages=lists.max_pages,
         )
-        return cls(
-            job_list=lists,
-            watch=WatchSettings(
-                poll_seconds=num("WATCH_POLL_SECONDS", WatchSettings.poll_seconds),
-                first_poll_seconds=lists.threshold_seconds,
-                listing_lag_seconds=lists.overlap_seconds,
-                max_pages=lists.max_pages,
-            ),
-            full_sweep_seconds=num("RECONCILE_FULL_SWEEP_SECONDS", cls.full_sweep_seconds),
-            gap_memory_seconds=num("RECONCILE_GAP_MEMORY_SECONDS", cls.gap_memory_seconds),
-            delivery_overlap_seconds=num("DELIVERY_OVERLAP_SECONDS", cls.delivery_overlap_seconds),
-            stale_after_seconds=num("STALE_AFTER_SECONDS", cls.stale_after_seconds),
-            rows_per_state=read_int(env, "RECONCILE_ROWS_PER_STATE", cls.rows_per_state),
-            delivery_page_size=read_int(
-                env, "DELIVERY_PAGE_SIZE", cls.delivery_page_size, maximum=DELIVERIES_PAGE_MAX
-            ),
-            safety_margin_seconds=num("RECONCILE_SAFETY_MARGIN_SECONDS", cls.safety_margin_seconds),
-            share_stuck_rows=num("RECONCILE_SHARE_STUCK_ROWS", cls.share_stuck_rows),
-            share_delivery_log=num("RECONCILE_SHARE_DELIVERY_LOG", cls.share_delivery_log),
-            share_job_list=num("RECONCILE_SHARE_JOB_LIST", cls.share_job_list),
-            share_watch=num("RECONCILE_SHARE_WATCH", cls.share_watch),
-        )
+        recovery = RecoverySettings.from_env(env)
+        return cls(job_list=lists, watch=watch, recovery=recovery, **read_declared(cls, env))
 
 
 class Cadence(StrEnum):

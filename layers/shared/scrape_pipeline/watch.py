@@ -64,6 +64,7 @@ from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary, Page, format_time
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState, Source
 from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.settings import number
 from scrape_pipeline.sweeps import Sweep, SweepResult
 from scrape_pipeline.sweeps.watch_listing import (
     LISTED_CHECKPOINT,
@@ -88,7 +89,17 @@ ROWS_PER_PAGE = 100
 class WatchSettings:
     """How watched rows are read and batches and crawls polled."""
 
-    poll_seconds: float = 3600.0  # a running batch or crawl is polled at least this often
+    poll_seconds: float = number(
+        "WATCH_POLL_SECONDS",
+        3600.0,
+        "a watched batch or crawl (the API lists neither) is polled at least this often until it "
+        "settles: first when it is threshold old, then whenever it has been parked for half its "
+        "age (90 s, 2, 4, 8 minutes... then hourly: a dozen GETs for a day-long crawl). Batches "
+        "and crawls are recorded WATCHING at submission, so one whose webhook is lost is found "
+        "minutes after it settles, however many unsettled jobs the account has. Watched extract "
+        "jobs cost nothing each: one listing of the account's unsettled jobs (a page per 100, "
+        "resumed across runs on a busy account) covers them all",
+    ).field()
     first_poll_seconds: float = 90.0  # and first polled at this age (the threshold's twin)
     max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
     listing_lag_seconds: float = 30.0  # a job parked this long before a listing is in it

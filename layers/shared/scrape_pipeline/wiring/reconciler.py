@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
-from scrape_pipeline.recovery import Recoverer, RecoverySettings
+from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client
 
@@ -29,7 +29,7 @@ def build_reconciler(
     recoverer = Recoverer(
         ledger,
         stores.queue_from_env(env),
-        RecoverySettings(stale_after_seconds=settings.stale_after_seconds),
+        settings.recovery,
         clock=clock,
     )
     return Reconciler(settings, ledger=ledger, client=client, recoverer=recoverer, clock=clock)
