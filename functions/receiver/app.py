@@ -14,13 +14,12 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.receiver import OUTCOME_METRICS, Receiver, answer_proxy
+from scrape_pipeline.receiver import Receiver, answer_proxy, correlation_id
 from scrape_pipeline.wiring.receiver import build_receiver
 
 logger = Logger()
 metrics = Metrics()
 app = APIGatewayRestResolver()
-_DELIVERY_ID_HEADERS = ("x-webhook-delivery-id", "webhook-id", "x-github-delivery")
 _receiver: Receiver | None = None
 
 
@@ -41,26 +40,20 @@ def reset_receiver() -> None:
     _receiver = None
 
 
-def _json(status: int, body: dict[str, str]) -> Response[str]:
-    return Response(status, content_types.APPLICATION_JSON, json.dumps(body))
-
-
 @app.post("/webhooks/<provider>")
 def receive(provider: str) -> Response[str]:
     """One webhook delivery."""
     event = app.current_event
     headers = event.headers or {}
-    lowered = {k.lower(): v for k, v in headers.items()}
-    delivery_id = next((lowered[h] for h in _DELIVERY_ID_HEADERS if lowered.get(h)), None)
-    if delivery_id:
-        logger.set_correlation_id(delivery_id[:128])
+    if delivery_id := correlation_id(headers):
+        logger.set_correlation_id(delivery_id)
     answer = answer_proxy(
         event.body,
         base64_encoded=event.is_base64_encoded,
         headers=headers,
         receiver=get_receiver,
     )
-    metrics.add_metric(name=OUTCOME_METRICS[answer.outcome], unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=answer.outcome.metric, unit=MetricUnit.Count, value=1)
     log = logger.warning if answer.status >= 400 else logger.info
     log(
         "webhook",
@@ -73,7 +66,7 @@ def receive(provider: str) -> Response[str]:
             "job_id": answer.job.job_id if answer.job else None,
         },
     )
-    return _json(answer.status, answer.body)
+    return Response(answer.status, content_types.APPLICATION_JSON, json.dumps(answer.body))
 
 
 @logger.inject_lambda_context(clear_state=True)

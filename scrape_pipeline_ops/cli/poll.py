@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError
-from scrape_pipeline.geonode.models import Job, parse_time
+from scrape_pipeline.geonode.models import ApiStatus, Job, parse_time
 from scrape_pipeline.results import CONTENT_FILES
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 
@@ -230,7 +230,7 @@ class S3Target:
         from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
 
         base = f"s3://{self.bucket}/" + (f"{self.prefix}/" if self.prefix else "")
-        if job.status == "completed":
+        if job.status == ApiStatus.COMPLETED:
             stored = self._store.store(JobKind.EXTRACT, job.job_id, job.data, job_metadata(job))
             return base + stored.prefix
         record = {"job_id": job.job_id, "status": job.status, **job_metadata(job)}

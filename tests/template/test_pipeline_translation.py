@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -139,23 +138,10 @@ def _substituted(body: str) -> Any:
     return json.loads(_SUB_VARIABLE.sub(lambda m: f"<{m.group(1)}>", body))
 
 
-def _outcome_metrics() -> set[str]:
-    """The metric of every processor outcome (each outcome names its own)."""
-    outcomes = importlib.import_module("scrape_pipeline.disposition").MessageOutcome
+def _outcome_metrics(module: str, vocabulary: str) -> set[str]:
+    """The metric of every outcome of a vocabulary (each outcome names its own)."""
+    outcomes = getattr(importlib.import_module(f"scrape_pipeline.{module}"), vocabulary)
     return {outcome.metric for outcome in outcomes}
-
-
-def _code_names(module: str, *attributes: str) -> set[str]:
-    """Metric or dimension values the shared code defines (mappings give their values).
-
-    Imported by the test that needs them, so a module mid-edit fails that test only.
-    """
-    loaded = importlib.import_module(f"scrape_pipeline.{module}")
-    names: set[str] = set()
-    for attribute in attributes:
-        value = getattr(loaded, attribute)
-        names.update(value.values() if isinstance(value, Mapping) else [value])
-    return names
 
 
 def _series(widget: dict[str, Any]) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
@@ -574,10 +560,10 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
 
     expected = {
         # every webhook outcome the receiver counts
-        *(custom(name, RECEIVER) for name in _code_names("receiver", "OUTCOME_METRICS")),
+        *(custom(name, RECEIVER) for name in _outcome_metrics("receiver", "WebhookOutcome")),
         # every processor outcome: the six the pipeline is judged by, and the rest it counts
         *(custom(name, PROCESSOR) for name in PROCESSOR_METRICS),
-        *(custom(name, PROCESSOR) for name in _outcome_metrics()),
+        *(custom(name, PROCESSOR) for name in _outcome_metrics("disposition", "MessageOutcome")),
         # recoveries by source: the measured webhook gap, per source the reconciler names
         *(custom("JobsRecovered", RECONCILER, source=s) for s in RECOVERY_SOURCES),
         *(

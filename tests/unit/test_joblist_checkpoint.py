@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from scrape_pipeline.joblist import LAG_MARGIN, MAX_PENDING_PASSES, _Checkpoint, _Pass
+from scrape_pipeline.sweeps.job_list_state import LAG_MARGIN, MAX_PENDING_PASSES
+from scrape_pipeline.sweeps.job_list_state import Checkpoint as _Checkpoint
+from scrape_pipeline.sweeps.job_list_state import Pass as _Pass
 
 
 def test_checkpoint_reads_the_single_resumable_pass_of_earlier_versions():

@@ -6,7 +6,15 @@ import base64
 
 import pytest
 
-from scrape_pipeline.receiver import Answer, Receiver, answer_proxy, proxy_body
+from scrape_pipeline.receiver import (
+    MAX_CORRELATION_CHARS,
+    Answer,
+    Receiver,
+    WebhookOutcome,
+    answer_proxy,
+    correlation_id,
+    proxy_body,
+)
 from scrape_pipeline.settings import SettingsError
 
 
@@ -61,3 +69,25 @@ def test_answer_proxy_hands_the_receiver_the_decoded_bytes(encoded: bool):
     )
     assert answer.status == 200
     assert recording.bodies == [b"payload"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"X-Webhook-Delivery-Id": "d-1", "webhook-id": "msg_1"}, "d-1"),  # the first named wins
+        ({"Webhook-Id": "msg_1"}, "msg_1"),  # any case
+        ({"x-github-delivery": "g" * 300}, "g" * MAX_CORRELATION_CHARS),  # cut, never refused
+        ({"webhook-id": "", "x-github-delivery": "g-2"}, "g-2"),  # an empty one names nothing
+        ({"content-type": "application/json"}, None),
+    ],
+)
+def test_correlation_id_is_the_first_delivery_header_present(headers, expected):
+    assert correlation_id(headers) == expected
+
+
+def test_every_webhook_outcome_counts_in_a_metric():
+    # a new outcome without a metric would raise in the handler, after the answer was decided
+    assert {outcome: outcome.metric for outcome in WebhookOutcome}["too_large"] == (
+        "WebhookBadRequest"
+    )
+    assert all(outcome.metric for outcome in WebhookOutcome)

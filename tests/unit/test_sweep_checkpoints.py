@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_pipeline.joblist import _Checkpoint
 from scrape_pipeline.sweeps import passes
 from scrape_pipeline.sweeps.delivery_log import _DeliveryCheckpoint
+from scrape_pipeline.sweeps.job_list_state import Checkpoint as _Checkpoint
 from scrape_pipeline.sweeps.passes import SavedPass
 
 # Each format a checkpoint row held in earlier versions, with the passes it means (oldest first).

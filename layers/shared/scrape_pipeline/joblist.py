@@ -67,9 +67,8 @@ goes), and the count check's two one-job pages a fresh pass.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrape_pipeline import lifecycle
@@ -79,22 +78,13 @@ from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
 from scrape_pipeline.settings import FromEnv, integer, number
-from scrape_pipeline.sweeps import Sweep, SweepResult, passes
-from scrape_pipeline.sweeps.passes import SavedPass
+from scrape_pipeline.sweeps import Sweep, SweepResult
+from scrape_pipeline.sweeps.job_list_state import LAG_MARGIN, Checkpoint, Counting, Pass
 
 if TYPE_CHECKING:
     from scrape_pipeline.reconciler import ReconcileReport
 
 JOBS_CHECKPOINT = "reconciler-jobs"
-# Pending passes kept at most; beyond it the two newest are merged and read again from their
-# first page. Only a reconciler far behind a heavy account reaches it (each run adds at most
-# one pending pass: its fresh one, when cut short).
-MAX_PENDING_PASSES = 16
-# The overlap covers this many times the measured listing lag: a lag measured is a lower bound
-# (a job listed later still was not seen at all).
-LAG_MARGIN = 2.0
-# A measured lag is remembered this long after it was last seen (Lambda's clock).
-LAG_MEMORY_SECONDS = 86_400.0
 # How far below the watermark the count check reaches (at least twice the overlap): a job
 # listed later than this after the newest listed one is beyond it.
 LATE_CHECK_SECONDS = 1800.0
@@ -161,135 +151,6 @@ class JobListResult(SweepResult):
         report.listing_lag = self.listing_lag
 
 
-@dataclass(eq=False)  # passes are told apart by identity
-class _Pass:
-    """A range of the job list, read newest first; ``page`` is the next page to read."""
-
-    start: float
-    end: float
-    page: int = 1
-    done: bool = False  # not saved: a finished pass leaves the checkpoint
-    fresh: bool = False  # begun at the watermark this run: its first page moves the watermark
-    # A range read again because the count check found jobs listed in it late: a job it finds
-    # the ledger does not know was created this far below this watermark (a lag sample).
-    lag_from: float | None = None
-    # Not saved: the jobs a fresh pass read, by id, with their created_at (the count check).
-    seen: dict[str, float] = field(default_factory=dict)
-
-    def saved(self) -> SavedPass:
-        return SavedPass(self.start, self.end, self.page, self.lag_from)
-
-    @classmethod
-    def from_saved(cls, saved: SavedPass) -> _Pass:
-        return cls(saved.start, saved.end, saved.page, lag_from=saved.lag_from)
-
-
-@dataclass
-class _Checkpoint:
-    """The sweep's durable state, one ledger bookkeeping row."""
-
-    watermark: float
-    pending: list[_Pass] = field(default_factory=list)
-    lag: float = 0.0  # the measured listing lag
-    lag_seen_at: float = 0.0  # when it was last measured (Lambda's clock)
-    moved_at: float = 0.0  # when the watermark last moved (Lambda's clock)
-    fresh_end: float = 0.0  # the end of the last fresh pass read (Lambda's clock)
-    confirmed: bool = False  # the overlap below it was read again once the lag spread passed
-    # The count check (module docstring): a range, the jobs the API listed in it when counted,
-    # and the watermark then.
-    counted: tuple[int, int, int, float] | None = None
-
-    @classmethod
-    def read(
-        cls, saved: Mapping[str, str] | None, default_watermark: float, now: float = 0.0
-    ) -> _Checkpoint:
-        """The saved state; rows of earlier versions (no lag, a watermark on Lambda's clock,
-        one resumable pass) read as they were meant."""
-        if not saved:
-            return cls(default_watermark)
-        lag, seen_at = _number(saved, "lag"), _number(saved, "lag_seen_at")
-        if now - seen_at > LAG_MEMORY_SECONDS:
-            lag = 0.0  # not seen for a day: the API lists on time again
-        return cls(
-            float(saved["watermark"]),
-            [_Pass.from_saved(p) for p in passes.decode(saved)],
-            lag,
-            seen_at,
-            _number(saved, "moved_at"),
-            _number(saved, "fresh_end"),
-            saved.get("confirmed") == "1",
-            _counted(json.loads(saved["counted"])) if saved.get("counted") else None,
-        )
-
-    def overlap(self, configured: float) -> float:
-        """How far below the watermark a fresh pass starts (module docstring)."""
-        return 0.0 if self.confirmed else max(configured, LAG_MARGIN * self.lag)
-
-    def measured(self, lag: float, now: float) -> None:
-        """A job was listed ``lag`` seconds below the watermark a pass had already passed."""
-        if lag >= self.lag:
-            self.lag, self.lag_seen_at = lag, now
-
-    def drop(self, finished: _Pass) -> None:
-        """A pass read to its end leaves the pending list."""
-        self.pending = [p for p in self.pending if p is not finished]
-
-    def bound(self) -> None:
-        """Merge the two newest pending passes while there are too many (see the constant)."""
-        while len(self.pending) > MAX_PENDING_PASSES:
-            older, newer = self.pending[-2], self.pending[-1]
-            self.pending[-2:] = [_Pass(min(older.start, newer.start), max(older.end, newer.end))]
-
-    def fields(self) -> dict[str, str]:
-        out = {"watermark": f"{self.watermark:.3f}"}
-        if self.lag:
-            out.update(lag=f"{self.lag:.3f}", lag_seen_at=f"{self.lag_seen_at:.3f}")
-        if self.moved_at:
-            out["moved_at"] = f"{self.moved_at:.3f}"
-        if self.fresh_end:
-            out["fresh_end"] = f"{self.fresh_end:.3f}"
-        if self.confirmed:
-            out["confirmed"] = "1"
-        out.update(passes.encode(p.saved() for p in self.pending))
-        if self.counted is not None:
-            low, high, count, watermark = self.counted
-            out["counted"] = json.dumps([low, high, count, round(watermark, 3)])
-        return out
-
-
-def _number(saved: Mapping[str, str], name: str) -> float:
-    """A number field of the checkpoint; absent (rows of earlier versions) or empty is 0."""
-    return float(saved.get(name) or 0.0)
-
-
-def _counted(raw: Sequence[float]) -> tuple[int, int, int, float]:
-    low, high, count, watermark = raw
-    return int(low), int(high), int(count), float(watermark)
-
-
-@dataclass(frozen=True)
-class _Counting:
-    """A count check under way: the jobs listed in [low, split] before a fresh pass from
-    ``split`` began, and the watermark then."""
-
-    low: int
-    split: int
-    count: int
-    watermark: float
-
-    def after(self, read: _Pass, next_start: float) -> tuple[int, int, int, float]:
-        """The range and count the next check compares with, once ``read`` (the fresh pass)
-        has been read from ``split`` on: up to where the next fresh pass starts, the jobs
-        this pass saw above ``split`` counted in (a job it did not see, listed later, makes
-        the count grow). A pass cut short leaves its unread pages to its pending copy, and
-        the range ends at ``split``."""
-        if not read.done:
-            return self.low, self.split, self.count, self.watermark
-        top = max(self.split, int(next_start // 1))
-        seen = sum(1 for created in read.seen.values() if self.split < created <= top)
-        return self.low, top, self.count + seen, self.watermark
-
-
 class JobListSweep(Sweep[JobListSettings, JobListResult]):
     """Reads the job list in passes (module docstring) and ensures the settled jobs."""
 
@@ -306,7 +167,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         """
         now = self._clock.time()
         saved = self._books.read(JOBS_CHECKPOINT)
-        mark = _Checkpoint.read(saved, now - self.settings.lookback_seconds, now)
+        mark = Checkpoint.read(saved, now - self.settings.lookback_seconds, now)
         cut_short = True  # a failure cuts the run short too
         try:
             cut_short = self._passes(mark, budget.capped(self.settings.max_pages), result)
@@ -320,7 +181,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             result.complete = not cut_short and not mark.pending
             self._books.write(JOBS_CHECKPOINT, mark.fields())
 
-    def _passes(self, mark: _Checkpoint, budget: Budget, result: JobListResult) -> bool:
+    def _passes(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
         """Fresh ground, the pending passes, then the closing pass (module docstring) while
         ``budget`` lasts; True when cut short."""
         fresh_due, closing_left = True, True
@@ -341,15 +202,15 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
                 # A finished resumed pass took time: new ground may have come due.
                 fresh_due, closing_left = True, False
 
-    def _new_ground(self, mark: _Checkpoint) -> float | None:
+    def _new_ground(self, mark: Checkpoint) -> float | None:
         """The end of a fresh pass, if time passed since the last one (the watermark is a
         job's time, on the API's clock, so it says nothing of whether time passed)."""
         end = self._clock.time() - self.settings.threshold_seconds
         return end if end > max(mark.watermark, mark.fresh_end) else None
 
     def _one_pass(
-        self, mark: _Checkpoint, fresh_end: float | None, budget: Budget, result: JobListResult
-    ) -> tuple[_Pass, Budget]:
+        self, mark: Checkpoint, fresh_end: float | None, budget: Budget, result: JobListResult
+    ) -> tuple[Pass, Budget]:
         """Read a fresh pass up to ``fresh_end`` or, with none, the oldest pending pass: the
         pass, and the budget it was read with."""
         if fresh_end is None:
@@ -369,14 +230,14 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         return current, share
 
     def _fresh(
-        self, mark: _Checkpoint, end: float, result: JobListResult
-    ) -> tuple[_Pass, bool, _Counting]:
+        self, mark: Checkpoint, end: float, result: JobListResult
+    ) -> tuple[Pass, bool, Counting]:
         """A fresh pass up to ``end``, pending until it completes (after the count check);
         with whether it confirms the overlap, and the count check under way."""
         s = self.settings
         overlap = mark.overlap(s.overlap_seconds)
         counting = self._count_check(mark, mark.watermark - overlap, result)
-        current = _Pass(mark.watermark - overlap, end, fresh=True)
+        current = Pass(mark.watermark - overlap, end, fresh=True)
         # Read again once the spread of the lag has passed since the watermark moved, the
         # overlap is done with, unless this pass moves it again.
         since_moved = end + s.threshold_seconds - mark.moved_at
@@ -384,7 +245,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         result.fresh_passes += 1
         return current, bool(overlap) and since_moved >= overlap, counting
 
-    def _count_check(self, mark: _Checkpoint, start: float, result: JobListResult) -> _Counting:
+    def _count_check(self, mark: Checkpoint, start: float, result: JobListResult) -> Counting:
         """Before a fresh pass from ``start``: count the jobs listed below it (from LATE_CHECK,
         or twice the overlap, below the watermark), then count again the range the last
         check counted. More jobs there now were listed late, below any fresh pass: that
@@ -392,7 +253,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         overlap = mark.overlap(self.settings.overlap_seconds)
         low = int(mark.watermark - max(LATE_CHECK_SECONDS, LAG_MARGIN * overlap))
         split = int(start // 1)  # whole seconds: the API's date filters have no fraction
-        counting = _Counting(low, split, self._count(low, split), mark.watermark)
+        counting = Counting(low, split, self._count(low, split), mark.watermark)
         result.count_queries += 1
         if mark.counted is not None:
             old_low, old_top, count, watermark = mark.counted
@@ -400,7 +261,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             result.count_queries += 1
             if now > count:
                 result.late_checks_found += 1
-                mark.pending.insert(0, _Pass(old_low, old_top, lag_from=watermark))
+                mark.pending.insert(0, Pass(old_low, old_top, lag_from=watermark))
                 mark.counted = (old_low, old_top, now, watermark)  # read again: counted in
         return counting
 
@@ -416,8 +277,8 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
 
     def _read(
         self,
-        current: _Pass,
-        mark: _Checkpoint,
+        current: Pass,
+        mark: Checkpoint,
         budget: Budget,
         result: JobListResult,
         *,
@@ -462,9 +323,9 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
     def _handle(
         self,
         items: Sequence[JobSummary],
-        current: _Pass,
+        current: Pass,
         lag_from: float | None,
-        mark: _Checkpoint,
+        mark: Checkpoint,
         result: JobListResult,
     ) -> dict[JobKey, float]:
         """One page's jobs handled with one BatchGetItem: the settled ones ensured (the
@@ -501,7 +362,7 @@ _POLICY = Policy()
 
 
 def _sorted(
-    items: Sequence[JobSummary], current: _Pass
+    items: Sequence[JobSummary], current: Pass
 ) -> tuple[list[JobKey], dict[JobKey, float], dict[JobKey, float]]:
     """A page's settled jobs, its running ones and every job's creation time (a fresh pass
     also notes each job it saw, for the count check)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from scrape_pipeline.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.geonode.models import BatchItem, BatchStatus
+from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.results import ResultStore, result_prefix
@@ -137,11 +137,11 @@ class PagedStore:
         return done
 
     def _store_item(self, key: JobKey, item: BatchItem, index: int, done: _PageDone) -> None:
-        if item.status == "completed":
+        if item.status == ApiStatus.COMPLETED:
             metadata = {k: v for k, v in item.raw.items() if k != "data"}
             self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
             done.stored += 1
-        elif item.status == "failed":
+        elif item.status == ApiStatus.FAILED:
             self._results.dead_letter(
                 key.kind,
                 key.job_id,
@@ -149,7 +149,7 @@ class PagedStore:
                 item=index,
             )
             done.failed += 1
-        elif item.status != "cancelled":
+        elif item.status != ApiStatus.CANCELLED:
             done.pending = True
 
     def _checkpoint(self, attempt: Attempt, at: _Position) -> None:

@@ -53,7 +53,7 @@ from scrape_pipeline.geonode.errors import (
     ServerError,
     TransportError,
 )
-from scrape_pipeline.geonode.models import BatchStatus, Job
+from scrape_pipeline.geonode.models import ApiStatus, BatchStatus, Job
 from scrape_pipeline.jobs import (
     REASON_POISON,
     REASON_UNKNOWN_JOB,
@@ -248,12 +248,12 @@ class JobProcessor:
             )
         except NotFoundError:
             return self._not_found(attempt)
-        if api_job.status == "completed":
+        if api_job.status == ApiStatus.COMPLETED:
             return self._store(attempt, api_job)
-        if api_job.status == "failed":
+        if api_job.status == ApiStatus.FAILED:
             self._retire_superseded(attempt.row)
             return self._failed(attempt, api_job)
-        if api_job.status == "cancelled":
+        if api_job.status == ApiStatus.CANCELLED:
             return self._cancelled(attempt, api_job)
         return self._not_settled(attempt, api_job, woken=attempt.woken)
 

@@ -33,6 +33,7 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
@@ -140,37 +141,75 @@ class Answer:
 
     status: int
     body: dict[str, str]
-    outcome: str
+    outcome: WebhookOutcome
     job: JobKey | None = None
     reason: str | None = None
 
 
-OUTCOME_METRICS: Mapping[str, str] = {
-    "accepted": "WebhookAccepted",
-    "duplicate": "WebhookDuplicate",
-    "recovered": "WebhookRecovered",
-    "reopened": "JobsReopened",
-    "late": "WebhookLate",
-    "signature_rejected": "SignatureRejected",
-    "bad_request": "WebhookBadRequest",
-    "too_large": "WebhookBadRequest",
-    "unavailable": "ReceiverUnavailable",
-    "test": "WebhookTest",
+class WebhookOutcome(StrEnum):
+    """What became of one delivery (its value is what the receiver logs as ``outcome``)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    RECOVERED = "recovered"
+    REOPENED = "reopened"
+    LATE = "late"
+    SIGNATURE_REJECTED = "signature_rejected"
+    BAD_REQUEST = "bad_request"
+    TOO_LARGE = "too_large"
+    UNAVAILABLE = "unavailable"
+    TEST = "test"
+
+    @property
+    def metric(self) -> str:
+        """The metric this outcome counts in (a body too large is a bad request)."""
+        return _METRICS[self]
+
+
+_METRICS: Mapping[WebhookOutcome, str] = {
+    WebhookOutcome.ACCEPTED: "WebhookAccepted",
+    WebhookOutcome.DUPLICATE: "WebhookDuplicate",
+    WebhookOutcome.RECOVERED: "WebhookRecovered",
+    WebhookOutcome.REOPENED: "JobsReopened",
+    WebhookOutcome.LATE: "WebhookLate",
+    WebhookOutcome.SIGNATURE_REJECTED: "SignatureRejected",
+    WebhookOutcome.BAD_REQUEST: "WebhookBadRequest",
+    WebhookOutcome.TOO_LARGE: "WebhookBadRequest",
+    WebhookOutcome.UNAVAILABLE: "ReceiverUnavailable",
+    WebhookOutcome.TEST: "WebhookTest",
 }
 
 
 # What the receiver answers when this delivery moved the row, by why it did.
-_MOVED_OUTCOMES: Mapping[Why, str] = {
-    Why.SETTLED_AFTER_ALL: "reopened",  # closed as unknown or never settled: it did settle
-    Why.ANNOUNCED: "accepted",  # the batch or crawl its submitter recorded, waiting for this
-    Why.WOKEN: "recovered",  # a long-running job parked WATCHING: woken
-    Why.STALE: "recovered",  # an earlier delivery's writer died between its put and its send
+_MOVED_OUTCOMES: Mapping[Why, WebhookOutcome] = {
+    # closed as unknown or never settled: it did settle
+    Why.SETTLED_AFTER_ALL: WebhookOutcome.REOPENED,
+    # the batch or crawl its submitter recorded, waiting for this
+    Why.ANNOUNCED: WebhookOutcome.ACCEPTED,
+    # a long-running job parked WATCHING: woken
+    Why.WOKEN: WebhookOutcome.RECOVERED,
+    # an earlier delivery's writer died between its put and its send
+    Why.STALE: WebhookOutcome.RECOVERED,
 }
 
 
-def _answer(outcome: str, key: JobKey) -> Answer:
+# Headers that name one delivery, by sender (Geonode's guess, Standard Webhooks, GitHub).
+_DELIVERY_ID_HEADERS = ("x-webhook-delivery-id", "webhook-id", "x-github-delivery")
+MAX_CORRELATION_CHARS = 128
+
+
+def correlation_id(headers: Mapping[str, str]) -> str | None:
+    """The delivery's id from its headers, to correlate its log lines; None when it has none."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    found = next((lowered[h] for h in _DELIVERY_ID_HEADERS if lowered.get(h)), None)
+    return found[:MAX_CORRELATION_CHARS] if found else None
+
+
+def _answer(outcome: WebhookOutcome, key: JobKey) -> Answer:
     """200: accepted (this delivery moved the job on) or a duplicate, as ``outcome`` says."""
-    status = "duplicate" if outcome in ("duplicate", "late") else "accepted"
+    status = (
+        "duplicate" if outcome in (WebhookOutcome.DUPLICATE, WebhookOutcome.LATE) else "accepted"
+    )
     return Answer(
         200, {"status": status, "kind": key.kind.value, "job_id": key.job_id}, outcome, key
     )
@@ -178,12 +217,14 @@ def _answer(outcome: str, key: JobKey) -> Answer:
 
 def unavailable_answer(reason: str, job: JobKey | None = None) -> Answer:
     """503: the sender must retry; nothing was recorded that a retry would not fix."""
-    return Answer(503, {"error": "temporarily unavailable"}, "unavailable", job, reason)
+    return Answer(
+        503, {"error": "temporarily unavailable"}, WebhookOutcome.UNAVAILABLE, job, reason
+    )
 
 
 def bad_request(exc: PayloadError) -> Answer:
     """400: the delivery itself is unusable; its error says why, to the sender too."""
-    return Answer(400, {"error": str(exc)}, "bad_request", reason=str(exc))
+    return Answer(400, {"error": str(exc)}, WebhookOutcome.BAD_REQUEST, reason=str(exc))
 
 
 def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
@@ -244,7 +285,9 @@ class Receiver:
     def handle(self, body: bytes, headers: Mapping[str, str]) -> Answer:
         """Answer one delivery, given its exact bytes and headers."""
         if len(body) > self.settings.max_body_bytes:
-            return Answer(413, {"error": "body too large"}, "too_large", reason="body too large")
+            return Answer(
+                413, {"error": "body too large"}, WebhookOutcome.TOO_LARGE, reason="body too large"
+            )
         try:
             self._verify(body, headers)
         except NoValidSecretError:
@@ -252,7 +295,10 @@ class Receiver:
             return unavailable_answer("no valid secret configured")
         except SignatureError as exc:
             return Answer(
-                401, {"error": "invalid signature"}, "signature_rejected", reason=exc.reason
+                401,
+                {"error": "invalid signature"},
+                WebhookOutcome.SIGNATURE_REJECTED,
+                reason=exc.reason,
             )
         except (AWSUnavailableError, SecretBundleError) as exc:
             # A malformed stored bundle: a retry after it is fixed succeeds.
@@ -265,12 +311,15 @@ class Receiver:
             return bad_request(exc)
         except StaleDeliveryError as exc:
             return Answer(
-                401, {"error": "invalid signature"}, "signature_rejected", reason=exc.reason
+                401,
+                {"error": "invalid signature"},
+                WebhookOutcome.SIGNATURE_REJECTED,
+                reason=exc.reason,
             )
         if isinstance(note, TestEvent):
             # Verified above, so only a holder of a secret gets this far: the delivery path
             # works end to end, and nothing is recorded for a job that does not exist.
-            return Answer(200, {"status": "test", "event": note.event}, "test")
+            return Answer(200, {"status": "test", "event": note.event}, WebhookOutcome.TEST)
         key = JobKey(note.kind, note.job_id)
         try:
             return self._record_and_enqueue(key, note)
@@ -304,7 +353,7 @@ class Receiver:
         )
         if recorded.created:
             self._send_or_forget(message, recorded.row)
-            return _answer("accepted", key)
+            return _answer(WebhookOutcome.ACCEPTED, key)
         row = recorded.row
         decision = decide(row, evidence, self._clock.time(), policy)
         if decision.move in (lifecycle.REOPEN, lifecycle.ENQUEUE):
@@ -315,8 +364,8 @@ class Receiver:
         if decision.move is lifecycle.NOTE_LATE_WEBHOOK and self._ledger.note_late_webhook(row):
             # The reconciler (or a replay) got there first: its recovery was of a late
             # webhook, not a lost one. Counted once per job, whatever the duplicates.
-            return _answer("late", key)
-        return _answer("duplicate", key)
+            return _answer(WebhookOutcome.LATE, key)
+        return _answer(WebhookOutcome.DUPLICATE, key)
 
     def _send_or_forget(self, message: JobMessage, row: LedgerRow) -> None:
         try:

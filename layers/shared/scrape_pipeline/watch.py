@@ -100,7 +100,9 @@ class WatchSettings:
         "jobs cost nothing each: one listing of the account's unsettled jobs (a page per 100, "
         "resumed across runs on a busy account) covers them all",
     ).field()
-    first_poll_seconds: float = 90.0  # and first polled at this age (the threshold's twin)
+    # and first polled at this age: the reconciler gives RECONCILE_THRESHOLD_SECONDS (the job
+    # list's twin); 90 s is only for a Watcher built alone (tests)
+    first_poll_seconds: float = 90.0
     max_pages: int = DEFAULT_MAX_PAGES  # ledger pages and API pages per run, each
     listing_lag_seconds: float = 30.0  # a job parked this long before a listing is in it
     max_listed: int = MAX_LISTED  # ids a listing keeps at most (smaller only in tests)

@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
-from scrape_pipeline.geonode.models import JobSummary
+from scrape_pipeline.geonode.models import ApiStatus, JobSummary
 
 # The rows' resume point and the listing under way (its ``list_`` fields), one row.
 WATCH_CHECKPOINT = "reconciler-watch"
 # The last complete listing that took more than one run (one read within a run needs none).
 LISTED_CHECKPOINT = "reconciler-watch-listed"
-UNSETTLED_STATUSES = ("queued", "processing")
+UNSETTLED_STATUSES = (ApiStatus.QUEUED, ApiStatus.PROCESSING)
 DIGEST_BYTES = 8  # per listed id: a collision only delays one wake by a pass
 # Ids one listing keeps at most: 30,000 x 8 bytes is 320 kB of base64, under DynamoDB's 400 kB.
 MAX_LISTED = 30_000
