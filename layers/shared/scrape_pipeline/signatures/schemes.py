@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -51,22 +52,22 @@ def utf8_key(secret: str) -> bytes:
     return secret.encode("utf-8")
 
 
-class SchemeRules:
-    """One scheme. The base keys with the secret's UTF-8 bytes; subclasses read and attach."""
+class SchemeRules(ABC):
+    """One scheme. The base keys with the secret's UTF-8 bytes; each scheme reads and attaches."""
 
     def key(self, secret: str) -> bytes:
         """The HMAC key of ``secret``; ``ValueError`` when it cannot be one."""
         return utf8_key(secret)
 
+    @abstractmethod
     def present(self, config: SignatureConfig, headers: Headers) -> Presented:
         """What the request's headers claim, or ``SignatureError`` when they are malformed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def attach(
         self, config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
     ) -> dict[str, str]:
         """The headers a sender adds to ``body`` signed at ``ts``."""
-        raise NotImplementedError
 
 
 class _Geonode(SchemeRules):
