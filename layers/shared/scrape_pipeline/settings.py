@@ -31,10 +31,10 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, Self, cast
+from typing import Any, Final, NamedTuple, Self, cast
 
 from scrape_pipeline.errors import PipelineError
 
@@ -59,37 +59,35 @@ def _bad(name: str, problem: str, raw: str) -> SettingsError:
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:
     """The value, stripped; None when unset or empty (both mean "the default")."""
-    value = env.get(name)
-    if value is None:
-        return None
-    return value.strip() or None
+    return env.get(name, "").strip() or None
+
+
+def _read[T](env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T]) -> T:
+    """``parse`` of the value when there is one, else ``default``: every reader's one path."""
+    raw = _raw(env, name)
+    return default if raw is None else parse(raw)
 
 
 def require(env: Mapping[str, str], *names: str) -> tuple[str, ...]:
     """Settings without a default; one ``SettingsError`` names every one that is missing."""
-    values = [_raw(env, n) for n in names]
+    values = tuple(_raw(env, n) for n in names)
     missing = [n for n, v in zip(names, values, strict=True) if v is None]
     if missing:
         raise SettingsError(f"missing settings: {', '.join(missing)}", names=missing)
-    return tuple(v for v in values if v is not None)
+    return cast("tuple[str, ...]", values)  # none is None any more
 
 
 def read_str(env: Mapping[str, str], name: str, default: str) -> str:
     """``env[name]`` stripped of surrounding spaces, ``default`` when unset or empty."""
-    raw = _raw(env, name)
-    return default if raw is None else raw
+    return _read(env, name, default, str)
 
 
 def read_choice(env: Mapping[str, str], name: str, default: str, choices: Sequence[str]) -> str:
     """``env[name]`` in lower case, which must be one of ``choices``."""
-    value = _choice(env, name, choices)
-    return default if value is None else value
+    return _read(env, name, default, lambda raw: _one_of(name, raw, choices))
 
 
-def _choice(env: Mapping[str, str], name: str, choices: Sequence[str]) -> str | None:
-    raw = _raw(env, name)
-    if raw is None:
-        return None
+def _one_of(name: str, raw: str, choices: Sequence[str]) -> str:
     value = raw.lower()
     if value not in choices:
         raise _bad(name, f"must be one of {', '.join(choices)}", raw)
@@ -98,28 +96,18 @@ def _choice(env: Mapping[str, str], name: str, choices: Sequence[str]) -> str | 
 
 def read_list(env: Mapping[str, str], name: str, default: Sequence[str]) -> tuple[str, ...]:
     """``env[name]`` as comma-separated items (empty items dropped), ``default`` when none."""
-    items = tuple(p.strip() for p in (env.get(name) or "").split(",") if p.strip())
-    return items or tuple(default)
+    return _items(env.get(name, "")) or tuple(default)
+
+
+def _items(raw: str) -> tuple[str, ...]:
+    return tuple(filter(None, map(str.strip, raw.split(","))))
 
 
 def read_float(
     env: Mapping[str, str], name: str, default: float, *, minimum: float | None = None
 ) -> float:
     """``env[name]`` as a finite number: positive, or at least ``minimum`` when one is given."""
-    raw = _raw(env, name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise _bad(name, "must be a number", raw) from None
-    if not math.isfinite(value):
-        raise _bad(name, "must be a finite number", raw)
-    if minimum is None and value <= 0:
-        raise _bad(name, "must be positive", raw)
-    if minimum is not None and value < minimum:
-        raise _bad(name, f"must be at least {minimum:g}", raw)
-    return value
+    return _read(env, name, default, lambda raw: _REAL.parse(name, raw, minimum, None))
 
 
 def read_int(
@@ -131,25 +119,75 @@ def read_int(
     maximum: int | None = None,
 ) -> int:
     """``env[name]`` as a whole number in ``[minimum, maximum]``; "2.5" or "1e3" is an error."""
-    raw = _raw(env, name)
-    if raw is None:
-        return default
+    return _read(env, name, default, lambda raw: _WHOLE.parse(name, raw, minimum, maximum))
+
+
+class _Limit(NamedTuple):
+    """A rule a parsed number keeps: ``broken(value, minimum, maximum)`` says it does not, and
+    ``problem`` (formatted with ``minimum`` and ``maximum``) says why."""
+
+    broken: Callable[[Any, Any, Any], bool]
+    problem: str
+
+
+@dataclass(frozen=True)
+class _Numbers[N: (int, float)]:
+    """One kind of number: how its text converts (None: it is not one) and the limits, in the
+    order they are checked; the first, on None, is the conversion's own."""
+
+    convert: Callable[[str], N | None]
+    limits: tuple[_Limit, ...]
+
+    def parse(self, name: str, raw: str, minimum: N | None, maximum: N | None) -> N:
+        """``raw`` as a number within the limits, or ``SettingsError`` naming the first broken."""
+        value = self.convert(raw)
+        for limit in self.limits:
+            if limit.broken(value, minimum, maximum):
+                problem = limit.problem.format(minimum=minimum, maximum=maximum)
+                raise _bad(name, problem, raw)
+        return cast(N, value)  # the first limit refused None
+
+
+def _to_float(raw: str) -> float | None:
     try:
-        # Digits only: int() alone would also take "1_000" and non-ASCII digits.
-        value = int(raw) if _INTEGER.fullmatch(raw) else None
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _to_int(raw: str) -> int | None:
+    # Digits only: int() alone would also take "1_000" and non-ASCII digits.
+    if not _INTEGER.fullmatch(raw):
+        return None
+    try:
+        return int(raw)
     except ValueError:  # more digits than int() parses
-        value = None
-    if value is None:
-        raise _bad(name, "must be an integer", raw)
-    if value < minimum:
-        raise _bad(name, "must be positive" if minimum == 1 else f"must be at least {minimum}", raw)
-    if maximum is not None and value > maximum:
-        raise _bad(name, f"must be at most {maximum}", raw)
-    return value
+        return None
+
+
+_REAL: Final = _Numbers(
+    _to_float,
+    (
+        _Limit(lambda v, lo, hi: v is None, "must be a number"),
+        _Limit(lambda v, lo, hi: not math.isfinite(v), "must be a finite number"),
+        # Without a minimum a number is a duration or a size: zero is not one.
+        _Limit(lambda v, lo, hi: lo is None and v <= 0, "must be positive"),
+        _Limit(lambda v, lo, hi: lo is not None and v < lo, "must be at least {minimum:g}"),
+    ),
+)
+_WHOLE: Final = _Numbers(
+    _to_int,
+    (
+        _Limit(lambda v, lo, hi: v is None, "must be an integer"),
+        _Limit(lambda v, lo, hi: lo == 1 and v < 1, "must be positive"),
+        _Limit(lambda v, lo, hi: v < lo, "must be at least {minimum}"),
+        _Limit(lambda v, lo, hi: hi is not None and v > hi, "must be at most {maximum}"),
+    ),
+)
 
 
 class Kind(StrEnum):
-    """How a setting's text parses (the reader above that reads it)."""
+    """How a setting's text parses (``_PARSE`` below: the same parsers as the readers above)."""
 
     TEXT = "text"  # read_str
     URL = "url"  # read_str, without a trailing "/"
@@ -182,31 +220,9 @@ class Setting[T]:
         if self.required:
             (value,) = require(env, self.name)
             return cast(T, value)
-        return cast(T, self._parse(env))
-
-    def _parse(self, env: Mapping[str, str]) -> object:
-        raw = _raw(env, self.name)
-        if raw is None:
-            return self.default
-        match self.kind:
-            case Kind.TEXT:
-                return raw
-            case Kind.URL:
-                return raw.rstrip("/")
-            case Kind.CHOICE:
-                return _choice(env, self.name, self.choices)
-            case Kind.LIST:
-                return read_list(env, self.name, cast("Sequence[str]", self.default))
-            case Kind.NUMBER:
-                return read_float(env, self.name, 0.0, minimum=self.minimum)
-            case Kind.INTEGER:
-                return self._integer(env, raw)
-
-    def _integer(self, env: Mapping[str, str], raw: str) -> int | None:
-        if self.off is not None and raw.lower() == self.off:
-            return None
-        minimum = 1 if self.minimum is None else int(self.minimum)
-        return read_int(env, self.name, 0, minimum=minimum, maximum=self.maximum)
+        return _read(
+            env, self.name, self.default, lambda raw: cast(T, _PARSE[self.kind](self, raw))
+        )
 
     def field(self) -> T:
         """A dataclass field declared by this setting (its default is the setting's)."""
@@ -214,6 +230,25 @@ class Setting[T]:
         if self.required:
             return cast(T, dataclasses.field(metadata=metadata))
         return dataclasses.field(default=self.default, metadata=metadata)
+
+
+def _whole(setting: Setting[Any], raw: str) -> int | None:
+    """An integer setting's value: None for its ``off`` word, else a whole number."""
+    if raw.lower() == setting.off:
+        return None
+    minimum = 1 if setting.minimum is None else int(setting.minimum)
+    return _WHOLE.parse(setting.name, raw, minimum, setting.maximum)
+
+
+# How each kind parses a value that is set (an unset one is the default before any of these).
+_PARSE: Final[Mapping[Kind, Callable[[Setting[Any], str], object]]] = {
+    Kind.TEXT: lambda setting, raw: raw,
+    Kind.URL: lambda setting, raw: raw.rstrip("/"),
+    Kind.CHOICE: lambda setting, raw: _one_of(setting.name, raw, setting.choices),
+    Kind.LIST: lambda setting, raw: _items(raw) or tuple(setting.default),
+    Kind.NUMBER: lambda setting, raw: _REAL.parse(setting.name, raw, setting.minimum, None),
+    Kind.INTEGER: _whole,
+}
 
 
 def text(name: str, default: str, reason: str) -> Setting[str]:
@@ -247,8 +282,8 @@ def paths(name: str, default: tuple[str, ...], reason: str) -> Setting[tuple[str
 
 def declared(cls: type) -> dict[str, Setting[Any]]:
     """The settings a dataclass's fields declare, by field name, in field order."""
-    found = ((f.name, f.metadata.get(_DECLARATION)) for f in dataclasses.fields(cls))
-    return {name: setting for name, setting in found if setting is not None}
+    fields = dataclasses.fields(cls)
+    return {f.name: f.metadata[_DECLARATION] for f in fields if _DECLARATION in f.metadata}
 
 
 def read_declared(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
