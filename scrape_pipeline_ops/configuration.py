@@ -1,9 +1,8 @@
 """The README's configuration reference, rendered from the settings' declarations.
 
 ``SOURCES`` is the table's order: the API client and its key, the resources the stack hands the
-Lambdas, the receiver, the processor, recovery, the reconciler and its sweeps. ``SignatureConfig``
-reads the environment without declarations yet: the README keeps its rows by hand, below the
-rendered table. Refresh the README after changing a declaration:
+Lambdas, the receiver and the webhook signature it checks, the processor, recovery, the
+reconciler and its sweeps. Refresh the README after changing a declaration:
 
     UPDATE_SETTINGS_TABLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_settings_table.py
 """
@@ -28,6 +27,7 @@ from scrape_pipeline.settings import (
     Setting,
     declared,
 )
+from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline.watch import WatchSettings
 
 SOURCES: tuple[type | Setting[Any], ...] = (
@@ -38,6 +38,7 @@ SOURCES: tuple[type | Setting[Any], ...] = (
     QUEUE_URL,
     RESULTS_BUCKET,
     ReceiverSettings,
+    SignatureConfig,
     FieldLocations,
     Freshness,
     ProcessorSettings,

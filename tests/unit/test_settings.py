@@ -232,6 +232,13 @@ GOOD: dict[Kind, tuple[str, Any]] = {
 }
 
 
+def _good(setting: Setting[Any]) -> tuple[str, Any]:
+    """``GOOD``'s value for the setting's kind; a choice's is its last, in upper case."""
+    if setting.kind is Kind.CHOICE:
+        return setting.choices[-1].upper(), setting.choices[-1]
+    return GOOD[setting.kind]
+
+
 def _read(cls: type, env: Mapping[str, str]) -> Any:
     """``cls`` read from ``env`` plus its required settings (the freshness window's signature
     is the default scheme's; the watch sweep's are the reconciler's)."""
@@ -246,7 +253,7 @@ def _read(cls: type, env: Mapping[str, str]) -> Any:
 @pytest.mark.parametrize(("cls", "field", "setting"), DECLARED, ids=lambda v: getattr(v, "name", v))
 def test_declared_setting_is_read_under_its_name(cls: type, field: str, setting: Setting[Any]):
     # GIVEN the declared variable set to a value that is not its default
-    raw, value = (" r ", "r") if setting.required else GOOD[setting.kind]
+    raw, value = (" r ", "r") if setting.required else _good(setting)
     # WHEN its class reads the environment THEN the field holds it, parsed as declared
     assert getattr(_read(cls, {setting.name: raw}), field) == value
     assert value != setting.default

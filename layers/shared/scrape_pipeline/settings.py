@@ -15,8 +15,8 @@ so a docstring names the declarations instead of repeating them:
     Freshness             scrape_pipeline.freshness  WEBHOOK_MAX_AGE_SECONDS
     ProcessorSettings     scrape_pipeline.processing the processor Lambda
     RecoverySettings      scrape_pipeline.recovery   STALE_AFTER_SECONDS
-    SignatureConfig       scrape_pipeline.signatures SIGNATURE_* (read with the functions below)
-    ReconcilerSettings    scrape_pipeline.reconciler the reconciler Lambda (read with the same)
+    SignatureConfig       scrape_pipeline.signatures SIGNATURE_*
+    ReconcilerSettings    scrape_pipeline.reconciler the reconciler Lambda
 
 An unset or empty variable takes its default (SAM parameters default to ""). A bad value raises
 ``SettingsError`` naming the variable and the value: a number that does not parse, is not

@@ -19,15 +19,9 @@ Only ``geonode`` is configurable (Geonode does not publish its header name,
 encoding, prefix or signed timestamp); the other three are published formats
 and are fixed.
 
-Environment (``SignatureConfig.from_env``; an empty value counts as unset,
-because SAM parameters default to "")::
-
-    SIGNATURE_SCHEME             geonode | standard_webhooks | stripe | github  (geonode)
-    SIGNATURE_HEADER             geonode signature header          (X-Webhook-Signature)
-    SIGNATURE_ENCODING           geonode: hex | base64             (hex)
-    SIGNATURE_PREFIX             geonode: e.g. "sha256="           (none)
-    SIGNATURE_TIMESTAMP_HEADER   geonode: header signed as ts "." body  (none: body only)
-    SIGNATURE_TOLERANCE_SECONDS  max |now - ts| for timestamps, > 0  (300)
+Environment: the ``SIGNATURE_*`` settings are ``SignatureConfig``'s field declarations
+(``config``; the README's configuration table is rendered from them). An empty value counts
+as unset, because SAM parameters default to "".
 
 Modules, one role each: ``config`` (the settings and their validation rules), ``secret``
 (a secret and the stored bundle's model), ``bundle`` (the Secrets Manager value's parser),

@@ -1,13 +1,25 @@
-"""How deliveries are signed (``SignatureConfig``), its validation rules and its environment."""
+"""How deliveries are signed (``SignatureConfig``), its validation rules and its environment.
+
+Its fields are the ``SIGNATURE_*`` settings' declarations (``scrape_pipeline.settings``): the
+README's configuration table is rendered from them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Literal, cast
+from typing import Final, Literal
 
-from scrape_pipeline.settings import SettingsError, read_choice, read_int, read_str
+from scrape_pipeline.settings import (
+    Kind,
+    Setting,
+    SettingsError,
+    declared,
+    integer,
+    read_declared,
+    text,
+)
 
 
 class Scheme(StrEnum):
@@ -40,26 +52,51 @@ _TCHAR: Final = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
 _MAX_TOLERANCE_SECONDS: Final = 999_999_999  # nine digits: over 31 years
-_SETTINGS_NAMES: Final = (
-    "SIGNATURE_SCHEME",
-    "SIGNATURE_HEADER",
-    "SIGNATURE_ENCODING",
-    "SIGNATURE_PREFIX",
-    "SIGNATURE_TIMESTAMP_HEADER",
-    "SIGNATURE_TOLERANCE_SECONDS",
-)
+# Only geonode's format is unpublished; the other schemes fix their header, encoding and prefix.
+_GEONODE_ONLY: Final = "geonode scheme only (its format is unpublished, so configurable)"
 
 
 @dataclass(frozen=True)
 class SignatureConfig:
     """How deliveries are signed. ``None`` fields take the scheme's fixed or default value."""
 
-    scheme: Scheme | SchemeName = Scheme.GEONODE
-    header: str | None = None
-    encoding: Encoding | None = None
-    prefix: str = ""
-    timestamp_header: str | None = None
-    tolerance_seconds: int = DEFAULT_TOLERANCE_SECONDS
+    # RUF009 cannot tell these annotations are immutable; ``.field()`` is a ``dataclasses.field``.
+    scheme: Scheme | SchemeName = Setting(  # noqa: RUF009
+        "SIGNATURE_SCHEME",
+        Scheme.GEONODE,
+        "`geonode`, `standard_webhooks`, `stripe` or `github`",
+        Kind.CHOICE,
+        choices=SCHEMES,
+    ).field()
+    header: str | None = Setting[str | None](
+        "SIGNATURE_HEADER",
+        None,
+        f"{_GEONODE_ONLY}: the header that carries the signature; unset: `X-Webhook-Signature`",
+    ).field()
+    encoding: Encoding | None = Setting[Encoding | None](  # noqa: RUF009
+        "SIGNATURE_ENCODING",
+        None,
+        f"{_GEONODE_ONLY}: `hex` or `base64`; unset: `hex`",
+        Kind.CHOICE,
+        choices=ENCODINGS,
+    ).field()
+    prefix: str = text(
+        "SIGNATURE_PREFIX",
+        "",
+        f"{_GEONODE_ONLY}: the text before the encoded signature, e.g. `sha256=`",
+    ).field()
+    timestamp_header: str | None = Setting[str | None](
+        "SIGNATURE_TIMESTAMP_HEADER",
+        None,
+        "geonode scheme: the header of the timestamp the sender signs as `timestamp.body`; "
+        "unset: the body alone is signed",
+    ).field()
+    tolerance_seconds: int = integer(
+        "SIGNATURE_TOLERANCE_SECONDS",
+        DEFAULT_TOLERANCE_SECONDS,
+        "timestamped schemes: reject a timestamp older or newer than this; cannot be switched off",
+        maximum=_MAX_TOLERANCE_SECONDS,
+    ).field()
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -93,32 +130,14 @@ class SignatureConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SignatureConfig:
-        """Read the ``SIGNATURE_*`` variables (package docstring); ``SettingsError`` if invalid."""
-
-        def get(name: str) -> str | None:
-            return read_str(environ, name, "") or None
-
-        scheme = read_choice(environ, "SIGNATURE_SCHEME", "geonode", SCHEMES)
-        encoding = read_choice(environ, "SIGNATURE_ENCODING", "", ENCODINGS) or None
-        tolerance = read_int(
-            environ,
-            "SIGNATURE_TOLERANCE_SECONDS",
-            DEFAULT_TOLERANCE_SECONDS,
-            maximum=_MAX_TOLERANCE_SECONDS,
-        )
+        """Read the ``SIGNATURE_*`` declarations; ``SettingsError`` for a value that does not
+        parse, or for values that break a rule below together."""
+        values = read_declared(cls, environ)
         try:
-            return cls(
-                scheme=Scheme(scheme),
-                header=get("SIGNATURE_HEADER"),
-                encoding=cast("Encoding | None", encoding),
-                prefix=get("SIGNATURE_PREFIX") or "",
-                timestamp_header=get("SIGNATURE_TIMESTAMP_HEADER"),
-                tolerance_seconds=tolerance,
-            )
+            return cls(**values)
         except ValueError as exc:
-            raise SettingsError(
-                f"invalid SIGNATURE_* settings: {exc}", names=_SETTINGS_NAMES
-            ) from exc
+            names = [s.name for s in declared(cls).values()]
+            raise SettingsError(f"invalid SIGNATURE_* settings: {exc}", names=names) from exc
 
 
 # --- validation: a table of rules; the first one broken is raised as ValueError ------------
