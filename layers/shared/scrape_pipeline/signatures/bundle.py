@@ -6,8 +6,9 @@ Errors name the position, never the content: the content is the secret.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, cast
 
 from scrape_pipeline.signatures.errors import SecretBundleError
 from scrape_pipeline.signatures.secret import WebhookSecret, WebhookSecrets
@@ -46,54 +47,38 @@ def _document(text: str) -> dict[str, Any]:
         document = json.loads(text)
     except (ValueError, RecursionError):
         document = _UNPARSABLE
-    if document is _UNPARSABLE:
-        # Raised outside the handler: the JSON error keeps the whole document in `.doc`,
-        # and a chained (even suppressed) context would carry it into error reporters.
-        raise SecretBundleError("the secret bundle looks like JSON but does not parse")
-    if not isinstance(document, dict) or not document or not set(document) <= _BUNDLE_KEYS:
-        raise SecretBundleError(
-            'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"'
-        )
-    return document
+    # Checked outside the handler: the JSON error keeps the whole document in `.doc`, and a
+    # chained (even suppressed) context would carry it into error reporters.
+    _check(_DOCUMENT_RULES, document)
+    return cast("dict[str, Any]", document)
 
 
 def _subscriptions(document: dict[str, Any]) -> dict[str, tuple[WebhookSecret, ...]]:
     """Each webhook id's secrets; an old bundle of shared secrets alone may have none."""
-    by_id = document.get("subscriptions", {})
-    if not isinstance(by_id, dict) or ("secrets" not in document and not by_id):
-        raise SecretBundleError('"subscriptions" must be a non-empty object of webhook ids')
+    _check(_SUBSCRIPTIONS_RULES, document)
     subscriptions: dict[str, tuple[WebhookSecret, ...]] = {}
-    for index, (webhook_id, entries) in enumerate(by_id.items()):
-        if not webhook_id.strip():
-            raise SecretBundleError(f"subscription #{index} has an empty webhook id")
+    for index, (webhook_id, entries) in enumerate(document.get("subscriptions", {}).items()):
+        _check(_WEBHOOK_ID_RULES, webhook_id, f"#{index}")
         subscriptions[webhook_id] = _parse_secret_list(entries, f"subscriptions[#{index}]")
     return subscriptions
 
 
 def _parse_secret_list(entries: Any, where: str) -> tuple[WebhookSecret, ...]:
-    if not isinstance(entries, list) or not entries:
-        raise SecretBundleError(f"{where} must be a non-empty list")
+    _check(_LIST_RULES, entries, where)
     return tuple(_parse_bundle_entry(entry, f"{where}[{i}]") for i, entry in enumerate(entries))
 
 
 def _parse_bundle_entry(entry: Any, where: str) -> WebhookSecret:
-    # Unknown keys are rejected: a misspelt "expire_at" would otherwise keep an old secret forever.
-    if not isinstance(entry, dict) or "value" not in entry or not set(entry) <= _ENTRY_KEYS:
-        raise SecretBundleError(f'{where} must be an object with "value" and optional "expires_at"')
-    value = entry["value"]
-    if not isinstance(value, str) or not value:
-        raise SecretBundleError(f"{where}.value must be a non-empty string")
+    _check(_ENTRY_RULES, entry, where)
     expires = entry.get("expires_at")
-    if expires is None:
-        return WebhookSecret(value)
-    return WebhookSecret(value, expires_at=_expiry(expires, where))
+    return WebhookSecret(entry["value"], None if expires is None else _expiry(expires, where))
 
 
 def _expiry(expires: Any, where: str) -> float:
     """Epoch seconds of an aware ISO 8601 date-time."""
     try:
-        moment = datetime.fromisoformat(expires) if isinstance(expires, str) else None
-    except ValueError:
+        moment = datetime.fromisoformat(expires)
+    except (TypeError, ValueError):  # TypeError: not a string
         moment = None
     if moment is None or moment.tzinfo is None:
         # A naive time would depend on the Lambda's TZ; insist on an explicit zone.
@@ -101,3 +86,58 @@ def _expiry(expires: Any, where: str) -> float:
             f"{where}.expires_at must be an ISO 8601 date-time with a time zone, or null"
         )
     return moment.timestamp()
+
+
+# --- the bundle's shape: tables of rules; the first one broken is raised --------------------
+
+
+class _Rule(NamedTuple):
+    """``broken`` says whether a part of the bundle breaks it; ``message`` is formatted with
+    ``where``, the part's position (never its content)."""
+
+    broken: Callable[[Any], bool]
+    message: str
+
+
+def _check(rules: tuple[_Rule, ...], part: object, where: str = "") -> None:
+    """Raise ``SecretBundleError`` with the message of the first rule ``part`` breaks."""
+    for rule in rules:
+        if rule.broken(part):
+            raise SecretBundleError(rule.message.format(where=where))
+
+
+_DOCUMENT_RULES: Final = (
+    _Rule(lambda d: d is _UNPARSABLE, "the secret bundle looks like JSON but does not parse"),
+    _Rule(
+        lambda d: not isinstance(d, dict) or not d or not set(d) <= _BUNDLE_KEYS,
+        'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"',
+    ),
+)
+_SUBSCRIPTIONS_RULES: Final = (
+    _Rule(
+        lambda d: (
+            not isinstance(d.get("subscriptions", {}), dict)
+            or not (d.get("subscriptions") or "secrets" in d)
+        ),
+        '"subscriptions" must be a non-empty object of webhook ids',
+    ),
+)
+_WEBHOOK_ID_RULES: Final = (
+    _Rule(
+        lambda webhook_id: not webhook_id.strip(), "subscription {where} has an empty webhook id"
+    ),
+)
+_LIST_RULES: Final = (
+    _Rule(lambda e: not isinstance(e, list) or not e, "{where} must be a non-empty list"),
+)
+# Unknown keys are rejected: a misspelt "expire_at" would otherwise keep an old secret forever.
+_ENTRY_RULES: Final = (
+    _Rule(
+        lambda e: not isinstance(e, dict) or "value" not in e or not set(e) <= _ENTRY_KEYS,
+        '{where} must be an object with "value" and optional "expires_at"',
+    ),
+    _Rule(
+        lambda e: not isinstance(e["value"], str) or not e["value"],
+        "{where}.value must be a non-empty string",
+    ),
+)
