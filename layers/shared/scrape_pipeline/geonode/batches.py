@@ -71,11 +71,7 @@ class BatchStatus(Settles):
 
 def _counters(body: Mapping[str, Any]) -> dict[str, int]:
     """The ``*_urls`` (batch) or ``*_pages`` (crawl) counts of a paged answer."""
-    return {
-        k: v
-        for k, v in body.items()
-        if (k.endswith("_urls") or k.endswith("_pages")) and isinstance(v, int)
-    }
+    return {k: v for k, v in body.items() if k.endswith(("_urls", "_pages")) and isinstance(v, int)}
 
 
 @dataclass(frozen=True)

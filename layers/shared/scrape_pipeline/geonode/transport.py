@@ -1,6 +1,6 @@
 """The client's HTTP core on httpx: the key, one request with its retries, httpx's errors as ours.
 
-Retries are decided by ``retry`` (``may_retry``, ``RetryPolicy``) and carried out in one
+Retries are decided by ``retry`` (``RetryPolicy.allows``, ``may_retry``) and carried out in one
 place, ``Transport._send``. This is the one place httpx's errors become the client's own.
 """
 
@@ -29,7 +29,7 @@ from scrape_pipeline.geonode.errors import (
     api_error,
 )
 from scrape_pipeline.geonode.models import format_time
-from scrape_pipeline.geonode.retry import RetryPolicy, may_retry
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.settings import GEONODE_SCRAPER_API_KEY, GeonodeSettings
 
 API_KEY_ENV: Final = GEONODE_SCRAPER_API_KEY.name
@@ -138,7 +138,7 @@ class Transport:
                 key_renewed = True  # once per request: a wrong new key is not chased
                 continue
             outcome.attempts = attempt
-            if not may_retry(outcome, is_read) or attempt >= self.retry.attempts_for(outcome):
+            if not self.retry.allows(outcome, attempt, is_read):
                 raise outcome
             self._wait_or_give_up(outcome, attempt, started)
 
