@@ -59,6 +59,13 @@ class SchemeRules(ABC):
         """The HMAC key of ``secret``; ``ValueError`` when it cannot be one."""
         return utf8_key(secret)
 
+    def usable_key(self, secret: str) -> bytes | None:
+        """The HMAC key of ``secret``, or None when it cannot be one."""
+        try:
+            return self.key(secret)
+        except ValueError:
+            return None  # one bad entry must not block the others during a rotation
+
     @abstractmethod
     def present(self, config: SignatureConfig, headers: Headers) -> Presented:
         """What the request's headers claim, or ``SignatureError`` when they are malformed."""

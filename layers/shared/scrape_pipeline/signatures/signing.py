@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hmac
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from scrape_pipeline.signatures.config import SignatureConfig
 from scrape_pipeline.signatures.errors import (
@@ -61,20 +61,21 @@ def verify(
 
 def _active_keys(rules: SchemeRules, secrets: Iterable[WebhookSecret], now: float) -> list[bytes]:
     """The keys of the secrets active at ``now``; ``NoValidSecretError`` when there is none."""
-    if isinstance(secrets, str | WebhookSecret):
-        raise TypeError("secrets must be an iterable of WebhookSecret")
-    keys = []
-    for secret in secrets:
-        if not isinstance(secret, WebhookSecret):
-            raise TypeError("secrets must be an iterable of WebhookSecret")
-        if secret.is_active(now):
-            try:
-                keys.append(rules.key(secret.value))
-            except ValueError:
-                continue  # one bad entry must not block the others during a rotation
+    active = (secret.value for secret in _secrets(secrets) if secret.is_active(now))
+    keys = list(filter(None, map(rules.usable_key, active)))
     if not keys:
         raise NoValidSecretError("no unexpired, well-formed secret is configured")
     return keys
+
+
+def _secrets(secrets: Iterable[WebhookSecret]) -> Iterator[WebhookSecret]:
+    """Each of ``secrets``; ``TypeError`` for a str, a lone secret, or anything else in it."""
+    if isinstance(secrets, str | WebhookSecret):
+        raise TypeError("secrets must be an iterable of WebhookSecret")
+    for secret in secrets:
+        if not isinstance(secret, WebhookSecret):
+            raise TypeError("secrets must be an iterable of WebhookSecret")
+        yield secret
 
 
 def _check_tolerance(signed_at: int, now: float, tolerance: int) -> None:
