@@ -12,7 +12,7 @@ import os
 import random
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self
@@ -252,16 +252,19 @@ def _cause(exc: httpx.HTTPError) -> str:
     """Why the network failed, in a few words ("connection refused"), never a header."""
     if type(exc) in _CAUSES:
         return _CAUSES[type(exc)]
-    seen: BaseException | None = exc
-    while seen is not None:  # the socket's own error says it best (refused, unknown name)
-        if isinstance(seen, OSError) and seen.strerror:
-            text = seen.strerror
-            break
-        seen = seen.__cause__ or seen.__context__
-    else:
-        text = str(exc)
+    # The socket's own error says it best (refused, unknown name); else httpx's message.
+    errors = _chain(exc)
+    text = next((e.strerror for e in errors if isinstance(e, OSError) and e.strerror), str(exc))
     text = _ERRNO.sub("", " ".join(text.split()))[:120]
     return (text[:1].lower() + text[1:]) or "no detail"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from or while handling, and so on."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 def _transport_error(exc: httpx.HTTPError, method: str, path: str, host: str) -> TransportError:
