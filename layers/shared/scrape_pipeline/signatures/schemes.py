@@ -147,11 +147,12 @@ class _Stripe(SchemeRules):
         found: list[bytes | None] = []
         for item in headers.require(name).split(","):
             label, sep, value = item.strip().partition("=")
-            if label == "t" and sep:
+            field = label + sep  # "t=" or "v1=": a label without "=" is no field
+            if field == "t=":
                 if ts is not None:
                     raise SignatureError("malformed header", f"{name} has two timestamps")
                 ts = timestamp(value, name)
-            elif label == "v1" and sep:
+            elif field == "v1=":
                 found.append(decode(value, "hex"))
             # Other labels (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
         if ts is None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 
 @dataclass(frozen=True, repr=False)
@@ -20,12 +21,9 @@ class WebhookSecret:
     expires_at: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.value, str) or not self.value:
-            # An empty HMAC key is a valid key that anyone can use.
-            raise ValueError("a webhook secret must be a non-empty string")
-        if self.expires_at is not None and not _finite_number(self.expires_at):
-            # NaN would compare False against every `now` and never expire.
-            raise ValueError("expires_at must be finite epoch seconds or None")
+        for broken, message in _SECRET_RULES:
+            if broken(self):
+                raise ValueError(message)
 
     def is_active(self, now: float) -> bool:
         """True until ``expires_at``; the expiry instant itself is expired (as JWT ``exp``)."""
@@ -38,6 +36,21 @@ class WebhookSecret:
 def _finite_number(value: object) -> bool:
     """A real int or float (a bool is not a time) that is neither NaN nor infinite."""
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+# What a secret must hold, checked when it is made: the first broken is the ValueError.
+_SECRET_RULES: Final[tuple[tuple[Callable[[WebhookSecret], bool], str], ...]] = (
+    # An empty HMAC key is a valid key that anyone can use.
+    (
+        lambda s: not isinstance(s.value, str) or not s.value,
+        "a webhook secret must be a non-empty string",
+    ),
+    # NaN would compare False against every `now` and never expire.
+    (
+        lambda s: s.expires_at is not None and not _finite_number(s.expires_at),
+        "expires_at must be finite epoch seconds or None",
+    ),
+)
 
 
 @dataclass(frozen=True)
