@@ -34,7 +34,7 @@ the caller passes ``now``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -222,25 +222,43 @@ def _parked(row: LedgerRow, seen: Seen) -> Decision:
 
 def _recovery(row: LedgerRow, seen: Seen, now: float, policy: Policy) -> Decision:
     """Evidence that a job settled or that its row is stuck: enqueue it unless the ledger
-    shows it finished or still moving."""
-    if row.state is JobState.DONE:
-        # Evidence that it settled overturns a close as "unknown" or "never settled".
-        return _reopen() if row.reopenable else _nothing(row, Why.FINISHED)
-    if row.state is JobState.WATCHING:
-        if row.failing_since is not None and seen is not Seen.WATCH_WAKE:
-            # Parked because its own GET keeps failing: that it settled is known already, and
-            # a list that shows it settled on every read would wake it every run.
-            return _nothing(row, Why.SICK)
-        return _enqueue(Why.WOKEN)
-    if row.state is JobState.PROCESSING:
-        # The holder died; its message may be gone (redriven, or expired): send another,
-        # and the processor that gets it takes the lease over.
-        if row.lease_expired(now):
-            return Decision(lifecycle.TAKE_OVER, JobState.PROCESSING, Why.LEASE_EXPIRED)
-        return _nothing(row, Why.HELD)
+    shows it finished or still moving (each state's rule: ``_RECOVERY_BY_STATE``)."""
+    return _RECOVERY_BY_STATE.get(row.state, _recover_waiting)(row, seen, now, policy)
+
+
+def _recover_done(row: LedgerRow, seen: Seen, now: float, policy: Policy) -> Decision:
+    # Evidence that it settled overturns a close as "unknown" or "never settled".
+    return _reopen() if row.reopenable else _nothing(row, Why.FINISHED)
+
+
+def _recover_watching(row: LedgerRow, seen: Seen, now: float, policy: Policy) -> Decision:
+    if row.failing_since is not None and seen is not Seen.WATCH_WAKE:
+        # Parked because its own GET keeps failing: that it settled is known already, and
+        # a list that shows it settled on every read would wake it every run.
+        return _nothing(row, Why.SICK)
+    return _enqueue(Why.WOKEN)
+
+
+def _recover_processing(row: LedgerRow, seen: Seen, now: float, policy: Policy) -> Decision:
+    # The holder died; its message may be gone (redriven, or expired): send another,
+    # and the processor that gets it takes the lease over.
+    if row.lease_expired(now):
+        return Decision(lifecycle.TAKE_OVER, JobState.PROCESSING, Why.LEASE_EXPIRED)
+    return _nothing(row, Why.HELD)
+
+
+def _recover_waiting(row: LedgerRow, seen: Seen, now: float, policy: Policy) -> Decision:
+    # RECEIVED or ENQUEUED: stuck only once it has waited past the stale bound.
     if _stale(row, now, policy.stale_after_seconds):
         return _enqueue(Why.STALE)
     return _nothing(row, Why.FRESH)
+
+
+_RECOVERY_BY_STATE: Mapping[JobState, Callable[[LedgerRow, Seen, float, Policy], Decision]] = {
+    JobState.DONE: _recover_done,
+    JobState.WATCHING: _recover_watching,
+    JobState.PROCESSING: _recover_processing,
+}
 
 
 __all__: Sequence[str] = (
