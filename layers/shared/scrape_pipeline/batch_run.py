@@ -53,6 +53,13 @@ def suspects_last(
     return order, {i for i in order if strikes(i) > 0}
 
 
+def _job_message(body: object) -> JobMessage | None:
+    try:
+        return JobMessage.from_json(body)
+    except ValueError:
+        return None  # not a job: handle reports it failed, in place
+
+
 @dataclass
 class BatchRun:
     """One invocation: ``ordered`` the event once, then ``handle`` each record of it."""
@@ -122,15 +129,10 @@ class BatchRun:
     def _suspects_last(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(records) < 2:
             return records  # no batch-mates to protect: no ledger read
-        messages: list[JobMessage | None] = []
-        for record in records:
-            try:
-                messages.append(JobMessage.from_json(record.get("body")))
-            except ValueError:
-                messages.append(None)  # not a job: handle reports it failed, in place
-        keys = [m.key for m in messages if m is not None]
+        messages = [_job_message(record.get("body")) for record in records]
         try:
-            rows = self.ledger.get_many(keys) if keys else {}
+            # No job at all: no keys, and no call.
+            rows = self.ledger.get_many([m.key for m in messages if m is not None])
         except (AWSUnavailableError, LedgerError) as exc:
             # The order only protects batch-mates from a job that kills its invocation:
             # without it the batch is still processed, each record failing for itself alone.

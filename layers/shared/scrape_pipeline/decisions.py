@@ -34,7 +34,7 @@ the caller passes ``now``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -138,13 +138,7 @@ def decide(row: LedgerRow | None, evidence: Evidence, now: float, policy: Policy
     """The move ``evidence`` calls for on ``row`` (as just read; None: no row) at ``now``."""
     if row is None:
         return Decision(lifecycle.RECORD, _recorded_state(evidence.seen), Why.NEW)
-    if evidence.seen is Seen.WEBHOOK:
-        return _webhook(row, evidence, now, policy)
-    if evidence.seen is Seen.LISTED_RUNNING:
-        return _reopen() if row.reopenable else _nothing(row, Why.KNOWN)
-    if evidence.seen in (Seen.POLL_DUE, Seen.POLL_NOT_DUE):
-        return _parked(row, evidence.seen)
-    return _recovery(row, evidence.seen, now, policy)
+    return _RULE_BY_SEEN.get(evidence.seen, _recovery)(row, evidence, now, policy)
 
 
 def recovery_evidence(source: Source | str) -> Evidence:
@@ -209,7 +203,12 @@ def _webhook_moves(
     return _enqueue(Why.STALE) if _stale(row, now, policy.resend_after_seconds) else None
 
 
-def _parked(row: LedgerRow, seen: Seen) -> Decision:
+def _listed_running(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    """Listed as running: only a close as unknown or never settled is overturned by it."""
+    return _reopen() if row.reopenable else _nothing(row, Why.KNOWN)
+
+
+def _parked(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
     """The watch sweep's rows pass: batches, crawls and sick jobs are polled by age; a
     healthy extract job is judged by the listing (``Why.BY_LISTING``)."""
     sick = row.failing_since is not None
@@ -217,30 +216,62 @@ def _parked(row: LedgerRow, seen: Seen) -> Decision:
         return _nothing(row, Why.KNOWN)
     if row.key.kind is JobKind.EXTRACT and not sick:
         return _nothing(row, Why.BY_LISTING)
-    return _enqueue(Why.POLL_DUE) if seen is Seen.POLL_DUE else _nothing(row, Why.NOT_DUE)
+    if evidence.seen is Seen.POLL_DUE:
+        return _enqueue(Why.POLL_DUE)
+    return _nothing(row, Why.NOT_DUE)
 
 
-def _recovery(row: LedgerRow, seen: Seen, now: float, policy: Policy) -> Decision:
+def _recovery(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
     """Evidence that a job settled or that its row is stuck: enqueue it unless the ledger
-    shows it finished or still moving."""
-    if row.state is JobState.DONE:
-        # Evidence that it settled overturns a close as "unknown" or "never settled".
-        return _reopen() if row.reopenable else _nothing(row, Why.FINISHED)
-    if row.state is JobState.WATCHING:
-        if row.failing_since is not None and seen is not Seen.WATCH_WAKE:
-            # Parked because its own GET keeps failing: that it settled is known already, and
-            # a list that shows it settled on every read would wake it every run.
-            return _nothing(row, Why.SICK)
-        return _enqueue(Why.WOKEN)
-    if row.state is JobState.PROCESSING:
-        # The holder died; its message may be gone (redriven, or expired): send another,
-        # and the processor that gets it takes the lease over.
-        if row.lease_expired(now):
-            return Decision(lifecycle.TAKE_OVER, JobState.PROCESSING, Why.LEASE_EXPIRED)
-        return _nothing(row, Why.HELD)
+    shows it finished or still moving (each state's rule: ``_RECOVERY_BY_STATE``)."""
+    return _RECOVERY_BY_STATE.get(row.state, _recover_waiting)(row, evidence, now, policy)
+
+
+def _recover_done(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    # Evidence that it settled overturns a close as "unknown" or "never settled".
+    return _reopen() if row.reopenable else _nothing(row, Why.FINISHED)
+
+
+def _recover_watching(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    if row.failing_since is not None and evidence.seen is not Seen.WATCH_WAKE:
+        # Parked because its own GET keeps failing: that it settled is known already, and
+        # a list that shows it settled on every read would wake it every run.
+        return _nothing(row, Why.SICK)
+    return _enqueue(Why.WOKEN)
+
+
+def _recover_processing(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    # The holder died; its message may be gone (redriven, or expired): send another,
+    # and the processor that gets it takes the lease over.
+    if row.lease_expired(now):
+        return Decision(lifecycle.TAKE_OVER, JobState.PROCESSING, Why.LEASE_EXPIRED)
+    return _nothing(row, Why.HELD)
+
+
+def _recover_waiting(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    # RECEIVED or ENQUEUED: stuck only once it has waited past the stale bound.
     if _stale(row, now, policy.stale_after_seconds):
         return _enqueue(Why.STALE)
     return _nothing(row, Why.FRESH)
+
+
+# A rule: the decision for a row, given the evidence (``decide``'s arguments but the row known).
+type _Rule = Callable[[LedgerRow, Evidence, float, Policy], Decision]
+
+# By what was seen; any other evidence says the job settled or its row is stuck (_recovery).
+_RULE_BY_SEEN: Mapping[Seen, _Rule] = {
+    Seen.WEBHOOK: _webhook,
+    Seen.LISTED_RUNNING: _listed_running,
+    Seen.POLL_DUE: _parked,
+    Seen.POLL_NOT_DUE: _parked,
+}
+
+# A recovery's rule by the row's state; any other (RECEIVED, ENQUEUED) is a waiting row's.
+_RECOVERY_BY_STATE: Mapping[JobState, _Rule] = {
+    JobState.DONE: _recover_done,
+    JobState.WATCHING: _recover_watching,
+    JobState.PROCESSING: _recover_processing,
+}
 
 
 __all__: Sequence[str] = (

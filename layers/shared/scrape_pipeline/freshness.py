@@ -17,7 +17,6 @@ delivery-log sweep replays without going through the receiver.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,16 +86,25 @@ class Freshness:
 
 def sent_at(stamp: object) -> float:
     """Epoch seconds of an ISO 8601 date-time with a zone, or of whole epoch seconds."""
-    if isinstance(stamp, int) and not isinstance(stamp, bool) and 0 <= stamp < _MAX_EPOCH:
-        return float(stamp)
-    if isinstance(stamp, str) and len(stamp) <= 40:
-        try:
-            moment = datetime.fromisoformat(stamp)
-        except ValueError:
-            moment = None
-        # A naive time would be read in the Lambda's zone: insist on the sender's.
-        if moment is not None and moment.tzinfo is not None:
-            seconds = moment.timestamp()
-            if math.isfinite(seconds):
-                return seconds
-    raise PayloadError("malformed timestamp")
+    seconds = _epoch_seconds(stamp) if isinstance(stamp, int) else _iso_seconds(stamp)
+    if seconds is None:
+        raise PayloadError("malformed timestamp")
+    return seconds
+
+
+def _epoch_seconds(stamp: int) -> float | None:
+    # JSON's true and false are ints to Python, not times.
+    usable = not isinstance(stamp, bool) and 0 <= stamp < _MAX_EPOCH
+    return float(stamp) if usable else None
+
+
+def _iso_seconds(stamp: object) -> float | None:
+    if not isinstance(stamp, str) or len(stamp) > 40:
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    # A naive time would be read in the Lambda's zone: insist on the sender's. An aware one
+    # is within datetime's years, so its epoch seconds are always finite.
+    return moment.timestamp() if moment.tzinfo is not None else None

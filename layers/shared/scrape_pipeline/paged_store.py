@@ -17,7 +17,7 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.results import ResultStore, result_prefix
+from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
 
@@ -122,9 +122,7 @@ class PagedStore:
         whether any is pending, and where it stopped if the deadline came first (after one
         item at least, so every attempt moves on)."""
         done = _PageDone()
-        for position, item in enumerate(status.page.items):
-            if position < at.item:
-                continue
+        for position, item in enumerate(status.page.items[at.item :], start=at.item):
             if position > at.item and deadline is not None and deadline.near():
                 done.stopped_at = position
                 return done
@@ -138,8 +136,7 @@ class PagedStore:
 
     def _store_item(self, key: JobKey, item: BatchItem, index: int, done: _PageDone) -> None:
         if item.status == ApiStatus.COMPLETED:
-            metadata = {k: v for k, v in item.raw.items() if k != "data"}
-            self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
+            self._results.store(key.kind, key.job_id, item.data, metadata_of(item.raw), item=index)
             done.stored += 1
         elif item.status == ApiStatus.FAILED:
             self._results.dead_letter(

@@ -17,7 +17,7 @@ answers it after verifying the signature and records nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,32 +119,56 @@ def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
     return None
 
 
+@dataclass(frozen=True)
+class _Field:
+    """How a read field is judged: ``valid``, else ``malformed``; absent, ``missing`` (the
+    ``PayloadError``'s message; None: the field is optional)."""
+
+    valid: Callable[[Any], bool]
+    malformed: str
+    missing: str | None = None
+
+
+_JOB_ID = _Field(is_job_id, "malformed job id", "missing job id")
+# An event that is not text names nothing: as good as none.
+_EVENT = _Field(
+    lambda value: isinstance(value, str) and bool(value), "missing event type", "missing event type"
+)
+# Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
+_DELIVERY_ID = _Field(is_job_id, "malformed delivery id")
+
+
+def _read(document: Mapping[str, Any], paths: Sequence[str], field: _Field) -> Any:
+    value = _first(document, paths)
+    if value is None:
+        if field.missing:
+            raise PayloadError(field.missing)
+        return None
+    if not field.valid(value):
+        raise PayloadError(field.malformed)
+    return value
+
+
+def _kind(event: str, named: Any) -> JobKind:
+    """The job's kind: the one a kind field names, else the one the event implies."""
+    if named is None:
+        if event not in EVENT_KINDS:
+            raise PayloadError("unknown event type")
+        return EVENT_KINDS[event]
+    try:
+        return JobKind(named)
+    except ValueError:
+        raise PayloadError("unknown job kind") from None
+
+
 def read_notification(document: Any, locations: FieldLocations) -> Notification:
     """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
     if not isinstance(document, Mapping):
         raise PayloadError("body must be a JSON object")
-    job_id = _first(document, locations.job_id)
-    if job_id is None:
-        raise PayloadError("missing job id")
-    if not is_job_id(job_id):
-        raise PayloadError("malformed job id")
-    event = _first(document, locations.event)
-    if not isinstance(event, str) or not event:
-        raise PayloadError("missing event type")
-    kind_value = _first(document, locations.kind) if locations.kind else None
-    if kind_value is not None:
-        try:
-            kind = JobKind(kind_value)
-        except ValueError:
-            raise PayloadError("unknown job kind") from None
-    elif event in EVENT_KINDS:
-        kind = EVENT_KINDS[event]
-    else:
-        raise PayloadError("unknown event type")
-    delivery_id = _first(document, locations.delivery_id)
-    # Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
-    if delivery_id is not None and not is_job_id(delivery_id):
-        raise PayloadError("malformed delivery id")
+    job_id = _read(document, locations.job_id, _JOB_ID)
+    event = _read(document, locations.event, _EVENT)
+    kind = _kind(event, _first(document, locations.kind))
+    delivery_id = _read(document, locations.delivery_id, _DELIVERY_ID)
     stamp = _first(document, locations.timestamp)
     return Notification(kind, job_id, event, delivery_id, stamp)
 

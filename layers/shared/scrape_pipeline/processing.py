@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, ne
 from scrape_pipeline.paged_store import PagedStore
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter
-from scrape_pipeline.results import ResultStore, result_prefix
+from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 from scrape_pipeline.settings import FromEnv, integer, number
 
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
@@ -248,14 +248,16 @@ class JobProcessor:
             )
         except NotFoundError:
             return self._not_found(attempt)
-        if api_job.status == ApiStatus.COMPLETED:
-            return self._store(attempt, api_job)
-        if api_job.status == ApiStatus.FAILED:
-            self._retire_superseded(attempt.row)
-            return self._failed(attempt, api_job)
-        if api_job.status == ApiStatus.CANCELLED:
-            return self._cancelled(attempt, api_job)
-        return self._not_settled(attempt, api_job, woken=attempt.woken)
+        # A settled job's one outcome, by its status (an unknown status is not settled).
+        by_status: Mapping[str, Callable[[Attempt, Job | BatchStatus], Disposition]] = {
+            ApiStatus.COMPLETED: self._store,
+            ApiStatus.FAILED: self._failed,
+            ApiStatus.CANCELLED: self._cancelled,
+        }
+        settled = by_status.get(api_job.status)
+        if settled is None:
+            return self._not_settled(attempt, api_job, woken=attempt.woken)
+        return settled(attempt, api_job)
 
     def _not_found(self, attempt: Attempt) -> Disposition:
         row = attempt.row
@@ -284,23 +286,21 @@ class JobProcessor:
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         key = attempt.key
         if isinstance(api_job, Job):
-            metadata = {k: v for k, v in api_job.raw.items() if k != "data"}
-            self._results.store(key.kind, key.job_id, api_job.data, metadata)
+            self._results.store(key.kind, key.job_id, api_job.data, metadata_of(api_job.raw))
             detail = {"prefix": result_prefix(key.kind, key.job_id)}
         else:
             items = self._pages.store_items(attempt, api_job)
             if items is None:  # "completed" with an item still running: not settled after all
                 return self._not_settled(attempt, api_job, woken=False)
             detail = items
-        superseded = attempt.row.detail.get("superseded")
-        if superseded:
-            # A job closed as unknown or never settled that did settle: its result is the one
-            # outcome now, so the dead-letter record it was closed with is retired.
-            self._results.retire(superseded)
+        # A job closed as unknown or never settled that did settle: its result is the one
+        # outcome now, so the dead-letter record it was closed with is retired.
+        self._retire_superseded(attempt.row)
         self._ledger.finish(key, attempt.owner, Outcome.STORED, detail)
         return Disposition(MessageOutcome.STORED)
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
+        self._retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
             self._pages.store_items(attempt, api_job)
             return self._dead_letter(attempt, _failure_record("batch failed", None))

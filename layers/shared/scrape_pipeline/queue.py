@@ -36,22 +36,32 @@ class JobMessage:
     @classmethod
     def from_json(cls, body: object) -> JobMessage:
         """Read a message body; ``ValueError``, and nothing else, for any body not one of ours."""
-        if not isinstance(body, str):
-            raise ValueError("not a job message: no text body")
-        try:
-            data: Any = json.loads(body)
-        except RecursionError:
-            # Nesting deeper than the parser's stack: a body, not a fault of the handler.
-            raise ValueError("not a job message: nested too deep") from None
-        if not isinstance(data, dict):
-            raise ValueError("not a job message: not a JSON object")
-        job_id, kind, source = data.get("job_id"), data.get("kind"), data.get("source", "")
+        data = _json_object(body)
+        job_id, kind = data.get("job_id"), data.get("kind")
         # The job id goes into DynamoDB keys, URL paths and logs: only the API's shape of id.
         if not is_job_id(job_id) or not isinstance(kind, str) or kind not in _KINDS:
             raise ValueError("not a job message: no valid kind and job id")
-        if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS:
-            source = ""  # a label for logs and metrics only: never a reason to refuse the job
+        source = _label(data.get("source", ""))
         return cls(JobKey(JobKind(kind), job_id), Source.read(source) or source)
+
+
+def _json_object(body: object) -> dict[str, Any]:
+    if not isinstance(body, str):
+        raise ValueError("not a job message: no text body")
+    try:
+        data: Any = json.loads(body)
+    except RecursionError:
+        # Nesting deeper than the parser's stack: a body, not a fault of the handler.
+        raise ValueError("not a job message: nested too deep") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a job message: not a JSON object")
+    return data
+
+
+def _label(source: object) -> str:
+    """A message's source as a label for logs and metrics only: never a reason to refuse the
+    job, so one that is not ours is kept as nothing."""
+    return source if isinstance(source, str) and len(source) <= MAX_SOURCE_CHARS else ""
 
 
 class UnsentError(AWSUnavailableError):
@@ -116,9 +126,8 @@ class JobQueue:
         return failed
 
     def _send_batch(self, batch: Sequence[JobMessage]) -> list[JobMessage]:
-        """One SendMessageBatch call; returns the messages SQS reported failed."""
-        if not batch:
-            return []
+        """One SendMessageBatch call (``batch`` not empty); returns the messages SQS reported
+        failed."""
         entries: list[SendMessageBatchRequestEntryTypeDef] = [
             {"Id": str(index), "MessageBody": message.to_json()}
             for index, message in enumerate(batch)

@@ -39,7 +39,7 @@ from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
-from scrape_pipeline.freshness import Freshness, StaleDeliveryError
+from scrape_pipeline.freshness import Freshness
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.lifecycle import Move
@@ -288,8 +288,14 @@ class Receiver:
             return Answer(
                 413, {"error": "body too large"}, WebhookOutcome.TOO_LARGE, reason="body too large"
             )
+        # Each refusal is answered by its kind, whichever step raised it: only the signature
+        # check reads secrets, only reading the body and judging its time raise PayloadError,
+        # and a stale delivery (StaleDeliveryError) is refused like a bad signature.
         try:
             self._verify(body, headers)
+            note = parse_delivery(body, self.settings.fields)
+            # Verified bytes, but maybe captured long ago: the signed time says.
+            self.settings.freshness.check(note.stamp, self._clock.time())
         except NoValidSecretError:
             # Our configuration, not the sender's fault: make it retry, and alarm.
             return unavailable_answer("no valid secret configured")
@@ -303,19 +309,8 @@ class Receiver:
         except (AWSUnavailableError, SecretBundleError) as exc:
             # A malformed stored bundle: a retry after it is fixed succeeds.
             return unavailable_answer(f"secret unavailable: {type(exc).__name__}")
-        try:
-            note = parse_delivery(body, self.settings.fields)
-            # Verified bytes, but maybe captured long ago: the signed time says.
-            self.settings.freshness.check(note.stamp, self._clock.time())
         except PayloadError as exc:
             return bad_request(exc)
-        except StaleDeliveryError as exc:
-            return Answer(
-                401,
-                {"error": "invalid signature"},
-                WebhookOutcome.SIGNATURE_REJECTED,
-                reason=exc.reason,
-            )
         if isinstance(note, TestEvent):
             # Verified above, so only a holder of a secret gets this far: the delivery path
             # works end to end, and nothing is recorded for a job that does not exist.
@@ -383,10 +378,8 @@ class Receiver:
         Conditional on the row as read (and on the delivery id not seen), so one of several
         concurrent deliveries wins; the others find it moved.
         """
-        if move is lifecycle.REOPEN:
-            written = self._ledger.reopened(row, evidence=evidence.delivery_id)
-        else:
-            written = self._ledger.enqueue(row, evidence=evidence.delivery_id)
+        make = self._ledger.reopened if move is lifecycle.REOPEN else self._ledger.enqueue
+        written = make(row, evidence=evidence.delivery_id)
         if written is None:
             return False
         self._send_or_unclaim(message, row, written)

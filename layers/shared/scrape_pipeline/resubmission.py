@@ -15,7 +15,9 @@ attempt's look-up finds the job if the API made one after all, and posts again i
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import Job
@@ -59,10 +61,9 @@ class Resubmitter:
                 return Resubmission(newer, adopted=True)
         if depth >= self.per_chain_limit:
             return None
-        formats = job.metadata.get("formats")
         submitted = self._client.submit_extract(
             url,
-            formats=formats if isinstance(formats, list) and formats else ("markdown",),
+            formats=_formats(job.metadata),
             render_js=bool(job.metadata.get("render_js", False)),
         )
         self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, submitted.job_id), depth + 1)
@@ -76,3 +77,9 @@ class Resubmitter:
             if since is None or row.created_at is None or row.created_at >= since:
                 return row.job_id
         return None
+
+
+def _formats(metadata: Mapping[str, Any]) -> Sequence[str]:
+    """The formats the failed job asked for, as its metadata says; markdown when it says none."""
+    formats = metadata.get("formats")
+    return formats if isinstance(formats, list) and formats else ("markdown",)

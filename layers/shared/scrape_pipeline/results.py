@@ -135,5 +135,10 @@ class ResultStore:
             return
 
 
+def metadata_of(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``metadata.json`` keeps of a job's or item's answer: all of it but its data."""
+    return {k: v for k, v in raw.items() if k != "data"}
+
+
 def _json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()

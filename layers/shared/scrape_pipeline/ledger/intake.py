@@ -124,7 +124,7 @@ class Intake(Reads):
         With ``evidence`` (a webhook's delivery id), only if the row has not seen it: it is
         kept, so a replay of the same delivery moves nothing.
         """
-        if evidence is not None and evidence in row.seen_deliveries:
+        if row.has_seen(evidence):
             return None
         now = self.clock.time()
         update = in_state(JobState.ENQUEUED, now)
@@ -135,8 +135,9 @@ class Intake(Reads):
         update, guard = _with_evidence(update, guard, evidence)
         if not self._moved(row.key, lifecycle.ENQUEUE, update, guard, now):
             return None
-        seen = row.seen_deliveries | ({evidence} if evidence else set())
-        return replace(row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=seen)
+        return replace(
+            row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=row.seen_with(evidence)
+        )
 
     def reopen(self, row: LedgerRow, *, evidence: str | None = None) -> bool:
         """Bring a job closed as "never settled" or "unknown" back to ENQUEUED; False if moved.
@@ -156,7 +157,7 @@ class Intake(Reads):
         """``reopen``, returning the row as written (``unclaim`` puts it back) or None."""
         if not row.reopenable or row.finished_at is None or row.reopens >= self.max_reopens:
             return None
-        if evidence is not None and evidence in row.seen_deliveries:
+        if row.has_seen(evidence):
             return None
         now = self.clock.time()
         detail = {"reopened": row.detail.get("reason", "")}
@@ -198,7 +199,7 @@ class Intake(Reads):
             releases=0,
             last_error=None,
             reopens=row.reopens + 1,
-            seen_deliveries=row.seen_deliveries | ({evidence} if evidence else set()),
+            seen_deliveries=row.seen_with(evidence),
         )
 
     def unclaim(self, before: LedgerRow, written: LedgerRow) -> bool:

@@ -34,8 +34,8 @@ class Reads(LedgerTable):
             return {}
         if len(keys) > 100:
             raise ValueError("at most 100 keys per read")
-        rows = [from_item(item) for item in self.batch_items([k.pk for k in keys])]
-        return {row.key: row for row in rows}
+        items = self.batch_items([k.pk for k in keys])
+        return {row.key: row for row in map(from_item, items)}
 
     def batch_items(self, pks: Sequence[str]) -> list[dict[str, Any]]:
         """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
