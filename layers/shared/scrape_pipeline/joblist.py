@@ -67,7 +67,7 @@ goes), and the count check's two one-job pages a fresh pass.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -78,7 +78,7 @@ from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
 from scrape_pipeline.settings import FromEnv, integer, number
-from scrape_pipeline.sweeps import Sweep, SweepResult
+from scrape_pipeline.sweeps import Sweep, SweepResult, passes
 from scrape_pipeline.sweeps.job_list_state import LAG_MARGIN, Checkpoint, Counting, Pass
 
 if TYPE_CHECKING:
@@ -184,23 +184,17 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
     def _passes(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
         """Fresh ground, the pending passes, then the closing pass (module docstring) while
         ``budget`` lasts; True when cut short."""
-        fresh_due, closing_left = True, True
-        while True:
-            fresh_end = self._new_ground(mark) if fresh_due else None
-            if fresh_end is None and not mark.pending:
-                return False
-            if self._stopped(budget, result):
+        if self._fresh_pass(mark, budget, result):
+            return True
+        closing_left = True
+        while mark.pending:
+            if self._pending_pass(mark, budget, result):
                 return True
-            fresh_due = False
-            current, share = self._one_pass(mark, fresh_end, budget, result)
-            if not current.done:
-                if share is budget or self._stopped(budget, result):
-                    return True  # out of time or pages: it stays pending where it is
-                continue  # its half is spent, not the run: on to the oldest pass
-            mark.drop(current)
-            if fresh_end is None and closing_left:
-                # A finished resumed pass took time: new ground may have come due.
-                fresh_due, closing_left = True, False
+            # A finished resumed pass took time: new ground may have come due.
+            if closing_left and self._fresh_pass(mark, budget, result):
+                return True
+            closing_left = False
+        return False
 
     def _new_ground(self, mark: Checkpoint) -> float | None:
         """The end of a fresh pass, if time passed since the last one (the watermark is a
@@ -208,16 +202,24 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         end = self._clock.time() - self.settings.threshold_seconds
         return end if end > max(mark.watermark, mark.fresh_end) else None
 
-    def _one_pass(
-        self, mark: Checkpoint, fresh_end: float | None, budget: Budget, result: JobListResult
-    ) -> tuple[Pass, Budget]:
-        """Read a fresh pass up to ``fresh_end`` or, with none, the oldest pending pass: the
-        pass, and the budget it was read with."""
+    def _pending_pass(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
+        """Resume the oldest pending pass (left by an earlier run); True when cut short: it
+        had the whole budget, so it stays pending where the budget ran out."""
+        if self._stopped(budget, result):
+            return True
+        result.resumed_passes += 1
+        current = mark.pending[0]
+        self._read(current, mark, budget, result)
+        mark.drop_finished()
+        return not current.done
+
+    def _fresh_pass(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
+        """Read the new ground, if any, in a fresh pass; True when the run is cut short."""
+        fresh_end = self._new_ground(mark)
         if fresh_end is None:
-            result.resumed_passes += 1
-            current = mark.pending[0]  # left by an earlier run, the oldest first
-            self._read(current, mark, budget, result)
-            return current, budget
+            return False
+        if self._stopped(budget, result):
+            return True
         current, confirming, counting = self._fresh(mark, fresh_end, result)
         # Older passes wait: fresh ground gets half of what is left, so a backlog drains
         # even while every run's new ground could fill it.
@@ -227,7 +229,9 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         finally:
             next_start = mark.watermark - mark.overlap(self.settings.overlap_seconds)
             mark.counted = counting.after(current, next_start)
-        return current, share
+        mark.drop_finished()
+        # Cut short by its half, not by the run's budget: on to the oldest pass.
+        return not current.done and self._stopped(budget, result)
 
     def _fresh(
         self, mark: Checkpoint, end: float, result: JobListResult
@@ -306,15 +310,9 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             created_at = self._handle(listing.items, current, lag_from, mark, result)
             # Only once its jobs are handled: a page that failed moves nothing.
             if current.fresh and current.page == 1:
-                # Newest first: the first page holds the newest job the API lists.
-                newest = max(created_at.values(), default=mark.watermark)
-                mark.fresh_end = max(mark.fresh_end, current.end)
-                if newest > mark.watermark:
-                    mark.watermark, mark.moved_at = newest, self._clock.time()
-                    mark.confirmed = False
-                elif confirming:
-                    mark.confirmed = True
-            if listing.is_last or not listing.items:
+                now = self._clock.time()
+                mark.first_page(current.end, created_at.values(), now, confirming=confirming)
+            if passes.ends(listing):
                 current.done = True
                 return
             current.page += 1
@@ -332,13 +330,10 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         recoverer decides), the running ones as ``decide`` says (parked WATCHING, or
         reopened); returns when each job was created."""
         settled, running, created_at = _sorted(items, current)
-        if not created_at:
-            return created_at
         rows = self._ledger.get_many([*settled, *running])
-        if lag_from is not None:
-            late = [lag_from - c for k, c in created_at.items() if k not in rows]
-            if late and max(late) > 0:
-                mark.measured(max(late), self._clock.time())
+        lag = _listing_lag(lag_from, created_at, rows)
+        if lag > 0:
+            mark.measured(lag, self._clock.time())
         now = self._clock.time()
         reopen: list[JobKey] = []
         unknown: dict[JobKey, float] = {}
@@ -364,8 +359,8 @@ _POLICY = Policy()
 def _sorted(
     items: Sequence[JobSummary], current: Pass
 ) -> tuple[list[JobKey], dict[JobKey, float], dict[JobKey, float]]:
-    """A page's settled jobs, its running ones and every job's creation time (a fresh pass
-    also notes each job it saw, for the count check)."""
+    """A page's settled jobs, its running ones and every job's creation time (``current``
+    notes each job it saw, for a fresh pass's count check)."""
     settled: list[JobKey] = []
     running: dict[JobKey, float] = {}
     created_at: dict[JobKey, float] = {}
@@ -373,11 +368,19 @@ def _sorted(
         key = JobKey(JobKind.EXTRACT, item.job_id)
         # A job listed without its creation time counts as created at the range's start, so
         # inside the range read.
-        created_at[key] = item.created_at.timestamp() if item.created_at else current.start
-        if current.fresh:
-            current.seen[item.job_id] = created_at[key]
+        created_at[key] = current.seen[item.job_id] = passes.created(item, current.start)
         if item.is_terminal:
             settled.append(key)
         else:
             running[key] = created_at[key]
     return settled, running, created_at
+
+
+def _listing_lag(
+    lag_from: float | None, created_at: Mapping[JobKey, float], known: Container[JobKey]
+) -> float:
+    """A listing-lag sample: how far below ``lag_from`` (None: this pass measures none) the
+    lowest job the ledger does not know was created; 0 when none was listed late."""
+    if lag_from is None:
+        return 0.0
+    return max((lag_from - c for key, c in created_at.items() if key not in known), default=0.0)

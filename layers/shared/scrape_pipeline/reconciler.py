@@ -334,7 +334,9 @@ class _CadenceRow:
     def gap_open(self, now: float) -> bool:
         """A run recovered a job less than ``gap_memory_seconds`` ago: webhooks go missing."""
         seen = self.finished.get(GAP_SEEN) or self.saved.get(GAP_SEEN)
-        return bool(seen) and now - float(seen or 0.0) < self.gap_memory_seconds
+        if not seen:
+            return False
+        return now - float(seen) < self.gap_memory_seconds
 
     def ran(self, row: SweepRow, result: SweepResult, started: float) -> None:
         """Remember a cadenced sweep's finished run (one cut short or failed is due again)."""

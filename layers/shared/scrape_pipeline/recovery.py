@@ -81,21 +81,7 @@ class Recoverer:
         that fails does not stop the others, and the jobs claimed are still sent before the
         first error is raised, so nothing claimed waits for the stuck-rows sweep needlessly.
         """
-        unique = list(dict.fromkeys(keys))
-        claimed: dict[JobKey, Undo] = {}
-        error: Exception | None = None
-        with ThreadPoolExecutor(max_workers=WRITE_WORKERS) as pool:
-            futures = [
-                (key, pool.submit(self._claim, key, rows.get(key), source=source)) for key in unique
-            ]
-            for key, future in futures:
-                try:
-                    undo = future.result()
-                except (AWSUnavailableError, LedgerError) as exc:
-                    error = error or exc
-                    continue
-                if undo is not None:
-                    claimed[key] = undo
+        claimed, errors = self._claim_many(keys, rows, source=source)
         try:
             self._queue.send_many([JobMessage(key, source) for key in claimed])
         except UnsentError as exc:
@@ -103,10 +89,32 @@ class Recoverer:
             # again, instead of the stale-row sweep a quarter of an hour later.
             for message in exc.unsent:
                 _quietly(claimed[message.key])
-            error = error or exc
-        if error is not None:
-            raise error
+            errors.append(exc)
+        if errors:
+            raise errors[0]
         return len(claimed)
+
+    def _claim_many(
+        self, keys: Sequence[JobKey], rows: Mapping[JobKey, LedgerRow], *, source: str
+    ) -> tuple[dict[JobKey, Undo], list[Exception]]:
+        """``_claim`` each job once, the ledger writes concurrently: the undo of each claim
+        made, and the errors of the writes that failed (the others go on), in ``keys`` order."""
+        claimed: dict[JobKey, Undo] = {}
+        errors: list[Exception] = []
+        with ThreadPoolExecutor(max_workers=WRITE_WORKERS) as pool:
+            futures = [
+                (key, pool.submit(self._claim, key, rows.get(key), source=source))
+                for key in dict.fromkeys(keys)
+            ]
+            for key, future in futures:
+                try:
+                    undo = future.result()
+                except (AWSUnavailableError, LedgerError) as exc:
+                    errors.append(exc)
+                    continue
+                if undo is not None:
+                    claimed[key] = undo
+        return claimed, errors
 
     def watch_many(self, jobs: Mapping[JobKey, float], *, source: str) -> int:
         """Record WATCHING the unsettled jobs of ``jobs`` (key: the job's creation time) that

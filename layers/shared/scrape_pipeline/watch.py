@@ -61,15 +61,14 @@ from typing import TYPE_CHECKING
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
 from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
-from scrape_pipeline.geonode.models import JobSummary, Page, format_time
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobState, Source
+from scrape_pipeline.geonode.models import JobSummary, Page
+from scrape_pipeline.jobs import SOURCE_WATCH, JobState, Source
 from scrape_pipeline.ledger import LedgerRow
 from scrape_pipeline.settings import number
 from scrape_pipeline.sweeps import Sweep, SweepResult
 from scrape_pipeline.sweeps.watch_listing import (
     LISTED_CHECKPOINT,
     MAX_LISTED,
-    UNSETTLED_STATUSES,
     WATCH_CHECKPOINT,
     Listed,
     Listing,
@@ -83,6 +82,10 @@ if TYPE_CHECKING:
     from scrape_pipeline.reconciler import ReconcileReport
 
 ROWS_PER_PAGE = 100
+# What the rows pass shows ``decide`` of a parked row: whether its poll is due by age (``_due``).
+_POLL_SEEN = {True: Seen.POLL_DUE, False: Seen.POLL_NOT_DUE}
+# No staleness bound: the watch schedule (``_due``) says what is due.
+_POLICY = Policy()
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,6 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         seen_extract = saved.get("extracts_seen") == "1"
         extract_rows: list[LedgerRow] = []
         cursor = None
-        policy = Policy()  # no staleness bound: the watch schedule (``_due``) says what is due
 
         def fields(finished: bool) -> dict[str, str]:
             saw = seen_extract or bool(extract_rows)
@@ -210,18 +212,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
             )
             result.row_pages += 1
             result.watched += len(rows)
-            # A sick job is polled on its schedule whatever the listing says (settled, it would
-            # be woken every run; missing, never): ``decide`` leaves only healthy extract jobs
-            # to the listing.
-            due: dict[JobKey, LedgerRow] = {}
-            for row in rows:
-                seen = Seen.POLL_DUE if self._due(row, now) else Seen.POLL_NOT_DUE
-                decision = decide(row, Evidence(seen, Source.WATCH), now, policy)
-                if decision.why is Why.BY_LISTING:
-                    extract_rows.append(row)
-                elif decision.move is not None:
-                    due[row.key] = row
-            result.woken += self._recoverer.ensure_many(list(due), due, source=Source.WATCH)
+            extract_rows += self._poll(rows, now, result)
             if cursor is None or not rows:
                 return extract_rows, fields(finished=True)
             # Within a run the query's own cursor goes on; across runs the next one starts at
@@ -229,6 +220,30 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
             after = rows[-1].state_since
         result.complete = False
         return extract_rows, fields(finished=False)
+
+    def _poll(self, rows: list[LedgerRow], now: float, result: WatchResult) -> list[LedgerRow]:
+        """Wake the rows due a poll by age; the healthy extract rows, which the listing
+        judges, are returned.
+
+        A sick job is polled on its schedule whatever the listing says (settled, it would be
+        woken every run; missing, never): ``decide`` leaves only healthy extract jobs to the
+        listing."""
+        by_listing: list[LedgerRow] = []
+        due: list[LedgerRow] = []
+        for row in rows:
+            evidence = Evidence(_POLL_SEEN[self._due(row, now)], Source.WATCH)
+            decision = decide(row, evidence, now, _POLICY)
+            if decision.why is Why.BY_LISTING:
+                by_listing.append(row)
+            elif decision.move is not None:
+                due.append(row)
+        self._wake(due, result)
+        return by_listing
+
+    def _wake(self, rows: list[LedgerRow], result: WatchResult) -> None:
+        """Wake ``rows`` (each job once), counted in ``result``."""
+        due = {row.key: row for row in rows}
+        result.woken += self._recoverer.ensure_many(list(due), due, source=Source.WATCH)
 
     def _due(self, row: LedgerRow, now: float) -> bool:
         """A batch's or crawl's poll (or a sick job's, or an extract job's with the listing
@@ -243,17 +258,14 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         if listed is None or not rows:
             return
         now = self._clock.time()
+        self._wake([row for row in rows if self._settled(row, listed, now)], result)
+
+    def _settled(self, row: LedgerRow, listed: Listed, now: float) -> bool:
+        """``listed`` shows the extract ``row``'s job settled; a listing given up (oversize)
+        shows nothing, and the row is polled by age like a batch's."""
         if listed.oversize:
-            due = {r.key: r for r in rows if self._due(r, now)}
-        else:
-            parked_before = listed.started - self.settings.listing_lag_seconds
-            due = {
-                r.key: r
-                for r in rows
-                if r.state_since <= parked_before and digest(r.key.job_id) not in listed.ids
-            }
-        keys: list[JobKey] = list(due)
-        result.woken += self._recoverer.ensure_many(keys, due, source=Source.WATCH)
+            return self._due(row, now)
+        return listed.missing(row, self.settings.listing_lag_seconds)
 
     def _list(
         self,
@@ -269,16 +281,14 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         now = self._clock.time()
         if listing is None:
             listed = Listed.read(self._books.read(LISTED_CHECKPOINT))
-            recent = listed is not None and now - listed.started < self.settings.poll_seconds
-            if listed is not None and listed.oversize and recent:
-                return None, listed  # given up lately: polled by age until WATCH_POLL passed
+            if listed is not None and listed.given_up(now, self.settings.poll_seconds):
+                return None, listed  # polled by age until WATCH_POLL passed
             listing = Listing(started=now)
         pages, read = budget.capped(self.settings.max_pages), 0
         while not pages.spent(read):
-            status = UNSETTLED_STATUSES[listing.status]
             page = self._client.list_jobs(
-                status=status,
-                end_date=None if listing.end is None else format_time(listing.end),
+                status=listing.api_status,
+                end_date=listing.end_date,
                 page=listing.page,
                 page_size=JOBS_PAGE_MAX,
             )
@@ -302,16 +312,12 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
             listed = Listed(now, frozenset(), oversize=True)
             self._books.write(LISTED_CHECKPOINT, listed.fields())
             return listed
-        last = page.is_last or not page.items
-        if last and listing.status + 1 == len(UNSETTLED_STATUSES):
+        if listing.completed_by(page):
             return self._complete(listing, result)
         if ids:  # saved before the listing moves past them: a failed write moves nothing
             self._books.write(chunk_name(listing.chunks), {"ids": pack(ids)})
             listing.chunks, listing.count = listing.chunks + 1, listing.count + len(ids)
-        if last:
-            listing.next_status()
-        else:
-            listing.turn(page.items)
+        listing.past(page)
         return None
 
     def _complete(self, listing: Listing, result: WatchResult) -> Listed:
@@ -319,7 +325,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         (kept for the runs until the next is complete, when it took more than this one)."""
         result.listings += 1
         ids = listing.ids | unpack(listing.inline)
-        if not listing.chunks_before and not listing.inline:
+        if listing.read_this_run:
             return Listed(listing.started, frozenset(ids))  # read within this run: used at once
         names = [chunk_name(n) for n in range(listing.chunks_before)]
         for fields in self._books.read_many(names).values():

@@ -84,6 +84,22 @@ class _DeliveryCheckpoint:
         out.update(passes.encode([self.resume] if self.resume is not None else []))
         return out
 
+    def next_pass(self, overlap: float) -> tuple[float, float | None, int]:
+        """The range and page the next pass reads: the pass cut short, or a fresh one from the
+        checkpoint less ``overlap`` up to the newest attempt it meets (None until then)."""
+        if self.resume is None:
+            return self.checkpoint - overlap, None, 1
+        return self.resume.start, self.resume.end, self.resume.page
+
+    def after(self, low: float, high: float | None, next_page: int | None) -> _DeliveryCheckpoint:
+        """The state once a pass over [low, high] stopped before ``next_page``: saved to resume
+        there, or, the pass finished (None), the checkpoint moved up to ``high``."""
+        if high is None:  # nothing read: nothing to resume, nothing to move
+            return self
+        if next_page is None:
+            return _DeliveryCheckpoint(max(self.checkpoint, high))
+        return _DeliveryCheckpoint(self.checkpoint, SavedPass(low, high, next_page))
+
 
 @dataclass
 class _Scan:
@@ -97,13 +113,13 @@ class _Scan:
     def take(self, listing: Page[Delivery], low: float, only_status: int | None) -> bool:
         """The jobs of ``listing``'s attempts; True once the lower bound or the end is reached."""
         for delivery in listing.items:
-            created = delivery.created_at.timestamp() if delivery.created_at else low
+            created = passes.created(delivery, low)
             if created < low:
                 return True
             self.newest = created if self.newest is None else max(self.newest, created)
-            if only_status is None or delivery.http_status == only_status:
+            if only_status in (None, delivery.http_status):
                 self.keys += _key(delivery)
-        return listing.is_last or not listing.items
+        return passes.ends(listing)
 
 
 def _key(delivery: Delivery) -> list[JobKey]:
@@ -166,23 +182,17 @@ class DeliveryLogSweep(Sweep[DeliveryLogSettings, DeliveryLogResult]):
     ) -> tuple[_DeliveryCheckpoint, GeonodeError | None, bool]:
         """One pass, resumed or fresh: the checkpoint after it, the failure that cut it short,
         and whether to go on with a fresh one (a resumed pass finished, time left)."""
-        resume = mark.resume
-        if resume is not None:
+        resumed = mark.resume is not None
+        if resumed:
             result.resumed_passes += 1
-            low, high, page = resume.start, resume.end, resume.page
-        else:
-            low, high, page = mark.checkpoint - self.settings.delivery_overlap_seconds, None, 1
+        low, high, page = mark.next_pass(self.settings.delivery_overlap_seconds)
         scan = self._scan_failed(webhook_id, low, page, result, budget, read_before=read_before)
         result.recovered += self._ensure(scan.keys, SOURCE_DELIVERY_LOG)
-        high = high if high is not None else scan.newest
-        if scan.next_page is not None:
-            result.complete = False
-            if high is not None:  # nothing read yet: nothing to resume
-                mark = _DeliveryCheckpoint(mark.checkpoint, SavedPass(low, high, scan.next_page))
-            return mark, scan.error, False
-        done = _DeliveryCheckpoint(max(mark.checkpoint, high or mark.checkpoint))
-        go_on = resume is not None and not budget.spent(result.delivery_pages - read_before)
-        return done, None, go_on
+        finished = scan.next_page is None  # a failed page leaves the scan unfinished
+        result.complete &= finished
+        go_on = resumed and finished and not budget.spent(result.delivery_pages - read_before)
+        top = scan.newest if high is None else high
+        return mark.after(low, top, scan.next_page), scan.error, go_on
 
     def _scan_failed(
         self,

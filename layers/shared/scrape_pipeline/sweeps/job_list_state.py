@@ -8,7 +8,7 @@ reads as the algorithm alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.sweeps import passes
@@ -37,7 +37,8 @@ class Pass:
     # A range read again because the count check found jobs listed in it late: a job it finds
     # the ledger does not know was created this far below this watermark (a lag sample).
     lag_from: float | None = None
-    # Not saved: the jobs a fresh pass read, by id, with their created_at (the count check).
+    # Not saved: the jobs the pass read, by id, with their created_at (a fresh pass's count
+    # check counts them).
     seen: dict[str, float] = field(default_factory=dict)
 
     def saved(self) -> SavedPass:
@@ -94,9 +95,22 @@ class Checkpoint:
         if lag >= self.lag:
             self.lag, self.lag_seen_at = lag, now
 
-    def drop(self, finished: Pass) -> None:
-        """A pass read to its end leaves the pending list."""
-        self.pending = [p for p in self.pending if p is not finished]
+    def first_page(
+        self, end: float, created: Iterable[float], now: float, *, confirming: bool
+    ) -> None:
+        """A fresh pass up to ``end`` read its first page, jobs ``created`` then (newest first:
+        the newest job the API lists is among them). The watermark moves up to it; one that
+        stays where it is confirms the overlap below it, if the pass was ``confirming``."""
+        newest = max(created, default=self.watermark)
+        self.fresh_end = max(self.fresh_end, end)
+        if newest > self.watermark:
+            self.watermark, self.moved_at, self.confirmed = newest, now, False
+        elif confirming:
+            self.confirmed = True
+
+    def drop_finished(self) -> None:
+        """A pass read to its end (the one just read, if any) leaves the pending list."""
+        self.pending = [p for p in self.pending if not p.done]
 
     def bound(self) -> None:
         """Merge the two newest pending passes while there are too many (see the constant)."""
@@ -150,5 +164,5 @@ class Counting:
         if not read.done:
             return self.low, self.split, self.count, self.watermark
         top = max(self.split, int(next_start // 1))
-        seen = sum(1 for created in read.seen.values() if self.split < created <= top)
+        seen = sum(self.split < created <= top for created in read.seen.values())
         return self.low, top, self.count + seen, self.watermark

@@ -6,6 +6,9 @@ first. Saved passes are one JSON list in the ``pending`` field of the sweep's bo
 oldest first, each ``[start, end, page]``, or ``[start, end, page, null, lag_from]`` for a range
 the job list reads again for jobs listed late (the null keeps the place of a field earlier
 versions wrote there). Rows of earlier versions read through ``migrate``, one function.
+
+Every list read newest first (the watch sweep's listing too) shares ``ends`` (its last page)
+and ``created`` (an entry's time, the range's bound when the API leaves it out).
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from scrape_pipeline.geonode.models import Delivery, JobSummary, Page
 
 PENDING = "pending"
 # Earlier versions' single resumable pass, by field: the job list's (``resume_oldest``, the
@@ -42,9 +48,10 @@ class SavedPass:
     @classmethod
     def decode(cls, raw: Raw) -> SavedPass:
         """From its JSON form; a fourth field (the pinning job of earlier versions) is ignored."""
-        start, end, page = raw[:3]
-        lag_from = float(raw[4]) if len(raw) > 4 and raw[4] is not None else None
-        return cls(float(start or 0.0), float(end or 0.0), int(page or 1), lag_from)
+        # Padded: ``[start, end, page]``, or with the re-read range's two fields after it.
+        start, end, page, _, lag_from = (*raw, None, None)[:5]
+        lag = None if lag_from is None else float(lag_from)
+        return cls(float(start or 0.0), float(end or 0.0), int(page or 1), lag)
 
 
 def migrate(saved: Mapping[str, str]) -> dict[str, str]:
@@ -72,3 +79,14 @@ def encode(passes: Iterable[SavedPass]) -> dict[str, str]:
     """The ``pending`` field for ``passes``; none when there are none."""
     listed = [p.encode() for p in passes]
     return {PENDING: json.dumps(listed, separators=(",", ":"))} if listed else {}
+
+
+def ends(page: Page[Any]) -> bool:
+    """A listing read newest first ends at ``page``: the API says it is the last, or it is empty."""
+    return page.is_last or not page.items
+
+
+def created(entry: JobSummary | Delivery, missing: float) -> float:
+    """When ``entry`` was created; one listed without its time counts as created at
+    ``missing`` (the bound of the range read, so inside it)."""
+    return entry.created_at.timestamp() if entry.created_at else missing

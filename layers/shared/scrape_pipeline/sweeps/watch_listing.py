@@ -12,9 +12,14 @@ import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
-from scrape_pipeline.geonode.models import ApiStatus, JobSummary
+from scrape_pipeline.geonode.models import ApiStatus, JobSummary, Page, format_time
+from scrape_pipeline.sweeps import passes
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger import LedgerRow
 
 # The rows' resume point and the listing under way (its ``list_`` fields), one row.
 WATCH_CHECKPOINT = "reconciler-watch"
@@ -69,18 +74,45 @@ class Listing:
         if not saved or not saved.get("list_started"):
             return None
         end = saved.get("list_end")
-        chunks = int(saved.get("list_chunks") or 0)
+        chunks = _whole(saved, "list_chunks")
         inline = saved.get("list_ids") or ""
         return cls(
             float(saved["list_started"]),
-            int(saved.get("list_status") or 0),
+            _whole(saved, "list_status"),
             int(end) if end else None,
-            int(saved.get("list_page") or 1),
+            _whole(saved, "list_page", 1),
             chunks,
-            int(saved.get("list_count") or len(unpack(inline))),
+            _whole(saved, "list_count", len(unpack(inline))),
             chunks_before=chunks,
             inline=inline,
         )
+
+    @property
+    def api_status(self) -> ApiStatus:
+        """The status being listed."""
+        return UNSETTLED_STATUSES[self.status]
+
+    @property
+    def end_date(self) -> str | None:
+        """The bound as the API's date filter takes it (None: from the newest job)."""
+        return None if self.end is None else format_time(self.end)
+
+    @property
+    def read_this_run(self) -> bool:
+        """Every page of it so far was read by this run: none is saved in an earlier one's rows."""
+        return not (self.chunks_before or self.inline)
+
+    def completed_by(self, page: Page[JobSummary]) -> bool:
+        """``page`` is the last of the last status: the listing is complete."""
+        return passes.ends(page) and self.status + 1 == len(UNSETTLED_STATUSES)
+
+    def past(self, page: Page[JobSummary]) -> None:
+        """Past ``page``: on to the next status once it ends this one's list, else to the
+        next page of the same bound."""
+        if passes.ends(page):
+            self.next_status()
+        else:
+            self.turn(page.items)
 
     def turn(self, items: Sequence[JobSummary]) -> None:
         """Past a page of ``items``: the next page of the same bound."""
@@ -105,7 +137,7 @@ class Listing:
         bound = int(-(-min(self.times) // 1))
         if self.end is not None and bound >= self.end:
             return self.end, self.page
-        same_second = sum(1 for t in self.times if bound - 1 < t <= bound)
+        same_second = sum(bound - 1 < t <= bound for t in self.times)
         return bound, 1 + same_second // JOBS_PAGE_MAX
 
     def fields(self) -> dict[str, str]:
@@ -138,11 +170,27 @@ class Listed:
         ids = frozenset(unpack(saved.get("ids")))
         return cls(float(saved["started"]), ids, saved.get("oversize") == "1")
 
+    def given_up(self, now: float, retry_after: float) -> bool:
+        """Given up (oversize) less than ``retry_after`` before ``now``: not listed again yet."""
+        return self.oversize and now - self.started < retry_after
+
+    def missing(self, row: LedgerRow, lag_seconds: float) -> bool:
+        """``row``'s job was parked before this listing began, less ``lag_seconds`` (the API
+        lists a new job late), and is not in it: it has settled."""
+        parked_before = self.started - lag_seconds
+        return row.state_since <= parked_before and digest(row.key.job_id) not in self.ids
+
     def fields(self) -> dict[str, str]:
         out = {"started": f"{self.started:.3f}", "ids": pack(set(self.ids))}
         if self.oversize:
             out["oversize"] = "1"
         return out
+
+
+def _whole(saved: Mapping[str, str], name: str, default: int = 0) -> int:
+    """A whole-number field of the checkpoint; absent or empty (rows of earlier versions) is
+    ``default``."""
+    return int(saved.get(name) or default)
 
 
 def chunk_name(number: int) -> str:
