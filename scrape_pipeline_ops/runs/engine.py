@@ -74,6 +74,15 @@ class SubmitterSettings:
 
 
 @dataclass(frozen=True)
+class Planned:
+    """A run as planning found it: ``resumed`` counts its entries by state (empty: new)."""
+
+    run: Run
+    created: bool
+    resumed: dict[EntryState, int]
+
+
+@dataclass(frozen=True)
 class RunReport:
     """Where a run stands after one ``submit`` call."""
 
@@ -138,12 +147,20 @@ class Submitter:
 
     def submit(self, spec: RunSpec, name: str | None = None) -> RunReport:
         """Plan ``spec`` (as ``name`` or its derived name) and post what is not submitted."""
+        return self.work(self.plan(spec, name))
+
+    def plan(self, spec: RunSpec, name: str | None = None) -> Planned:
+        """Plan ``spec`` in the journal (a rerun adds nothing) and say what was found there."""
         run, created = self.journal.plan(spec, name or spec.derived_name(), self.clock.time())
-        found = self.journal.entries(run.name)
-        resumed = {} if created else dict(Counter(e.state for e in found))
+        found = {} if created else dict(Counter(e.state for e in self.journal.entries(run.name)))
+        return Planned(run, created, found)
+
+    def work(self, planned: Planned) -> RunReport:
+        """Post every entry of a planned run that is not settled yet, as far as the API lets."""
+        run = planned.run
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up = set()
-        self._announce_left(run, found)
+        self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
         self._settle_doubts(run)
         for entry in self.journal.entries(run.name, [S.PLANNED]):
             self._post_planned(run, entry)
@@ -153,7 +170,7 @@ class Submitter:
             self._wait_for_held(run)
             self._settle_doubts(run)
         entries = self.journal.entries(run.name)
-        return RunReport(run, created, resumed, entries, self._posts, self._stopped)
+        return RunReport(run, planned.created, planned.resumed, entries, self._posts, self._stopped)
 
     def _post_planned(self, run: Run, entry: Entry) -> None:
         """Claim and post ``entry``; again after an answer that says the API did not act."""
@@ -235,8 +252,8 @@ class Submitter:
                 raise
             # Our lease ran out while the answer was on its way: the answer is the evidence.
             recorded = self.journal.adopt(current, job_id, now)
-        self._tell(kind, recorded, api_status)
-        return self._announced(run, recorded)
+        # Announced before it is told: a listener's line for a batch says it was announced.
+        return self._tell(kind, self._announced(run, recorded), api_status)
 
     def _announced(self, run: Run, entry: Entry) -> Entry:
         """Tell the ledger of a submitted batch or crawl (no API lists them), once."""
@@ -327,6 +344,7 @@ class Submitter:
 __all__: Sequence[str] = (
     "Event",
     "EventKind",
+    "Planned",
     "RunReport",
     "SubmitClient",
     "Submitter",

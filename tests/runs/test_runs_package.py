@@ -30,3 +30,12 @@ def test_moves_table_has_one_move_per_verb_and_reaches_every_state():
     }
     assert reached == set(moves.EntryState)
     assert "| `expire` | posting | in_doubt |" in moves.markdown()
+
+
+def test_moves_table_in_the_readme_is_the_code_s():
+    readme = (PACKAGE.parents[1] / "README.md").read_text()
+    begin = (
+        "<!-- runs-moves: rendered from scrape_pipeline_ops/runs/moves.py, checked by tests -->\n"
+    )
+    block = readme.split(begin, 1)[1].split("<!-- /runs-moves -->", 1)[0]
+    assert block == moves.markdown()
