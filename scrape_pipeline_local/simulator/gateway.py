@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -119,6 +120,7 @@ class Gateway:
 
         await self.app(scope, receive, discard)
         if answer == "timeout":
+            await asyncio.sleep(self.sim.config.lost_answer_hold_s)
             await send({"type": "http.response.start", "status": 504, "headers": []})
             raise _Dropped(scope["path"])
         error = ApiError.for_status(status, "injected fault: the answer was lost")

@@ -12,6 +12,7 @@ import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.geonode.models import SubmittedJob
+from scrape_pipeline.settings import GeonodeSettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.runs.engine import Event, EventKind, RunReport, Submitter
@@ -181,6 +182,30 @@ def test_submitter_lost_extract_answer_is_adopted_from_the_job_list(
     [doubt] = [e for e in events if e.kind is EventKind.IN_DOUBT]
     assert doubt.entry.urls == (first,)
     assert [e.entry.urls for e in events if e.kind is EventKind.ADOPTED] == [(first,)]
+
+
+def test_submitter_extract_whose_client_timed_out_is_adopted(
+    clock: ManualClock, journal: SqliteJournal
+):
+    # GIVEN the API creates the job, then holds the answer past the client's read timeout
+    server = start(clock, lost_answer_hold_s=1.0)
+    try:
+        server.sim.faults.lose_answers("POST /v1/extract", ["timeout"])
+        settings = GeonodeSettings(base_url=server.base_url, timeout_seconds=0.3)
+        with GeonodeClient(KEY, settings=settings, clock=clock) as client:
+            events: list[Event] = []
+            posted = urls("read-timeout", 2)
+            report = submitter(journal, client, clock, listener=events.append).submit(
+                RunSpec.of(posted, RunMode.ASYNC)
+            )
+        # THEN the client's timeout put it in doubt, and the job list resolved it
+        [doubt] = [e for e in events if e.kind is EventKind.IN_DOUBT]
+        assert "no answer in time" in (doubt.entry.reason or "")
+        assert [e.entry.index for e in events if e.kind is EventKind.ADOPTED] == [0]
+        assert report.complete
+        once_each(server, posted)
+    finally:
+        server.stop()
 
 
 def test_submitter_batch_in_doubt_is_reported_never_reposted(
