@@ -2,7 +2,8 @@
 
 ``plan`` (what a run is), ``moves`` (the journal entry's one move table), ``journal`` (the
 ``Journal`` protocol and the verbs every backend shares), ``sqlite`` (the file journal),
-``outcomes`` (what a POST's answer means), ``engine`` (the submitter).
+``dynamodb`` (the journal in the ledger's table, for a stack), ``outcomes`` (what a POST's
+answer means), ``engine`` (the submitter).
 
 These modules import the runtime (``scrape_pipeline``) and the standard library only, never
 the rest of ``scrape_pipeline_ops``: they belong in the Lambda layer once a function runs
