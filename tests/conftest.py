@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -26,6 +27,11 @@ OFFLINE_AWS_ENV = {
 # there before any test module imports one.
 for _name in ("POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_SERVICE_NAME"):
     os.environ.setdefault(_name, OFFLINE_AWS_ENV[_name])
+# `submit` keeps a run journal in the user's state folder unless told otherwise: no test
+# writes there, not even one run from a module-scoped fixture (tests/cli give each test its own).
+os.environ["SCRAPE_PIPELINE_JOURNAL"] = os.path.join(
+    tempfile.mkdtemp(prefix="scrape-pipeline-runs-"), "runs.sqlite3"
+)
 
 
 @pytest.fixture(autouse=True)

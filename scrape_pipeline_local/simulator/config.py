@@ -97,6 +97,14 @@ class SimConfig:
     crawl_page_duration_min_s: float = 0.5
     crawl_page_duration_max_s: float = 5.0
 
+    # Each account's balance in tokens (None: unlimited). Every job submitted draws
+    # tokens_per_page per URL (a crawl: its start page) when it is created; a POST the
+    # balance cannot cover answers 402 and creates nothing. ``Simulator.top_up`` adds more.
+    balance_tokens: int | None = None
+    # A lost answer of "timeout" (``Faults.lose_answers``) holds the connection this long
+    # (real seconds) before dropping it: longer than the client's timeout, it times out.
+    lost_answer_hold_s: float = 0.0
+
     # Token bucket per API key, on the clock; rate 0 disables it.
     rate_limit_per_s: float = 50.0
     rate_limit_burst: int = 100

@@ -98,6 +98,9 @@ class Simulator:
         self._records: list[_Record] = []
         self._listings: list[Json] = []
         self._began = self.clock.time()  # where a ramping listing lag starts
+        self._balances: dict[str, int | None] = dict.fromkeys(
+            self.config.api_keys, self.config.balance_tokens
+        )
 
     def reset(self) -> None:
         """Forget everything: jobs, webhooks, deliveries, counters, faults, rate buckets."""
@@ -143,6 +146,34 @@ class Simulator:
             account = self._keys.pop(old)
             self._keys[new] = account
 
+    # ------------------------------------------------------------- balance
+
+    def _charge(self, account: str, urls: int) -> None:
+        """Draw the tokens of ``urls`` new jobs from the balance; 402 when it cannot cover them.
+
+        The caller holds the lock, so a refused POST creates nothing.
+        """
+        balance = self._balances.get(account)
+        if balance is None:
+            return
+        cost = urls * self.config.tokens_per_page
+        if cost > balance:
+            raise ApiError("PAYMENT_REQUIRED", f"balance exhausted: {balance} token(s) left")
+        self._balances[account] = balance - cost
+
+    def top_up(self, account: str, tokens: int | None) -> int | None:
+        """Add ``tokens`` to the account's balance (None: unlimited from now); the new balance."""
+        with self.lock:
+            balance = self._balances.get(account)
+            new = None if tokens is None or balance is None else balance + tokens
+            self._balances[account] = new
+            return new
+
+    def balance(self, account: str) -> int | None:
+        """Tokens left (None: unlimited)."""
+        with self.lock:
+            return self._balances.get(account)
+
     # ------------------------------------------------------------- extract
 
     def _draw(
@@ -166,6 +197,7 @@ class Simulator:
     ) -> ExtractJob:
         """A new extract job. Sync jobs are settled at once and kept for truth queries only."""
         with self.lock:
+            self._charge(account, 1)
             now = self.clock.time()
             job_id, work = self._draw(url, formats, render_js, now)
             job = ExtractJob(job_id, account, processing_mode, work)
@@ -304,6 +336,7 @@ class Simulator:
             raise ApiError("VALIDATION_ERROR", "no valid URL in the batch")
         digest = hashlib.sha256("\n".join(urls).encode()).hexdigest()
         with self.lock:
+            self._charge(account, len(valid))
             now = self.clock.time()
             self._batch_counts[digest] += 1
             batch_id = stable_uuid(self.config.seed, "batch", digest, self._batch_counts[digest])
@@ -359,6 +392,7 @@ class Simulator:
             raise ApiError("VALIDATION_ERROR", f"max_pages above {self.config.crawl_max_pages_cap}")
         urls = content.crawl_order(url, limit)
         with self.lock:
+            self._charge(account, 1)
             now = self.clock.time()
             self._submissions[url] += 1
             rng = rng_for(self.config.seed, "crawl", url, self._submissions[url])

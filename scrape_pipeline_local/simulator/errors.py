@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 CODES: dict[str, tuple[int, bool]] = {
     "BAD_REQUEST": (400, False),
     "UNAUTHORIZED": (401, False),
+    "PAYMENT_REQUIRED": (402, False),
     "NOT_FOUND": (404, False),
     "METHOD_NOT_ALLOWED": (405, False),
     "CONFLICT": (409, False),

@@ -1,6 +1,7 @@
 """Injected faults: lost, duplicated, delayed and reordered webhooks, API error bursts, poison
-jobs whose every GET answers 200 with a malformed body, and sick jobs whose own GET fails (404,
-a 5xx, or no answer at all) for a while as every other job's succeeds."""
+jobs whose every GET answers 200 with a malformed body, sick jobs whose own GET fails (404,
+a 5xx, or no answer at all) for a while as every other job's succeeds, and lost answers: a
+request carried out (the job created) whose answer never reaches the client."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ class Faults:
             self._rng = random.Random(rng_for(self._seed, "api-faults").getrandbits(64))
             self._malformed: set[str] = set()
             self._sick: dict[str, JobFault] = {}
+            self._lost: dict[str, list[JobAnswer]] = {}  # route -> answers still to lose
 
     def clear(self) -> None:
         """No fault at all, whatever the configuration said."""
@@ -121,6 +123,22 @@ class Faults:
             raise ValueError("duration_s must be positive")
         with self._lock:
             self._sick[job_id] = JobFault(answer, self._clock.time() + duration_s)
+
+    def lose_answers(self, route: str, answers: list[JobAnswer]) -> None:
+        """Carry out the next ``len(answers)`` requests to ``route`` (``POST /v1/extract``),
+        then answer each with its entry instead (a 5xx, or "timeout": no answer at all), as a
+        gateway does that fails after the API acted."""
+        for answer in answers:
+            if answer != "timeout" and answer not in API_FAULT_STATUSES - {429}:
+                raise ValueError("a lost answer is 'timeout' or a 5xx status")
+        with self._lock:
+            self._lost.setdefault(route, []).extend(answers)
+
+    def lost_answer(self, route: str) -> JobAnswer | None:
+        """The answer that replaces this request's own, when its answer is to be lost."""
+        with self._lock:
+            pending = self._lost.get(route)
+            return pending.pop(0) if pending else None
 
     def job_fault(self, job_id: str) -> JobFault | None:
         """The fault ``job_id``'s own route answers with now, or None (healthy, or recovered)."""

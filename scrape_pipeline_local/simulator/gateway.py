@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.routing import BaseRoute, Match
@@ -10,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scrape_pipeline_local.simulator.engine import Simulator
 from scrape_pipeline_local.simulator.errors import ApiError, error_response
+from scrape_pipeline_local.simulator.faults import JobAnswer
 
 API_PREFIX = "/v1/"
 # The routes that read one job: counted per job, and where a sick job's fault answers.
@@ -87,6 +90,10 @@ class Gateway:
                 refusal = ApiError.for_status(int(fault.answer), "injected fault for this job")
             if refusal is None:
                 state["account"] = self.sim.account_of(api_key)
+                lost = self.sim.faults.lost_answer(route)
+                if lost is not None:
+                    await self._lose_answer(scope, receive, send_with_id, lost, record)
+                    return
                 await self.app(scope, receive, send_with_id)
             else:
                 legacy = self.sim.config.legacy_error_shape
@@ -95,6 +102,31 @@ class Gateway:
                 )
         finally:
             record(500)  # no answer was started: the request failed inside the simulator
+
+    async def _lose_answer(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        answer: JobAnswer,
+        record: Callable[[int], None],
+    ) -> None:
+        """Carry the request out, then answer ``answer`` instead of its own answer."""
+        status = 504 if answer == "timeout" else int(answer)
+        record(status)  # the record shows what the client saw; the truth, what was done
+
+        async def discard(message: Message) -> None:
+            return None
+
+        await self.app(scope, receive, discard)
+        if answer == "timeout":
+            await asyncio.sleep(self.sim.config.lost_answer_hold_s)
+            await send({"type": "http.response.start", "status": 504, "headers": []})
+            raise _Dropped(scope["path"])
+        error = ApiError.for_status(status, "injected fault: the answer was lost")
+        legacy = self.sim.config.legacy_error_shape
+        correlation_id = scope["state"]["correlation_id"]
+        await error_response(error, correlation_id, legacy=legacy)(scope, receive, send)
 
     def _label(self, api_key: str | None) -> str:
         if api_key is None:

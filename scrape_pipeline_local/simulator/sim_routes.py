@@ -14,12 +14,13 @@ from scrape_pipeline_local.simulator.errors import ApiError
 
 
 def _apply_faults(sim: Simulator, body: dict[str, Any]) -> None:
-    """Apply a ``POST /_sim/faults`` body: clear/reset, then levels, burst and webhook switches."""
+    """Apply a ``POST /_sim/faults`` body: clear/reset, levels, burst, lost answers, webhooks."""
     if body.pop("reset", False):
         sim.faults.reset()
     if body.pop("clear", False):
         sim.faults.clear()
     burst = body.pop("burst", None)
+    lost = body.pop("lose_answers", None)
     webhooks = body.pop("webhooks", None) or {}
     if body:
         sim.faults.update(**body)
@@ -29,6 +30,8 @@ def _apply_faults(sim: Simulator, body: dict[str, Any]) -> None:
             duration_s=burst.get("duration_s"),
             status=int(burst.get("status", 503)),
         )
+    if lost is not None:
+        sim.faults.lose_answers(str(lost["route"]), list(lost["answers"]))
     for webhook_id, switch in webhooks.items():
         sim.set_webhook_active(webhook_id, bool(switch["is_active"]))
 
@@ -72,6 +75,13 @@ def sim_router(sim: Simulator) -> APIRouter:
         except (ValueError, TypeError, KeyError) as exc:
             raise ApiError("BAD_REQUEST", f"bad fault settings: {exc}") from exc
         return JSONResponse(sim.faults.snapshot())
+
+    @router.post("/balance")
+    async def top_up(body: dict[str, Any] = Body(...)) -> JSONResponse:  # noqa: B008
+        account = str(body.get("account") or sim.config.api_keys[0])
+        tokens = body.get("tokens")
+        balance = sim.top_up(account, None if tokens is None else int(tokens))
+        return JSONResponse({"account": account, "balance": balance})
 
     @router.post("/reset")
     async def reset() -> JSONResponse:

@@ -152,6 +152,11 @@ class Printer:
         if not self.json_mode:
             self._write(text)
 
+    def notice(self, text: str) -> None:
+        """A line on stderr for the person running the command (stdout stays the results)."""
+        self.stderr.write(f"scrape-pipeline: {text}\n")
+        self.stderr.flush()
+
     def error(self, message: str) -> None:
         """The one error line."""
         line = " ".join(message.split())

@@ -1,4 +1,8 @@
-"""``submit``: send URLs as sync extracts, async jobs, one batch, or crawls.
+"""``submit``: send URLs as sync extracts, or as a run of async jobs, batches or crawls.
+
+async, batch and crawl submissions are runs (``submit_run``): every URL has a journal entry,
+so running the same command again after a crash, a kill or a failure posts only what was
+not submitted. sync waits for each result and keeps no journal (there is no job to lose).
 
 One line is printed per job as soon as the API accepted it, so a run cut short still says
 what was submitted. ``submit --json | poll --from -`` follows the async jobs it started
@@ -14,14 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import ValidationError
-from scrape_pipeline.geonode.models import format_time
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.poll import LocalTarget, read_lines
+from scrape_pipeline_ops.cli.submit_run import run_submission
+from scrape_pipeline_ops.runs.plan import BATCH_MAX_URLS
 
 if TYPE_CHECKING:
     import argparse
@@ -29,10 +32,7 @@ if TYPE_CHECKING:
     from scrape_pipeline_ops.cli.config import Context
 
 MODES = ("sync", "async", "batch", "crawl")
-LEDGER_ENV = "LEDGER_TABLE_NAME"
 FORMATS = ("markdown", "html", "links")
-BATCH_MAX_URLS = 1000
-COLUMNS = ("job_id", "kind", "status", "url")
 SYNC_COLUMNS = ("url", "status", "http_status", "tokens_charged", "written")
 
 
@@ -44,11 +44,18 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="submit URLs (one per line) as sync, async, batch or crawl jobs",
         description=(
             "Submit the URLs of FILE (or stdin: -), one per line; blank lines and #comments "
-            "are skipped. async and crawl make one job per URL, batch one job for all (up to "
-            "1,000), sync waits for each result and prints its metadata (with --out DIR, the "
-            "content is written there). Prints one line per job: job_id, status, url. With "
-            "LEDGER_TABLE_NAME (or --stack-name), batches and crawls are announced to the "
-            "ledger, so the pipeline finds them even if their webhook is lost."
+            "are skipped, a URL listed twice is posted once. async and crawl make one job per "
+            "URL, batch one job per --batch-size URLs; sync waits for each result and prints "
+            "its metadata (with --out DIR, the content is written there). Prints one line per "
+            "job: job_id, status, url. async, batch and crawl submissions are runs: each URL "
+            "has an entry in a journal file (--journal, else $SCRAPE_PIPELINE_JOURNAL, else "
+            "$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3, ~/.local/state without "
+            "XDG_STATE_HOME), and the same command run again posts only what was not "
+            "submitted. A POST whose answer was lost is 'in doubt': an extract is looked up "
+            "in the job list and adopted, a batch or crawl is reported, never posted twice; "
+            "the command exits 1 while anything is in doubt. With LEDGER_TABLE_NAME (or "
+            "--stack-name), batches and crawls are announced to the ledger, so the pipeline "
+            "finds them even if their webhook is lost."
         ),
     )
     p.add_argument("file", nargs="?", default="-", metavar="FILE|-", help="URL list (default -)")
@@ -62,6 +69,24 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--render-js", action="store_true", help="render JavaScript first")
     p.add_argument("--max-pages", type=int, metavar="N", help="crawl only: pages per crawl")
     p.add_argument("--out", metavar="DIR", help="sync only: write each result under DIR")
+    p.add_argument(
+        "--run",
+        metavar="NAME",
+        help="the run's name (default: derived from the URLs, mode and options)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=BATCH_MAX_URLS,
+        metavar="N",
+        help=f"batch only: URLs per batch job, 1..{BATCH_MAX_URLS} (default {BATCH_MAX_URLS})",
+    )
+    p.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="the run journal's SQLite file (default $SCRAPE_PIPELINE_JOURNAL, else "
+        "$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -99,106 +124,50 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--max-pages must be at least 1")
     if args.out and args.mode != "sync":
         raise UsageError("--out applies to --mode sync (use 'poll --out' for async jobs)")
+    _check_run(args)
 
 
-def _announcer(ctx: Context) -> Callable[[str, str], bool]:
-    """``announce(kind, job_id)``: record a batch or crawl in the ledger, when there is one."""
-    table = ctx.environ.get(LEDGER_ENV)
-    if not table:
-        return lambda kind, job_id: False
-    from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
-    from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger  # noqa: PLC0415
-    from scrape_pipeline_ops.submissions import expect  # noqa: PLC0415
-
-    ttl_days = int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
-    ledger = Ledger(table, client=ctx.aws("dynamodb"), ttl_days=ttl_days, clock=ctx.clock)
-
-    def announce(kind: str, job_id: str) -> bool:
-        try:
-            expect(ledger, JobKind(kind), job_id)
-        except AWSUnavailableError as exc:
-            raise FailedError(
-                f"{kind} {job_id} was submitted but not announced to the ledger ({exc.code}); "
-                "the reconciler cannot find it if its webhook is lost"
-            ) from exc
-        return True
-
-    return announce
+def _check_run(args: argparse.Namespace) -> None:
+    """The options of a run (async, batch, crawl) are not given to another mode."""
+    if args.batch_size != BATCH_MAX_URLS and args.mode != "batch":
+        raise UsageError("--batch-size applies to --mode batch")
+    if args.mode == "sync" and (args.run or args.journal):
+        raise UsageError("--run and --journal apply to async, batch and crawl runs")
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     _check(args)
     formats = parse_formats(args.formats)
     urls = read_urls(args.file)
-    if args.mode == "batch" and len(urls) > BATCH_MAX_URLS:
-        raise UsageError(f"a batch takes at most {BATCH_MAX_URLS} URLs, got {len(urls)}")
+    if args.mode != "sync":
+        return run_submission(ctx, args, urls, formats)
     client = ctx.client()
     options: dict[str, Any] = {"formats": formats, "render_js": args.render_js}
-
-    # Only batches and crawls: the reconciler finds extract jobs in the API's job list.
-    announce = _announcer(ctx) if args.mode in ("batch", "crawl") else None
-    if args.mode == "batch":
-        submitted_at = format_time(ctx.clock.time())
-        job = client.create_batch(urls, **options)
-        ctx.out.row(
-            {
-                "job_id": job.job_id,
-                "kind": "batch",
-                "status": job.status,
-                "url": None,
-                "urls": len(urls),
-                "submitted_at": submitted_at,
-                "announced": announce is not None and announce("batch", job.job_id),
-            },
-            COLUMNS,
-        )
-        return 0
-
     rejected = 0
     target = LocalTarget(args.out) if args.out else None
     for url in urls:
-        submitted_at = format_time(ctx.clock.time())
         try:
-            if args.mode == "sync":
-                result = client.extract_sync(url, **options)
-                metadata = {k: v for k, v in result.raw.items() if k != "data"}
-                written = (
-                    target.write_files(sync_folder_name(url), result.data, metadata)
-                    if target is not None
-                    else None
-                )
-                report = {
-                    "url": url,
-                    "status": "completed",
-                    "http_status": result.metadata.get("http_status"),
-                    "tokens_charged": result.tokens_charged,
-                    "metadata": result.metadata,
-                    "written": written,
-                }
-                ctx.out.row(report, SYNC_COLUMNS)
-                continue
-            if args.mode == "crawl":
-                if args.max_pages is not None:
-                    options["max_pages"] = args.max_pages
-                job = client.create_crawl(url, **options)
-            else:
-                job = client.submit_extract(url, **options)
+            result = client.extract_sync(url, **options)
         except ValidationError as exc:
-            # This URL was refused (or, in sync mode, its extraction failed): the others go on.
+            # This URL was refused, or its extraction failed: the others go on.
             rejected += 1
             ctx.out.row({"url": url, "status": "rejected", "error": exc.code}, ("url", "status"))
             continue
-        kind = "crawl" if args.mode == "crawl" else "extract"
-        line: dict[str, Any] = {
-            "job_id": job.job_id,
-            "kind": kind,
-            "status": job.status,
+        metadata = {k: v for k, v in result.raw.items() if k != "data"}
+        written = (
+            target.write_files(sync_folder_name(url), result.data, metadata)
+            if target is not None
+            else None
+        )
+        report = {
             "url": url,
-            "submitted_at": submitted_at,
+            "status": "completed",
+            "http_status": result.metadata.get("http_status"),
+            "tokens_charged": result.tokens_charged,
+            "metadata": result.metadata,
+            "written": written,
         }
-        if announce is not None:
-            line["announced"] = announce(kind, job.job_id)
-        ctx.out.row(line, COLUMNS)
+        ctx.out.row(report, SYNC_COLUMNS)
     if rejected:
         raise FailedError(f"{rejected} of {len(urls)} URL(s) rejected by the API")
     return 0

@@ -10,6 +10,7 @@ import io
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,8 +63,12 @@ def assert_one_error_line(result: Result, code: int, *needles: str) -> str:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """``cli("status", "--json", clock=..., stdin="...")`` -> Result."""
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
+    """``cli("status", "--json", clock=..., stdin="...")`` -> Result.
+
+    Each test has its own run journal: none resumes another's run, none writes the user's.
+    """
+    monkeypatch.setenv("SCRAPE_PIPELINE_JOURNAL", str(tmp_path / "journal" / "runs.sqlite3"))
 
     def run(*argv: str, clock: Any = None, stdin: str | None = None) -> Result:
         capsys.readouterr()

@@ -21,7 +21,7 @@ from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.reconciler import ReconcileReport
 from scrape_pipeline_local.simulator.subscriptions import Subscription
 from scrape_pipeline_local.stack import API_KEY, LocalStack
-from tests.cli.conftest import Cli, assert_one_error_line
+from tests.cli.conftest import Cli, Result, assert_one_error_line
 
 
 def _urls(tag: str, n: int) -> list[str]:
@@ -129,7 +129,10 @@ def test_submit_rejected_url_is_reported_and_the_rest_go_on(live: LocalStack, cl
     good = _urls("rejected", 2)
     result = cli("submit", "--json", stdin="\n".join([good[0], "https://:80", good[1]]))
     # THEN the good ones are submitted, the bad one reported, and the run exits 1
-    assert_one_error_line(result, 1, "1 of 3")
+    # (stderr: the line naming the run, then the one error line)
+    run_line, error_line = result.err.splitlines()
+    assert run_line.startswith("scrape-pipeline: run async-")
+    assert_one_error_line(Result(result.code, result.out, error_line), 1, "1 of 3")
     lines = result.records()
     assert [line["status"] for line in lines] == ["queued", "rejected", "queued"]
     assert len(_truth(live, "extract", good)) == 2

@@ -214,7 +214,8 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> 
             "--store-secret",
             secret,
         ],
-        ["submit", str(urls), "--mode", "batch"],  # announced to the ledger
+        # announced to the ledger; a journal of its own, so no earlier run is resumed
+        ["submit", str(urls), "--mode", "batch", "--journal", str(tmp / "runs.sqlite3")],
         ["deliveries", "replay", hook, "--since-minutes", "60"],
         ["webhooks", "setup"],  # the first day's commands
         ["doctor"],

@@ -13,6 +13,7 @@ from scrape_pipeline.geonode import (
     ConflictError,
     GeonodeClient,
     NotFoundError,
+    PaymentRequiredError,
     RateLimitedError,
     RetryPolicy,
     ServerError,
@@ -216,3 +217,37 @@ def test_client_server_error_burst_retried_for_reads(
     with pytest.raises(ServerError):
         client.submit_extract("https://example.com/never-twice")
     assert server.sim.submissions().get("https://example.com/never-twice", 0) == 0
+
+
+def test_client_lost_answer_after_the_job_was_created(
+    server: SimulatorServer, client: GeonodeClient
+):
+    # GIVEN the simulator told to lose the next POST's answer after carrying it out
+    url = "https://example.com/answer-lost"
+    server.sim.faults.lose_answers("POST /v1/extract", [504])
+    # WHEN the client submits: it sees a 5xx, is not retried (the API may have acted)
+    with pytest.raises(ServerError):
+        client.submit_extract(url)
+    # THEN the job exists all the same, once, and the job list names it by url
+    assert server.sim.submissions()[url] == 1
+    [truth] = server.sim.truth_jobs("extract")
+    assert truth["url"] == url
+
+
+def test_client_payment_required_when_the_balance_runs_out(clock: ManualClock):
+    server = start(clock, balance_tokens=2)
+    try:
+        client = GeonodeClient(KEY, base_url=server.base_url, clock=clock)
+        client.submit_extract("https://example.com/paid/0")
+        # a batch the balance cannot cover creates nothing
+        with pytest.raises(PaymentRequiredError):
+            client.create_batch(["https://example.com/paid/1", "https://example.com/paid/2"])
+        client.submit_extract("https://example.com/paid/3")
+        with pytest.raises(PaymentRequiredError) as info:
+            client.submit_extract("https://example.com/paid/4")
+        assert info.value.status_code == 402 and info.value.attempts == 1
+        server.sim.top_up(KEY, 1)
+        client.submit_extract("https://example.com/paid/4")
+        assert set(server.sim.submissions()) == {f"https://example.com/paid/{i}" for i in (0, 3, 4)}
+    finally:
+        server.stop()

@@ -35,6 +35,7 @@ from scrape_pipeline.ledger.attributes import (
     PENDING_INDEX,
     STATE_SINCE,
     TTL_ATTRIBUTE,
+    RowPrefix,
 )
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.errors import LeaseLostError, LedgerError
@@ -64,6 +65,7 @@ __all__: Sequence[str] = (
     "LedgerRow",
     "Recorded",
     "RowCounts",
+    "RowPrefix",
     "Streak",
     "new_owner_id",
 )

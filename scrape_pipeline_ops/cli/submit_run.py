@@ -1,0 +1,186 @@
+"""``submit`` in async, batch or crawl mode: the URLs become a run, posted through its journal.
+
+The journal is a SQLite file (``scrape_pipeline_ops.runs.sqlite``): ``--journal PATH``, else
+``$SCRAPE_PIPELINE_JOURNAL``, else ``$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3``
+(``~/.local/state/...`` without XDG_STATE_HOME). A run is named by ``--run`` or after its
+URLs, mode and options; the first stderr line names it and what it resumed. Running the same
+command again posts only what was not submitted. Exit 1 while an entry is in doubt (each is
+named on stderr), rejected, or left planned by a stop (402, throttling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline_ops.cli.config import FailedError, UsageError
+from scrape_pipeline_ops.runs.engine import Event, EventKind, Planned, RunReport, Submitter
+from scrape_pipeline_ops.runs.journal import RunMismatchError
+from scrape_pipeline_ops.runs.moves import EntryState
+from scrape_pipeline_ops.runs.plan import BadPlanError, RunMode, RunSpec
+from scrape_pipeline_ops.runs.sqlite import SqliteJournal
+
+if TYPE_CHECKING:
+    import argparse
+
+    from scrape_pipeline_ops.cli.config import Context
+
+JOURNAL_ENV = "SCRAPE_PIPELINE_JOURNAL"
+JOURNAL_FILE = Path("scrape-pipeline") / "runs.sqlite3"
+LEDGER_ENV = "LEDGER_TABLE_NAME"
+COLUMNS = ("job_id", "kind", "status", "url")
+_NAMED = 5  # in-doubt entries named in the error line (every one has its own stderr line)
+S = EntryState
+
+
+def journal_path(flag: str | None, environ: Mapping[str, str]) -> Path:
+    """Where the journal file is: the flag, the variable, or the user's state folder."""
+    chosen = flag or environ.get(JOURNAL_ENV)
+    if chosen:
+        return Path(chosen).expanduser()
+    state = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / JOURNAL_FILE
+
+
+def announcer(ctx: Context) -> Callable[[str, str], None] | None:
+    """``announce(kind, job_id)``: record a batch or crawl in the ledger, when there is one."""
+    table = ctx.environ.get(LEDGER_ENV)
+    if not table:
+        return None
+    from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
+    from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger  # noqa: PLC0415
+    from scrape_pipeline_ops.submissions import expect  # noqa: PLC0415
+
+    ttl_days = int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
+    ledger = Ledger(table, client=ctx.aws("dynamodb"), ttl_days=ttl_days, clock=ctx.clock)
+
+    def announce(kind: str, job_id: str) -> None:
+        try:
+            expect(ledger, JobKind(kind), job_id)
+        except AWSUnavailableError as exc:
+            raise FailedError(
+                f"{kind} {job_id} was submitted but not announced to the ledger ({exc.code}); "
+                "run the same command again to announce it"
+            ) from exc
+
+    return announce
+
+
+class _Lines:
+    """Prints each entry's news as it happens: one result line, or a notice on stderr."""
+
+    def __init__(self, ctx: Context, mode: RunMode, announcing: bool) -> None:
+        self.ctx = ctx
+        self.mode = mode
+        self.announcing = announcing and mode is not RunMode.ASYNC
+
+    def __call__(self, event: Event) -> None:
+        entry = event.entry
+        line: dict[str, Any] = {"job_id": entry.job_id, "kind": self.mode.kind}
+        line["url"] = None if self.mode is RunMode.BATCH else entry.urls[0]
+        if self.mode is RunMode.BATCH:
+            line["urls"] = len(entry.urls)
+        if event.kind is EventKind.WAITING:
+            until = format_time(entry.lease_until or 0.0)
+            self.ctx.out.notice(
+                f"waiting for {entry.label()}: another submitter posts it ({until})"
+            )
+            return
+        if event.kind in (EventKind.SUBMITTED, EventKind.ADOPTED):
+            line["status"] = event.api_status
+            line["submitted_at"] = format_time(entry.posted_at or 0.0)
+            if event.kind is EventKind.ADOPTED:
+                line["adopted"] = True
+            if self.announcing:
+                line["announced"] = entry.announced
+        else:
+            line["status"] = entry.state.value
+            line["error"] = entry.reason
+        line.update(run=entry.run, entry=entry.index)
+        self.ctx.out.row(line, COLUMNS)
+
+
+def _spec(args: argparse.Namespace, urls: Sequence[str], formats: Sequence[str]) -> RunSpec:
+    options: dict[str, Any] = {"formats": list(formats), "render_js": args.render_js}
+    if args.max_pages is not None:
+        options["max_pages"] = args.max_pages
+    try:
+        return RunSpec.of(urls, RunMode(args.mode), options, batch_size=args.batch_size)
+    except BadPlanError as exc:
+        raise UsageError(f"--batch-size: {exc}") from exc
+
+
+def _plan(submitter: Submitter, spec: RunSpec, name: str | None) -> Planned:
+    try:
+        return submitter.plan(spec, name)
+    except (BadPlanError, RunMismatchError) as exc:
+        raise UsageError(f"--run: {exc}") from exc
+
+
+def _resumed(planned: Planned, path: Path) -> str:
+    """The first stderr line: the run's name, and what it found in the journal."""
+    run = planned.run
+    if planned.created:
+        entries = f"{run.entries} batch(es)" if run.mode is RunMode.BATCH else "as many jobs"
+        found = f"planned {run.urls} URL(s) in {entries}"
+    else:
+        found_in = planned.resumed
+        counts = ", ".join(f"{found_in[state]} {state}" for state in S if state in found_in)
+        found = f"resumed ({counts})"
+    return f"run {run.name}: {found}; journal {path}"
+
+
+def _problems(report: RunReport) -> list[str]:
+    """What keeps the run from being complete, one phrase each."""
+    problems = []
+    doubts = report.where(S.IN_DOUBT)
+    if doubts:
+        named = ", ".join(e.label() for e in doubts[:_NAMED])
+        more = f" and {len(doubts) - _NAMED} more" if len(doubts) > _NAMED else ""
+        problems.append(
+            f"{len(doubts)} entr{'y' if len(doubts) == 1 else 'ies'} in doubt: {named}{more}"
+        )
+    if report.stopped is not None:
+        left = len(report.where(S.PLANNED))
+        problems.append(f"stopped ({report.stopped.reason}) with {left} entr(ies) left planned")
+    held = report.where(S.POSTING)
+    if held:
+        problems.append(f"{len(held)} entr(ies) still being posted by another submitter")
+    rejected = sum(len(e.urls) for e in report.where(S.REJECTED))
+    if rejected:
+        problems.append(f"{rejected} of {report.run.urls} URL(s) rejected by the API")
+    return problems
+
+
+def run_submission(
+    ctx: Context, args: argparse.Namespace, urls: Sequence[str], formats: Sequence[str]
+) -> int:
+    """Plan the URLs as a run, post what is not submitted, and say where the run stands."""
+    spec = _spec(args, urls, formats)
+    path = journal_path(args.journal, ctx.environ)
+    journal = SqliteJournal(path)
+    try:
+        announce = announcer(ctx) if spec.mode is not RunMode.ASYNC else None
+        submitter = Submitter(
+            journal,
+            ctx.client(),
+            clock=ctx.clock,
+            announce=announce,
+            listener=_Lines(ctx, spec.mode, announce is not None),
+        )
+        planned = _plan(submitter, spec, args.run)
+        ctx.out.notice(_resumed(planned, path))
+        report = submitter.work(planned)
+    finally:
+        journal.close()
+    for entry in report.where(S.IN_DOUBT):
+        ctx.out.notice(f"in doubt: {entry.label()}: {entry.reason}")
+    problems = _problems(report)
+    if problems:
+        raise FailedError(
+            "; ".join(problems) + f" (run {report.run.name}; the same command resumes it)"
+        )
+    return 0

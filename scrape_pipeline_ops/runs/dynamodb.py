@@ -1,0 +1,277 @@
+"""The run journal in DynamoDB: a key space of the ledger's table, for runs with a stack.
+
+Why the ledger's table and not a table of its own: the ledger already holds bookkeeping
+rows under key prefixes that every scan skips (``RowPrefix``: ``meta#``, ``chain#``, and
+now ``run#``), and the sparse ``pending-by-state`` index never sees them (they carry no
+``pending_state``); so a journal there needs no new table to provision, protect (deletion
+protection, point-in-time recovery, encryption), grant and create in the local stack, its
+items expire by the ledger's TTL (``expires_at``, pushed by every write), and announcing a
+batch or crawl can join the write of its job id in one transaction on one table. The cost:
+the ledger has no sort key, so a run's entries are read by key (the run's head item says how
+many there are), 100 per ``BatchGetItem``, not by one ``Query``.
+
+    run#<name>            the head: mode, fingerprint, options, entry count, planned
+    run#<name>#<index>    one entry: its URLs (zlib-compressed JSON: a chunk of 1,000 long
+                          URLs stays under DynamoDB's 400 KB item limit), state and fields
+
+A run is planned head first (conditional: one planner wins), then its entries, 100 per
+``TransactWriteItems`` each conditional on the entry's absence, then ``planned`` is set; a
+planner that finds a head not yet planned (its planner crashed) finishes the job. Each move
+is one ``UpdateItem`` whose condition is the move's sources and guard.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, is_condition_failed, unavailable
+from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
+from scrape_pipeline_ops.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
+from scrape_pipeline_ops.runs.moves import EntryState, Guard, Move
+from scrape_pipeline_ops.runs.plan import Run, RunMode
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
+PK: Final = str(PARTITION_KEY)
+TTL: Final = str(TTL_ATTRIBUTE)
+_BATCH: Final = 100  # BatchGetItem's and TransactWriteItems' limit
+_NUMBERS: Final = frozenset({"lease_until", "posted_at", "doubted_at", "updated_at"})
+_GUARDS: Final[Mapping[Guard, str]] = {
+    Guard.NONE: "",
+    Guard.HOLDER: " AND #owner = :guard",
+    Guard.LEASE_EXPIRED: " AND lease_until <= :guard",
+    Guard.NOT_ANNOUNCED: " AND announced = :false",
+}
+
+
+def head_key(name: str) -> str:
+    """The key of a run's head item."""
+    return f"{RowPrefix.RUN}{name}"
+
+
+def entry_key(name: str, index: int) -> str:
+    """The key of one entry of a run."""
+    return f"{RowPrefix.RUN}{name}#{index}"
+
+
+class DynamoJournal(BaseJournal):
+    """A journal in the ledger table ``table_name`` (``client``: a boto3 DynamoDB client)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client: DynamoDBClient,
+        lease_s: float = DEFAULT_LEASE_S,
+        ttl_days: int = DEFAULT_TTL_DAYS,
+    ) -> None:
+        super().__init__(lease_s=lease_s)
+        self.table_name = table_name
+        self._db = client
+        self._ttl_s = ttl_days * 86_400
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _insert_run(self, run: Run, entries: Sequence[Entry]) -> bool:
+        head = {
+            PK: {"S": head_key(run.name)},
+            "mode": {"S": run.mode.value},
+            "fingerprint": {"S": run.fingerprint},
+            "options": {"S": json.dumps(run.options, sort_keys=True, default=str)},
+            "entries": {"N": str(run.entries)},
+            "urls": {"N": str(run.urls)},
+            "created_at": {"N": repr(run.created_at)},
+            "planned": {"BOOL": False},
+            TTL: {"N": str(int(run.created_at + self._ttl_s))},
+        }
+        try:
+            self._call("PutItem", Item=head, ConditionExpression=f"attribute_not_exists({PK})")
+            created = True
+        except _RefusedError:
+            found = self._get(head_key(run.name))
+            if found is None or found["fingerprint"]["S"] != run.fingerprint:
+                return False  # another run of that name: the caller says so
+            if found["planned"]["BOOL"]:
+                return False
+            created = False  # its planner stopped half-way: finish its work
+        for start in range(0, len(entries), _BATCH):
+            self._put_absent([self._item(e) for e in entries[start : start + _BATCH]])
+        self._call(
+            "UpdateItem",
+            Key={PK: {"S": head_key(run.name)}},
+            UpdateExpression="SET planned = :true",
+            ExpressionAttributeValues={":true": {"BOOL": True}},
+        )
+        return created
+
+    def _item(self, entry: Entry) -> dict[str, Any]:
+        urls = zlib.compress(json.dumps(entry.urls).encode())
+        item = {PK: {"S": entry_key(entry.run, entry.index)}, "urls": {"B": urls}}
+        item.update(_encode({"state": entry.state, "announced": False}))
+        item.update(_encode({"updated_at": entry.updated_at}))
+        item[TTL] = {"N": str(int((entry.updated_at or 0.0) + self._ttl_s))}
+        return item
+
+    def _put_absent(self, items: list[dict[str, Any]]) -> None:
+        """Put each item unless its key exists: one transaction, else one by one."""
+        absent = f"attribute_not_exists({PK})"
+        puts = [
+            {"Put": {"TableName": self.table_name, "Item": item, "ConditionExpression": absent}}
+            for item in items
+        ]
+        try:
+            self._db.transact_write_items(TransactItems=puts)  # type: ignore[arg-type]
+            return
+        except AWS_ERRORS as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
+        # Some exist already (a planner before us stopped half-way): the rest one at a time.
+        for item in items:
+            try:
+                self._call("PutItem", Item=item, ConditionExpression=absent)
+            except _RefusedError:
+                continue
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def run(self, name: str) -> Run | None:
+        found = self._get(head_key(name))
+        if found is None:
+            return None
+        return Run(
+            name=name,
+            mode=RunMode(found["mode"]["S"]),
+            fingerprint=found["fingerprint"]["S"],
+            options=json.loads(found["options"]["S"]),
+            entries=int(found["entries"]["N"]),
+            urls=int(found["urls"]["N"]),
+            created_at=float(found["created_at"]["N"]),
+        )
+
+    def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
+        run = self.run(name)
+        if run is None:
+            return []
+        wanted = {EntryState(s) for s in states}
+        found = [e for e in self._read_all(name, run.entries) if not wanted or e.state in wanted]
+        return sorted(found, key=lambda e: e.index)
+
+    def _read_all(self, name: str, count: int) -> Iterator[Entry]:
+        for start in range(0, count, _BATCH):
+            keys = [
+                {PK: {"S": entry_key(name, i)}} for i in range(start, min(count, start + _BATCH))
+            ]
+            request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                page = self._send("BatchGetItem", RequestItems=request)
+                for item in page.get("Responses", {}).get(self.table_name, []):
+                    yield _entry(name, item)
+                request = page.get("UnprocessedKeys") or {}
+
+    def entry(self, name: str, index: int) -> Entry | None:
+        found = self._get(entry_key(name, index))
+        return None if found is None else _entry(name, found)
+
+    def _get(self, key: str) -> dict[str, Any] | None:
+        found = self._call("GetItem", Key={PK: {"S": key}}, ConsistentRead=True).get("Item")
+        return dict(found) if found else None
+
+    # -- moves -----------------------------------------------------------------------------
+
+    def _write(
+        self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
+    ) -> Entry | None:
+        encoded = _encode({name: values[name] for name in values if name in FIELDS})
+        names = {f"#{name}": name for name in encoded}
+        placeholders = {f":{name}": value for name, value in encoded.items()}
+        now = float(values.get("updated_at") or 0.0)
+        placeholders[":ttl"] = {"N": str(int(now + self._ttl_s))}
+        condition, condition_names, condition_values = _condition(move, guard_value)
+        sets = ", ".join(f"#{name} = :{name}" for name in encoded)
+        try:
+            answer = self._call(
+                "UpdateItem",
+                Key={PK: {"S": entry_key(run, index)}},
+                UpdateExpression=f"SET {sets}, {TTL} = :ttl",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={**names, **condition_names},
+                ExpressionAttributeValues={**placeholders, **condition_values},
+                ReturnValues="ALL_NEW",
+            )
+        except _RefusedError:
+            return None
+        return _entry(run, answer["Attributes"])
+
+    def _call(self, operation: str, **request: Any) -> dict[str, Any]:
+        return self._send(operation, TableName=self.table_name, **request)
+
+    def _send(self, operation: str, **request: Any) -> dict[str, Any]:
+        """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
+        ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
+        method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
+        try:
+            return dict(getattr(self._db, method)(**request))
+        except AWS_ERRORS as exc:
+            if is_condition_failed(exc):
+                raise _RefusedError(operation) from exc
+            raise unavailable("dynamodb", operation, exc) from exc
+
+
+class _RefusedError(Exception):
+    """A conditional write's condition did not hold (answered inside this module)."""
+
+
+def _condition(move: Move, guard_value: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A move's condition: its sources, then its guard's clause, with their placeholders."""
+    values: dict[str, Any] = {f":from{i}": {"S": s.value} for i, s in enumerate(move.sources)}
+    names = {"#st": "state"}
+    if move.guard is Guard.HOLDER:
+        names["#owner"] = "owner"
+        values[":guard"] = _encode({"owner": guard_value})["owner"]
+    elif move.guard is Guard.LEASE_EXPIRED:
+        values[":guard"] = {"N": repr(float(guard_value))}
+    elif move.guard is Guard.NOT_ANNOUNCED:
+        values[":false"] = {"BOOL": False}
+    sources = ", ".join(p for p in values if p.startswith(":from"))
+    return f"#st IN ({sources}){_GUARDS[move.guard]}", names, values
+
+
+def _encode(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Entry fields as DynamoDB attribute values (None: NULL, so a move can clear a field)."""
+    encoded: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        if value is None:
+            encoded[name] = {"NULL": True}
+        elif isinstance(value, bool):
+            encoded[name] = {"BOOL": value}
+        elif name in _NUMBERS:
+            encoded[name] = {"N": repr(float(value))}
+        else:
+            encoded[name] = {"S": str(value)}
+    return encoded
+
+
+def _decode(name: str, value: Mapping[str, Any]) -> Any:
+    if "NULL" in value:
+        return None
+    if "BOOL" in value:
+        return bool(value["BOOL"])
+    if "N" in value:
+        return float(value["N"])
+    return value.get("S")
+
+
+def _entry(run: str, item: Mapping[str, Any]) -> Entry:
+    index = int(item[PK]["S"].rsplit("#", 1)[1])
+    fields = {name: _decode(name, item[name]) for name in FIELDS if name in item}
+    fields["state"] = EntryState(fields["state"])
+    fields["announced"] = bool(fields.get("announced", False))
+    urls = tuple(json.loads(zlib.decompress(bytes(item["urls"]["B"]))))
+    return Entry(run=run, index=index, urls=urls, **fields)
+
+
+__all__: Sequence[str] = ("DynamoJournal", "entry_key", "head_key")

@@ -1,0 +1,353 @@
+"""The submitter: works a run through its journal, posting each entry until it is settled.
+
+One ``submit`` call plans the run (a rerun adds nothing), announces batches and crawls a
+crash left unannounced, settles what an earlier submitter left in doubt, posts every planned
+entry, then waits out the leases of entries another submitter left mid-POST. Each POST's
+failure is classified by ``outcomes.classify``: an entry goes back to planned only when the
+API certainly did not act. Time is the injected clock's and every wait goes through the
+injected ``sleep``: nothing here sleeps on its own, prints or reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from scrape_pipeline.clock import Clock
+from scrape_pipeline.geonode.errors import GeonodeError
+from scrape_pipeline.geonode.models import SubmittedJob
+from scrape_pipeline_ops.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
+from scrape_pipeline_ops.runs.journal import Entry, Journal, MoveRefusedError
+from scrape_pipeline_ops.runs.moves import EntryState
+from scrape_pipeline_ops.runs.outcomes import Outcome, Verdict, classify
+from scrape_pipeline_ops.runs.plan import Run, RunMode, RunSpec
+
+S = EntryState
+
+
+class SubmitClient(JobLister, Protocol):
+    """The API calls a run makes (``GeonodeClient`` has them all)."""
+
+    def submit_extract(self, url: str, **options: Any) -> SubmittedJob: ...
+
+    def create_batch(self, urls: Iterable[str], **options: Any) -> SubmittedJob: ...
+
+    def create_crawl(self, url: str, **options: Any) -> SubmittedJob: ...
+
+
+class EventKind(StrEnum):
+    """What happened to an entry, as the submitter tells its listener."""
+
+    SUBMITTED = "submitted"
+    ADOPTED = "adopted"
+    REJECTED = "rejected"
+    IN_DOUBT = "in_doubt"
+    WAITING = "waiting"  # for the lease of an entry another submitter holds
+
+
+@dataclass(frozen=True)
+class Event:
+    """An entry's news; ``api_status`` is the job's status as the API last gave it."""
+
+    kind: EventKind
+    entry: Entry
+    api_status: str | None = None
+
+
+@dataclass(frozen=True)
+class SubmitterSettings:
+    """The submitter's timings; every one has a default the contract leaves open."""
+
+    skew_s: float = DEFAULT_SKEW_S  # how far the API's clock may run behind ours
+    listing_delay_s: float = 30.0  # after a POST, how long before the job list shows its job
+    max_not_acted: int = 30  # consecutive 429s / unreachable before the run stops
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    wait_for_leases: bool = True  # wait out another submitter's posting lease, then settle it
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A run as planning found it: ``resumed`` counts its entries by state (empty: new)."""
+
+    run: Run
+    created: bool
+    resumed: dict[EntryState, int]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Where a run stands after one ``submit`` call."""
+
+    run: Run
+    planned_now: bool
+    resumed: dict[EntryState, int]  # the states found at the start (empty: planned now)
+    entries: list[Entry]
+    posts: int  # POSTs this call sent
+    stopped: Outcome | None = None  # why the call stopped with entries left planned
+    counts: dict[EntryState, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "counts", dict(Counter(e.state for e in self.entries)))
+
+    def where(self, state: EntryState) -> list[Entry]:
+        """The entries in ``state``."""
+        return [e for e in self.entries if e.state is state]
+
+    @property
+    def complete(self) -> bool:
+        """Every entry submitted."""
+        return self.counts.get(S.SUBMITTED, 0) == len(self.entries)
+
+
+def new_owner() -> str:
+    """A submitter's token: host, process and a random part (a restarted pid is not reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Submitter:
+    """Posts runs through ``journal`` with ``client``; ``announce(kind, job_id)`` tells the
+    ledger of each batch or crawl the moment its id is recorded."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        client: SubmitClient,
+        *,
+        clock: Clock,
+        sleep: Callable[[float], None] | None = None,
+        settings: SubmitterSettings | None = None,
+        owner: str | None = None,
+        announce: Callable[[str, str], None] | None = None,
+        listener: Callable[[Event], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.journal = journal
+        self.client = client
+        self.clock = clock
+        self.sleep = sleep or clock.sleep
+        self.settings = settings or SubmitterSettings()
+        self.owner = owner or new_owner()
+        self._announce = announce
+        self._listener = listener or (lambda event: None)
+        self._rng = rng or random.Random()  # backoff jitter only
+        self._posts = 0
+        self._not_acted = 0
+        self._stopped: Outcome | None = None
+        self._looked_up: set[int] = set()
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def submit(self, spec: RunSpec, name: str | None = None) -> RunReport:
+        """Plan ``spec`` (as ``name`` or its derived name) and post what is not submitted."""
+        return self.work(self.plan(spec, name))
+
+    def plan(self, spec: RunSpec, name: str | None = None) -> Planned:
+        """Plan ``spec`` in the journal (a rerun adds nothing) and say what was found there."""
+        run, created = self.journal.plan(spec, name or spec.derived_name(), self.clock.time())
+        found = {} if created else dict(Counter(e.state for e in self.journal.entries(run.name)))
+        return Planned(run, created, found)
+
+    def work(self, planned: Planned) -> RunReport:
+        """Post every entry of a planned run that is not settled yet, as far as the API lets."""
+        run = planned.run
+        self._posts, self._not_acted, self._stopped = 0, 0, None
+        self._looked_up = set()
+        self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
+        self._settle_doubts(run)
+        for entry in self.journal.entries(run.name, [S.PLANNED]):
+            self._post_planned(run, entry)
+            if self._stopped is not None:
+                break
+        if self._stopped is None:
+            self._wait_for_held(run)
+            self._settle_doubts(run)
+        entries = self.journal.entries(run.name)
+        return RunReport(run, planned.created, planned.resumed, entries, self._posts, self._stopped)
+
+    def _post_planned(self, run: Run, entry: Entry) -> None:
+        """Claim and post ``entry``; again after an answer that says the API did not act."""
+        while self._stopped is None:
+            try:
+                claimed = self.journal.claim(entry, self.owner, self.clock.time())
+            except MoveRefusedError:
+                return  # another submitter has it
+            verdict, entry = self._post(run, claimed)
+            if verdict is not Verdict.NOT_ACTED:
+                return
+
+    def _post(self, run: Run, claimed: Entry) -> tuple[Verdict | None, Entry]:
+        """One POST of a claimed entry and the move its answer calls for."""
+        self._posts += 1
+        try:
+            job = self._send(run, claimed.urls)
+        except GeonodeError as exc:
+            outcome = classify(exc)
+            return outcome.verdict, self._failed(claimed, outcome)
+        except Exception as exc:
+            # Not the API's answer but our reading of it, or a bug: the job may exist.
+            self.journal.doubt(claimed, self.owner, f"unreadable answer: {exc!r}"[:300], self._t())
+            raise
+        self._not_acted = 0
+        return None, self._submitted(run, claimed, job.job_id, str(job.status), EventKind.SUBMITTED)
+
+    def _send(self, run: Run, urls: Sequence[str]) -> SubmittedJob:
+        options = dict(run.options)
+        if run.mode is RunMode.BATCH:
+            return self.client.create_batch(list(urls), **options)
+        if run.mode is RunMode.CRAWL:
+            return self.client.create_crawl(urls[0], **options)
+        return self.client.submit_extract(urls[0], **options)
+
+    # -- recording answers -----------------------------------------------------------------
+
+    def _failed(self, claimed: Entry, outcome: Outcome) -> Entry:
+        verdict, now = outcome.verdict, self._t()
+        if verdict is Verdict.REJECTED:
+            self._not_acted = 0
+            return self._tell(
+                EventKind.REJECTED, self.journal.reject(claimed, self.owner, outcome.reason, now)
+            )
+        if verdict is Verdict.IN_DOUBT:
+            self._not_acted = 0
+            return self._tell(
+                EventKind.IN_DOUBT, self.journal.doubt(claimed, self.owner, outcome.reason, now)
+            )
+        released = self.journal.release(claimed, self.owner, outcome.reason, now)
+        self._not_acted += 1
+        if verdict.stops_run or self._not_acted >= self.settings.max_not_acted:
+            self._stopped = outcome
+        else:
+            self.sleep(self._backoff(outcome.retry_after))
+        return released
+
+    def _backoff(self, retry_after: float | None) -> float:
+        """Retry-After when the API sent it, else exponential backoff with full jitter."""
+        if retry_after is not None:
+            return retry_after
+        s = self.settings
+        ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** min(self._not_acted - 1, 30))
+        return self._rng.uniform(0.0, ceiling)
+
+    def _submitted(
+        self, run: Run, entry: Entry, job_id: str, api_status: str | None, kind: EventKind
+    ) -> Entry:
+        """Record ``job_id`` for ``entry`` (held, or in doubt when ``kind`` is ADOPTED)."""
+        now = self._t()
+        try:
+            if kind is EventKind.ADOPTED:
+                recorded = self.journal.adopt(entry, job_id, now)
+            else:
+                recorded = self.journal.submit(entry, self.owner, job_id, now)
+        except MoveRefusedError as exc:
+            current = exc.entry
+            if current is None or current.state is not S.IN_DOUBT:
+                raise
+            # Our lease ran out while the answer was on its way: the answer is the evidence.
+            recorded = self.journal.adopt(current, job_id, now)
+        # Announced before it is told: a listener's line for a batch says it was announced.
+        return self._tell(kind, self._announced(run, recorded), api_status)
+
+    def _announced(self, run: Run, entry: Entry) -> Entry:
+        """Tell the ledger of a submitted batch or crawl (no API lists them), once."""
+        if self._announce is None or run.mode is RunMode.ASYNC or entry.job_id is None:
+            return entry
+        self._announce(run.mode.kind, entry.job_id)
+        return self.journal.announce(entry, self._t())
+
+    def _announce_left(self, run: Run, entries: Sequence[Entry]) -> None:
+        """Announce what an earlier call recorded but did not get to announce."""
+        for entry in entries:
+            if entry.state is S.SUBMITTED and not entry.announced:
+                self._announced(run, entry)
+
+    # -- doubt and leases ------------------------------------------------------------------
+
+    def _settle_doubts(self, run: Run) -> None:
+        """Expire leases run out; for extracts in doubt, adopt the job found, else post again.
+
+        Each entry is looked up once per call; a batch or crawl in doubt is left for the
+        operator (its report names it).
+        """
+        self._expire_leases(run)
+        if run.mode is not RunMode.ASYNC:
+            return
+        taken = {e.job_id for e in self.journal.entries(run.name, [S.SUBMITTED]) if e.job_id}
+        for entry in self.journal.entries(run.name, [S.IN_DOUBT]):
+            if entry.index in self._looked_up or self._stopped is not None:
+                continue
+            self._looked_up.add(entry.index)
+            self._resolve(run, entry, taken)
+
+    def _expire_leases(self, run: Run) -> None:
+        """Entries another submitter left posting past its lease: in doubt, never planned."""
+        for entry in self.journal.entries(run.name, [S.POSTING]):
+            if entry.owner == self.owner or (entry.lease_until or 0.0) > self._t():
+                continue
+            try:
+                self._tell(EventKind.IN_DOUBT, self.journal.expire(entry, self._t()))
+            except MoveRefusedError:
+                continue  # its submitter answered after all
+
+    def _resolve(self, run: Run, entry: Entry, taken: set[str]) -> None:
+        posted_at = entry.posted_at if entry.posted_at is not None else self._t()
+        self._wait_until(posted_at + self.settings.listing_delay_s)
+        try:
+            job = find_created(
+                self.client, entry.urls[0], posted_at, skew_s=self.settings.skew_s, taken=taken
+            )
+        except GeonodeError:
+            return  # the lookup failed: still in doubt, looked up again next time
+        if job is not None:
+            taken.add(job.job_id)
+            self._submitted(run, entry, job.job_id, str(job.status), EventKind.ADOPTED)
+            return
+        try:
+            claimed = self.journal.reclaim(run, entry, self.owner, self._t())
+        except MoveRefusedError:
+            return  # another submitter resolved it first
+        verdict, released = self._post(run, claimed)
+        if verdict is Verdict.NOT_ACTED:
+            self._post_planned(run, released)
+
+    def _wait_for_held(self, run: Run) -> None:
+        """Wait until the leases of entries other submitters hold have run out."""
+        held = [e for e in self.journal.entries(run.name, [S.POSTING]) if e.owner != self.owner]
+        if not held or not self.settings.wait_for_leases:
+            return
+        for entry in held:
+            self._tell(EventKind.WAITING, entry)
+        self._wait_until(max(e.lease_until or 0.0 for e in held))
+
+    # -- small helpers ---------------------------------------------------------------------
+
+    def _t(self) -> float:
+        return self.clock.time()
+
+    def _wait_until(self, when: float) -> None:
+        wait = when - self.clock.time()
+        if wait > 0:
+            self.sleep(wait)
+
+    def _tell(self, kind: EventKind, entry: Entry, api_status: str | None = None) -> Entry:
+        self._listener(Event(kind, entry, api_status))
+        return entry
+
+
+__all__: Sequence[str] = (
+    "Event",
+    "EventKind",
+    "Planned",
+    "RunReport",
+    "SubmitClient",
+    "Submitter",
+    "SubmitterSettings",
+    "new_owner",
+)

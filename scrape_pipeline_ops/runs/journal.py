@@ -1,0 +1,265 @@
+"""The run journal: what a submitter needs from it (``Journal``) and the verbs every journal
+shares (``BaseJournal``), each one conditional write of the move table (``moves``).
+
+    JournalError            a PipelineError
+    ├── RunMismatchError    a run of that name was planned from other URLs, mode or options
+    └── MoveRefusedError    the entry was not where the move starts (or its guard failed)
+
+A backend implements five small methods: plan a run atomically, read a run, read entries,
+read one entry, and write one move under its condition (state in the move's sources, and its
+guard), answering the entry as written or None when the condition failed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline_ops.runs import moves
+from scrape_pipeline_ops.runs.moves import EntryState, Guard, Move
+from scrape_pipeline_ops.runs.plan import Run, RunMode, RunSpec
+
+DEFAULT_LEASE_S: Final = 300.0
+LEASE_LOST = "its submitter stopped mid-POST (the posting lease ran out)"
+
+
+class JournalError(PipelineError):
+    """Base of the journal's errors."""
+
+
+class RunMismatchError(JournalError):
+    """``name`` already names a run planned differently (its fingerprint differs)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"run {name!r} was planned from other URLs, mode or options; "
+            "give another --run name, or leave it out to derive one"
+        )
+        self.name = name
+
+
+class MoveRefusedError(JournalError):
+    """A move's condition failed; ``entry`` is the entry as it is now (None: no such entry)."""
+
+    def __init__(self, move: Move, run: str, index: int, entry: Entry | None) -> None:
+        where = entry.state.value if entry is not None else "absent"
+        super().__init__(f"{move.verb} refused for {run}#{index}: the entry is {where}")
+        self.move = move
+        self.entry = entry
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One POST of a run: its URLs and where it is."""
+
+    run: str
+    index: int
+    urls: tuple[str, ...]
+    state: EntryState
+    job_id: str | None = None
+    reason: str | None = None
+    owner: str | None = None
+    lease_until: float | None = None
+    posted_at: float | None = None  # when the latest POST was claimed
+    doubted_at: float | None = None
+    updated_at: float | None = None
+    announced: bool = False
+
+    def label(self) -> str:
+        """``#3 https://...`` or ``#0 (1000 URLs from https://...)``, for messages."""
+        if len(self.urls) == 1:
+            return f"#{self.index} {self.urls[0]}"
+        return f"#{self.index} ({len(self.urls)} URLs from {self.urls[0]})"
+
+
+# The fields a move may write; a backend stores each under this name.
+FIELDS: Final = (
+    "state",
+    "job_id",
+    "reason",
+    "owner",
+    "lease_until",
+    "posted_at",
+    "doubted_at",
+    "updated_at",
+    "announced",
+)
+
+
+class Journal(Protocol):
+    """What the submitter engine needs from a journal."""
+
+    lease_s: float
+
+    def plan(self, spec: RunSpec, name: str, now: float) -> tuple[Run, bool]:
+        """The run ``name`` of ``spec``, and whether this call planned it (False: it existed)."""
+        ...
+
+    def run(self, name: str) -> Run | None:
+        """The run record, or None."""
+        ...
+
+    def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
+        """The run's entries in index order, only those in ``states`` when given."""
+        ...
+
+    def claim(self, entry: Entry, owner: str, now: float) -> Entry:
+        """PLANNED -> POSTING for ``owner`` until ``now + lease_s``."""
+        ...
+
+    def submit(self, entry: Entry, owner: str, job_id: str, now: float) -> Entry:
+        """POSTING -> SUBMITTED with the job id the API answered."""
+        ...
+
+    def reject(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
+        """POSTING -> REJECTED with the API's reason."""
+        ...
+
+    def release(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
+        """POSTING -> PLANNED: the API certainly did not act on the POST."""
+        ...
+
+    def doubt(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
+        """POSTING -> IN_DOUBT: the answer was lost after the request was sent."""
+        ...
+
+    def expire(self, entry: Entry, now: float) -> Entry:
+        """POSTING -> IN_DOUBT once the lease has run out (its submitter is gone)."""
+        ...
+
+    def adopt(self, entry: Entry, job_id: str, now: float) -> Entry:
+        """IN_DOUBT -> SUBMITTED with the job a lookup found."""
+        ...
+
+    def reclaim(self, run: Run, entry: Entry, owner: str, now: float) -> Entry:
+        """IN_DOUBT -> POSTING, for an extract the lookup did not find (never a batch, crawl)."""
+        ...
+
+    def announce(self, entry: Entry, now: float) -> Entry:
+        """Note that the submitted batch or crawl was announced to the ledger."""
+        ...
+
+
+class BaseJournal(ABC):
+    """Every verb of ``Journal``, each one ``_write`` of its move; backends store and read."""
+
+    def __init__(self, *, lease_s: float = DEFAULT_LEASE_S) -> None:
+        if lease_s <= 0:
+            raise ValueError("lease_s must be positive")
+        self.lease_s = lease_s
+
+    # -- planning --------------------------------------------------------------------------
+
+    def plan(self, spec: RunSpec, name: str, now: float) -> tuple[Run, bool]:
+        """Plan ``spec`` as ``name`` in one atomic write; an existing run must be the same."""
+        run = Run.planned(name, spec, now)
+        entries = [
+            Entry(name, index, urls, EntryState.PLANNED, updated_at=now)
+            for index, urls in enumerate(spec.chunks())
+        ]
+        if self._insert_run(run, entries):
+            return run, True
+        existing = self.run(name)
+        if existing is None or existing.fingerprint != run.fingerprint:
+            raise RunMismatchError(name)
+        return existing, False
+
+    # -- the moves -------------------------------------------------------------------------
+
+    def claim(self, entry: Entry, owner: str, now: float) -> Entry:
+        values = {"owner": owner, "lease_until": now + self.lease_s, "posted_at": now}
+        return self._move(moves.CLAIM, entry, now, values)
+
+    def submit(self, entry: Entry, owner: str, job_id: str, now: float) -> Entry:
+        values = {"job_id": job_id, "lease_until": None, "reason": None}
+        return self._move(moves.SUBMIT, entry, now, values, holder=owner)
+
+    def reject(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
+        values = {"reason": reason, "lease_until": None}
+        return self._move(moves.REJECT, entry, now, values, holder=owner)
+
+    def release(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
+        values = {"reason": reason, "owner": None, "lease_until": None}
+        return self._move(moves.RELEASE, entry, now, values, holder=owner)
+
+    def doubt(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
+        values = {"reason": reason, "lease_until": None, "doubted_at": now}
+        return self._move(moves.DOUBT, entry, now, values, holder=owner)
+
+    def expire(self, entry: Entry, now: float) -> Entry:
+        values = {"reason": LEASE_LOST, "lease_until": None, "doubted_at": now}
+        return self._move(moves.EXPIRE, entry, now, values)
+
+    def adopt(self, entry: Entry, job_id: str, now: float) -> Entry:
+        return self._move(moves.ADOPT, entry, now, {"job_id": job_id, "reason": None})
+
+    def reclaim(self, run: Run, entry: Entry, owner: str, now: float) -> Entry:
+        if run.mode is not RunMode.ASYNC:
+            # No API lists batches or crawls: a second POST could pay for all of it twice.
+            raise MoveRefusedError(moves.RECLAIM, entry.run, entry.index, entry)
+        values = {"owner": owner, "lease_until": now + self.lease_s, "posted_at": now}
+        return self._move(moves.RECLAIM, entry, now, values)
+
+    def announce(self, entry: Entry, now: float) -> Entry:
+        return self._move(moves.ANNOUNCE, entry, now, {"announced": True})
+
+    def _move(
+        self,
+        move: Move,
+        entry: Entry,
+        now: float,
+        values: Mapping[str, Any],
+        *,
+        holder: str | None = None,
+    ) -> Entry:
+        """One conditional write of ``move``; MoveRefusedError with the entry as it is now."""
+        written = {**values, "updated_at": now}
+        if move.target is not None:
+            written["state"] = move.target
+        guard_value: Any = {Guard.HOLDER: holder, Guard.LEASE_EXPIRED: now}.get(move.guard)
+        moved = self._write(entry.run, entry.index, move, guard_value, written)
+        if moved is None:
+            raise MoveRefusedError(move, entry.run, entry.index, self.entry(entry.run, entry.index))
+        return moved
+
+    # -- what a backend implements ---------------------------------------------------------
+
+    @abstractmethod
+    def _insert_run(self, run: Run, entries: Sequence[Entry]) -> bool:
+        """Store the run and its entries if no run has its name, atomically; True if stored."""
+
+    @abstractmethod
+    def run(self, name: str) -> Run | None:
+        """The run record, or None."""
+
+    @abstractmethod
+    def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
+        """The run's entries in index order, only those in ``states`` when given."""
+
+    @abstractmethod
+    def entry(self, name: str, index: int) -> Entry | None:
+        """One entry, or None."""
+
+    @abstractmethod
+    def _write(
+        self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
+    ) -> Entry | None:
+        """Write ``values`` if the entry's state is in ``move.sources`` and ``move.guard`` holds
+        (HOLDER: owner == guard_value; LEASE_EXPIRED: lease_until <= guard_value;
+        NOT_ANNOUNCED: not announced); the entry as written, or None."""
+
+
+__all__: Sequence[str] = (
+    "DEFAULT_LEASE_S",
+    "FIELDS",
+    "LEASE_LOST",
+    "BaseJournal",
+    "Entry",
+    "Journal",
+    "JournalError",
+    "MoveRefusedError",
+    "RunMismatchError",
+)

@@ -1,0 +1,126 @@
+"""A journal entry's states and every move a journal makes: the run journal's one move table.
+
+``MOVES`` is the state machine's one home. Each journal (``sqlite``, and any other) builds
+the condition of its conditional write from a move's ``sources`` and its named ``guard``, so
+no journal spells a state condition of its own; the contract tests
+(``tests/runs/journal_contract.py``) check every verb against this table.
+
+An entry is one POST: one URL (async, crawl) or one chunk of at most ``--batch-size`` URLs
+(batch). ``POSTING`` is held under a lease: a submitter that crashed mid-POST leaves its
+entry there, and once the lease has run out anyone may move it to ``IN_DOUBT`` (the API may
+have acted), never back to ``PLANNED`` (that would re-post it silently).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class EntryState(StrEnum):
+    """Where a journal entry is; ``ABSENT`` is "not planned yet" and is never stored."""
+
+    ABSENT = "absent"
+    PLANNED = "planned"
+    POSTING = "posting"
+    SUBMITTED = "submitted"
+    REJECTED = "rejected"
+    IN_DOUBT = "in_doubt"
+
+
+class Guard(StrEnum):
+    """A condition beside the state; each journal writes it beside the values it compares."""
+
+    NONE = ""
+    HOLDER = "the caller holds the posting claim"
+    LEASE_EXPIRED = "the posting lease has run out"
+    NOT_ANNOUNCED = "not announced before"
+
+
+class Verb(StrEnum):
+    """A journal write, named after the ``Journal`` method that makes it."""
+
+    PLAN = "plan"
+    CLAIM = "claim"
+    SUBMIT = "submit"
+    REJECT = "reject"
+    RELEASE = "release"
+    DOUBT = "doubt"
+    EXPIRE = "expire"
+    ADOPT = "adopt"
+    RECLAIM = "reclaim"
+    ANNOUNCE = "announce"
+
+
+@dataclass(frozen=True)
+class Move:
+    """A write that takes an entry from one of ``sources`` to ``target``, if ``guard`` holds.
+
+    No ``target``: the entry keeps its state (the write notes something on it).
+    """
+
+    verb: Verb
+    sources: tuple[EntryState, ...]
+    target: EntryState | None
+    guard: Guard = Guard.NONE
+    why: str = ""
+
+    def allows(self, before: EntryState, after: EntryState) -> bool:
+        """This move may take an entry in ``before`` to ``after``."""
+        if before not in self.sources:
+            return False
+        return after == (self.target or before)
+
+
+S, G, V = EntryState, Guard, Verb  # short, so that each move is one line of the table
+PLAN = Move(V.PLAN, (S.ABSENT,), S.PLANNED, why="planning a run twice adds nothing")
+CLAIM = Move(V.CLAIM, (S.PLANNED,), S.POSTING, why="one submitter posts an entry, under a lease")
+SUBMIT = Move(V.SUBMIT, (S.POSTING,), S.SUBMITTED, G.HOLDER, "the API answered with a job id")
+REJECT = Move(V.REJECT, (S.POSTING,), S.REJECTED, G.HOLDER, "the API refused it (4xx)")
+RELEASE = Move(V.RELEASE, (S.POSTING,), S.PLANNED, G.HOLDER, "certainly not acted on (429, 402)")
+DOUBT = Move(V.DOUBT, (S.POSTING,), S.IN_DOUBT, G.HOLDER, "answer lost (timeout, 5xx)")
+EXPIRE = Move(V.EXPIRE, (S.POSTING,), S.IN_DOUBT, G.LEASE_EXPIRED, "its submitter died mid-POST")
+ADOPT = Move(V.ADOPT, (S.IN_DOUBT,), S.SUBMITTED, why="a lookup found the job it created")
+RECLAIM = Move(V.RECLAIM, (S.IN_DOUBT,), S.POSTING, why="extract only: the lookup found no job")
+ANNOUNCE = Move(
+    V.ANNOUNCE, (S.SUBMITTED,), None, G.NOT_ANNOUNCED, "a batch or crawl, to the ledger"
+)
+MOVES: Final = (PLAN, CLAIM, SUBMIT, REJECT, RELEASE, DOUBT, EXPIRE, ADOPT, RECLAIM, ANNOUNCE)
+BY_VERB: Final = {move.verb: move for move in MOVES}
+# An entry in one of these is settled for the submitter: nothing more is posted for it.
+FINAL: Final = (S.SUBMITTED, S.REJECTED)
+
+
+def markdown() -> str:
+    """The table as markdown, one line per move (the README's submit section shows it)."""
+    lines = ["| verb | from | to | guard | why |", "|---|---|---|---|---|"]
+    for move in MOVES:
+        target = move.target.value if move.target else "(unchanged)"
+        sources = ", ".join(s.value for s in move.sources)
+        row = (f"`{move.verb}`", sources, target, move.guard.value or "—", move.why)
+        lines.append(f"| {' | '.join(row)} |")
+    return "\n".join(lines) + "\n"
+
+
+__all__: Sequence[str] = (
+    "ADOPT",
+    "ANNOUNCE",
+    "BY_VERB",
+    "CLAIM",
+    "DOUBT",
+    "EXPIRE",
+    "FINAL",
+    "MOVES",
+    "PLAN",
+    "RECLAIM",
+    "REJECT",
+    "RELEASE",
+    "SUBMIT",
+    "EntryState",
+    "Guard",
+    "Move",
+    "Verb",
+    "markdown",
+)

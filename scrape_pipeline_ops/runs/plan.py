@@ -1,0 +1,130 @@
+"""What a run is before anything is posted: its mode, options, name and one entry per POST.
+
+A run's fingerprint hashes its URLs (deduplicated, in file order), mode and options, so the
+same file submitted the same way is the same run whatever its path: without ``--run``, its
+name is derived from the fingerprint, and a rerun after a crash finds the journal it left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+BATCH_MAX_URLS: Final = 1000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class RunMode(StrEnum):
+    """How a run's URLs are posted: one extract job each, batches, or one crawl each."""
+
+    ASYNC = "async"
+    BATCH = "batch"
+    CRAWL = "crawl"
+
+    @property
+    def kind(self) -> str:
+        """The job kind one entry's POST creates (the ledger's ``JobKind`` value)."""
+        return "extract" if self is RunMode.ASYNC else self.value
+
+
+class BadPlanError(ValueError):
+    """A run that cannot be planned: a bad name, no URL, a batch size out of range."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run to plan: its URLs, mode, the options every POST sends, and the batch size."""
+
+    urls: tuple[str, ...]
+    mode: RunMode
+    options: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int = BATCH_MAX_URLS
+
+    def __post_init__(self) -> None:
+        if not self.urls:
+            raise BadPlanError("a run needs at least one URL")
+        if not 1 <= self.batch_size <= BATCH_MAX_URLS:
+            raise BadPlanError(f"the batch size must be within 1..{BATCH_MAX_URLS}")
+
+    @classmethod
+    def of(
+        cls,
+        urls: Iterable[str],
+        mode: RunMode,
+        options: Mapping[str, Any] | None = None,
+        batch_size: int = BATCH_MAX_URLS,
+    ) -> RunSpec:
+        """A spec with each URL once, in first-seen order: a URL listed twice is posted once."""
+        return cls(tuple(dict.fromkeys(urls)), mode, dict(options or {}), batch_size)
+
+    def fingerprint(self) -> str:
+        """A digest of everything that decides what the run posts."""
+        size = self.batch_size if self.mode is RunMode.BATCH else None
+        head = json.dumps(
+            {"mode": self.mode.value, "options": self.options, "batch_size": size},
+            sort_keys=True,
+            default=str,
+        )
+        digest = hashlib.sha256(head.encode())
+        for url in self.urls:
+            digest.update(b"\n" + url.encode())
+        return digest.hexdigest()
+
+    def derived_name(self) -> str:
+        """The run's name when none is given: its mode and the start of its fingerprint."""
+        return f"{self.mode.value}-{self.fingerprint()[:16]}"
+
+    def chunks(self) -> list[tuple[str, ...]]:
+        """The URLs of each entry: one each, or batches of at most ``batch_size`` (file order)."""
+        if self.mode is not RunMode.BATCH:
+            return [(url,) for url in self.urls]
+        size = self.batch_size
+        return [self.urls[i : i + size] for i in range(0, len(self.urls), size)]
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can name a run (letters, digits, ``.``, ``_``, ``-``), else BadPlanError."""
+    if not _NAME.match(name):
+        raise BadPlanError(f"a run name is 1-128 of A-Z a-z 0-9 . _ - (got {name[:40]!r})")
+    return name
+
+
+@dataclass(frozen=True)
+class Run:
+    """A planned run as a journal stores it."""
+
+    name: str
+    mode: RunMode
+    fingerprint: str
+    options: Mapping[str, Any]
+    entries: int
+    urls: int
+    created_at: float
+
+    @classmethod
+    def planned(cls, name: str, spec: RunSpec, now: float) -> Run:
+        """The record of ``spec`` planned as ``name`` at ``now``."""
+        return cls(
+            name=check_name(name),
+            mode=spec.mode,
+            fingerprint=spec.fingerprint(),
+            options=dict(spec.options),
+            entries=len(spec.chunks()),
+            urls=len(spec.urls),
+            created_at=now,
+        )
+
+
+__all__: Sequence[str] = (
+    "BATCH_MAX_URLS",
+    "BadPlanError",
+    "Run",
+    "RunMode",
+    "RunSpec",
+    "check_name",
+)

@@ -1,0 +1,221 @@
+"""What every run journal must do, as a class of tests a backend's module subclasses.
+
+A subclass provides the ``make_journal`` fixture: a factory that opens the backend's store
+(the same one on every call, so a second journal sees the first one's writes, as a rerun
+after a crash does). Every test asserts the observed move against ``moves.MOVES``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from scrape_pipeline_ops.runs import moves
+from scrape_pipeline_ops.runs.journal import BaseJournal, Entry, MoveRefusedError, RunMismatchError
+from scrape_pipeline_ops.runs.moves import EntryState
+from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
+
+S = EntryState
+MakeJournal = Callable[..., BaseJournal]
+NOW = 1_800_000_000.0
+URLS = tuple(f"https://example.com/journal/{i}" for i in range(5))
+
+
+def _spec(mode: RunMode = RunMode.ASYNC, urls: tuple[str, ...] = URLS, **kw: Any) -> RunSpec:
+    return RunSpec.of(urls, mode, {"formats": ["markdown"]}, **kw)
+
+
+def _checked(move: moves.Move, before: EntryState, after: Entry) -> Entry:
+    """``after`` (what ``move`` answered) is where the table lets ``move`` take ``before``."""
+    assert move.allows(before, after.state), (move.verb, before, after.state)
+    return after
+
+
+class JournalContract:
+    """The contract; ``make_journal(lease_s=...)`` comes from the subclass."""
+
+    @pytest.fixture
+    def journal(self, make_journal: MakeJournal) -> BaseJournal:
+        return make_journal()
+
+    def _planned(self, journal: BaseJournal, mode: RunMode = RunMode.ASYNC) -> list[Entry]:
+        run, _ = journal.plan(_spec(mode), "run-1", NOW)
+        return journal.entries(run.name)
+
+    # -- planning --------------------------------------------------------------------------
+
+    def test_journal_plan_makes_one_planned_entry_per_url(self, journal: BaseJournal):
+        run, created = journal.plan(_spec(), "run-1", NOW)
+        assert created and run.entries == len(URLS) and run.mode is RunMode.ASYNC
+        entries = journal.entries("run-1")
+        assert [e.urls for e in entries] == [(u,) for u in URLS]
+        assert {e.state for e in entries} == {EntryState.PLANNED}
+        assert journal.run("run-1") == run
+
+    def test_journal_plan_again_adds_nothing(self, journal: BaseJournal):
+        # GIVEN a planned run with one entry claimed
+        journal.plan(_spec(), "run-1", NOW)
+        first = journal.entries("run-1")[0]
+        journal.claim(first, "a", NOW)
+        # WHEN the same plan is made again, by another journal on the same store
+        run, created = journal.plan(_spec(), "run-1", NOW + 5)
+        # THEN nothing was added or reset
+        assert not created and run.created_at == NOW
+        entries = journal.entries("run-1")
+        assert len(entries) == len(URLS) and entries[0].state is EntryState.POSTING
+
+    def test_journal_plan_same_name_other_urls_is_refused(self, journal: BaseJournal):
+        journal.plan(_spec(), "run-1", NOW)
+        with pytest.raises(RunMismatchError, match="run-1"):
+            journal.plan(_spec(urls=URLS[:2]), "run-1", NOW)
+        with pytest.raises(RunMismatchError):
+            journal.plan(_spec(RunMode.CRAWL), "run-1", NOW)
+
+    def test_journal_batch_plan_is_one_entry_per_chunk(self, journal: BaseJournal):
+        urls = tuple(f"https://example.com/chunk/{i}" for i in range(2500))
+        journal.plan(_spec(RunMode.BATCH, urls), "big", NOW)
+        entries = journal.entries("big")
+        assert [len(e.urls) for e in entries] == [1000, 1000, 500]
+        assert tuple(u for e in entries for u in e.urls) == urls
+
+    def test_journal_entries_filtered_by_state(self, journal: BaseJournal):
+        first, *_ = self._planned(journal)
+        journal.claim(first, "a", NOW)
+        assert [e.index for e in journal.entries("run-1", [EntryState.POSTING])] == [0]
+        assert len(journal.entries("run-1", [EntryState.PLANNED])) == len(URLS) - 1
+        assert journal.entries("nope") == []
+
+    # -- claims ----------------------------------------------------------------------------
+
+    def test_journal_claim_once_only(self, journal: BaseJournal):
+        first, *_ = self._planned(journal)
+        claimed = _checked(moves.CLAIM, S.PLANNED, journal.claim(first, "a", NOW))
+        assert claimed.owner == "a" and claimed.lease_until == NOW + journal.lease_s
+        with pytest.raises(MoveRefusedError) as refused:
+            journal.claim(first, "b", NOW)
+        assert refused.value.entry is not None and refused.value.entry.owner == "a"
+
+    def test_journal_concurrent_claims_one_wins(self, make_journal: MakeJournal):
+        # GIVEN eight submitters, each with its own journal on the same store
+        journals = [make_journal() for _ in range(8)]
+        first = self._planned(journals[0])[0]
+        wins: list[str] = []
+        barrier = threading.Barrier(len(journals))
+
+        def race(owner: str, journal: BaseJournal) -> None:
+            barrier.wait()
+            try:
+                journal.claim(first, owner, NOW)
+            except MoveRefusedError:
+                return
+            wins.append(owner)
+
+        threads = [threading.Thread(target=race, args=(f"s{i}", j)) for i, j in enumerate(journals)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        # THEN exactly one holds it
+        assert len(wins) == 1
+        assert journals[0].entries("run-1")[0].owner == wins[0]
+
+    def test_journal_only_the_holder_records_the_answer(self, journal: BaseJournal):
+        first, second, third, fourth, _ = self._planned(journal)
+        for entry in (first, second, third, fourth):
+            journal.claim(entry, "a", NOW)
+        for verb in (
+            lambda e, o: journal.submit(e, o, "job-x", NOW),
+            lambda e, o: journal.reject(e, o, "bad", NOW),
+            lambda e, o: journal.release(e, o, "429", NOW),
+            lambda e, o: journal.doubt(e, o, "timeout", NOW),
+        ):
+            with pytest.raises(MoveRefusedError):
+                verb(first, "b")
+        submitted = _checked(moves.SUBMIT, S.POSTING, journal.submit(first, "a", "job-1", NOW + 1))
+        assert submitted.state is EntryState.SUBMITTED and submitted.job_id == "job-1"
+        rejected = _checked(moves.REJECT, S.POSTING, journal.reject(second, "a", "invalid", NOW))
+        assert rejected.state is EntryState.REJECTED and rejected.reason == "invalid"
+        released = _checked(moves.RELEASE, S.POSTING, journal.release(third, "a", "429", NOW))
+        assert released.state is EntryState.PLANNED and released.owner is None
+        doubted = _checked(moves.DOUBT, S.POSTING, journal.doubt(fourth, "a", "timeout", NOW + 2))
+        assert doubted.state is EntryState.IN_DOUBT and doubted.doubted_at == NOW + 2
+        assert doubted.posted_at == NOW
+
+    def test_journal_final_states_are_final(self, journal: BaseJournal):
+        first, *_ = self._planned(journal)
+        journal.claim(first, "a", NOW)
+        journal.submit(first, "a", "job-1", NOW)
+        for verb in (
+            lambda: journal.claim(first, "a", NOW),
+            lambda: journal.doubt(first, "a", "late", NOW),
+            lambda: journal.expire(first, NOW + 10_000),
+            lambda: journal.adopt(first, "job-2", NOW),
+        ):
+            with pytest.raises(MoveRefusedError):
+                verb()
+        assert journal.entries("run-1")[0].job_id == "job-1"
+
+    # -- leases and doubt ------------------------------------------------------------------
+
+    def test_journal_posting_expires_into_doubt_only_after_the_lease(
+        self, make_journal: MakeJournal
+    ):
+        journal = make_journal(lease_s=60.0)
+        first, *_ = self._planned(journal)
+        claimed = journal.claim(first, "crashed", NOW)
+        with pytest.raises(MoveRefusedError):
+            journal.expire(claimed, NOW + 59)
+        expired = _checked(moves.EXPIRE, S.POSTING, journal.expire(claimed, NOW + 60))
+        assert expired.state is EntryState.IN_DOUBT and expired.doubted_at == NOW + 60
+        # never back to planned: the crashed submitter's late answer cannot land either
+        with pytest.raises(MoveRefusedError):
+            journal.submit(expired, "crashed", "job-1", NOW + 61)
+
+    def test_journal_in_doubt_is_adopted_or_reclaimed_once(self, journal: BaseJournal):
+        first, second, *_ = self._planned(journal)
+        run = journal.run("run-1")
+        assert run is not None
+        for entry in (first, second):
+            journal.claim(entry, "a", NOW)
+            journal.doubt(entry, "a", "timeout", NOW)
+        adopted = _checked(moves.ADOPT, S.IN_DOUBT, journal.adopt(first, "job-found", NOW + 30))
+        assert adopted.state is EntryState.SUBMITTED and adopted.job_id == "job-found"
+        doubted = journal.entries("run-1", [EntryState.IN_DOUBT])[0]
+        again = _checked(moves.RECLAIM, S.IN_DOUBT, journal.reclaim(run, doubted, "b", NOW + 30))
+        assert again.state is EntryState.POSTING and again.owner == "b"
+        assert again.posted_at == NOW + 30
+        with pytest.raises(MoveRefusedError):
+            journal.reclaim(run, doubted, "c", NOW + 30)
+
+    def test_journal_batch_in_doubt_is_never_reclaimed(self, journal: BaseJournal):
+        urls = tuple(f"https://example.com/b/{i}" for i in range(3))
+        run, _ = journal.plan(_spec(RunMode.BATCH, urls), "batch-1", NOW)
+        [entry] = journal.entries("batch-1")
+        journal.claim(entry, "a", NOW)
+        journal.doubt(entry, "a", "504", NOW)
+        with pytest.raises(MoveRefusedError):
+            journal.reclaim(run, entry, "a", NOW)
+        assert journal.entries("batch-1")[0].state is EntryState.IN_DOUBT
+
+    def test_journal_announce_once(self, journal: BaseJournal):
+        first, *_ = self._planned(journal, RunMode.CRAWL)
+        with pytest.raises(MoveRefusedError):
+            journal.announce(first, NOW)  # not submitted yet
+        journal.claim(first, "a", NOW)
+        submitted = journal.submit(first, "a", "crawl-1", NOW)
+        announced = _checked(moves.ANNOUNCE, S.SUBMITTED, journal.announce(submitted, NOW))
+        assert announced.announced and announced.state is EntryState.SUBMITTED
+        with pytest.raises(MoveRefusedError):
+            journal.announce(submitted, NOW)
+
+    def test_journal_survives_reopening(self, make_journal: MakeJournal):
+        journal = make_journal()
+        first, *_ = self._planned(journal)
+        journal.claim(first, "a", NOW)
+        journal.submit(first, "a", "job-1", NOW)
+        reopened = make_journal()
+        assert reopened.entries("run-1")[0].job_id == "job-1"
+        assert reopened.run("run-1") == journal.run("run-1")

@@ -1,0 +1,41 @@
+"""The runs package stays ready for the Lambda layer: it imports the runtime, never the ops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scrape_pipeline_ops.runs import moves
+from tests.support.runtime_imports import imported_names
+
+PACKAGE = Path(__file__).resolve().parents[2] / "scrape_pipeline_ops" / "runs"
+
+
+def test_runs_package_imports_only_itself_the_runtime_and_the_standard_library():
+    # GIVEN every import of every module of the package
+    names = {name for path in PACKAGE.glob("*.py") for name in imported_names(path)}
+    # THEN none reaches the rest of the operator tools or the local stack
+    outside = sorted(
+        n
+        for n in names
+        if n.startswith(("scrape_pipeline_ops", "scrape_pipeline_local", "bench"))
+        and not n.startswith("scrape_pipeline_ops.runs")
+    )
+    assert outside == []
+
+
+def test_moves_table_has_one_move_per_verb_and_reaches_every_state():
+    assert set(moves.BY_VERB) == set(moves.Verb)
+    reached = {m.target for m in moves.MOVES if m.target} | {
+        s for m in moves.MOVES for s in m.sources
+    }
+    assert reached == set(moves.EntryState)
+    assert "| `expire` | posting | in_doubt |" in moves.markdown()
+
+
+def test_moves_table_in_the_readme_is_the_code_s():
+    readme = (PACKAGE.parents[1] / "README.md").read_text()
+    begin = (
+        "<!-- runs-moves: rendered from scrape_pipeline_ops/runs/moves.py, checked by tests -->\n"
+    )
+    block = readme.split(begin, 1)[1].split("<!-- /runs-moves -->", 1)[0]
+    assert block == moves.markdown()
