@@ -214,8 +214,10 @@ def test_long_tail_big_batch_stored_across_invocations_page_by_page(make_stack: 
     ledger = Ledger(stack.resources.table, client=boto3.client("dynamodb"), clock=stack.clock)
     stack.run_until(lambda: (row := ledger.get(key)) is not None and row.is_done, step=5.0)
 
-    # THEN it took several invocations, each stopping at a page boundary before its deadline
-    assert outcomes["in_progress"] >= 2, outcomes
+    # THEN it took more than one invocation, each stopping at a page boundary before its
+    # deadline (how many more depends on the machine's speed: an idle one needs two)
+    assert outcomes["in_progress"] >= 1, outcomes
+    assert outcomes["stored"] == 1, outcomes
     # AND every item is stored once, and no stored page was read again: the pages read are the
     # 20 pages plus one re-read of its starting page per later invocation (a page cut by a
     # timeout on a loaded machine is read again and its writes answer 412: no new version)
