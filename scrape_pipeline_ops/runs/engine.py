@@ -142,6 +142,7 @@ class Submitter:
         self._not_acted = 0
         self._stopped: Outcome | None = None
         self._looked_up: set[int] = set()
+        self._post_unfound = True  # an extract the lookup did not find is posted again
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -171,6 +172,21 @@ class Submitter:
             self._settle_doubts(run)
         entries = self.journal.entries(run.name)
         return RunReport(run, planned.created, planned.resumed, entries, self._posts, self._stopped)
+
+    def settle(self, run: Run, *, post_unfound: bool = False) -> list[Entry]:
+        """Resolve what is in doubt without posting planned entries (``runs resolve``).
+
+        Leases run out are expired, extracts in doubt looked up and the job found adopted;
+        one not found is posted again only with ``post_unfound``. The run's entries after.
+        """
+        self._posts, self._not_acted, self._stopped = 0, 0, None
+        self._looked_up, self._post_unfound = set(), post_unfound
+        try:
+            self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
+            self._settle_doubts(run)
+        finally:
+            self._post_unfound = True
+        return self.journal.entries(run.name)
 
     def _post_planned(self, run: Run, entry: Entry) -> None:
         """Claim and post ``entry``; again after an answer that says the API did not act."""
@@ -309,6 +325,8 @@ class Submitter:
             taken.add(job.job_id)
             self._submitted(run, entry, job.job_id, str(job.status), EventKind.ADOPTED)
             return
+        if not self._post_unfound:
+            return  # still in doubt: the caller reports it
         try:
             claimed = self.journal.reclaim(run, entry, self.owner, self._t())
         except MoveRefusedError:

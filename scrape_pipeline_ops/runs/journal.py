@@ -142,6 +142,10 @@ class Journal(Protocol):
         """Note that the submitted batch or crawl was announced to the ledger."""
         ...
 
+    def repost(self, run: Run, entry: Entry, now: float) -> Entry:
+        """IN_DOUBT -> PLANNED for a batch or crawl, on an operator's explicit order only."""
+        ...
+
 
 class BaseJournal(ABC):
     """Every verb of ``Journal``, each one ``_write`` of its move; backends store and read."""
@@ -205,6 +209,13 @@ class BaseJournal(ABC):
 
     def announce(self, entry: Entry, now: float) -> Entry:
         return self._move(moves.ANNOUNCE, entry, now, {"announced": True})
+
+    def repost(self, run: Run, entry: Entry, now: float) -> Entry:
+        if run.mode is RunMode.ASYNC:
+            # An extract is looked up in the job list first (reclaim): never re-posted blind.
+            raise MoveRefusedError(moves.REPOST, entry.run, entry.index, entry)
+        values = {"owner": None, "lease_until": None, "job_id": None}
+        return self._move(moves.REPOST, entry, now, values)
 
     def _move(
         self,

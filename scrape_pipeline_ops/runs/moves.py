@@ -52,6 +52,7 @@ class Verb(StrEnum):
     ADOPT = "adopt"
     RECLAIM = "reclaim"
     ANNOUNCE = "announce"
+    REPOST = "repost"
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,10 @@ RECLAIM = Move(V.RECLAIM, (S.IN_DOUBT,), S.POSTING, why="extract only: the looku
 ANNOUNCE = Move(
     V.ANNOUNCE, (S.SUBMITTED,), None, G.NOT_ANNOUNCED, "a batch or crawl, to the ledger"
 )
-MOVES: Final = (PLAN, CLAIM, SUBMIT, REJECT, RELEASE, DOUBT, EXPIRE, ADOPT, RECLAIM, ANNOUNCE)
+REPOST = Move(V.REPOST, (S.IN_DOUBT,), S.PLANNED, why="batch, crawl: an operator's explicit order")
+MOVES: Final = (
+    PLAN, CLAIM, SUBMIT, REJECT, RELEASE, DOUBT, EXPIRE, ADOPT, RECLAIM, ANNOUNCE, REPOST
+)  # fmt: skip
 BY_VERB: Final = {move.verb: move for move in MOVES}
 # An entry in one of these is settled for the submitter: nothing more is posted for it.
 FINAL: Final = (S.SUBMITTED, S.REJECTED)
@@ -117,6 +121,7 @@ __all__: Sequence[str] = (
     "RECLAIM",
     "REJECT",
     "RELEASE",
+    "REPOST",
     "SUBMIT",
     "EntryState",
     "Guard",

@@ -100,6 +100,12 @@ class SqliteJournal(BaseJournal):
             return None
         return Run(row[0], RunMode(row[1]), row[2], json.loads(row[3]), row[4], row[5], row[6])
 
+    def runs(self) -> list[Run]:
+        """Every run of the file, oldest first (``runs list``)."""
+        with self._lock:
+            rows = self._db.execute("SELECT name FROM runs ORDER BY created_at, name").fetchall()
+        return [run for (name,) in rows if (run := self.run(name)) is not None]
+
     def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
         sql = f"SELECT {', '.join(_COLUMNS)} FROM entries WHERE run = ?"  # noqa: S608 - constants
         params: list[Any] = [name]

@@ -200,6 +200,30 @@ class JournalContract:
             journal.reclaim(run, entry, "a", NOW)
         assert journal.entries("batch-1")[0].state is EntryState.IN_DOUBT
 
+    def test_journal_batch_in_doubt_is_reposted_only_once_and_never_an_extract(
+        self, journal: BaseJournal
+    ):
+        urls = tuple(f"https://example.com/b/{i}" for i in range(3))
+        run, _ = journal.plan(_spec(RunMode.BATCH, urls), "batch-1", NOW)
+        [entry] = journal.entries("batch-1")
+        with pytest.raises(MoveRefusedError):
+            journal.repost(run, entry, NOW)  # planned, not in doubt
+        journal.claim(entry, "a", NOW)
+        journal.doubt(entry, "a", "504", NOW)
+        back = _checked(moves.REPOST, S.IN_DOUBT, journal.repost(run, entry, NOW + 5))
+        assert back.state is EntryState.PLANNED and back.owner is None and back.job_id is None
+        with pytest.raises(MoveRefusedError):
+            journal.repost(run, entry, NOW + 6)  # the second operator finds it planned
+        # an extract in doubt is looked up (reclaim), never re-posted blind
+        first, *_ = self._planned(journal)
+        extracts = journal.run("run-1")
+        assert extracts is not None
+        journal.claim(first, "a", NOW)
+        journal.doubt(first, "a", "timeout", NOW)
+        with pytest.raises(MoveRefusedError):
+            journal.repost(extracts, first, NOW)
+        assert journal.entries("run-1")[0].state is EntryState.IN_DOUBT
+
     def test_journal_announce_once(self, journal: BaseJournal):
         first, *_ = self._planned(journal, RunMode.CRAWL)
         with pytest.raises(MoveRefusedError):
