@@ -20,7 +20,7 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSConfigurationError, transl
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import GeonodeError, MissingAPIKeyError
-from scrape_pipeline_ops.cli import deliveries, doctor, local, ops, poll, submit, webhooks
+from scrape_pipeline_ops.cli import deliveries, doctor, local, ops, poll, runs, submit, webhooks
 from scrape_pipeline_ops.cli import secrets as secret_commands
 from scrape_pipeline_ops.cli.config import CliError, Context, UsageError, export_stack
 from scrape_pipeline_ops.cli.output import Printer
@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parents = [common]
     submit.add_parser(commands, parents)
+    runs.add_parser(commands, parents)
     poll.add_parser(commands, parents)
     webhooks.add_parser(commands, parents)
     secret_commands.add_parser(commands, parents)

@@ -1,0 +1,110 @@
+"""``runs list|show|resolve`` through the CLI's entry point, judged by the simulator's record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimulatorServer
+from tests.cli.conftest import Cli, Result, assert_one_error_line
+from tests.cli.test_cli_runs import _error_line, _file, _once_each, clock, sim
+
+__all__ = ["clock", "sim"]  # the fixtures, shared with the submit tests
+
+
+def _name(submitted: Result) -> str:
+    """The run's name, from submit's first stderr line (``run NAME: ...``)."""
+    return submitted.err.splitlines()[0].split()[2].rstrip(":")
+
+
+def test_cli_runs_list_and_show_a_complete_run_with_a_rejected_url(
+    sim: SimulatorServer, cli: Cli, clock: ManualClock, tmp_path: Path
+):
+    # GIVEN a run of two good URLs and one the API refuses (422)
+    path, urls = _file(tmp_path, "show", 2)
+    path.write_text(path.read_text() + "https://:80\n")
+    submitted = cli("submit", str(path), "--json", clock=clock)
+    assert submitted.code == 1
+    name = _name(submitted)
+    # WHEN it is listed and shown
+    listed = cli("runs", "list", "--json")
+    shown = cli("runs", "show", name, "--json")
+    by_url = cli("runs", "show", name, "--urls", "--json")
+    # THEN a rejected URL is settled: the run is complete, exit 0, the reason under --urls
+    assert listed.code == 0, listed.err
+    [row] = listed.records()
+    assert (row["run"], row["mode"], row["urls"]) == (name, "async", 3)
+    assert (row["submitted"], row["rejected"], row["in_doubt"], row["planned"]) == (2, 1, 0, 0)
+    assert row["complete"] is True
+    assert shown.code == 0 and shown.err == "", shown.err
+    assert shown.record()["submitted"] == 2
+    assert by_url.code == 0, by_url.err
+    rows = {r["url"]: r for r in by_url.records()}
+    assert all(rows[u]["state"] == "submitted" and rows[u]["job_id"] for u in urls)
+    assert rows["https://:80"]["state"] == "rejected"
+    assert rows["https://:80"]["reason"].startswith("HTTP 422")
+    # and the table for people says the same
+    table = cli("runs", "show", name, "--urls")
+    assert "rejected" in table.out and "HTTP 422" in table.out
+    _once_each(sim, urls)
+
+
+def test_cli_runs_show_names_a_batch_in_doubt_and_resolve_reposts_it_only_when_told(
+    sim: SimulatorServer, cli: Cli, clock: ManualClock, tmp_path: Path
+):
+    # GIVEN a batch run whose first batch's answer was lost after the API created it
+    path, urls = _file(tmp_path, "resolve", 3)
+    sim.sim.faults.lose_answers("POST /v1/batch", [504])
+    argv = ("submit", str(path), "--mode", "batch", "--batch-size", "2", "--json")
+    name = _name(cli(*argv, clock=clock))
+    # WHEN it is shown: exit 1, the entry named "in doubt"
+    shown = cli("runs", "show", name, "--json")
+    _error_line(shown, f"run {name} is not complete", "1 entry in doubt")
+    assert "scrape-pipeline: in doubt: #0 (2 URLs from" in shown.err
+    assert shown.record()["in_doubt"] == 2 and shown.record()["complete"] is False
+    # WHEN resolve runs without the flag: nothing is posted, it stays in doubt
+    looked = cli("runs", "resolve", name, "--json", clock=clock)
+    _error_line(looked, "1 entry in doubt")
+    _once_each(sim, urls)
+    # WHEN the operator orders a re-post: planned again, and the next submit posts it
+    ordered = cli("runs", "resolve", name, "--repost-in-doubt", "--json", clock=clock)
+    _error_line(ordered, "1 entry planned")
+    assert "planned again: #0 (2 URLs from" in ordered.err
+    assert ordered.record()["planned"] == 2
+    resumed = cli(*argv, clock=clock)
+    assert resumed.code == 0, resumed.err
+    assert "resumed (1 planned, 1 submitted)" in resumed.err
+    # THEN the simulator saw the two URLs of that batch twice (as ordered), the third once
+    submissions = sim.sim.submissions()
+    assert [submissions.get(u) for u in urls] == [2, 2, 1]
+    done = cli("runs", "show", name, "--json")
+    assert done.code == 0 and done.record()["submitted"] == 3, done.err
+    # a second order finds nothing in doubt and posts nothing
+    again = cli("runs", "resolve", name, "--repost-in-doubt", "--json", clock=clock)
+    assert again.code == 0 and "planned again" not in again.err
+    assert [sim.sim.submissions().get(u) for u in urls] == [2, 2, 1]
+
+
+def test_cli_runs_unknown_run_and_missing_journal_are_one_line_exit_2(
+    sim: SimulatorServer, cli: Cli, clock: ManualClock, tmp_path: Path
+):
+    missing = tmp_path / "nowhere.sqlite3"
+    no_file = cli("runs", "list", "--journal", str(missing))
+    assert_one_error_line(no_file, 2, "no run journal at", str(missing))
+    assert not missing.exists()
+    path, _ = _file(tmp_path, "unknown", 1)
+    assert cli("submit", str(path), clock=clock).code == 0
+    for argv in (("show", "nope"), ("resolve", "nope"), ("show", "nope", "--urls")):
+        assert_one_error_line(cli("runs", *argv), 2, "no run named 'nope'", "runs list")
+
+
+def test_cli_runs_list_empty_journal_and_help(cli: Cli, tmp_path: Path):
+    journal = tmp_path / "j.sqlite3"
+    from scrape_pipeline_ops.runs.sqlite import SqliteJournal
+
+    SqliteJournal(journal).close()
+    empty = cli("runs", "list", "--journal", str(journal))
+    assert (empty.code, empty.out) == (0, "no runs\n")
+    assert cli("runs", "list", "--journal", str(journal), "--json").out == ""
+    helped = cli("runs", "resolve", "--help")
+    assert "--repost-in-doubt" in helped.out
