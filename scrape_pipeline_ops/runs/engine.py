@@ -92,6 +92,7 @@ class RunReport:
     entries: list[Entry]
     posts: int  # POSTs this call sent
     stopped: Outcome | None = None  # why the call stopped with entries left planned
+    cut: bool = False  # the caller's ``stop`` said so (a Lambda near its timeout)
     counts: dict[EntryState, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -156,22 +157,33 @@ class Submitter:
         found = {} if created else dict(Counter(e.state for e in self.journal.entries(run.name)))
         return Planned(run, created, found)
 
-    def work(self, planned: Planned) -> RunReport:
-        """Post every entry of a planned run that is not settled yet, as far as the API lets."""
+    def work(self, planned: Planned, stop: Callable[[], bool] | None = None) -> RunReport:
+        """Post every entry of a planned run that is not settled yet, as far as the API lets.
+
+        ``stop`` is asked before each claim: when it answers True, the call ends with the rest
+        left planned (``cut``), for a caller with a deadline of its own.
+        """
         run = planned.run
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up = set()
+        cut = stop or (lambda: False)
         self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
         self._settle_doubts(run)
+        was_cut = False
         for entry in self.journal.entries(run.name, [S.PLANNED]):
+            if cut():
+                was_cut = True
+                break
             self._post_planned(run, entry)
             if self._stopped is not None:
                 break
-        if self._stopped is None:
+        if self._stopped is None and not was_cut:
             self._wait_for_held(run)
             self._settle_doubts(run)
         entries = self.journal.entries(run.name)
-        return RunReport(run, planned.created, planned.resumed, entries, self._posts, self._stopped)
+        return RunReport(
+            run, planned.created, planned.resumed, entries, self._posts, self._stopped, was_cut
+        )
 
     def settle(self, run: Run, *, post_unfound: bool = False) -> list[Entry]:
         """Resolve what is in doubt without posting planned entries (``runs resolve``).

@@ -307,3 +307,19 @@ def test_submitter_announces_each_crawl_once_even_after_a_crash_between(
     once_each(server, posted)
     assert sorted(announced) == sorted(("crawl", e.job_id or "") for e in report.entries)
     assert all(e.announced for e in report.entries)
+
+
+def test_submitter_stop_cuts_the_call_and_the_next_call_posts_only_the_rest(
+    server: SimulatorServer, client: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+):
+    # GIVEN a caller whose deadline comes after two POSTs (a Lambda near its timeout)
+    posted = urls("cut", 5)
+    spec = RunSpec.of(posted, RunMode.ASYNC, {"formats": ["markdown"]})
+    first_call = submitter(journal, client, clock)
+    # WHEN it works the run with that stop, then another call works it without one
+    cut = first_call.work(first_call.plan(spec), stop=lambda: first_call._posts >= 2)
+    rest = submitter(journal, client, clock).submit(spec)
+    # THEN the first call stopped with three left planned, and the URLs were posted once each
+    assert cut.cut and cut.posts == 2 and len(cut.where(S.PLANNED)) == 3 and not cut.complete
+    assert rest.complete and rest.posts == 3 and not rest.cut
+    once_each(server, posted)
