@@ -35,6 +35,8 @@ def table(moto_endpoint: str) -> tuple[str, str]:
 
 
 class TestDynamoJournal(JournalContract):
+    born_announced = True
+
     @pytest.fixture
     def make_journal(self, table: tuple[str, str]) -> Any:
         endpoint, name = table
