@@ -26,7 +26,15 @@ def test_cli_runs_list_and_show_a_complete_run_with_a_rejected_url(
     submitted = cli("submit", str(path), "--json", clock=clock)
     assert submitted.code == 1
     name = _name(submitted)
-    # WHEN it is listed and shown
+    # WHEN it is shown before its jobs settled: not complete, the unsettled jobs named
+    early = cli("runs", "show", name, "--json")
+    line = _error_line(early, f"run {name} is not complete", "2 job(s) not settled")
+    assert "in doubt" not in line
+    assert early.record()["settled"] == 0
+    # and after poll followed the run's jobs until they settled
+    polled = cli("poll", "--run", name, "--json", clock=clock)
+    assert polled.code == 0, polled.err
+    assert {r["status"] for r in polled.records()} == {"completed"}
     listed = cli("runs", "list", "--json")
     shown = cli("runs", "show", name, "--json")
     by_url = cli("runs", "show", name, "--urls", "--json")
@@ -35,6 +43,8 @@ def test_cli_runs_list_and_show_a_complete_run_with_a_rejected_url(
     [row] = listed.records()
     assert (row["run"], row["mode"], row["urls"]) == (name, "async", 3)
     assert (row["submitted"], row["rejected"], row["in_doubt"], row["planned"]) == (2, 1, 0, 0)
+    assert (row["settled"], row["stored"], row["dead_lettered"]) == (2, 0, 0)
+    assert row["tokens_charged"] is not None and row["tokens_charged"] > 0
     assert row["complete"] is True
     assert shown.code == 0 and shown.err == "", shown.err
     assert shown.record()["submitted"] == 2
