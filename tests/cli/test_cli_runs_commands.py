@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from tests.cli.conftest import Cli, Result, assert_one_error_line
@@ -118,3 +120,42 @@ def test_cli_runs_list_empty_journal_and_help(cli: Cli, tmp_path: Path):
     assert cli("runs", "list", "--journal", str(journal), "--json").out == ""
     helped = cli("runs", "resolve", "--help")
     assert "--repost-in-doubt" in helped.out
+
+
+def test_cli_poll_run_refuses_a_batch_run_and_an_unknown_one_exit_2(
+    sim: SimulatorServer, cli: Cli, clock: ManualClock, tmp_path: Path
+):
+    path, urls = _file(tmp_path, "poll-batch", 2)
+    submitted = cli("submit", str(path), "--mode", "batch", clock=clock)
+    assert submitted.code == 0, submitted.err
+    refused = cli("poll", "--run", _name(submitted), clock=clock)
+    assert_one_error_line(refused, 2, "is a batch run", "poll follows extract jobs")
+    assert_one_error_line(cli("poll", "--run", "nope"), 2, "no run named 'nope'")
+    # a local batch run's outcomes are not known: null, and its verdict is the journal's
+    shown = cli("runs", "show", _name(submitted), "--json")
+    assert shown.code == 0, shown.err
+    assert shown.record()["settled"] is None and shown.record()["submitted"] == 2
+    _once_each(sim, urls)
+
+
+def test_cli_runs_resolve_a_batch_run_needs_no_api_key(
+    sim: SimulatorServer,
+    cli: Cli,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # GIVEN a batch run whose first batch's answer was lost
+    path, urls = _file(tmp_path, "no-key", 3)
+    sim.sim.faults.lose_answers("POST /v1/batch", [504])
+    argv = ("submit", str(path), "--mode", "batch", "--batch-size", "2", "--json")
+    name = _name(cli(*argv, clock=clock))
+    # WHEN resolve runs with no API key anywhere
+    monkeypatch.delenv("GEONODE_SCRAPER_API_KEY")
+    looked = cli("runs", "resolve", name, "--json", clock=clock)
+    ordered = cli("runs", "resolve", name, "--repost-in-doubt", "--json", clock=clock)
+    # THEN it never asked for one: the batch is named in doubt, then planned again on order
+    _error_line(looked, "1 entry in doubt")
+    _error_line(ordered, "1 entry planned")
+    assert "no API key" not in looked.err + ordered.err
+    _once_each(sim, urls)
