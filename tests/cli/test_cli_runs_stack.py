@@ -11,13 +11,7 @@ import pytest
 
 from scrape_pipeline_local.stack import LocalStack
 from tests.cli.conftest import Cli, Result, assert_one_error_line
-
-
-def _file(tmp_path: Path, tag: str, n: int) -> tuple[Path, list[str]]:
-    urls = [f"https://example.com/cli-stack-runs/{tag}/{i}" for i in range(n)]
-    path = tmp_path / f"{tag}.txt"
-    path.write_text("\n".join(urls) + "\n")
-    return path, urls
+from tests.cli.test_cli_runs import _file
 
 
 def _once_each(stack: LocalStack, urls: list[str]) -> None:
@@ -45,7 +39,7 @@ def test_cli_stack_submit_journals_in_the_ledger_table_and_runs_show_joins_its_o
 ):
     assert live.resources is not None
     # GIVEN an async run submitted with a stack
-    path, urls = _file(tmp_path, "async", 2)
+    path, urls = _file(tmp_path, "stack-async", 2)
     submitted = cli("submit", str(path), "--mode", "async", "--json", clock=live.clock)
     assert submitted.code == 0, submitted.err
     # THEN its first stderr line names the table, and the journal is in the run# key space
@@ -84,7 +78,7 @@ def test_cli_stack_batch_is_announced_in_the_write_of_its_id_and_resolved_withou
     live: LocalStack, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     # GIVEN a batch run of three URLs in batches of two, with a stack
-    path, urls = _file(tmp_path, "batch", 3)
+    path, urls = _file(tmp_path, "stack-batch", 3)
     argv = ("submit", str(path), "--mode", "batch", "--batch-size", "2", "--json")
     submitted = cli(*argv, clock=live.clock)
     assert submitted.code == 0, submitted.err
@@ -113,7 +107,7 @@ def test_cli_stack_journal_flag_forces_the_file_and_the_announcement_is_its_own_
     live: LocalStack, cli: Cli, tmp_path: Path
 ):
     # GIVEN a crawl run with a stack, told to journal in a file
-    path, urls = _file(tmp_path, "forced", 1)
+    path, urls = _file(tmp_path, "stack-forced", 1)
     journal = tmp_path / "forced.sqlite3"
     argv = ("submit", str(path), "--mode", "crawl", "--journal", str(journal), "--json")
     submitted = cli(*argv, clock=live.clock)

@@ -9,10 +9,8 @@ cancellation AWS would send, shaped as botocore raises it.
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -32,25 +30,15 @@ from scrape_pipeline_ops.runs.engine import Submitter
 from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
 from tests.runs.test_submitter import Crash, CrashingClient, once_each, urls
-from tests.support.template import create_ledger_table, moto_server
 
 S = EntryState
-_TABLES = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server, endpoint = moto_server()
-    yield endpoint
-    server.stop()
 
 
 @pytest.fixture
-def table(moto_endpoint: str) -> tuple[Any, str]:
-    name = f"announce-{next(_TABLES)}"
-    db = boto3.client("dynamodb", endpoint_url=moto_endpoint)
-    create_ledger_table(db, name)
-    return db, name
+def ledger_table(table: tuple[str, str]) -> tuple[Any, str]:
+    """(a DynamoDB client on the moto server, the test's ledger table)."""
+    endpoint, name = table
+    return boto3.client("dynamodb", endpoint_url=endpoint), name
 
 
 def _submitter(journal: DynamoJournal, client: Any, clock: ManualClock) -> Submitter:
@@ -85,10 +73,13 @@ class CrawlCrashingClient(CrashingClient):
 
 
 def test_dynamo_crawls_are_born_announced_one_ledger_row_each(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, table: tuple[Any, str]
+    server: SimulatorServer,
+    client: GeonodeClient,
+    clock: ManualClock,
+    ledger_table: tuple[Any, str],
 ):
     # GIVEN a crawl run of three URLs through the DynamoDB journal
-    db, name = table
+    db, name = ledger_table
     posted = urls("dyn-crawl", 3)
     journal = DynamoJournal(name, client=db)
     recording = CrawlCrashingClient(client)
@@ -108,11 +99,11 @@ def test_dynamo_crash_between_the_answer_and_the_journal_write_posts_nothing_twi
     server: SimulatorServer,
     client: GeonodeClient,
     clock: ManualClock,
-    table: tuple[Any, str],
+    ledger_table: tuple[Any, str],
     mode: RunMode,
 ):
     # GIVEN a run killed on its second POST with the API's answer in hand, unrecorded
-    db, name = table
+    db, name = ledger_table
     posted = urls(f"dyn-kill-{mode.value}", 3)
     spec = RunSpec.of(posted, mode)
     crashing = (
@@ -164,10 +155,13 @@ class SettledFirst:
 
 
 def test_dynamo_transaction_leaves_a_settled_ledger_row_as_it_is(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, table: tuple[Any, str]
+    server: SimulatorServer,
+    client: GeonodeClient,
+    clock: ManualClock,
+    ledger_table: tuple[Any, str],
 ):
     # GIVEN crawls whose ledger rows are settled before the journal records their ids
-    db, name = table
+    db, name = ledger_table
     posted = urls("dyn-settled", 2)
     settled_first = SettledFirst(client, Ledger(name, client=db, clock=clock), db, name)
     # WHEN the run is submitted
@@ -212,9 +206,12 @@ class ConflictingClient:
 
 
 def test_dynamo_transaction_conflict_is_tried_again_then_a_retryable_error(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, table: tuple[Any, str]
+    server: SimulatorServer,
+    client: GeonodeClient,
+    clock: ManualClock,
+    ledger_table: tuple[Any, str],
 ):
-    db, name = table
+    db, name = ledger_table
     waits: list[float] = []
     # GIVEN two conflicts in a row: the third try writes entry and row
     conflicting = ConflictingClient(db, 0)
@@ -243,10 +240,13 @@ def test_dynamo_transaction_conflict_is_tried_again_then_a_retryable_error(
 
 
 def test_dynamo_transaction_racing_webhooks_one_row_and_the_entry_submitted(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, table: tuple[Any, str]
+    server: SimulatorServer,
+    client: GeonodeClient,
+    clock: ManualClock,
+    ledger_table: tuple[Any, str],
 ):
     # GIVEN a crawl posted, and 10 webhooks of its job racing the journal's write of its id
-    db, name = table
+    db, name = ledger_table
     posted = urls("dyn-race", 1)
     journal = DynamoJournal(name, client=db)
     run, _ = journal.plan(RunSpec.of(posted, RunMode.CRAWL), "race", clock.time())
