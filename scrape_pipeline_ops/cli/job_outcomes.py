@@ -4,7 +4,8 @@
                     settled = DONE; stored / dead-lettered = its outcome; tokens unknown
                     (the processor does not keep a job's charge on its row)
     local           what ``poll`` saw, kept in the journal file's ``job_outcomes`` table:
-                    settled = the API's terminal status; stored = poll wrote it (``--out``);
+                    settled = the API's terminal status; stored = poll wrote its result
+                    (``--out``, a job that did not fail);
                     dead-lettered = failed, cancelled, or unknown to the API; tokens charged
 
 The journal says which jobs a run made; this says what became of them. Neither writes the
@@ -125,7 +126,7 @@ class FileOutcomes:
                 found[job_id] = JobOutcome(
                     job_id,
                     settled=True,
-                    stored=written is not None,
+                    stored=written is not None and status not in _FAILED,
                     dead_lettered=status in _FAILED,
                     tokens_charged=tokens,
                 )

@@ -159,3 +159,37 @@ def test_cli_runs_resolve_a_batch_run_needs_no_api_key(
     _error_line(ordered, "1 entry planned")
     assert "no API key" not in looked.err + ordered.err
     _once_each(sim, urls)
+
+
+def test_cli_runs_show_joins_what_poll_kept_stored_and_dead_lettered(
+    cli: Cli, clock: ManualClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from scrape_pipeline_local.simulator import SimConfig
+    from tests.cli.conftest import QUIET
+    from tests.cli.test_cli_runs import KEY
+
+    # GIVEN an API on which every job fails, and another on which every job completes
+    for rate, tag in ((1.0, "failing"), (0.0, "stored")):
+        quiet = {**QUIET, "permanent_failure_rate": rate}
+        config = SimConfig(**quiet, api_keys=(KEY,), webhook_dispatcher=False, balance_tokens=None)
+        with SimulatorServer(config, clock) as server:
+            monkeypatch.setenv("GEONODE_BASE_URL", server.base_url)
+            monkeypatch.setenv("GEONODE_SCRAPER_API_KEY", KEY)
+            path, urls = _file(tmp_path, f"kept-{tag}", 2)
+            name = _name(cli("submit", str(path), "--run", f"kept-{tag}", clock=clock))
+            # WHEN poll follows the run, writing what settles under --out
+            out = tmp_path / f"out-{tag}"
+            polled = cli("poll", "--run", name, "--out", str(out), "--json", clock=clock)
+            assert polled.code == 0, polled.err
+            shown = cli("runs", "show", name, "--json")
+            # THEN runs show joins what poll saw: complete either way, the failures
+            # dead-lettered, the completed ones stored where poll wrote them
+            assert shown.code == 0, shown.err
+            record = shown.record()
+            assert record["settled"] == 2
+            if tag == "failing":
+                assert (record["dead_lettered"], record["stored"]) == (2, 0)
+            else:
+                assert (record["dead_lettered"], record["stored"]) == (0, 2)
+                assert len(list(out.iterdir())) == 2
+            _once_each(server, urls)
