@@ -62,6 +62,9 @@ def test_cli_stack_submit_journals_in_the_ledger_table_and_runs_show_joins_its_o
     assert (record["submitted"], record["settled"], record["stored"]) == (2, 2, 2)
     assert record["dead_lettered"] == 0 and record["complete"] is True
     assert name in {row["run"] for row in listed.records()}
+    followed = cli("poll", "--run", name, "--json", clock=live.clock)
+    assert followed.code == 0, followed.err
+    assert sorted(r["url"] for r in followed.records()) == sorted(urls)
     assert {r["outcome"] for r in by_url.records()} == {"stored"}
     done = [
         i
