@@ -1,8 +1,8 @@
 """How a run's jobs ended, for ``runs show`` to join with the journal's entries.
 
     with a stack    the ledger's rows of the run's job ids (``BatchGetItem``, 100 keys a call):
-                    settled = DONE; stored / dead-lettered = its outcome; tokens unknown
-                    (the processor does not keep a job's charge on its row)
+                    settled = DONE; stored / dead-lettered = its outcome; tokens charged
+                    as the processor kept them in a stored extract's ``detail``
     local           what ``poll`` saw, kept in the journal file's ``job_outcomes`` table:
                     settled = the API's terminal status; stored = poll wrote its result
                     (``--out``, a job that did not fail);
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from scrape_pipeline.geonode.models import ApiStatus
-from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger import Ledger, LedgerRow
 
 if TYPE_CHECKING:
@@ -81,7 +81,15 @@ def _from_row(row: LedgerRow) -> JobOutcome:
         settled=done,
         stored=done and row.outcome is Outcome.STORED,
         dead_lettered=done and row.outcome is Outcome.DEAD_LETTERED,
+        tokens_charged=_count(row.detail.get(DETAIL_TOKENS)),
     )
+
+
+def _count(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None  # a detail written by hand, or by another version: not a charge
 
 
 class FileOutcomes:

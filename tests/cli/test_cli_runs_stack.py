@@ -29,6 +29,10 @@ def _name(submitted: Result) -> str:
     return submitted.err.splitlines()[0].split()[2].rstrip(":")
 
 
+def _job_ids(result: Result) -> list[str]:
+    return sorted({r["job_id"] for r in result.records() if r["job_id"]})
+
+
 def _settle(stack: LocalStack) -> None:
     for _ in range(25):
         stack.step(1.0)
@@ -61,6 +65,8 @@ def test_cli_stack_submit_journals_in_the_ledger_table_and_runs_show_joins_its_o
     record = shown.record()
     assert (record["submitted"], record["settled"], record["stored"]) == (2, 2, 2)
     assert record["dead_lettered"] == 0 and record["complete"] is True
+    charged = [live.client().get_job(job_id).tokens_charged or 0 for job_id in _job_ids(by_url)]
+    assert record["tokens_charged"] == sum(charged) > 0
     assert name in {row["run"] for row in listed.records()}
     followed = cli("poll", "--run", name, "--json", clock=live.clock)
     assert followed.code == 0, followed.err
