@@ -37,6 +37,10 @@ def _checked(move: moves.Move, before: EntryState, after: Entry) -> Entry:
 class JournalContract:
     """The contract; ``make_journal(lease_s=...)`` comes from the subclass."""
 
+    # A journal that announces a batch or crawl in the write of its job id (DynamoDB's):
+    # its entry is born announced, and ``announce`` finds nothing left to do.
+    born_announced = False
+
     @pytest.fixture
     def journal(self, make_journal: MakeJournal) -> BaseJournal:
         return make_journal()
@@ -230,8 +234,11 @@ class JournalContract:
             journal.announce(first, NOW)  # not submitted yet
         journal.claim(first, "a", NOW)
         submitted = journal.submit(first, "a", "crawl-1", NOW)
-        announced = _checked(moves.ANNOUNCE, S.SUBMITTED, journal.announce(submitted, NOW))
-        assert announced.announced and announced.state is EntryState.SUBMITTED
+        if self.born_announced:
+            assert submitted.announced and submitted.state is EntryState.SUBMITTED
+        else:
+            announced = _checked(moves.ANNOUNCE, S.SUBMITTED, journal.announce(submitted, NOW))
+            assert announced.announced and announced.state is EntryState.SUBMITTED
         with pytest.raises(MoveRefusedError):
             journal.announce(submitted, NOW)
 
