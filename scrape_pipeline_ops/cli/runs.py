@@ -4,7 +4,8 @@ They read the journal ``submit`` writes (the same ``--journal`` / ``$SCRAPE_PIPE
 resolution). A run is complete when nothing of it is planned, posting or in doubt (a rejected
 URL is settled: the API said no); ``show`` and ``resolve`` exit 1 until then and name each
 entry in doubt on stderr, as ``submit`` does. ``resolve`` looks extracts in doubt up in the
-job list and adopts what it finds; ``--repost-in-doubt`` is the operator's explicit order to
+job list, and batches and crawls in doubt up in the ledger's rows (a stack: their webhooks),
+and adopts what it finds; ``--repost-in-doubt`` is the operator's explicit order to
 post again what is still in doubt (a batch or crawl goes back to planned for the next
 ``submit``; an extract the lookup did not find is posted now).
 """
@@ -16,8 +17,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
-from scrape_pipeline_ops.cli.submit_run import announcer, journal_path
+from scrape_pipeline_ops.cli.submit_run import LEDGER_ENV, announcer, journal_path
 from scrape_pipeline_ops.runs.engine import Submitter
+from scrape_pipeline_ops.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline_ops.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.plan import Run, RunMode
@@ -67,7 +69,8 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="look up what is in doubt; --repost-in-doubt to post it again",
         description=(
             "Expire posting leases that ran out, look each extract in doubt up in the job "
-            "list and adopt the job found. With --repost-in-doubt, an extract not found is "
+            "list, each batch or crawl in doubt in the ledger's rows (with a stack), and "
+            "adopt the job found. With --repost-in-doubt, an extract not found is "
             "posted again now, and a batch or crawl in doubt goes back to planned so that "
             "the next 'submit' of the run posts it again (no API lists batches or crawls: "
             "only you can tell it was not created)."
@@ -190,7 +193,9 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
         run = _run(journal, args.name)
         # A batch or crawl recorded but not announced (a crash between the two) is announced.
         announce = announcer(ctx) if run.mode is not RunMode.ASYNC else None
-        submitter = Submitter(journal, ctx.client(), clock=ctx.clock, announce=announce)
+        submitter = Submitter(
+            journal, ctx.client(), clock=ctx.clock, announce=announce, evidence=_evidence(ctx)
+        )
         entries = submitter.settle(run, post_unfound=args.repost_in_doubt)
         if args.repost_in_doubt and run.mode is not RunMode.ASYNC:
             entries = _repost(ctx, journal, run, entries)
@@ -198,6 +203,18 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
         journal.close()
     ctx.out.record(summary(run, entries), title=f"run {run.name}")
     return _verdict(ctx, run, entries)
+
+
+def _evidence(ctx: Context) -> CandidateSource | None:
+    """The ledger's batches and crawls (a stack's), to adopt from before anything is re-posted."""
+    table = ctx.environ.get(LEDGER_ENV)
+    if not table:
+        return None
+    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+
+    # An operator's call: worth a Scan of the table for rows already DONE (evidence.py).
+    ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
+    return LedgerCandidates(ledger, scan_done=True)
 
 
 def _repost(
