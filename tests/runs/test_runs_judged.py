@@ -9,30 +9,38 @@ wraps or once that call returned. The clock is the manual one: nothing sleeps fo
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import boto3
 import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
+from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
 from scrape_pipeline_ops.runs.engine import Submitter
 from scrape_pipeline_ops.runs.evidence import CandidateSource
-from scrape_pipeline_ops.runs.journal import MoveRefusedError
+from scrape_pipeline_ops.runs.journal import BaseJournal, MoveRefusedError
 from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.outcomes import Verdict
 from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY, start
+from tests.runs.test_dynamo_journal import moto_endpoint
+from tests.support.template import create_ledger_table
+
+__all__ = ["moto_endpoint"]  # the fixture: one moto server for the module
 
 S = EntryState
 A, B, C = RunMode.ASYNC, RunMode.BATCH, RunMode.CRAWL
 POST_METHOD = {A: "submit_extract", B: "create_batch", C: "create_crawl"}
+_TABLES = itertools.count()
 POST_ROUTE = {A: "POST /v1/extract", B: "POST /v1/batch", C: "POST /v1/crawl"}
 
 
@@ -119,10 +127,22 @@ CASES = (
 )
 
 
+# The kills that leave an entry to a dead submitter's lease, where the journals' conditional
+# writes decide most: run on the stack's journal too (moto is slow; the rest are the file's).
+ON_THE_STACK = {
+    "after claim, before send",
+    "after the API created it, answer unread",
+    "answer lost, before the doubt write",
+    "after reclaim",
+}
+
+
 def _params() -> Iterator[Any]:
     for case in CASES:
         for mode in case.modes:
-            yield pytest.param(case, mode, id=f"{mode}: {case.name}")
+            yield pytest.param(case, mode, "sqlite", id=f"{mode}: {case.name}")
+            if case.name in ON_THE_STACK:
+                yield pytest.param(case, mode, "dynamodb", id=f"{mode}: {case.name} (stack)")
 
 
 # -- the parts -------------------------------------------------------------------------------
@@ -145,6 +165,21 @@ def journal(tmp_path: Path) -> Iterator[SqliteJournal]:
     opened = SqliteJournal(tmp_path / "journal.sqlite3")
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def any_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseJournal]:
+    """Each journal a submitter may keep: the file, and the stack's (moto on 127.0.0.1)."""
+    if request.param == "sqlite":
+        opened = SqliteJournal(tmp_path / "journal.sqlite3")
+        yield opened
+        opened.close()
+        return
+    endpoint = request.getfixturevalue("moto_endpoint")
+    name = f"judged-{next(_TABLES)}"
+    client = boto3.client("dynamodb", endpoint_url=endpoint)
+    create_ledger_table(client, name)
+    yield DynamoJournal(name, client=client)
 
 
 @pytest.fixture
@@ -188,7 +223,7 @@ def submitter(
     )
 
 
-def killed(at: At, mode: RunMode, journal: SqliteJournal, client: GeonodeClient, told: Announced):
+def killed(at: At, mode: RunMode, journal: BaseJournal, client: GeonodeClient, told: Announced):
     """The journal, client and announcer of a submit that dies at ``at``."""
     method = POST_METHOD[mode] if at.method == "POST" else at.method
     parts: dict[str, Any] = {"journal": journal, "client": client, "announce": told}
@@ -210,9 +245,7 @@ def posts(server: SimulatorServer, listed: Sequence[str]) -> list[int]:
     return [submissions.get(url, 0) for url in listed]
 
 
-def resolve(
-    journal: SqliteJournal, client: GeonodeClient, clock: ManualClock, name: str, **kw: Any
-):
+def resolve(journal: BaseJournal, client: GeonodeClient, clock: ManualClock, name: str, **kw: Any):
     """``runs resolve NAME --repost-in-doubt``: settle from the evidence, re-plan what is left."""
     run = journal.run(name)
     assert run is not None
@@ -225,16 +258,17 @@ def resolve(
 # -- a kill at every step --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("case", "mode"), list(_params()))
+@pytest.mark.parametrize(("case", "mode", "any_journal"), list(_params()), indirect=["any_journal"])
 def test_judged_rerun_after_a_kill_at_every_step_creates_each_url_once(
     server: SimulatorServer,
     api: GeonodeClient,
-    journal: SqliteJournal,
+    any_journal: BaseJournal,
     clock: ManualClock,
     case: Case,
     mode: RunMode,
 ):
     # GIVEN a run of three entries, whose submits die at the case's kill points in turn
+    journal = any_journal
     spec = spec_of(mode, f"{mode}-{CASES.index(case)}")
     listed = list(spec.urls)
     told = Announced()
