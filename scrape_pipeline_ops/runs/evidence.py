@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
@@ -88,18 +89,62 @@ def evidenced(
 
     A lookup that fails leaves its entry in doubt, for the next call to look up again.
     """
-    if source is None or run.mode is RunMode.ASYNC:
+    doubted = journal.entries(run.name, [EntryState.IN_DOUBT])
+    if source is None or run.mode is RunMode.ASYNC or not doubted:
         return
     taken = {e.job_id for e in journal.entries(run.name, [EntryState.SUBMITTED]) if e.job_id}
-    for entry in journal.entries(run.name, [EntryState.IN_DOUBT]):
-        since = (entry.posted_at or entry.doubted_at or 0.0) - skew_s
+    sinces = [(entry.posted_at or entry.doubted_at or 0.0) - skew_s for entry in doubted]
+    # One read of the source, and one of each candidate, serve every entry in doubt: each
+    # entry's own ``since`` is checked against the candidate's creation time.
+    try:
+        named = _Named(list(source.candidates(JobKind(run.mode.kind), min(sinces))))
+    except PipelineError:
+        return  # the source is unreachable: still in doubt, looked up again next time
+    remembered = _Remembered(reader)
+    for entry, since in zip(doubted, sinces, strict=True):
         try:
-            job_id = find_by_evidence(source, reader, run.mode, entry.urls, since, taken=taken)
+            job_id = find_by_evidence(named, remembered, run.mode, entry.urls, since, taken=taken)
         except GeonodeError:
             continue
         if job_id is not None:
             taken.add(job_id)
             yield entry, job_id
+
+
+class _Named:
+    """Candidates read once."""
+
+    def __init__(self, job_ids: Sequence[str]) -> None:
+        self.job_ids = job_ids
+
+    def candidates(self, kind: JobKind, since: float) -> Iterable[str]:
+        return self.job_ids
+
+
+class _Remembered:
+    """A reader that asks the API about each batch or crawl once."""
+
+    def __init__(self, reader: JobReader) -> None:
+        self._reader = reader
+        self._heads: dict[tuple[str, str, int, int], BatchStatus] = {}
+        self._items: dict[str, list[BatchItem]] = {}
+
+    def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        key = ("batch", batch_id, page, page_size)
+        if key not in self._heads:
+            self._heads[key] = self._reader.get_batch(batch_id, page=page, page_size=page_size)
+        return self._heads[key]
+
+    def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        key = ("crawl", crawl_id, page, page_size)
+        if key not in self._heads:
+            self._heads[key] = self._reader.get_crawl(crawl_id, page=page, page_size=page_size)
+        return self._heads[key]
+
+    def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]:
+        if batch_id not in self._items:
+            self._items[batch_id] = list(self._reader.iter_batch_items(batch_id))
+        return iter(self._items[batch_id])
 
 
 def _is_batch(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:

@@ -221,3 +221,39 @@ def test_evidence_runs_resolve_adopts_from_the_ledger_before_asking_for_a_repost
     assert code == 0, err
     submissions = server.sim.submissions()
     assert [submissions.get(u) for u in listed] == [1, 1, 1]
+
+
+class Counting:
+    """The client, counting the batches it was asked about."""
+
+    def __init__(self, client: GeonodeClient) -> None:
+        self.client = client
+        self.asked: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def get_batch(self, batch_id: str, **kwargs: Any) -> Any:
+        self.asked.append(batch_id)
+        return self.client.get_batch(batch_id, **kwargs)
+
+
+def test_evidence_asks_the_source_once_and_the_api_once_per_candidate(
+    server: SimulatorServer, client: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+):
+    # GIVEN three batches whose answers were all lost, and a foreign batch
+    foreign = client.create_batch(urls("foreign-many", 2)).job_id
+    spec = RunSpec.of(urls("many", 6), RunMode.BATCH, batch_size=2)
+    server.sim.faults.lose_answers("POST /v1/batch", [504, 504, 504])
+    assert len(submitter(journal, client, clock).submit(spec).where(S.IN_DOUBT)) == 3
+    created = list(dict.fromkeys(j["job_id"] for j in server.sim.truth_jobs("batch_item")))
+    # WHEN a submit has evidence naming the four
+    counting = Counting(client)
+    assert created[0] == foreign
+    named = Listed(foreign, *reversed(created[1:]))  # each entry's own job last
+    again = submitter(journal, counting, clock, evidence=named).submit(spec)
+    # THEN all three were adopted, and each batch was asked about once
+    assert again.complete and again.posts == 0
+    assert sorted(counting.asked) == sorted(created)
+    submissions = server.sim.submissions()
+    assert [submissions.get(u) for u in spec.urls] == [1] * 6
