@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
@@ -92,7 +92,7 @@ def evidenced(
     doubted = journal.entries(run.name, [EntryState.IN_DOUBT])
     if source is None or run.mode is RunMode.ASYNC or not doubted:
         return
-    taken = {e.job_id for e in journal.entries(run.name, [EntryState.SUBMITTED]) if e.job_id}
+    taken = _held(journal, run)
     sinces = [(entry.posted_at or entry.doubted_at or 0.0) - skew_s for entry in doubted]
     # One read of the source, and one of each candidate, serve every entry in doubt: each
     # entry's own ``since`` is checked against the candidate's creation time.
@@ -109,6 +109,18 @@ def evidenced(
         if job_id is not None:
             taken.add(job_id)
             yield entry, job_id
+
+
+@runtime_checkable
+class _RunLister(Protocol):
+    def runs(self) -> list[Run]: ...
+
+
+def _held(journal: Journal, run: Run) -> set[str]:
+    """The job ids entries hold: of every run when the journal lists its runs (the file's
+    does), else of ``run``: a run of the same URLs with other options holds its own batch."""
+    runs = journal.runs() if isinstance(journal, _RunLister) else [run]
+    return {e.job_id for r in runs for e in journal.entries(r.name) if e.job_id}
 
 
 class _Named:

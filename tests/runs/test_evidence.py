@@ -257,3 +257,21 @@ def test_evidence_asks_the_source_once_and_the_api_once_per_candidate(
     assert sorted(counting.asked) == sorted(created)
     submissions = server.sim.submissions()
     assert [submissions.get(u) for u in spec.urls] == [1] * 6
+
+
+def test_evidence_never_adopts_the_batch_another_run_of_the_same_urls_holds(
+    server: SimulatorServer, client: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+):
+    # GIVEN a run of two URLs as markdown, then the same URLs as html, whose answer is lost
+    listed = urls("two-runs", 2)
+    markdown = RunSpec.of(listed, RunMode.BATCH, {"formats": ["markdown"]})
+    html = RunSpec.of(listed, RunMode.BATCH, {"formats": ["html"]})
+    assert submitter(journal, client, clock).submit(markdown).complete
+    server.sim.faults.lose_answers("POST /v1/batch", [504])
+    assert submitter(journal, client, clock).submit(html).counts == {S.IN_DOUBT: 1}
+    first, second = dict.fromkeys(j["job_id"] for j in server.sim.truth_jobs("batch_item"))
+    # WHEN evidence names both batches, the markdown run's first
+    again = submitter(journal, client, clock, evidence=Listed(first, second)).submit(html)
+    # THEN the html run adopted its own batch, not the one the markdown run holds
+    assert again.complete and [e.job_id for e in again.entries] == [second]
+    assert [server.sim.submissions().get(u) for u in listed] == [2, 2]
