@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import boto3
 import pytest
@@ -99,10 +99,11 @@ class Case:
     name: str
     kills: tuple[At, ...]
     modes: tuple[RunMode, ...] = (A, B, C)
-    lost_first_answer: bool = False  # the first POST's answer is lost (504) after it acted
+    first_answer: Literal["", "lost", "429"] = ""  # what the API answers the first POST
 
 
-LOST = True  # the case's first POST has its answer lost
+LOST: Final = "lost"  # the first POST's answer is lost (a 504) after the API acted
+THROTTLED: Final = "429"  # the first POST is refused with a 429: the API did not act
 CASES = (
     Case("in plan", (At("journal", "plan", 1),)),
     Case("before claim", (At("journal", "claim"),)),
@@ -118,7 +119,12 @@ CASES = (
     Case("in the lookup of an extract in doubt", (At("client", "iter_jobs", 1),), (A,), LOST),
     Case("lookup found it, before adopt", (At("journal", "adopt", 1),), (A,), LOST),
     Case("lookup found it, after adopt", (At("journal", "adopt", 1, True),), (A,), LOST),
+    Case("429, before the release write", (At("journal", "release", 1),), (A, B, C), THROTTLED),
+    Case(
+        "429, after the release write", (At("journal", "release", 1, True),), (A, B, C), THROTTLED
+    ),
     Case("in expire", (At("client", "POST", 1), At("journal", "expire", 1))),
+    Case("after expire", (At("client", "POST", 1), At("journal", "expire", 1, True))),
     Case("before reclaim", (At("client", "POST", 1), At("journal", "reclaim", 1)), (A,)),
     Case("after reclaim", (At("client", "POST", 1), At("journal", "reclaim", 1, True)), (A,)),
     # The second submit posts entries 1 and 2, then reclaims entry 0: its third POST.
@@ -273,8 +279,10 @@ def test_judged_rerun_after_a_kill_at_every_step_creates_each_url_once(
     listed = list(spec.urls)
     told = Announced()
     foreign(api, mode, f"{mode}-{CASES.index(case)}")
-    if case.lost_first_answer:
+    if case.first_answer == LOST:
         server.sim.faults.lose_answers(POST_ROUTE[mode], [504])
+    elif case.first_answer == THROTTLED:
+        server.sim.faults.burst(count=1, status=429, route=POST_ROUTE[mode])
     for at in case.kills:
         with pytest.raises(Kill):
             dying, client, announce = killed(at, mode, journal, api, told)
