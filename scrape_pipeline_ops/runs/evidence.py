@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from scrape_pipeline.errors import PipelineError
@@ -92,7 +93,7 @@ def evidenced(
     doubted = journal.entries(run.name, [EntryState.IN_DOUBT])
     if source is None or run.mode is RunMode.ASYNC or not doubted:
         return
-    taken = _held(journal, run)
+    taken = {e.job_id for e in journal.entries(run.name) if e.job_id}
     sinces = [(entry.posted_at or entry.doubted_at or 0.0) - skew_s for entry in doubted]
     # One read of the source, and one of each candidate, serve every entry in doubt: each
     # entry's own ``since`` is checked against the candidate's creation time.
@@ -101,9 +102,16 @@ def evidenced(
     except PipelineError:
         return  # the source is unreachable: still in doubt, looked up again next time
     remembered = _Remembered(reader)
+    held = _Held(journal, run)
     for entry, since in zip(doubted, sinces, strict=True):
+        find = partial(
+            find_by_evidence, named, remembered, run.mode, entry.urls, since, taken=taken
+        )
         try:
-            job_id = find_by_evidence(named, remembered, run.mode, entry.urls, since, taken=taken)
+            job_id = find()
+            while job_id is not None and job_id in held:
+                taken.add(job_id)  # another run's batch of the same URLs: look further
+                job_id = find()
         except GeonodeError:
             continue
         if job_id is not None:
@@ -116,11 +124,22 @@ class _RunLister(Protocol):
     def runs(self) -> list[Run]: ...
 
 
-def _held(journal: Journal, run: Run) -> set[str]:
-    """The job ids entries hold: of every run when the journal lists its runs (the file's
-    does), else of ``run``: a run of the same URLs with other options holds its own batch."""
-    runs = journal.runs() if isinstance(journal, _RunLister) else [run]
-    return {e.job_id for r in runs for e in journal.entries(r.name) if e.job_id}
+class _Held:
+    """The job ids every run's entries hold, read once and only when a candidate matched
+    (the stack's journal lists its runs by a Scan): a run of the same URLs with other
+    options holds its own batch, never to be adopted by another. A journal that cannot
+    list its runs answers for ``run`` alone."""
+
+    def __init__(self, journal: Journal, run: Run) -> None:
+        self._journal, self._run = journal, run
+        self._ids: set[str] | None = None
+
+    def __contains__(self, job_id: object) -> bool:
+        if self._ids is None:
+            journal = self._journal
+            runs = journal.runs() if isinstance(journal, _RunLister) else [self._run]
+            self._ids = {e.job_id for r in runs for e in journal.entries(r.name) if e.job_id}
+        return job_id in self._ids
 
 
 class _Named:
