@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,12 +23,8 @@ from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
-from tests.runs.test_dynamo_journal import moto_endpoint
-from tests.support.template import create_ledger_table
 
-__all__ = ["moto_endpoint"]  # the fixture: one moto server for the module
 S = EntryState
-_TABLES = itertools.count()
 
 
 def urls(tag: str, n: int) -> list[str]:
@@ -37,11 +32,9 @@ def urls(tag: str, n: int) -> list[str]:
 
 
 @pytest.fixture
-def ledger(moto_endpoint: str, clock: ManualClock) -> Ledger:
-    name = f"evidence-{next(_TABLES)}"
-    client = boto3.client("dynamodb", endpoint_url=moto_endpoint)
-    create_ledger_table(client, name)
-    return Ledger(name, client=client, clock=clock)
+def ledger(table: tuple[str, str], clock: ManualClock) -> Ledger:
+    endpoint, name = table
+    return Ledger(name, client=boto3.client("dynamodb", endpoint_url=endpoint), clock=clock)
 
 
 @pytest.fixture
