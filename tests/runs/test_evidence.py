@@ -208,7 +208,8 @@ def test_evidence_runs_resolve_adopts_from_the_ledger_before_asking_for_a_repost
     webhook_rows(server, ledger, clock)
     monkeypatch.setenv("LEDGER_TABLE_NAME", ledger.table_name)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
-    code = main(["runs", "resolve", name], clock=clock)
+    journal = str(tmp_path / "journal" / "runs.sqlite3")  # the file the run is in
+    code = main(["runs", "resolve", name, "--journal", journal], clock=clock)
     # THEN it was adopted without --repost-in-doubt: the run is complete, each URL once
     err = capsys.readouterr().err
     assert code == 0, err
