@@ -223,7 +223,7 @@ def submitter(
 
 def killed(
     at: At, mode: RunMode, journal: BaseJournal, client: GeonodeClient, told: Announced | None
-):
+) -> tuple[Any, Any, Any]:
     """The journal, client and announcer of a submit that dies at ``at``."""
     method = POST_METHOD[mode] if at.method == "POST" else at.method
     parts: dict[str, Any] = {"journal": journal, "client": client, "announce": told}
@@ -245,7 +245,9 @@ def posts(server: SimulatorServer, listed: Sequence[str]) -> list[int]:
     return [submissions.get(url, 0) for url in listed]
 
 
-def resolve(journal: BaseJournal, client: GeonodeClient, clock: ManualClock, name: str, **kw: Any):
+def resolve(
+    journal: BaseJournal, client: GeonodeClient, clock: ManualClock, name: str, **kw: Any
+) -> None:
     """``runs resolve NAME --repost-in-doubt``: settle from the evidence, re-plan what is left."""
     run = journal.run(name)
     assert run is not None
