@@ -6,8 +6,9 @@ job ids with how the jobs ended (``job_outcomes``: the ledger's rows with a stac
 ``poll`` kept without). A run is complete when nothing of it is planned, posting or in doubt
 (a rejected URL is settled: the API said no) and every job it made has settled; ``show``
 exits 1 until then (naming what is missing, each entry in doubt on stderr, as ``submit``
-does), 2 for an unknown run. ``resolve`` looks extracts in doubt up in the job list and
-adopts what it finds; ``--repost-in-doubt`` is the operator's explicit order to post again
+does), 2 for an unknown run. ``resolve`` looks extracts in doubt up in the job list, and
+batches and crawls in doubt up in the ledger's rows (a stack: their webhooks), and adopts
+what it finds; ``--repost-in-doubt`` is the operator's explicit order to post again
 what is still in doubt (a batch or crawl goes back to planned for the next ``submit``; an
 extract the lookup did not find is posted now). Its verdict is the journal's alone.
 """
@@ -28,8 +29,14 @@ from scrape_pipeline_ops.cli.job_outcomes import (
     Outcomes,
     totals,
 )
-from scrape_pipeline_ops.cli.submit_run import OpenJournal, open_journal, separate_announcer
+from scrape_pipeline_ops.cli.submit_run import (
+    LEDGER_ENV,
+    OpenJournal,
+    open_journal,
+    separate_announcer,
+)
 from scrape_pipeline_ops.runs.engine import Submitter
+from scrape_pipeline_ops.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline_ops.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.plan import Run, RunMode
@@ -37,6 +44,7 @@ from scrape_pipeline_ops.runs.plan import Run, RunMode
 if TYPE_CHECKING:
     import argparse
 
+    from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
     from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
     from scrape_pipeline_ops.cli.config import Context
 
@@ -295,6 +303,15 @@ class _OnFirstUse:
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
         return self._ctx.client().iter_jobs(**filters)
 
+    def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        return self._ctx.client().get_batch(batch_id, page=page, page_size=page_size)
+
+    def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]:
+        return self._ctx.client().iter_batch_items(batch_id)
+
+    def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        return self._ctx.client().get_crawl(crawl_id, page=page, page_size=page_size)
+
 
 def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
     """Resolve what the lookups can; with ``--repost-in-doubt``, post the rest again.
@@ -307,12 +324,27 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
         # A batch or crawl a file journal recorded but did not announce (a crash between the
         # two writes) is announced; the DynamoDB journal's were born announced.
         announce = separate_announcer(ctx, opened, run.mode)
-        submitter = Submitter(opened.journal, _OnFirstUse(ctx), clock=ctx.clock, announce=announce)
+        evidence = _evidence(ctx)
+        submitter = Submitter(
+            opened.journal, _OnFirstUse(ctx), clock=ctx.clock, announce=announce, evidence=evidence
+        )
         entries = submitter.settle(run, post_unfound=args.repost_in_doubt)
         if args.repost_in_doubt and run.mode is not RunMode.ASYNC:
             entries = _repost(ctx, opened, run, entries)
     ctx.out.record(summary(run, entries), title=f"run {run.name}")
     return _verdict(ctx, run, entries)
+
+
+def _evidence(ctx: Context) -> CandidateSource | None:
+    """The ledger's batches and crawls (a stack's), to adopt from before anything is re-posted."""
+    table = ctx.environ.get(LEDGER_ENV)
+    if not table:
+        return None
+    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+
+    # An operator's call: worth a Scan of the table for rows already DONE (evidence.py).
+    ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
+    return LedgerCandidates(ledger, scan_done=True)
 
 
 def _repost(ctx: Context, opened: OpenJournal, run: Run, entries: Sequence[Entry]) -> list[Entry]:

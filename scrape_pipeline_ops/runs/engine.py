@@ -10,6 +10,7 @@ injected ``sleep``: nothing here sleeps on its own, prints or reads the environm
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -24,6 +25,7 @@ from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import SubmittedJob
 from scrape_pipeline_ops.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
+from scrape_pipeline_ops.runs.evidence import CandidateSource, JobReader, evidenced
 from scrape_pipeline_ops.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.outcomes import Outcome, Verdict, classify
@@ -32,7 +34,7 @@ from scrape_pipeline_ops.runs.plan import Run, RunMode, RunSpec
 S = EntryState
 
 
-class SubmitClient(JobLister, Protocol):
+class SubmitClient(JobLister, JobReader, Protocol):
     """The API calls a run makes (``GeonodeClient`` has them all)."""
 
     def submit_extract(self, url: str, **options: Any) -> SubmittedJob: ...
@@ -129,6 +131,7 @@ class Submitter:
         announce: Callable[[str, str], None] | None = None,
         listener: Callable[[Event], None] | None = None,
         rng: random.Random | None = None,
+        evidence: CandidateSource | None = None,
     ) -> None:
         self.journal = journal
         self.client = client
@@ -139,6 +142,7 @@ class Submitter:
         self._announce = announce
         self._listener = listener or (lambda event: None)
         self._rng = rng or random.Random()  # backoff jitter only
+        self._evidence = evidence  # names batches and crawls no API lists (evidence.py)
         self._posts = 0
         self._not_acted = 0
         self._stopped: Outcome | None = None
@@ -301,11 +305,17 @@ class Submitter:
     def _settle_doubts(self, run: Run) -> None:
         """Expire leases run out; for extracts in doubt, adopt the job found, else post again.
 
-        Each entry is looked up once per call; a batch or crawl in doubt is left for the
-        operator (its report names it).
+        Each entry is looked up once per call; a batch or crawl in doubt is adopted when the
+        evidence source names its job, else left for the operator (its report names it).
         """
         self._expire_leases(run)
         if run.mode is not RunMode.ASYNC:
+            found = evidenced(
+                self._evidence, self.client, self.journal, run, skew_s=self.settings.skew_s
+            )
+            for entry, job_id in found:
+                with contextlib.suppress(MoveRefusedError):  # another submitter settled it
+                    self._submitted(run, entry, job_id, None, EventKind.ADOPTED)
             return
         taken = {e.job_id for e in self.journal.entries(run.name, [S.SUBMITTED]) if e.job_id}
         for entry in self.journal.entries(run.name, [S.IN_DOUBT]):
