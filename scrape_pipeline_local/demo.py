@@ -385,7 +385,7 @@ class Demo:
 
     def _submit(self, client: Any, kind: str, payload: Any, report: Report) -> None:
         from scrape_pipeline.jobs import JobKind
-        from scrape_pipeline_ops.submissions import expect
+        from scrape_pipeline.submissions import expect
 
         if kind == "extract":
             self._maybe_sick(client.submit_extract(payload).job_id)

@@ -15,12 +15,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.journal import Entry, MoveRefusedError
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import Run, RunMode
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.submit_run import announcer, journal_path
-from scrape_pipeline_ops.runs.engine import Submitter
-from scrape_pipeline_ops.runs.journal import Entry, MoveRefusedError
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import Run, RunMode
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 
 if TYPE_CHECKING:

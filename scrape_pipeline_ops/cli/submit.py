@@ -11,7 +11,7 @@ A URL the API rejects (422) is reported and the rest go on; the run then exits 1
 
 Batches and crawls are announced to the ledger when it is configured (LEDGER_TABLE_NAME or
 --stack-name): no API lists them, so without the announcement a batch whose webhook is lost
-would be lost for good (``scrape_pipeline_ops.submissions``).
+would be lost for good (``scrape_pipeline.submissions``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.geonode.errors import ValidationError
+from scrape_pipeline.runs.plan import BATCH_MAX_URLS
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.poll import LocalTarget, read_lines
 from scrape_pipeline_ops.cli.submit_run import run_submission
-from scrape_pipeline_ops.runs.plan import BATCH_MAX_URLS
 
 if TYPE_CHECKING:
     import argparse

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.runs.engine import Event, EventKind, Planned, RunReport, Submitter
+from scrape_pipeline.runs.journal import RunMismatchError
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
-from scrape_pipeline_ops.runs.engine import Event, EventKind, Planned, RunReport, Submitter
-from scrape_pipeline_ops.runs.journal import RunMismatchError
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import BadPlanError, RunMode, RunSpec
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def announcer(ctx: Context) -> Callable[[str, str], None] | None:
         return None
     from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
     from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger  # noqa: PLC0415
-    from scrape_pipeline_ops.submissions import expect  # noqa: PLC0415
+    from scrape_pipeline.submissions import expect  # noqa: PLC0415
 
     ttl_days = int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
     ledger = Ledger(table, client=ctx.aws("dynamodb"), ttl_days=ttl_days, clock=ctx.clock)

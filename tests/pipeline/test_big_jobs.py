@@ -20,8 +20,8 @@ from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.processing import JobProcessor, ProcessorSettings
 from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.submissions import expect
 from scrape_pipeline_local.stack import LocalStack, StackSettings
-from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, truth, versions
 
 PAGE = 50  # the processor's page of items

@@ -82,7 +82,7 @@ def test_long_running_batch_without_webhook_polled_hourly_and_stored(make_stack:
     stack.sim.faults.update(drop_rate=1.0)
     urls = [f"https://example.com/long-batch/{i}" for i in range(3)]
     batch_id = stack.client().create_batch(urls).job_id
-    from scrape_pipeline_ops.submissions import expect
+    from scrape_pipeline.submissions import expect
 
     expect(ledger(stack), JobKind.BATCH, batch_id)
     settle = max(float(j["settled_at"]) for j in truth(stack, "batch_item"))

@@ -16,8 +16,8 @@ import pytest
 
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.submissions import expect
 from scrape_pipeline_local.stack import LocalStack, StackSettings
-from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, versions
 
 OUTAGE_SECONDS = 3600.0

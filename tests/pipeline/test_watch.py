@@ -24,11 +24,11 @@ from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.queue import JobQueue
 from scrape_pipeline.reconciler import ReconcileReport
 from scrape_pipeline.recovery import Recoverer
+from scrape_pipeline.submissions import expect
 from scrape_pipeline.sweeps.watch_listing import WATCH_CHECKPOINT
 from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
-from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, versions
 from tests.pipeline.test_reconciler import (
     NO_SCHEDULE,

@@ -113,7 +113,7 @@ def test_receiver_message_is_job_id_only(env: dict[str, str]):
 
 
 def test_receiver_enqueues_first_webhook_of_an_announced_batch(env: dict[str, str]):
-    from scrape_pipeline_ops.submissions import expect
+    from scrape_pipeline.submissions import expect
 
     # GIVEN a batch its submitter announced to the ledger (no API lists batches)
     book = Ledger("ledger", client=boto3.client("dynamodb"))

@@ -147,17 +147,26 @@ def test_job_queue_visibility_timeout_covers_six_processor_timeouts(
 def test_queues_encrypt_with_sqs_managed_keys_and_dlq_keeps_14_days(
     cfn: dict[str, Any],
 ) -> None:
-    # GIVEN the job queue and its dead-letter queue
+    # GIVEN the job queue, the submissions queue and their dead-letter queues
     queues = resources_of_type(cfn, "AWS::SQS::Queue")
-    assert set(queues) == {"JobQueue", "JobDeadLetterQueue"}
-    # THEN both encrypt at rest with SQS-managed keys
+    assert set(queues) == {
+        "JobQueue",
+        "JobDeadLetterQueue",
+        "SubmissionsQueue",
+        "SubmissionsDeadLetterQueue",
+    }
+    # THEN all encrypt at rest with SQS-managed keys
     for name, queue in queues.items():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True, name
     # AND the DLQ keeps messages 14 days, longer than the job queue does
-    dlq_retention = int(queues["JobDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"])
-    job_retention = int(queues["JobQueue"]["Properties"].get("MessageRetentionPeriod", 345600))
-    assert dlq_retention == 14 * 24 * 3600
-    assert job_retention < dlq_retention
+    for source, dlq in (
+        ("JobQueue", "JobDeadLetterQueue"),
+        ("SubmissionsQueue", "SubmissionsDeadLetterQueue"),
+    ):
+        dlq_retention = int(queues[dlq]["Properties"]["MessageRetentionPeriod"])
+        retention = int(queues[source]["Properties"].get("MessageRetentionPeriod", 345600))
+        assert dlq_retention == 14 * 24 * 3600
+        assert retention < dlq_retention
 
 
 def test_ledger_table_key_ttl_pitr_sse_and_retention(cfn: dict[str, Any]) -> None:
@@ -269,7 +278,12 @@ def test_shared_layer_builds_python312_from_layer_folder(template: dict[str, Any
 def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None:
     # GIVEN every translated function
     functions = resources_of_type(cfn, "AWS::Lambda::Function")
-    assert set(functions) == {RECEIVER, "ProcessorFunction", "ReconcilerFunction"}
+    assert set(functions) == {
+        RECEIVER,
+        "ProcessorFunction",
+        "ReconcilerFunction",
+        "SubmitterFunction",
+    }
     for name, function in functions.items():
         env = function["Properties"]["Environment"]["Variables"]
         # THEN metrics always have a namespace and each function names its service

@@ -9,7 +9,7 @@ it (the receiver); if the webhook is lost, this sweep does:
                       first once it is RECONCILE_THRESHOLD_SECONDS old (the reconciler passes
                       its threshold as ``first_poll_seconds``), then whenever it has been parked
                       for half its age, at most WATCH_POLL apart. A batch submitted through
-                      ``scrape_pipeline_ops.submissions`` is recorded WATCHING at once, so one
+                      ``scrape_pipeline.submissions`` is recorded WATCHING at once, so one
                       whose webhook is lost is found about a threshold after it settles if it
                       settles fast, and within its own age otherwise: polls at 1, 2, 4, 8
                       minutes... then hourly, a dozen GETs for a day-long crawl. Woken as their

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, is_condition_failed, unavailable
 from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
-from scrape_pipeline_ops.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
-from scrape_pipeline_ops.runs.moves import EntryState, Guard, Move
-from scrape_pipeline_ops.runs.plan import Run, RunMode
+from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
+from scrape_pipeline.runs.moves import EntryState, Guard, Move
+from scrape_pipeline.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
