@@ -353,12 +353,22 @@ def test_webhook_secret_is_a_generated_placeholder(cfn: dict[str, Any]) -> None:
     assert props["GenerateSecretString"] == {"PasswordLength": 48, "ExcludePunctuation": True}
 
 
-def test_dlq_depth_alarm_fires_on_any_visible_message(cfn: dict[str, Any]) -> None:
-    # GIVEN the alarm on queue depth
-    alarm = _alarm(cfn, "ApproximateNumberOfMessagesVisible")
-    # THEN it watches the dead-letter queue and fires on the first message
+@pytest.mark.parametrize(
+    ("alarm_id", "dlq"),
+    [
+        ("JobDeadLetterQueueDepthAlarm", "JobDeadLetterQueue"),
+        ("SubmissionsDeadLetterQueueDepthAlarm", "SubmissionsDeadLetterQueue"),
+    ],
+)
+def test_dlq_depth_alarm_fires_on_any_visible_message(
+    cfn: dict[str, Any], alarm_id: str, dlq: str
+) -> None:
+    # GIVEN the alarm on a dead-letter queue's depth
+    alarm = cfn["Resources"][alarm_id]["Properties"]
+    # THEN it watches that queue and fires on the first message
     assert alarm["Namespace"] == "AWS/SQS"
-    assert _dimensions(alarm) == {"QueueName": {"Fn::GetAtt": ["JobDeadLetterQueue", "QueueName"]}}
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert _dimensions(alarm) == {"QueueName": {"Fn::GetAtt": [dlq, "QueueName"]}}
     assert alarm["Threshold"] == 0
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
 
@@ -399,6 +409,7 @@ def test_alarms_notify_only_when_a_topic_is_given(cfn: dict[str, Any]) -> None:
     alarms = resources_of_type(cfn, "AWS::CloudWatch::Alarm")
     assert set(alarms) == {
         "JobDeadLetterQueueDepthAlarm",
+        "SubmissionsDeadLetterQueueDepthAlarm",
         "Receiver5xxAlarm",
         "SignatureRejectedAlarm",
         "ProcessorErrorsAlarm",
