@@ -1,10 +1,12 @@
-"""The whole pipeline on one machine: moto, the simulator, an API front, an SQS poller, a schedule.
+"""The whole pipeline on one machine: moto, the simulator, an API front, SQS pollers, a schedule.
 
 The Lambda handlers run unchanged (``functions/*/app.py``), pointed at moto through
 ``AWS_ENDPOINT_URL`` and at the simulator through ``GEONODE_BASE_URL``. Webhook subscriptions
 are created through the API as a user would, and their secrets stored in the local Secrets
 Manager. Time is one clock for all: SQS visibility, the simulator's jobs and deliveries, the
-ledger's leases and the reconciler's schedule.
+ledger's leases and the reconciler's schedule. A run file uploaded to the bucket's
+``submissions/`` reaches the submitter through moto's own S3 notification to the submissions
+queue, which a second poller feeds to the submitter under its timeout (``submissions``).
 
     stack = LocalStack(ManualClock(), SimConfig(...)).start()
     stack.step(1.0)          # deliver what is due, process the queue, tick the schedule, advance
