@@ -179,7 +179,8 @@ class Inside:
             delay = self.settings.retry_delay_s
             return self._continue(report, delay, idle, f"{len(doubts)} lookup(s) failed")
         if doubts:
-            why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt: runs resolve {name}"
+            # No API lists batches or crawls: posting one again is the operator's decision.
+            why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, left for the operator"
             return Round(name, Next.STOPPED, why, report)
         if report.where(S.PLANNED):
             return self._continue(report, 0, idle, "entries left planned")
