@@ -186,6 +186,21 @@ def test_a_run_the_api_refuses_stops_with_the_rest_planned(aws, clock):
         server.stop()
 
 
+def test_a_batch_whose_answer_was_lost_is_left_in_doubt_not_posted_again(aws, sim, clock):
+    # GIVEN a batch run whose first POST's answer is lost after the API created the batch
+    inside = _inside(aws, sim, clock)
+    urls = [f"https://example.com/lost/{i}" for i in range(4)]
+    sim.sim.faults.lose_answers("POST /v1/batch", [502])
+    # WHEN the run is handled, and continued again
+    [done] = inside.handle(_upload(aws, "lost", urls, {"mode": "batch", "batch_size": 2}), PLENTY)
+    [again] = inside.handle(json.dumps({"continue": "lost"}), PLENTY)
+    # THEN each URL was posted once: the lost batch is in doubt, left for the operator
+    assert _posted(sim, urls) == {url: 1 for url in urls}
+    for round_ in (done, again):
+        assert round_.next is Next.STOPPED and "left for the operator" in round_.reason
+    assert _messages(aws) == []
+
+
 @pytest.mark.parametrize(
     ("files", "why"),
     [
