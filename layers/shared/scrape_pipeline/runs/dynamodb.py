@@ -27,7 +27,12 @@ import zlib
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, is_condition_failed, unavailable
+from scrape_pipeline.aws_errors import (
+    AWS_ERRORS,
+    is_condition_failed,
+    is_transaction_canceled,
+    unavailable,
+)
 from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
@@ -127,7 +132,7 @@ class DynamoJournal(BaseJournal):
             self._db.transact_write_items(TransactItems=puts)  # type: ignore[arg-type]
             return
         except AWS_ERRORS as exc:
-            if error_code(exc) != "TransactionCanceledException":
+            if not is_transaction_canceled(exc):
                 raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
         # Some exist already (a planner before us stopped half-way): the rest one at a time.
         for item in items:

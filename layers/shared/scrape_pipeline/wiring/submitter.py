@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, unavailable
+from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.jobs import JobKind
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 # Never wait out another submitter's lease inside an invocation: a delayed continuation does.
 LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False)
-_ABSENT = frozenset({"NoSuchKey", "404"})
 
 
 def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Inside:
@@ -79,7 +78,7 @@ def object_reader(s3: S3Client) -> ObjectReader:
         try:
             body = s3.get_object(Bucket=bucket, Key=key)["Body"]
         except AWS_ERRORS as exc:
-            if error_code(exc) in _ABSENT:
+            if is_no_such_key(exc):
                 return None
             raise unavailable("s3", "GetObject", exc) from exc
         return body.read().decode("utf-8")
