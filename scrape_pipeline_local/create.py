@@ -178,13 +178,39 @@ def create_bucket(
         client.put_bucket_versioning(
             Bucket=name, VersioningConfiguration={"Status": versioning["Status"]}
         )
+    notifications = _queue_notifications(r.resolve(props.get("NotificationConfiguration")))
+    if notifications:
+        # moto delivers them itself (to its SQS backend, as S3 does), its test event first.
+        client.put_bucket_notification_configuration(
+            Bucket=name,
+            NotificationConfiguration={"QueueConfigurations": notifications},  # type: ignore[typeddict-item]
+        )
     attributes = {
         "Arn": f"arn:aws:s3:::{name}",
         "DomainName": f"{name}.s3.amazonaws.com",
         "RegionalDomainName": f"{name}.s3.{region or REGION}.amazonaws.com",
     }
     applied = {"BucketName", "VersioningConfiguration"}
+    if notifications:
+        applied.add("NotificationConfiguration")
     return Physical(logical_id, BUCKET, name, attributes, _not_applied(props, applied))
+
+
+def _queue_notifications(config: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """CloudFormation's ``QueueConfigurations`` in the S3 API's shape (the only kind used)."""
+    if not config:
+        return []
+    others = set(config) - {"QueueConfigurations"}
+    if others:
+        raise TemplateError(f"bucket notifications of kinds {sorted(others)} are not created")
+    found = []
+    for queue in config["QueueConfigurations"]:
+        notification: dict[str, Any] = {"QueueArn": queue["Queue"], "Events": [queue["Event"]]}
+        rules = queue.get("Filter", {}).get("S3Key", {}).get("Rules", [])
+        if rules:
+            notification["Filter"] = {"Key": {"FilterRules": rules}}
+        found.append(notification)
+    return found
 
 
 # GenerateSecretString fields that Secrets Manager's GetRandomPassword takes as they are.

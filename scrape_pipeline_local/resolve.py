@@ -211,15 +211,36 @@ def references(value: Any) -> set[str]:
 
 
 def job_queue(translation: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The queue with a RedrivePolicy: the job queue (exactly one)."""
-    found = {
+    """The job queue: the queue with a RedrivePolicy that the functions' QUEUE_URL names."""
+    redriven = {
         logical_id: resource
         for logical_id, resource in resources_of_type(translation, QUEUE).items()
         if "RedrivePolicy" in resource.get("Properties", {})
     }
+    named: set[str] = set()
+    for function in resources_of_type(translation, "AWS::Lambda::Function").values():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        named |= references(variables.get("QUEUE_URL"))
+    found = {logical_id: redriven[logical_id] for logical_id in named & set(redriven)}
     if len(found) != 1:
-        raise TemplateError(f"expected one queue with a RedrivePolicy, found {sorted(found)}")
+        raise TemplateError(
+            f"expected one queue with a RedrivePolicy named by QUEUE_URL, found {sorted(found)}"
+        )
     return next(iter(found.items()))
+
+
+def queue_of_function(translation: Mapping[str, Any], function: str) -> str:
+    """The logical id of the one queue whose event source mapping invokes ``function``."""
+    queues = set(resources_of_type(translation, QUEUE))
+    found = {
+        name
+        for mapping in resources_of_type(translation, "AWS::Lambda::EventSourceMapping").values()
+        if function in references(mapping["Properties"].get("FunctionName"))
+        for name in references(mapping["Properties"].get("EventSourceArn")) & queues
+    }
+    if len(found) != 1:
+        raise TemplateError(f"expected one queue invoking {function}, found {sorted(found)}")
+    return found.pop()
 
 
 def dead_letter_queue(translation: Mapping[str, Any]) -> str:

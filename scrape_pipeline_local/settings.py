@@ -15,6 +15,7 @@ from scrape_pipeline_local.resolve import (
     Resolver,
     Unresolvable,
     job_queue,
+    queue_of_function,
     references,
     scalar_text,
 )
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
     from scrape_pipeline_local.create import StackResources
 
 
+class EventSourceSettings(TypedDict):
+    """A function invoked by an SQS event source of its own (the submitter)."""
+
+    queue_url: str  # the created queue's URL ("" without the created resources)
+    batch_size: int  # the mapping's BatchSize
+    timeout: int  # the function's resolved Timeout
+
+
 class LocalSettings(TypedDict):
     """What the local stack takes from the functions' wiring in the translated template."""
 
@@ -42,6 +51,7 @@ class LocalSettings(TypedDict):
     processor_timeout: int  # the Timeout of the event source mapping's function
     reconciler_timeout: int  # the Timeout of the scheduled rule's target
     receiver_timeout: int  # the Timeout of the function the REST API integrates
+    submitter: EventSourceSettings  # SubmitterFunction and the queue that invokes it
     env: dict[str, str]  # the functions' variables that agree across functions
     function_env: dict[str, dict[str, str]]  # logical id -> that function's resolved variables
     unresolved: NotRequired[dict[str, str]]  # variable -> why it was left out
@@ -50,6 +60,7 @@ class LocalSettings(TypedDict):
 # Lambda's defaults when the template leaves them out.
 _DEFAULT_SQS_BATCH_SIZE = 10
 _DEFAULT_FUNCTION_TIMEOUT = 3
+SUBMITTER = "SubmitterFunction"
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
@@ -114,12 +125,34 @@ def local_settings(
         processor_timeout=timeouts[_function_named(timeouts, "the SQS mapping", mappings[0])],
         reconciler_timeout=timeouts[reconciler],
         receiver_timeout=timeouts[_function_named(timeouts, api_id, api.get("Properties", {}))],
+        submitter=_event_source(translation, resolver, SUBMITTER, timeouts[SUBMITTER], resources),
         env={name: seen.pop() for name, seen in sorted(values.items()) if len(seen) == 1},
         function_env=function_env,
     )
     if unresolved:
         settings["unresolved"] = unresolved
     return settings
+
+
+def _event_source(
+    translation: Mapping[str, Any],
+    resolver: Resolver,
+    function: str,
+    timeout: int,
+    resources: StackResources | None,
+) -> EventSourceSettings:
+    queue_id = queue_of_function(translation, function)
+    [mapping] = [
+        resource["Properties"]
+        for resource in resources_of_type(translation, "AWS::Lambda::EventSourceMapping").values()
+        if function in references(resource["Properties"].get("FunctionName"))
+    ]
+    created = resources.created.get(queue_id) if resources else None
+    return EventSourceSettings(
+        queue_url=created.ref if created else "",
+        batch_size=int(resolver.resolve(mapping.get("BatchSize")) or _DEFAULT_SQS_BATCH_SIZE),
+        timeout=timeout,
+    )
 
 
 def function_timeouts(translation: Mapping[str, Any]) -> dict[str, int]:

@@ -1,10 +1,12 @@
-"""The whole pipeline on one machine: moto, the simulator, an API front, an SQS poller, a schedule.
+"""The whole pipeline on one machine: moto, the simulator, an API front, SQS pollers, a schedule.
 
 The Lambda handlers run unchanged (``functions/*/app.py``), pointed at moto through
 ``AWS_ENDPOINT_URL`` and at the simulator through ``GEONODE_BASE_URL``. Webhook subscriptions
 are created through the API as a user would, and their secrets stored in the local Secrets
 Manager. Time is one clock for all: SQS visibility, the simulator's jobs and deliveries, the
-ledger's leases and the reconciler's schedule.
+ledger's leases and the reconciler's schedule. A run file uploaded to the bucket's
+``submissions/`` reaches the submitter through moto's own S3 notification to the submissions
+queue, which a second poller feeds to the submitter under its timeout (``submissions``).
 
     stack = LocalStack(ManualClock(), SimConfig(...)).start()
     stack.step(1.0)          # deliver what is due, process the queue, tick the schedule, advance
@@ -40,7 +42,7 @@ from scrape_pipeline_local.translate import ROOT, TemplateError, translate
 from scrape_pipeline_ops.rotation import render_bundle
 
 _SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
-HANDLERS = ("receiver", "processor", "reconciler")  # functions/<name>/app.py
+HANDLERS = ("receiver", "processor", "reconciler", "submitter")  # functions/<name>/app.py
 EVENT_TYPES = ("extract_completed", "batch_completed", "crawl_completed")
 API_KEY = "local-stack-key"
 # Scheme names of the receiver's verifier and of the simulator's signer.
@@ -63,6 +65,7 @@ class StackSettings:
     receiver_timeout: float | None = None
     processor_timeout: float | None = None
     reconciler_timeout: float | None = None
+    submitter_timeout: float | None = None
     reconciler_retries: int | None = None  # Lambda's retries of a failed scheduled run
     signature_scheme: str = "geonode"
     webhooks: bool = True  # subscribe the three event types through the API
@@ -94,6 +97,7 @@ class LocalStack(Service):
         self.simulator: SimulatorServer | None = None
         self.front: ApiGatewayFront | None = None
         self.poller: SqsEventSource | None = None
+        self.submissions: SqsEventSource | None = None  # the submitter's event source
         self.schedule: Schedule | None = None
         self.resources: StackResources | None = None
         self.webhook_ids: dict[str, str] = {}
@@ -155,7 +159,7 @@ class LocalStack(Service):
             for name, module in self.handlers.items()
         }
         for module in self.handlers.values():
-            for reset in ("reset_receiver", "reset_processor", "reset_reconciler"):
+            for reset in ("reset_receiver", "reset_processor", "reset_reconciler", "reset_inside"):
                 if hasattr(module, reset):
                     getattr(module, reset)()
         self.front = ApiGatewayFront(
@@ -174,6 +178,17 @@ class LocalStack(Service):
             timeout_seconds=_chosen(self.settings.processor_timeout, wiring["processor_timeout"]),
             clock=self.clock,
         )
+        self.submissions = SqsEventSource(
+            session.client("sqs"),
+            wiring["submitter"]["queue_url"],
+            invoke["submitter"],
+            batch_size=wiring["submitter"]["batch_size"],
+            timeout_seconds=_chosen(
+                self.settings.submitter_timeout, wiring["submitter"]["timeout"]
+            ),
+            clock=self.clock,
+            function_name="submitter",
+        )
         self.schedule = Schedule(
             invoke["reconciler"],
             _chosen(self.settings.reconcile_interval, wiring["reconcile_interval"]),
@@ -187,6 +202,7 @@ class LocalStack(Service):
                 ("receiver", self.front.timeout_seconds),
                 ("processor", self.poller.timeout_seconds),
                 ("reconciler", self.schedule.timeout_seconds),
+                ("submitter", self.submissions.timeout_seconds),
             )
         }
         if self.settings.webhooks:
@@ -195,7 +211,7 @@ class LocalStack(Service):
 
     def stop(self) -> None:
         """Tear everything down and restore the environment."""
-        for part in (self.poller, self.schedule):
+        for part in (self.poller, self.submissions, self.schedule):
             if part is not None:
                 part.stop()
         if self.front is not None:
@@ -268,9 +284,10 @@ class LocalStack(Service):
         later call, once ``step`` has moved the clock past the window, invokes it.
         """
         assert self.simulator is not None and self.poller is not None and self.schedule is not None
+        assert self.submissions is not None
         for _ in range(20):
             self.simulator.sim.drain(timeout=30)
-            handled = self.poller.drain()
+            handled = self.poller.drain() + self.submissions.drain()
             ran = self.schedule.tick()
             if not handled and not ran and self.simulator.sim.next_due() is None:
                 return

@@ -20,6 +20,7 @@ from scrape_pipeline.receiver import ReceiverSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.recovery import RecoverySettings
 from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
+from scrape_pipeline.runs.inside import InsideSettings
 from scrape_pipeline.settings import (
     GEONODE_API_KEY_SECRET_ID,
     GEONODE_SCRAPER_API_KEY,
@@ -46,6 +47,7 @@ SOURCES: tuple[type | Setting[Any], ...] = (
     JobListSettings,
     ReconcilerSettings,
     WatchSettings,
+    InsideSettings,
 )
 
 

@@ -8,7 +8,7 @@ age (``scrape_pipeline.watch``), so a quick batch whose webhook is lost is store
 after it settles, not after the stale-row sweep's quarter of an hour.
 
 The row is the ledger's ``submitted_row``: the DynamoDB run journal puts the same one in the
-transaction that records the job id (``scrape_pipeline_ops.runs.dynamodb``).
+transaction that records the job id (``scrape_pipeline.runs.dynamodb``).
 """
 
 from __future__ import annotations

@@ -332,9 +332,9 @@ def poll_jobs(
 
 def _run_ids(ctx: Context, args: argparse.Namespace) -> dict[str, float | None]:
     """The job ids a run's journal recorded, each with the time its POST was claimed."""
+    from scrape_pipeline.runs.moves import EntryState  # noqa: PLC0415
+    from scrape_pipeline.runs.plan import RunMode  # noqa: PLC0415
     from scrape_pipeline_ops.cli.submit_run import open_journal  # noqa: PLC0415 - --run only
-    from scrape_pipeline_ops.runs.moves import EntryState  # noqa: PLC0415
-    from scrape_pipeline_ops.runs.plan import RunMode  # noqa: PLC0415
 
     opened = open_journal(ctx, args.journal, existing=True)
     try:

@@ -21,6 +21,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.jobs import JobKind
+from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
+from scrape_pipeline.runs.journal import Entry, MoveRefusedError
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import Run, RunMode
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.job_outcomes import (
     FileOutcomes,
@@ -35,11 +40,6 @@ from scrape_pipeline_ops.cli.submit_run import (
     open_journal,
     separate_announcer,
 )
-from scrape_pipeline_ops.runs.engine import Submitter
-from scrape_pipeline_ops.runs.evidence import CandidateSource, LedgerCandidates
-from scrape_pipeline_ops.runs.journal import Entry, MoveRefusedError
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
     import argparse

@@ -22,10 +22,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.geonode.errors import ValidationError
+from scrape_pipeline.runs.plan import BATCH_MAX_URLS
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.poll import LocalTarget, read_lines
 from scrape_pipeline_ops.cli.submit_run import run_submission
-from scrape_pipeline_ops.runs.plan import BATCH_MAX_URLS
 
 if TYPE_CHECKING:
     import argparse

@@ -1,7 +1,7 @@
 """``submit`` in async, batch or crawl mode: the URLs become a run, posted through its journal.
 
 The journal (``open_journal``): with a stack (``--stack-name``, or LEDGER_TABLE_NAME), the
-DynamoDB journal in the ledger's table (``scrape_pipeline_ops.runs.dynamodb``), where a batch
+DynamoDB journal in the ledger's table (``scrape_pipeline.runs.dynamodb``), where a batch
 or crawl is announced to the ledger in the same write that records its job id; without one,
 or with ``--journal PATH``, a SQLite file (``scrape_pipeline_ops.runs.sqlite``): the flag,
 else ``$SCRAPE_PIPELINE_JOURNAL``, else ``$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3``
@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.runs.dynamodb import DynamoJournal
+from scrape_pipeline.runs.engine import Event, EventKind, Planned, RunReport, Submitter
+from scrape_pipeline.runs.journal import RunMismatchError
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
-from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
-from scrape_pipeline_ops.runs.engine import Event, EventKind, Planned, RunReport, Submitter
-from scrape_pipeline_ops.runs.journal import RunMismatchError
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import BadPlanError, RunMode, RunSpec
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from scrape_pipeline_ops.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
-from scrape_pipeline_ops.runs.moves import EntryState, Guard, Move
-from scrape_pipeline_ops.runs.plan import Run, RunMode
+from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
+from scrape_pipeline.runs.moves import EntryState, Guard, Move
+from scrape_pipeline.runs.plan import Run, RunMode
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -58,6 +58,10 @@ POLICY_BLOCK = re.compile(r"<!-- operator-iam-policy -->\s*```json\n(.*?)```", r
 # Template metadata naming the allowed actions no test uses, each with why it stays.
 JUSTIFIED_KEY = "IamJustified"
 
+# The first test records every scenario on the local stack (its module fixture), about 90 s
+# on an idle 2-core machine and 130 s on a busy one: more than the suite's 120 s per test.
+pytestmark = pytest.mark.timeout(300)
+
 
 @dataclass
 class Recorded:
@@ -85,7 +89,11 @@ def _cold_start(stack: LocalStack, name: str) -> Any:
     from aws_lambda_powertools.utilities import parameters
 
     parameters.clear_caches()
-    getter = {"receiver": "get_receiver", "processor": "get_processor"}.get(name, "get_reconciler")
+    getter = {
+        "receiver": "get_receiver",
+        "processor": "get_processor",
+        "submitter": "get_inside",
+    }.get(name, "get_reconciler")
     with acting_as(name):
         return getattr(stack.handlers[name], getter)()
 
@@ -181,6 +189,35 @@ def _long_tail(stack: LocalStack) -> None:
         stack.step(15.0)
 
 
+def _submissions(stack: LocalStack) -> None:
+    """Runs uploaded to the bucket: a batch run with its options file, an async run handed from
+    invocation to invocation (one killed mid-POST, its entry looked up), a bad run file."""
+    _cold_start(stack, "submitter")
+    assert stack.resources is not None
+    s3 = boto3.client("s3")
+    bucket = stack.resources.bucket
+    stack.settle_now()  # S3's test event
+    s3.put_object(
+        Bucket=bucket, Key="submissions/b.json", Body=b'{"mode": "batch", "batch_size": 5}'
+    )
+    s3.put_object(Bucket=bucket, Key="submissions/b.txt", Body=_urls("batch", 20))
+    stack.sim.faults.lose_answers("POST /v1/extract", ["timeout"])
+    s3.put_object(Bucket=bucket, Key="submissions/a.txt", Body=_urls("async", 200))
+    s3.put_object(Bucket=bucket, Key="submissions/bad.txt", Body=b"not a url\n")
+    for _ in range(40):
+        stack.step(60.0)
+    posted = stack.sim.submissions()
+    assert all(
+        posted.get(f"https://example.com/{p}/{i}") == 1
+        for p in ("batch", "async")
+        for i in range(20)
+    )
+
+
+def _urls(prefix: str, n: int) -> bytes:
+    return "\n".join(f"https://example.com/{prefix}/{i}" for i in range(n)).encode()
+
+
 def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
     """The CLI's AWS commands, as an operator runs them against the stack's outputs."""
     from scrape_pipeline_local.moto_server import forget_cached_clients
@@ -244,8 +281,8 @@ def _webhook_first(stack: LocalStack) -> None:
     """``submit``'s announcing transaction when the job's webhook came first: the ledger row
     is checked, not put. The journal's own call, made here because a local webhook never
     outruns the write of the job id."""
-    from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
-    from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
+    from scrape_pipeline.runs.dynamodb import DynamoJournal
+    from scrape_pipeline.runs.plan import RunMode, RunSpec
 
     assert stack.resources is not None
     db = boto3.client("dynamodb")
@@ -344,6 +381,18 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Recorded
                 job_duration_max_s=700,
                 not_found_lag_s=300,
                 retryable_failure_rate=0.3,
+            ),
+            _record(
+                "submissions",
+                _submissions,
+                # a run outlives its invocations: 2 s each, claims stopped 0.8 s before the end
+                settings=StackSettings(
+                    submitter_timeout=2.0, env={"SUBMITTER_MARGIN_SECONDS": "0.8"}
+                ),
+                job_duration_min_s=600,
+                job_duration_max_s=700,
+                # the killed POST's connection is held past the invocation's timeout
+                lost_answer_hold_s=3.0,
             ),
         ]
     finally:
@@ -482,7 +531,7 @@ def test_iam_every_function_call_allowed_by_its_role(report: dict[str, Any]):
     # GIVEN every call the scenarios made, WHEN evaluated against the caller's role
     # THEN none is denied (a missing action or a resource ARN the policy misses)
     assert report["denied"] == [], "\n".join(report["denied"])
-    for name in ("receiver", "processor", "reconciler"):
+    for name in ("receiver", "processor", "reconciler", "submitter"):
         assert report["functions"][name]["requests"], f"{name} made no AWS call"
 
 
@@ -511,9 +560,10 @@ def test_iam_every_allowed_resource_reached(report: dict[str, Any]):
     assert wider == {}
 
 
-def test_iam_event_source_acts_with_the_processor_role(report: dict[str, Any]):
-    # Lambda's SQS poller receives and deletes with the processor's role: both are recorded
-    requests = report["functions"]["processor"]["requests"]
+@pytest.mark.parametrize("function", ["processor", "submitter"])
+def test_iam_event_source_acts_with_the_functions_role(report: dict[str, Any], function: str):
+    # Lambda's SQS poller receives and deletes with the function's role: both are recorded
+    requests = report["functions"][function]["requests"]
     via = {key.split()[0] for key, v in requests.items() if "event source" in v["via"]}
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage"} <= via
 

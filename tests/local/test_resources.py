@@ -16,6 +16,7 @@ from scrape_pipeline_local.create import StackResources, create_all, create_queu
 from scrape_pipeline_local.resolve import Resolver
 from scrape_pipeline_local.settings import local_settings, schedule_seconds
 from scrape_pipeline_local.translate import (
+    QUEUE,
     TemplateError,
     parameter_default,
     properties,
@@ -113,7 +114,8 @@ def test_one_table_with_the_templates_keys_index_and_ttl(session, stack):
 
 def test_the_job_queue_redrives_to_its_dlq_as_the_template_says(session, stack):
     sqs = session.client("sqs")
-    assert sorted(sqs.list_queues()["QueueUrls"]) == sorted([stack.queue_url, stack.dlq_url])
+    queues = {p.ref for p in stack.created.values() if p.type == QUEUE}
+    assert {stack.queue_url, stack.dlq_url} < queues == set(sqs.list_queues()["QueueUrls"])
 
     queue = sqs.get_queue_attributes(QueueUrl=stack.queue_url, AttributeNames=["All"])
     dlq = sqs.get_queue_attributes(QueueUrl=stack.dlq_url, AttributeNames=["All"])
@@ -134,6 +136,18 @@ def test_the_results_bucket_is_versioned(session, stack):
     s3 = session.client("s3")
     assert [bucket["Name"] for bucket in s3.list_buckets()["Buckets"]] == [stack.bucket]
     assert s3.get_bucket_versioning(Bucket=stack.bucket)["Status"] == "Enabled"
+
+
+def test_run_file_uploads_notify_the_submissions_queue(session, stack):
+    # GIVEN the bucket's notifications, THEN a submissions/*.txt upload goes to the queue the
+    # submitter function reads (moto then sends it there itself, as S3 does)
+    s3 = session.client("s3")
+    config = s3.get_bucket_notification_configuration(Bucket=stack.bucket)
+    [queue] = config["QueueConfigurations"]
+    assert queue["QueueArn"] == stack.created["SubmissionsQueue"].attributes["Arn"]
+    assert queue["Events"] == ["s3:ObjectCreated:*"]
+    rules = {r["Name"].lower(): r["Value"] for r in queue["Filter"]["Key"]["FilterRules"]}
+    assert rules == {"prefix": "submissions/", "suffix": ".txt"}
 
 
 def test_both_secrets_exist_and_the_api_key_is_stored(session, stack):
@@ -196,7 +210,7 @@ def test_an_extra_queue_in_the_template_becomes_an_extra_queue(session, tmp_path
 
     sqs = session.client("sqs")
     urls = sqs.list_queues()["QueueUrls"]
-    assert len(urls) == 3
+    assert len(urls) == 5
     extra = created.created["AuditQueue"].ref
     assert extra in urls and extra.endswith("/scrape-pipeline-auditqueue")
     attributes = sqs.get_queue_attributes(QueueUrl=extra, AttributeNames=["VisibilityTimeout"])
@@ -265,7 +279,10 @@ def test_local_settings_read_each_functions_resolved_timeout():
         "ReceiverFunction": settings["receiver_timeout"],
         "ProcessorFunction": settings["processor_timeout"],
         "ReconcilerFunction": settings["reconciler_timeout"],
+        "SubmitterFunction": settings["submitter"]["timeout"],
     }
+    assert settings["submitter"]["timeout"] == int(parameter_default("SubmitterTimeoutSeconds"))
+    assert settings["submitter"]["batch_size"] == 1  # one run per invocation
 
 
 def test_a_function_without_a_timeout_gets_lambdas_default(tmp_path):

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 
 from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets
@@ -18,6 +19,8 @@ from tests.support.events import response_json
 from tests.support.sample_events import (
     ENV_FILE,
     EVENTS_DIR,
+    SAMPLE_BUCKET,
+    SAMPLE_RUN,
     TEST_SECRET,
     env_vars,
     render,
@@ -74,11 +77,15 @@ def test_each_sample_event_runs_on_its_function_in_the_local_stack(stack: LocalS
         "WebhookSecretArn": r.webhook_secret_arn,
         "GeonodeApiKeySecretArn": r.api_key_secret_arn,
     }
-    # env.json's placeholders name what the stack's functions really use
+    assert stack.submissions is not None
+    outputs["SubmissionsQueueUrl"] = stack.submissions.queue_url
+    # env.json's placeholders name what the stack's functions really use (the submitter's
+    # queue is its own variable, not the process's)
+    seen = {**os.environ, "SUBMISSIONS_QUEUE_URL": stack.submissions.queue_url}
     for variables in json.loads(ENV_FILE.read_text()).values():
         for name, value in variables.items():
             if value.startswith("<"):
-                assert os.environ[name] == outputs[value.strip("<>")], name
+                assert seen[name] == outputs[value.strip("<>")], name
 
     # WHEN each event is invoked on its function, as `sam local invoke <Function> -e <file>`
     answers = {
@@ -87,6 +94,12 @@ def test_each_sample_event_runs_on_its_function_in_the_local_stack(stack: LocalS
     }
     batch = stack.invoke("ProcessorFunction", _event("sqs-job-batch.json"))
     run = stack.invoke("ReconcilerFunction", _event("schedule.json"))
+    sample_urls = [f"https://example.com/sample/{i}" for i in range(3)]
+    boto3.client("s3").put_object(
+        Bucket=r.bucket, Key=f"submissions/{SAMPLE_RUN}.txt", Body="\n".join(sample_urls).encode()
+    )
+    posted_before = stack.sim.submissions()
+    submitted = stack.invoke("SubmitterFunction", _event("sqs-run-file.json"))
 
     # THEN the valid delivery verifies and is accepted, its retry is a duplicate, the forgery 401
     assert all(outcome.ok for outcome in answers.values())
@@ -102,3 +115,12 @@ def test_each_sample_event_runs_on_its_function_in_the_local_stack(stack: LocalS
     assert poison in failed
     # and the scheduled run completes
     assert run.ok, run.error
+    # and the run file's URLs are each posted once (the upload's own notification, sent by
+    # moto to the submissions queue, is not polled here)
+    assert submitted.ok, submitted.error
+    assert submitted.result == {"batchItemFailures": []}
+    posted = stack.sim.submissions()
+    assert {u: posted.get(u, 0) - posted_before.get(u, 0) for u in sample_urls} == {
+        u: 1 for u in sample_urls
+    }
+    assert r.bucket == SAMPLE_BUCKET

@@ -1,4 +1,4 @@
-"""The layer's package holds what the three functions import, transitively, and nothing more.
+"""The layer's package holds what the functions import, transitively, and nothing more.
 
 The operator tools (``scrape_pipeline_ops``) and the local stack live outside ``layers/``; ruff's
 banned-api rule (pyproject.toml) keeps runtime code from importing them. This test keeps the

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline_ops.runs import moves
-from scrape_pipeline_ops.runs.journal import BaseJournal, Entry, MoveRefusedError, RunMismatchError
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import Run, RunMode, RunSpec
+from scrape_pipeline.runs import moves
+from scrape_pipeline.runs.journal import BaseJournal, Entry, MoveRefusedError, RunMismatchError
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 
 S = EntryState
 MakeJournal = Callable[..., BaseJournal]

@@ -23,12 +23,12 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import SubmittedJob
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.runs.dynamodb import DynamoJournal
+from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
-from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
-from scrape_pipeline_ops.runs.engine import Submitter
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
 from tests.runs.test_submitter import Crash, CrashingClient, once_each, urls
 
 S = EntryState

@@ -9,9 +9,9 @@ import boto3
 import pytest
 
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
-from scrape_pipeline_ops.runs.journal import BaseJournal
-from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
+from scrape_pipeline.runs.dynamodb import DynamoJournal
+from scrape_pipeline.runs.journal import BaseJournal
+from scrape_pipeline.runs.plan import RunMode, RunSpec
 from tests.runs.journal_contract import NOW, JournalContract
 
 

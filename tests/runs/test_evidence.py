@@ -14,13 +14,13 @@ import pytest
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.runs.engine import Event, EventKind, Submitter
+from scrape_pipeline.runs.evidence import LedgerCandidates, find_by_evidence
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main
-from scrape_pipeline_ops.runs.engine import Event, EventKind, Submitter
-from scrape_pipeline_ops.runs.evidence import LedgerCandidates, find_by_evidence
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
 

@@ -1,13 +1,14 @@
-"""The runs package stays ready for the Lambda layer: it imports the runtime, never the ops."""
+"""The runs package lives in the Lambda layer: it imports the runtime, never the ops."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from scrape_pipeline_ops.runs import moves
+from scrape_pipeline.runs import moves
 from tests.support.runtime_imports import imported_names
 
-PACKAGE = Path(__file__).resolve().parents[2] / "scrape_pipeline_ops" / "runs"
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "layers" / "shared" / "scrape_pipeline" / "runs"
 
 
 def test_runs_package_imports_only_itself_the_runtime_and_the_standard_library():
@@ -15,10 +16,7 @@ def test_runs_package_imports_only_itself_the_runtime_and_the_standard_library()
     names = {name for path in PACKAGE.glob("*.py") for name in imported_names(path)}
     # THEN none reaches the rest of the operator tools or the local stack
     outside = sorted(
-        n
-        for n in names
-        if n.startswith(("scrape_pipeline_ops", "scrape_pipeline_local", "bench"))
-        and not n.startswith("scrape_pipeline_ops.runs")
+        n for n in names if n.startswith(("scrape_pipeline_ops", "scrape_pipeline_local", "bench"))
     )
     assert outside == []
 
@@ -33,9 +31,10 @@ def test_moves_table_has_one_move_per_verb_and_reaches_every_state():
 
 
 def test_moves_table_in_the_readme_is_the_code_s():
-    readme = (PACKAGE.parents[1] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     begin = (
-        "<!-- runs-moves: rendered from scrape_pipeline_ops/runs/moves.py, checked by tests -->\n"
+        "<!-- runs-moves: rendered from layers/shared/scrape_pipeline/runs/moves.py, "
+        "checked by tests -->\n"
     )
     block = readme.split(begin, 1)[1].split("<!-- /runs-moves -->", 1)[0]
     assert block == moves.markdown()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline_ops.runs.journal import BaseJournal
+from scrape_pipeline.runs.journal import BaseJournal
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.runs.journal_contract import JournalContract
 

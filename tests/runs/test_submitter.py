@@ -12,13 +12,13 @@ import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.geonode.models import SubmittedJob
+from scrape_pipeline.runs.engine import Event, EventKind, RunReport, Submitter
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.outcomes import Verdict
+from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.settings import GeonodeSettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
-from scrape_pipeline_ops.runs.engine import Event, EventKind, RunReport, Submitter
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.outcomes import Verdict
-from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY, start
 

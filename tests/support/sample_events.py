@@ -84,6 +84,37 @@ def _schedule() -> dict[str, Any]:
     }
 
 
+# The local stack's bucket (create.physical_name); a deployed stack's is ResultsBucketName.
+SAMPLE_BUCKET = "scrape-pipeline-resultsbucket"
+SAMPLE_RUN = "sample-run"
+
+
+def _run_file_uploaded() -> dict[str, Any]:
+    """The submitter's SQS batch: S3's notification of ``submissions/sample-run.txt``."""
+    notification = {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "us-east-1",
+                "eventTime": "2027-01-15T08:00:00.000Z",
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "configurationId": "sample-notification",
+                    "bucket": {"name": SAMPLE_BUCKET, "arn": f"arn:aws:s3:::{SAMPLE_BUCKET}"},
+                    "object": {"key": f"submissions/{SAMPLE_RUN}.txt", "size": 64},
+                },
+            }
+        ]
+    }
+    return sqs_event(
+        [json.dumps(notification)],
+        queue_arn=f"arn:aws:sqs:us-east-1:{ACCOUNT}:scrape-pipeline-SubmissionsQueue",
+        receipts=[("0b9a36f0-6a7e-4c55-9d63-5d1f2b1c0003", "sample-receipt-handle-run", 1)],
+    )
+
+
 def sample_events() -> dict[str, dict[str, Any]]:
     """File name -> event: API Gateway proxy events, an SQS batch, a scheduled event."""
     job = JOB_ID
@@ -99,6 +130,7 @@ def sample_events() -> dict[str, dict[str, Any]]:
         ),
         "sqs-job-batch.json": _job_batch(),
         "schedule.json": _schedule(),
+        "sqs-run-file.json": _run_file_uploaded(),
     }
 
 

@@ -131,7 +131,7 @@ def test_processor_concurrency_is_bounded_by_the_event_source(
     cfn: dict[str, Any], template: dict[str, Any]
 ) -> None:
     # GIVEN the processor's SQS event source mapping
-    _, mapping = only_resource(cfn, "AWS::Lambda::EventSourceMapping")
+    mapping = cfn["Resources"]["ProcessorFunctionJobs"]
     # THEN at most ProcessorMaximumConcurrency invocations run at once, 20 by default
     assert mapping["Properties"]["ScalingConfig"] == {
         "MaximumConcurrency": {"Ref": "ProcessorMaximumConcurrency"}

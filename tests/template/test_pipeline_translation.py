@@ -27,7 +27,8 @@ from tests.template.helpers import (
 RECEIVER = "ReceiverFunction"
 PROCESSOR = "ProcessorFunction"
 RECONCILER = "ReconcilerFunction"
-FUNCTIONS = (RECEIVER, PROCESSOR, RECONCILER)
+SUBMITTER = "SubmitterFunction"
+FUNCTIONS = (RECEIVER, PROCESSOR, RECONCILER, SUBMITTER)
 GUARDED_SERVICES = {"dynamodb", "s3", "sqs", "secretsmanager"}
 # Where a policy may reach, written as _reach() spells an intrinsic resource.
 LEDGER, PENDING_INDEX = "LedgerTable", "LedgerTable/index/pending-by-state"
@@ -53,6 +54,18 @@ RECONCILER_GRANTS = {
     "dynamodb:BatchGetItem": {LEDGER},
     "dynamodb:Query": {PENDING_INDEX},
     "sqs:SendMessage": {JOB_QUEUE},
+    "secretsmanager:GetSecretValue": {GEONODE_KEY},
+}
+SUBMITTER_GRANTS = {
+    # the run journal (run# keys) and, in the same transactions, the batches and crawls announced
+    "dynamodb:GetItem": {LEDGER},
+    "dynamodb:PutItem": {LEDGER},
+    "dynamodb:UpdateItem": {LEDGER},
+    "dynamodb:ConditionCheckItem": {LEDGER},  # a ledger row its webhook wrote first
+    "dynamodb:BatchGetItem": {LEDGER},
+    "s3:GetObject": {"ResultsBucket/submissions/*"},  # run files and their options only
+    "s3:ListBucket": {"ResultsBucket"},  # a missing options file answers 404, not 403
+    "sqs:SendMessage": {"SubmissionsQueue"},  # a run's continuation
     "secretsmanager:GetSecretValue": {GEONODE_KEY},
 }
 BASIC_EXECUTION = "service-role/AWSLambdaBasicExecutionRole"
@@ -164,6 +177,7 @@ def _series(widget: dict[str, Any]) -> set[tuple[str, str, frozenset[tuple[str, 
         (RECEIVER, "functions/receiver/", "receiver"),
         (PROCESSOR, "functions/processor/", "processor"),
         (RECONCILER, "functions/reconciler/", "reconciler"),
+        (SUBMITTER, "functions/submitter/", "submitter"),
     ],
 )
 def test_function_code_handler_runtime_layer_and_service_name(
@@ -234,8 +248,8 @@ def test_globals_environment_names_geonode_and_results(
 def test_processor_event_source_reports_batch_item_failures_with_parameter_batching(
     cfn: dict[str, Any], template: dict[str, Any]
 ) -> None:
-    # GIVEN the one event source mapping, SAM's translation of the processor's SQS event
-    _, mapping = only_resource(cfn, "AWS::Lambda::EventSourceMapping")
+    # GIVEN the event source mapping SAM translates the processor's SQS event to
+    mapping = cfn["Resources"]["ProcessorFunctionJobs"]
     props = mapping["Properties"]
     # THEN it feeds the job queue to the processor
     assert props["FunctionName"] == {"Ref": PROCESSOR}
@@ -335,6 +349,7 @@ def test_function_log_group_keeps_30_days(cfn: dict[str, Any], function: str) ->
     [
         (PROCESSOR, PROCESSOR_GRANTS, [BASIC_EXECUTION, XRAY_WRITE, SQS_EVENT_POLICY]),
         (RECONCILER, RECONCILER_GRANTS, [BASIC_EXECUTION, XRAY_WRITE]),
+        (SUBMITTER, SUBMITTER_GRANTS, [BASIC_EXECUTION, XRAY_WRITE, SQS_EVENT_POLICY]),
     ],
 )
 def test_function_role_grants_exactly_the_listed_actions_and_resources(
@@ -366,6 +381,60 @@ def test_processor_role_fences_the_sqs_event_policy_to_the_job_queue(cfn: dict[s
         assert SQS_EVENT_POLICY not in _managed_policies(function_role(cfn, function)[1])
 
 
+def test_submitter_role_polls_only_the_submissions_queue_and_lists_only_run_files(
+    cfn: dict[str, Any],
+) -> None:
+    # GIVEN the submitter's role, which SAM gives the SQS event's managed policy (every queue)
+    _, role = function_role(cfn, SUBMITTER)
+    # THEN an explicit deny takes its SQS actions away from any queue but the submissions one
+    [deny] = [s for s in role_statements(role) if s["Effect"] == "Deny"]
+    assert set(as_list(deny["Action"])) == SQS_EVENT_POLICY_ACTIONS
+    assert deny["NotResource"] == {"Fn::GetAtt": ["SubmissionsQueue", "Arn"]}
+    # AND the bucket's listing is granted under submissions/ only
+    [listing] = [s for s in role_statements(role) if "s3:ListBucket" in as_list(s["Action"])]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": "submissions/*"}}
+
+
+def test_run_file_uploads_reach_the_submitter_through_its_queue(cfn: dict[str, Any]) -> None:
+    # GIVEN the results bucket's notifications and the submitter's event source
+    bucket = cfn["Resources"]["ResultsBucket"]
+    [queue] = bucket["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    mapping = cfn["Resources"]["SubmitterFunctionSubmissions"]["Properties"]
+    # THEN an upload of submissions/*.txt goes to the submissions queue, S3 allowed to send it
+    assert queue["Queue"] == {"Fn::GetAtt": ["SubmissionsQueue", "Arn"]}
+    rules = {r["Name"]: r["Value"] for r in queue["Filter"]["S3Key"]["Rules"]}
+    assert rules == {"prefix": "submissions/", "suffix": ".txt"}
+    assert bucket["DependsOn"] == "SubmissionsQueuePolicy"
+    [grant] = cfn["Resources"]["SubmissionsQueuePolicy"]["Properties"]["PolicyDocument"][
+        "Statement"
+    ]
+    assert grant["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert grant["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    # AND the queue invokes the submitter one message at a time, partial failures counted
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["SubmissionsQueue", "Arn"]}
+    assert mapping["FunctionName"] == {"Ref": SUBMITTER}
+    assert mapping["BatchSize"] == 1
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_a_killed_submitters_message_comes_back_after_its_leases_ran_out(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    from scrape_pipeline.runs.inside import InsideSettings
+
+    # GIVEN the submissions queue's visibility timeout and the submitter's bounds
+    visibility = cfn["Resources"]["SubmissionsQueue"]["Properties"]["VisibilityTimeout"]
+    timeout = template["Parameters"]["SubmitterTimeoutSeconds"]
+    settings = InsideSettings(queue_url="unused")
+    # THEN it outlasts any accepted timeout and the posting lease, and the margin fits in one
+    assert visibility > timeout["MaxValue"]
+    assert visibility > settings.lease_s
+    assert settings.margin_s < timeout["MinValue"]
+    assert cfn["Resources"][SUBMITTER]["Properties"]["Timeout"] == {
+        "Ref": "SubmitterTimeoutSeconds"
+    }
+
+
 def test_roles_name_no_wildcard_resource_or_action_for_data_services(cfn: dict[str, Any]) -> None:
     # GIVEN every role in the stack (the functions' and any SAM added)
     roles = resources_of_type(cfn, "AWS::IAM::Role")
@@ -392,6 +461,7 @@ def test_roles_name_no_wildcard_resource_or_action_for_data_services(cfn: dict[s
         (RECEIVER, WEBHOOK_SECRET, GEONODE_KEY),
         (PROCESSOR, GEONODE_KEY, WEBHOOK_SECRET),
         (RECONCILER, GEONODE_KEY, WEBHOOK_SECRET),
+        (SUBMITTER, GEONODE_KEY, WEBHOOK_SECRET),
     ],
 )
 def test_function_reads_only_its_own_secret(
@@ -575,7 +645,7 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
             ("AWS/SQS", "ApproximateNumberOfMessagesVisible", frozenset({("QueueName", q)}))
             for q in ("<JobQueue.QueueName>", "<JobDeadLetterQueue.QueueName>")
         ),
-        # errors and duration of the three functions
+        # errors and duration of the functions
         *(
             ("AWS/Lambda", metric, frozenset({("FunctionName", f"<{function}>")}))
             for metric in ("Errors", "Duration")

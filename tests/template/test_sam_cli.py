@@ -55,9 +55,9 @@ def test_cfn_lint_accepts_template() -> None:
         ("        - SQSSendMessagePolicy:", "        - SQSSendMessagePolicz:", "Policies"),
         # an SQS event property: cfn-lint 1.58 passes this one too (field-notes.md)
         (
-            "            FunctionResponseTypes:",
-            "            FunctionResponseTypez:",
-            "FunctionResponseTypez",
+            "            MaximumBatchingWindowInSeconds:",
+            "            MaximumBatchingWindowInSecondz:",
+            "MaximumBatchingWindowInSecondz",
         ),
     ],
     ids=["api-property", "api-event-property", "policy-template", "sqs-event-property"],

@@ -147,17 +147,26 @@ def test_job_queue_visibility_timeout_covers_six_processor_timeouts(
 def test_queues_encrypt_with_sqs_managed_keys_and_dlq_keeps_14_days(
     cfn: dict[str, Any],
 ) -> None:
-    # GIVEN the job queue and its dead-letter queue
+    # GIVEN the job queue, the submissions queue and their dead-letter queues
     queues = resources_of_type(cfn, "AWS::SQS::Queue")
-    assert set(queues) == {"JobQueue", "JobDeadLetterQueue"}
-    # THEN both encrypt at rest with SQS-managed keys
+    assert set(queues) == {
+        "JobQueue",
+        "JobDeadLetterQueue",
+        "SubmissionsQueue",
+        "SubmissionsDeadLetterQueue",
+    }
+    # THEN all encrypt at rest with SQS-managed keys
     for name, queue in queues.items():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True, name
     # AND the DLQ keeps messages 14 days, longer than the job queue does
-    dlq_retention = int(queues["JobDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"])
-    job_retention = int(queues["JobQueue"]["Properties"].get("MessageRetentionPeriod", 345600))
-    assert dlq_retention == 14 * 24 * 3600
-    assert job_retention < dlq_retention
+    for source, dlq in (
+        ("JobQueue", "JobDeadLetterQueue"),
+        ("SubmissionsQueue", "SubmissionsDeadLetterQueue"),
+    ):
+        dlq_retention = int(queues[dlq]["Properties"]["MessageRetentionPeriod"])
+        retention = int(queues[source]["Properties"].get("MessageRetentionPeriod", 345600))
+        assert dlq_retention == 14 * 24 * 3600
+        assert retention < dlq_retention
 
 
 def test_ledger_table_key_ttl_pitr_sse_and_retention(cfn: dict[str, Any]) -> None:
@@ -269,7 +278,12 @@ def test_shared_layer_builds_python312_from_layer_folder(template: dict[str, Any
 def test_every_function_gets_the_shared_environment(cfn: dict[str, Any]) -> None:
     # GIVEN every translated function
     functions = resources_of_type(cfn, "AWS::Lambda::Function")
-    assert set(functions) == {RECEIVER, "ProcessorFunction", "ReconcilerFunction"}
+    assert set(functions) == {
+        RECEIVER,
+        "ProcessorFunction",
+        "ReconcilerFunction",
+        "SubmitterFunction",
+    }
     for name, function in functions.items():
         env = function["Properties"]["Environment"]["Variables"]
         # THEN metrics always have a namespace and each function names its service
@@ -339,12 +353,22 @@ def test_webhook_secret_is_a_generated_placeholder(cfn: dict[str, Any]) -> None:
     assert props["GenerateSecretString"] == {"PasswordLength": 48, "ExcludePunctuation": True}
 
 
-def test_dlq_depth_alarm_fires_on_any_visible_message(cfn: dict[str, Any]) -> None:
-    # GIVEN the alarm on queue depth
-    alarm = _alarm(cfn, "ApproximateNumberOfMessagesVisible")
-    # THEN it watches the dead-letter queue and fires on the first message
+@pytest.mark.parametrize(
+    ("alarm_id", "dlq"),
+    [
+        ("JobDeadLetterQueueDepthAlarm", "JobDeadLetterQueue"),
+        ("SubmissionsDeadLetterQueueDepthAlarm", "SubmissionsDeadLetterQueue"),
+    ],
+)
+def test_dlq_depth_alarm_fires_on_any_visible_message(
+    cfn: dict[str, Any], alarm_id: str, dlq: str
+) -> None:
+    # GIVEN the alarm on a dead-letter queue's depth
+    alarm = cfn["Resources"][alarm_id]["Properties"]
+    # THEN it watches that queue and fires on the first message
     assert alarm["Namespace"] == "AWS/SQS"
-    assert _dimensions(alarm) == {"QueueName": {"Fn::GetAtt": ["JobDeadLetterQueue", "QueueName"]}}
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert _dimensions(alarm) == {"QueueName": {"Fn::GetAtt": [dlq, "QueueName"]}}
     assert alarm["Threshold"] == 0
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
 
@@ -385,6 +409,7 @@ def test_alarms_notify_only_when_a_topic_is_given(cfn: dict[str, Any]) -> None:
     alarms = resources_of_type(cfn, "AWS::CloudWatch::Alarm")
     assert set(alarms) == {
         "JobDeadLetterQueueDepthAlarm",
+        "SubmissionsDeadLetterQueueDepthAlarm",
         "Receiver5xxAlarm",
         "SignatureRejectedAlarm",
         "ProcessorErrorsAlarm",

@@ -11,7 +11,9 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from scrape_pipeline.aws_errors import (
     is_condition_failed,
+    is_no_such_key,
     is_precondition_failed,
+    is_transaction_canceled,
     is_write_conflict,
     refused_item,
 )
@@ -61,6 +63,24 @@ def test_aws_errors_s3_conditional_put_answers(code: str, already_there: bool, c
     exc = client_error(code, "PutObject")
     assert is_precondition_failed(exc) is already_there
     assert is_write_conflict(exc) is conflict
+
+
+@pytest.mark.parametrize(
+    ("code", "operation", "canceled", "absent"),
+    [
+        ("TransactionCanceledException", "TransactWriteItems", True, False),
+        ("NoSuchKey", "GetObject", False, True),
+        ("404", "GetObject", False, True),
+        ("AccessDenied", "GetObject", False, False),  # no s3:ListBucket: absence looks so
+    ],
+)
+def test_aws_errors_transactions_and_missing_objects(
+    code: str, operation: str, canceled: bool, absent: bool
+):
+    exc = client_error(code, operation)
+    assert is_transaction_canceled(exc) is canceled
+    assert is_no_such_key(exc) is absent
+    assert not is_no_such_key(EndpointConnectionError(endpoint_url="http://localhost:1"))
 
 
 def test_aws_errors_is_the_only_runtime_module_reading_error_codes():

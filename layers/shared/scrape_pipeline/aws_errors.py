@@ -82,6 +82,12 @@ AWS_ERRORS = (ClientError, BotoCoreError)
 _CONDITION_FAILED = frozenset({"ConditionalCheckFailedException"})
 _PRECONDITION_FAILED = frozenset({"PreconditionFailed", "412"})
 _WRITE_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})
+# A transaction refused as a whole (one of its conditions, or a conflict); S3 found no object
+# at the key (404 when the caller may list the bucket, else S3 answers 403).
+_TRANSACTION_CANCELED = frozenset({"TransactionCanceledException"})
+# A cancelled transaction's reason for the item whose own condition failed.
+CANCELLED_BY_CONDITION = "ConditionalCheckFailed"
+_NO_SUCH_KEY = frozenset({"NoSuchKey", "404"})
 
 
 def is_condition_failed(exc: BaseException) -> bool:
@@ -106,3 +112,23 @@ def is_precondition_failed(exc: BaseException) -> bool:
 def is_write_conflict(exc: BaseException) -> bool:
     """S3 refused a conditional put (409): another conditional write to the key is in flight."""
     return isinstance(exc, ClientError) and error_code(exc) in _WRITE_CONFLICT
+
+
+def is_transaction_canceled(exc: BaseException) -> bool:
+    """DynamoDB refused a ``TransactWriteItems`` as a whole (a condition, or a conflict)."""
+    return isinstance(exc, ClientError) and error_code(exc) in _TRANSACTION_CANCELED
+
+
+def cancellation_codes(exc: BaseException, items: int) -> list[str] | None:
+    """A cancelled transaction's reason per item (``"None"`` where that item was fine), padded
+    to ``items``; None when the failure was not a cancellation."""
+    if not is_transaction_canceled(exc):
+        return None
+    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+    codes = [str(r.get("Code") or "None") for r in reasons]
+    return codes + ["None"] * (items - len(codes))
+
+
+def is_no_such_key(exc: BaseException) -> bool:
+    """S3 has no object at the key asked for."""
+    return isinstance(exc, ClientError) and error_code(exc) in _NO_SUCH_KEY

@@ -17,6 +17,11 @@
     │   ├── LeaseLostError               the caller no longer holds the job's lease
     │   └── ConditionFailedError         a conditional write refused; carries the old item
     ├── OutOfTimeError                   attempt: a batch's next page would not fit (checkpointed)
+    ├── BadPlanError (ValueError)        runs.plan: a run that cannot be planned (name, URLs, size)
+    ├── BadRequestError                  runs.request: a run file or message the submitter drops
+    ├── JournalError                     runs.journal: the run journal's own errors
+    │   ├── RunMismatchError             the run's name was planned from other URLs or options
+    │   └── MoveRefusedError             an entry was not where the move starts; ``entry``
     └── RetryLaterError                  batch_run: a record reported failed, back after a delay
 
 Each class is defined beside the code that raises it and names its parent here; a test pins

@@ -68,7 +68,7 @@ class RowPrefix(StrEnum):
     URL = "url#"  # per-URL resubmission counters of earlier versions (no longer written)
     META = "meta#"  # the reconciler's watermark and checkpoints
     CHAIN = "chain#"  # how deep in its chain of resubmissions a job is
-    RUN = "run#"  # submission runs' journals (scrape_pipeline_ops.runs.dynamodb)
+    RUN = "run#"  # submission runs' journals (scrape_pipeline.runs.dynamodb)
 
 
 __all__ = (

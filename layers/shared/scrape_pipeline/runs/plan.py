@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
+from scrape_pipeline.errors import PipelineError
+
 BATCH_MAX_URLS: Final = 1000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -32,7 +34,7 @@ class RunMode(StrEnum):
         return "extract" if self is RunMode.ASYNC else self.value
 
 
-class BadPlanError(ValueError):
+class BadPlanError(PipelineError, ValueError):
     """A run that cannot be planned: a bad name, no URL, a batch size out of range."""
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from scrape_pipeline_ops.runs.plan import RunMode
+from scrape_pipeline.runs.plan import RunMode
 
 
 class EntryState(StrEnum):

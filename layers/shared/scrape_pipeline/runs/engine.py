@@ -24,12 +24,12 @@ from typing import Any, Protocol
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import SubmittedJob
-from scrape_pipeline_ops.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
-from scrape_pipeline_ops.runs.evidence import CandidateSource, JobReader, evidenced
-from scrape_pipeline_ops.runs.journal import Entry, Journal, MoveRefusedError
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.outcomes import Outcome, Verdict, classify
-from scrape_pipeline_ops.runs.plan import Run, RunMode, RunSpec
+from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
+from scrape_pipeline.runs.evidence import CandidateSource, JobReader, evidenced
+from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
+from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 
 S = EntryState
 

@@ -25,9 +25,9 @@ from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.table import call
-from scrape_pipeline_ops.runs.journal import Entry, Journal
-from scrape_pipeline_ops.runs.moves import EntryState
-from scrape_pipeline_ops.runs.plan import Run, RunMode
+from scrape_pipeline.runs.journal import Entry, Journal
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
     from scrape_pipeline.ledger import Ledger

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline_ops.runs import moves
-from scrape_pipeline_ops.runs.moves import EntryState, Guard, Move
-from scrape_pipeline_ops.runs.plan import Run, RunMode, RunSpec
+from scrape_pipeline.runs import moves
+from scrape_pipeline.runs.moves import EntryState, Guard, Move
+from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 
 DEFAULT_LEASE_S: Final = 300.0
 LEASE_LOST = "its submitter stopped mid-POST (the posting lease ran out)"

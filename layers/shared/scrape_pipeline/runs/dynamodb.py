@@ -40,17 +40,19 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.aws_errors import (
     AWS_ERRORS,
+    CANCELLED_BY_CONDITION,
     AWSUnavailableError,
-    error_code,
+    cancellation_codes,
     is_condition_failed,
+    is_transaction_canceled,
     unavailable,
 )
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, Ledger, RowPrefix
-from scrape_pipeline_ops.runs import moves
-from scrape_pipeline_ops.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
-from scrape_pipeline_ops.runs.moves import EntryState, Guard, Move
-from scrape_pipeline_ops.runs.plan import Run, RunMode
+from scrape_pipeline.runs import moves
+from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
+from scrape_pipeline.runs.moves import EntryState, Guard, Move
+from scrape_pipeline.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -166,7 +168,7 @@ class DynamoJournal(BaseJournal):
             self._db.transact_write_items(TransactItems=puts)  # type: ignore[arg-type]
             return
         except AWS_ERRORS as exc:
-            if error_code(exc) != "TransactionCanceledException":
+            if not is_transaction_canceled(exc):
                 raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
         # Some exist already (a planner before us stopped half-way): the rest one at a time.
         for item in items:
@@ -291,9 +293,9 @@ class DynamoJournal(BaseJournal):
             if cancelled is None:
                 return True
             codes = cancelled
-            if codes[0] == "ConditionalCheckFailed":
+            if codes[0] == CANCELLED_BY_CONDITION:
                 return False
-            if codes[1] == "ConditionalCheckFailed":
+            if codes[1] == CANCELLED_BY_CONDITION:
                 # The row exists (its webhook came first: it is left as it is), or vanished
                 # before the check (a webhook's row its writer undid): the other form, at once.
                 row_exists = not row_exists
@@ -344,13 +346,8 @@ class DynamoJournal(BaseJournal):
 
 
 def _cancellation_codes(exc: BaseException) -> list[str] | None:
-    """A cancelled transaction's reason per item (``None`` where that item was fine), or
-    None when the failure was not a cancellation."""
-    if error_code(exc) != "TransactionCanceledException":
-        return None
-    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
-    codes = [str(r.get("Code") or "None") for r in reasons]
-    return codes + ["None"] * (2 - len(codes))
+    """Per item of the entry-and-row transaction, why it was cancelled (see aws_errors)."""
+    return cancellation_codes(exc, 2)
 
 
 class _RefusedError(Exception):

@@ -1,0 +1,198 @@
+"""One message of the submitter function: a run started or continued, worked until the
+invocation's time is nearly up, then handed to the next invocation.
+
+A run outlives an invocation: near its end (``margin_s`` left) the submitter stops claiming,
+and a continuation message for the run goes to the submissions queue. An invocation killed
+by its timeout leaves its message to come back after the queue's visibility timeout, by which
+time its posting leases (``lease_s``, shorter) have run out: the next invocation expires them
+to in doubt and looks them up, never posts them blind. Nothing here waits for another
+submitter's lease: a continuation delayed until it runs out is sent instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, Protocol
+
+from scrape_pipeline.clock import Clock
+from scrape_pipeline.runs.engine import Planned, RunReport, Submitter
+from scrape_pipeline.runs.journal import Journal, RunMismatchError
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.outcomes import Verdict
+from scrape_pipeline.runs.plan import BadPlanError, RunMode
+from scrape_pipeline.runs.request import (
+    BadRequestError,
+    Request,
+    Start,
+    continuation,
+    options_key,
+    requests_of,
+    spec_of,
+    urls_key,
+)
+from scrape_pipeline.settings import FromEnv, integer, number, required
+
+SQS_MAX_DELAY_S: Final = 900
+S = EntryState
+
+SUBMISSIONS_QUEUE_URL = required(
+    "SUBMISSIONS_QUEUE_URL", "where the submitter sends a run's continuation"
+)
+
+
+@dataclass(frozen=True)
+class InsideSettings(FromEnv):
+    """The submitter function's knobs (the declarations are the documentation)."""
+
+    queue_url: str = SUBMISSIONS_QUEUE_URL.field()
+    margin_s: float = number(
+        "SUBMITTER_MARGIN_SECONDS",
+        60.0,
+        "an invocation stops claiming entries when less than this is left and hands the run "
+        "to the next one: one POST (`GEONODE_TIMEOUT_SECONDS`) and its journal writes fit",
+    ).field()
+    lease_s: float = number(
+        "SUBMITTER_LEASE_SECONDS",
+        90.0,
+        "an entry's posting lease: longer than one POST, shorter than the submissions queue's "
+        "visibility timeout, so the message of a killed invocation comes back to leases run out",
+    ).field()
+    retry_delay_s: int = integer(
+        "SUBMITTER_RETRY_DELAY_SECONDS",
+        60,
+        "a run stopped by throttling, or with lookups that failed, is continued this much later",
+        maximum=SQS_MAX_DELAY_S,
+    ).field()
+    max_idle_rounds: int = integer(
+        "SUBMITTER_MAX_IDLE_ROUNDS",
+        30,
+        "continuations in a row that change nothing before the run is left to the operator",
+    ).field()
+
+
+class Next(StrEnum):
+    """What became of a run after one round."""
+
+    DONE = "done"  # nothing planned, posting or in doubt is left for the function
+    CONTINUED = "continued"  # a continuation was sent (now, or delayed)
+    STOPPED = "stopped"  # left to the operator: the API refuses the key, or doubt remains
+    DROPPED = "dropped"  # the request cannot be acted on (a bad file, another run's name)
+
+
+@dataclass(frozen=True)
+class Round:
+    """One run's round: what became of it, why, and the report when it was worked."""
+
+    run: str
+    next: Next
+    reason: str = ""
+    report: RunReport | None = None
+    delay_s: int = 0
+
+
+class ObjectReader(Protocol):
+    """Reads one object's text; None when there is no such object."""
+
+    def __call__(self, bucket: str, key: str) -> str | None: ...
+
+
+class Sender(Protocol):
+    """Sends one message to the submissions queue, delivered ``delay_s`` later."""
+
+    def __call__(self, body: str, delay_s: int) -> None: ...
+
+
+class Inside:
+    """Works the runs the submissions queue asks for, one invocation's worth at a time.
+
+    ``submitter(journal)`` builds a submitter of its own for each round: a warm container's
+    next invocation must not take the leases of one that was killed for its own.
+    """
+
+    def __init__(
+        self,
+        settings: InsideSettings,
+        *,
+        journal: Journal,
+        submitter: Callable[[Journal], Submitter],
+        read: ObjectReader,
+        send: Sender,
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self._submitter = submitter
+        self._read = read
+        self._send = send
+        self._clock = clock
+
+    def handle(self, body: str, remaining_s: Callable[[], float]) -> list[Round]:
+        """Every request of one queue message; a bad one is a DROPPED round, not a raise."""
+        try:
+            requests = requests_of(body)
+        except (BadRequestError, BadPlanError) as exc:
+            return [Round("?", Next.DROPPED, str(exc))]
+        return [self._round(request, remaining_s) for request in requests]
+
+    def _round(self, request: Request, remaining_s: Callable[[], float]) -> Round:
+        submitter = self._submitter(self.journal)
+        if isinstance(request, Start):
+            try:
+                urls = self._read(request.bucket, urls_key(request.run))
+                if urls is None:
+                    raise BadRequestError(f"s3://{request.bucket}/{urls_key(request.run)} is gone")
+                spec = spec_of(urls, self._read(request.bucket, options_key(request.run)))
+                planned = submitter.plan(spec, request.run)
+            except (BadRequestError, RunMismatchError) as exc:
+                return Round(request.run, Next.DROPPED, str(exc))
+            idle = 0
+        else:
+            run = self.journal.run(request.run)
+            if run is None:
+                return Round(request.run, Next.DROPPED, "no such run in the journal")
+            found = Counter(e.state for e in self.journal.entries(run.name))
+            planned = Planned(run, created=False, resumed=dict(found))
+            idle = request.idle
+        report = submitter.work(planned, stop=lambda: remaining_s() < self.settings.margin_s)
+        return self._then(report, idle)
+
+    def _then(self, report: RunReport, idle: int) -> Round:
+        """Continue the run now, later, or not at all."""
+        name, now = report.run.name, self._clock.time()
+        if report.cut:
+            return self._continue(report, 0, 0, "the invocation's time is nearly up")
+        if report.stopped is not None and report.stopped.verdict.stops_run:
+            return Round(name, Next.STOPPED, report.stopped.reason, report)
+        idle = 0 if report.posts else idle + 1
+        if report.stopped is not None and report.stopped.verdict is Verdict.NOT_ACTED:
+            delay = self.settings.retry_delay_s
+            return self._continue(report, delay, idle, report.stopped.reason)
+        held = [e.lease_until or now for e in report.where(S.POSTING)]
+        if held:
+            delay = int(max(held) - now) + 1
+            return self._continue(report, delay, idle, "another submitter holds entries")
+        doubts = report.where(S.IN_DOUBT)
+        if doubts and report.run.mode is RunMode.ASYNC:
+            delay = self.settings.retry_delay_s
+            return self._continue(report, delay, idle, f"{len(doubts)} lookup(s) failed")
+        if doubts:
+            # No API lists batches or crawls: posting one again is the operator's decision.
+            why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, left for the operator"
+            return Round(name, Next.STOPPED, why, report)
+        if report.where(S.PLANNED):
+            return self._continue(report, 0, idle, "entries left planned")
+        return Round(name, Next.DONE, "", report)
+
+    def _continue(self, report: RunReport, delay_s: int, idle: int, why: str) -> Round:
+        name = report.run.name
+        if idle > self.settings.max_idle_rounds:
+            return Round(name, Next.STOPPED, f"{idle} rounds changed nothing: {why}", report)
+        delay = max(0, min(SQS_MAX_DELAY_S, delay_s))
+        self._send(continuation(name, idle), delay)
+        return Round(name, Next.CONTINUED, why, report, delay)
+
+
+__all__ = ("Inside", "InsideSettings", "Next", "Round")

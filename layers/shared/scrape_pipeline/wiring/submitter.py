@@ -1,0 +1,83 @@
+"""The submitter function's runs wired to AWS and the API from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
+from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.geonode.retry import NO_RETRY
+from scrape_pipeline.resources import LedgerSettings
+from scrape_pipeline.runs.dynamodb import DynamoJournal
+from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
+from scrape_pipeline.runs.inside import Inside, InsideSettings, ObjectReader, Sender
+from scrape_pipeline.runs.journal import Journal
+from scrape_pipeline.wiring.api import geonode_client
+
+if TYPE_CHECKING:
+    from types_boto3_s3.client import S3Client
+    from types_boto3_sqs.client import SQSClient
+
+# Never wait out another submitter's lease inside an invocation: a delayed continuation does.
+LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False)
+
+
+def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Inside:
+    """The submitter function's logic on real clients; each POST is one request (``NO_RETRY``):
+    the engine classifies its failure and backs off itself."""
+    import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
+
+    env = os.environ if env is None else env
+    clock = clock or active_clock()
+    settings = InsideSettings.from_env(env)
+    table = LedgerSettings.from_env(env)
+    client = geonode_client(env, NO_RETRY, clock)
+    # The journal's rows live in the ledger's table, and expire as its rows do; a batch or
+    # crawl is born announced (its ledger row is in the transaction that records its id).
+    journal = DynamoJournal(
+        table.table_name,
+        client=boto3.client("dynamodb"),
+        lease_s=settings.lease_s,
+        ttl_days=table.ttl_days,
+    )
+
+    def submitter(journal: Journal) -> Submitter:
+        return Submitter(journal, client, clock=clock, settings=LAMBDA_SUBMITTER)
+
+    return Inside(
+        settings,
+        journal=journal,
+        submitter=submitter,
+        read=object_reader(boto3.client("s3")),
+        send=queue_sender(boto3.client("sqs"), settings.queue_url),
+        clock=clock,
+    )
+
+
+def object_reader(s3: S3Client) -> ObjectReader:
+    """Reads an object's text (None when absent: the options file is optional)."""
+
+    def read(bucket: str, key: str) -> str | None:
+        try:
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        except AWS_ERRORS as exc:
+            if is_no_such_key(exc):
+                return None
+            raise unavailable("s3", "GetObject", exc) from exc
+        return body.read().decode("utf-8")
+
+    return read
+
+
+def queue_sender(sqs: SQSClient, queue_url: str) -> Sender:
+    """Sends a continuation to the submissions queue."""
+
+    def send(body: str, delay_s: int) -> None:
+        try:
+            sqs.send_message(QueueUrl=queue_url, MessageBody=body, DelaySeconds=delay_s)
+        except AWS_ERRORS as exc:
+            raise unavailable("sqs", "SendMessage", exc) from exc
+
+    return send

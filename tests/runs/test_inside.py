@@ -1,0 +1,260 @@
+"""One message of the submitter function, built by its wiring (``build_inside``) on real boto3
+clients against a moto server and on a client of the simulator over HTTP: S3's event and the
+function's own continuation in, rounds and queue messages out. Judged by the simulator's
+record of POSTs per URL and by the queue, never by the journal's word."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from scrape_pipeline.runs.inside import Inside, Next
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import RunMode
+from scrape_pipeline.runs.request import BadRequestError, Continue, Start, requests_of, spec_of
+from scrape_pipeline.wiring.submitter import build_inside
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimulatorServer
+from tests.integration.test_client_simulator import KEY, start
+from tests.support.events import sqs_event
+from tests.support.template import create_ledger_table, moto_server
+
+_NAMES = itertools.count()
+PLENTY = lambda: 900.0  # noqa: E731 - an invocation's remaining seconds, far from the margin
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint() -> Iterator[str]:
+    server, endpoint = moto_server()
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def sim(clock: ManualClock) -> Iterator[SimulatorServer]:
+    server = start(clock, balance_tokens=None)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A ledger table, a bucket and a submissions queue of their own."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    n = next(_NAMES)
+    table, bucket = f"ledger-{n}", f"bucket-{n}"
+    create_ledger_table(boto3.client("dynamodb"), table)
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    queue = boto3.client("sqs").create_queue(QueueName=f"submissions-{n}")["QueueUrl"]
+    return {"table": table, "bucket": bucket, "queue": queue}
+
+
+def _inside(aws: dict[str, str], sim: SimulatorServer, clock: ManualClock, **env: str) -> Inside:
+    return build_inside(
+        {
+            "LEDGER_TABLE_NAME": aws["table"],
+            "SUBMISSIONS_QUEUE_URL": aws["queue"],
+            "GEONODE_SCRAPER_API_KEY": KEY,
+            "GEONODE_BASE_URL": sim.base_url,
+            **env,
+        },
+        clock=clock,
+    )
+
+
+def _upload(aws: dict[str, str], run: str, urls: list[str], options: Any = None) -> str:
+    """The run's files in the bucket; the body of S3's notification of the .txt."""
+    s3 = boto3.client("s3")
+    if options is not None:
+        s3.put_object(Bucket=aws["bucket"], Key=f"submissions/{run}.json", Body=json.dumps(options))
+    s3.put_object(Bucket=aws["bucket"], Key=f"submissions/{run}.txt", Body="\n".join(urls))
+    record = {
+        "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Put",
+        "s3": {"bucket": {"name": aws["bucket"]}, "object": {"key": f"submissions/{run}.txt"}},
+    }
+    return json.dumps({"Records": [record]})
+
+
+def _messages(aws: dict[str, str]) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs")
+    found = sqs.receive_message(
+        QueueUrl=aws["queue"], MaxNumberOfMessages=10, WaitTimeSeconds=0
+    ).get("Messages", [])
+    for message in found:
+        sqs.delete_message(QueueUrl=aws["queue"], ReceiptHandle=message["ReceiptHandle"])
+    return [json.loads(m["Body"]) for m in found]
+
+
+def _posted(sim: SimulatorServer, urls: list[str]) -> dict[str, int]:
+    every = sim.sim.submissions()
+    return {url: every.get(url, 0) for url in urls}
+
+
+def test_a_run_cut_near_the_deadline_is_continued_from_its_message(aws, sim, clock):
+    # GIVEN a run of 12 URLs whose first invocation has time for 5 claims
+    inside = _inside(aws, sim, clock)
+    urls = [f"https://example.com/cut/{i}" for i in range(12)]
+    left = iter([900.0] * 5 + [1.0] * 100)
+    # WHEN S3's event (as the event source delivers it) is handled
+    body = sqs_event([_upload(aws, "cut", urls)])["Records"][0]["body"]
+    [first] = inside.handle(body, lambda: next(left))
+    # THEN five are posted and the run is handed on in a continuation message
+    assert first.next is Next.CONTINUED and first.delay_s == 0
+    assert sum(_posted(sim, urls).values()) == 5
+    [message] = _messages(aws)
+    assert message == {"continue": "cut", "idle": 0}
+    # AND the continuation posts the rest, each URL once, and sends nothing more
+    [second] = inside.handle(json.dumps(message), PLENTY)
+    assert second.next is Next.DONE
+    assert _posted(sim, urls) == {url: 1 for url in urls}
+    assert _messages(aws) == []
+
+
+def test_a_batch_run_takes_its_options_file_and_announces_each_batch(aws, sim, clock):
+    # GIVEN 25 URLs and an options file: batches of 10, links and markdown
+    inside = _inside(aws, sim, clock)
+    urls = [f"https://example.com/opt/{i}" for i in range(25)]
+    options = {"mode": "batch", "batch_size": 10, "formats": ["links", "markdown"]}
+    # WHEN the upload is handled
+    [done] = inside.handle(_upload(aws, "opt", urls, options), PLENTY)
+    # THEN three batches were posted, each URL once, with the formats asked
+    assert done.next is Next.DONE and done.report is not None
+    assert done.report.run.mode is RunMode.BATCH and done.report.run.entries == 3
+    assert _posted(sim, urls) == {url: 1 for url in urls}
+    items = [j for j in sim.sim.truth_jobs("batch_item") if j["url"] in set(urls)]
+    assert {tuple(j["formats"]) for j in items} == {("links", "markdown")}
+    # AND each batch is in the ledger to be watched
+    db = boto3.client("dynamodb")
+    for batch_id in {j["job_id"] for j in items}:
+        row = db.get_item(TableName=aws["table"], Key={"pk": {"S": f"batch#{batch_id}"}})
+        assert row.get("Item"), batch_id
+
+
+def test_an_entry_another_invocation_holds_is_continued_after_its_lease(aws, sim, clock):
+    # GIVEN a planned run, one entry claimed by a killed invocation 10 s ago (lease 90 s)
+    inside = _inside(aws, sim, clock)
+    urls = [f"https://example.com/held/{i}" for i in range(3)]
+    body = _upload(aws, "held", urls)
+    planned = inside._submitter(inside.journal).plan(spec_of("\n".join(urls), None), "held")
+    [entry, *_] = inside.journal.entries(planned.run.name)
+    inside.journal.claim(entry, "killed-invocation", clock.time())
+    clock.advance(10.0)
+    # WHEN the run is handled
+    [done] = inside.handle(body, PLENTY)
+    # THEN the others are posted, the held one is not, and no time is spent waiting for it:
+    # a continuation is sent for when its lease has run out
+    assert _posted(sim, urls) == {urls[0]: 0, urls[1]: 1, urls[2]: 1}
+    assert done.next is Next.CONTINUED and 80 <= done.delay_s <= 81
+    assert clock.sleeps == []
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=aws["queue"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
+    assert _messages(aws) == []  # delayed: not visible yet
+    # AND once the lease has run out the continuation looks the entry up (no job: posted once)
+    clock.advance(100.0)
+    [after] = inside.handle(json.dumps({"continue": "held", "idle": 0}), PLENTY)
+    assert after.next is Next.DONE
+    assert _posted(sim, urls) == {url: 1 for url in urls}
+
+
+def test_a_run_the_api_refuses_stops_with_the_rest_planned(aws, clock):
+    # GIVEN an account whose balance covers two URLs
+    server = start(clock, balance_tokens=2)
+    try:
+        inside = _inside(aws, server, clock)
+        urls = [f"https://example.com/broke/{i}" for i in range(5)]
+        # WHEN the run is handled
+        [done] = inside.handle(_upload(aws, "broke", urls), PLENTY)
+        # THEN it stops (402) with three left planned, and no continuation loops on it
+        assert done.next is Next.STOPPED and "402" in done.reason
+        assert done.report is not None and len(done.report.where(EntryState.PLANNED)) == 3
+        assert sum(_posted(server, urls).values()) == 2
+        assert _messages(aws) == []
+    finally:
+        server.stop()
+
+
+def test_a_batch_whose_answer_was_lost_is_left_in_doubt_not_posted_again(aws, sim, clock):
+    # GIVEN a batch run whose first POST's answer is lost after the API created the batch
+    inside = _inside(aws, sim, clock)
+    urls = [f"https://example.com/lost/{i}" for i in range(4)]
+    sim.sim.faults.lose_answers("POST /v1/batch", [502])
+    # WHEN the run is handled, and continued again
+    [done] = inside.handle(_upload(aws, "lost", urls, {"mode": "batch", "batch_size": 2}), PLENTY)
+    [again] = inside.handle(json.dumps({"continue": "lost"}), PLENTY)
+    # THEN each URL was posted once: the lost batch is in doubt, left for the operator
+    assert _posted(sim, urls) == {url: 1 for url in urls}
+    for round_ in (done, again):
+        assert round_.next is Next.STOPPED and "left for the operator" in round_.reason
+    assert _messages(aws) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "why"),
+    [
+        ({"txt": "https://example.com/a\nftp://example.com/b"}, "not an http(s) URL"),
+        ({"txt": "https://example.com/a", "json": '{"mode": "sync"}'}, "mode is one of"),
+        ({"txt": "https://example.com/a", "json": '{"batch_size": 5}'}, "applies to mode batch"),
+        ({"txt": "https://example.com/a", "json": '{"colour": "red"}'}, "unknown options"),
+        ({"txt": "# only a comment"}, "at least one URL"),
+    ],
+)
+def test_a_bad_run_file_is_dropped_with_its_reason_and_nothing_posted(aws, sim, clock, files, why):
+    inside = _inside(aws, sim, clock)
+    s3 = boto3.client("s3")
+    run = f"bad-{next(_NAMES)}"
+    if "json" in files:
+        s3.put_object(Bucket=aws["bucket"], Key=f"submissions/{run}.json", Body=files["json"])
+    body = _upload(aws, run, files["txt"].split("\n"))
+    [done] = inside.handle(body, PLENTY)
+    assert done.next is Next.DROPPED and why in done.reason
+    assert sim.sim.submissions() == {}
+
+
+def test_a_run_name_reused_for_other_urls_is_dropped(aws, sim, clock):
+    inside = _inside(aws, sim, clock)
+    [first] = inside.handle(_upload(aws, "same", ["https://example.com/one"]), PLENTY)
+    [second] = inside.handle(_upload(aws, "same", ["https://example.com/two"]), PLENTY)
+    assert first.next is Next.DONE
+    assert second.next is Next.DROPPED and "planned from other URLs" in second.reason
+    assert _posted(sim, ["https://example.com/two"]) == {"https://example.com/two": 0}
+
+
+def test_messages_read_as_the_requests_they_hold():
+    s3_event = {
+        "Records": [{"s3": {"bucket": {"name": "b"}, "object": {"key": "submissions/a+b.txt"}}}]
+    }
+    with pytest.raises(BadRequestError, match="a run name"):
+        requests_of(json.dumps(s3_event))  # S3 encodes a space as "+": "a b" names no run
+    s3_event["Records"][0]["s3"]["object"]["key"] = "submissions/night%2E1.txt"
+    assert requests_of(json.dumps(s3_event)) == [Start("b", "night.1")]
+    assert requests_of('{"Service": "Amazon S3", "Event": "s3:TestEvent"}') == []
+    assert requests_of('{"continue": "night.1", "idle": 2}') == [Continue("night.1", 2)]
+    with pytest.raises(BadRequestError, match="not a run file"):
+        requests_of(
+            json.dumps({"Records": [{"s3": {"bucket": {"name": "b"}, "object": {"key": "x.txt"}}}]})
+        )
+
+
+def test_a_file_submitted_like_the_cli_is_the_cli_s_run():
+    # The options take the CLI's shape: the same URLs and options give the same fingerprint.
+    from scrape_pipeline.runs.plan import RunSpec
+
+    spec = spec_of("https://example.com/a\nhttps://example.com/a\n", '{"formats": "html,links"}')
+    cli = RunSpec.of(
+        ["https://example.com/a"], RunMode.ASYNC, {"formats": ["html", "links"], "render_js": False}
+    )
+    assert spec.fingerprint() == cli.fingerprint()
+    assert spec.urls == ("https://example.com/a",)
