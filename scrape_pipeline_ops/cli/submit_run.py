@@ -11,6 +11,7 @@ named on stderr), rejected, or left planned by a stop (402, throttling).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.runs.engine import Event, EventKind, Planned, RunReport, Submitter
 from scrape_pipeline_ops.runs.journal import RunMismatchError
 from scrape_pipeline_ops.runs.moves import EntryState
+from scrape_pipeline_ops.runs.pace import Pace
 from scrape_pipeline_ops.runs.plan import BadPlanError, RunMode, RunSpec
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 
@@ -164,12 +166,16 @@ def run_submission(
     journal = SqliteJournal(path)
     try:
         announce = announcer(ctx) if spec.mode is not RunMode.ASYNC else None
+        client = ctx.client()
+        # 429s reach the submitter's pace, which slows every worker, not one worker's retries.
+        client.retry = replace(client.retry, max_attempts=1)
         submitter = Submitter(
             journal,
-            ctx.client(),
+            client,
             clock=ctx.clock,
             announce=announce,
             listener=_Lines(ctx, spec.mode, announce is not None),
+            pace=Pace(ctx.clock),
         )
         planned = _plan(submitter, spec, args.run)
         ctx.out.notice(_resumed(planned, path))

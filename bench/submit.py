@@ -1,0 +1,234 @@
+"""``make bench-submit``: a long submission run against the simulator's rate limit, with and
+without kills (about 20-25 min; not part of ``make bench``).
+
+20,000 URLs are submitted by a real ``scrape-pipeline submit`` process, over real HTTP, to a
+simulator with its default per-key token bucket (50 requests/s, burst 100), in async mode and
+in batch mode (``--batch-size 10``, so that batch is 2,000 POSTs rather than 20). Measured:
+POSTs per second as a fraction of the API's limit (target >= 0.9) and the share of POSTs
+answered 429 (target <= 2 %). Then the same runs with the submitter killed (SIGKILL) about
+every 2,000 URLs and started again with the same command, and with 1 % of POST answers lost
+after the API acted: URLs posted twice and URLs never submitted, from the simulator's own
+record (``submissions()``), must both be 0, and the wall time at most 1.15x the run without
+kills. Writes bench/results/submit.json and its section of bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.report import RESULTS, machine, save
+from scrape_pipeline.clock import SYSTEM_CLOCK
+from scrape_pipeline.geonode.client import API_KEY_ENV
+from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
+
+KEY = "bench-submit-key"
+LIMIT_PER_S = SimConfig().rate_limit_per_s
+BURST = SimConfig().rate_limit_burst
+ROUTES = {"async": "POST /v1/extract", "batch": "POST /v1/batch"}
+BATCH_SIZE = 10
+CLI = Path(sys.executable).with_name("scrape-pipeline")
+TARGETS = {"fraction_of_limit": 0.9, "share_429": 0.02, "kill_wall_ratio": 1.15}
+
+
+def start_simulator() -> SimulatorServer:
+    """The simulator on the real clock, its default rate limit, and nothing else to do."""
+    config = SimConfig(
+        seed=19,
+        api_keys=(KEY,),
+        retryable_failure_rate=0.0,
+        permanent_failure_rate=0.0,
+        webhook_dispatcher=False,
+    )
+    return SimulatorServer(config, SYSTEM_CLOCK).start()
+
+
+def lose_answers(server: SimulatorServer, share: float, rng: random.Random) -> None:
+    """Lose ``share`` of POST answers after the API acted (a 502, as a failing gateway does)."""
+    faults = server.sim.faults
+    own = faults.lost_answer
+
+    def lost_answer(route: str) -> Any:
+        queued = own(route)
+        if queued is not None:
+            return queued
+        return 502 if route in ROUTES.values() and rng.random() < share else None
+
+    faults.lost_answer = lost_answer  # type: ignore[method-assign]
+
+
+def command(mode: str, path: Path, journal: Path, name: str) -> list[str]:
+    cmd = [str(CLI), "submit", str(path), "--mode", mode, "--journal", str(journal)]
+    cmd += ["--run", name]
+    return cmd + (["--batch-size", str(BATCH_SIZE)] if mode == "batch" else [])
+
+
+def posted(server: SimulatorServer, urls: list[str]) -> int:
+    counts = server.sim.submissions()
+    return sum(1 for url in urls if counts.get(url, 0) > 0)
+
+
+def one_run(
+    server: SimulatorServer,
+    mode: str,
+    n: int,
+    workdir: Path,
+    *,
+    kill_every: int = 0,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """Submit ``n`` fresh URLs in ``mode`` until the command ends on its own; the figures."""
+    tag = f"{mode}-{'kills' if kill_every else 'clean'}"
+    urls = [f"https://bench.example.com/{tag}/{i}" for i in range(n)]
+    path = workdir / f"{tag}.txt"
+    path.write_text("\n".join(urls) + "\n")
+    env = {**os.environ, API_KEY_ENV: KEY, "GEONODE_BASE_URL": server.base_url}
+    cmd = command(mode, path, workdir / f"{tag}.sqlite3", tag)
+    time.sleep(BURST / LIMIT_PER_S)  # every run starts with a full bucket
+    before = server.sim.stats.snapshot()
+    started = time.monotonic()
+    kills, exits = 0, []
+    stderr = (workdir / f"{tag}.stderr").open("w")
+    while True:
+        process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        if kill_every:
+            at = posted(server, urls) + rng.randint(kill_every // 2, kill_every * 3 // 2)
+            while process.poll() is None and posted(server, urls) < at:
+                time.sleep(0.05)
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                kills += 1
+                continue
+        exits.append(process.wait())
+        break
+    wall = time.monotonic() - started
+    stderr.close()
+    after = server.sim.stats.snapshot()
+    return figures(server, mode, urls, (before, after), wall=wall, kills=kills, exits=exits)
+
+
+def figures(
+    server: SimulatorServer,
+    mode: str,
+    urls: list[str],
+    stats: tuple[dict[str, Any], dict[str, Any]],
+    *,
+    wall: float,
+    kills: int,
+    exits: list[int],
+) -> dict[str, Any]:
+    """One run's figures, from the simulator's record and its request counters around it."""
+    before, after = stats
+
+    def delta(section: str, key: str) -> int:
+        return int(after[section].get(key, 0)) - int(before[section].get(key, 0))
+
+    counts = server.sim.submissions()
+    posts = delta("by_route", ROUTES[mode])
+    requests = int(after["total"]) - int(before["total"])
+    throttled = delta("by_status", "429")  # any route: an upper bound for the POSTs' 429s
+    accepted = posts - throttled
+    return {
+        "mode": mode,
+        "urls": len(urls),
+        "batch_size": BATCH_SIZE if mode == "batch" else 1,
+        "wall_s": round(wall, 2),
+        "posts": posts,
+        "posts_accepted": accepted,
+        "requests": requests,
+        "answered_429": throttled,
+        "share_429": round(throttled / posts, 4) if posts else 0.0,
+        "accepted_posts_per_s": round(accepted / wall, 2),
+        "fraction_of_limit": round(accepted / wall / LIMIT_PER_S, 3),
+        "requests_fraction_of_limit": round(requests / wall / LIMIT_PER_S, 3),
+        "posted_twice": sum(1 for url in urls if counts.get(url, 0) > 1),
+        "never_submitted": sum(1 for url in urls if counts.get(url, 0) == 0),
+        "kills": kills,
+        "exit_codes": exits,
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| mode | run | URLs | POSTs | wall s | POSTs/s (x limit) | 429 share | kills | "
+        "posted twice | never submitted | wall vs clean |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode in results["modes"]:
+        for run in ("clean", "kills"):
+            r = results["runs"][mode][run]
+            ratio = results["runs"][mode].get("kill_wall_ratio") if run == "kills" else None
+            lines.append(
+                f"| {mode} | {'kill + 1 % lost' if run == 'kills' else 'clean'} | {r['urls']} | "
+                f"{r['posts']} | {r['wall_s']} | {r['accepted_posts_per_s']} "
+                f"({r['fraction_of_limit']}) | {r['share_429'] * 100:.2f} % | {r['kills']} | "
+                f"{r['posted_twice']} | {r['never_submitted']} | "
+                f"{'' if ratio is None else f'{ratio}x'} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--urls", type=int, default=20_000)
+    parser.add_argument("--kill-every", type=int, default=2_000, help="URLs, about")
+    parser.add_argument("--lost", type=float, default=0.01, help="share of POST answers lost")
+    parser.add_argument("--modes", nargs="+", default=["async", "batch"], choices=ROUTES)
+    parser.add_argument("--workdir", help="keep the URL lists, journals and stderr here")
+    parser.add_argument("--no-save", action="store_true", help="print only (a trial)")
+    args = parser.parse_args(argv)
+    rng = random.Random(19)
+    load_before = os.getloadavg()
+    server = start_simulator()
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
+            workdir = Path(args.workdir or tmp)
+            workdir.mkdir(parents=True, exist_ok=True)
+            for mode in args.modes:
+                clean = one_run(server, mode, args.urls, workdir, rng=rng)
+                print(f"{mode} clean: {clean}", flush=True)
+                runs[mode] = {"clean": clean}
+            lose_answers(server, args.lost, rng)
+            for mode in args.modes:
+                kills = one_run(
+                    server, mode, args.urls, workdir, kill_every=args.kill_every, rng=rng
+                )
+                print(f"{mode} kills: {kills}", flush=True)
+                runs[mode]["kills"] = kills
+                runs[mode]["kill_wall_ratio"] = round(
+                    kills["wall_s"] / runs[mode]["clean"]["wall_s"], 3
+                )
+    finally:
+        server.stop()
+    results = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "limit_per_s": LIMIT_PER_S,
+        "burst": BURST,
+        "lost_share": args.lost,
+        "kill_every_urls": args.kill_every,
+        "modes": args.modes,
+        "targets": TARGETS,
+        "runs": runs,
+    }
+    text = table(results)
+    print(text)
+    if not args.no_save:
+        save("submit", results, text)
+        print(f"wrote {RESULTS / 'submit.json'} ({machine()['cpus']} cpus)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
