@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
+from scrape_pipeline_ops.cli.progress import Progress
 from scrape_pipeline_ops.runs.engine import Event, EventKind, Planned, RunReport, Submitter
 from scrape_pipeline_ops.runs.journal import RunMismatchError
 from scrape_pipeline_ops.runs.moves import EntryState
@@ -169,17 +170,20 @@ def run_submission(
         client = ctx.client()
         # 429s reach the submitter's pace, which slows every worker, not one worker's retries.
         client.retry = replace(client.retry, max_attempts=1)
+        lines = _Lines(ctx, spec.mode, announce is not None)
+        progress = Progress(ctx.out.stderr, ctx.clock, then=lines)
         submitter = Submitter(
             journal,
             client,
             clock=ctx.clock,
             announce=announce,
-            listener=_Lines(ctx, spec.mode, announce is not None),
+            listener=progress,
             pace=Pace(ctx.clock),
         )
         planned = _plan(submitter, spec, args.run)
         ctx.out.notice(_resumed(planned, path))
-        report = submitter.work(planned)
+        with progress.shown(planned, lambda: submitter.throttled):
+            report = submitter.work(planned)
     finally:
         journal.close()
     for entry in report.where(S.IN_DOUBT):

@@ -242,7 +242,8 @@ class Submitter:
     def _post_in_parallel(
         self, run: Run, entries: Sequence[Entry], cut: Callable[[], bool], workers: int
     ) -> bool:
-        """Post ``entries`` with ``workers`` threads; True when ``cut`` ended it.
+        """Post ``entries`` with up to ``workers`` threads, as many in flight as the pace's
+        ``concurrency`` allows (taken in order); True when ``cut`` ended it.
 
         A worker's crash (any BaseException) stops the others from claiming more and is raised
         here; a KeyboardInterrupt here leaves what is in flight in doubt at once.
@@ -251,24 +252,44 @@ class Submitter:
         was_cut = threading.Event()
         halt = threading.Event()
         crashes: list[BaseException] = []
+        gate = threading.Condition()  # at most pace.concurrency() entries in flight
+        in_flight = [0]
+        pace = self.pace
+        assert pace is not None
 
         def next_entry() -> Entry | None:
-            with self._lock:
-                if halt.is_set() or self._stopped is not None:
-                    return None
-                if cut():
-                    was_cut.set()
-                    return None
-                return next(todo, None)
+            with gate:
+                while in_flight[0] >= pace.concurrency() and not halt.is_set():
+                    gate.wait()
+                with self._lock:
+                    if halt.is_set() or self._stopped is not None:
+                        return None
+                    if cut():
+                        was_cut.set()
+                        return None
+                    entry = next(todo, None)
+                if entry is not None:
+                    in_flight[0] += 1
+                return entry
+
+        def done() -> None:
+            with gate:
+                in_flight[0] -= 1
+                gate.notify_all()
 
         def worker() -> None:
             try:
                 while (entry := next_entry()) is not None:
-                    self._post_planned(run, entry)
+                    try:
+                        self._post_planned(run, entry)
+                    finally:
+                        done()
             except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
                 with self._lock:
                     crashes.append(exc)
                 halt.set()
+                with gate:
+                    gate.notify_all()
 
         threads = [
             threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(workers)

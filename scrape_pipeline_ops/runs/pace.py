@@ -2,14 +2,17 @@
 
 The API throttles each key with a token bucket and answers 429 with ``Retry-After`` past it.
 ``Pace`` hands out send slots ``1/rate`` apart. The rate doubles each second of clean answers
-until the first 429 (slow start), then grows by ``increase`` per second (additive) and is
-halved on a 429 (multiplicative); the 429's ``Retry-After`` pauses every worker, so one
-throttled answer is not followed by a storm of others. 429s answering requests sent before
-the last cut are the same congestion and do not cut again. The clock and sleep are injected.
+until the first 429 (slow start), then grows by a fixed step per second (additive: a share
+of the rate last cut from) and is halved on a 429 (multiplicative); the 429's
+``Retry-After`` pauses every worker, so one throttled answer is not followed by a storm of
+others. 429s answering requests sent before the last cut are the same congestion and do
+not cut again. How many POSTs are in flight follows the rate and the answers' latency
+(``concurrency``), up to ``workers``. The clock and sleep are injected.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,13 +22,17 @@ from scrape_pipeline.clock import Clock
 
 @dataclass(frozen=True)
 class PaceSettings:
-    """The controller's knobs; ``workers`` is how many POSTs may be in flight at once."""
+    """The controller's knobs; ``workers`` is the most POSTs ever in flight at once."""
 
     workers: int = 8
+    # In flight: enough to keep the rate with answers this many times slower than now.
+    headroom: float = 2.0
     start_rate: float = 20.0  # sends per second before any answer
     min_rate: float = 0.5
     max_rate: float = 2000.0
-    increase: float = 2.0  # sends/s added per second of clean answers, after slow start
+    # After slow start, the rate grows each second of clean answers by this share of the rate
+    # it was cut from: a step in proportion to the limit found (at 50/s: 2.4/s per second).
+    increase: float = 0.04
     decrease: float = 0.5  # the rate is multiplied by this on a 429
     slow_s: float = 5.0  # an answer slower than this is not "fast": the rate does not grow
 
@@ -53,10 +60,12 @@ class Pace:
         self._lock = threading.Lock()
         self._rate = self.settings.start_rate
         self._slow_start = True
+        self._peak = self.settings.start_rate  # the rate at the last cut
         self._next = clock.time()  # the earliest next send slot
         self._paused_until = 0.0
         self._cut_at = float("-inf")  # when the rate was last cut
         self._lagging = False  # the workers come late for their slots: the rate is not the limit
+        self._latency = 0.0  # seconds from send to answer, a moving average
         self.throttles = 0  # 429s (and other not-acted answers) reported
         self.cuts = 0
 
@@ -65,6 +74,15 @@ class Pace:
         """The current send rate, per second."""
         with self._lock:
             return self._rate
+
+    def concurrency(self) -> int:
+        """How many POSTs may be in flight: what the rate needs at the answers' latency.
+
+        One while no answer has taken time (a manual clock), so a run keeps its order.
+        """
+        with self._lock:
+            needed = math.ceil(self._rate * self._latency * self.settings.headroom)
+        return max(1, min(self.settings.workers, needed))
 
     def paused_until(self) -> float:
         """When the pause a 429 asked for ends (in the past: no pause)."""
@@ -89,13 +107,15 @@ class Pace:
     def answered(self, sent_at: float) -> None:
         """A clean answer to the request sent at ``sent_at``: the rate grows if it was fast."""
         with self._lock:
-            fast = self.clock.time() - sent_at <= self.settings.slow_s
+            took = max(self.clock.time() - sent_at, 0.0)
+            self._latency += 0.2 * (took - self._latency)
+            fast = took <= self.settings.slow_s
             if not fast or self._lagging:
                 return  # growing a rate nobody reaches would only make the next cut too small
             if self._slow_start:
                 self._rate += 1.0  # one per answer: doubles each second
             else:
-                self._rate += self.settings.increase / self._rate
+                self._rate += self.settings.increase * self._peak / self._rate
             self._rate = min(self._rate, self.settings.max_rate)
 
     def throttled(self, sent_at: float, pause_s: float) -> None:
@@ -103,8 +123,9 @@ class Pace:
         with self._lock:
             now = self.clock.time()
             self.throttles += 1
-            if sent_at >= self._cut_at:
+            if sent_at > self._cut_at:  # sent after the last cut: news of this rate
                 self._slow_start = False
+                self._peak = self._rate
                 self._rate = max(self.settings.min_rate, self._rate * self.settings.decrease)
                 self._cut_at = now
                 self.cuts += 1
