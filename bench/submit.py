@@ -15,8 +15,10 @@ kills. Writes bench/results/submit.json and its section of bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +39,10 @@ ROUTES = {"async": "POST /v1/extract", "batch": "POST /v1/batch"}
 BATCH_SIZE = 10
 CLI = Path(sys.executable).with_name("scrape-pipeline")
 TARGETS = {"fraction_of_limit": 0.9, "share_429": 0.02, "kill_wall_ratio": 1.15}
+RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
+SUBMIT_JSON = RESULTS / "submit.json"
+BEGIN, END = "<!-- bench:submit -->", "<!-- /bench:submit -->"
+_BLOCK = re.compile(rf"{re.escape(BEGIN)}\n.*?{re.escape(END)}\n?", re.S)
 
 
 def start_simulator() -> SimulatorServer:
@@ -177,6 +183,82 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def verdicts(results: dict[str, Any]) -> list[str]:
+    """Each target against its figure, one line per mode: met, or missed by how much."""
+    lines = []
+    for mode in results["modes"]:
+        runs = results["runs"][mode]
+        clean, kills = runs["clean"], runs.get("kills")
+        checks = [
+            ("POSTs/s x limit", clean["fraction_of_limit"], ">=", TARGETS["fraction_of_limit"]),
+            ("429 share", clean["share_429"], "<=", TARGETS["share_429"]),
+        ]
+        if kills is not None:
+            checks += [
+                ("posted twice", kills["posted_twice"], "<=", 0),
+                ("never submitted", kills["never_submitted"], "<=", 0),
+                (
+                    "wall with kills / clean",
+                    runs["kill_wall_ratio"],
+                    "<=",
+                    TARGETS["kill_wall_ratio"],
+                ),
+            ]
+        said = []
+        for name, value, op, target in checks:
+            met = value >= target if op == ">=" else value <= target
+            said.append(f"{name} {value} ({'met' if met else 'MISSED'}, target {op} {target})")
+        lines.append(f"- {mode}: " + "; ".join(said))
+    return lines
+
+
+def section(results: dict[str, Any]) -> str:
+    """The RESULTS.md section, between its markers."""
+    about = results.get("machine", machine())
+    return "\n".join(
+        [
+            BEGIN,
+            "## Submission runs at the API's rate limit",
+            "",
+            f"_Measured {results['date']} on {about['cpus']} CPUs, Python {about['python']}; "
+            f"load average {results['load_before'][0]} before, {results['load_after'][0]} "
+            "after (`make bench-submit`)._",
+            "",
+            f"{results['runs'][results['modes'][0]]['clean']['urls']:,} URLs per run, submitted "
+            "by a real `scrape-pipeline submit` process over HTTP to the simulator with its "
+            f"default token bucket ({results['limit_per_s']:g} requests/s per key, burst "
+            f"{results['burst']}); batch mode with `--batch-size {BATCH_SIZE}`. The kill runs "
+            f"SIGKILL the process about every {results['kill_every_urls']:,} URLs and start "
+            f"the same command again, with {results['lost_share']:.0%} of POST answers lost "
+            "after the API acted (502). Twice and never are judged from the simulator's "
+            "record of submissions per URL. POSTs/s counts accepted POSTs over the whole "
+            "wall time (process starts included); the 429 share counts every 429 the "
+            "simulator answered over the POSTs.",
+            "",
+            table(results),
+            "",
+            *verdicts(results),
+            END,
+            "",
+        ]
+    )
+
+
+def with_section(text: str, results: dict[str, Any]) -> str:
+    """``text`` with the section replaced, or appended when it has none."""
+    block = section(results)
+    if _BLOCK.search(text):
+        return _BLOCK.sub(lambda _: block, text)
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def from_saved(source: Path = SUBMIT_JSON) -> str:
+    """The section from the saved JSON (``bench.results_report``); "" when none saved."""
+    if not source.exists():
+        return ""
+    return section(json.loads(source.read_text()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--urls", type=int, default=20_000)
@@ -224,9 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     text = table(results)
     print(text)
+    print("\n".join(verdicts(results)))
     if not args.no_save:
         save("submit", results, text)
-        print(f"wrote {RESULTS / 'submit.json'} ({machine()['cpus']} cpus)")
+        saved = json.loads(SUBMIT_JSON.read_text())  # with its machine
+        text_md = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
+        RESULTS_MD.write_text(with_section(text_md, saved))
+        print(f"wrote {SUBMIT_JSON} and its section of {RESULTS_MD}")
     return 0
 
 
