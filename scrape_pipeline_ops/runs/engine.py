@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError
 from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
+from scrape_pipeline.geonode.retry import may_retry
 from scrape_pipeline_ops.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
 from scrape_pipeline_ops.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline_ops.runs.moves import EntryState
@@ -35,6 +36,7 @@ from scrape_pipeline_ops.runs.pace import Pace
 from scrape_pipeline_ops.runs.plan import Run, RunMode, RunSpec
 
 S = EntryState
+LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
 
 
 class SubmitClient(JobLister, Protocol):
@@ -510,18 +512,30 @@ class Submitter:
             self._post_planned(run, released)
 
     def _look_up(self, url: str, posted_at: float, taken: set[str]) -> JobSummary | None:
-        """``find_created``, at the pace's rate and tried again after a 429 when paced."""
-        for _ in range(self.settings.max_not_acted):
+        """``find_created`` at the pace's rate, tried again as the client would a read.
+
+        With a pace the client does not retry (its 429s are the pace's news), so the lookup's
+        own retries are here: a 429 pauses every worker, other transient errors back off.
+        """
+        tries = LOOKUP_TRIES if self.pace is not None else 1
+        for attempt in range(1, tries + 1):
             sent_at = self._turn()
             try:
                 return find_created(
                     self.client, url, posted_at, skew_s=self.settings.skew_s, taken=taken
                 )
-            except RateLimitedError as exc:
-                if self.pace is None:
+            except GeonodeError as exc:
+                if attempt == tries or not may_retry(exc, is_read=True):
                     raise
-                self.pace.throttled(sent_at, exc.retry_after or self.settings.backoff_base_s)
-        return find_created(self.client, url, posted_at, skew_s=self.settings.skew_s, taken=taken)
+                retry_after = exc.retry_after if isinstance(exc, RateLimitedError) else None
+                with self._lock:
+                    ceiling = min(self.settings.backoff_max_s, 2 ** (attempt - 1))
+                    wait = retry_after or self._rng.uniform(0.0, ceiling)
+                if self.pace is not None and isinstance(exc, RateLimitedError):
+                    self.pace.throttled(sent_at, wait)
+                else:
+                    self.sleep(wait)
+        return None  # not reached: the last try returns or raises
 
     def _wait_for_held(self, run: Run) -> None:
         """Wait until the leases of entries other submitters hold have run out."""

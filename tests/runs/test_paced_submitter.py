@@ -216,3 +216,23 @@ def test_a_dead_submitter_s_lease_is_abandoned_at_once(
         # a batch in doubt is the operator's: never posted again
         assert report.counts == {S.IN_DOUBT: 1, S.SUBMITTED: 2}
         once_each(server, posted[1:])
+
+
+def test_paced_lookup_is_tried_again_after_a_503_though_the_client_does_not_retry(
+    server: SimulatorServer, journal: SqliteJournal, clock: ManualClock
+):
+    # GIVEN the first POST's answer lost after the API acted, and the job list's first
+    # answer a 503, with a client that retries nothing (as the CLI's)
+    posted = urls("lookup-503", 3)
+    server.sim.faults.lose_answers("POST /v1/extract", [502])
+    server.sim.faults.burst(count=1, status=503, route="GET /v1/extract/jobs")
+    with GeonodeClient(KEY, base_url=server.base_url, clock=clock, retry=NO_RETRY) as client:
+        events: list[Event] = []
+        report = paced(journal, client, clock, listener=events.append).submit(
+            RunSpec.of(posted, RunMode.ASYNC)
+        )
+    # THEN the lookup was tried again and the job adopted, nothing posted twice
+    assert server.sim.stats.snapshot()["by_status"].get("503") == 1
+    assert [e.entry.index for e in events if e.kind is EventKind.ADOPTED] == [0]
+    assert report.complete
+    once_each(server, posted)
