@@ -236,3 +236,42 @@ def test_paced_lookup_is_tried_again_after_a_503_though_the_client_does_not_retr
     assert [e.entry.index for e in events if e.kind is EventKind.ADOPTED] == [0]
     assert report.complete
     once_each(server, posted)
+
+
+def test_paced_stop_cuts_every_worker_and_the_next_call_posts_only_the_rest(
+    server: SimulatorServer, journal: SqliteJournal, clock: ManualClock
+):
+    # GIVEN a caller whose deadline comes after five POSTs, with several in flight
+    posted = urls("cut", 40)
+    spec = RunSpec.of(posted, RunMode.ASYNC)
+    with GeonodeClient(KEY, base_url=server.base_url, clock=clock, retry=NO_RETRY) as client:
+        slow = SlowClient(client, clock)
+        first = paced(journal, slow, clock, workers=8)
+        cut = first.work(first.plan(spec), stop=lambda: first._posts >= 5)
+        rest = paced(journal, client, clock, workers=8).submit(spec)
+    # THEN no worker claimed after the stop (only those in flight finished), and the next
+    # call posted the rest: every URL once
+    assert cut.cut and 5 <= cut.posts < 5 + 8 and not cut.complete
+    assert len(cut.where(S.PLANNED)) == 40 - cut.posts
+    assert rest.complete and rest.posts == 40 - cut.posts
+    once_each(server, posted)
+
+
+def test_paced_402_stops_every_worker_and_a_rerun_after_top_up_finishes(
+    clock: ManualClock, journal: SqliteJournal
+):
+    server = start(clock, balance_tokens=10)
+    try:
+        posted = urls("balance", 30)
+        spec = RunSpec.of(posted, RunMode.ASYNC)
+        with GeonodeClient(KEY, base_url=server.base_url, clock=clock, retry=NO_RETRY) as client:
+            slow = SlowClient(client, clock)
+            stopped = paced(journal, slow, clock, workers=8).submit(spec)
+            assert stopped.stopped is not None and stopped.counts[S.SUBMITTED] == 10
+            assert stopped.counts[S.PLANNED] == 20 and slow.most_in_flight > 1
+            server.sim.top_up(KEY, 100)
+            finished = paced(journal, client, clock, workers=8).submit(spec)
+        assert finished.complete and finished.posts == 20
+        once_each(server, posted)
+    finally:
+        server.stop()
