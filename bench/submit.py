@@ -238,6 +238,16 @@ def section(results: dict[str, Any]) -> str:
             table(results),
             "",
             *verdicts(results),
+            "",
+            "What limits it: a batch (or crawl) killed between its claim and its request "
+            "reaching the API is left in doubt and never posted again (no API lists batches, "
+            "so a second POST could pay for it twice); when it had not reached the API its "
+            "URLs count as never submitted, and the run names it in doubt (exit 1) for "
+            "`runs resolve --repost-in-doubt`. An extract in doubt is looked up in the job "
+            "list and adopted or posted again, hence 0 for async. The kill run's extra wall "
+            "time is mostly the last lookups' wait for the job list (30 s after the last "
+            "lost answer) and the restarts (~1.7 s each, partly covered by the bucket "
+            "refilling meanwhile).",
             END,
             "",
         ]
