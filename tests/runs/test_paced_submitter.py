@@ -4,7 +4,9 @@ the simulator's record of POSTs per URL, never by the journal's own word."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -275,3 +277,40 @@ def test_paced_402_stops_every_worker_and_a_rerun_after_top_up_finishes(
         once_each(server, posted)
     finally:
         server.stop()
+
+
+class InterruptingClient(SlowClient):
+    """On its ``nth`` POST, after the API acted, the process gets SIGINT (Ctrl-C): Python
+    raises KeyboardInterrupt in the main thread, which waits for the workers."""
+
+    def __init__(self, client: GeonodeClient, clock: ManualClock, at: int) -> None:
+        super().__init__(client, clock)
+        self._at = at
+
+    def submit_extract(self, url: str, **options: Any) -> SubmittedJob:
+        job = super().submit_extract(url, **options)
+        if self._posts == self._at:
+            os.kill(os.getpid(), signal.SIGINT)  # to the process, as a terminal sends it
+            self._clock.advance(0.2)  # the answer is still on its way
+        return job
+
+
+def test_ctrl_c_in_the_main_thread_leaves_what_is_in_flight_in_doubt(
+    server: SimulatorServer, journal: SqliteJournal, clock: ManualClock
+):
+    posted = urls("sigint", 30)
+    spec = RunSpec.of(posted, RunMode.ASYNC)
+    with GeonodeClient(KEY, base_url=server.base_url, clock=clock, retry=NO_RETRY) as client:
+        with pytest.raises(KeyboardInterrupt):
+            paced(journal, InterruptingClient(client, clock, 8), clock, workers=8).submit(spec)
+        for thread in threading.enumerate():
+            if thread.name.startswith("submit-"):
+                thread.join(10)  # the workers finish what they had in flight, claim no more
+        left = {e.state for e in journal.entries(spec.derived_name())}
+        events: list[Event] = []
+        report = paced(journal, client, clock, listener=events.append).submit(spec)
+    # THEN nothing was left posting under a lease, and in all every URL was posted once
+    assert S.POSTING not in left and S.PLANNED in left
+    assert EventKind.WAITING not in {e.kind for e in events}
+    assert report.complete
+    once_each(server, posted)
