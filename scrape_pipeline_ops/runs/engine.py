@@ -143,7 +143,8 @@ def holder_gone(owner: str | None) -> bool:
 
 class Submitter:
     """Posts runs through ``journal`` with ``client``; ``announce(kind, job_id)`` tells the
-    ledger of each batch or crawl the moment its id is recorded."""
+    ledger of each batch or crawl the moment its id is recorded. With ``pace``, several
+    workers post at its rate (give it a client that leaves 429s to the submitter)."""
 
     def __init__(
         self,
