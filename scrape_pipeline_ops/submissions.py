@@ -6,17 +6,18 @@ state WATCHING, nothing enqueued) closes that gap: its webhook wakes it (the rec
 it), and if none comes the reconciler's watch sweep polls it on a schedule that follows its
 age (``scrape_pipeline.watch``), so a quick batch whose webhook is lost is stored minutes
 after it settles, not after the stale-row sweep's quarter of an hour.
+
+The row is the ledger's ``submitted_row``: the DynamoDB run journal puts the same one in the
+transaction that records the job id (``scrape_pipeline_ops.runs.dynamodb``).
 """
 
 from __future__ import annotations
 
-from scrape_pipeline.jobs import SOURCE_SUBMITTED, JobKey, JobKind, JobState
+from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger, Recorded
 
 
 def expect(ledger: Ledger, kind: JobKind, job_id: str) -> Recorded:
     """Record a just-submitted job whose webhook the pipeline should wait for."""
-    now = ledger.clock.time()
-    return ledger.record(
-        JobKey(kind, job_id), source=SOURCE_SUBMITTED, state=JobState.WATCHING, job_created_at=now
-    )
+    key = JobKey(kind, job_id)
+    return ledger.put_new(key, ledger.submitted_row(key, ledger.clock.time()))

@@ -14,6 +14,10 @@ accepts any opaque token). An id the API still answers 404 for ``--not-found-gra
 after its creation (default 60; the API's 404 after a submission is replica lag, seconds) is
 reported unknown at once, not waited for. Exit 1 when jobs are unknown or still unsettled at
 the deadline; they are listed.
+
+``--run NAME`` follows the job ids a run's journal recorded (an async run: the poller follows
+extract jobs). Where the journal is a file (no stack, or ``--journal``), each job's end is
+kept in it (``job_outcomes``) for ``runs show`` to join; with a stack the ledger says it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError
 from scrape_pipeline.geonode.models import ApiStatus, Job, parse_time
 from scrape_pipeline.results import CONTENT_FILES
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
+from scrape_pipeline_ops.cli.job_outcomes import FileOutcomes
 
 if TYPE_CHECKING:
     import argparse
@@ -64,6 +69,16 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("ids", nargs="*", metavar="JOB_ID", help="extract job ids")
+    p.add_argument(
+        "--run",
+        metavar="NAME",
+        help="follow the jobs of this async run (its journal: as for submit and runs)",
+    )
+    p.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="the run journal's SQLite file, even with a stack (default as for submit)",
+    )
     p.add_argument(
         "--from", dest="from_file", metavar="FILE|-", help="read ids from a file, or - for stdin"
     )
@@ -315,18 +330,72 @@ def poll_jobs(
     yield from poller.run(max_wait=max_wait, on_unknown=on_unknown)
 
 
+def _run_ids(ctx: Context, args: argparse.Namespace) -> dict[str, float | None]:
+    """The job ids a run's journal recorded, each with the time its POST was claimed."""
+    from scrape_pipeline_ops.cli.submit_run import open_journal  # noqa: PLC0415 - --run only
+    from scrape_pipeline_ops.runs.moves import EntryState  # noqa: PLC0415
+    from scrape_pipeline_ops.runs.plan import RunMode  # noqa: PLC0415
+
+    opened = open_journal(ctx, args.journal, existing=True)
+    try:
+        run = opened.journal.run(args.run)
+        if run is None:
+            raise UsageError(f"no run named {args.run!r} in {opened.where} (runs list shows them)")
+        if run.mode is not RunMode.ASYNC:
+            raise UsageError(
+                f"run {run.name} is a {run.mode.value} run: poll follows extract jobs "
+                "(the pipeline stores batches and crawls; runs show says how they ended)"
+            )
+        entries = opened.journal.entries(run.name, [EntryState.SUBMITTED])
+    finally:
+        opened.close()
+    return {e.job_id: e.posted_at for e in entries if e.job_id}
+
+
+def _kept_outcomes(ctx: Context, args: argparse.Namespace) -> FileOutcomes | None:
+    """Where the jobs' ends are kept for ``runs show``: the journal file, when that is the
+    journal in use and it exists (with a stack, the ledger keeps them)."""
+    from scrape_pipeline_ops.cli.submit_run import LEDGER_ENV, journal_path  # noqa: PLC0415
+
+    if ctx.environ.get(LEDGER_ENV) and not args.journal:
+        return None
+    path = journal_path(args.journal, ctx.environ)
+    return FileOutcomes(path) if path.is_file() else None
+
+
 def run(ctx: Context, args: argparse.Namespace) -> int:
     lines = list(args.ids)
     if args.from_file:
         lines += read_lines(args.from_file)
     ids = parse_ids(lines, any_format=args.any_id_format)
+    if args.run:
+        ids.update({k: v for k, v in _run_ids(ctx, args).items() if k not in ids or v})
     if not ids:
+        if args.run:
+            ctx.out.note(f"run {args.run} has no submitted job to follow")
+            return 0
         raise UsageError("no job ids: pass them as arguments or with --from FILE|-")
     if args.max_wait <= 0:
         raise UsageError("--max-wait must be positive")
     if args.not_found_grace < 0:
         raise UsageError("--not-found-grace cannot be negative")
     target = open_target(args.out, ctx)
+    kept = _kept_outcomes(ctx, args)
+    try:
+        return _follow(ctx, args, ids, target, kept)
+    finally:
+        if kept is not None:
+            kept.close()
+
+
+def _follow(
+    ctx: Context,
+    args: argparse.Namespace,
+    ids: dict[str, float | None],
+    target: Target | None,
+    kept: FileOutcomes | None,
+) -> int:
+    """Poll ``ids`` until settled or ``--max-wait``, writing and keeping each once."""
     done: set[str] = set()
     unknown: list[str] = []
 
@@ -334,6 +403,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
         def report_unknown(job_id: str) -> None:
             unknown.append(job_id)
+            if kept is not None:
+                kept.record_unknown(job_id, ctx.clock.time())
             ctx.out.row({"job_id": job_id, "status": "unknown", "written": None}, COLUMNS)
             advance()
 
@@ -346,6 +417,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
                 on_unknown=report_unknown,
             ):
                 written = target.write(job) if target is not None else None
+                if kept is not None:
+                    kept.record(job, written, ctx.clock.time())
                 done.add(job.job_id)
                 ctx.out.row(_report(job, written), COLUMNS)
                 advance()

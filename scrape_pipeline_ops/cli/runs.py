@@ -1,39 +1,68 @@
 """``runs list``, ``runs show RUN`` and ``runs resolve RUN``: where submission runs stand.
 
-They read the journal ``submit`` writes (the same ``--journal`` / ``$SCRAPE_PIPELINE_JOURNAL``
-resolution). A run is complete when nothing of it is planned, posting or in doubt (a rejected
-URL is settled: the API said no); ``show`` and ``resolve`` exit 1 until then and name each
-entry in doubt on stderr, as ``submit`` does. ``resolve`` looks extracts in doubt up in the
-job list and adopts what it finds; ``--repost-in-doubt`` is the operator's explicit order to
-post again what is still in doubt (a batch or crawl goes back to planned for the next
-``submit``; an extract the lookup did not find is posted now).
+They read the journal ``submit`` writes: with a stack the ledger table's, else (or with
+``--journal``) the file (``submit_run.open_journal``). ``list`` and ``show`` join each run's
+job ids with how the jobs ended (``job_outcomes``: the ledger's rows with a stack, what
+``poll`` kept without). A run is complete when nothing of it is planned, posting or in doubt
+(a rejected URL is settled: the API said no) and every job it made has settled; ``show``
+exits 1 until then (naming what is missing, each entry in doubt on stderr, as ``submit``
+does), 2 for an unknown run. ``resolve`` looks extracts in doubt up in the job list, and
+batches and crawls in doubt up in the ledger's rows (a stack: their webhooks), and adopts
+what it finds; ``--repost-in-doubt`` is the operator's explicit order to post again
+what is still in doubt (a batch or crawl goes back to planned for the next ``submit``; an
+extract the lookup did not find is posted now). Its verdict is the journal's alone.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
-from scrape_pipeline_ops.cli.submit_run import announcer, journal_path
+from scrape_pipeline_ops.cli.job_outcomes import (
+    FileOutcomes,
+    JobOutcome,
+    LedgerOutcomes,
+    Outcomes,
+    totals,
+)
+from scrape_pipeline_ops.cli.submit_run import (
+    LEDGER_ENV,
+    OpenJournal,
+    open_journal,
+    separate_announcer,
+)
 from scrape_pipeline_ops.runs.engine import Submitter
+from scrape_pipeline_ops.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline_ops.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.plan import Run, RunMode
-from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 
 if TYPE_CHECKING:
     import argparse
 
+    from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
+    from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
     from scrape_pipeline_ops.cli.config import Context
 
 S = EntryState
 # States in the order a summary shows them; the first three keep a run from being complete.
 OPEN: Final = (S.PLANNED, S.POSTING, S.IN_DOUBT)
 SHOWN: Final = (S.PLANNED, S.POSTING, S.SUBMITTED, S.REJECTED, S.IN_DOUBT)
-LIST_COLUMNS: Final = ("run", "mode", "urls", *(s.value for s in SHOWN), "complete", "created_at")
-URL_COLUMNS: Final = ("entry", "state", "job_id", "url", "reason")
+JOINED: Final = ("settled", "stored", "dead_lettered", "tokens_charged")
+LIST_COLUMNS: Final = (
+    "run",
+    "mode",
+    "urls",
+    *(s.value for s in SHOWN),
+    *JOINED,
+    "complete",
+    "created_at",
+)
+URL_COLUMNS: Final = ("entry", "state", "job_id", "outcome", "url", "reason")
 
 
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -43,10 +72,14 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="list submission runs, show one, resolve what is in doubt",
         description=(
-            "Read the run journal that 'submit' writes (--journal, else "
-            "$SCRAPE_PIPELINE_JOURNAL, else $XDG_STATE_HOME/scrape-pipeline/runs.sqlite3). "
-            "Counts are URLs. A run is complete when nothing is planned, posting or in doubt; "
-            "'show' and 'resolve' exit 1 until then, 2 for an unknown run."
+            "Read the run journal that 'submit' writes: with a stack (--stack-name or "
+            "LEDGER_TABLE_NAME) in the ledger table, else (or with --journal) the file "
+            "$SCRAPE_PIPELINE_JOURNAL, else $XDG_STATE_HOME/scrape-pipeline/runs.sqlite3. "
+            "Counts are URLs; settled, stored, dead_lettered and tokens_charged come from "
+            "the ledger (a stack) or from what 'poll' saw (no stack). A run is complete when "
+            "nothing is planned, posting or in doubt and every job has settled; 'show' exits "
+            "1 until then, 'resolve' while anything is planned, posting or in doubt; 2 for an "
+            "unknown run."
         ),
     )
     sub = p.add_subparsers(dest="runs_command", metavar="COMMAND", required=True)
@@ -59,7 +92,9 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "show", parents=[*parents, journal], help="one run: its URLs by state; exit 1 if open"
     )
     show.add_argument("name", metavar="RUN")
-    show.add_argument("--urls", action="store_true", help="one line per URL: state, job id, reason")
+    show.add_argument(
+        "--urls", action="store_true", help="one line per URL: state, job id, outcome, reason"
+    )
     show.set_defaults(handler=run_show)
     resolve = sub.add_parser(
         "resolve",
@@ -89,34 +124,83 @@ def _journal_option() -> argparse.ArgumentParser:
     parent.add_argument(
         "--journal",
         metavar="PATH",
-        help="the run journal's SQLite file (default as for submit)",
+        help="use the SQLite journal file at PATH, even with a stack (default as for submit)",
     )
     return parent
 
 
-def _open(ctx: Context, args: argparse.Namespace) -> SqliteJournal:
-    path = journal_path(args.journal, ctx.environ)
-    if not path.is_file():
-        # Reading must not create an empty journal where the user expected theirs.
-        raise UsageError(f"no run journal at {path} (submit writes it; see --journal)")
-    return SqliteJournal(path)
+@contextmanager
+def _opened(ctx: Context, args: argparse.Namespace) -> Iterator[OpenJournal]:
+    """The journal submit wrote (the stack's table, or the file), closed after."""
+    opened = open_journal(ctx, args.journal, existing=True)
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
-def _run(journal: SqliteJournal, name: str) -> Run:
-    run = journal.run(name)
+def _run(opened: OpenJournal, name: str) -> Run:
+    run = opened.journal.run(name)
     if run is None:
-        raise UsageError(f"no run named {name!r} in {journal.path} (runs list shows them)")
+        raise UsageError(f"no run named {name!r} in {opened.where} (runs list shows them)")
     return run
 
 
-def summary(run: Run, entries: Sequence[Entry]) -> dict[str, Any]:
-    """A run's URLs (and entries) by state, and whether it is complete."""
+@contextmanager
+def _outcomes(ctx: Context, opened: OpenJournal) -> Iterator[Outcomes]:
+    """The ledger's outcomes with a stack, else those poll kept in the journal file."""
+    if opened.path is None:
+        table = str(ctx.environ.get("LEDGER_TABLE_NAME"))
+        yield LedgerOutcomes(table, client=ctx.aws("dynamodb"))
+        return
+    local = FileOutcomes(opened.path)
+    try:
+        yield local
+    finally:
+        local.close()
+
+
+def _joined(
+    source: Outcomes, opened: OpenJournal, run: Run, entries: Sequence[Entry]
+) -> dict[str, JobOutcome] | None:
+    """The outcome of each job the run's entries recorded; None when nothing follows them
+    (a batch or crawl without a stack: poll follows extract jobs only)."""
+    if opened.path is not None and run.mode is not RunMode.ASYNC:
+        return None
+    job_ids = [e.job_id for e in entries if e.state is S.SUBMITTED and e.job_id]
+    return source.outcomes(JobKind(run.mode.kind), job_ids) if job_ids else {}
+
+
+def _unsettled(entries: Iterable[Entry], found: Mapping[str, JobOutcome]) -> list[Entry]:
+    """Submitted entries whose job has not settled (or is not known to have)."""
+    return [
+        e
+        for e in entries
+        if e.state is S.SUBMITTED
+        and not (e.job_id and e.job_id in found and found[e.job_id].settled)
+    ]
+
+
+def summary(
+    run: Run, entries: Sequence[Entry], found: Mapping[str, JobOutcome] | None = None
+) -> dict[str, Any]:
+    """A run's URLs (and entries) by state, its jobs' outcomes, and whether it is complete.
+
+    Complete: nothing planned, posting or in doubt, and (with ``found``) every job settled;
+    without ``found`` the outcomes are not known (None).
+    """
     urls = Counter[str]()
     for entry in entries:
         urls[entry.state.value] += len(entry.urls)
     record: dict[str, Any] = {"run": run.name, "mode": run.mode.value, "urls": run.urls}
     record.update({state.value: urls.get(state.value, 0) for state in SHOWN})
-    record["complete"] = not any(e.state in OPEN for e in entries)
+    complete = not any(e.state in OPEN for e in entries)
+    if found is not None:
+        record.update(totals(((len(e.urls), e.job_id) for e in entries), found))
+        complete = complete and not _unsettled(entries, found)
+    else:
+        record.update(dict.fromkeys(JOINED))
+    record["complete"] = complete
     record["entries"] = run.entries
     if run.mode is RunMode.BATCH:
         by_entry = Counter(e.state.value for e in entries)
@@ -126,18 +210,32 @@ def summary(run: Run, entries: Sequence[Entry]) -> dict[str, Any]:
     return record
 
 
-def _url_rows(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+def _outcome_word(outcome: JobOutcome | None) -> str | None:
+    if outcome is None or not outcome.settled:
+        return None
+    if outcome.stored:
+        return "stored"
+    return "dead_lettered" if outcome.dead_lettered else "settled"
+
+
+def _url_rows(entries: Sequence[Entry], found: Mapping[str, JobOutcome]) -> list[dict[str, Any]]:
     rows = []
     for entry in entries:
         state = "in doubt" if entry.state is S.IN_DOUBT else entry.state.value
         reason = entry.reason if entry.state in (S.REJECTED, S.IN_DOUBT) else None
+        outcome = _outcome_word(found.get(entry.job_id or ""))
         for url in entry.urls:
-            row = {"entry": entry.index, "state": state, "job_id": entry.job_id, "url": url}
-            rows.append({**row, "reason": reason})
+            row = {"entry": entry.index, "state": state, "job_id": entry.job_id}
+            rows.append({**row, "outcome": outcome, "url": url, "reason": reason})
     return rows
 
 
-def _verdict(ctx: Context, run: Run, entries: Sequence[Entry]) -> int:
+def _verdict(
+    ctx: Context,
+    run: Run,
+    entries: Sequence[Entry],
+    found: Mapping[str, JobOutcome] | None = None,
+) -> int:
     """Name each entry in doubt on stderr; exit 0 only when the run is complete."""
     for entry in entries:
         if entry.state is S.IN_DOUBT:
@@ -149,18 +247,23 @@ def _verdict(ctx: Context, run: Run, entries: Sequence[Entry]) -> int:
         for state in OPEN
         if counts[state]
     ]
+    unsettled = _unsettled(entries, found) if found is not None else []
+    if unsettled:
+        jobs = ", ".join(str(e.job_id) for e in unsettled[:5])
+        more = f" and {len(unsettled) - 5} more" if len(unsettled) > 5 else ""
+        problems.append(f"{len(unsettled)} job(s) not settled: {jobs}{more}")
     if problems:
-        raise FailedError(f"run {run.name} is not complete: {', '.join(problems)}")
+        raise FailedError(f"run {run.name} is not complete: {'; '.join(problems)}")
     return 0
 
 
 def run_list(ctx: Context, args: argparse.Namespace) -> int:
-    """Every run in the journal, oldest first."""
-    journal = _open(ctx, args)
-    try:
-        rows = [summary(run, journal.entries(run.name)) for run in journal.runs()]
-    finally:
-        journal.close()
+    """Every run in the journal, oldest first, joined with its jobs' outcomes."""
+    with _opened(ctx, args) as opened, _outcomes(ctx, opened) as source:
+        rows = []
+        for run in opened.journal.runs():
+            entries = opened.journal.entries(run.name)
+            rows.append(summary(run, entries, _joined(source, opened, run, entries)))
     if not rows:
         ctx.out.note("no runs")
     else:
@@ -170,49 +273,91 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
 
 def run_show(ctx: Context, args: argparse.Namespace) -> int:
     """One run by state (and by URL with ``--urls``); exit 1 while it is not complete."""
-    journal = _open(ctx, args)
-    try:
-        run = _run(journal, args.name)
-        entries = journal.entries(run.name)
-    finally:
-        journal.close()
+    with _opened(ctx, args) as opened, _outcomes(ctx, opened) as source:
+        run = _run(opened, args.name)
+        entries = opened.journal.entries(run.name)
+        found = _joined(source, opened, run, entries)
     if args.urls:
-        ctx.out.table(_url_rows(entries), URL_COLUMNS)
+        ctx.out.table(_url_rows(entries, found or {}), URL_COLUMNS)
     else:
-        ctx.out.record(summary(run, entries), title=f"run {run.name}")
-    return _verdict(ctx, run, entries)
+        ctx.out.record(summary(run, entries, found), title=f"run {run.name}")
+    return _verdict(ctx, run, entries, found)
+
+
+class _OnFirstUse:
+    """The API client, made (and its key asked for) only when the engine calls the API: a
+    batch or crawl run is resolved without a key, an extract run only when one is in doubt."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def submit_extract(self, url: str, **options: Any) -> SubmittedJob:
+        return self._ctx.client().submit_extract(url, **options)
+
+    def create_batch(self, urls: Iterable[str], **options: Any) -> SubmittedJob:
+        return self._ctx.client().create_batch(urls, **options)
+
+    def create_crawl(self, url: str, **options: Any) -> SubmittedJob:
+        return self._ctx.client().create_crawl(url, **options)
+
+    def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
+        return self._ctx.client().iter_jobs(**filters)
+
+    def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        return self._ctx.client().get_batch(batch_id, page=page, page_size=page_size)
+
+    def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]:
+        return self._ctx.client().iter_batch_items(batch_id)
+
+    def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        return self._ctx.client().get_crawl(crawl_id, page=page, page_size=page_size)
 
 
 def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
-    """Resolve what the lookups can; with ``--repost-in-doubt``, post the rest again."""
-    journal = _open(ctx, args)
-    try:
-        run = _run(journal, args.name)
-        # A batch or crawl recorded but not announced (a crash between the two) is announced.
-        announce = announcer(ctx) if run.mode is not RunMode.ASYNC else None
-        submitter = Submitter(journal, ctx.client(), clock=ctx.clock, announce=announce)
+    """Resolve what the lookups can; with ``--repost-in-doubt``, post the rest again.
+
+    Its verdict is the journal's (nothing planned, posting or in doubt): ``runs show`` says
+    whether the jobs have settled too.
+    """
+    with _opened(ctx, args) as opened:
+        run = _run(opened, args.name)
+        # A batch or crawl a file journal recorded but did not announce (a crash between the
+        # two writes) is announced; the DynamoDB journal's were born announced.
+        announce = separate_announcer(ctx, opened, run.mode)
+        evidence = _evidence(ctx)
+        submitter = Submitter(
+            opened.journal, _OnFirstUse(ctx), clock=ctx.clock, announce=announce, evidence=evidence
+        )
         entries = submitter.settle(run, post_unfound=args.repost_in_doubt)
         if args.repost_in_doubt and run.mode is not RunMode.ASYNC:
-            entries = _repost(ctx, journal, run, entries)
-    finally:
-        journal.close()
+            entries = _repost(ctx, opened, run, entries)
     ctx.out.record(summary(run, entries), title=f"run {run.name}")
     return _verdict(ctx, run, entries)
 
 
-def _repost(
-    ctx: Context, journal: SqliteJournal, run: Run, entries: Sequence[Entry]
-) -> list[Entry]:
+def _evidence(ctx: Context) -> CandidateSource | None:
+    """The ledger's batches and crawls (a stack's), to adopt from before anything is re-posted."""
+    table = ctx.environ.get(LEDGER_ENV)
+    if not table:
+        return None
+    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+
+    # An operator's call: worth a Scan of the table for rows already DONE (evidence.py).
+    ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
+    return LedgerCandidates(ledger, scan_done=True)
+
+
+def _repost(ctx: Context, opened: OpenJournal, run: Run, entries: Sequence[Entry]) -> list[Entry]:
     """Each batch or crawl in doubt back to planned, named on stderr; the entries after."""
     for entry in entries:
         if entry.state is not S.IN_DOUBT:
             continue
         try:
-            journal.repost(run, entry, ctx.clock.time())
+            opened.journal.repost(run, entry, ctx.clock.time())
         except MoveRefusedError:
             continue  # another operator moved it first
         ctx.out.notice(f"planned again: {entry.label()} (the next submit of the run posts it)")
-    return journal.entries(run.name)
+    return opened.journal.entries(run.name)
 
 
 __all__: Sequence[str] = ("add_parser", "run_list", "run_resolve", "run_show", "summary")

@@ -11,7 +11,8 @@ A URL the API rejects (422) is reported and the rest go on; the run then exits 1
 
 Batches and crawls are announced to the ledger when it is configured (LEDGER_TABLE_NAME or
 --stack-name): no API lists them, so without the announcement a batch whose webhook is lost
-would be lost for good (``scrape_pipeline_ops.submissions``).
+would be lost for good (``scrape_pipeline_ops.submissions``). With a stack the journal is in
+the ledger table and the announcement is part of the write of the job id (``submit_run``).
 """
 
 from __future__ import annotations
@@ -48,14 +49,17 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
             "URL, batch one job per --batch-size URLs; sync waits for each result and prints "
             "its metadata (with --out DIR, the content is written there). Prints one line per "
             "job: job_id, status, url. async, batch and crawl submissions are runs: each URL "
-            "has an entry in a journal file (--journal, else $SCRAPE_PIPELINE_JOURNAL, else "
+            "has an entry in a journal: with a stack (--stack-name or LEDGER_TABLE_NAME) in "
+            "the ledger table, else (or with --journal) a file ($SCRAPE_PIPELINE_JOURNAL, else "
             "$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3, ~/.local/state without "
-            "XDG_STATE_HOME), and the same command run again posts only what was not "
-            "submitted. A POST whose answer was lost is 'in doubt': an extract is looked up "
-            "in the job list and adopted, a batch or crawl is reported, never posted twice; "
+            "XDG_STATE_HOME); the first stderr line names it, and the same command run again "
+            "posts only what was not submitted. A POST whose answer was lost is 'in doubt': "
+            "an extract is looked up in the job list and adopted, a batch or crawl is "
+            "reported, never posted twice; "
             "the command exits 1 while anything is in doubt. With LEDGER_TABLE_NAME (or "
-            "--stack-name), batches and crawls are announced to the ledger, so the pipeline "
-            "finds them even if their webhook is lost."
+            "--stack-name), batches and crawls are announced to the ledger (with the stack's "
+            "journal, in the same write as their job id), so the pipeline finds them even if "
+            "their webhook is lost."
         ),
     )
     p.add_argument("file", nargs="?", default="-", metavar="FILE|-", help="URL list (default -)")
@@ -84,8 +88,8 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--journal",
         metavar="PATH",
-        help="the run journal's SQLite file (default $SCRAPE_PIPELINE_JOURNAL, else "
-        "$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3)",
+        help="use the SQLite journal file at PATH, even with a stack (default without one: "
+        "$SCRAPE_PIPELINE_JOURNAL, else $XDG_STATE_HOME/scrape-pipeline/runs.sqlite3)",
     )
     p.set_defaults(handler=run)
 

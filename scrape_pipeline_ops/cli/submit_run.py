@@ -1,8 +1,12 @@
 """``submit`` in async, batch or crawl mode: the URLs become a run, posted through its journal.
 
-The journal is a SQLite file (``scrape_pipeline_ops.runs.sqlite``): ``--journal PATH``, else
-``$SCRAPE_PIPELINE_JOURNAL``, else ``$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3``
-(``~/.local/state/...`` without XDG_STATE_HOME). A run is named by ``--run`` or after its
+The journal (``open_journal``): with a stack (``--stack-name``, or LEDGER_TABLE_NAME), the
+DynamoDB journal in the ledger's table (``scrape_pipeline_ops.runs.dynamodb``), where a batch
+or crawl is announced to the ledger in the same write that records its job id; without one,
+or with ``--journal PATH``, a SQLite file (``scrape_pipeline_ops.runs.sqlite``): the flag,
+else ``$SCRAPE_PIPELINE_JOURNAL``, else ``$XDG_STATE_HOME/scrape-pipeline/runs.sqlite3``
+(``~/.local/state/...`` without XDG_STATE_HOME), which announces by a write of its own
+(``announcer``) when LEDGER_TABLE_NAME is set. A run is named by ``--run`` or after its
 URLs, mode and options; the first stderr line names it and what it resumed. Running the same
 command again posts only what was not submitted. Exit 1 while an entry is in doubt (each is
 named on stderr), rejected, or left planned by a stop (402, throttling).
@@ -11,7 +15,7 @@ named on stderr), rejected, or left planned by a stop (402, throttling).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +23,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.progress import Progress
+from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
 from scrape_pipeline_ops.runs.engine import Event, EventKind, Planned, RunReport, Submitter
 from scrape_pipeline_ops.runs.journal import RunMismatchError
 from scrape_pipeline_ops.runs.moves import EntryState
@@ -48,17 +53,52 @@ def journal_path(flag: str | None, environ: Mapping[str, str]) -> Path:
     return Path(state) / JOURNAL_FILE
 
 
+@dataclass(frozen=True)
+class OpenJournal:
+    """The journal a command works with, what to call it, and whether it announces itself."""
+
+    journal: SqliteJournal | DynamoJournal
+    where: str  # the file's path, or "DynamoDB table NAME"
+    announces: bool  # batches and crawls join the ledger in the write of their job id
+    path: Path | None = None  # the file, for a file journal
+
+    def close(self) -> None:
+        """Close the file (a table has nothing to close)."""
+        self.journal.close()
+
+
+def _ttl_days(ctx: Context) -> int:
+    from scrape_pipeline.ledger import DEFAULT_TTL_DAYS  # noqa: PLC0415
+
+    return int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
+
+
+def open_journal(ctx: Context, flag: str | None, *, existing: bool = False) -> OpenJournal:
+    """The stack's journal in the ledger table, else (or with ``--journal``) the file.
+
+    ``existing``: a command that only reads must not create an empty file where the user
+    expected theirs (``UsageError`` instead).
+    """
+    table = ctx.environ.get(LEDGER_ENV)
+    if table and not flag:
+        journal = DynamoJournal(table, client=ctx.aws("dynamodb"), ttl_days=_ttl_days(ctx))
+        return OpenJournal(journal, f"DynamoDB table {table}", announces=True)
+    path = journal_path(flag, ctx.environ)
+    if existing and not path.is_file():
+        raise UsageError(f"no run journal at {path} (submit writes it; see --journal)")
+    return OpenJournal(SqliteJournal(path), str(path), announces=False, path=path)
+
+
 def announcer(ctx: Context) -> Callable[[str, str], None] | None:
     """``announce(kind, job_id)``: record a batch or crawl in the ledger, when there is one."""
     table = ctx.environ.get(LEDGER_ENV)
     if not table:
         return None
     from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
-    from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, Ledger  # noqa: PLC0415
+    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
     from scrape_pipeline_ops.submissions import expect  # noqa: PLC0415
 
-    ttl_days = int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
-    ledger = Ledger(table, client=ctx.aws("dynamodb"), ttl_days=ttl_days, clock=ctx.clock)
+    ledger = Ledger(table, client=ctx.aws("dynamodb"), ttl_days=_ttl_days(ctx), clock=ctx.clock)
 
     def announce(kind: str, job_id: str) -> None:
         try:
@@ -70,6 +110,16 @@ def announcer(ctx: Context) -> Callable[[str, str], None] | None:
             ) from exc
 
     return announce
+
+
+def separate_announcer(
+    ctx: Context, opened: OpenJournal, mode: RunMode
+) -> Callable[[str, str], None] | None:
+    """The announcement as a write of its own: only for a batch or crawl in a file journal
+    (the DynamoDB journal's entry is born announced, in the write of its job id)."""
+    if opened.announces or mode is RunMode.ASYNC:
+        return None
+    return announcer(ctx)
 
 
 class _Lines:
@@ -123,7 +173,7 @@ def _plan(submitter: Submitter, spec: RunSpec, name: str | None) -> Planned:
         raise UsageError(f"--run: {exc}") from exc
 
 
-def _resumed(planned: Planned, path: Path) -> str:
+def _resumed(planned: Planned, where: str) -> str:
     """The first stderr line: the run's name, and what it found in the journal."""
     run = planned.run
     if planned.created:
@@ -133,7 +183,7 @@ def _resumed(planned: Planned, path: Path) -> str:
         found_in = planned.resumed
         counts = ", ".join(f"{found_in[state]} {state}" for state in S if state in found_in)
         found = f"resumed ({counts})"
-    return f"run {run.name}: {found}; journal {path}"
+    return f"run {run.name}: {found}; journal {where}"
 
 
 def _problems(report: RunReport) -> list[str]:
@@ -163,17 +213,16 @@ def run_submission(
 ) -> int:
     """Plan the URLs as a run, post what is not submitted, and say where the run stands."""
     spec = _spec(args, urls, formats)
-    path = journal_path(args.journal, ctx.environ)
-    journal = SqliteJournal(path)
+    opened = open_journal(ctx, args.journal)
     try:
-        announce = announcer(ctx) if spec.mode is not RunMode.ASYNC else None
+        announce = separate_announcer(ctx, opened, spec.mode)
         client = ctx.client()
         # 429s reach the submitter's pace, which slows every worker, not one worker's retries.
         client.retry = replace(client.retry, max_attempts=1)
-        lines = _Lines(ctx, spec.mode, announce is not None)
+        lines = _Lines(ctx, spec.mode, opened.announces or announce is not None)
         progress = Progress(ctx.out.stderr, ctx.clock, then=lines)
         submitter = Submitter(
-            journal,
+            opened.journal,
             client,
             clock=ctx.clock,
             announce=announce,
@@ -181,11 +230,11 @@ def run_submission(
             pace=Pace(ctx.clock),
         )
         planned = _plan(submitter, spec, args.run)
-        ctx.out.notice(_resumed(planned, path))
+        ctx.out.notice(_resumed(planned, opened.where))
         with progress.shown(planned, lambda: submitter.throttled):
             report = submitter.work(planned)
     finally:
-        journal.close()
+        opened.close()
     for entry in report.where(S.IN_DOUBT):
         ctx.out.notice(f"in doubt: {entry.label()}: {entry.reason}")
     problems = _problems(report)

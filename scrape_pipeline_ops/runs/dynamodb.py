@@ -18,17 +18,36 @@ A run is planned head first (conditional: one planner wins), then its entries, 1
 ``TransactWriteItems`` each conditional on the entry's absence, then ``planned`` is set; a
 planner that finds a head not yet planned (its planner crashed) finishes the job. Each move
 is one ``UpdateItem`` whose condition is the move's sources and guard.
+
+A batch or crawl is born announced: the move that records its job id (``submit``, ``adopt``)
+is one ``TransactWriteItems`` of that update and the ledger row ``submissions.expect`` would
+put (the ledger's ``submitted_put``, conditional: only where no row is). A row that exists
+already (its webhook came first) cancels the put, never the move: the move is written again
+beside a check that the row is there, so a settled row is never touched (an update with
+``if_not_exists`` would not do: a settled row has no ``pending_state``, and would get one
+back). The entry's condition is the move table's, as for every other move; a conflict with
+a concurrent write (``TransactionConflict``) or throttling is tried again a few times, then
+a retryable ``AWSUnavailableError``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import zlib
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, error_code, is_condition_failed, unavailable
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
+from scrape_pipeline.aws_errors import (
+    AWS_ERRORS,
+    AWSUnavailableError,
+    error_code,
+    is_condition_failed,
+    unavailable,
+)
+from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, Ledger, RowPrefix
+from scrape_pipeline_ops.runs import moves
 from scrape_pipeline_ops.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
 from scrape_pipeline_ops.runs.moves import EntryState, Guard, Move
 from scrape_pipeline_ops.runs.plan import Run, RunMode
@@ -46,6 +65,19 @@ _GUARDS: Final[Mapping[Guard, str]] = {
     Guard.LEASE_EXPIRED: " AND lease_until <= :guard",
     Guard.NOT_ANNOUNCED: " AND announced = :false",
 }
+# The moves that record a job id: for a batch or crawl, the ledger row joins their write.
+_RECORDING: Final = frozenset({moves.SUBMIT.verb, moves.ADOPT.verb})
+# Cancellation reasons that say "try again", not "refused" (AWS's, never moto's).
+_RETRYABLE: Final = frozenset(
+    {
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+    }
+)
+_ATTEMPTS: Final = 5
+_BACKOFF_S: Final = 0.05
 
 
 def head_key(name: str) -> str:
@@ -68,11 +100,18 @@ class DynamoJournal(BaseJournal):
         client: DynamoDBClient,
         lease_s: float = DEFAULT_LEASE_S,
         ttl_days: int = DEFAULT_TTL_DAYS,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(lease_s=lease_s)
         self.table_name = table_name
         self._db = client
         self._ttl_s = ttl_days * 86_400
+        self._ledger = Ledger(table_name, client=client, ttl_days=ttl_days)
+        self._sleep = sleep  # between tries of a transaction that met a concurrent write
+        self._modes: dict[str, RunMode] = {}  # a run's mode never changes: read once
+
+    def close(self) -> None:
+        """Nothing to close (the client is the caller's); here so both journals close alike."""
 
     # -- planning --------------------------------------------------------------------------
 
@@ -142,6 +181,7 @@ class DynamoJournal(BaseJournal):
         found = self._get(head_key(name))
         if found is None:
             return None
+        self._modes[name] = RunMode(found["mode"]["S"])
         return Run(
             name=name,
             mode=RunMode(found["mode"]["S"]),
@@ -151,6 +191,23 @@ class DynamoJournal(BaseJournal):
             urls=int(found["urls"]["N"]),
             created_at=float(found["created_at"]["N"]),
         )
+
+    def runs(self) -> list[Run]:
+        """Every run of the table, oldest first (``runs list``): a Scan for the heads."""
+        names: list[str] = []
+        request: dict[str, Any] = {
+            "FilterExpression": f"begins_with({PK}, :run) AND attribute_exists(fingerprint)",
+            "ExpressionAttributeValues": {":run": {"S": str(RowPrefix.RUN)}},
+            "ProjectionExpression": PK,
+        }
+        while True:
+            page = self._call("Scan", **request)
+            names += [item[PK]["S"].removeprefix(RowPrefix.RUN) for item in page.get("Items", [])]
+            if not page.get("LastEvaluatedKey"):
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        found = [run for name in names if (run := self.run(name)) is not None]
+        return sorted(found, key=lambda r: (r.created_at, r.name))
 
     def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
         run = self.run(name)
@@ -185,6 +242,26 @@ class DynamoJournal(BaseJournal):
     def _write(
         self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
     ) -> Entry | None:
+        job_id = values.get("job_id")
+        if move.verb in _RECORDING and job_id and self._mode(run) is not RunMode.ASYNC:
+            update = self._update(run, index, move, guard_value, {**values, "announced": True})
+            if not self._write_announced(run, index, update, str(job_id)):
+                return None
+            return self.entry(run, index)
+        try:
+            answer = self._call(
+                "UpdateItem",
+                **self._update(run, index, move, guard_value, values),
+                ReturnValues="ALL_NEW",
+            )
+        except _RefusedError:
+            return None
+        return _entry(run, answer["Attributes"])
+
+    def _update(
+        self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The ``UpdateItem`` request of a move: its values, under the move's condition."""
         encoded = _encode({name: values[name] for name in values if name in FIELDS})
         names = {f"#{name}": name for name in encoded}
         placeholders = {f":{name}": value for name, value in encoded.items()}
@@ -192,19 +269,64 @@ class DynamoJournal(BaseJournal):
         placeholders[":ttl"] = {"N": str(int(now + self._ttl_s))}
         condition, condition_names, condition_values = _condition(move, guard_value)
         sets = ", ".join(f"#{name} = :{name}" for name in encoded)
+        return {
+            "Key": {PK: {"S": entry_key(run, index)}},
+            "UpdateExpression": f"SET {sets}, {TTL} = :ttl",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {**names, **condition_names},
+            "ExpressionAttributeValues": {**placeholders, **condition_values},
+        }
+
+    def _write_announced(self, run: str, index: int, update: dict[str, Any], job_id: str) -> bool:
+        """The move's ``update`` and the job's ledger row in one transaction; False if the
+        move is refused (the entry was not where the move starts)."""
+        now = float(update["ExpressionAttributeValues"][":updated_at"]["N"])
+        key = JobKey(JobKind(self._mode(run).kind), job_id)
+        put = self._ledger.submitted_put(key, now)
+        check = {"Key": {PK: {"S": key.pk}}, "ConditionExpression": f"attribute_exists({PK})"}
+        row_exists, codes = False, ["None"]
+        for attempt in range(_ATTEMPTS):
+            second = {"ConditionCheck": check} if row_exists else {"Put": put}
+            cancelled = self._transact([{"Update": update}, second])
+            if cancelled is None:
+                return True
+            codes = cancelled
+            if codes[0] == "ConditionalCheckFailed":
+                return False
+            if codes[1] == "ConditionalCheckFailed":
+                # The row exists (its webhook came first: it is left as it is), or vanished
+                # before the check (a webhook's row its writer undid): the other form, at once.
+                row_exists = not row_exists
+                continue
+            if not set(codes) & _RETRYABLE:
+                break
+            if attempt < _ATTEMPTS - 1:
+                self._sleep(_BACKOFF_S * 2**attempt)
+        raise AWSUnavailableError(
+            "dynamodb",
+            "TransactWriteItems",
+            next((c for c in codes if c != "None"), "TransactionCanceled"),
+            f"{entry_key(run, index)} and the ledger row of {key.pk} were not written; "
+            "run the same command again",
+        )
+
+    def _transact(self, items: list[dict[str, Any]]) -> list[str] | None:
+        """One ``TransactWriteItems``: None when written, else each item's cancellation code."""
+        for item in items:
+            next(iter(item.values()))["TableName"] = self.table_name
         try:
-            answer = self._call(
-                "UpdateItem",
-                Key={PK: {"S": entry_key(run, index)}},
-                UpdateExpression=f"SET {sets}, {TTL} = :ttl",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={**names, **condition_names},
-                ExpressionAttributeValues={**placeholders, **condition_values},
-                ReturnValues="ALL_NEW",
-            )
-        except _RefusedError:
-            return None
-        return _entry(run, answer["Attributes"])
+            self._db.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+        except AWS_ERRORS as exc:
+            codes = _cancellation_codes(exc)
+            if codes is None:
+                raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
+            return codes
+        return None
+
+    def _mode(self, run: str) -> RunMode:
+        if run not in self._modes:
+            self.run(run)
+        return self._modes.get(run, RunMode.ASYNC)
 
     def _call(self, operation: str, **request: Any) -> dict[str, Any]:
         return self._send(operation, TableName=self.table_name, **request)
@@ -219,6 +341,16 @@ class DynamoJournal(BaseJournal):
             if is_condition_failed(exc):
                 raise _RefusedError(operation) from exc
             raise unavailable("dynamodb", operation, exc) from exc
+
+
+def _cancellation_codes(exc: BaseException) -> list[str] | None:
+    """A cancelled transaction's reason per item (``None`` where that item was fine), or
+    None when the failure was not a cancellation."""
+    if error_code(exc) != "TransactionCanceledException":
+        return None
+    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+    codes = [str(r.get("Code") or "None") for r in reasons]
+    return codes + ["None"] * (2 - len(codes))
 
 
 class _RefusedError(Exception):

@@ -13,6 +13,7 @@ them under the journal's conditional write, at the rate the pace finds the API a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -29,6 +30,7 @@ from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError
 from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
 from scrape_pipeline.geonode.retry import may_retry
 from scrape_pipeline_ops.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
+from scrape_pipeline_ops.runs.evidence import CandidateSource, JobReader, evidenced
 from scrape_pipeline_ops.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline_ops.runs.moves import EntryState
 from scrape_pipeline_ops.runs.outcomes import Outcome, Verdict, classify
@@ -39,7 +41,7 @@ S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
 
 
-class SubmitClient(JobLister, Protocol):
+class SubmitClient(JobLister, JobReader, Protocol):
     """The API calls a run makes (``GeonodeClient`` has them all)."""
 
     def submit_extract(self, url: str, **options: Any) -> SubmittedJob: ...
@@ -158,6 +160,7 @@ class Submitter:
         announce: Callable[[str, str], None] | None = None,
         listener: Callable[[Event], None] | None = None,
         rng: random.Random | None = None,
+        evidence: CandidateSource | None = None,
         pace: Pace | None = None,
     ) -> None:
         self.journal = journal
@@ -169,6 +172,7 @@ class Submitter:
         self._announce = announce
         self._listener = listener or (lambda event: None)
         self._rng = rng or random.Random()  # backoff jitter only
+        self._evidence = evidence  # names batches and crawls no API lists (evidence.py)
         self.pace = pace
         self._lock = threading.RLock()  # the counters below, shared by the workers
         self._in_flight: dict[int, Entry] = {}  # claimed by this submitter, answer not recorded
@@ -458,12 +462,19 @@ class Submitter:
     def _settle_doubts(self, run: Run, *, ready_only: bool = False) -> None:
         """Expire leases run out; for extracts in doubt, adopt the job found, else post again.
 
-        Each entry is looked up once per call; a batch or crawl in doubt is left for the
-        operator (its report names it). ``ready_only``: skip those the job list may not show
-        yet (posted less than ``listing_delay_s`` ago), rather than wait for them.
+        Each entry is looked up once per call; a batch or crawl in doubt is adopted when the
+        evidence source names its job, else left for the operator (its report names it).
+        ``ready_only``: skip extracts the job list may not show yet (posted less than
+        ``listing_delay_s`` ago), rather than wait for them.
         """
         self._expire_leases(run)
         if run.mode is not RunMode.ASYNC:
+            found = evidenced(
+                self._evidence, self.client, self.journal, run, skew_s=self.settings.skew_s
+            )
+            for entry, job_id in found:
+                with contextlib.suppress(MoveRefusedError):  # another submitter settled it
+                    self._submitted(run, entry, job_id, None, EventKind.ADOPTED)
             return
         taken = {e.job_id for e in self.journal.entries(run.name, [S.SUBMITTED]) if e.job_id}
         for entry in self.journal.entries(run.name, [S.IN_DOUBT]):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
@@ -210,21 +210,15 @@ class BaseJournal(ABC):
         return self._move(moves.ADOPT, entry, now, {"job_id": job_id, "reason": None})
 
     def reclaim(self, run: Run, entry: Entry, owner: str, now: float) -> Entry:
-        if run.mode is not RunMode.ASYNC:
-            # No API lists batches or crawls: a second POST could pay for all of it twice.
-            raise MoveRefusedError(moves.RECLAIM, entry.run, entry.index, entry)
         values = {"owner": owner, "lease_until": now + self.lease_s, "posted_at": now}
-        return self._move(moves.RECLAIM, entry, now, values)
+        return self._move(moves.RECLAIM, entry, now, values, mode=run.mode)
 
     def announce(self, entry: Entry, now: float) -> Entry:
         return self._move(moves.ANNOUNCE, entry, now, {"announced": True})
 
     def repost(self, run: Run, entry: Entry, now: float) -> Entry:
-        if run.mode is RunMode.ASYNC:
-            # An extract is looked up in the job list first (reclaim): never re-posted blind.
-            raise MoveRefusedError(moves.REPOST, entry.run, entry.index, entry)
         values = {"owner": None, "lease_until": None, "job_id": None}
-        return self._move(moves.REPOST, entry, now, values)
+        return self._move(moves.REPOST, entry, now, values, mode=run.mode)
 
     def _move(
         self,
@@ -234,13 +228,18 @@ class BaseJournal(ABC):
         values: Mapping[str, Any],
         *,
         holder: str | None = None,
+        mode: RunMode | None = None,
     ) -> Entry:
         """One conditional write of ``move``; MoveRefusedError with the entry as it is now."""
+        if not move.admits(mode):
+            raise MoveRefusedError(move, entry.run, entry.index, entry)
+        # A run guard was checked above, against the run: the backend checks the state only.
+        stored = replace(move, guard=Guard.NONE) if move.guard in moves.RUN_GUARDS else move
         written = {**values, "updated_at": now}
         if move.target is not None:
             written["state"] = move.target
         guard_value: Any = {Guard.HOLDER: holder, Guard.LEASE_EXPIRED: now}.get(move.guard)
-        moved = self._write(entry.run, entry.index, move, guard_value, written)
+        moved = self._write(entry.run, entry.index, stored, guard_value, written)
         if moved is None:
             raise MoveRefusedError(move, entry.run, entry.index, self.entry(entry.run, entry.index))
         return moved

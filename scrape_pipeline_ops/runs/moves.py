@@ -14,10 +14,12 @@ same host that sees the holder's process gone may make that move at once (``ABAN
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
+
+from scrape_pipeline_ops.runs.plan import RunMode
 
 
 class EntryState(StrEnum):
@@ -38,6 +40,16 @@ class Guard(StrEnum):
     HOLDER = "the caller holds the posting claim"
     LEASE_EXPIRED = "the posting lease has run out"
     NOT_ANNOUNCED = "not announced before"
+    EXTRACT_RUN = "the run posts extracts (async)"
+    BATCH_OR_CRAWL_RUN = "the run posts batches or crawls"
+
+
+# The guards on the run, not the entry: a run's mode is fixed when it is planned, so the
+# journal checks them against the run record before it writes (no backend stores a mode).
+RUN_GUARDS: Final[Mapping[Guard, frozenset[RunMode]]] = {
+    Guard.EXTRACT_RUN: frozenset({RunMode.ASYNC}),
+    Guard.BATCH_OR_CRAWL_RUN: frozenset({RunMode.BATCH, RunMode.CRAWL}),
+}
 
 
 class Verb(StrEnum):
@@ -76,6 +88,11 @@ class Move:
             return False
         return after == (self.target or before)
 
+    def admits(self, mode: RunMode | None) -> bool:
+        """A run of ``mode`` passes this move's run guard (None: the run is not known)."""
+        modes = RUN_GUARDS.get(self.guard)
+        return modes is None or mode in modes
+
 
 S, G, V = EntryState, Guard, Verb  # short, so that each move is one line of the table
 PLAN = Move(V.PLAN, (S.ABSENT,), S.PLANNED, why="planning a run twice adds nothing")
@@ -88,12 +105,16 @@ EXPIRE = Move(V.EXPIRE, (S.POSTING,), S.IN_DOUBT, G.LEASE_EXPIRED, "its submitte
 # The lease's sibling: the caller saw the holder's process gone (same host, pid not alive) and
 # names that holder, so the write fails if the entry changed hands since; no 300 s wait.
 ABANDON = Move(V.ABANDON, (S.POSTING,), S.IN_DOUBT, G.HOLDER, "its holder's process is gone")
-ADOPT = Move(V.ADOPT, (S.IN_DOUBT,), S.SUBMITTED, why="a lookup found the job it created")
-RECLAIM = Move(V.RECLAIM, (S.IN_DOUBT,), S.POSTING, why="extract only: the lookup found no job")
+ADOPT = Move(V.ADOPT, (S.IN_DOUBT,), S.SUBMITTED, why="a lookup or later evidence found its job")
+# No API lists batches or crawls: posting one again could pay for all of it twice, and an
+# extract is looked up in the job list (reclaim), never re-posted blind.
+RECLAIM = Move(V.RECLAIM, (S.IN_DOUBT,), S.POSTING, G.EXTRACT_RUN, "the lookup found no job")
 ANNOUNCE = Move(
     V.ANNOUNCE, (S.SUBMITTED,), None, G.NOT_ANNOUNCED, "a batch or crawl, to the ledger"
 )
-REPOST = Move(V.REPOST, (S.IN_DOUBT,), S.PLANNED, why="batch, crawl: an operator's explicit order")
+REPOST = Move(
+    V.REPOST, (S.IN_DOUBT,), S.PLANNED, G.BATCH_OR_CRAWL_RUN, "an operator's explicit order"
+)
 MOVES: Final = (
     PLAN, CLAIM, SUBMIT, REJECT, RELEASE, DOUBT, EXPIRE, ABANDON, ADOPT, RECLAIM, ANNOUNCE,
     REPOST,
@@ -129,6 +150,7 @@ __all__: Sequence[str] = (
     "REJECT",
     "RELEASE",
     "REPOST",
+    "RUN_GUARDS",
     "SUBMIT",
     "EntryState",
     "Guard",

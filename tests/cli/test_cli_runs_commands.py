@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from tests.cli.conftest import Cli, Result, assert_one_error_line
@@ -26,7 +28,15 @@ def test_cli_runs_list_and_show_a_complete_run_with_a_rejected_url(
     submitted = cli("submit", str(path), "--json", clock=clock)
     assert submitted.code == 1
     name = _name(submitted)
-    # WHEN it is listed and shown
+    # WHEN it is shown before its jobs settled: not complete, the unsettled jobs named
+    early = cli("runs", "show", name, "--json")
+    line = _error_line(early, f"run {name} is not complete", "2 job(s) not settled")
+    assert "in doubt" not in line
+    assert early.record()["settled"] == 0
+    # and after poll followed the run's jobs until they settled
+    polled = cli("poll", "--run", name, "--json", clock=clock)
+    assert polled.code == 0, polled.err
+    assert {r["status"] for r in polled.records()} == {"completed"}
     listed = cli("runs", "list", "--json")
     shown = cli("runs", "show", name, "--json")
     by_url = cli("runs", "show", name, "--urls", "--json")
@@ -35,6 +45,8 @@ def test_cli_runs_list_and_show_a_complete_run_with_a_rejected_url(
     [row] = listed.records()
     assert (row["run"], row["mode"], row["urls"]) == (name, "async", 3)
     assert (row["submitted"], row["rejected"], row["in_doubt"], row["planned"]) == (2, 1, 0, 0)
+    assert (row["settled"], row["stored"], row["dead_lettered"]) == (2, 0, 0)
+    assert row["tokens_charged"] is not None and row["tokens_charged"] > 0
     assert row["complete"] is True
     assert shown.code == 0 and shown.err == "", shown.err
     assert shown.record()["submitted"] == 2
@@ -108,3 +120,76 @@ def test_cli_runs_list_empty_journal_and_help(cli: Cli, tmp_path: Path):
     assert cli("runs", "list", "--journal", str(journal), "--json").out == ""
     helped = cli("runs", "resolve", "--help")
     assert "--repost-in-doubt" in helped.out
+
+
+def test_cli_poll_run_refuses_a_batch_run_and_an_unknown_one_exit_2(
+    sim: SimulatorServer, cli: Cli, clock: ManualClock, tmp_path: Path
+):
+    path, urls = _file(tmp_path, "poll-batch", 2)
+    submitted = cli("submit", str(path), "--mode", "batch", clock=clock)
+    assert submitted.code == 0, submitted.err
+    refused = cli("poll", "--run", _name(submitted), clock=clock)
+    assert_one_error_line(refused, 2, "is a batch run", "poll follows extract jobs")
+    assert_one_error_line(cli("poll", "--run", "nope"), 2, "no run named 'nope'")
+    # a local batch run's outcomes are not known: null, and its verdict is the journal's
+    shown = cli("runs", "show", _name(submitted), "--json")
+    assert shown.code == 0, shown.err
+    assert shown.record()["settled"] is None and shown.record()["submitted"] == 2
+    _once_each(sim, urls)
+
+
+def test_cli_runs_resolve_a_batch_run_needs_no_api_key(
+    sim: SimulatorServer,
+    cli: Cli,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # GIVEN a batch run whose first batch's answer was lost
+    path, urls = _file(tmp_path, "no-key", 3)
+    sim.sim.faults.lose_answers("POST /v1/batch", [504])
+    argv = ("submit", str(path), "--mode", "batch", "--batch-size", "2", "--json")
+    name = _name(cli(*argv, clock=clock))
+    # WHEN resolve runs with no API key anywhere
+    monkeypatch.delenv("GEONODE_SCRAPER_API_KEY")
+    looked = cli("runs", "resolve", name, "--json", clock=clock)
+    ordered = cli("runs", "resolve", name, "--repost-in-doubt", "--json", clock=clock)
+    # THEN it never asked for one: the batch is named in doubt, then planned again on order
+    _error_line(looked, "1 entry in doubt")
+    _error_line(ordered, "1 entry planned")
+    assert "no API key" not in looked.err + ordered.err
+    _once_each(sim, urls)
+
+
+def test_cli_runs_show_joins_what_poll_kept_stored_and_dead_lettered(
+    cli: Cli, clock: ManualClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from scrape_pipeline_local.simulator import SimConfig
+    from tests.cli.conftest import QUIET
+    from tests.cli.test_cli_runs import KEY
+
+    # GIVEN an API on which every job fails, and another on which every job completes
+    for rate, tag in ((1.0, "failing"), (0.0, "stored")):
+        quiet = {**QUIET, "permanent_failure_rate": rate}
+        config = SimConfig(**quiet, api_keys=(KEY,), webhook_dispatcher=False, balance_tokens=None)
+        with SimulatorServer(config, clock) as server:
+            monkeypatch.setenv("GEONODE_BASE_URL", server.base_url)
+            monkeypatch.setenv("GEONODE_SCRAPER_API_KEY", KEY)
+            path, urls = _file(tmp_path, f"kept-{tag}", 2)
+            name = _name(cli("submit", str(path), "--run", f"kept-{tag}", clock=clock))
+            # WHEN poll follows the run, writing what settles under --out
+            out = tmp_path / f"out-{tag}"
+            polled = cli("poll", "--run", name, "--out", str(out), "--json", clock=clock)
+            assert polled.code == 0, polled.err
+            shown = cli("runs", "show", name, "--json")
+            # THEN runs show joins what poll saw: complete either way, the failures
+            # dead-lettered, the completed ones stored where poll wrote them
+            assert shown.code == 0, shown.err
+            record = shown.record()
+            assert record["settled"] == 2
+            if tag == "failing":
+                assert (record["dead_lettered"], record["stored"]) == (2, 0)
+            else:
+                assert (record["dead_lettered"], record["stored"]) == (0, 2)
+                assert len(list(out.iterdir())) == 2
+            _once_each(server, urls)

@@ -30,6 +30,7 @@ import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.aws_calls import Call, CallRecorder, acting_as
 from scrape_pipeline_local.clock import ManualClock
@@ -200,6 +201,8 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> 
     assert stack.front is not None
     urls = tmp / "urls.txt"
     urls.write_text("https://example.com/a\nhttps://example.com/b\n")
+    crawls = tmp / "crawls.txt"
+    crawls.write_text("https://example.com/iam-crawl\n")
     commands = [
         ["status"],  # without DLQ_URL: the DLQ from the job queue's redrive policy
         ["reconcile"],
@@ -216,6 +219,10 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> 
         ],
         # announced to the ledger; a journal of its own, so no earlier run is resumed
         ["submit", str(urls), "--mode", "batch", "--journal", str(tmp / "runs.sqlite3")],
+        # the stack's journal in the ledger table, the crawl announced in the same write
+        ["submit", str(crawls), "--mode", "crawl", "--run", "iam-crawl"],
+        ["runs", "list"],
+        ["runs", "resolve", "iam-crawl"],
         ["deliveries", "replay", hook, "--since-minutes", "60"],
         ["webhooks", "setup"],  # the first day's commands
         ["doctor"],
@@ -229,7 +236,27 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> 
             assert code == 0, argv
             # moto shows a message strictly after its visible-at instant (a manual clock)
             stack.clock.advance(0.01)
+        _webhook_first(stack)
     enable()
+
+
+def _webhook_first(stack: LocalStack) -> None:
+    """``submit``'s announcing transaction when the job's webhook came first: the ledger row
+    is checked, not put. The journal's own call, made here because a local webhook never
+    outruns the write of the job id."""
+    from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
+    from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
+
+    assert stack.resources is not None
+    db = boto3.client("dynamodb")
+    journal = DynamoJournal(stack.resources.table, client=db)
+    spec = RunSpec.of(["https://example.com/iam-webhook-first"], RunMode.CRAWL)
+    run, _ = journal.plan(spec, "iam-webhook-first", stack.clock.time())
+    [entry] = journal.entries(run.name)
+    claimed = journal.claim(entry, "operator", stack.clock.time())
+    ledger = Ledger(stack.resources.table, client=db, clock=stack.clock)
+    ledger.record(JobKey(JobKind.CRAWL, "iam-webhook-first"), source="webhook")
+    assert journal.submit(claimed, "operator", "iam-webhook-first", stack.clock.time()).announced
 
 
 def _operator_then_undo(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:

@@ -3,8 +3,6 @@ ledger table made from template.yaml's own definition; the ledger's scans never 
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -15,26 +13,11 @@ from scrape_pipeline_ops.runs.dynamodb import DynamoJournal
 from scrape_pipeline_ops.runs.journal import BaseJournal
 from scrape_pipeline_ops.runs.plan import RunMode, RunSpec
 from tests.runs.journal_contract import NOW, JournalContract
-from tests.support.template import create_ledger_table, moto_server
-
-_TABLES = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server, endpoint = moto_server()
-    yield endpoint
-    server.stop()
-
-
-@pytest.fixture
-def table(moto_endpoint: str) -> tuple[str, str]:
-    name = f"journal-{next(_TABLES)}"
-    create_ledger_table(boto3.client("dynamodb", endpoint_url=moto_endpoint), name)
-    return moto_endpoint, name
 
 
 class TestDynamoJournal(JournalContract):
+    born_announced = True
+
     @pytest.fixture
     def make_journal(self, table: tuple[str, str]) -> Any:
         endpoint, name = table

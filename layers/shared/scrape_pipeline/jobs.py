@@ -51,6 +51,8 @@ REASON_NEVER_SETTLED = "never settled"
 REASON_UNKNOWN_JOB = "unknown job"
 # The reasons that later evidence of a settled job overturns (``Ledger.reopen``).
 REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
+# What a stored extract cost, as the API said (``detail["tokens_charged"]``: runs show).
+DETAIL_TOKENS = "tokens_charged"
 
 
 class Source(StrEnum):
@@ -164,6 +166,7 @@ class JobKey:
 
 
 __all__: Sequence[str] = (
+    "DETAIL_TOKENS",
     "REASON_NEVER_SETTLED",
     "REASON_POISON",
     "REASON_UNKNOWN_JOB",

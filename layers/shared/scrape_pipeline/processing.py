@@ -55,6 +55,7 @@ from scrape_pipeline.geonode.errors import (
 )
 from scrape_pipeline.geonode.models import ApiStatus, BatchStatus, Job
 from scrape_pipeline.jobs import (
+    DETAIL_TOKENS,
     REASON_POISON,
     REASON_UNKNOWN_JOB,
     JobKind,
@@ -288,6 +289,8 @@ class JobProcessor:
         if isinstance(api_job, Job):
             self._results.store(key.kind, key.job_id, api_job.data, metadata_of(api_job.raw))
             detail = {"prefix": result_prefix(key.kind, key.job_id)}
+            if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
+                detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
         else:
             items = self._pages.store_items(attempt, api_job)
             if items is None:  # "completed" with an item still running: not settled after all

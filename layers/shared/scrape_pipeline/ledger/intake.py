@@ -14,9 +14,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from scrape_pipeline import lifecycle
-from scrape_pipeline.jobs import JobKey, JobState, Outcome
+from scrape_pipeline.jobs import SOURCE_SUBMITTED, JobKey, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.errors import ConditionFailedError, LedgerError
 from scrape_pipeline.ledger.expressions import (
@@ -24,12 +25,13 @@ from scrape_pipeline.ledger.expressions import (
     Update,
     any_of,
     equals,
+    expressions,
     lacks,
     missing,
     state_is,
 )
 from scrape_pipeline.ledger.reads import Reads
-from scrape_pipeline.ledger.rows import LedgerRow, from_item, to_item
+from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
 from scrape_pipeline.ledger.table import _write, in_state
 
 
@@ -72,11 +74,54 @@ class Intake(Reads):
         A job seen running for long is recorded WATCHING, with its own ``job_created_at``; a
         webhook's ``delivery_id`` is kept as evidence seen.
         """
+        item = self.new_row(
+            key,
+            now=self.clock.time(),
+            source=source,
+            state=state,
+            detail=detail,
+            job_created_at=job_created_at,
+            delivery_id=delivery_id,
+        )
+        return self.put_new(key, item)
+
+    def put_new(self, key: JobKey, item: Item) -> Recorded:
+        """Put a new row's ``item`` (``new_row``) unless the job's row exists."""
+        try:
+            _write(self._db, self.table_name, "PutItem", state_is(lifecycle.RECORD), item=item)
+        except ConditionFailedError as refused:
+            return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
+        return Recorded(True, from_item(item))
+
+    def submitted_row(self, key: JobKey, now: float) -> Item:
+        """The new row of a job just submitted whose webhook the pipeline waits for: WATCHING,
+        nothing enqueued (``submissions.expect``)."""
+        return self.new_row(
+            key, now=now, source=SOURCE_SUBMITTED, state=JobState.WATCHING, job_created_at=now
+        )
+
+    def submitted_put(self, key: JobKey, now: float) -> dict[str, Any]:
+        """``submitted_row`` as a ``TransactWriteItems`` Put, under ``record``'s condition (no
+        row yet): a run journal records a job id and announces its job in one transaction."""
+        condition = expressions(ConditionExpression=state_is(lifecycle.RECORD))
+        return {"TableName": self.table_name, "Item": self.submitted_row(key, now), **condition}
+
+    def new_row(
+        self,
+        key: JobKey,
+        *,
+        now: float,
+        source: str,
+        state: JobState = JobState.RECEIVED,
+        detail: Mapping[str, str] | None = None,
+        job_created_at: float | None = None,
+        delivery_id: str | None = None,
+    ) -> Item:
+        """The item ``record`` puts for a new row."""
         if state not in lifecycle.RECORD.targets:
             *others, last = (s.value for s in lifecycle.RECORD.targets)
             raise ValueError(f"a new row starts {', '.join(others)} or {last}, not {state}")
-        now = self.clock.time()
-        item = to_item(
+        return to_item(
             {
                 Attr.PK: key.pk,
                 Attr.KIND: key.kind,
@@ -96,11 +141,6 @@ class Intake(Reads):
                 Attr.SEEN_DELIVERIES: None if delivery_id is None else {delivery_id},
             }
         )
-        try:
-            _write(self._db, self.table_name, "PutItem", state_is(lifecycle.RECORD), item=item)
-        except ConditionFailedError as refused:
-            return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
-        return Recorded(True, from_item(item))
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""

@@ -1,0 +1,283 @@
+"""Adopting a batch or crawl in doubt from later evidence: a job of its kind someone else saw.
+
+No API lists batches or crawls, but something else may hear of the one a lost POST created:
+its webhook makes a ledger row (a stack: ``LedgerCandidates``; any other ``CandidateSource``
+will do). A candidate is a job id of the entry's kind that such a source first saw after the
+entry's POST less the skew margin and that no entry holds; it is looked up
+(``GET /v1/batch/{id}``, ``GET /v1/crawl/{id}``) and adopted only when it is the entry's: a
+batch with the entry's URLs (the valid ones as items, the rest counted invalid), a crawl
+from the entry's start URL. Nothing else is a match: a wrong adoption would leave URLs never
+posted, so any doubt leaves the entry in doubt. (Two runs of the same URLs with other
+options, both in doubt at once, could still take each other's job: the API's answer does
+not say which options a batch was posted with.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
+from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
+from scrape_pipeline.jobs import JobKey, JobKind, JobState
+from scrape_pipeline.ledger.attributes import Attr
+from scrape_pipeline.ledger.table import call
+from scrape_pipeline_ops.runs.journal import Entry, Journal
+from scrape_pipeline_ops.runs.moves import EntryState
+from scrape_pipeline_ops.runs.plan import Run, RunMode
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger import Ledger
+
+# A batch's first page is read with its counters: most candidates that are not the entry's
+# are told apart by their counters or first URLs for one request.
+_FIRST_PAGE: Final = 50
+
+
+class CandidateSource(Protocol):
+    """Job ids of one kind that something besides the run journal knows of."""
+
+    def candidates(self, kind: JobKind, since: float) -> Iterable[str]:
+        """Ids of ``kind`` jobs first seen at or after ``since`` (epoch seconds), each once."""
+        ...
+
+
+class JobReader(Protocol):
+    """The reads of a batch or crawl the check needs (``GeonodeClient`` has them)."""
+
+    def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus: ...
+
+    def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]: ...
+
+    def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus: ...
+
+
+def find_by_evidence(
+    source: CandidateSource,
+    reader: JobReader,
+    mode: RunMode,
+    urls: Sequence[str],
+    since: float,
+    *,
+    taken: Collection[str] = (),
+) -> str | None:
+    """The id of the ``mode`` job posted for ``urls`` that ``source`` saw since ``since``."""
+    if mode is RunMode.ASYNC:
+        raise ValueError("an extract in doubt is looked up in the job list (doubt.find_created)")
+    kind = JobKind(mode.kind)
+    for job_id in source.candidates(kind, since):
+        if job_id in taken:
+            continue
+        check = _is_batch if kind is JobKind.BATCH else _is_crawl
+        try:
+            matched = check(reader, job_id, urls, since)
+        except NotFoundError:
+            continue  # another account's, or not readable yet: no evidence either way
+        if matched:
+            return job_id
+    return None
+
+
+def evidenced(
+    source: CandidateSource | None,
+    reader: JobReader,
+    journal: Journal,
+    run: Run,
+    *,
+    skew_s: float,
+) -> Iterator[tuple[Entry, str]]:
+    """Each batch or crawl of ``run`` in doubt that ``source`` names, with its job's id.
+
+    A lookup that fails leaves its entry in doubt, for the next call to look up again.
+    """
+    doubted = journal.entries(run.name, [EntryState.IN_DOUBT])
+    if source is None or run.mode is RunMode.ASYNC or not doubted:
+        return
+    taken = {e.job_id for e in journal.entries(run.name) if e.job_id}
+    sinces = [(entry.posted_at or entry.doubted_at or 0.0) - skew_s for entry in doubted]
+    # One read of the source, and one of each candidate, serve every entry in doubt: each
+    # entry's own ``since`` is checked against the candidate's creation time.
+    try:
+        named = _Named(list(source.candidates(JobKind(run.mode.kind), min(sinces))))
+    except PipelineError:
+        return  # the source is unreachable: still in doubt, looked up again next time
+    remembered = _Remembered(reader)
+    held = _Held(journal, run)
+    for entry, since in zip(doubted, sinces, strict=True):
+        find = partial(
+            find_by_evidence, named, remembered, run.mode, entry.urls, since, taken=taken
+        )
+        try:
+            job_id = find()
+            while job_id is not None and job_id in held:
+                taken.add(job_id)  # another run's batch of the same URLs: look further
+                job_id = find()
+        except GeonodeError:
+            continue
+        if job_id is not None:
+            taken.add(job_id)
+            yield entry, job_id
+
+
+@runtime_checkable
+class _RunLister(Protocol):
+    def runs(self) -> list[Run]: ...
+
+
+class _Held:
+    """The job ids every run's entries hold, read once and only when a candidate matched
+    (the stack's journal lists its runs by a Scan): a run of the same URLs with other
+    options holds its own batch, never to be adopted by another. A journal that cannot
+    list its runs answers for ``run`` alone."""
+
+    def __init__(self, journal: Journal, run: Run) -> None:
+        self._journal, self._run = journal, run
+        self._ids: set[str] | None = None
+
+    def __contains__(self, job_id: object) -> bool:
+        if self._ids is None:
+            journal = self._journal
+            runs = journal.runs() if isinstance(journal, _RunLister) else [self._run]
+            self._ids = {e.job_id for r in runs for e in journal.entries(r.name) if e.job_id}
+        return job_id in self._ids
+
+
+class _Named:
+    """Candidates read once."""
+
+    def __init__(self, job_ids: Sequence[str]) -> None:
+        self.job_ids = job_ids
+
+    def candidates(self, kind: JobKind, since: float) -> Iterable[str]:
+        return self.job_ids
+
+
+class _Remembered:
+    """A reader that asks the API about each batch or crawl once."""
+
+    def __init__(self, reader: JobReader) -> None:
+        self._reader = reader
+        self._heads: dict[tuple[str, str, int, int], BatchStatus] = {}
+        self._items: dict[str, list[BatchItem]] = {}
+
+    def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        key = ("batch", batch_id, page, page_size)
+        if key not in self._heads:
+            self._heads[key] = self._reader.get_batch(batch_id, page=page, page_size=page_size)
+        return self._heads[key]
+
+    def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
+        key = ("crawl", crawl_id, page, page_size)
+        if key not in self._heads:
+            self._heads[key] = self._reader.get_crawl(crawl_id, page=page, page_size=page_size)
+        return self._heads[key]
+
+    def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]:
+        if batch_id not in self._items:
+            self._items[batch_id] = list(self._reader.iter_batch_items(batch_id))
+        return iter(self._items[batch_id])
+
+
+def _is_batch(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
+    head = reader.get_batch(job_id, page_size=_FIRST_PAGE)
+    wanted = set(urls)
+    total, invalid = head.counters.get("total_urls"), head.counters.get("invalid_urls", 0)
+    if not _created_since(head, since) or total is None or total + invalid != len(wanted):
+        return False
+    if not {item.url for item in head.page.items} <= wanted:
+        return False
+    items = {item.url for item in reader.iter_batch_items(job_id)}
+    # Every item one of the entry's URLs, each URL once, the others counted invalid.
+    return len(items) == total and all(url in wanted for url in items)
+
+
+def _is_crawl(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
+    head = reader.get_crawl(job_id, page_size=1)
+    return _created_since(head, since) and head.raw.get("url") == urls[0]
+
+
+def _created_since(head: BatchStatus, since: float) -> bool:
+    """The job was not created before ``since`` (an answer without ``created_at`` passes)."""
+    created = head.raw.get("created_at")
+    if not isinstance(created, str):
+        return True
+    try:
+        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() >= since
+    except ValueError:
+        return True
+
+
+class LedgerCandidates:
+    """Batches and crawls the ledger has rows for (webhooks, announcements, the reconciler).
+
+    The ledger has no index by kind or creation time. Its sparse ``pending-by-state`` index
+    holds every row not DONE by state and ``state_since``: one bounded Query per state, of
+    the rows (any kind) that entered it since ``since``, finds a recent webhook's row for the
+    cost of those rows alone. A row already DONE has left that index; ``scan_done`` also
+    Scans the table filtered to the kind's key prefix, which DynamoDB bills as reading the
+    whole table (its size / 4 KB read units, halved for eventual consistency): for an
+    operator's ``runs resolve``, never a submitter's loop.
+    """
+
+    def __init__(self, ledger: Ledger, *, scan_done: bool = False, page: int = 100) -> None:
+        self.ledger = ledger
+        self.scan_done = scan_done
+        self.page = page
+
+    def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
+        seen: set[str] = set()
+        for job_id in self._pending(kind, since):
+            if job_id not in seen:
+                seen.add(job_id)
+                yield job_id
+        if not self.scan_done:
+            return
+        for job_id in self._scanned(kind, since):
+            if job_id not in seen:
+                seen.add(job_id)
+                yield job_id
+
+    def _pending(self, kind: JobKind, since: float) -> Iterator[str]:
+        until = self.ledger.clock.time() + 1.0
+        for state in JobState:
+            if state is JobState.DONE:
+                continue
+            cursor: dict[str, Any] | None = None
+            while True:
+                rows, cursor = self.ledger.pending(
+                    state, since_before=until, since_after=since, limit=self.page, cursor=cursor
+                )
+                yield from (r.key.job_id for r in rows if r.key.kind is kind)
+                if not cursor:
+                    break
+
+    def _scanned(self, kind: JobKind, since: float) -> Iterator[str]:
+        request: dict[str, Any] = {
+            "TableName": self.ledger.table_name,
+            "ProjectionExpression": "#pk",
+            "FilterExpression": "begins_with(#pk, :prefix) AND #created >= :since",
+            "ExpressionAttributeNames": {"#pk": Attr.PK.value, "#created": Attr.CREATED_AT.value},
+            "ExpressionAttributeValues": {
+                ":prefix": {"S": f"{kind.value}#"},
+                ":since": {"N": repr(since)},
+            },
+        }
+        while True:
+            page = call(self.ledger.client, "Scan", **request)
+            for item in page.get("Items", []):
+                yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+__all__: Sequence[str] = (
+    "CandidateSource",
+    "JobReader",
+    "LedgerCandidates",
+    "evidenced",
+    "find_by_evidence",
+)
