@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import cost, scale_report
+from bench import cost, scale_report, submit
 from bench.report import RESULTS, machine, markdown_table, percentile
 from bench.sweep import POLLERS, SUBMIT_RATE
 
@@ -621,6 +621,9 @@ def build(results: Path, out_dir: Path, log: Callable[[str], None] = print) -> P
     scale = scale_report.from_saved(out_dir)
     if scale:
         text = text.rstrip("\n") + "\n\n" + scale
+    submitting = submit.from_saved()  # make bench-submit, minutes too
+    if submitting:
+        text = text.rstrip("\n") + "\n\n" + submitting
     path.write_text(text)
     log(f"wrote {path}")
     return path

@@ -15,7 +15,7 @@ named on stderr), rejected, or left planned by a stop (402, throttling).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +25,10 @@ from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Event, EventKind, Planned, RunReport, Submitter
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
+from scrape_pipeline_ops.cli.progress import Progress
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 
 if TYPE_CHECKING:
@@ -214,16 +216,23 @@ def run_submission(
     opened = open_journal(ctx, args.journal)
     try:
         announce = separate_announcer(ctx, opened, spec.mode)
+        client = ctx.client()
+        # 429s reach the submitter's pace, which slows every worker, not one worker's retries.
+        client.retry = replace(client.retry, max_attempts=1)
+        lines = _Lines(ctx, spec.mode, opened.announces or announce is not None)
+        progress = Progress(ctx.out.stderr, ctx.clock, then=lines)
         submitter = Submitter(
             opened.journal,
-            ctx.client(),
+            client,
             clock=ctx.clock,
             announce=announce,
-            listener=_Lines(ctx, spec.mode, opened.announces or announce is not None),
+            listener=progress,
+            pace=Pace(ctx.clock),
         )
         planned = _plan(submitter, spec, args.run)
         ctx.out.notice(_resumed(planned, opened.where))
-        report = submitter.work(planned)
+        with progress.shown(planned, lambda: submitter.throttled):
+            report = submitter.work(planned)
     finally:
         opened.close()
     for entry in report.where(S.IN_DOUBT):

@@ -178,6 +178,18 @@ class JournalContract:
         with pytest.raises(MoveRefusedError):
             journal.submit(expired, "crashed", "job-1", NOW + 61)
 
+    def test_journal_abandon_moves_only_the_named_holder_s_entry_before_its_lease(
+        self, journal: BaseJournal
+    ):
+        first, second, *_ = self._planned(journal)
+        claimed = journal.claim(first, "dead-holder", NOW)
+        with pytest.raises(MoveRefusedError):
+            journal.abandon(claimed, "another", NOW + 1)  # it changed hands: refused
+        gone = _checked(moves.ABANDON, S.POSTING, journal.abandon(claimed, "dead-holder", NOW + 1))
+        assert gone.state is S.IN_DOUBT and gone.doubted_at == NOW + 1
+        with pytest.raises(MoveRefusedError):
+            journal.abandon(second, "dead-holder", NOW + 1)  # planned, not posting
+
     def test_journal_in_doubt_is_adopted_or_reclaimed_once(self, journal: BaseJournal):
         first, second, *_ = self._planned(journal)
         run = journal.run("run-1")

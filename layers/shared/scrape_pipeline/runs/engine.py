@@ -6,6 +6,9 @@ entry, then waits out the leases of entries another submitter left mid-POST. Eac
 failure is classified by ``outcomes.classify``: an entry goes back to planned only when the
 API certainly did not act. Time is the injected clock's and every wait goes through the
 injected ``sleep``: nothing here sleeps on its own, prints or reads the environment.
+
+With a ``Pace`` (``runs.pace``) several workers post at once, each entry claimed by one of
+them under the journal's conditional write, at the rate the pace finds the API allows.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import os
 import random
 import socket
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -22,16 +26,19 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from scrape_pipeline.clock import Clock
-from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.geonode.models import SubmittedJob
+from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError
+from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
+from scrape_pipeline.geonode.retry import may_retry
 from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
 from scrape_pipeline.runs.evidence import CandidateSource, JobReader, evidenced
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 
 S = EntryState
+LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
 
 
 class SubmitClient(JobLister, JobReader, Protocol):
@@ -115,9 +122,31 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def holder_gone(owner: str | None) -> bool:
+    """``owner`` (a ``new_owner`` token) is a process of this host that is no longer alive.
+
+    Only a pid of this host can be asked; a pid reused since reads as alive (the lease is
+    then waited out, the safe side).
+    """
+    host, _, rest = (owner or "").rpartition(":")[0].rpartition(":")
+    if host != socket.gethostname() or not rest.isdigit():
+        return False
+    pid = int(rest)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists, under another user
+    return False
+
+
 class Submitter:
     """Posts runs through ``journal`` with ``client``; ``announce(kind, job_id)`` tells the
-    ledger of each batch or crawl the moment its id is recorded."""
+    ledger of each batch or crawl the moment its id is recorded. With ``pace``, several
+    workers post at its rate (give it a client that leaves 429s to the submitter)."""
 
     def __init__(
         self,
@@ -132,6 +161,7 @@ class Submitter:
         listener: Callable[[Event], None] | None = None,
         rng: random.Random | None = None,
         evidence: CandidateSource | None = None,
+        pace: Pace | None = None,
     ) -> None:
         self.journal = journal
         self.client = client
@@ -143,6 +173,10 @@ class Submitter:
         self._listener = listener or (lambda event: None)
         self._rng = rng or random.Random()  # backoff jitter only
         self._evidence = evidence  # names batches and crawls no API lists (evidence.py)
+        self.pace = pace
+        self._lock = threading.RLock()  # the counters below, shared by the workers
+        self._in_flight: dict[int, Entry] = {}  # claimed by this submitter, answer not recorded
+        self.throttled = 0  # POSTs answered "not acted on" (429 and the like)
         self._posts = 0
         self._not_acted = 0
         self._stopped: Outcome | None = None
@@ -172,15 +206,13 @@ class Submitter:
         self._looked_up = set()
         cut = stop or (lambda: False)
         self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
-        self._settle_doubts(run)
-        was_cut = False
-        for entry in self.journal.entries(run.name, [S.PLANNED]):
-            if cut():
-                was_cut = True
-                break
-            self._post_planned(run, entry)
-            if self._stopped is not None:
-                break
+        # Only doubts already listable now: the rest are looked up after posting, not waited for.
+        self._settle_doubts(run, ready_only=True)
+        planned_entries = self.journal.entries(run.name, [S.PLANNED])
+        if self.pace is None or self.pace.settings.workers == 1:
+            was_cut = self._post_serially(run, planned_entries, cut)
+        else:
+            was_cut = self._post_in_parallel(run, planned_entries, cut, self.pace.settings.workers)
         if self._stopped is None and not was_cut:
             self._wait_for_held(run)
             self._settle_doubts(run)
@@ -204,30 +236,146 @@ class Submitter:
             self._post_unfound = True
         return self.journal.entries(run.name)
 
+    def _post_serially(self, run: Run, entries: Sequence[Entry], cut: Callable[[], bool]) -> bool:
+        """Post ``entries`` one after another; True when ``cut`` ended it."""
+        for entry in entries:
+            if cut():
+                return True
+            self._post_planned(run, entry)
+            if self._stopped is not None:
+                break
+        return False
+
+    def _post_in_parallel(
+        self, run: Run, entries: Sequence[Entry], cut: Callable[[], bool], workers: int
+    ) -> bool:
+        """Post ``entries`` with up to ``workers`` threads, as many in flight as the pace's
+        ``concurrency`` allows (taken in order); True when ``cut`` ended it.
+
+        A worker's crash (any BaseException) stops the others from claiming more and is raised
+        here; a KeyboardInterrupt here leaves what is in flight in doubt at once.
+        """
+        todo = iter(entries)
+        was_cut = threading.Event()
+        halt = threading.Event()
+        crashes: list[BaseException] = []
+        gate = threading.Condition()  # at most pace.concurrency() entries in flight
+        in_flight = [0]
+        pace = self.pace
+        assert pace is not None
+
+        def next_entry() -> Entry | None:
+            with gate:
+                while in_flight[0] >= pace.concurrency() and not halt.is_set():
+                    gate.wait()
+                with self._lock:
+                    if halt.is_set() or self._stopped is not None:
+                        return None
+                    if cut():
+                        was_cut.set()
+                        return None
+                    entry = next(todo, None)
+                if entry is not None:
+                    in_flight[0] += 1
+                return entry
+
+        def done() -> None:
+            with gate:
+                in_flight[0] -= 1
+                gate.notify_all()
+
+        def worker() -> None:
+            try:
+                while (entry := next_entry()) is not None:
+                    try:
+                        self._post_planned(run, entry)
+                    finally:
+                        done()
+            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+                with self._lock:
+                    crashes.append(exc)
+                halt.set()
+                with gate:
+                    gate.notify_all()
+
+        threads = [
+            threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(workers)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                thread.join()
+        except KeyboardInterrupt:
+            halt.set()
+            self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
+            raise
+        if crashes:
+            raise crashes[0]
+        return was_cut.is_set()
+
+    def _doubt_in_flight(self, reason: str) -> None:
+        """What this submitter has in flight goes to doubt (its answer may never be read)."""
+        with self._lock:
+            held = list(self._in_flight.values())
+            self._in_flight.clear()
+        for entry in held:
+            try:
+                self._tell(
+                    EventKind.IN_DOUBT, self.journal.doubt(entry, self.owner, reason, self._t())
+                )
+            except MoveRefusedError:
+                continue  # its worker recorded the answer first
+
     def _post_planned(self, run: Run, entry: Entry) -> None:
         """Claim and post ``entry``; again after an answer that says the API did not act."""
         while self._stopped is None:
+            # The send slot first, then the claim: a kill finds few entries claimed but unsent
+            # (a batch left in doubt can never be looked up).
+            sent_at = self._turn()
             try:
                 claimed = self.journal.claim(entry, self.owner, self.clock.time())
             except MoveRefusedError:
                 return  # another submitter has it
-            verdict, entry = self._post(run, claimed)
+            verdict, entry = self._post(run, claimed, sent_at)
             if verdict is not Verdict.NOT_ACTED:
                 return
 
-    def _post(self, run: Run, claimed: Entry) -> tuple[Verdict | None, Entry]:
+    def _turn(self) -> float:
+        """Wait for the pace's next send slot (no pace: now); the time it is sent at."""
+        return self.pace.turn() if self.pace is not None else self._t()
+
+    def _post(self, run: Run, claimed: Entry, sent_at: float) -> tuple[Verdict | None, Entry]:
         """One POST of a claimed entry and the move its answer calls for."""
-        self._posts += 1
+        with self._lock:
+            self._posts += 1
+            self._in_flight[claimed.index] = claimed
+        try:
+            return self._post_claimed(run, claimed, sent_at)
+        finally:
+            with self._lock:
+                self._in_flight.pop(claimed.index, None)
+
+    def _post_claimed(
+        self, run: Run, claimed: Entry, sent_at: float
+    ) -> tuple[Verdict | None, Entry]:
         try:
             job = self._send(run, claimed.urls)
         except GeonodeError as exc:
             outcome = classify(exc)
-            return outcome.verdict, self._failed(claimed, outcome)
+            return outcome.verdict, self._failed(claimed, outcome, sent_at)
+        except KeyboardInterrupt:
+            # Ctrl-C mid-POST: the request may have gone out; in doubt now, not in 300 s.
+            self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
+            raise
         except Exception as exc:
             # Not the API's answer but our reading of it, or a bug: the job may exist.
             self.journal.doubt(claimed, self.owner, f"unreadable answer: {exc!r}"[:300], self._t())
             raise
-        self._not_acted = 0
+        with self._lock:
+            self._not_acted = 0
+        if self.pace is not None:
+            self.pace.answered(sent_at)
         return None, self._submitted(run, claimed, job.job_id, str(job.status), EventKind.SUBMITTED)
 
     def _send(self, run: Run, urls: Sequence[str]) -> SubmittedJob:
@@ -240,24 +388,33 @@ class Submitter:
 
     # -- recording answers -----------------------------------------------------------------
 
-    def _failed(self, claimed: Entry, outcome: Outcome) -> Entry:
+    def _failed(self, claimed: Entry, outcome: Outcome, sent_at: float) -> Entry:
         verdict, now = outcome.verdict, self._t()
         if verdict is Verdict.REJECTED:
-            self._not_acted = 0
+            with self._lock:
+                self._not_acted = 0
             return self._tell(
                 EventKind.REJECTED, self.journal.reject(claimed, self.owner, outcome.reason, now)
             )
         if verdict is Verdict.IN_DOUBT:
-            self._not_acted = 0
+            with self._lock:
+                self._not_acted = 0
             return self._tell(
                 EventKind.IN_DOUBT, self.journal.doubt(claimed, self.owner, outcome.reason, now)
             )
         released = self.journal.release(claimed, self.owner, outcome.reason, now)
-        self._not_acted += 1
-        if verdict.stops_run or self._not_acted >= self.settings.max_not_acted:
-            self._stopped = outcome
+        with self._lock:
+            self._not_acted += 1
+            self.throttled += 1
+            if verdict.stops_run or self._not_acted >= self.settings.max_not_acted:
+                if self._stopped is None:
+                    self._stopped = outcome
+                return released
+            wait = self._backoff(outcome.retry_after)
+        if self.pace is not None:
+            self.pace.throttled(sent_at, wait)  # every worker waits, not only this one
         else:
-            self.sleep(self._backoff(outcome.retry_after))
+            self.sleep(wait)
         return released
 
     def _backoff(self, retry_after: float | None) -> float:
@@ -302,11 +459,13 @@ class Submitter:
 
     # -- doubt and leases ------------------------------------------------------------------
 
-    def _settle_doubts(self, run: Run) -> None:
+    def _settle_doubts(self, run: Run, *, ready_only: bool = False) -> None:
         """Expire leases run out; for extracts in doubt, adopt the job found, else post again.
 
         Each entry is looked up once per call; a batch or crawl in doubt is adopted when the
         evidence source names its job, else left for the operator (its report names it).
+        ``ready_only``: skip extracts the job list may not show yet (posted less than
+        ``listing_delay_s`` ago), rather than wait for them.
         """
         self._expire_leases(run)
         if run.mode is not RunMode.ASYNC:
@@ -321,16 +480,24 @@ class Submitter:
         for entry in self.journal.entries(run.name, [S.IN_DOUBT]):
             if entry.index in self._looked_up or self._stopped is not None:
                 continue
+            posted_at = entry.posted_at if entry.posted_at is not None else self._t()
+            if ready_only and posted_at + self.settings.listing_delay_s > self._t():
+                continue
             self._looked_up.add(entry.index)
             self._resolve(run, entry, taken)
 
     def _expire_leases(self, run: Run) -> None:
-        """Entries another submitter left posting past its lease: in doubt, never planned."""
+        """Entries another submitter left posting past its lease, or whose submitter's process
+        is gone: in doubt, never planned."""
         for entry in self.journal.entries(run.name, [S.POSTING]):
-            if entry.owner == self.owner or (entry.lease_until or 0.0) > self._t():
+            if entry.owner == self.owner:
                 continue
             try:
-                self._tell(EventKind.IN_DOUBT, self.journal.expire(entry, self._t()))
+                if (entry.lease_until or 0.0) <= self._t():
+                    self._tell(EventKind.IN_DOUBT, self.journal.expire(entry, self._t()))
+                elif entry.owner is not None and holder_gone(entry.owner):
+                    moved = self.journal.abandon(entry, entry.owner, self._t())
+                    self._tell(EventKind.IN_DOUBT, moved)
             except MoveRefusedError:
                 continue  # its submitter answered after all
 
@@ -338,9 +505,7 @@ class Submitter:
         posted_at = entry.posted_at if entry.posted_at is not None else self._t()
         self._wait_until(posted_at + self.settings.listing_delay_s)
         try:
-            job = find_created(
-                self.client, entry.urls[0], posted_at, skew_s=self.settings.skew_s, taken=taken
-            )
+            job = self._look_up(entry.urls[0], posted_at, taken)
         except GeonodeError:
             return  # the lookup failed: still in doubt, looked up again next time
         if job is not None:
@@ -349,13 +514,40 @@ class Submitter:
             return
         if not self._post_unfound:
             return  # still in doubt: the caller reports it
+        sent_at = self._turn()
         try:
             claimed = self.journal.reclaim(run, entry, self.owner, self._t())
         except MoveRefusedError:
             return  # another submitter resolved it first
-        verdict, released = self._post(run, claimed)
+        verdict, released = self._post(run, claimed, sent_at)
         if verdict is Verdict.NOT_ACTED:
             self._post_planned(run, released)
+
+    def _look_up(self, url: str, posted_at: float, taken: set[str]) -> JobSummary | None:
+        """``find_created`` at the pace's rate, tried again as the client would a read.
+
+        With a pace the client does not retry (its 429s are the pace's news), so the lookup's
+        own retries are here: a 429 pauses every worker, other transient errors back off.
+        """
+        tries = LOOKUP_TRIES if self.pace is not None else 1
+        for attempt in range(1, tries + 1):
+            sent_at = self._turn()
+            try:
+                return find_created(
+                    self.client, url, posted_at, skew_s=self.settings.skew_s, taken=taken
+                )
+            except GeonodeError as exc:
+                if attempt == tries or not may_retry(exc, is_read=True):
+                    raise
+                retry_after = exc.retry_after if isinstance(exc, RateLimitedError) else None
+                with self._lock:
+                    ceiling = min(self.settings.backoff_max_s, 2 ** (attempt - 1))
+                    wait = retry_after or self._rng.uniform(0.0, ceiling)
+                if self.pace is not None and isinstance(exc, RateLimitedError):
+                    self.pace.throttled(sent_at, wait)
+                else:
+                    self.sleep(wait)
+        return None  # not reached: the last try returns or raises
 
     def _wait_for_held(self, run: Run) -> None:
         """Wait until the leases of entries other submitters hold have run out."""
@@ -389,5 +581,6 @@ __all__: Sequence[str] = (
     "SubmitClient",
     "Submitter",
     "SubmitterSettings",
+    "holder_gone",
     "new_owner",
 )

@@ -24,6 +24,7 @@ from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 
 DEFAULT_LEASE_S: Final = 300.0
 LEASE_LOST = "its submitter stopped mid-POST (the posting lease ran out)"
+HOLDER_GONE = "its submitter's process is gone (it stopped mid-POST)"
 
 
 class JournalError(PipelineError):
@@ -130,6 +131,10 @@ class Journal(Protocol):
         """POSTING -> IN_DOUBT once the lease has run out (its submitter is gone)."""
         ...
 
+    def abandon(self, entry: Entry, holder: str, now: float) -> Entry:
+        """POSTING -> IN_DOUBT while ``holder`` (whose process is gone) still holds it."""
+        ...
+
     def adopt(self, entry: Entry, job_id: str, now: float) -> Entry:
         """IN_DOUBT -> SUBMITTED with the job a lookup found."""
         ...
@@ -196,6 +201,10 @@ class BaseJournal(ABC):
     def expire(self, entry: Entry, now: float) -> Entry:
         values = {"reason": LEASE_LOST, "lease_until": None, "doubted_at": now}
         return self._move(moves.EXPIRE, entry, now, values)
+
+    def abandon(self, entry: Entry, holder: str, now: float) -> Entry:
+        values = {"reason": HOLDER_GONE, "lease_until": None, "doubted_at": now}
+        return self._move(moves.ABANDON, entry, now, values, holder=holder)
 
     def adopt(self, entry: Entry, job_id: str, now: float) -> Entry:
         return self._move(moves.ADOPT, entry, now, {"job_id": job_id, "reason": None})
@@ -265,6 +274,7 @@ class BaseJournal(ABC):
 __all__: Sequence[str] = (
     "DEFAULT_LEASE_S",
     "FIELDS",
+    "HOLDER_GONE",
     "LEASE_LOST",
     "BaseJournal",
     "Entry",

@@ -8,7 +8,8 @@ no journal spells a state condition of its own; the contract tests
 An entry is one POST: one URL (async, crawl) or one chunk of at most ``--batch-size`` URLs
 (batch). ``POSTING`` is held under a lease: a submitter that crashed mid-POST leaves its
 entry there, and once the lease has run out anyone may move it to ``IN_DOUBT`` (the API may
-have acted), never back to ``PLANNED`` (that would re-post it silently).
+have acted), never back to ``PLANNED`` (that would re-post it silently). A submitter on the
+same host that sees the holder's process gone may make that move at once (``ABANDON``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Verb(StrEnum):
     RELEASE = "release"
     DOUBT = "doubt"
     EXPIRE = "expire"
+    ABANDON = "abandon"
     ADOPT = "adopt"
     RECLAIM = "reclaim"
     ANNOUNCE = "announce"
@@ -100,6 +102,9 @@ REJECT = Move(V.REJECT, (S.POSTING,), S.REJECTED, G.HOLDER, "the API refused it 
 RELEASE = Move(V.RELEASE, (S.POSTING,), S.PLANNED, G.HOLDER, "certainly not acted on (429, 402)")
 DOUBT = Move(V.DOUBT, (S.POSTING,), S.IN_DOUBT, G.HOLDER, "answer lost (timeout, 5xx)")
 EXPIRE = Move(V.EXPIRE, (S.POSTING,), S.IN_DOUBT, G.LEASE_EXPIRED, "its submitter died mid-POST")
+# The lease's sibling: the caller saw the holder's process gone (same host, pid not alive) and
+# names that holder, so the write fails if the entry changed hands since; no 300 s wait.
+ABANDON = Move(V.ABANDON, (S.POSTING,), S.IN_DOUBT, G.HOLDER, "its holder's process is gone")
 ADOPT = Move(V.ADOPT, (S.IN_DOUBT,), S.SUBMITTED, why="a lookup or later evidence found its job")
 # No API lists batches or crawls: posting one again could pay for all of it twice, and an
 # extract is looked up in the job list (reclaim), never re-posted blind.
@@ -111,7 +116,8 @@ REPOST = Move(
     V.REPOST, (S.IN_DOUBT,), S.PLANNED, G.BATCH_OR_CRAWL_RUN, "an operator's explicit order"
 )
 MOVES: Final = (
-    PLAN, CLAIM, SUBMIT, REJECT, RELEASE, DOUBT, EXPIRE, ADOPT, RECLAIM, ANNOUNCE, REPOST
+    PLAN, CLAIM, SUBMIT, REJECT, RELEASE, DOUBT, EXPIRE, ABANDON, ADOPT, RECLAIM, ANNOUNCE,
+    REPOST,
 )  # fmt: skip
 BY_VERB: Final = {move.verb: move for move in MOVES}
 # An entry in one of these is settled for the submitter: nothing more is posted for it.
@@ -130,6 +136,7 @@ def markdown() -> str:
 
 
 __all__: Sequence[str] = (
+    "ABANDON",
     "ADOPT",
     "ANNOUNCE",
     "BY_VERB",

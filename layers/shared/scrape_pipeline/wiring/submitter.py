@@ -14,6 +14,7 @@ from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
 from scrape_pipeline.runs.inside import Inside, InsideSettings, ObjectReader, Sender
 from scrape_pipeline.runs.journal import Journal
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.wiring.api import geonode_client
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = 
     )
 
     def submitter(journal: Journal) -> Submitter:
-        return Submitter(journal, client, clock=clock, settings=LAMBDA_SUBMITTER)
+        # The same pace as the CLI's: several POSTs in flight at the rate the API allows.
+        return Submitter(journal, client, clock=clock, settings=LAMBDA_SUBMITTER, pace=Pace(clock))
 
     return Inside(
         settings,

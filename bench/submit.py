@@ -1,0 +1,330 @@
+"""``make bench-submit``: a long submission run against the simulator's rate limit, with and
+without kills (about 20-25 min; not part of ``make bench``).
+
+20,000 URLs are submitted by a real ``scrape-pipeline submit`` process, over real HTTP, to a
+simulator with its default per-key token bucket (50 requests/s, burst 100), in async mode and
+in batch mode (``--batch-size 10``, so that batch is 2,000 POSTs rather than 20). Measured:
+POSTs per second as a fraction of the API's limit (target >= 0.9) and the share of POSTs
+answered 429 (target <= 2 %). Then the same runs with the submitter killed (SIGKILL) about
+every 2,000 URLs and started again with the same command, and with 1 % of POST answers lost
+after the API acted: URLs posted twice and URLs never submitted, from the simulator's own
+record (``submissions()``), must both be 0, and the wall time at most 1.15x the run without
+kills. Writes bench/results/submit.json and its section of bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.report import RESULTS, machine, save
+from scrape_pipeline.clock import SYSTEM_CLOCK
+from scrape_pipeline.geonode.client import API_KEY_ENV
+from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
+
+KEY = "bench-submit-key"
+LIMIT_PER_S = SimConfig().rate_limit_per_s
+BURST = SimConfig().rate_limit_burst
+ROUTES = {"async": "POST /v1/extract", "batch": "POST /v1/batch"}
+BATCH_SIZE = 10
+CLI = Path(sys.executable).with_name("scrape-pipeline")
+TARGETS = {"fraction_of_limit": 0.9, "share_429": 0.02, "kill_wall_ratio": 1.15}
+RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
+SUBMIT_JSON = RESULTS / "submit.json"
+BEGIN, END = "<!-- bench:submit -->", "<!-- /bench:submit -->"
+_BLOCK = re.compile(rf"{re.escape(BEGIN)}\n.*?{re.escape(END)}\n?", re.S)
+
+
+def start_simulator() -> SimulatorServer:
+    """The simulator on the real clock, its default rate limit, and nothing else to do."""
+    config = SimConfig(
+        seed=19,
+        api_keys=(KEY,),
+        retryable_failure_rate=0.0,
+        permanent_failure_rate=0.0,
+        webhook_dispatcher=False,
+    )
+    return SimulatorServer(config, SYSTEM_CLOCK).start()
+
+
+def lose_answers(server: SimulatorServer, share: float, rng: random.Random) -> None:
+    """Lose ``share`` of POST answers after the API acted (a 502, as a failing gateway does)."""
+    faults = server.sim.faults
+    own = faults.lost_answer
+
+    def lost_answer(route: str) -> Any:
+        queued = own(route)
+        if queued is not None:
+            return queued
+        return 502 if route in ROUTES.values() and rng.random() < share else None
+
+    faults.lost_answer = lost_answer  # type: ignore[method-assign]
+
+
+def command(mode: str, path: Path, journal: Path, name: str) -> list[str]:
+    cmd = [str(CLI), "submit", str(path), "--mode", mode, "--journal", str(journal)]
+    cmd += ["--run", name]
+    return cmd + (["--batch-size", str(BATCH_SIZE)] if mode == "batch" else [])
+
+
+def posted(server: SimulatorServer, urls: list[str]) -> int:
+    counts = server.sim.submissions()
+    return sum(1 for url in urls if counts.get(url, 0) > 0)
+
+
+def one_run(
+    server: SimulatorServer,
+    mode: str,
+    n: int,
+    workdir: Path,
+    *,
+    kill_every: int = 0,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """Submit ``n`` fresh URLs in ``mode`` until the command ends on its own; the figures."""
+    tag = f"{mode}-{'kills' if kill_every else 'clean'}"
+    urls = [f"https://bench.example.com/{tag}/{i}" for i in range(n)]
+    path = workdir / f"{tag}.txt"
+    path.write_text("\n".join(urls) + "\n")
+    env = {**os.environ, API_KEY_ENV: KEY, "GEONODE_BASE_URL": server.base_url}
+    cmd = command(mode, path, workdir / f"{tag}.sqlite3", tag)
+    time.sleep(BURST / LIMIT_PER_S)  # every run starts with a full bucket
+    before = server.sim.stats.snapshot()
+    started = time.monotonic()
+    kills, exits = 0, []
+    stderr = (workdir / f"{tag}.stderr").open("w")
+    while True:
+        process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        if kill_every:
+            at = posted(server, urls) + rng.randint(kill_every // 2, kill_every * 3 // 2)
+            while process.poll() is None and posted(server, urls) < at:
+                time.sleep(0.05)
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                kills += 1
+                continue
+        exits.append(process.wait())
+        break
+    wall = time.monotonic() - started
+    stderr.close()
+    after = server.sim.stats.snapshot()
+    return figures(server, mode, urls, (before, after), wall=wall, kills=kills, exits=exits)
+
+
+def figures(
+    server: SimulatorServer,
+    mode: str,
+    urls: list[str],
+    stats: tuple[dict[str, Any], dict[str, Any]],
+    *,
+    wall: float,
+    kills: int,
+    exits: list[int],
+) -> dict[str, Any]:
+    """One run's figures, from the simulator's record and its request counters around it."""
+    before, after = stats
+
+    def delta(section: str, key: str) -> int:
+        return int(after[section].get(key, 0)) - int(before[section].get(key, 0))
+
+    counts = server.sim.submissions()
+    posts = delta("by_route", ROUTES[mode])
+    requests = int(after["total"]) - int(before["total"])
+    throttled = delta("by_status", "429")  # any route: an upper bound for the POSTs' 429s
+    accepted = posts - throttled
+    return {
+        "mode": mode,
+        "urls": len(urls),
+        "batch_size": BATCH_SIZE if mode == "batch" else 1,
+        "wall_s": round(wall, 2),
+        "posts": posts,
+        "posts_accepted": accepted,
+        "requests": requests,
+        "answered_429": throttled,
+        "share_429": round(throttled / posts, 4) if posts else 0.0,
+        "accepted_posts_per_s": round(accepted / wall, 2),
+        "fraction_of_limit": round(accepted / wall / LIMIT_PER_S, 3),
+        "requests_fraction_of_limit": round(requests / wall / LIMIT_PER_S, 3),
+        "posted_twice": sum(1 for url in urls if counts.get(url, 0) > 1),
+        "never_submitted": sum(1 for url in urls if counts.get(url, 0) == 0),
+        "kills": kills,
+        "exit_codes": exits,
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| mode | run | URLs | POSTs | wall s | POSTs/s (x limit) | 429 share | kills | "
+        "posted twice | never submitted | wall vs clean |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode in results["modes"]:
+        for run in ("clean", "kills"):
+            r = results["runs"][mode][run]
+            ratio = results["runs"][mode].get("kill_wall_ratio") if run == "kills" else None
+            lines.append(
+                f"| {mode} | {'kill + 1 % lost' if run == 'kills' else 'clean'} | {r['urls']} | "
+                f"{r['posts']} | {r['wall_s']} | {r['accepted_posts_per_s']} "
+                f"({r['fraction_of_limit']}) | {r['share_429'] * 100:.2f} % | {r['kills']} | "
+                f"{r['posted_twice']} | {r['never_submitted']} | "
+                f"{'' if ratio is None else f'{ratio}x'} |"
+            )
+    return "\n".join(lines)
+
+
+def verdicts(results: dict[str, Any]) -> list[str]:
+    """Each target against its figure, one line per mode: met, or missed by how much."""
+    lines = []
+    for mode in results["modes"]:
+        runs = results["runs"][mode]
+        clean, kills = runs["clean"], runs.get("kills")
+        checks = [
+            ("POSTs/s x limit", clean["fraction_of_limit"], ">=", TARGETS["fraction_of_limit"]),
+            ("429 share", clean["share_429"], "<=", TARGETS["share_429"]),
+        ]
+        if kills is not None:
+            checks += [
+                ("posted twice", kills["posted_twice"], "<=", 0),
+                ("never submitted", kills["never_submitted"], "<=", 0),
+                (
+                    "wall with kills / clean",
+                    runs["kill_wall_ratio"],
+                    "<=",
+                    TARGETS["kill_wall_ratio"],
+                ),
+            ]
+        said = []
+        for name, value, op, target in checks:
+            met = value >= target if op == ">=" else value <= target
+            said.append(f"{name} {value} ({'met' if met else 'MISSED'}, target {op} {target})")
+        lines.append(f"- {mode}: " + "; ".join(said))
+    return lines
+
+
+def section(results: dict[str, Any]) -> str:
+    """The RESULTS.md section, between its markers."""
+    about = results.get("machine", machine())
+    return "\n".join(
+        [
+            BEGIN,
+            "## Submission runs at the API's rate limit",
+            "",
+            f"_Measured {results['date']} on {about['cpus']} CPUs, Python {about['python']}; "
+            f"load average {results['load_before'][0]} before, {results['load_after'][0]} "
+            "after (`make bench-submit`)._",
+            "",
+            f"{results['runs'][results['modes'][0]]['clean']['urls']:,} URLs per run, submitted "
+            "by a real `scrape-pipeline submit` process over HTTP to the simulator with its "
+            f"default token bucket ({results['limit_per_s']:g} requests/s per key, burst "
+            f"{results['burst']}); batch mode with `--batch-size {BATCH_SIZE}`. The kill runs "
+            f"SIGKILL the process about every {results['kill_every_urls']:,} URLs and start "
+            f"the same command again, with {results['lost_share']:.0%} of POST answers lost "
+            "after the API acted (502). Twice and never are judged from the simulator's "
+            "record of submissions per URL. POSTs/s counts accepted POSTs over the whole "
+            "wall time (process starts included); the 429 share counts every 429 the "
+            "simulator answered over the POSTs.",
+            "",
+            table(results),
+            "",
+            *verdicts(results),
+            "",
+            "What limits it: a batch (or crawl) killed between its claim and its request "
+            "reaching the API is left in doubt and never posted again (no API lists batches, "
+            "so a second POST could pay for it twice); when it had not reached the API its "
+            "URLs count as never submitted, and the run names it in doubt (exit 1) for "
+            "`runs resolve --repost-in-doubt`. An extract in doubt is looked up in the job "
+            "list and adopted or posted again, hence 0 for async. The kill run's extra wall "
+            "time is mostly the last lookups' wait for the job list (30 s after the last "
+            "lost answer) and the restarts (~1.7 s each, partly covered by the bucket "
+            "refilling meanwhile).",
+            END,
+            "",
+        ]
+    )
+
+
+def with_section(text: str, results: dict[str, Any]) -> str:
+    """``text`` with the section replaced, or appended when it has none."""
+    block = section(results)
+    if _BLOCK.search(text):
+        return _BLOCK.sub(lambda _: block, text)
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def from_saved(source: Path = SUBMIT_JSON) -> str:
+    """The section from the saved JSON (``bench.results_report``); "" when none saved."""
+    if not source.exists():
+        return ""
+    return section(json.loads(source.read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--urls", type=int, default=20_000)
+    parser.add_argument("--kill-every", type=int, default=2_000, help="URLs, about")
+    parser.add_argument("--lost", type=float, default=0.01, help="share of POST answers lost")
+    parser.add_argument("--modes", nargs="+", default=["async", "batch"], choices=ROUTES)
+    parser.add_argument("--workdir", help="keep the URL lists, journals and stderr here")
+    parser.add_argument("--no-save", action="store_true", help="print only (a trial)")
+    args = parser.parse_args(argv)
+    rng = random.Random(19)
+    load_before = os.getloadavg()
+    server = start_simulator()
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
+            workdir = Path(args.workdir or tmp)
+            workdir.mkdir(parents=True, exist_ok=True)
+            for mode in args.modes:
+                clean = one_run(server, mode, args.urls, workdir, rng=rng)
+                print(f"{mode} clean: {clean}", flush=True)
+                runs[mode] = {"clean": clean}
+            lose_answers(server, args.lost, rng)
+            for mode in args.modes:
+                kills = one_run(
+                    server, mode, args.urls, workdir, kill_every=args.kill_every, rng=rng
+                )
+                print(f"{mode} kills: {kills}", flush=True)
+                runs[mode]["kills"] = kills
+                runs[mode]["kill_wall_ratio"] = round(
+                    kills["wall_s"] / runs[mode]["clean"]["wall_s"], 3
+                )
+    finally:
+        server.stop()
+    results = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "limit_per_s": LIMIT_PER_S,
+        "burst": BURST,
+        "lost_share": args.lost,
+        "kill_every_urls": args.kill_every,
+        "modes": args.modes,
+        "targets": TARGETS,
+        "runs": runs,
+    }
+    text = table(results)
+    print(text)
+    print("\n".join(verdicts(results)))
+    if not args.no_save:
+        save("submit", results, text)
+        saved = json.loads(SUBMIT_JSON.read_text())  # with its machine
+        text_md = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
+        RESULTS_MD.write_text(with_section(text_md, saved))
+        print(f"wrote {SUBMIT_JSON} and its section of {RESULTS_MD}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
