@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.attributes import Attr, RowPrefix
 from scrape_pipeline.ledger.expressions import Projection, expressions
 from scrape_pipeline.ledger.table import LedgerTable, call
@@ -43,6 +43,27 @@ class Scans(LedgerTable):
             if Attr.OUTCOME in item:
                 by_outcome[item[Attr.OUTCOME]["S"]] += 1
         return RowCounts(dict(sorted(by_state.items())), dict(sorted(by_outcome.items())))
+
+    def created_since(self, kind: JobKind, since: float) -> Iterator[str]:
+        """The ids of ``kind``'s jobs created at or after ``since``, by a filtered Scan (billed
+        as a read of the whole table: an operator's call, never the pipeline's)."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "ProjectionExpression": "#pk",
+            "FilterExpression": "begins_with(#pk, :prefix) AND #created >= :since",
+            "ExpressionAttributeNames": {"#pk": Attr.PK.value, "#created": Attr.CREATED_AT.value},
+            "ExpressionAttributeValues": {
+                ":prefix": {"S": f"{kind.value}#"},
+                ":since": {"N": repr(since)},
+            },
+        }
+        while True:
+            page = call(self._db, "Scan", **request)
+            for item in page.get("Items", []):
+                yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _scan(self, *attributes: Attr) -> Iterator[dict[str, Any]]:
         """The job rows' items, projected to the key and ``attributes``, page by page."""

@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
-from scrape_pipeline.jobs import JobKey, JobKind, JobState
-from scrape_pipeline.ledger.attributes import Attr
-from scrape_pipeline.ledger.table import call
+from scrape_pipeline.jobs import JobKind, JobState
 from scrape_pipeline.runs.journal import Entry, Journal
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
@@ -255,23 +253,7 @@ class LedgerCandidates:
                     break
 
     def _scanned(self, kind: JobKind, since: float) -> Iterator[str]:
-        request: dict[str, Any] = {
-            "TableName": self.ledger.table_name,
-            "ProjectionExpression": "#pk",
-            "FilterExpression": "begins_with(#pk, :prefix) AND #created >= :since",
-            "ExpressionAttributeNames": {"#pk": Attr.PK.value, "#created": Attr.CREATED_AT.value},
-            "ExpressionAttributeValues": {
-                ":prefix": {"S": f"{kind.value}#"},
-                ":since": {"N": repr(since)},
-            },
-        }
-        while True:
-            page = call(self.ledger.client, "Scan", **request)
-            for item in page.get("Items", []):
-                yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
-            if not page.get("LastEvaluatedKey"):
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return self.ledger.created_since(kind, since)
 
 
 __all__: Sequence[str] = (
