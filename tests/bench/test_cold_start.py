@@ -76,7 +76,12 @@ def test_functions_of_reads_handlers_and_environment_like_lambda(tmp_path: Path)
     # WHEN the benchmark reads the functions from it
     found = functions_of(tmp_path)
     # THEN every function, with its handler module and its merged environment
-    assert set(found) == {"ReceiverFunction", "ProcessorFunction", "ReconcilerFunction"}
+    assert set(found) == {
+        "ReceiverFunction",
+        "ProcessorFunction",
+        "ReconcilerFunction",
+        "SubmitterFunction",
+    }
     receiver = found["ReceiverFunction"]
     assert receiver["module"] == "app"
     env = receiver["environment"]
