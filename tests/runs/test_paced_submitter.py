@@ -295,6 +295,16 @@ class InterruptingClient(SlowClient):
         return job
 
 
+@pytest.fixture
+def terminal_sigint() -> Iterator[None]:
+    """SIGINT handled as in a terminal's process (Python's default): an xdist worker may have
+    another handler installed, under which the signal never becomes KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("terminal_sigint")
 def test_ctrl_c_in_the_main_thread_leaves_what_is_in_flight_in_doubt(
     server: SimulatorServer, journal: SqliteJournal, clock: ManualClock
 ):
