@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.engine import Submitter
-from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
@@ -35,8 +34,8 @@ from scrape_pipeline_ops.cli.job_outcomes import (
     totals,
 )
 from scrape_pipeline_ops.cli.submit_run import (
-    LEDGER_ENV,
     OpenJournal,
+    ledger_evidence,
     open_journal,
     separate_announcer,
 )
@@ -324,7 +323,8 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
         # A batch or crawl a file journal recorded but did not announce (a crash between the
         # two writes) is announced; the DynamoDB journal's were born announced.
         announce = separate_announcer(ctx, opened, run.mode)
-        evidence = _evidence(ctx)
+        # An operator's call: worth a Scan of the table for rows already DONE (evidence.py).
+        evidence = ledger_evidence(ctx, scan_done=True)
         submitter = Submitter(
             opened.journal, _OnFirstUse(ctx), clock=ctx.clock, announce=announce, evidence=evidence
         )
@@ -333,18 +333,6 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
             entries = _repost(ctx, opened, run, entries)
     ctx.out.record(summary(run, entries), title=f"run {run.name}")
     return _verdict(ctx, run, entries)
-
-
-def _evidence(ctx: Context) -> CandidateSource | None:
-    """The ledger's batches and crawls (a stack's), to adopt from before anything is re-posted."""
-    table = ctx.environ.get(LEDGER_ENV)
-    if not table:
-        return None
-    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
-
-    # An operator's call: worth a Scan of the table for rows already DONE (evidence.py).
-    ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
-    return LedgerCandidates(ledger, scan_done=True)
 
 
 def _repost(ctx: Context, opened: OpenJournal, run: Run, entries: Sequence[Entry]) -> list[Entry]:

@@ -23,6 +23,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Event, EventKind, Planned, RunReport, Submitter
+from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.pace import Pace
@@ -120,6 +121,18 @@ def separate_announcer(
     if opened.announces or mode is RunMode.ASYNC:
         return None
     return announcer(ctx)
+
+
+def ledger_evidence(ctx: Context, *, scan_done: bool = False) -> CandidateSource | None:
+    """The ledger's batches and crawls (a stack's), to adopt one in doubt from its webhook's
+    row before anything is re-posted; ``scan_done`` also scans for rows already DONE."""
+    table = ctx.environ.get(LEDGER_ENV)
+    if not table:
+        return None
+    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+
+    ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
+    return LedgerCandidates(ledger, scan_done=scan_done)
 
 
 class _Lines:
@@ -228,6 +241,8 @@ def run_submission(
             announce=announce,
             listener=progress,
             pace=Pace(ctx.clock),
+            # A rerun adopts a batch or crawl in doubt once its webhook's row is in the ledger.
+            evidence=ledger_evidence(ctx),
         )
         planned = _plan(submitter, spec, args.run)
         ctx.out.notice(_resumed(planned, opened.where))

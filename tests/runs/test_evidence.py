@@ -269,3 +269,36 @@ def test_evidence_never_adopts_the_batch_another_run_of_the_same_urls_holds(
     # THEN the html run adopted its own batch, not the one the markdown run holds
     assert again.complete and [e.job_id for e in again.entries] == [second]
     assert [server.sim.submissions().get(u) for u in listed] == [2, 2]
+
+
+def test_evidence_submit_rerun_with_a_stack_adopts_a_lost_batch_once_its_webhook_row_is_there(
+    server: SimulatorServer,
+    client: GeonodeClient,
+    clock: ManualClock,
+    ledger: Ledger,
+    moto_endpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    # GIVEN a batch run submitted with a stack whose first batch's answer was lost
+    monkeypatch.setenv("GEONODE_BASE_URL", server.base_url)
+    monkeypatch.setenv("GEONODE_SCRAPER_API_KEY", KEY)
+    monkeypatch.setenv("LEDGER_TABLE_NAME", ledger.table_name)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    subscribe(client, "batch_completed")
+    listed = urls("rerun", 3)
+    path = tmp_path / "urls.txt"
+    path.write_text("\n".join(listed) + "\n")
+    server.sim.faults.lose_answers("POST /v1/batch", [504])
+    argv = ["submit", str(path), "--mode", "batch", "--batch-size", "2"]
+    assert main(argv, clock=clock) == 1
+    assert "in doubt" in capsys.readouterr().err
+    # WHEN its webhook reaches the ledger and the same command runs again
+    webhook_rows(server, ledger, clock)
+    code = main(argv, clock=clock)
+    # THEN the rerun adopted it (no --repost-in-doubt, no operator): complete, each URL once
+    err = capsys.readouterr().err
+    assert code == 0, err
+    submissions = server.sim.submissions()
+    assert [submissions.get(u) for u in listed] == [1, 1, 1]
