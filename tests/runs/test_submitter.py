@@ -14,7 +14,6 @@ from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.geonode.models import SubmittedJob
 from scrape_pipeline.runs.engine import Event, EventKind, RunReport, Submitter
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.settings import GeonodeSettings
 from scrape_pipeline_local.clock import ManualClock
@@ -223,28 +222,6 @@ def test_submitter_batch_in_doubt_is_reported_never_reposted(
 
 
 # -- the API's pace and balance --------------------------------------------------------------
-
-
-def test_submitter_stops_on_402_and_a_rerun_after_top_up_finishes(
-    clock: ManualClock, journal: SqliteJournal
-):
-    server = start(clock, balance_tokens=3)
-    try:
-        with GeonodeClient(KEY, base_url=server.base_url, clock=clock) as client:
-            posted = urls("balance", 5)
-            spec = RunSpec.of(posted, RunMode.ASYNC)
-            # WHEN the balance runs out after three jobs
-            stopped = submitter(journal, client, clock).submit(spec)
-            assert stopped.stopped is not None
-            assert stopped.stopped.verdict is Verdict.OUT_OF_BALANCE
-            assert stopped.counts == {S.SUBMITTED: 3, S.PLANNED: 2}
-            # THEN after a top-up the same run finishes, posting only the two left
-            server.sim.top_up(KEY, 10)
-            finished = submitter(journal, client, clock).submit(spec)
-            assert finished.complete and finished.posts == 2
-            once_each(server, posted)
-    finally:
-        server.stop()
 
 
 def test_submitter_honours_retry_after_through_the_injected_sleep(
