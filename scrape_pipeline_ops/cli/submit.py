@@ -22,7 +22,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.geonode.errors import ValidationError
-from scrape_pipeline.runs.plan import BATCH_MAX_URLS
+from scrape_pipeline.runs.plan import BATCH_MAX_URLS, FORMATS, is_url
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.poll import LocalTarget, read_lines
 from scrape_pipeline_ops.cli.submit_run import run_submission
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from scrape_pipeline_ops.cli.config import Context
 
 MODES = ("sync", "async", "batch", "crawl")
-FORMATS = ("markdown", "html", "links")
 SYNC_COLUMNS = ("url", "status", "http_status", "tokens_charged", "written")
 
 
@@ -107,7 +106,7 @@ def read_urls(source: str) -> list[str]:
     """The URLs of a file or stdin; ``UsageError`` when one is not an http(s) URL."""
     urls = read_lines(source)
     for url in urls:
-        if not re.match(r"https?://\S+$", url):
+        if not is_url(url):
             raise UsageError(f"not an http(s) URL: {url[:80]!r}")
     if not urls:
         raise UsageError(f"no URLs in {'stdin' if source == '-' else source}")

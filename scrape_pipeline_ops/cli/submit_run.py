@@ -27,7 +27,7 @@ from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.pace import Pace
-from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec
+from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec, post_options
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.progress import Progress
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
@@ -170,9 +170,7 @@ class _Lines:
 
 
 def _spec(args: argparse.Namespace, urls: Sequence[str], formats: Sequence[str]) -> RunSpec:
-    options: dict[str, Any] = {"formats": list(formats), "render_js": args.render_js}
-    if args.max_pages is not None:
-        options["max_pages"] = args.max_pages
+    options = post_options(formats, args.render_js, args.max_pages)
     try:
         return RunSpec.of(urls, RunMode(args.mode), options, batch_size=args.batch_size)
     except BadPlanError as exc:

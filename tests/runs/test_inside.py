@@ -258,3 +258,32 @@ def test_a_file_submitted_like_the_cli_is_the_cli_s_run():
     )
     assert spec.fingerprint() == cli.fingerprint()
     assert spec.urls == ("https://example.com/a",)
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        (["--mode", "async"], None),
+        (["--mode", "batch", "--batch-size", "500", "--formats", "markdown,html"],
+         {"mode": "batch", "batch_size": 500, "formats": ["markdown", "html"]}),
+        (["--mode", "crawl", "--max-pages", "3", "--render-js"],
+         {"mode": "crawl", "max_pages": 3, "render_js": True}),
+    ],
+)  # fmt: skip
+def test_a_file_submitted_from_the_cli_and_uploaded_is_the_same_run(
+    argv: list[str], options: dict[str, Any] | None, tmp_path: Any
+):
+    # GIVEN one URL list, submitted by the CLI's flags or uploaded with an options file
+    from scrape_pipeline_ops.cli.main import build_parser
+    from scrape_pipeline_ops.cli.submit import parse_formats, read_urls
+    from scrape_pipeline_ops.cli.submit_run import _spec
+
+    text = "https://example.com/same/1\n# a comment\n\nhttps://example.com/same/2\n"
+    path = tmp_path / "urls.txt"
+    path.write_text(text)
+    args = build_parser().parse_args(["submit", str(path), *argv])
+    # WHEN each side makes its run of it
+    cli = _spec(args, read_urls(args.file), parse_formats(args.formats))
+    uploaded = spec_of(text, None if options is None else json.dumps(options))
+    # THEN both are one run: the same derived name, so neither posts what the other did
+    assert cli.derived_name() == uploaded.derived_name()

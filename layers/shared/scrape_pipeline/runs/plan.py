@@ -18,7 +18,9 @@ from typing import Any, Final
 from scrape_pipeline.errors import PipelineError
 
 BATCH_MAX_URLS: Final = 1000
+FORMATS: Final = ("markdown", "html", "links")  # what a POST's ``formats`` may name
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_URL = re.compile(r"https?://\S+$")
 
 
 class RunMode(StrEnum):
@@ -89,6 +91,22 @@ class RunSpec:
         return [self.urls[i : i + size] for i in range(0, len(self.urls), size)]
 
 
+def is_url(text: str) -> bool:
+    """``text`` is one http(s) URL (a line of a URL list)."""
+    return _URL.match(text) is not None
+
+
+def post_options(
+    formats: Sequence[str], render_js: bool, max_pages: int | None = None
+) -> dict[str, Any]:
+    """The options every POST of a run sends, built one way for the CLI and the submitter
+    function: the same file submitted both ways is the same run (its fingerprint hashes them)."""
+    options: dict[str, Any] = {"formats": list(dict.fromkeys(formats)), "render_js": render_js}
+    if max_pages is not None:
+        options["max_pages"] = max_pages
+    return options
+
+
 def check_name(name: str) -> str:
     """``name`` if it can name a run (letters, digits, ``.``, ``_``, ``-``), else BadPlanError."""
     if not _NAME.match(name):
@@ -124,9 +142,12 @@ class Run:
 
 __all__: Sequence[str] = (
     "BATCH_MAX_URLS",
+    "FORMATS",
     "BadPlanError",
     "Run",
     "RunMode",
     "RunSpec",
     "check_name",
+    "is_url",
+    "post_options",
 )

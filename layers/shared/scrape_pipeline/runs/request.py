@@ -13,20 +13,26 @@ The options take the CLI's defaults and shape, so a file submitted both ways is 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote_plus
 
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.runs.plan import BATCH_MAX_URLS, BadPlanError, RunMode, RunSpec, check_name
+from scrape_pipeline.runs.plan import (
+    BATCH_MAX_URLS,
+    FORMATS,
+    BadPlanError,
+    RunMode,
+    RunSpec,
+    check_name,
+    is_url,
+    post_options,
+)
 
 PREFIX: Final = "submissions/"
 URLS_SUFFIX: Final = ".txt"
 OPTIONS_SUFFIX: Final = ".json"
-FORMATS: Final = ("markdown", "html", "links")
-_URL = re.compile(r"https?://\S+$")
 _OPTIONS: Final = frozenset({"mode", "formats", "render_js", "batch_size", "max_pages"})
 
 
@@ -110,7 +116,7 @@ def parse_urls(text: str) -> list[str]:
     lines = (line.strip() for line in text.splitlines())
     urls = [line for line in lines if line and not line.startswith("#")]
     for url in urls:
-        if not _URL.match(url):
+        if not is_url(url):
             raise BadRequestError(f"not an http(s) URL: {url[:80]!r}")
     return urls
 
@@ -133,11 +139,12 @@ def spec_of(urls_text: str, options_text: str | None) -> RunSpec:
     render_js = raw.get("render_js", False)
     if not isinstance(render_js, bool):
         raise BadRequestError("render_js is true or false")
-    options: dict[str, Any] = {"formats": list(dict.fromkeys(formats)), "render_js": render_js}
+    max_pages = None
     if "max_pages" in raw:
         if mode is not RunMode.CRAWL:
             raise BadRequestError("max_pages applies to mode crawl")
-        options["max_pages"] = _whole(raw, "max_pages", 1)
+        max_pages = _whole(raw, "max_pages", 1)
+    options = post_options(formats, render_js, max_pages)
     if "batch_size" in raw and mode is not RunMode.BATCH:
         raise BadRequestError("batch_size applies to mode batch")
     batch_size = _whole(raw, "batch_size", BATCH_MAX_URLS) if "batch_size" in raw else None
@@ -167,7 +174,6 @@ def _whole(raw: Mapping[str, Any], name: str, default: int) -> int:
 
 
 __all__: Sequence[str] = (
-    "FORMATS",
     "PREFIX",
     "BadRequestError",
     "Continue",
