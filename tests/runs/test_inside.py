@@ -105,10 +105,13 @@ def test_a_run_cut_near_the_deadline_is_continued_from_its_message(aws, sim, clo
     # GIVEN a run of 12 URLs whose first invocation has time for 5 claims
     inside = _inside(aws, sim, clock)
     urls = [f"https://example.com/cut/{i}" for i in range(12)]
-    left = iter([900.0] * 5 + [1.0] * 100)
+
+    def left() -> float:  # the invocation's time is up once five are posted
+        return 900.0 if sum(_posted(sim, urls).values()) < 5 else 1.0
+
     # WHEN S3's event (as the event source delivers it) is handled
     body = sqs_event([_upload(aws, "cut", urls)])["Records"][0]["body"]
-    [first] = inside.handle(body, lambda: next(left))
+    [first] = inside.handle(body, left)
     # THEN five are posted and the run is handed on in a continuation message
     assert first.next is Next.CONTINUED and first.delay_s == 0
     assert sum(_posted(sim, urls).values()) == 5
@@ -139,6 +142,59 @@ def test_a_batch_run_takes_its_options_file_and_announces_each_batch(aws, sim, c
     for batch_id in {j["job_id"] for j in items}:
         row = db.get_item(TableName=aws["table"], Key={"pk": {"S": f"batch#{batch_id}"}})
         assert row.get("Item"), batch_id
+
+
+def _invocation(clock: ManualClock, seconds: float):
+    """An invocation's ``remaining_s`` on the manual clock: ``seconds`` from now."""
+    end = clock.time() + seconds
+    return lambda: end - clock.time()
+
+
+def test_a_retry_after_longer_than_the_time_left_is_waited_out_by_the_queue(aws, clock):
+    # GIVEN an API that allows one POST per 50 s after a burst of 2, and an invocation with
+    # 100 s left (60 s of them the margin)
+    server = start(clock, rate_limit_per_s=0.02, rate_limit_burst=2)
+    try:
+        inside = _inside(aws, server, clock)
+        urls = [f"https://example.com/paused/{i}" for i in range(4)]
+        started = clock.time()
+        # WHEN the upload is handled
+        [done] = inside.handle(_upload(aws, "paused", urls), _invocation(clock, 100.0))
+        # THEN the invocation never waited past its margin: two posted, the 429's 50 s pause
+        # handed to the queue as the continuation's delay
+        assert clock.time() - started <= 40.0
+        assert done.next is Next.CONTINUED and 45 <= done.delay_s <= 50
+        assert sum(_posted(server, urls).values()) == 2
+        # AND once the pause is over the continuation posts the rest, each URL once
+        clock.advance(float(done.delay_s))
+        for _ in range(4):  # each continuation posts what the limit allows
+            [then] = inside.handle(json.dumps({"continue": "paused"}), PLENTY)
+            if then.next is Next.DONE:
+                break
+            clock.advance(float(then.delay_s))
+        assert then.next is Next.DONE
+        assert _posted(server, urls) == {url: 1 for url in urls}
+    finally:
+        server.stop()
+
+
+def test_a_lookup_that_cannot_wait_for_the_job_list_is_left_to_the_next_invocation(aws, sim, clock):
+    # GIVEN an extract run whose second POST's answer is lost after the API created the job,
+    # in an invocation with 80 s left (20 s after the margin: less than the 30 s listing delay)
+    inside = _inside(aws, sim, clock)
+    urls = [f"https://example.com/late/{i}" for i in range(3)]
+    sim.sim.faults.lose_answers("POST /v1/extract", ["timeout"])
+    started = clock.time()
+    # WHEN the upload is handled
+    [done] = inside.handle(_upload(aws, "late", urls), _invocation(clock, 80.0))
+    # THEN the invocation did not sleep out the listing delay: the entry in doubt is handed on
+    assert clock.time() - started <= 20.0
+    assert done.next is Next.CONTINUED and done.report is not None
+    assert len(done.report.where(EntryState.IN_DOUBT)) == 1
+    # AND the next invocation looks it up and adopts it: each URL was posted once
+    [after] = inside.handle(json.dumps({"continue": "late"}), PLENTY)
+    assert after.next is Next.DONE
+    assert _posted(sim, urls) == {url: 1 for url in urls}
 
 
 def test_an_entry_another_invocation_holds_is_continued_after_its_lease(aws, sim, clock):

@@ -51,6 +51,17 @@ def test_pace_429s_of_one_congestion_cut_once_and_pause_everyone():
     assert p.rate == pytest.approx(5.0) and p.cuts == 2
 
 
+def test_a_slot_past_the_latest_is_refused_at_once_and_not_taken():
+    clock = ManualClock(0.0)
+    p = pace(clock, start_rate=10.0)
+    p.throttled(p.turn(), 30.0)  # a 429 asks for 30 s
+    # a caller with 10 s left gets no slot and does not sleep
+    assert p.turn_before(10.0) is None and clock.sleeps == []
+    # the slot it did not take is the next caller's: right after the pause
+    assert p.turn_before(60.0) == pytest.approx(30.0)
+    assert p.turn() == pytest.approx(30.2)  # at the halved rate, 5/s
+
+
 def test_pace_does_not_grow_on_slow_answers_or_when_workers_lag():
     clock = ManualClock(0.0)
     p = pace(clock, start_rate=10.0, slow_s=1.0)

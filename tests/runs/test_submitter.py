@@ -294,7 +294,9 @@ def test_submitter_stop_cuts_the_call_and_the_next_call_posts_only_the_rest(
     spec = RunSpec.of(posted, RunMode.ASYNC, {"formats": ["markdown"]})
     first_call = submitter(journal, client, clock)
     # WHEN it works the run with that stop, then another call works it without one
-    cut = first_call.work(first_call.plan(spec), stop=lambda: first_call._posts >= 2)
+    cut = first_call.work(
+        first_call.plan(spec), time_left=lambda: 0.0 if first_call._posts >= 2 else 1e9
+    )
     rest = submitter(journal, client, clock).submit(spec)
     # THEN the first call stopped with three left planned, and the URLs were posted once each
     assert cut.cut and cut.posts == 2 and len(cut.where(S.PLANNED)) == 3 and not cut.complete

@@ -14,6 +14,7 @@ them under the journal's conditional write, at the rate the pace finds the API a
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import socket
@@ -49,6 +50,10 @@ class SubmitClient(JobLister, JobReader, Protocol):
     def create_batch(self, urls: Iterable[str], **options: Any) -> SubmittedJob: ...
 
     def create_crawl(self, url: str, **options: Any) -> SubmittedJob: ...
+
+
+class _OutOfTimeError(Exception):
+    """A wait would end past the caller's time: the call ends, with nothing held."""
 
 
 class EventKind(StrEnum):
@@ -101,7 +106,8 @@ class RunReport:
     entries: list[Entry]
     posts: int  # POSTs this call sent
     stopped: Outcome | None = None  # why the call stopped with entries left planned
-    cut: bool = False  # the caller's ``stop`` said so (a Lambda near its timeout)
+    cut: bool = False  # the caller's time ran out (a Lambda near its timeout)
+    pause_s: float = 0.0  # how long the API asked to be left alone when the call ended
     counts: dict[EntryState, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -182,6 +188,7 @@ class Submitter:
         self._stopped: Outcome | None = None
         self._looked_up: set[int] = set()
         self._post_unfound = True  # an extract the lookup did not find is posted again
+        self._time_left: Callable[[], float] = lambda: math.inf
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -195,31 +202,51 @@ class Submitter:
         found = {} if created else dict(Counter(e.state for e in self.journal.entries(run.name)))
         return Planned(run, created, found)
 
-    def work(self, planned: Planned, stop: Callable[[], bool] | None = None) -> RunReport:
+    def work(self, planned: Planned, time_left: Callable[[], float] | None = None) -> RunReport:
         """Post every entry of a planned run that is not settled yet, as far as the API lets.
 
-        ``stop`` is asked before each claim: when it answers True, the call ends with the rest
-        left planned (``cut``), for a caller with a deadline of its own.
+        ``time_left`` (seconds), for a caller with a deadline of its own: no entry is claimed
+        once it is spent and no wait is begun that would outlast it; the call then ends with
+        the rest left as it was (``cut``).
         """
         run = planned.run
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up = set()
-        cut = stop or (lambda: False)
+        self._time_left = time_left or (lambda: math.inf)
+        try:
+            was_cut = self._work(run)
+        except _OutOfTimeError:
+            was_cut = True
+        entries = self.journal.entries(run.name)
+        pause = self.pace.paused_until() - self._t() if self.pace is not None else 0.0
+        return RunReport(
+            run,
+            planned.created,
+            planned.resumed,
+            entries,
+            self._posts,
+            self._stopped,
+            was_cut,
+            max(pause, 0.0),
+        )
+
+    def _work(self, run: Run) -> bool:
+        """``work``'s steps; True when the caller's time ended them."""
         self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
         # Only doubts already listable now: the rest are looked up after posting, not waited for.
         self._settle_doubts(run, ready_only=True)
         planned_entries = self.journal.entries(run.name, [S.PLANNED])
         if self.pace is None or self.pace.settings.workers == 1:
-            was_cut = self._post_serially(run, planned_entries, cut)
+            was_cut = self._post_serially(run, planned_entries)
         else:
-            was_cut = self._post_in_parallel(run, planned_entries, cut, self.pace.settings.workers)
+            was_cut = self._post_in_parallel(run, planned_entries, self.pace.settings.workers)
         if self._stopped is None and not was_cut:
             self._wait_for_held(run)
             self._settle_doubts(run)
-        entries = self.journal.entries(run.name)
-        return RunReport(
-            run, planned.created, planned.resumed, entries, self._posts, self._stopped, was_cut
-        )
+        return was_cut
+
+    def _out_of_time(self) -> bool:
+        return self._time_left() <= 0
 
     def settle(self, run: Run, *, post_unfound: bool = False) -> list[Entry]:
         """Resolve what is in doubt without posting planned entries (``runs resolve``).
@@ -229,6 +256,7 @@ class Submitter:
         """
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up, self._post_unfound = set(), post_unfound
+        self._time_left = lambda: math.inf
         try:
             self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
             self._settle_doubts(run)
@@ -236,21 +264,22 @@ class Submitter:
             self._post_unfound = True
         return self.journal.entries(run.name)
 
-    def _post_serially(self, run: Run, entries: Sequence[Entry], cut: Callable[[], bool]) -> bool:
-        """Post ``entries`` one after another; True when ``cut`` ended it."""
+    def _post_serially(self, run: Run, entries: Sequence[Entry]) -> bool:
+        """Post ``entries`` one after another; True when the caller's time ended it."""
         for entry in entries:
-            if cut():
+            if self._out_of_time():
                 return True
-            self._post_planned(run, entry)
+            try:
+                self._post_planned(run, entry)
+            except _OutOfTimeError:
+                return True
             if self._stopped is not None:
                 break
         return False
 
-    def _post_in_parallel(
-        self, run: Run, entries: Sequence[Entry], cut: Callable[[], bool], workers: int
-    ) -> bool:
+    def _post_in_parallel(self, run: Run, entries: Sequence[Entry], workers: int) -> bool:
         """Post ``entries`` with up to ``workers`` threads, as many in flight as the pace's
-        ``concurrency`` allows (taken in order); True when ``cut`` ended it.
+        ``concurrency`` allows (taken in order); True when the caller's time ended it.
 
         A worker's crash (any BaseException) stops the others from claiming more and is raised
         here; a KeyboardInterrupt here leaves what is in flight in doubt at once.
@@ -271,7 +300,7 @@ class Submitter:
                 with self._lock:
                     if halt.is_set() or self._stopped is not None:
                         return None
-                    if cut():
+                    if self._out_of_time():
                         was_cut.set()
                         return None
                     entry = next(todo, None)
@@ -291,13 +320,26 @@ class Submitter:
                         self._post_planned(run, entry)
                     finally:
                         done()
+            except _OutOfTimeError:
+                was_cut.set()  # what the others hold is answered; nothing more is claimed
+                halt_all()
             except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-                with self._lock:
-                    crashes.append(exc)
-                halt.set()
-                with gate:
-                    gate.notify_all()
+                crashes.append(exc)
+                halt_all()
 
+        def halt_all() -> None:
+            halt.set()
+            with gate:
+                gate.notify_all()
+
+        self._run_workers(worker, workers, halt)
+        if crashes:
+            raise crashes[0]
+        return was_cut.is_set()
+
+    def _run_workers(self, worker: Callable[[], None], workers: int, halt: threading.Event) -> None:
+        """``workers`` threads of ``worker``, joined. Anything raised here (Ctrl-C, a stop at
+        the function's timeout) halts them; Ctrl-C also leaves what is in flight in doubt."""
         threads = [
             threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(workers)
         ]
@@ -306,13 +348,11 @@ class Submitter:
         try:
             for thread in threads:
                 thread.join()
-        except KeyboardInterrupt:
+        except BaseException as exc:
             halt.set()
-            self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
+            if isinstance(exc, KeyboardInterrupt):
+                self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
             raise
-        if crashes:
-            raise crashes[0]
-        return was_cut.is_set()
 
     def _doubt_in_flight(self, reason: str) -> None:
         """What this submitter has in flight goes to doubt (its answer may never be read)."""
@@ -330,6 +370,8 @@ class Submitter:
     def _post_planned(self, run: Run, entry: Entry) -> None:
         """Claim and post ``entry``; again after an answer that says the API did not act."""
         while self._stopped is None:
+            if self._out_of_time():
+                raise _OutOfTimeError  # released, not claimed again: the next call posts it
             # The send slot first, then the claim: a kill finds few entries claimed but unsent
             # (a batch left in doubt can never be looked up).
             sent_at = self._turn()
@@ -342,8 +384,16 @@ class Submitter:
                 return
 
     def _turn(self) -> float:
-        """Wait for the pace's next send slot (no pace: now); the time it is sent at."""
-        return self.pace.turn() if self.pace is not None else self._t()
+        """Wait for the pace's next send slot (no pace: now); the time it is sent at.
+
+        A slot past the caller's time is not waited for (``_OutOfTimeError``).
+        """
+        if self.pace is None:
+            return self._t()
+        slot = self.pace.turn_before(self._t() + self._time_left())
+        if slot is None:
+            raise _OutOfTimeError
+        return slot
 
     def _post(self, run: Run, claimed: Entry, sent_at: float) -> tuple[Verdict | None, Entry]:
         """One POST of a claimed entry and the move its answer calls for."""
@@ -414,7 +464,7 @@ class Submitter:
         if self.pace is not None:
             self.pace.throttled(sent_at, wait)  # every worker waits, not only this one
         else:
-            self.sleep(wait)
+            self._nap(wait)
         return released
 
     def _backoff(self, retry_after: float | None) -> float:
@@ -546,7 +596,7 @@ class Submitter:
                 if self.pace is not None and isinstance(exc, RateLimitedError):
                     self.pace.throttled(sent_at, wait)
                 else:
-                    self.sleep(wait)
+                    self._nap(wait)
         return None  # not reached: the last try returns or raises
 
     def _wait_for_held(self, run: Run) -> None:
@@ -566,7 +616,13 @@ class Submitter:
     def _wait_until(self, when: float) -> None:
         wait = when - self.clock.time()
         if wait > 0:
-            self.sleep(wait)
+            self._nap(wait)
+
+    def _nap(self, seconds: float) -> None:
+        """Every wait of the engine: never begun when it would outlast the caller's time."""
+        if seconds > self._time_left():
+            raise _OutOfTimeError
+        self.sleep(seconds)
 
     def _tell(self, kind: EventKind, entry: Entry, api_status: str | None = None) -> Entry:
         self._listener(Event(kind, entry, api_status))

@@ -1,16 +1,19 @@
 """One message of the submitter function: a run started or continued, worked until the
 invocation's time is nearly up, then handed to the next invocation.
 
-A run outlives an invocation: near its end (``margin_s`` left) the submitter stops claiming,
-and a continuation message for the run goes to the submissions queue. An invocation killed
-by its timeout leaves its message to come back after the queue's visibility timeout, by which
-time its posting leases (``lease_s``, shorter) have run out: the next invocation expires them
-to in doubt and looks them up, never posts them blind. Nothing here waits for another
-submitter's lease: a continuation delayed until it runs out is sent instead.
+A run outlives an invocation: near its end (``margin_s`` left) the submitter stops claiming
+and begins no wait (a Retry-After pause, a lookup's listing delay) that would outlast it, and
+a continuation message for the run goes to the submissions queue, delayed by what is left of
+the API's pause. An invocation killed by its timeout leaves its message to come back after
+the queue's visibility timeout, by which time its posting leases (``lease_s``, shorter) have
+run out: the next invocation expires them to in doubt and looks them up, never posts them
+blind. Nothing here waits for another submitter's lease: a continuation delayed until it
+runs out is sent instead.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -156,14 +159,16 @@ class Inside:
             found = Counter(e.state for e in self.journal.entries(run.name))
             planned = Planned(run, created=False, resumed=dict(found))
             idle = request.idle
-        report = submitter.work(planned, stop=lambda: remaining_s() < self.settings.margin_s)
+        report = submitter.work(planned, time_left=lambda: remaining_s() - self.settings.margin_s)
         return self._then(report, idle)
 
     def _then(self, report: RunReport, idle: int) -> Round:
         """Continue the run now, later, or not at all."""
         name, now = report.run.name, self._clock.time()
         if report.cut:
-            return self._continue(report, 0, 0, "the invocation's time is nearly up")
+            # A Retry-After pause that outlasts the invocation is waited out by the queue.
+            delay = math.ceil(report.pause_s)
+            return self._continue(report, delay, 0, "the invocation's time is nearly up")
         if report.stopped is not None and report.stopped.verdict.stops_run:
             return Round(name, Next.STOPPED, report.stopped.reason, report)
         idle = 0 if report.posts else idle + 1

@@ -91,11 +91,20 @@ class Pace:
 
     def turn(self) -> float:
         """Wait for this worker's send slot and return its time (the request's ``sent_at``)."""
+        slot = self.turn_before(math.inf)
+        assert slot is not None  # no slot is later than for ever
+        return slot
+
+    def turn_before(self, latest: float) -> float | None:
+        """``turn``, or None at once with no slot taken when the next slot is later than
+        ``latest`` (a Lambda near its end hands the run on rather than sleep past it)."""
         while True:
             with self._lock:
                 now = self.clock.time()
-                self._lagging = now > self._next + 1.0 / self._rate
                 slot = max(now, self._next, self._paused_until)
+                if slot > latest:
+                    return None
+                self._lagging = now > self._next + 1.0 / self._rate
                 self._next = slot + 1.0 / self._rate
             if slot > now:
                 self.sleep(slot - now)
