@@ -249,7 +249,7 @@ def test_paced_stop_cuts_every_worker_and_the_next_call_posts_only_the_rest(
     with GeonodeClient(KEY, base_url=server.base_url, clock=clock, retry=NO_RETRY) as client:
         slow = SlowClient(client, clock)
         first = paced(journal, slow, clock, workers=8)
-        cut = first.work(first.plan(spec), stop=lambda: first._posts >= 5)
+        cut = first.work(first.plan(spec), time_left=lambda: 0.0 if first._posts >= 5 else 1e9)
         rest = paced(journal, client, clock, workers=8).submit(spec)
     # THEN no worker claimed after the stop (only those in flight finished), and the next
     # call posted the rest: every URL once
@@ -286,10 +286,14 @@ class InterruptingClient(SlowClient):
     def __init__(self, client: GeonodeClient, clock: ManualClock, at: int) -> None:
         super().__init__(client, clock)
         self._at = at
+        self._sent = False
 
     def submit_extract(self, url: str, **options: Any) -> SubmittedJob:
         job = super().submit_extract(url, **options)
-        if self._posts == self._at:
+        with self._lock:  # once, by whichever worker's POST reached the count first
+            send = self._posts >= self._at and not self._sent
+            self._sent = self._sent or send
+        if send:
             os.kill(os.getpid(), signal.SIGINT)  # to the process, as a terminal sends it
             self._clock.advance(0.2)  # the answer is still on its way
         return job
