@@ -3,10 +3,12 @@ processor left, judged by the simulator's record of each item and page and of it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from scrape_pipeline_local.clock import ManualClock
@@ -49,7 +51,7 @@ def _stored_run(
         work = [w for j in job_ids for _, w in live.sim.get_batch(account, j).items]
     else:
         work = [w for j in job_ids for w in live.sim.get_crawl(account, j).pages]
-    return shown.record(), work
+    return {**shown.record(), "name": name}, work
 
 
 def test_cli_stack_runs_show_counts_a_batch_run_item_by_item_and_its_tokens(
@@ -67,6 +69,26 @@ def test_cli_stack_runs_show_counts_a_batch_run_item_by_item_and_its_tokens(
     assert completed and failed and completed + failed == 5
     assert (record["settled"], record["stored"], record["dead_lettered"]) == (5, completed, failed)
     assert record["tokens_charged"] == sum(w.tokens_charged(now) for w in work) > 0
+    # WHEN poll follows the same run into s3://bucket/prefix
+    assert live.resources is not None
+    bucket = live.resources.bucket
+    argv = ("poll", "--run", record["name"], "--out", f"s3://{bucket}/cli-paged", "--json")
+    polled = cli(*argv, clock=live.clock)
+    # THEN each item is under the prefix with the pipeline's own keys: stored, or its
+    # dead-letter record when it failed
+    assert polled.code == 0, polled.err
+    s3 = boto3.client("s3")
+    lines = polled.records()
+    assert sorted((r["url"], r["status"]) for r in lines) == sorted(
+        (w.url, w.status(now)) for w in work
+    )
+    for line in lines:
+        where = f"batch/{line['job_id']}/{line['item']:05d}"
+        key = f"results/{where}/metadata.json" if line["status"] == "completed" else None
+        key = key or f"dead-letters/{where}.json"
+        body = json.loads(s3.get_object(Bucket=bucket, Key=f"cli-paged/{key}")["Body"].read())
+        assert body["url"] == line["url"]
+        assert line["written"].startswith(f"s3://{bucket}/cli-paged/")
 
 
 def test_cli_stack_runs_show_counts_a_crawl_run_tokens_of_all_its_pages(
