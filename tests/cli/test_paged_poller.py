@@ -12,8 +12,9 @@ from scrape_pipeline.geonode import GeonodeClient, JobTimeoutError
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
+from scrape_pipeline_local.simulator.state import Batch
 from scrape_pipeline_ops.many_poller import ManyJobsSettings
-from scrape_pipeline_ops.paged_poller import PagedJobsPoller
+from scrape_pipeline_ops.paged_poller import PagedJob, PagedJobsPoller
 from tests.cli.conftest import QUIET
 
 KEY = "paged-poller-key"
@@ -41,18 +42,31 @@ def _poller(sim: SimulatorServer, clock: ManualClock, **settings: float) -> Page
     return PagedJobsPoller(client, settings=tuned, clock=clock, rng=random.Random(5))
 
 
+def _batch(sim: SimulatorServer, clock: ManualClock, urls: list[str]) -> Batch:
+    """A batch of ``urls`` posted over HTTP, as the simulator records it."""
+    account = sim.sim.account_of(KEY)
+    assert account is not None
+    return sim.sim.get_batch(account, _client(sim, clock).create_batch(urls).job_id)
+
+
+def _followed(
+    sim: SimulatorServer, clock: ManualClock, batch: Batch
+) -> tuple[PagedJobsPoller, PagedJob]:
+    """The poller that followed ``batch`` until it was yielded, and what it yielded (once)."""
+    poller = _poller(sim, clock)
+    poller.track(JobKind.BATCH, batch.job_id)
+    [job] = list(poller.run(max_wait=3600))
+    return poller, job
+
+
 def test_paged_poller_reads_every_page_of_a_large_batch_once_it_settles(
     sim: SimulatorServer, clock: ManualClock
 ):
     # GIVEN a batch of 120 URLs (three pages of 50)
-    account = sim.sim.account_of(KEY)
-    assert account is not None
     urls = [f"https://example.com/paged/{i}" for i in range(120)]
-    batch = sim.sim.get_batch(account, _client(sim, clock).create_batch(urls).job_id)
-    poller = _poller(sim, clock)
-    poller.track(JobKind.BATCH, batch.job_id)
+    batch = _batch(sim, clock, urls)
     # WHEN followed
-    [job] = list(poller.run(max_wait=3600))
+    poller, job = _followed(sim, clock, batch)
     # THEN it is yielded once, after the last of its items settled, with every item and the
     # simulator's charge; and never before
     last = max(work.settle_at for _, work in batch.items)
@@ -67,17 +81,12 @@ def test_paged_poller_waits_for_a_cancelled_batch_to_drain(
     sim: SimulatorServer, clock: ManualClock
 ):
     # GIVEN a batch cancelled while some items run: cancelled at once, in-flight ones drain
-    account = sim.sim.account_of(KEY)
-    assert account is not None
-    urls = [f"https://example.com/drain/{i}" for i in range(8)]
-    batch = sim.sim.get_batch(account, _client(sim, clock).create_batch(urls).job_id)
+    batch = _batch(sim, clock, [f"https://example.com/drain/{i}" for i in range(8)])
     clock.advance(min(work.started_at for _, work in batch.items) - clock.time() + 0.01)
     sim.sim.cancel_batch(batch.job_id)
     drained = batch.settle_at
     assert drained > clock.time()  # an item was running: the batch is cancelled, not drained
-    poller = _poller(sim, clock)
-    poller.track(JobKind.BATCH, batch.job_id)
-    [job] = list(poller.run(max_wait=3600))
+    _, job = _followed(sim, clock, batch)
     # THEN it is yielded only once nothing is pending, every item terminal
     assert job.status == "cancelled"
     assert clock.time() >= drained
