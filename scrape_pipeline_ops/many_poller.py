@@ -82,8 +82,9 @@ class RoundStats:
     unknown: list[str] = field(default_factory=list)
 
 
-class ManyJobsPoller:
-    """Track many async jobs and yield each exactly once when it settles."""
+class RoundsPoller[T]:
+    """What both pollers share: the client, one rate budget, the jobs tracked (``T`` each),
+    and the cadence of their rounds."""
 
     def __init__(
         self,
@@ -99,8 +100,45 @@ class ManyJobsPoller:
         self._clock = clock
         self._rng = rng or random.Random()  # jitter only, not security
         self._budget = budget or RateBudget(self.settings.requests_per_second, clock=clock)
-        self._jobs: dict[str, _Tracked] = {}
+        self._jobs: dict[str, T] = {}
         self.unknown: list[str] = []  # ids given up as unknown to the API, in order
+
+    @property
+    def outstanding(self) -> list[str]:
+        """Ids of the jobs not settled yet."""
+        return list(self._jobs)
+
+    def _pause(
+        self,
+        interval: float,
+        *,
+        found: bool,
+        elapsed: float,
+        max_wait: float,
+        retry_after: float | None = None,
+        grace_end: float | None = None,
+    ) -> float:
+        """Sleep until the next round and return its interval; ``JobTimeoutError`` once
+        ``max_wait`` has passed. ``grace_end``: when a job answered 404 may be given up."""
+        # Work found: jobs are settling now, look again soon. Idle: back off like a poller.
+        if found:
+            interval = self.settings.min_interval
+        else:
+            interval = min(interval * 2, self.settings.max_interval)
+        if elapsed >= max_wait:
+            raise JobTimeoutError(list(self._jobs), elapsed)
+        wait = self._rng.uniform(0.75, 1.0) * interval
+        if retry_after is not None:
+            wait = max(wait, retry_after)
+        if grace_end is not None:  # ask about a 404 again as soon as it may be given up
+            until = grace_end - self._clock.time()
+            wait = min(wait, max(until, self.settings.min_interval))
+        self._clock.sleep(min(wait, max_wait - elapsed))
+        return interval
+
+
+class ManyJobsPoller(RoundsPoller[_Tracked]):
+    """Track many async jobs and yield each exactly once when it settles."""
 
     def track(
         self,
@@ -124,11 +162,6 @@ class ManyJobsPoller:
         """Follow several jobs submitted just now."""
         for job in jobs:
             self.track(job)
-
-    @property
-    def outstanding(self) -> list[str]:
-        """Ids of the jobs not settled yet."""
-        return list(self._jobs)
 
     def poll_once(self) -> RoundStats:
         """One round: list the window, fetch what settled, forget it."""
@@ -196,22 +229,14 @@ class ManyJobsPoller:
                     on_unknown(job_id)
             if not self._jobs:
                 return
-            # Work found: jobs are settling now, look again soon. Idle: back off like a poller.
-            if stats.settled:
-                interval = self.settings.min_interval
-            else:
-                interval = min(interval * 2, self.settings.max_interval)
-            elapsed = self._clock.monotonic() - started
-            if elapsed >= max_wait:
-                raise JobTimeoutError(list(self._jobs), elapsed)
-            wait = self._rng.uniform(0.75, 1.0) * interval
-            if stats.retry_after is not None:
-                wait = max(wait, stats.retry_after)
-            grace_end = self._next_grace_end()
-            if grace_end is not None:  # ask about a 404 again as soon as it may be given up
-                until = grace_end - self._clock.time()
-                wait = min(wait, max(until, self.settings.min_interval))
-            self._clock.sleep(min(wait, max_wait - elapsed))
+            interval = self._pause(
+                interval,
+                found=bool(stats.settled),
+                elapsed=self._clock.monotonic() - started,
+                max_wait=max_wait,
+                retry_after=stats.retry_after,
+                grace_end=self._next_grace_end(),
+            )
 
     def _settled_in_listing(self, stats: RoundStats) -> list[str]:
         margin = self.settings.created_margin

@@ -1,4 +1,4 @@
-"""``poll``: follow many extract jobs with the many-jobs poller and write each result once.
+"""``poll``: follow many jobs (extracts, or a run's batches or crawls) and write each result once.
 
     ids (arguments, a file, or stdin: plain ids or submit's JSON lines)
       -> created time: submit's ``submitted_at`` when given, else one GET (which may find
@@ -15,9 +15,13 @@ after its creation (default 60; the API's 404 after a submission is replica lag,
 reported unknown at once, not waited for. Exit 1 when jobs are unknown or still unsettled at
 the deadline; they are listed.
 
-``--run NAME`` follows the job ids a run's journal recorded (an async run: the poller follows
-extract jobs). Where the journal is a file (no stack, or ``--journal``), each job's end is
-kept in it (``job_outcomes``) for ``runs show`` to join; with a stack the ledger says it.
+``--run NAME`` follows the job ids a run's journal recorded: an async run's extract jobs with
+the many-jobs poller, a batch or crawl run's jobs with the paged poller (``GET /v1/batch/{id}``
+or ``/v1/crawl/{id}``, 50 items a page, once settled), each item written once under
+``<out>/<job_id>/<item>/`` (or the pipeline's keys under s3://) and printed as one line. Where
+the journal is a file (no stack, or ``--journal``), each job's end (a batch's or crawl's with
+each item's) is kept in it (``job_outcomes``) for ``runs show`` to join; with a stack the
+ledger says it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError
 from scrape_pipeline.geonode.models import ApiStatus, Job, parse_time
-from scrape_pipeline.results import CONTENT_FILES
+from scrape_pipeline.jobs import JobKind
+from scrape_pipeline.results import CONTENT_FILES, metadata_of, result_prefix
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.job_outcomes import FileOutcomes
 
@@ -43,8 +48,10 @@ if TYPE_CHECKING:
 
     from types_boto3_s3.client import S3Client
 
+    from scrape_pipeline.geonode.batches import BatchItem
     from scrape_pipeline.geonode.client import GeonodeClient
     from scrape_pipeline_ops.cli.config import Context
+    from scrape_pipeline_ops.paged_poller import PagedJob
 
 COLUMNS = ("job_id", "status", "url", "written")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
@@ -58,13 +65,15 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "poll",
         parents=parents,
-        help="wait for async extract jobs and write each result once",
+        help="wait for async extract jobs (or a run's batches, crawls), write each result once",
         description=(
             "Follow async extract jobs with the many-jobs poller (its cost grows with list "
             "pages, not jobs x polls) and write each settled job once: "
             "<out>/<job_id>/content.md, content.html, metadata.json, or to S3 with the "
             "pipeline's own keys when --out is s3://bucket[/prefix]. Ids come from the "
             "arguments and --from (plain ids, or the JSON lines of 'submit --json'). "
+            "With --run, the jobs of that run: a batch or crawl run's are read page by page "
+            "once settled, each item written once (<out>/<job_id>/<item>/), one line each. "
             "Exits 1 listing the jobs not settled by --max-wait."
         ),
     )
@@ -72,7 +81,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--run",
         metavar="NAME",
-        help="follow the jobs of this async run (its journal: as for submit and runs)",
+        help="follow the jobs of this run (its journal: as for submit and runs)",
     )
     p.add_argument(
         "--journal",
@@ -172,6 +181,14 @@ class Target(Protocol):
         """Write the job (once); returns where it is."""
         ...
 
+    def write_item(self, kind: JobKind, job_id: str, index: int, item: BatchItem) -> str:
+        """Write one item of a batch or crawl (once); returns where it is."""
+        ...
+
+    def where(self, kind: JobKind, job_id: str) -> str:
+        """Where a batch's or crawl's items are written."""
+        ...
+
 
 def job_metadata(job: Job) -> dict[str, Any]:
     """What ``metadata.json`` holds: the whole answer but its content (as the processor)."""
@@ -214,6 +231,14 @@ class LocalTarget:
     def write(self, job: Job) -> str:
         return self.write_files(job.job_id, job.data, job_metadata(job))
 
+    def write_item(self, kind: JobKind, job_id: str, index: int, item: BatchItem) -> str:
+        del kind  # a job id is the API's: one folder per job whatever its kind, as for extracts
+        return self.write_files(f"{job_id}/{index:05d}", item.data, metadata_of(item.raw))
+
+    def where(self, kind: JobKind, job_id: str) -> str:
+        del kind
+        return str(self.root / job_id)
+
 
 class _PrefixedS3:
     """An S3 client whose ``put_object`` keys live under a prefix (the rest is untouched)."""
@@ -242,14 +267,32 @@ class S3Target:
         self._store = ResultStore(bucket, client=cast("S3Client", s3))
 
     def write(self, job: Job) -> str:
-        from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
-
-        base = f"s3://{self.bucket}/" + (f"{self.prefix}/" if self.prefix else "")
+        base = self._base
         if job.status == ApiStatus.COMPLETED:
             stored = self._store.store(JobKind.EXTRACT, job.job_id, job.data, job_metadata(job))
             return base + stored.prefix
         record = {"job_id": job.job_id, "status": job.status, **job_metadata(job)}
         return base + self._store.dead_letter(JobKind.EXTRACT, job.job_id, record)
+
+    def write_item(self, kind: JobKind, job_id: str, index: int, item: BatchItem) -> str:
+        # As the pipeline's PagedStore: completed stored, the others dead-lettered.
+        if item.status == ApiStatus.COMPLETED:
+            stored = self._store.store(kind, job_id, item.data, metadata_of(item.raw), item=index)
+            return self._base + stored.prefix
+        record = {
+            "url": item.url,
+            "status": item.status,
+            "code": item.error_code,
+            "message": item.error_message,
+        }
+        return self._base + self._store.dead_letter(kind, job_id, record, item=index)
+
+    def where(self, kind: JobKind, job_id: str) -> str:
+        return self._base + result_prefix(kind, job_id)
+
+    @property
+    def _base(self) -> str:
+        return f"s3://{self.bucket}/" + (f"{self.prefix}/" if self.prefix else "")
 
 
 def open_target(out: str | None, ctx: Context) -> Target | None:
@@ -330,10 +373,17 @@ def poll_jobs(
     yield from poller.run(max_wait=max_wait, on_unknown=on_unknown)
 
 
-def _run_ids(ctx: Context, args: argparse.Namespace) -> dict[str, float | None]:
+@dataclass(frozen=True)
+class _RunJobs:
+    """The jobs a run's journal recorded: their kind, and each id with its POST's time."""
+
+    kind: JobKind
+    ids: dict[str, float | None]
+
+
+def _run_jobs(ctx: Context, args: argparse.Namespace) -> _RunJobs:
     """The job ids a run's journal recorded, each with the time its POST was claimed."""
     from scrape_pipeline.runs.moves import EntryState  # noqa: PLC0415
-    from scrape_pipeline.runs.plan import RunMode  # noqa: PLC0415
     from scrape_pipeline_ops.cli.submit_run import open_journal  # noqa: PLC0415 - --run only
 
     opened = open_journal(ctx, args.journal, existing=True)
@@ -341,15 +391,10 @@ def _run_ids(ctx: Context, args: argparse.Namespace) -> dict[str, float | None]:
         run = opened.journal.run(args.run)
         if run is None:
             raise UsageError(f"no run named {args.run!r} in {opened.where} (runs list shows them)")
-        if run.mode is not RunMode.ASYNC:
-            raise UsageError(
-                f"run {run.name} is a {run.mode.value} run: poll follows extract jobs "
-                "(the pipeline stores batches and crawls; runs show says how they ended)"
-            )
         entries = opened.journal.entries(run.name, [EntryState.SUBMITTED])
     finally:
         opened.close()
-    return {e.job_id: e.posted_at for e in entries if e.job_id}
+    return _RunJobs(JobKind(run.mode.kind), {e.job_id: e.posted_at for e in entries if e.job_id})
 
 
 def _kept_outcomes(ctx: Context, args: argparse.Namespace) -> FileOutcomes | None:
@@ -368,8 +413,16 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.from_file:
         lines += read_lines(args.from_file)
     ids = parse_ids(lines, any_format=args.any_id_format)
+    kind = JobKind.EXTRACT
     if args.run:
-        ids.update({k: v for k, v in _run_ids(ctx, args).items() if k not in ids or v})
+        jobs = _run_jobs(ctx, args)
+        if jobs.kind is not JobKind.EXTRACT and ids:
+            raise UsageError(
+                f"run {args.run} is a {jobs.kind} run: poll its jobs alone, the extract "
+                "ids in another poll"
+            )
+        kind = jobs.kind
+        ids.update({k: v for k, v in jobs.ids.items() if k not in ids or v})
     if not ids:
         if args.run:
             ctx.out.note(f"run {args.run} has no submitted job to follow")
@@ -382,7 +435,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     target = open_target(args.out, ctx)
     kept = _kept_outcomes(ctx, args)
     try:
-        return _follow(ctx, args, ids, target, kept)
+        if kind is JobKind.EXTRACT:
+            return _follow(ctx, args, ids, target, kept)
+        return _follow_paged(ctx, args, _Paged(kind, ids, target, kept))
     finally:
         if kept is not None:
             kept.close()
@@ -423,13 +478,91 @@ def _follow(
                 ctx.out.row(_report(job, written), COLUMNS)
                 advance()
         except JobTimeoutError as exc:
-            pending = [job_id for job_id in ids if job_id not in done and job_id not in unknown]
-            for job_id in pending:
-                ctx.out.row({"job_id": job_id, "status": "unsettled", "written": None}, COLUMNS)
-            raise FailedError(
-                f"{len(pending)} of {len(ids)} job(s) not settled after {exc.waited:.0f}s: "
-                f"{_shown(pending)}{_unknown_note(unknown, args.not_found_grace)}"
-            ) from exc
+            _timed_out(ctx, args, ids, unknown, seen=done | set(unknown), exc=exc)
+    return _unknown_verdict(args, ids, unknown)
+
+
+@dataclass(frozen=True)
+class _Paged:
+    """A batch or crawl run's jobs to follow, and where their ends go."""
+
+    kind: JobKind
+    ids: dict[str, float | None]
+    target: Target | None
+    kept: FileOutcomes | None
+
+
+def _follow_paged(ctx: Context, args: argparse.Namespace, paged: _Paged) -> int:
+    """Follow a run's batches or crawls until settled or ``--max-wait``: every item written
+    once and printed as a line, each job kept with its items once."""
+    from scrape_pipeline_ops.many_poller import ManyJobsSettings  # noqa: PLC0415
+    from scrape_pipeline_ops.paged_poller import PagedJobsPoller  # noqa: PLC0415
+
+    settings = ManyJobsSettings(not_found_grace=args.not_found_grace)
+    poller = PagedJobsPoller(ctx.client(), settings=settings, clock=ctx.clock)
+    for job_id, posted_at in paged.ids.items():
+        poller.track(paged.kind, job_id, created_at=posted_at)
+    done: set[str] = set()
+    unknown: list[str] = []
+    with ctx.out.progress(len(paged.ids), "settled") as advance:
+
+        def report_unknown(job_id: str) -> None:
+            unknown.append(job_id)
+            if paged.kept is not None:
+                paged.kept.record_unknown(job_id, ctx.clock.time())
+            ctx.out.row({"job_id": job_id, "status": "unknown", "written": None}, COLUMNS)
+            advance()
+
+        try:
+            for job in poller.run(max_wait=args.max_wait, on_unknown=report_unknown):
+                _write_paged(ctx, paged, job)
+                done.add(job.job_id)
+                advance()
+        except JobTimeoutError as exc:
+            _timed_out(ctx, args, paged.ids, unknown, seen=done | set(unknown), exc=exc)
+    return _unknown_verdict(args, paged.ids, unknown)
+
+
+def _write_paged(ctx: Context, paged: _Paged, job: PagedJob) -> None:
+    """Write each item of a settled batch or crawl, print it, and keep the job."""
+    target = paged.target
+    written: list[str | None] = []
+    for index, item in job.numbered():
+        where = target.write_item(job.kind, job.job_id, index, item) if target else None
+        written.append(where)
+        report: dict[str, Any] = {"job_id": job.job_id, "item": index, "status": item.status}
+        report["url"] = item.url
+        if item.error_code is not None:
+            report["error"] = item.error_code
+        ctx.out.row({**report, "written": where}, COLUMNS)
+    if paged.kept is not None:
+        folder = target.where(job.kind, job.job_id) if target and job.items else None
+        paged.kept.record_paged(job, folder, written, ctx.clock.time())
+
+
+def _timed_out(
+    ctx: Context,
+    args: argparse.Namespace,
+    ids: Mapping[str, float | None],
+    unknown: list[str],
+    *,
+    seen: set[str],
+    exc: JobTimeoutError,
+) -> None:
+    """List the jobs not settled by ``--max-wait`` and fail naming them."""
+    pending = [job_id for job_id in ids if job_id not in seen]
+    for job_id in pending:
+        ctx.out.row({"job_id": job_id, "status": "unsettled", "written": None}, COLUMNS)
+    raise FailedError(
+        f"{len(pending)} of {len(ids)} job(s) not settled after {exc.waited:.0f}s: "
+        f"{_shown(pending)}{_unknown_note(unknown, args.not_found_grace)}"
+    ) from exc
+
+
+def _unknown_verdict(
+    args: argparse.Namespace, ids: Mapping[str, float | None], unknown: list[str]
+) -> int:
+    """0, or a failure naming the jobs the API did not know."""
     if unknown:
         raise FailedError(
             f"{len(unknown)} of {len(ids)} job(s) unknown to the API (404 "

@@ -162,10 +162,8 @@ def _outcomes(ctx: Context, opened: OpenJournal) -> Iterator[Outcomes]:
 def _joined(
     source: Outcomes, opened: OpenJournal, run: Run, entries: Sequence[Entry]
 ) -> dict[str, JobOutcome] | None:
-    """The outcome of each job the run's entries recorded; None when nothing follows them
-    (a batch or crawl without a stack: poll follows extract jobs only)."""
-    if opened.path is not None and run.mode is not RunMode.ASYNC:
-        return None
+    """The outcome of each job the run's entries recorded (a job not known is absent)."""
+    del opened  # the source says where: the ledger, or what poll kept in the file
     job_ids = [e.job_id for e in entries if e.state is S.SUBMITTED and e.job_id]
     return source.outcomes(JobKind(run.mode.kind), job_ids) if job_ids else {}
 
@@ -222,8 +220,9 @@ def _url_rows(entries: Sequence[Entry], found: Mapping[str, JobOutcome]) -> list
     for entry in entries:
         state = "in doubt" if entry.state is S.IN_DOUBT else entry.state.value
         reason = entry.reason if entry.state in (S.REJECTED, S.IN_DOUBT) else None
-        outcome = _outcome_word(found.get(entry.job_id or ""))
+        job = found.get(entry.job_id or "")
         for url in entry.urls:
+            outcome = _outcome_word(job.of_url(url) if job else None)
             row = {"entry": entry.index, "state": state, "job_id": entry.job_id}
             rows.append({**row, "outcome": outcome, "url": url, "reason": reason})
     return rows

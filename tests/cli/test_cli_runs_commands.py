@@ -89,8 +89,13 @@ def test_cli_runs_show_names_a_batch_in_doubt_and_resolve_reposts_it_only_when_t
     # THEN the simulator saw the two URLs of that batch twice (as ordered), the third once
     submissions = sim.sim.submissions()
     assert [submissions.get(u) for u in urls] == [2, 2, 1]
+    # and once poll followed its batches, the run is complete
+    open_until_polled = cli("runs", "show", name, "--json")
+    _error_line(open_until_polled, "2 job(s) not settled")
+    assert cli("poll", "--run", name, "--json", clock=clock).code == 0
     done = cli("runs", "show", name, "--json")
     assert done.code == 0 and done.record()["submitted"] == 3, done.err
+    assert done.record()["settled"] == 3
     # a second order finds nothing in doubt and posts nothing
     again = cli("runs", "resolve", name, "--repost-in-doubt", "--json", clock=clock)
     assert again.code == 0 and "planned again" not in again.err
@@ -122,19 +127,17 @@ def test_cli_runs_list_empty_journal_and_help(cli: Cli, tmp_path: Path):
     assert "--repost-in-doubt" in helped.out
 
 
-def test_cli_poll_run_refuses_a_batch_run_and_an_unknown_one_exit_2(
+def test_cli_poll_run_of_an_unknown_run_exit_2_and_an_unfollowed_batch_run_is_open(
     sim: SimulatorServer, cli: Cli, clock: ManualClock, tmp_path: Path
 ):
     path, urls = _file(tmp_path, "poll-batch", 2)
     submitted = cli("submit", str(path), "--mode", "batch", clock=clock)
     assert submitted.code == 0, submitted.err
-    refused = cli("poll", "--run", _name(submitted), clock=clock)
-    assert_one_error_line(refused, 2, "is a batch run", "poll follows extract jobs")
     assert_one_error_line(cli("poll", "--run", "nope"), 2, "no run named 'nope'")
-    # a local batch run's outcomes are not known: null, and its verdict is the journal's
+    # a local batch run nothing followed yet: its batch not settled, so not complete
     shown = cli("runs", "show", _name(submitted), "--json")
-    assert shown.code == 0, shown.err
-    assert shown.record()["settled"] is None and shown.record()["submitted"] == 2
+    _error_line(shown, "1 job(s) not settled")
+    assert shown.record()["settled"] == 0 and shown.record()["submitted"] == 2
     _once_each(sim, urls)
 
 

@@ -51,7 +51,8 @@ REASON_NEVER_SETTLED = "never settled"
 REASON_UNKNOWN_JOB = "unknown job"
 # The reasons that later evidence of a settled job overturns (``Ledger.reopen``).
 REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
-# What a stored extract cost, as the API said (``detail["tokens_charged"]``: runs show).
+# What a stored job cost, as the API said (``detail["tokens_charged"]``: runs show adds it up;
+# a batch's or crawl's is its ``token_summary.tokens_charged_total``).
 DETAIL_TOKENS = "tokens_charged"
 
 

@@ -15,7 +15,7 @@ from scrape_pipeline.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 
@@ -47,14 +47,9 @@ class _PageDone:
     stopped_at: int | None = None  # out of time: the position of the first item not done
 
 
-def _pending_count(status: BatchStatus) -> int:
-    """Items the batch's or crawl's counters say are still pending (0 when it says nothing)."""
-    return sum(n for name, n in status.counters.items() if name.startswith("pending_"))
-
-
 def _still_running(done: _PageDone, status: BatchStatus, *, last: bool) -> bool:
     """An item of this page, or (on the last page) of the job, is still pending."""
-    return done.pending or (last and _pending_count(status) > 0)
+    return done.pending or (last and status.pending > 0)
 
 
 class PagedStore:
@@ -104,11 +99,15 @@ class PagedStore:
             status = self._get(attempt.key, page=at.page)
         if attempt.deadline is not None:
             attempt.deadline.end_page()
-        return {
+        detail = {
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),
             "items_failed": str(at.failed),
         }
+        # The job's whole charge, final now that nothing is pending: runs show adds it up.
+        if status.tokens_charged is not None:
+            detail[DETAIL_TOKENS] = str(status.tokens_charged)
+        return detail
 
     def _get(self, key: JobKey, page: int) -> BatchStatus:
         if key.kind is JobKind.BATCH:

@@ -68,6 +68,18 @@ class BatchStatus(Settles):
             raw=dict(body),
         )
 
+    @property
+    def tokens_charged(self) -> int | None:
+        """What the whole batch or crawl has cost so far (``token_summary``), if it says."""
+        summary = self.raw.get("token_summary")
+        total = summary.get("tokens_charged_total") if isinstance(summary, Mapping) else None
+        return total if isinstance(total, int) and not isinstance(total, bool) else None
+
+    @property
+    def pending(self) -> int:
+        """Items the counters say are still pending (0 when they say nothing)."""
+        return sum(n for name, n in self.counters.items() if name.startswith("pending_"))
+
 
 def _counters(body: Mapping[str, Any]) -> dict[str, int]:
     """The ``*_urls`` (batch) or ``*_pages`` (crawl) counts of a paged answer."""
