@@ -3,8 +3,8 @@
 The bucket is read first: a ``metadata.json`` there means stored (written last, so the result
 is whole), unless a file it needs is gone or an object has a second version; a live
 dead-letter record means dead-lettered. Only then does the API's status explain the absence:
-cancelled, still running, settled moments ago (within the grace), failed and replaced by a
-later job of the same URL, or else missing.
+cancelled, still running, settled moments ago (within the grace, nothing of it deleted),
+failed and replaced by a later job of the same URL, or else missing.
 """
 
 from __future__ import annotations
@@ -103,8 +103,11 @@ def judge(
         return Finding(subject, Verdict.CANCELLED)
     if status is not None and status not in TERMINAL_STATUSES:
         return Finding(subject, Verdict.RUNNING, str(status))
-    if status is not None and subject.settled_at is not None and now - subject.settled_at < grace_s:
-        return Finding(subject, Verdict.SETTLING, f"{status} {now - subject.settled_at:.0f} s ago")
+    # Settled moments ago, nothing deleted: the processor may be writing it (an object deleted
+    # was stored once, so it is missing whatever the time).
+    age = None if subject.settled_at is None else now - subject.settled_at
+    if status is not None and age is not None and age < grace_s and not gone:
+        return Finding(subject, Verdict.SETTLING, f"{status} {age:.0f} s ago")
     if status == ApiStatus.FAILED and replaced:
         return Finding(subject, Verdict.RESUBMITTED, "a later job of its URL replaced it")
     return Finding(subject, Verdict.MISSING, _absence(status, gone, dead_letter))

@@ -25,9 +25,12 @@ def _failed(result: Result, *needles: str) -> list[str]:
     return notices
 
 
-def _counts(record: dict[str, object]) -> dict[str, object]:
-    names = ("jobs", "stored", "dead_lettered", "cancelled", "running", "doubled", "missing")
-    return {name: record[name] for name in names}
+COUNTED = ("jobs", "stored", "dead_lettered", "cancelled", "running", "doubled", "missing")
+
+
+def _counts(record: dict[str, object]) -> tuple[object, ...]:
+    """The record's counts, in ``COUNTED``'s order."""
+    return tuple(record[name] for name in COUNTED)
 
 
 def test_audit_of_a_clean_window_counts_every_job_stored_once(world: World, cli: Cli):
@@ -40,15 +43,7 @@ def test_audit_of_a_clean_window_counts_every_job_stored_once(world: World, cli:
     # THEN every job is stored exactly once, nothing else, exit 0
     assert result.code == 0, result.err
     record = result.record()
-    assert _counts(record) == {
-        "jobs": 4,
-        "stored": 4,
-        "dead_lettered": 0,
-        "cancelled": 0,
-        "running": 0,
-        "doubled": 0,
-        "missing": 0,
-    }
+    assert _counts(record) == (4, 4, 0, 0, 0, 0, 0)
     assert record["problems"] == []
 
 
@@ -113,15 +108,7 @@ def test_audit_counts_dead_letters_by_reason_cancelled_and_running_jobs(world: W
     # THEN each is counted under its verdict; nothing is missing; exit 0
     assert result.code == 0, result.err
     record = result.record()
-    assert _counts(record) == {
-        "jobs": 7,
-        "stored": 1,
-        "dead_lettered": 2,
-        "cancelled": 1,
-        "running": 2,
-        "doubled": 0,
-        "missing": 0,
-    }
+    assert _counts(record) == (7, 1, 2, 1, 2, 0, 0)
     assert record["settling"] == 1
     assert record["dead_lettered_by_reason"] == {"not retryable": 1, "poison": 1}
     assert len(running) == 2 and recent

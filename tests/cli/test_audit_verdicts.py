@@ -66,3 +66,12 @@ def test_a_job_unknown_to_the_api_is_missing_unless_dead_lettered():
     subject = Subject(JobKind.BATCH, "gone", None)
     assert _judge(subject, {}).verdict is Verdict.MISSING
     assert _judge(subject, {}, ONCE).verdict is Verdict.DEAD_LETTERED
+
+
+def test_a_job_settled_within_the_grace_is_settling_unless_an_object_of_it_was_deleted():
+    subject = Subject(JobKind.EXTRACT, "j", ApiStatus.COMPLETED, settled_at=NOW - 10.0)
+    assert _judge(subject, {}).verdict is Verdict.SETTLING
+    assert _judge(subject, {"content.md": ONCE}).verdict is Verdict.SETTLING  # being written
+    deleted = {"metadata.json": KeyHistory(versions=1, latest_deleted=True)}
+    found = _judge(subject, deleted)
+    assert found.verdict is Verdict.MISSING and "metadata.json deleted" in found.why
