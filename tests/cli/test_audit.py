@@ -173,6 +173,12 @@ def test_audit_judges_batch_items_from_the_api_and_their_item_keys(
     assert (record["jobs"], record["stored"], record["missing"]) == (5, 4, 1)
     assert record["problems"][0]["item"] == items[4].input_index
     assert f"missing: batch {batch_id} item {items[4].input_index}" in "\n".join(notices)
+    # AND audited as its run: the same verdicts, without a job-list page, one batch page
+    run = _audit(cli, world, "--run", "bt")
+    _failed(run, "1 missing")
+    assert run.record()["calls"]["job_list_pages"] == 0
+    assert run.record()["calls"]["batch_crawl_pages"] == 1
+    assert (run.record()["stored"], run.record()["missing"]) == (4, 1)
 
 
 def test_audit_holds_its_call_budget_for_hundreds_of_jobs(world: World, cli: Cli):
