@@ -8,6 +8,8 @@
     deliveries list|replay                            deliveries.py
     reconcile | status | dlq inspect|redrive          ops.py
     local up|demo                                     local.py
+    audit --since T [--until T] [--run NAME]          audit.py
+    results get JOB_ID|URL [--out DIR]                results.py
 
 Settings (API key, base URL, AWS resources) are found in config.py, printing is output.py.
 It lives outside the Lambda layer, so the handlers never ship or pay for it; rich and the

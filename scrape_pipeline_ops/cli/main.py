@@ -20,7 +20,18 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSConfigurationError, transl
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import GeonodeError, MissingAPIKeyError
-from scrape_pipeline_ops.cli import deliveries, doctor, local, ops, poll, runs, submit, webhooks
+from scrape_pipeline_ops.cli import (
+    audit,
+    deliveries,
+    doctor,
+    local,
+    ops,
+    poll,
+    results,
+    runs,
+    submit,
+    webhooks,
+)
 from scrape_pipeline_ops.cli import secrets as secret_commands
 from scrape_pipeline_ops.cli.config import CliError, Context, UsageError, export_stack
 from scrape_pipeline_ops.cli.output import Printer
@@ -120,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     deliveries.add_parser(commands, parents)
     ops.add_parsers(commands, parents)
     local.add_parser(commands, parents)
+    audit.add_parser(commands, parents)
+    results.add_parser(commands, parents)
     return parser
 
 
