@@ -5,11 +5,15 @@ attempt that stored a page is progress, not a strike. A page that outlasts what 
 longer than any invocation, once started) stops at the stop margin after an item at least,
 checkpointed at that item: the next attempt goes on from there. A page is read by the number
 asked for, whatever the answer echoes.
+
+Every range of items a checkpoint moves past has its part of the manifest written just
+before that checkpoint, and the manifest is written once the last page is stored, before the
+caller marks the row DONE (``scrape_pipeline.manifest``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from scrape_pipeline.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.deadline import Deadline
@@ -17,6 +21,7 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.manifest import ItemRecord, ItemStatus, ManifestWriter
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
@@ -45,6 +50,7 @@ class _PageDone:
     failed: int = 0
     pending: bool = False  # an item still runs (a cancelled job's in-flight one)
     stopped_at: int | None = None  # out of time: the position of the first item not done
+    records: list[ItemRecord] = field(default_factory=list)  # the settled items, for the part
 
 
 def _still_running(done: _PageDone, status: BatchStatus, *, last: bool) -> bool:
@@ -59,6 +65,7 @@ class PagedStore:
         self._ledger = ledger
         self._client = client
         self._results = results
+        self._manifest = ManifestWriter(results)
 
     def first_page(self, attempt: Attempt) -> BatchStatus:
         """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
@@ -79,8 +86,15 @@ class PagedStore:
         while True:
             done = self._store_page(attempt.key, at, status, attempt.deadline)
             if done.stopped_at is not None:
+                if done.pending:
+                    # An item before the stop still runs: moving past it would lose it, so
+                    # the page waits for its drain, as below.
+                    if done.stored or done.failed:
+                        self._checkpoint(attempt, at)
+                    raise OutOfTimeError
                 # Out of time inside a page too long for what was left: the items done are
                 # progress, and the next attempt goes on from the next one.
+                self._record_part(attempt.key, at, done.stopped_at, done)
                 self._checkpoint(attempt, at.plus(done, item=done.stopped_at))
                 raise OutOfTimeError
             last = at.page >= status.page.page_count or not status.page.items
@@ -90,6 +104,7 @@ class PagedStore:
                 if done.stored or done.failed:
                     self._checkpoint(attempt, at)
                 return None
+            self._record_part(attempt.key, at, len(status.page.items), done)
             at = at.plus(done, item=0)
             if last:
                 break
@@ -99,10 +114,13 @@ class PagedStore:
             status = self._get(attempt.key, page=at.page)
         if attempt.deadline is not None:
             attempt.deadline.end_page()
+        # Last, and before the caller's DONE: a manifest means every item is accounted for.
+        manifest = self._manifest.write(attempt.key, status)
         detail = {
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),
             "items_failed": str(at.failed),
+            "manifest": manifest,
         }
         # The job's whole charge, final now that nothing is pending: runs show adds it up.
         if status.tokens_charged is not None:
@@ -135,18 +153,29 @@ class PagedStore:
 
     def _store_item(self, key: JobKey, item: BatchItem, index: int, done: _PageDone) -> None:
         if item.status == ApiStatus.COMPLETED:
-            self._results.store(key.kind, key.job_id, item.data, metadata_of(item.raw), item=index)
+            stored = self._results.store(
+                key.kind, key.job_id, item.data, metadata_of(item.raw), item=index
+            )
+            done.records.append(ItemRecord.of(item, index, ItemStatus.STORED, stored.keys))
             done.stored += 1
         elif item.status == ApiStatus.FAILED:
-            self._results.dead_letter(
+            where = self._results.dead_letter(
                 key.kind,
                 key.job_id,
                 {"url": item.url, "code": item.error_code, "message": item.error_message},
                 item=index,
             )
+            done.records.append(ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where]))
             done.failed += 1
-        elif item.status != ApiStatus.CANCELLED:
+        elif item.status == ApiStatus.CANCELLED:
+            done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
+        else:
             done.pending = True
+
+    def _record_part(self, key: JobKey, at: _Position, end: int, done: _PageDone) -> None:
+        """The manifest's part for items ``at.item`` to ``end`` of the page, before the
+        checkpoint that moves past them."""
+        self._manifest.record_part(key, at.page, at.item, end, done.records)
 
     def _checkpoint(self, attempt: Attempt, at: _Position) -> None:
         """Record the pages (and items) done so far: progress, which clears the strikes."""
