@@ -1,15 +1,15 @@
 """A batch's or crawl's manifest: every item's index, URL, status, keys and tokens, written last.
 
-    manifest-parts/<kind>/<job id>/<page>-<first item>-<end item>.json   a stored range's items
-    results/<kind>/<job id>/manifest.json                                 the job's, once, last
+    manifest-parts/<kind>/<job id>/<page>-<first item>.json   a stored range of a page's items
+    results/<kind>/<job id>/manifest.json                     the job's, once, last
 
 Each range of a page's items that a checkpoint moves past gets its part, written before that
 checkpoint, from what the page's GET answered (no other API call). A range redone after a
-crash between its part and its checkpoint gets a second part that repeats the first's items:
-the manifest takes each item once, by index. Once the last page is stored the parts are read
-back (one ListObjectsV2 per 1,000 parts, one GetObject each) and the manifest is put with
-``If-None-Match: *`` before the ledger's DONE, so "the manifest exists" means every item is
-stored or dead-lettered, and a retry after a crash keeps the first manifest.
+crash between its part and its checkpoint finds its part there and goes on from its end, so
+the parts never overlap. Once the last page is stored the parts are read back by key (one
+GetObject each, no list call) and the manifest is put with ``If-None-Match: *`` before the
+ledger's DONE, so "the manifest exists" means every item is stored or dead-lettered, and a
+retry after a crash keeps the first manifest.
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ def parts_prefix(kind: JobKind, job_id: str) -> str:
     return f"{PARTS_PREFIX}/{kind.value}/{job_id}/"
 
 
-def part_key(kind: JobKind, job_id: str, page: int, first: int, end: int) -> str:
-    """The part of items ``first`` (included) to ``end`` (excluded) of page ``page``."""
-    return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}-{end:03d}.json"
+def part_key(kind: JobKind, job_id: str, page: int, first: int) -> str:
+    """The part of page ``page`` that starts at its item ``first``."""
+    return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}.json"
 
 
 def build_manifest(
@@ -138,29 +138,109 @@ def build_manifest(
     }
 
 
+@dataclass(frozen=True)
+class Part:
+    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end`` when
+    ``end`` is the page's last item, ``last`` when that page is the job's last."""
+
+    page: int
+    first: int
+    end: int
+    records: tuple[ItemRecord, ...]
+    page_end: bool
+    last: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The part as S3 keeps it."""
+        return {
+            "page": self.page,
+            "first": self.first,
+            "end": self.end,
+            "page_end": self.page_end,
+            "last": self.last,
+            "items": [r.to_json() for r in self.records],
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Part:
+        """Read a part back; ``ValueError`` for one that does not move on from ``first``."""
+        part = cls(
+            page=int(body["page"]),
+            first=int(body["first"]),
+            end=int(body["end"]),
+            records=tuple(ItemRecord.from_json(i) for i in body.get("items") or ()),
+            page_end=bool(body["page_end"]),
+            last=bool(body["last"]),
+        )
+        if part.end <= part.first and not part.page_end:
+            raise ValueError(f"part {part.page}-{part.first} ends at {part.end}")
+        return part
+
+
+@dataclass(frozen=True)
+class Covered:
+    """What the parts from a position now cover: up to ``end`` of the page, these records."""
+
+    end: int
+    records: tuple[ItemRecord, ...]
+
+
 class ManifestWriter:
-    """Writes a batch's or crawl's parts as its pages are stored, and its manifest last."""
+    """Writes a batch's or crawl's parts as its pages are stored, and its manifest last.
+
+    The parts make a chain with no gap or overlap, read back by key alone (no list call):
+    page 1 starts at item 0, each part's ``end`` is where the next one of its page starts,
+    a ``page_end`` part is followed by item 0 of the next page, and a ``last`` one ends it.
+    """
 
     def __init__(self, results: ResultStore) -> None:
         self._results = results
 
-    def record_part(
-        self, key: JobKey, page: int, first: int, end: int, records: Sequence[ItemRecord]
-    ) -> None:
-        """Keep the records of items ``first`` to ``end`` of ``page`` (before the checkpoint
-        that moves past them); a range with no settled item needs none."""
-        if not records:
-            return
-        body = {"page": page, "first": first, "end": end, "items": [r.to_json() for r in records]}
-        self._results.put_json_once(part_key(key.kind, key.job_id, page, first, end), body)
+    def record_range(
+        self,
+        key: JobKey,
+        page: int,
+        first: int,
+        records: Sequence[ItemRecord],
+        *,
+        page_items: int,
+        last: bool,
+    ) -> Covered:
+        """Keep the records of items ``first`` to ``first + len(records)`` of ``page`` (each
+        settled), before the checkpoint moves past them; the checkpoint goes to the end of
+        what the parts cover. A part already there (an attempt that died before its
+        checkpoint) stands: the range goes on from its end, or stops there if it reaches
+        further (its items were stored before it was written)."""
+        end = first + len(records)
+        covered: list[ItemRecord] = []
+        at = first
+        while True:
+            part = Part(page, at, end, tuple(records[at - first :]), end == page_items, last)
+            where = part_key(key.kind, key.job_id, page, at)
+            if self._results.put_json_once(where, part.to_json()):
+                return Covered(end, (*covered, *part.records))
+            existing = Part.from_json(self._results.read_json(where))
+            covered.extend(existing.records)
+            if existing.end >= end or existing.page_end:
+                return Covered(existing.end, tuple(covered))
+            at = existing.end
 
     def write(self, key: JobKey, status: BatchStatus) -> str:
-        """Put the manifest, once, from every part; its key (a repeat keeps the first)."""
-        records = [
-            ItemRecord.from_json(item)
-            for part in self._results.keys_under(parts_prefix(key.kind, key.job_id))
-            for item in self._results.read_json(part)["items"]
-        ]
+        """Put the manifest, once, from the chain of parts; its key (a repeat keeps the
+        first). One GetObject a part."""
+        records: list[ItemRecord] = []
+        page, first = 1, 0
+        while True:
+            part = Part.from_json(
+                self._results.read_json(part_key(key.kind, key.job_id, page, first))
+            )
+            records.extend(part.records)
+            if not part.page_end:
+                first = part.end
+            elif part.last:
+                break
+            else:
+                page, first = page + 1, 0
         where = manifest_key(key.kind, key.job_id)
         self._results.put_json_once(where, build_manifest(key, status, records))
         return where

@@ -21,7 +21,7 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.manifest import ItemRecord, ItemStatus, ManifestWriter
+from scrape_pipeline.manifest import Covered, ItemRecord, ItemStatus, ManifestWriter
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
@@ -36,9 +36,14 @@ class _Position:
     stored: int
     failed: int
 
-    def plus(self, done: _PageDone, *, item: int) -> _Position:
+    def plus(self, covered: Covered) -> _Position:
+        """On to the end of what the parts cover, their items counted."""
+        statuses = [record.status for record in covered.records]
         return replace(
-            self, item=item, stored=self.stored + done.stored, failed=self.failed + done.failed
+            self,
+            item=covered.end,
+            stored=self.stored + statuses.count(ItemStatus.STORED),
+            failed=self.failed + statuses.count(ItemStatus.DEAD_LETTERED),
         )
 
 
@@ -85,31 +90,37 @@ class PagedStore:
         status = first_page
         while True:
             done = self._store_page(attempt.key, at, status, attempt.deadline)
-            if done.stopped_at is not None:
-                if done.pending:
-                    # An item before the stop still runs: moving past it would lose it, so
-                    # the page waits for its drain, as below.
-                    if done.stored or done.failed:
-                        self._checkpoint(attempt, at)
-                    raise OutOfTimeError
-                # Out of time inside a page too long for what was left: the items done are
-                # progress, and the next attempt goes on from the next one.
-                self._record_part(attempt.key, at, done.stopped_at, done)
-                self._checkpoint(attempt, at.plus(done, item=done.stopped_at))
-                raise OutOfTimeError
             last = at.page >= status.page.page_count or not status.page.items
-            if _still_running(done, status, last=last):
-                # The page's finished items are stored (each object once); its counts wait
-                # for the pass that finds it drained, so none is counted twice.
+            # Stopped by the deadline, only the items before the stop count: a pending item
+            # past it is the next attempt's.
+            if done.pending or (
+                done.stopped_at is None and _still_running(done, status, last=last)
+            ):
+                # The page's finished items are stored (each object once); its counts and
+                # its part wait for the pass that finds it drained, so none is counted twice
+                # and moving on never skips a pending item.
                 if done.stored or done.failed:
                     self._checkpoint(attempt, at)
+                if done.stopped_at is not None:
+                    raise OutOfTimeError
                 return None
-            self._record_part(attempt.key, at, len(status.page.items), done)
-            at = at.plus(done, item=0)
+            size = len(status.page.items)
+            at = at.plus(
+                self._manifest.record_range(
+                    attempt.key, at.page, at.item, done.records, page_items=size, last=last
+                )
+            )
+            if at.item < size:
+                # Out of time inside a page too long for what was left: the items done are
+                # progress, and the next attempt goes on from the next one.
+                self._checkpoint(attempt, at)
+                raise OutOfTimeError
             if last:
                 break
-            at = replace(at, page=at.page + 1)
+            at = replace(at, page=at.page + 1, item=0)
             self._checkpoint(attempt, at)
+            if done.stopped_at is not None:
+                raise OutOfTimeError  # out of time, though a dead attempt's part ended the page
             _begin_page(attempt)
             status = self._get(attempt.key, page=at.page)
         if attempt.deadline is not None:
@@ -171,11 +182,6 @@ class PagedStore:
             done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
         else:
             done.pending = True
-
-    def _record_part(self, key: JobKey, at: _Position, end: int, done: _PageDone) -> None:
-        """The manifest's part for items ``at.item`` to ``end`` of the page, before the
-        checkpoint that moves past them."""
-        self._manifest.record_part(key, at.page, at.item, end, done.records)
 
     def _checkpoint(self, attempt: Attempt, at: _Position) -> None:
         """Record the pages (and items) done so far: progress, which clears the strikes."""

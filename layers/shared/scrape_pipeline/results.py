@@ -3,7 +3,7 @@
     results/<kind>/<job id>[/<item index>]/content.md | content.html | links.json | metadata.json
     dead-letters/<kind>/<job id>[/<item index>].json
     results/<kind>/<job id>/manifest.json            (a batch's or crawl's, ``manifest``)
-    manifest-parts/<kind>/<job id>/<page>-<items>.json
+    manifest-parts/<kind>/<job id>/<page>-<first item>.json
 
 Every object is put with ``If-None-Match: *``: a second writer (a retry after a crash, a
 duplicate message) gets 412 and moves on, so a job never has two versions of an object.
@@ -119,18 +119,6 @@ class ResultStore:
         except AWS_ERRORS as exc:
             raise unavailable("s3", "GetObject", exc) from exc
         return json.loads(body)
-
-    def keys_under(self, prefix: str) -> list[str]:
-        """Every key under ``prefix``, in key order (one list call per 1,000 keys)."""
-        keys: list[str] = []
-        try:
-            for page in self._s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=prefix
-            ):
-                keys.extend(entry["Key"] for entry in page.get("Contents", []))
-        except AWS_ERRORS as exc:
-            raise unavailable("s3", "ListObjectsV2", exc) from exc
-        return keys
 
     def retire(self, key: str) -> None:
         """Remove a dead-letter record that a later outcome overturned (the bucket keeps it as
