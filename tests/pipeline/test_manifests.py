@@ -315,3 +315,34 @@ def test_a_page_cut_by_the_deadline_never_moves_past_an_item_still_in_flight(
     check_manifest_matches_s3(stack, JobKind.BATCH, batch_id, manifest)
     statuses = {i["index"]: i["status"] for i in manifest["items"]}
     assert {statuses[i] for i in in_flight} <= {"stored", "dead_lettered"}
+
+
+def test_a_1000_item_batch_manifest_costs_no_api_call_and_21_puts_20_gets(make_stack: MakeStack):
+    # GIVEN a settled 1,000-URL batch (20 pages of 50), S3's manifest calls counted
+    stack = make_stack(QUIET)
+    urls = [f"https://example.com/thousand/{i}" for i in range(1000)]
+    batch_id = stack.client().create_batch(urls).job_id
+    stack.run_until(settled(stack, "batch", batch_id), step=10.0, limit=1800)
+    job_processor = processor(stack)
+    requests: list[tuple[str, str]] = []
+
+    def record(params: dict[str, Any], model: Any, **_: Any) -> None:
+        requests.append((model.name, str(params.get("Key", ""))))
+
+    job_processor._results._s3.meta.events.register("provide-client-params.s3.*", record)
+
+    # WHEN one invocation stores it
+    outcome = job_processor.process(JobMessage(JobKey(JobKind.BATCH, batch_id), "test"))
+
+    # THEN one GET a page, as without a manifest; 20 parts and the manifest put, 20 parts read
+    assert outcome.outcome == "stored"
+    assert gets(stack, "batch") == 20
+    manifest_requests = [
+        op for op, key in requests if key.startswith(PARTS_PREFIX) or key.endswith("manifest.json")
+    ]
+    assert manifest_requests.count("PutObject") == 21
+    assert manifest_requests.count("GetObject") == 20
+    assert len(manifest_requests) == 41  # no list call
+    assert len(requests) - 41 == 2000  # the items' own content.md and metadata.json
+    manifest = read_manifest(stack, JobKind.BATCH, batch_id)
+    check_manifest_matches_s3(stack, JobKind.BATCH, batch_id, manifest)
