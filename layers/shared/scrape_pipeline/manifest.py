@@ -121,8 +121,6 @@ def build_manifest(
     counts = {status_.value: 0 for status_ in ItemStatus}
     for record in items:
         counts[record.status.value] += 1
-    summary = status.raw.get("token_summary")
-    charged = summary.get("tokens_charged_total") if isinstance(summary, Mapping) else None
     return {
         "manifest_version": MANIFEST_VERSION,
         "kind": key.kind.value,
@@ -132,7 +130,7 @@ def build_manifest(
         "settled_at": status.raw.get("completed_at"),
         "counts": {**counts, "total": len(items)},
         "tokens_total": sum(r.tokens for r in items if r.tokens is not None),
-        "api_tokens_charged_total": charged if isinstance(charged, int) else None,
+        "api_tokens_charged_total": status.tokens_charged,
         "api_counters": dict(status.counters),
         "items": [record.to_json() for record in items],
     }
