@@ -92,8 +92,10 @@ def test_long_running_batch_without_webhook_polled_hourly_and_stored(make_stack:
 
     # THEN every item is stored once, nothing dead-lettered, at about one GET an hour
     seen = versions(stack)
-    stored = [k for k in seen if k.startswith(f"results/batch/{batch_id}/")]
+    manifest = f"results/batch/{batch_id}/manifest.json"
+    stored = [k for k in seen if k.startswith(f"results/batch/{batch_id}/") and k != manifest]
     assert len(stored) == 2 * len(urls), stored  # content and metadata of each item
+    assert manifest in seen  # written last, once every item was stored
     assert max(seen.values()) == 1 and not [k for k in seen if k.startswith("dead-letters/")]
     hours = (stack.clock.time() - float(truth(stack, "batch_item")[0]["created_at"])) / 3600
     assert routes(stack)[GET_BATCH] <= hours + 12, (routes(stack)[GET_BATCH], hours)

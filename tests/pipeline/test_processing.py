@@ -112,7 +112,9 @@ def test_processing_batch_items_stored_once_each(make_stack: MakeStack):
         stack.step(10.0)
     seen = versions(stack)
     assert max(seen.values()) == 1
-    assert sum(1 for k in seen if k.startswith(f"results/batch/{batch_id}/")) == 14  # md + meta
+    # md + meta for each item, and the batch's manifest
+    assert sum(1 for k in seen if k.startswith(f"results/batch/{batch_id}/")) == 15
+    assert f"results/batch/{batch_id}/manifest.json" in seen
 
 
 def test_processing_crawl_pages_stored_once_each(make_stack: MakeStack):

@@ -5,11 +5,15 @@ attempt that stored a page is progress, not a strike. A page that outlasts what 
 longer than any invocation, once started) stops at the stop margin after an item at least,
 checkpointed at that item: the next attempt goes on from there. A page is read by the number
 asked for, whatever the answer echoes.
+
+Every range of items a checkpoint moves past has its part of the manifest written just
+before that checkpoint, and the manifest is written once the last page is stored, before the
+caller marks the row DONE (``scrape_pipeline.manifest``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from scrape_pipeline.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.deadline import Deadline
@@ -17,6 +21,7 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.manifest import Covered, ItemRecord, ItemStatus, ManifestWriter
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
@@ -31,9 +36,14 @@ class _Position:
     stored: int
     failed: int
 
-    def plus(self, done: _PageDone, *, item: int) -> _Position:
+    def plus(self, covered: Covered) -> _Position:
+        """On to the end of what the parts cover, their items counted."""
+        statuses = [record.status for record in covered.records]
         return replace(
-            self, item=item, stored=self.stored + done.stored, failed=self.failed + done.failed
+            self,
+            item=covered.end,
+            stored=self.stored + statuses.count(ItemStatus.STORED),
+            failed=self.failed + statuses.count(ItemStatus.DEAD_LETTERED),
         )
 
 
@@ -45,6 +55,7 @@ class _PageDone:
     failed: int = 0
     pending: bool = False  # an item still runs (a cancelled job's in-flight one)
     stopped_at: int | None = None  # out of time: the position of the first item not done
+    records: list[ItemRecord] = field(default_factory=list)  # the settled items, for the part
 
 
 def _still_running(done: _PageDone, status: BatchStatus, *, last: bool) -> bool:
@@ -59,6 +70,7 @@ class PagedStore:
         self._ledger = ledger
         self._client = client
         self._results = results
+        self._manifest = ManifestWriter(results)
 
     def first_page(self, attempt: Attempt) -> BatchStatus:
         """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
@@ -78,31 +90,48 @@ class PagedStore:
         status = first_page
         while True:
             done = self._store_page(attempt.key, at, status, attempt.deadline)
-            if done.stopped_at is not None:
-                # Out of time inside a page too long for what was left: the items done are
-                # progress, and the next attempt goes on from the next one.
-                self._checkpoint(attempt, at.plus(done, item=done.stopped_at))
-                raise OutOfTimeError
             last = at.page >= status.page.page_count or not status.page.items
-            if _still_running(done, status, last=last):
-                # The page's finished items are stored (each object once); its counts wait
-                # for the pass that finds it drained, so none is counted twice.
+            # Stopped by the deadline, only the items before the stop count: a pending item
+            # past it is the next attempt's.
+            if done.pending or (
+                done.stopped_at is None and _still_running(done, status, last=last)
+            ):
+                # The page's finished items are stored (each object once); its counts and
+                # its part wait for the pass that finds it drained, so none is counted twice
+                # and moving on never skips a pending item.
                 if done.stored or done.failed:
                     self._checkpoint(attempt, at)
+                if done.stopped_at is not None:
+                    raise OutOfTimeError
                 return None
-            at = at.plus(done, item=0)
+            size = len(status.page.items)
+            at = at.plus(
+                self._manifest.record_range(
+                    attempt.key, at.page, at.item, done.records, page_items=size, last=last
+                )
+            )
+            if at.item < size:
+                # Out of time inside a page too long for what was left: the items done are
+                # progress, and the next attempt goes on from the next one.
+                self._checkpoint(attempt, at)
+                raise OutOfTimeError
             if last:
                 break
-            at = replace(at, page=at.page + 1)
+            at = replace(at, page=at.page + 1, item=0)
             self._checkpoint(attempt, at)
+            if done.stopped_at is not None:
+                raise OutOfTimeError  # out of time, though a dead attempt's part ended the page
             _begin_page(attempt)
             status = self._get(attempt.key, page=at.page)
         if attempt.deadline is not None:
             attempt.deadline.end_page()
+        # Last, and before the caller's DONE: a manifest means every item is accounted for.
+        manifest = self._manifest.write(attempt.key, status)
         detail = {
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),
             "items_failed": str(at.failed),
+            "manifest": manifest,
         }
         # The job's whole charge, final now that nothing is pending: runs show adds it up.
         if status.tokens_charged is not None:
@@ -135,17 +164,23 @@ class PagedStore:
 
     def _store_item(self, key: JobKey, item: BatchItem, index: int, done: _PageDone) -> None:
         if item.status == ApiStatus.COMPLETED:
-            self._results.store(key.kind, key.job_id, item.data, metadata_of(item.raw), item=index)
+            stored = self._results.store(
+                key.kind, key.job_id, item.data, metadata_of(item.raw), item=index
+            )
+            done.records.append(ItemRecord.of(item, index, ItemStatus.STORED, stored.keys))
             done.stored += 1
         elif item.status == ApiStatus.FAILED:
-            self._results.dead_letter(
+            where = self._results.dead_letter(
                 key.kind,
                 key.job_id,
                 {"url": item.url, "code": item.error_code, "message": item.error_message},
                 item=index,
             )
+            done.records.append(ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where]))
             done.failed += 1
-        elif item.status != ApiStatus.CANCELLED:
+        elif item.status == ApiStatus.CANCELLED:
+            done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
+        else:
             done.pending = True
 
     def _checkpoint(self, attempt: Attempt, at: _Position) -> None:

@@ -2,6 +2,8 @@
 
     results/<kind>/<job id>[/<item index>]/content.md | content.html | links.json | metadata.json
     dead-letters/<kind>/<job id>[/<item index>].json
+    results/<kind>/<job id>/manifest.json            (a batch's or crawl's, ``manifest``)
+    manifest-parts/<kind>/<job id>/<page>-<first item>.json
 
 Every object is put with ``If-None-Match: *``: a second writer (a retry after a crash, a
 duplicate message) gets 412 and moves on, so a job never has two versions of an object.
@@ -45,6 +47,11 @@ class StoredResult:
     prefix: str
     written: list[str] = field(default_factory=list)
     already_present: list[str] = field(default_factory=list)
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key of the result, whoever wrote it, in key order."""
+        return sorted({*self.written, *self.already_present})
 
 
 def result_prefix(kind: JobKind, job_id: str, item: int | None = None) -> str:
@@ -98,6 +105,20 @@ class ResultStore:
         key = dead_letter_key(kind, job_id, item)
         self._put_once(key, _json(record), "application/json", StoredResult(key))
         return key
+
+    def put_json_once(self, key: str, value: Any) -> bool:
+        """Write ``value`` as JSON at ``key`` unless an object is there: True if this wrote it."""
+        result = StoredResult(key)
+        self._put_once(key, _json(value), "application/json", result)
+        return bool(result.written)
+
+    def read_json(self, key: str) -> Any:
+        """The JSON object at ``key`` (one this store wrote)."""
+        try:
+            body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except AWS_ERRORS as exc:
+            raise unavailable("s3", "GetObject", exc) from exc
+        return json.loads(body)
 
     def retire(self, key: str) -> None:
         """Remove a dead-letter record that a later outcome overturned (the bucket keeps it as

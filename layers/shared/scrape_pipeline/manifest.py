@@ -1,0 +1,244 @@
+"""A batch's or crawl's manifest: every item's index, URL, status, keys and tokens, written last.
+
+    manifest-parts/<kind>/<job id>/<page>-<first item>.json   a stored range of a page's items
+    results/<kind>/<job id>/manifest.json                     the job's, once, last
+
+Each range of a page's items that a checkpoint moves past gets its part, written before that
+checkpoint, from what the page's GET answered (no other API call). A range redone after a
+crash between its part and its checkpoint finds its part there and goes on from its end, so
+the parts never overlap. Once the last page is stored the parts are read back by key (one
+GetObject each, no list call) and the manifest is put with ``If-None-Match: *`` before the
+ledger's DONE, so "the manifest exists" means every item is stored or dead-lettered, and a
+retry after a crash keeps the first manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus
+from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.results import ResultStore, result_prefix
+
+PARTS_PREFIX = "manifest-parts"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_VERSION = 1
+# The reason of a failed item the API gave no error code for.
+REASON_ITEM_FAILED = "item failed"
+
+
+class ItemStatus(StrEnum):
+    """How a batch's or crawl's item ended, as its manifest says."""
+
+    # No "pending": a page with an item still running gets no part until it drains.
+    STORED = "stored"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+
+
+def item_tokens(item: BatchItem) -> int | None:
+    """What the item cost, as the API said (in its metadata, or beside it)."""
+    for value in (item.metadata.get("tokens_charged"), item.raw.get("tokens_charged")):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class ItemRecord:
+    """One item's line in the manifest: where it is, how it ended, what it cost."""
+
+    index: int
+    url: str | None
+    status: ItemStatus
+    keys: tuple[str, ...] = ()
+    tokens: int | None = None
+    reason: str | None = None
+
+    @classmethod
+    def of(
+        cls, item: BatchItem, index: int, status: ItemStatus, keys: Sequence[str] = ()
+    ) -> ItemRecord:
+        """The record of ``item`` (the API's answer for it) stored or parked at ``keys``."""
+        failed = status is ItemStatus.DEAD_LETTERED
+        reason = (item.error_code or REASON_ITEM_FAILED) if failed else None
+        return cls(index, item.url, status, tuple(keys), item_tokens(item), reason)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the manifest and its parts keep it."""
+        body: dict[str, Any] = {
+            "index": self.index,
+            "url": self.url,
+            "status": self.status.value,
+            "keys": list(self.keys),
+            "tokens": self.tokens,
+        }
+        if self.reason is not None:
+            body["reason"] = self.reason
+        return body
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ItemRecord:
+        """Read a record back from a part; ``ValueError`` for an unknown status."""
+        tokens = body.get("tokens")
+        return cls(
+            index=int(body["index"]),
+            url=body.get("url"),
+            status=ItemStatus(body["status"]),
+            keys=tuple(str(k) for k in body.get("keys") or ()),
+            tokens=tokens if isinstance(tokens, int) else None,
+            reason=body.get("reason"),
+        )
+
+
+def manifest_key(kind: JobKind, job_id: str) -> str:
+    """Where a batch's or crawl's manifest lives, beside its items."""
+    return f"{result_prefix(kind, job_id)}/{MANIFEST_FILE}"
+
+
+def parts_prefix(kind: JobKind, job_id: str) -> str:
+    """Where a batch's or crawl's parts live (outside its results: they are bookkeeping)."""
+    return f"{PARTS_PREFIX}/{kind.value}/{job_id}/"
+
+
+def part_key(kind: JobKind, job_id: str, page: int, first: int) -> str:
+    """The part of page ``page`` that starts at its item ``first``."""
+    return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}.json"
+
+
+def build_manifest(
+    key: JobKey, status: BatchStatus, records: Iterable[ItemRecord]
+) -> dict[str, Any]:
+    """The manifest of a settled batch or crawl: its items once each by index, counts by
+    status, tokens, and the job's own status and times as its last page answered."""
+    by_index: dict[int, ItemRecord] = {}
+    for record in records:
+        by_index.setdefault(record.index, record)
+    items = [by_index[i] for i in sorted(by_index)]
+    counts = {status_.value: 0 for status_ in ItemStatus}
+    for record in items:
+        counts[record.status.value] += 1
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "kind": key.kind.value,
+        "job_id": key.job_id,
+        "status": str(status.status),
+        "created_at": status.raw.get("created_at"),
+        "settled_at": status.raw.get("completed_at"),
+        "counts": {**counts, "total": len(items)},
+        "tokens_total": sum(r.tokens for r in items if r.tokens is not None),
+        "api_tokens_charged_total": status.tokens_charged,
+        "api_counters": dict(status.counters),
+        "items": [record.to_json() for record in items],
+    }
+
+
+@dataclass(frozen=True)
+class Part:
+    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end`` when
+    ``end`` is the page's last item, ``last`` when that page is the job's last."""
+
+    page: int
+    first: int
+    end: int
+    records: tuple[ItemRecord, ...]
+    page_end: bool
+    last: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The part as S3 keeps it."""
+        return {
+            "page": self.page,
+            "first": self.first,
+            "end": self.end,
+            "page_end": self.page_end,
+            "last": self.last,
+            "items": [r.to_json() for r in self.records],
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Part:
+        """Read a part back; ``ValueError`` for one that does not move on from ``first``."""
+        part = cls(
+            page=int(body["page"]),
+            first=int(body["first"]),
+            end=int(body["end"]),
+            records=tuple(ItemRecord.from_json(i) for i in body.get("items") or ()),
+            page_end=bool(body["page_end"]),
+            last=bool(body["last"]),
+        )
+        if part.end <= part.first and not part.page_end:
+            raise ValueError(f"part {part.page}-{part.first} ends at {part.end}")
+        return part
+
+
+@dataclass(frozen=True)
+class Covered:
+    """What the parts from a position now cover: up to ``end`` of the page, these records."""
+
+    end: int
+    records: tuple[ItemRecord, ...]
+
+
+class ManifestWriter:
+    """Writes a batch's or crawl's parts as its pages are stored, and its manifest last.
+
+    The parts make a chain with no gap or overlap, read back by key alone (no list call):
+    page 1 starts at item 0, each part's ``end`` is where the next one of its page starts,
+    a ``page_end`` part is followed by item 0 of the next page, and a ``last`` one ends it.
+    """
+
+    def __init__(self, results: ResultStore) -> None:
+        self._results = results
+
+    def record_range(
+        self,
+        key: JobKey,
+        page: int,
+        first: int,
+        records: Sequence[ItemRecord],
+        *,
+        page_items: int,
+        last: bool,
+    ) -> Covered:
+        """Keep the records of items ``first`` to ``first + len(records)`` of ``page`` (each
+        settled), before the checkpoint moves past them; the checkpoint goes to the end of
+        what the parts cover. A part already there (an attempt that died before its
+        checkpoint) stands: the range goes on from its end, or stops there if it reaches
+        further (its items were stored before it was written)."""
+        end = first + len(records)
+        covered: list[ItemRecord] = []
+        at = first
+        while True:
+            part = Part(page, at, end, tuple(records[at - first :]), end == page_items, last)
+            where = part_key(key.kind, key.job_id, page, at)
+            if self._results.put_json_once(where, part.to_json()):
+                return Covered(end, (*covered, *part.records))
+            existing = Part.from_json(self._results.read_json(where))
+            covered.extend(existing.records)
+            if existing.end >= end or existing.page_end:
+                return Covered(existing.end, tuple(covered))
+            at = existing.end
+
+    def write(self, key: JobKey, status: BatchStatus) -> str:
+        """Put the manifest, once, from the chain of parts; its key (a repeat keeps the
+        first). One GetObject a part."""
+        records: list[ItemRecord] = []
+        page, first = 1, 0
+        while True:
+            part = Part.from_json(
+                self._results.read_json(part_key(key.kind, key.job_id, page, first))
+            )
+            records.extend(part.records)
+            if not part.page_end:
+                first = part.end
+            elif part.last:
+                break
+            else:
+                page, first = page + 1, 0
+        where = manifest_key(key.kind, key.job_id)
+        self._results.put_json_once(where, build_manifest(key, status, records))
+        return where
