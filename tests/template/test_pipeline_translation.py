@@ -43,6 +43,7 @@ PROCESSOR_GRANTS = {
     "dynamodb:BatchGetItem": {LEDGER},  # the batch's rows, to order suspects last
     "s3:PutObject": {RESULTS_OBJECTS},
     "s3:DeleteObject": {"ResultsBucket/dead-letters/*"},  # retiring an overturned dead letter
+    "s3:GetObject": {"ResultsBucket/manifest-parts/*"},  # a batch's manifest, from its parts
     "sqs:ChangeMessageVisibility": {JOB_QUEUE},
     "sqs:SendMessage": {JOB_QUEUE},
     "secretsmanager:GetSecretValue": {GEONODE_KEY},
