@@ -14,7 +14,9 @@ from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLogCandidates
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main
@@ -235,3 +237,29 @@ def test_delivery_log_resolve_without_subscriptions_leaves_the_batch_in_doubt(
     # THEN it is still in doubt (exit 1, named), no error, nothing posted again
     assert code == 1 and "in doubt: #0" in err and "Traceback" not in err
     assert route_count(server, POST_BATCH) == 1
+
+
+def test_delivery_log_is_read_after_posting_not_by_a_rerun_cut_before_it(
+    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, tmp_path: Path
+):
+    # GIVEN a batch in doubt (answer lost) whose delivery is logged, and one batch planned
+    client.create_webhook(DEAD, "batch_completed")
+    journal = SqliteJournal(tmp_path / "runs.sqlite3")
+    source = DeliveryLogCandidates(client)
+    spec = RunSpec.of(urls("cut", 4), RunMode.BATCH, batch_size=2)
+    server.sim.faults.lose_answers(POST_BATCH, [504])
+    submitter = Submitter(journal, client, clock=clock, evidence=source)
+    planned = submitter.plan(spec)
+    first = submitter.work(planned, stop=iter([False, True]).__next__)  # one POST, then cut
+    assert first.counts == {EntryState.IN_DOUBT: 1, EntryState.PLANNED: 1}
+    settle_and_deliver(server, clock)
+    # WHEN a rerun is cut before posting anything
+    cut = Submitter(journal, client, clock=clock, evidence=source).work(planned, stop=lambda: True)
+    # THEN it read no evidence (a rerun killed again pays nothing for it) ...
+    assert cut.counts == {EntryState.IN_DOUBT: 1, EntryState.PLANNED: 1}
+    assert route_count(server, "GET /v1/webhooks") == 0
+    # ... and one that posts reads it once, after posting, and adopts the batch
+    done = Submitter(journal, client, clock=clock, evidence=source).work(planned)
+    journal.close()
+    assert done.complete and route_count(server, "GET /v1/webhooks") == 1
+    assert [server.sim.submissions().get(u) for u in spec.urls] == [1] * 4
