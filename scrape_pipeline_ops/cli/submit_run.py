@@ -8,8 +8,10 @@ else ``$SCRAPE_PIPELINE_JOURNAL``, else ``$XDG_STATE_HOME/scrape-pipeline/runs.s
 (``~/.local/state/...`` without XDG_STATE_HOME), which announces by a write of its own
 (``announcer``) when LEDGER_TABLE_NAME is set. A run is named by ``--run`` or after its
 URLs, mode and options; the first stderr line names it and what it resumed. Running the same
-command again posts only what was not submitted. Exit 1 while an entry is in doubt (each is
-named on stderr), rejected, or left planned by a stop (402, throttling).
+command again posts only what was not submitted, and adopts a batch or crawl in doubt that
+evidence names (``evidence_source``: the delivery log without a stack, the ledger with one).
+Exit 1 while an entry is in doubt (each is named on stderr), rejected, or left planned by a
+stop (402, throttling).
 """
 
 from __future__ import annotations
