@@ -7,9 +7,9 @@ job ids with how the jobs ended (``job_outcomes``: the ledger's rows with a stac
 (a rejected URL is settled: the API said no) and every job it made has settled; ``show``
 exits 1 until then (naming what is missing, each entry in doubt on stderr, as ``submit``
 does), 2 for an unknown run. ``resolve`` looks extracts in doubt up in the job list, and
-batches and crawls in doubt up in the ledger's rows (a stack: their webhooks), and adopts
-what it finds; ``--repost-in-doubt`` is the operator's explicit order to post again
-what is still in doubt (a batch or crawl goes back to planned for the next ``submit``; an
+batches and crawls in doubt up in the webhook delivery log (and, with a stack, the ledger's
+rows), and adopts what it finds; ``--repost-in-doubt`` is the operator's explicit order to
+post again what is still in doubt (a batch or crawl goes back to planned for the next ``submit``; an
 extract the lookup did not find is posted now). Its verdict is the journal's alone.
 """
 
@@ -35,7 +35,7 @@ from scrape_pipeline_ops.cli.job_outcomes import (
 )
 from scrape_pipeline_ops.cli.submit_run import (
     OpenJournal,
-    ledger_evidence,
+    evidence_source,
     open_journal,
     separate_announcer,
 )
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
     from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
+    from scrape_pipeline.geonode.webhooks import Delivery, Webhook
     from scrape_pipeline_ops.cli.config import Context
 
 S = EntryState
@@ -101,10 +102,11 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="look up what is in doubt; --repost-in-doubt to post it again",
         description=(
             "Expire posting leases that ran out, look each extract in doubt up in the job "
-            "list and adopt the job found. With --repost-in-doubt, an extract not found is "
-            "posted again now, and a batch or crawl in doubt goes back to planned so that "
-            "the next 'submit' of the run posts it again (no API lists batches or crawls: "
-            "only you can tell it was not created)."
+            "list, and each batch or crawl in doubt up in the webhook delivery log (with a "
+            "stack, the ledger's rows too), and adopt the job found. With --repost-in-doubt, "
+            "an extract not found is posted again now, and a batch or crawl still in doubt "
+            "goes back to planned so that the next 'submit' of the run posts it again (no "
+            "API lists batches or crawls: only you can tell it was not created)."
         ),
     )
     resolve.add_argument("name", metavar="RUN")
@@ -284,7 +286,7 @@ def run_show(ctx: Context, args: argparse.Namespace) -> int:
 
 class _OnFirstUse:
     """The API client, made (and its key asked for) only when the engine calls the API: a
-    batch or crawl run is resolved without a key, an extract run only when one is in doubt."""
+    run is resolved without a key unless one of its entries is in doubt."""
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
@@ -310,6 +312,19 @@ class _OnFirstUse:
     def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
         return self._ctx.client().get_crawl(crawl_id, page=page, page_size=page_size)
 
+    def list_webhooks(self) -> list[Webhook]:
+        try:
+            client = self._ctx.client()
+        except UsageError as exc:
+            # Never a repost without the look first: a batch the log names is paid once.
+            raise UsageError(f"a batch or crawl in doubt is looked up in the API: {exc}") from exc
+        return client.list_webhooks()
+
+    def iter_deliveries(
+        self, webhook_id: str, *, status: str | None = None, start_page: int = 1
+    ) -> Iterator[Delivery]:
+        return self._ctx.client().iter_deliveries(webhook_id, status=status, start_page=start_page)
+
 
 def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
     """Resolve what the lookups can; with ``--repost-in-doubt``, post the rest again.
@@ -322,10 +337,12 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
         # A batch or crawl a file journal recorded but did not announce (a crash between the
         # two writes) is announced; the DynamoDB journal's were born announced.
         announce = separate_announcer(ctx, opened, run.mode)
-        # An operator's call: worth a Scan of the table for rows already DONE (evidence.py).
-        evidence = ledger_evidence(ctx, scan_done=True)
+        # An operator's call, before a repost that may pay twice: worth a Scan of the ledger
+        # for rows already DONE and the delivery log's pages too (evidence_source).
+        api = _OnFirstUse(ctx)
+        evidence = evidence_source(ctx, api, operator=True)
         submitter = Submitter(
-            opened.journal, _OnFirstUse(ctx), clock=ctx.clock, announce=announce, evidence=evidence
+            opened.journal, api, clock=ctx.clock, announce=announce, evidence=evidence
         )
         entries = submitter.settle(run, post_unfound=args.repost_in_doubt)
         if args.repost_in_doubt and run.mode is not RunMode.ASYNC:

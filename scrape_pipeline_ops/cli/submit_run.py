@@ -8,8 +8,10 @@ else ``$SCRAPE_PIPELINE_JOURNAL``, else ``$XDG_STATE_HOME/scrape-pipeline/runs.s
 (``~/.local/state/...`` without XDG_STATE_HOME), which announces by a write of its own
 (``announcer``) when LEDGER_TABLE_NAME is set. A run is named by ``--run`` or after its
 URLs, mode and options; the first stderr line names it and what it resumed. Running the same
-command again posts only what was not submitted. Exit 1 while an entry is in doubt (each is
-named on stderr), rejected, or left planned by a stop (402, throttling).
+command again posts only what was not submitted, and adopts a batch or crawl in doubt that
+evidence names (``evidence_source``: the delivery log without a stack, the ledger with one).
+Exit 1 while an entry is in doubt (each is named on stderr), rejected, or left planned by a
+stop (402, throttling).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLog, DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Event, EventKind, Planned, RunReport, Submitter
 from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
@@ -123,16 +126,26 @@ def separate_announcer(
     return announcer(ctx)
 
 
-def ledger_evidence(ctx: Context, *, scan_done: bool = False) -> CandidateSource | None:
-    """The ledger's batches and crawls (a stack's), to adopt one in doubt from its webhook's
-    row before anything is re-posted; ``scan_done`` also scans for rows already DONE."""
+def evidence_source(ctx: Context, log: DeliveryLog, *, operator: bool = False) -> CandidateSource:
+    """Where a batch or crawl in doubt may be named before anything is re-posted.
+
+    Without a stack, the account's webhook delivery log (``log``: failed deliveries are
+    logged too, so a subscription nobody receives still names its jobs). With one, the
+    ledger's rows: the receiver and the reconciler's delivery-log sweep feed it, and a
+    ``submit`` rerun reads it without spending the API's rate limit. ``operator`` (``runs
+    resolve``, before a repost that may pay twice) with a stack also scans the ledger for
+    rows already DONE and reads the delivery log too, for what the ledger has not heard of
+    yet (the sweep's lag, a subscription pointing elsewhere).
+    """
     table = ctx.environ.get(LEDGER_ENV)
+    delivery_log = DeliveryLogCandidates(log)
     if not table:
-        return None
+        return delivery_log
     from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
 
     ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
-    return LedgerCandidates(ledger, scan_done=scan_done)
+    rows = LedgerCandidates(ledger, scan_done=operator)
+    return AnyOf(rows, delivery_log) if operator else rows
 
 
 class _Lines:
@@ -239,8 +252,10 @@ def run_submission(
             announce=announce,
             listener=progress,
             pace=Pace(ctx.clock),
-            # A rerun adopts a batch or crawl in doubt once its webhook's row is in the ledger.
-            evidence=ledger_evidence(ctx),
+            # A rerun adopts a batch or crawl in doubt once evidence names it. The delivery
+            # log is read by a client of its own: this one does not retry (its 429s are the
+            # pace's), and a read that fails only leaves the entry in doubt until next time.
+            evidence=evidence_source(ctx, ctx.client(ctx.api_key())),
         )
         planned = _plan(submitter, spec, args.run)
         ctx.out.notice(_resumed(planned, opened.where))

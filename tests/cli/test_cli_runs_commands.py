@@ -141,7 +141,7 @@ def test_cli_poll_run_of_an_unknown_run_exit_2_and_an_unfollowed_batch_run_is_op
     _once_each(sim, urls)
 
 
-def test_cli_runs_resolve_a_batch_run_needs_no_api_key(
+def test_cli_runs_resolve_a_batch_in_doubt_is_looked_up_before_any_repost_so_needs_the_key(
     sim: SimulatorServer,
     cli: Cli,
     clock: ManualClock,
@@ -157,10 +157,12 @@ def test_cli_runs_resolve_a_batch_run_needs_no_api_key(
     monkeypatch.delenv("GEONODE_SCRAPER_API_KEY")
     looked = cli("runs", "resolve", name, "--json", clock=clock)
     ordered = cli("runs", "resolve", name, "--repost-in-doubt", "--json", clock=clock)
-    # THEN it never asked for one: the batch is named in doubt, then planned again on order
-    _error_line(looked, "1 entry in doubt")
-    _error_line(ordered, "1 entry planned")
-    assert "no API key" not in looked.err + ordered.err
+    # THEN both say the key is needed for the delivery log's look (exit 2, one line), and the
+    # order re-planned nothing: the entry is still in doubt, each URL posted once
+    for result in (looked, ordered):
+        assert result.code == 2 and "looked up in the API: no API key" in result.err
+        assert "planned again" not in result.err and "Traceback" not in result.err
+    _error_line(cli("runs", "show", name, "--json", clock=clock), "1 entry in doubt")
     _once_each(sim, urls)
 
 

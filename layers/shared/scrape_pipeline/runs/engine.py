@@ -515,10 +515,14 @@ class Submitter:
         Each entry is looked up once per call; a batch or crawl in doubt is adopted when the
         evidence source names its job, else left for the operator (its report names it).
         ``ready_only``: skip extracts the job list may not show yet (posted less than
-        ``listing_delay_s`` ago), rather than wait for them.
+        ``listing_delay_s`` ago), rather than wait for them, and batches and crawls (their
+        evidence is read once, after posting: a read pages the source and asks the API about
+        each candidate, and a rerun killed again would pay it for nothing).
         """
         self._expire_leases(run)
         if run.mode is not RunMode.ASYNC:
+            if ready_only:
+                return
             found = evidenced(
                 self._evidence, self.client, self.journal, run, skew_s=self.settings.skew_s
             )

@@ -1,9 +1,10 @@
 """Adopting a batch or crawl in doubt from later evidence: a job of its kind someone else saw.
 
 No API lists batches or crawls, but something else may hear of the one a lost POST created:
-its webhook makes a ledger row (a stack: ``LedgerCandidates``; any other ``CandidateSource``
-will do). A candidate is a job id of the entry's kind that such a source first saw after the
-entry's POST less the skew margin and that no entry holds; it is looked up
+its webhook makes a ledger row (a stack: ``LedgerCandidates``), and the account's webhook
+delivery log names it, delivered or not (no stack: ``delivery_evidence``); any other
+``CandidateSource`` will do. A candidate is a job id of the entry's kind that such a source
+first saw after the entry's POST less the skew margin and that no entry holds; it is looked up
 (``GET /v1/batch/{id}``, ``GET /v1/crawl/{id}``) and adopted only when it is the entry's: a
 batch with the entry's URLs (the valid ones as items, the rest counted invalid), a crawl
 from the entry's start URL. Nothing else is a match: a wrong adoption would leave URLs never
