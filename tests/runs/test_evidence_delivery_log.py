@@ -250,11 +250,16 @@ def test_delivery_log_is_read_after_posting_not_by_a_rerun_cut_before_it(
     server.sim.faults.lose_answers(POST_BATCH, [504])
     submitter = Submitter(journal, client, clock=clock, evidence=source)
     planned = submitter.plan(spec)
-    first = submitter.work(planned, stop=iter([False, True]).__next__)  # one POST, then cut
+    # one POST, then the time is up
+    first = submitter.work(
+        planned, time_left=lambda: 1e9 if route_count(server, POST_BATCH) < 1 else 0.0
+    )
     assert first.counts == {EntryState.IN_DOUBT: 1, EntryState.PLANNED: 1}
     settle_and_deliver(server, clock)
     # WHEN a rerun is cut before posting anything
-    cut = Submitter(journal, client, clock=clock, evidence=source).work(planned, stop=lambda: True)
+    cut = Submitter(journal, client, clock=clock, evidence=source).work(
+        planned, time_left=lambda: 0.0
+    )
     # THEN it read no evidence (a rerun killed again pays nothing for it) ...
     assert cut.counts == {EntryState.IN_DOUBT: 1, EntryState.PLANNED: 1}
     assert route_count(server, "GET /v1/webhooks") == 0

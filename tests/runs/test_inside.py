@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
+from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.runs.inside import Inside, Next
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode
@@ -242,19 +243,44 @@ def test_a_run_the_api_refuses_stops_with_the_rest_planned(aws, clock):
         server.stop()
 
 
-def test_a_batch_whose_answer_was_lost_is_left_in_doubt_not_posted_again(aws, sim, clock):
-    # GIVEN a batch run whose first POST's answer is lost after the API created the batch
+def test_a_batch_whose_answer_was_lost_is_adopted_once_the_delivery_log_names_it(aws, sim, clock):
+    # GIVEN an account subscribed to batch_completed (nobody listens: each attempt is logged)
+    # and a batch run whose first POST's answer is lost after the API created the batch
     inside = _inside(aws, sim, clock)
+    with GeonodeClient(KEY, base_url=sim.base_url, clock=clock) as client:
+        client.create_webhook("http://127.0.0.1:9/hook", "batch_completed")
     urls = [f"https://example.com/lost/{i}" for i in range(4)]
     sim.sim.faults.lose_answers("POST /v1/batch", [502])
-    # WHEN the run is handled, and continued again
+    # WHEN the run is handled
     [done] = inside.handle(_upload(aws, "lost", urls, {"mode": "batch", "batch_size": 2}), PLENTY)
-    [again] = inside.handle(json.dumps({"continue": "lost"}), PLENTY)
-    # THEN each URL was posted once: the lost batch is in doubt, left for the operator
+    # THEN the batch in doubt is not posted again: the run is looked at again later
+    assert done.next is Next.CONTINUED and "awaiting evidence" in done.reason
+    assert done.delay_s == 900
+    assert _messages(aws) == []  # delayed
+    # AND once the batch has settled (its delivery logged), the continuation adopts it
+    clock.advance(3600)
+    sim.sim.pump()
+    [after] = inside.handle(json.dumps({"continue": "lost", "idle": 0}), PLENTY)
+    assert after.next is Next.DONE and after.report is not None and after.report.complete
     assert _posted(sim, urls) == {url: 1 for url in urls}
-    for round_ in (done, again):
-        assert round_.next is Next.STOPPED and "left for the operator" in round_.reason
-    assert _messages(aws) == []
+
+
+def test_a_batch_in_doubt_no_evidence_names_is_left_to_the_operator_after_idle_rounds(
+    aws, sim, clock
+):
+    # GIVEN a lost batch answer on an account with no batch subscription, one idle round allowed
+    inside = _inside(aws, sim, clock, SUBMITTER_MAX_IDLE_ROUNDS="1")
+    urls = [f"https://example.com/unnamed/{i}" for i in range(2)]
+    sim.sim.faults.lose_answers("POST /v1/batch", [502])
+    [done] = inside.handle(_upload(aws, "unnamed", urls, {"mode": "batch"}), PLENTY)
+    assert done.next is Next.CONTINUED
+    # WHEN the continuations find no evidence, round after round
+    rounds = [
+        inside.handle(json.dumps({"continue": "unnamed", "idle": i}), PLENTY)[0] for i in (1, 2)
+    ]
+    # THEN it is stopped for the operator, never posted again
+    assert rounds[-1].next is Next.STOPPED and "left for the operator" in rounds[-1].reason
+    assert _posted(sim, urls) == {url: 1 for url in urls}
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,13 @@ class InsideSettings(FromEnv):
         "a run stopped by throttling, or with lookups that failed, is continued this much later",
         maximum=SQS_MAX_DELAY_S,
     ).field()
+    evidence_delay_s: int = integer(
+        "SUBMITTER_EVIDENCE_DELAY_SECONDS",
+        SQS_MAX_DELAY_S,
+        "a batch or crawl in doubt is looked for in the delivery log again this much later "
+        "(it is named there once it settles)",
+        maximum=SQS_MAX_DELAY_S,
+    ).field()
     max_idle_rounds: int = integer(
         "SUBMITTER_MAX_IDLE_ROUNDS",
         30,
@@ -171,7 +178,9 @@ class Inside:
             return self._continue(report, delay, 0, "the invocation's time is nearly up")
         if report.stopped is not None and report.stopped.verdict.stops_run:
             return Round(name, Next.STOPPED, report.stopped.reason, report)
-        idle = 0 if report.posts else idle + 1
+        # Progress is a POST, or an entry in doubt adopted since the round began.
+        adopted = report.counts.get(S.IN_DOUBT, 0) < report.resumed.get(S.IN_DOUBT, 0)
+        idle = 0 if report.posts or adopted else idle + 1
         if report.stopped is not None and report.stopped.verdict is Verdict.NOT_ACTED:
             delay = self.settings.retry_delay_s
             return self._continue(report, delay, idle, report.stopped.reason)
@@ -184,9 +193,11 @@ class Inside:
             delay = self.settings.retry_delay_s
             return self._continue(report, delay, idle, f"{len(doubts)} lookup(s) failed")
         if doubts:
-            # No API lists batches or crawls: posting one again is the operator's decision.
-            why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, left for the operator"
-            return Round(name, Next.STOPPED, why, report)
+            # No API lists batches or crawls: the delivery log names one once it settles, so
+            # the run is looked at again (``max_idle_rounds`` times); posting one again is
+            # the operator's decision (``runs resolve --repost-in-doubt``).
+            why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, awaiting evidence"
+            return self._continue(report, self.settings.evidence_delay_s, idle, why)
         if report.where(S.PLANNED):
             return self._continue(report, 0, idle, "entries left planned")
         return Round(name, Next.DONE, "", report)
@@ -194,7 +205,8 @@ class Inside:
     def _continue(self, report: RunReport, delay_s: int, idle: int, why: str) -> Round:
         name = report.run.name
         if idle > self.settings.max_idle_rounds:
-            return Round(name, Next.STOPPED, f"{idle} rounds changed nothing: {why}", report)
+            why = f"{idle} rounds changed nothing: {why}, left for the operator"
+            return Round(name, Next.STOPPED, why, report)
         delay = max(0, min(SQS_MAX_DELAY_S, delay_s))
         self._send(continuation(name, idle), delay)
         return Round(name, Next.CONTINUED, why, report, delay)

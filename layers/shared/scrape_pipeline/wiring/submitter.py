@@ -10,6 +10,7 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.resources import LedgerSettings
+from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
 from scrape_pipeline.runs.inside import Inside, InsideSettings, ObjectReader, Sender
@@ -44,9 +45,20 @@ def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = 
         ttl_days=table.ttl_days,
     )
 
+    # A batch or crawl in doubt is adopted once the delivery log names it: its settlement is
+    # logged there whether or not its webhook reached the stack (no grant: the API's log).
+    evidence = DeliveryLogCandidates(client)
+
     def submitter(journal: Journal) -> Submitter:
         # The same pace as the CLI's: several POSTs in flight at the rate the API allows.
-        return Submitter(journal, client, clock=clock, settings=LAMBDA_SUBMITTER, pace=Pace(clock))
+        return Submitter(
+            journal,
+            client,
+            clock=clock,
+            settings=LAMBDA_SUBMITTER,
+            pace=Pace(clock),
+            evidence=evidence,
+        )
 
     return Inside(
         settings,
