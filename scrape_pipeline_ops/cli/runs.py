@@ -161,11 +161,9 @@ def _outcomes(ctx: Context, opened: OpenJournal) -> Iterator[Outcomes]:
         local.close()
 
 
-def _joined(
-    source: Outcomes, opened: OpenJournal, run: Run, entries: Sequence[Entry]
-) -> dict[str, JobOutcome] | None:
-    """The outcome of each job the run's entries recorded (a job not known is absent)."""
-    del opened  # the source says where: the ledger, or what poll kept in the file
+def _joined(source: Outcomes, run: Run, entries: Sequence[Entry]) -> dict[str, JobOutcome]:
+    """The outcome of each job the run's entries recorded (a job not known is absent): the
+    source is the ledger, or what poll kept in the journal file."""
     job_ids = [e.job_id for e in entries if e.state is S.SUBMITTED and e.job_id]
     return source.outcomes(JobKind(run.mode.kind), job_ids) if job_ids else {}
 
@@ -263,7 +261,7 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
         rows = []
         for run in opened.journal.runs():
             entries = opened.journal.entries(run.name)
-            rows.append(summary(run, entries, _joined(source, opened, run, entries)))
+            rows.append(summary(run, entries, _joined(source, run, entries)))
     if not rows:
         ctx.out.note("no runs")
     else:
@@ -276,7 +274,7 @@ def run_show(ctx: Context, args: argparse.Namespace) -> int:
     with _opened(ctx, args) as opened, _outcomes(ctx, opened) as source:
         run = _run(opened, args.name)
         entries = opened.journal.entries(run.name)
-        found = _joined(source, opened, run, entries)
+        found = _joined(source, run, entries)
     if args.urls:
         ctx.out.table(_url_rows(entries, found or {}), URL_COLUMNS)
     else:
