@@ -72,8 +72,10 @@ def _posted(stack: LocalStack, urls: list[str]) -> dict[str, int]:
     return {url: every.get(url, 0) for url in urls}
 
 
-def _run_until_posted(stack: LocalStack, urls: list[str], limit_steps: int = 60) -> int:
-    """Step the stack until every URL was posted; the steps it took."""
+def _run_until_posted(stack: LocalStack, urls: list[str], limit_steps: int = 120) -> int:
+    """Step the stack until every URL was posted; the steps it took. Each invocation the
+    2 s timeout kills on a busy machine costs 16 steps (the visibility timeout) before its
+    message comes back: the limit allows several."""
     for steps in range(limit_steps):
         if all(_posted(stack, urls).values()):
             stack.step(STEP_S)  # and once more: nothing left to post a second time
