@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from scrape_pipeline.geonode.errors import ValidationError
 from scrape_pipeline.runs.plan import BATCH_MAX_URLS, FORMATS, is_url
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
-from scrape_pipeline_ops.cli.poll import LocalTarget, read_lines
+from scrape_pipeline_ops.cli.poll import read_lines
+from scrape_pipeline_ops.cli.poll_targets import LocalTarget
 from scrape_pipeline_ops.cli.submit_run import run_submission
 
 if TYPE_CHECKING:
