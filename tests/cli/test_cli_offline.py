@@ -303,6 +303,23 @@ def test_local_outside_a_checkout_says_so_exit_2(
     assert_one_error_line(cli("local", "up"), 2, "checkout of the repository", "template.yaml")
 
 
+def test_local_outside_a_checkout_without_the_extra_says_both_at_once_exit_2(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from scrape_pipeline_local import extra
+
+    # GIVEN an installed wheel: neither the `local` extra nor a checkout beside the package
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    monkeypatch.setattr(extra, "CHECKOUT", tmp_path)
+    # WHEN `local up` runs
+    line = assert_one_error_line(
+        cli("local", "up"), 2, "checkout of the repository", "fastapi not installed"
+    )
+    # THEN the one line names the install that gives both, not only the extra
+    assert line.endswith("run it there, installed with pip install -e '.[local]'"), line
+    assert "scrape-pipeline[local]" not in line
+
+
 def test_geonode_sim_without_the_local_extra_names_it_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
