@@ -281,3 +281,30 @@ def test_a_broken_link_and_an_outside_page_are_caught(tmp_path: Path):
         "tests/pipeline/test_failure_table.py has no test_no_such_thing",
         "no chaos scenario no-such-scenario in MATRIX",
     ]
+
+
+@cache
+def source_text() -> str:
+    """Every tracked Python file and the template, as one text to search names in."""
+    parts = [
+        (REPO / f).read_text(encoding="utf-8")
+        for f in sorted(tracked_files())
+        if f.endswith(".py") or f == "template.yaml"
+    ]
+    return "\n".join(parts)
+
+
+def test_every_setting_and_constant_docs_name_is_in_the_code():
+    # GIVEN the names docs/ quotes as settings, constants and metrics (`MAX_ATTEMPTS`, ...)
+    quoted = {
+        (page, name)
+        for page in sorted((REPO / "docs").glob("*.md"))
+        for line in prose(page)
+        for span in CODE_SPAN.findall(line.text)
+        for name in re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", span[1])
+    }
+    assert quoted, "docs/ quotes no setting"
+    # THEN each is declared or used somewhere in the code or the template, none invented
+    text = source_text()
+    unknown = sorted(f"{page.name}: {name}" for page, name in quoted if name not in text)
+    assert not unknown, "\n".join(unknown)
