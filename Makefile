@@ -82,9 +82,10 @@ test: lint typecheck sam-tools
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The whole pipeline on this machine under a chaos profile; exits 1 if anything was lost or
-# processed twice. DEMO_ARGS="--jobs 500 --chaos heavy --seed 3" to change the run.
+# processed twice. DEMO_ARGS="--jobs 500 --chaos heavy --seed 3" to change the run. Not echoed
+# (`@`): the report is alone on stdout.
 demo: venv
-	$(BIN)/python -m scrape_pipeline_local.demo $(DEMO_ARGS)
+	@$(BIN)/python -m scrape_pipeline_local.demo $(DEMO_ARGS)
 
 # Benchmarks print their figures, save bench/results/*.json and update the README's tables.
 bench: bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency

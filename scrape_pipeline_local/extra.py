@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 INSTALL = "pip install 'scrape-pipeline[local]'"
+# In a checkout: the install that both adds the extra and runs the checkout's own code.
+CHECKOUT_INSTALL = "pip install -e '.[local]'"
 # The import names of the `local` extra (fastapi, uvicorn, moto[server], aws-sam-translator).
 MODULES = ("fastapi", "uvicorn", "moto", "flask", "samtranslator", "cfnlint")
 # `local up` and `local demo` run the handlers as SAM deploys them: from a checkout.
@@ -23,16 +25,20 @@ CHECKOUT_FILES = ("template.yaml", "functions")
 def missing(command: str, *, checkout: bool = False) -> str | None:
     """Why ``command`` cannot run here, in one line, or None when it can.
 
-    ``checkout``: the command also needs the repository's template.yaml and functions/.
+    ``checkout``: the command also needs the repository's template.yaml and functions/. The line
+    says everything missing at once: an installed wheel lacks both the extra and the checkout,
+    and naming only the extra would send its reader back for a second try.
     """
     absent = [name for name in MODULES if importlib.util.find_spec(name) is None]
-    if absent:
-        return f"{command} needs the local stack ({', '.join(absent)} not installed): {INSTALL}"
-    if checkout and not all((CHECKOUT / name).exists() for name in CHECKOUT_FILES):
+    outside = checkout and not all((CHECKOUT / name).exists() for name in CHECKOUT_FILES)
+    if outside:
+        needs = f", with the local stack ({', '.join(absent)} not installed)" if absent else ""
         return (
             f"{command} runs the handlers from a checkout of the repository (template.yaml, "
-            f"functions/): run it there, installed with pip install -e '.[local]'"
+            f"functions/){needs}: run it there, installed with {CHECKOUT_INSTALL}"
         )
+    if absent:
+        return f"{command} needs the local stack ({', '.join(absent)} not installed): {INSTALL}"
     return None
 
 

@@ -6,6 +6,7 @@ import ast
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -302,6 +303,23 @@ def test_local_outside_a_checkout_says_so_exit_2(
     assert_one_error_line(cli("local", "up"), 2, "checkout of the repository", "template.yaml")
 
 
+def test_local_outside_a_checkout_without_the_extra_says_both_at_once_exit_2(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from scrape_pipeline_local import extra
+
+    # GIVEN an installed wheel: neither the `local` extra nor a checkout beside the package
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    monkeypatch.setattr(extra, "CHECKOUT", tmp_path)
+    # WHEN `local up` runs
+    line = assert_one_error_line(
+        cli("local", "up"), 2, "checkout of the repository", "fastapi not installed"
+    )
+    # THEN the one line names the install that gives both, not only the extra
+    assert line.endswith("run it there, installed with pip install -e '.[local]'"), line
+    assert "scrape-pipeline[local]" not in line
+
+
 def test_geonode_sim_without_the_local_extra_names_it_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
@@ -381,6 +399,27 @@ def test_stack_name_reads_outputs_and_exports_them(cli: Cli, monkeypatch: pytest
     assert os.environ["DLQ_URL"] == dlq
     assert os.environ["WEBHOOK_URL"] == "https://api.example/v1/webhooks/geonode"
     assert_one_error_line(missing, 1, "DescribeStacks")
+
+
+def test_status_against_an_unreachable_aws_endpoint_names_the_host_and_the_cause(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN an AWS endpoint nobody listens on (a port bound, then closed: refused at once)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    monkeypatch.setenv("LEDGER_TABLE_NAME", "ledger")
+    monkeypatch.setenv("QUEUE_URL", f"http://127.0.0.1:{port}/000000000000/jobs")
+    # WHEN the operator asks for the pipeline's state
+    result = cli("status")
+    # THEN one line, exit 1, names the endpoint's host and why it failed, no traceback
+    assert_one_error_line(
+        result, 1, "EndpointConnectionError", f"cannot reach 127.0.0.1:{port}", "connection refused"
+    )
 
 
 # -- printing ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Every row of architecture.md's failure table, reproduced on the local stack and recovered.
+"""The failure table's rows (docs/failures.md), reproduced on the local stack and recovered.
 
 Each test breaks one thing, runs the pipeline on a manual clock, and checks from outside
 (simulator truth, S3 object versions) that no job was lost and none was processed twice.

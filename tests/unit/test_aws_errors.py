@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+from urllib3.exceptions import NewConnectionError
 
 from scrape_pipeline.aws_errors import (
     is_condition_failed,
@@ -16,6 +23,7 @@ from scrape_pipeline.aws_errors import (
     is_transaction_canceled,
     is_write_conflict,
     refused_item,
+    unavailable,
 )
 
 RUNTIME = Path(__file__).parents[2] / "layers" / "shared" / "scrape_pipeline"
@@ -98,3 +106,50 @@ def test_aws_errors_is_the_only_runtime_module_reading_error_codes():
     ]
     # THEN none of them matches an AWS error code or reads a botocore response by hand
     assert offenders == []
+
+
+def _refused(url: str, socket_error: str) -> EndpointConnectionError:
+    # As botocore raises it: urllib3's error, whose text carries the socket's, wrapped.
+    error = NewConnectionError(None, f"Failed to establish a new connection: {socket_error}")  # type: ignore[arg-type]
+    return EndpointConnectionError(endpoint_url=url, error=error)
+
+
+@pytest.mark.parametrize(
+    ("exc", "detail"),
+    [
+        (
+            _refused("http://127.0.0.1:4566/", "[Errno 111] Connection refused"),
+            "cannot reach 127.0.0.1:4566: connection refused",
+        ),
+        (
+            _refused(
+                "https://dynamodb.eu-west-3.amazonaws.com/", "[Errno -2] Name or service not known"
+            ),
+            "cannot reach dynamodb.eu-west-3.amazonaws.com: name or service not known",
+        ),
+        (
+            ConnectTimeoutError(endpoint_url="https://sqs.us-east-1.amazonaws.com/"),
+            "cannot reach sqs.us-east-1.amazonaws.com: no connection in time",
+        ),
+        (
+            ReadTimeoutError(endpoint_url="https://s3.amazonaws.com/b"),
+            "s3.amazonaws.com: no answer in time",
+        ),
+        (
+            ConnectionClosedError(endpoint_url="https://s3.amazonaws.com/b"),
+            "s3.amazonaws.com: connection lost before an answer",
+        ),
+    ],
+)
+def test_aws_errors_a_network_failure_names_the_host_and_the_cause(exc: Exception, detail: str):
+    # WHEN a call never got an answer from AWS
+    wrapped = unavailable("dynamodb", "Scan", exc)  # type: ignore[arg-type]
+    # THEN its one line says where and why, beside the code
+    assert wrapped.detail == detail
+    assert str(wrapped) == f"dynamodb Scan failed: {type(exc).__name__}: {detail}"
+
+
+def test_aws_errors_an_aws_refusal_keeps_its_message_out_of_the_line():
+    # GIVEN AWS answering (not a network failure): its free text stays out of what Lambdas log
+    wrapped = unavailable("sqs", "SendMessage", client_error("ThrottlingException"))
+    assert str(wrapped) == "sqs SendMessage failed: ThrottlingException"

@@ -84,7 +84,7 @@ def test_translate_network_failure_is_unavailable():
     translated = translate(EndpointConnectionError(endpoint_url="http://localhost:1"))
     assert isinstance(translated, AWSUnavailableError)
     assert translated.code == "EndpointConnectionError"
-    assert "http://localhost:1" in str(translated)
+    assert "cannot reach localhost:1" in str(translated)
 
 
 def test_unavailable_keeps_aws_message_out():

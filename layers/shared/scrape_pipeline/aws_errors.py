@@ -10,19 +10,28 @@ operator CLI does, turns what escapes into one of these with ``translate``.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectTimeoutError,
+    HTTPClientError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
+    ReadTimeoutError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotocoreConnectionError,
 )
 
 from scrape_pipeline.errors import PipelineError
 
 _CONFIGURATION = (NoRegionError, NoCredentialsError, PartialCredentialsError)
+_ERRNO: Final = re.compile(r"\[Errno -?\d+\]\s*([^\])'\"]+)")
 
 
 class AWSError(PipelineError):
@@ -56,11 +65,33 @@ def error_code(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def network_detail(exc: BaseException) -> str:
+    """Where and why a call never got an answer (``cannot reach HOST: connection refused``),
+    or "" when ``exc`` is not a network failure. Ours, from the endpoint and the socket's error:
+    never AWS's text, so the Lambdas may log it."""
+    if not isinstance(exc, HTTPClientError | BotocoreConnectionError):
+        return ""
+    kwargs = getattr(exc, "kwargs", {})
+    host = urlsplit(str(kwargs.get("endpoint_url") or "")).netloc or "the AWS endpoint"
+    if isinstance(exc, ConnectTimeoutError):
+        return f"cannot reach {host}: no connection in time"
+    if isinstance(exc, ReadTimeoutError):
+        return f"{host}: no answer in time"
+    # The socket's own words (refused, unknown name) sit in the wrapped urllib3 error's text.
+    never_connected = isinstance(exc, BotocoreConnectionError)
+    found = _ERRNO.search(str(kwargs.get("error") or ""))
+    cause = " ".join(found.group(1).split()) if found else ""
+    cause = cause or ("no connection" if never_connected else "connection lost before an answer")
+    where = f"cannot reach {host}" if never_connected else host
+    return f"{where}: {cause[:1].lower()}{cause[1:120]}"
+
+
 def unavailable(
     service: str, operation: str, exc: ClientError | BotoCoreError
 ) -> AWSUnavailableError:
-    """Wrap a botocore failure; the caller raises it ``from exc``."""
-    return AWSUnavailableError(service, operation, error_code(exc))
+    """Wrap a botocore failure; the caller raises it ``from exc``. A network failure keeps its
+    host and cause (``network_detail``); AWS's own message is left out."""
+    return AWSUnavailableError(service, operation, error_code(exc), network_detail(exc))
 
 
 def translate(exc: ClientError | BotoCoreError) -> AWSError:
@@ -70,8 +101,9 @@ def translate(exc: ClientError | BotoCoreError) -> AWSError:
     if isinstance(exc, ClientError):
         detail = str(exc.response.get("Error", {}).get("Message") or "")
         return AWSUnavailableError("AWS", exc.operation_name, error_code(exc), detail)
-    # A BotoCoreError (endpoint unreachable, read timeout...): its text names what failed.
-    return AWSUnavailableError("AWS", "call", error_code(exc), str(exc))
+    # A BotoCoreError: the endpoint's host and the socket's cause when the network failed, else
+    # its text, which names what failed.
+    return AWSUnavailableError("AWS", "call", error_code(exc), network_detail(exc) or str(exc))
 
 
 AWS_ERRORS = (ClientError, BotoCoreError)

@@ -22,7 +22,7 @@ An unset or empty variable takes its default (SAM parameters default to ""). A b
 ``SettingsError`` naming the variable and the value: a number that does not parse, is not
 finite or is below its minimum, an integer given as "2.5", a word outside its choices. Nothing
 is truncated or clamped silently. Every value the Geonode documentation does not publish is a
-setting (geonode-api.md).
+setting (docs/geonode-api.md).
 """
 
 from __future__ import annotations

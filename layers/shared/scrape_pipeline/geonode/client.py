@@ -1,4 +1,4 @@
-"""The Geonode Scraper API's endpoints (contract: shared/docs/geonode-api.md), typed.
+"""The Geonode Scraper API's endpoints (contract: docs/geonode-api.md), typed.
 
 The HTTP core, retries included, is ``transport.Transport``; this module names each endpoint,
 what it sends and how its answer is read.
