@@ -10,10 +10,12 @@ from typing import Any
 import boto3
 import pytest
 
+from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import ServerError
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.reconcile_metrics import ReconcilerMetric
+from scrape_pipeline.unsettled import oldest_unsettled_age
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from scrape_pipeline_local.translate import resources_of_type, translate
 from tests.pipeline.conftest import MakeStack
@@ -108,3 +110,48 @@ def test_every_reconciler_alarm_reads_a_series_a_real_run_emits(
     for name, alarm in alarms.items():
         dims = frozenset((d["Name"], d["Value"]) for d in alarm["Dimensions"])
         assert (alarm["MetricName"], dims) in emitted, name
+
+
+def test_a_run_that_cannot_measure_its_lag_still_reports_the_rest(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # GIVEN a ledger whose index queries are throttled
+    stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
+    ledger = stack.handlers["reconciler"].get_reconciler()._ledger
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        raise AWSUnavailableError("dynamodb", "Query", "ThrottlingException")
+
+    monkeypatch.setattr(ledger, "pending", throttled)
+    # WHEN the scheduled Lambda runs
+    emitted = series(invoke(stack, capsys))
+    # THEN the stuck-rows sweep failed (it queries the same index), the run completed, and the
+    # lag is left out rather than reported as 0 (its alarm does not read "missing" as healthy
+    # work: the heartbeat and failed-sweep alarms cover the run)
+    assert emitted[(ReconcilerMetric.SWEEP_FAILED, SERVICE)] >= 1.0
+    assert emitted[(ReconcilerMetric.RUN_COMPLETED, SERVICE)] == 1.0
+    assert (ReconcilerMetric.OLDEST_UNSETTLED, SERVICE) not in emitted
+
+
+def test_the_lag_is_the_oldest_owed_row_and_leaves_watching_jobs_out(make_stack: MakeStack):
+    # GIVEN a job parked WATCHING (running for days) at t0, then at t0 + 200 s one row each
+    # RECEIVED, PROCESSING and, at t0 + 300 s, DONE
+    stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
+    assert stack.resources is not None
+    book = Ledger(stack.resources.table, client=boto3.client("dynamodb"), clock=stack.clock)
+    running = JobKey(JobKind.EXTRACT, "running-for-days")
+    book.acquire(running, "worker", 60, source="sqs")
+    book.watch(running, "worker", job_created_at=stack.clock.time())
+    start = stack.clock.time()
+    stack.clock.advance(200.0)
+    book.record(JobKey(JobKind.EXTRACT, "received"), source="webhook")
+    book.acquire(JobKey(JobKind.EXTRACT, "held"), "worker", 3600, source="sqs")
+    # WHEN the lag is measured at t0 + 600 s
+    stack.clock.advance(400.0)
+    age = oldest_unsettled_age(book, stack.clock.time())
+    # THEN it is the owed rows' oldest wait (400 s), not the watched job's (600 s)
+    assert book.get(running).state is JobState.WATCHING  # type: ignore[union-attr]
+    assert stack.clock.time() - start == 600.0
+    assert age == 400.0
+    # AND with nothing owed it is 0
+    assert oldest_unsettled_age(book, start - 1.0) == 0.0
