@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from scrape_pipeline_local.resolve import references
+from tests.support.readme import README
 from tests.template.helpers import (
     as_list,
     function_property,
@@ -673,6 +674,49 @@ def test_reconciler_alarms_name_only_metrics_the_reconciler_emits(cfn: dict[str,
     metric = _reconciler_metric()
     assert names <= set(metric)
     assert {metric.SWEEP_FAILED, metric.RUN_COMPLETED, metric.OLDEST_UNSETTLED} <= names
+
+
+def _runbook_alarm_rows() -> dict[str, list[str]]:
+    """The README runbook's table of the reconciler's alarms: alarm -> its other cells."""
+    text = README.read_text()
+    section = text[text.index("## Operations runbook") :]
+    section = section[: section.index("\n## ", 1)]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[0].endswith("Alarm`"):
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_runbook_states_each_reconciler_alarms_metric_period_and_trigger(
+    cfn: dict[str, Any],
+) -> None:
+    # GIVEN the reconciler's alarms as translated, and the runbook's table of them
+    alarms = {
+        name: alarm["Properties"]
+        for name, alarm in resources_of_type(cfn, "AWS::CloudWatch::Alarm").items()
+        if {"Name": "service", "Value": "reconciler"} in alarm["Properties"]["Dimensions"]
+    }
+    rows = _runbook_alarm_rows()
+    # THEN the table has every one of them, and nothing else
+    assert set(rows) == set(alarms)
+    for name, alarm in alarms.items():
+        metric, period, fires = rows[name]
+        # AND states its metric, its statistic and period as deployed
+        assert metric == f"`{alarm['MetricName']}`", name
+        assert period == f"{alarm['Statistic']}, {alarm['Period']} s", name
+        # AND names each parameter it is tuned by, with the parameter's default
+        for value in (alarm["Threshold"], alarm["EvaluationPeriods"]):
+            if isinstance(value, dict):
+                parameter = value["Ref"]
+                assert f"`{parameter}` ({parameter_default(parameter)})" in fires, name
+            elif value != 1:
+                assert str(value) in fires, name
+        # AND says "in a row" exactly when it takes several periods
+        several = alarm["EvaluationPeriods"] != 1
+        assert ("periods in a row" in fires) is several, name
+        assert ("in one period" in fires) is not several, name
 
 
 # --- dashboard ------------------------------------------------------------------------------
