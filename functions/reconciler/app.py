@@ -12,6 +12,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from scrape_pipeline.reconcile_metrics import ReconcilerMetric
 from scrape_pipeline.reconciler import Reconciler
 from scrape_pipeline.wiring.reconciler import build_reconciler
 
@@ -44,18 +45,33 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     run twice, and the failed sweep resumes from its checkpoint on the next scheduled run.
     """
     report = get_reconciler().run(lambda: context.get_remaining_time_in_millis() / 1000.0)
-    # The total (the alarm's series) and one series per source (the dashboard's split).
-    metrics.add_metric(name="JobsRecovered", unit=MetricUnit.Count, value=report.total_recovered)
-    metrics.add_metric(name="ReconcilerListPages", unit=MetricUnit.Count, value=report.list_pages)
+    # The run's totals with the service dimension alone (the alarms' series), then one series
+    # per source and per failed sweep (the dashboard's split).
+    count = MetricUnit.Count
+    metrics.add_metric(
+        name=ReconcilerMetric.JOBS_RECOVERED, unit=count, value=report.total_recovered
+    )
+    metrics.add_metric(name=ReconcilerMetric.LIST_PAGES, unit=count, value=report.list_pages)
+    metrics.add_metric(name=ReconcilerMetric.SWEEP_FAILED, unit=count, value=len(report.errors))
+    metrics.add_metric(name=ReconcilerMetric.RUN_COMPLETED, unit=count, value=1)
+    if report.oldest_unsettled_seconds is not None:
+        metrics.add_metric(
+            name=ReconcilerMetric.OLDEST_UNSETTLED,
+            unit=MetricUnit.Seconds,
+            value=report.oldest_unsettled_seconds,
+        )
     service = {"service": os.environ.get("POWERTOOLS_SERVICE_NAME", "reconciler")}
-    for source, count in report.recovered.items():
+    for source, recovered in report.recovered.items():
         with single_metric(
-            name="JobsRecovered", unit=MetricUnit.Count, value=count, default_dimensions=service
+            name=ReconcilerMetric.JOBS_RECOVERED,
+            unit=count,
+            value=recovered,
+            default_dimensions=service,
         ) as metric:
             metric.add_dimension(name="source", value=source)
     for sweep in report.errors:
         with single_metric(
-            name="ReconcileSweepFailed", unit=MetricUnit.Count, value=1, default_dimensions=service
+            name=ReconcilerMetric.SWEEP_FAILED, unit=count, value=1, default_dimensions=service
         ) as metric:
             metric.add_dimension(name="sweep", value=sweep)
     summary = report.summary()

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shlex
+import socket
+import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from scrape_pipeline_ops.cli.config import UsageError
+from scrape_pipeline_ops.cli.output import Printer
 
 _MAX_PORT = 65535
 _ARN_SUFFIX_LENGTH = 6  # Secrets Manager appends "-" and six characters to a secret's name
@@ -65,7 +69,14 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--env-file",
         metavar="PATH",
-        help="also write the export lines to PATH, for `source PATH` in another shell",
+        help="also write the export lines to PATH, for `source PATH` in another shell (they "
+        "refuse `sam deploy`/`sync`/`delete` while sourced: it would deploy to moto)",
+    )
+    p.add_argument(
+        "--function-log",
+        metavar="PATH",
+        help="where the functions' output goes: their logs and EMF metrics, as Lambda sends "
+        "them to CloudWatch Logs (default: a new scrape-pipeline-local-*.log in the temp folder)",
     )
     p.set_defaults(handler=up)
 
@@ -112,11 +123,6 @@ def _secret_name(arn: str) -> str:
     return name if named and dash and len(suffix) == _ARN_SUFFIX_LENGTH else arn
 
 
-def export_lines(found: dict[str, str]) -> list[str]:
-    """``export NAME=value`` for a shell, WEBHOOK_URL included."""
-    return [f"export {name}={shlex.quote(value)}" for name, value in found.items()]
-
-
 def wait_for_interrupt(stack: LocalStack) -> None:
     """Block until Ctrl-C (tests replace this)."""
     forever = threading.Event()
@@ -136,57 +142,110 @@ def require_local_stack() -> None:
 def up(ctx: Context, args: argparse.Namespace) -> int:
     require_local_stack()
     from scrape_pipeline_local.clock import ScaledClock  # noqa: PLC0415
+    from scrape_pipeline_local.function_env import functions_write_to  # noqa: PLC0415
     from scrape_pipeline_local.simulator import SimConfig  # noqa: PLC0415
     from scrape_pipeline_local.stack import LocalStack, StackSettings  # noqa: PLC0415
 
     if args.time_scale <= 0:
         raise UsageError("--time-scale must be positive")
     ports = {
-        "front_port": args.port,
-        "simulator_port": args.simulator_port,
-        "moto_port": args.moto_port,
+        "front_port": ("--port", args.port),
+        "simulator_port": ("--simulator-port", args.simulator_port),
+        "moto_port": ("--moto-port", args.moto_port),
     }
-    if any(port < 0 or port > _MAX_PORT for port in ports.values()):
-        raise UsageError(f"a port must be between 0 and {_MAX_PORT}")
-    stack = LocalStack(
-        ScaledClock(args.time_scale), SimConfig(seed=args.seed), StackSettings(**ports)
-    )
-    try:
-        stack.start()
-        assert stack.poller is not None and stack.schedule is not None
-        stack.poller.start()
-        stack.schedule.start()
-        found = endpoints(stack)
-        if ctx.out.json_mode:
-            ctx.out.record(found)
-        else:
-            ctx.out.record(
-                {
-                    "simulator": found["GEONODE_BASE_URL"],
-                    "api key": found["GEONODE_SCRAPER_API_KEY"],
-                    "webhook url": found["WEBHOOK_URL"],
-                    "moto": found["AWS_ENDPOINT_URL"],
-                    "queue": found["QUEUE_URL"],
-                    "dlq": found["DLQ_URL"],
-                    "table": found["LEDGER_TABLE_NAME"],
-                    "bucket": found["RESULTS_BUCKET"],
-                },
-                title="local stack up",
+    for flag, port in ports.values():
+        if port < 0 or port > _MAX_PORT:
+            raise UsageError(f"a port must be between 0 and {_MAX_PORT}")
+        if port and _in_use(port):
+            raise UsageError(
+                f"{flag} {port}: 127.0.0.1:{port} is already in use (another `local up`?): "
+                "stop it, or choose another port"
             )
-            ctx.out.note("# in another shell:")
-            for line in export_lines(found):
-                ctx.out.note(line)
-            if args.env_file:
-                ctx.out.note(f"# or: source {shlex.quote(args.env_file)}")
-            ctx.out.note("# Ctrl-C stops the stack")
-        if args.env_file:
-            Path(args.env_file).write_text("\n".join(export_lines(found)) + "\n")
-        with contextlib.suppress(KeyboardInterrupt):  # the normal way to stop it
-            wait_for_interrupt(stack)
-    finally:
-        stack.stop()
-    ctx.out.note("local stack stopped")
+    fixed = [port for _, port in ports.values() if port]
+    if len(set(fixed)) < len(fixed):
+        raise UsageError("--port, --simulator-port and --moto-port must differ")
+    # What the person sees stays on the terminal; the functions' output goes to their log.
+    shown = Printer(json_mode=ctx.out.json_mode, stdout=ctx.out.stdout, stderr=ctx.out.stderr)
+    stack = LocalStack(
+        ScaledClock(args.time_scale),
+        SimConfig(seed=args.seed),
+        StackSettings(**{name: port for name, (_, port) in ports.items()}),
+    )
+    with _function_log(args.function_log) as log, functions_write_to(log):
+        try:
+            # The handlers are imported here, inside the redirection (their Logger binds it).
+            stack.start()
+            assert stack.poller is not None and stack.schedule is not None
+            stack.poller.start()
+            stack.schedule.start()
+            _show_started(shown, endpoints(stack), args, log.name)
+            with contextlib.suppress(KeyboardInterrupt):  # the normal way to stop it
+                wait_for_interrupt(stack)
+        finally:
+            stack.stop()
+    shown.note("local stack stopped: its data is gone (a restart starts empty)")
     return 0
+
+
+def _in_use(port: int) -> bool:
+    """Whether a server listens on 127.0.0.1:``port`` (the servers bind with SO_REUSEADDR,
+    so a port only in TIME_WAIT is free for them, and for this probe)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _function_log(path: str | None) -> TextIO:
+    """The file the functions' output goes to: ``path``, or a new one in the temp folder."""
+    if path is None:
+        handle, path = tempfile.mkstemp(prefix="scrape-pipeline-local-", suffix=".log")
+        os.close(handle)
+    return Path(path).open("w", encoding="utf-8")
+
+
+def _show_started(
+    shown: Printer, found: dict[str, str], args: argparse.Namespace, log: str
+) -> None:
+    """The endpoints, the shell lines (and the env file), where the logs go, what a restart
+    keeps."""
+    from scrape_pipeline_local.shell_env import shell_lines  # noqa: PLC0415
+
+    lines = shell_lines(found)
+    if args.env_file:
+        Path(args.env_file).write_text("\n".join(lines) + "\n")
+    if shown.json_mode:
+        shown.record({**found, "FUNCTION_LOG": log})
+        return
+    shown.record(
+        {
+            "simulator": found["GEONODE_BASE_URL"],
+            "api key": found["GEONODE_SCRAPER_API_KEY"],
+            "webhook url": found["WEBHOOK_URL"],
+            "moto": found["AWS_ENDPOINT_URL"],
+            "queue": found["QUEUE_URL"],
+            "dlq": found["DLQ_URL"],
+            "table": found["LEDGER_TABLE_NAME"],
+            "bucket": found["RESULTS_BUCKET"],
+            "function log": log,
+        },
+        title="local stack up",
+    )
+    shown.note("# in another shell (sam deploy, sync and delete are refused there: they would")
+    shown.note("# reach moto, not AWS; local_stack_off undoes these lines):")
+    for line in lines:
+        shown.note(line)
+    if args.env_file:
+        shown.note(f"# or: source {shlex.quote(args.env_file)}")
+    shown.note(f"# the functions' logs and metrics: {log}")
+    shown.note(
+        "# the data lives in memory: Ctrl-C or a restart loses the ledger, queues, bucket, "
+        "secrets and the simulator's jobs; fixed ports keep only the addresses"
+    )
+    shown.note("# Ctrl-C stops the stack")
 
 
 def demo(ctx: Context, args: argparse.Namespace) -> int:

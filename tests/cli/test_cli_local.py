@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import boto3
 import httpx
 import pytest
 
+from scrape_pipeline_local.shell_env import shell_lines
 from scrape_pipeline_local.stack import API_KEY, LocalStack
 from scrape_pipeline_ops.cli import local
-from tests.cli.conftest import Cli
+from tests.cli.conftest import Cli, assert_one_error_line
 
 
 def test_local_up_runs_the_pipeline_until_interrupted(cli: Cli, monkeypatch: pytest.MonkeyPatch):
@@ -81,11 +86,14 @@ def test_local_up_fixed_ports_and_env_file(
     seen: dict[str, object] = {}
 
     def look_then_interrupt(stack: LocalStack) -> None:
+        lines = env_file.read_text().splitlines()
         exported = dict(
             shlex.split(line.removeprefix("export "))[0].split("=", 1)
-            for line in env_file.read_text().splitlines()
+            for line in lines
+            if line.startswith("export ")
         )
         seen["exported"] = exported
+        seen["lines"] = lines
         # the secret ids are names: stable across restarts, and Secrets Manager takes them
         boto3.client("secretsmanager").get_secret_value(SecretId=exported["WEBHOOK_SECRET_ID"])
         raise KeyboardInterrupt
@@ -107,9 +115,72 @@ def test_local_up_fixed_ports_and_env_file(
     assert exported["QUEUE_URL"].startswith(f"http://127.0.0.1:{moto}/")
     assert ":secret:" not in exported["WEBHOOK_SECRET_ID"]
     assert f"source {env_file}" in result.out
+    # AND the file is the lines printed, the `sam` guard included
+    assert seen["lines"] == shell_lines(exported)
+    assert all(line in result.out for line in seen["lines"])
 
 
 def test_local_up_bad_port_is_exit_2(cli: Cli):
     result = cli("local", "up", "--port", "70000")
     assert result.code == 2
     assert "a port must be between 0 and 65535" in result.err
+
+
+@pytest.mark.parametrize("flag", ["--port", "--simulator-port", "--moto-port"])
+def test_local_up_on_a_busy_port_is_one_line_and_exit_2(cli: Cli, flag: str):
+    # GIVEN a port a server already listens on (another `local up`, say)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        # WHEN `local up` is asked for it
+        result = cli("local", "up", flag, str(port))
+    # THEN it names the flag and the port in the CLI's one line, exit 2, and starts nothing
+    assert_one_error_line(result, 2, f"{flag} {port}: 127.0.0.1:{port} is already in use")
+    assert result.out == ""
+
+
+def test_local_up_one_port_for_two_servers_is_exit_2(cli: Cli):
+    port = str(_free_port())
+    result = cli("local", "up", "--port", port, "--moto-port", port)
+    assert_one_error_line(result, 2, "must differ")
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_local_up_sends_the_functions_output_to_its_log_not_the_terminal(tmp_path: Path):
+    # GIVEN `local up` as a user starts it: its own process, its output on a terminal (a file
+    # here), the reconciler's schedule 60 times faster than real time
+    out, log = tmp_path / "terminal.out", tmp_path / "functions.log"
+    command = [sys.executable, "-m", "scrape_pipeline_ops.cli.main", "local", "up"]
+    with out.open("w") as terminal:
+        process = subprocess.Popen(
+            [*command, "--time-scale", "60", "--function-log", str(log)],
+            stdout=terminal,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            _wait_for(lambda: "Ctrl-C stops" in out.read_text(), 90, "the endpoint list")
+            # WHEN the functions have run (the reconciler logs and emits metrics each run)
+            _wait_for(lambda: '"_aws"' in log.read_text(), 60, "the functions' EMF records")
+            _wait_for(lambda: '"reconciled"' in log.read_text(), 30, "the reconciler's log line")
+            process.send_signal(signal.SIGINT)  # Ctrl-C
+            code = process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    shown = out.read_text()
+    # THEN the terminal has the endpoints, where the logs are and what a restart keeps, and
+    # none of the functions' log lines or metrics
+    assert code == 0, shown
+    assert f"function log  {log}" in shown
+    assert f"# the functions' logs and metrics: {log}" in shown
+    assert "a restart loses the ledger, queues, bucket, secrets and the simulator's jobs" in shown
+    assert '"_aws"' not in shown and '"reconciled"' not in shown
+    assert shown.rstrip().endswith("local stack stopped: its data is gone (a restart starts empty)")

@@ -368,7 +368,7 @@ def test_reconciler_failing_delivery_log_does_not_starve_the_job_list(
     metrics = [
         json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line
     ]
-    failed = [m for m in metrics if "ReconcileSweepFailed" in m]
+    failed = [m for m in metrics if "ReconcileSweepFailed" in m and "sweep" in m]
     assert [(m["sweep"], m["ReconcileSweepFailed"]) for m in failed] == [("delivery_log", [1.0])]
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 12}

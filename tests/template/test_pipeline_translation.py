@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from scrape_pipeline_local.resolve import references
+from tests.support.readme import README
 from tests.template.helpers import (
     as_list,
     function_property,
@@ -596,6 +597,128 @@ def test_sick_jobs_alarm_counts_the_processors_parked_jobs_per_hour(cfn: dict[st
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
+def _reconciler_metric() -> Any:
+    return importlib.import_module("scrape_pipeline.reconcile_metrics").ReconcilerMetric
+
+
+def _reconciler_alarm(cfn: dict[str, Any], alarm_id: str, metric: str) -> dict[str, Any]:
+    """A reconciler alarm's properties, checked to read ``metric`` where Powertools writes the
+    run's series: the namespace and the service dimension alone."""
+    alarm: dict[str, Any] = cfn["Resources"][alarm_id]["Properties"]
+    env = _env(cfn, RECONCILER)
+    assert (alarm["Namespace"], alarm["MetricName"]) == (
+        env["POWERTOOLS_METRICS_NAMESPACE"],
+        metric,
+    )
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
+    return alarm
+
+
+def test_sweep_failed_alarm_fires_after_n_failing_runs_in_a_row(cfn: dict[str, Any]) -> None:
+    # GIVEN the failed-sweep alarm and the reconciler's schedule
+    metric = _reconciler_metric().SWEEP_FAILED
+    alarm = _reconciler_alarm(cfn, "ReconcileSweepFailedAlarm", metric)
+    run_seconds = _rate_seconds(parameter_default("ReconcileSchedule"))
+    # THEN a period holds one run, and N periods in a row (a parameter, 3) must each see one
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", run_seconds)
+    runs = {"Ref": "ReconcileSweepFailedRuns"}
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (runs, runs)
+    assert parameter_default("ReconcileSweepFailedRuns") == 3
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    # AND a minute without a run is not a failure (the heartbeat alarm has those)
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_heartbeat_alarm_fires_when_no_run_completes_for_a_few_schedule_periods(
+    cfn: dict[str, Any],
+) -> None:
+    # GIVEN the heartbeat alarm and the reconciler's schedule
+    alarm = _reconciler_alarm(cfn, "ReconcilerHeartbeatAlarm", _reconciler_metric().RUN_COMPLETED)
+    minutes = {"Ref": "ReconcilerHeartbeatMinutes"}
+    # THEN every minute of the last N (a parameter) must have had no completed run
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 60)
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (minutes, minutes)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "LessThanThreshold")
+    # AND N minutes are a few schedule periods (not one late run), and no data is the alarm
+    window = parameter_default("ReconcilerHeartbeatMinutes") * 60
+    assert window >= 3 * _rate_seconds(parameter_default("ReconcileSchedule"))
+    assert alarm["TreatMissingData"] == "breaching"
+
+
+def test_oldest_unsettled_alarm_fires_above_a_lost_messages_longest_wait(
+    cfn: dict[str, Any],
+) -> None:
+    # GIVEN the lag alarm
+    alarm = _reconciler_alarm(cfn, "OldestUnsettledAlarm", _reconciler_metric().OLDEST_UNSETTLED)
+    # THEN it takes the largest age over five minutes against a parameter threshold
+    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Maximum", 300, 1)
+    assert alarm["Threshold"] == {"Ref": "OldestUnsettledAlarmSeconds"}
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    # AND the default is above what a healthy pipeline shows: a lost message waits STALE_AFTER,
+    # then up to one full-sweep period for the stuck-rows sweep
+    longest_healthy_wait = parameter_default("StaleAfterSeconds") + parameter_default(
+        "ReconcileFullSweepSeconds"
+    )
+    assert parameter_default("OldestUnsettledAlarmSeconds") > longest_healthy_wait
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_reconciler_alarms_name_only_metrics_the_reconciler_emits(cfn: dict[str, Any]) -> None:
+    # GIVEN every alarm on the reconciler's service
+    names = {
+        alarm["Properties"]["MetricName"]
+        for alarm in resources_of_type(cfn, "AWS::CloudWatch::Alarm").values()
+        if {"Name": "service", "Value": "reconciler"} in alarm["Properties"].get("Dimensions", [])
+    }
+    # THEN each is one of the reconciler's metric names, and the run's health is all watched
+    metric = _reconciler_metric()
+    assert names <= set(metric)
+    assert {metric.SWEEP_FAILED, metric.RUN_COMPLETED, metric.OLDEST_UNSETTLED} <= names
+
+
+def _runbook_alarm_rows() -> dict[str, list[str]]:
+    """The README runbook's table of the reconciler's alarms: alarm -> its other cells."""
+    text = README.read_text()
+    section = text[text.index("## Operations runbook") :]
+    section = section[: section.index("\n## ", 1)]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[0].endswith("Alarm`"):
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_runbook_states_each_reconciler_alarms_metric_period_and_trigger(
+    cfn: dict[str, Any],
+) -> None:
+    # GIVEN the reconciler's alarms as translated, and the runbook's table of them
+    alarms = {
+        name: alarm["Properties"]
+        for name, alarm in resources_of_type(cfn, "AWS::CloudWatch::Alarm").items()
+        if {"Name": "service", "Value": "reconciler"} in alarm["Properties"]["Dimensions"]
+    }
+    rows = _runbook_alarm_rows()
+    # THEN the table has every one of them, and nothing else
+    assert set(rows) == set(alarms)
+    for name, alarm in alarms.items():
+        metric, period, fires = rows[name]
+        # AND states its metric, its statistic and period as deployed
+        assert metric == f"`{alarm['MetricName']}`", name
+        assert period == f"{alarm['Statistic']}, {alarm['Period']} s", name
+        # AND names each parameter it is tuned by, with the parameter's default
+        for value in (alarm["Threshold"], alarm["EvaluationPeriods"]):
+            if isinstance(value, dict):
+                parameter = value["Ref"]
+                assert f"`{parameter}` ({parameter_default(parameter)})" in fires, name
+            elif value != 1:
+                assert str(value) in fires, name
+        # AND says "in a row" exactly when it takes several periods
+        several = alarm["EvaluationPeriods"] != 1
+        assert ("periods in a row" in fires) is several, name
+        assert ("in one period" in fires) is not several, name
+
+
 # --- dashboard ------------------------------------------------------------------------------
 
 
@@ -639,6 +762,15 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
         *(custom("JobsRecovered", RECONCILER, source=s) for s in RECOVERY_SOURCES),
         *(
             custom("JobsRecovered", RECONCILER, source=s)
+            for s in importlib.import_module("scrape_pipeline.reconciler").SWEEPS
+        ),
+        # the reconciler's health: completed runs, failed sweeps (all, by sweep), its lag
+        *(
+            custom(m, RECONCILER)
+            for m in ("ReconcilerRunCompleted", "ReconcileSweepFailed", "OldestUnsettledSeconds")
+        ),
+        *(
+            custom("ReconcileSweepFailed", RECONCILER, sweep=s)
             for s in importlib.import_module("scrape_pipeline.reconciler").SWEEPS
         ),
         # queue depth, dead-letter queue depth

@@ -416,6 +416,9 @@ def test_alarms_notify_only_when_a_topic_is_given(cfn: dict[str, Any]) -> None:
         "PoisonJobsAlarm",
         "SickJobsAlarm",
         "ReconcilerRecoveriesAlarm",
+        "ReconcileSweepFailedAlarm",
+        "ReconcilerHeartbeatAlarm",
+        "OldestUnsettledAlarm",
     }
     for name, alarm in alarms.items():
         assert alarm["Properties"]["AlarmActions"] == {

@@ -16,6 +16,9 @@ Four sweeps, each bounded and resumable:
                   woken: see ``scrape_pipeline.watch``.
 
 The counts by sweep are the measured webhook gap (metric ``JobsRecovered``, by source).
+After the sweeps, a run measures its lag: how long the oldest RECEIVED/ENQUEUED/PROCESSING
+row has waited (``scrape_pipeline.unsettled``). The handler emits it, the failed sweeps and a
+heartbeat for the alarms on the reconciler itself (``scrape_pipeline.reconcile_metrics``).
 
 Each is a ``scrape_pipeline.sweeps.Sweep``; ``SWEEP_TABLE`` lists them in the order they run,
 with their share of the run's time and their cadence: a new sweep is one class and one row.
@@ -62,6 +65,7 @@ from scrape_pipeline.settings import FromEnv, declared, integer, number, read_de
 from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
 from scrape_pipeline.sweeps.delivery_log import DELIVERIES_CHECKPOINT_PREFIX, DeliveryLogSweep
 from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS, StuckRowsSweep
+from scrape_pipeline.unsettled import oldest_unsettled_age
 from scrape_pipeline.watch import Watcher, WatchSettings
 
 __all__ = [
@@ -272,6 +276,9 @@ class ReconcileReport:
     complete: bool = True
     # sweep -> what failed; the other sweeps ran all the same.
     errors: dict[str, str] = field(default_factory=dict)
+    # Seconds the oldest RECEIVED/ENQUEUED/PROCESSING row has waited (``scrape_pipeline.
+    # unsettled``), measured after the sweeps; None when the ledger could not be read.
+    oldest_unsettled_seconds: float | None = None
 
     @property
     def total_recovered(self) -> int:
@@ -306,6 +313,7 @@ class ReconcileReport:
             "watermark": self.watermark,
             "complete": self.complete,
             "errors": self.errors,
+            "oldest_unsettled_seconds": self.oldest_unsettled_seconds,
         }
 
 
@@ -408,7 +416,17 @@ class Reconciler:
             result = self.run_sweep(row.name, report, run_budget.share(weights[index:]))
             cadence.ran(row, result, started)
         report.gap_open = cadence.close(report.total_recovered, started, self._books)
+        report.oldest_unsettled_seconds = self.oldest_unsettled()
         return report
+
+    def oldest_unsettled(self) -> float | None:
+        """The lag after the sweeps (what they re-sent counts as moved); None, and a log line,
+        when the ledger cannot be read: the run's other results stand."""
+        try:
+            return oldest_unsettled_age(self._ledger, self._clock.time())
+        except SWEEP_ERRORS as exc:
+            logger.warning("reconciler could not measure the oldest unsettled row: %s", exc)
+            return None
 
     def run_sweep(
         self, name: str, report: ReconcileReport, budget: Budget | None = None
