@@ -20,7 +20,17 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSConfigurationError, transl
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import GeonodeError, MissingAPIKeyError
-from scrape_pipeline_ops.cli import deliveries, doctor, local, ops, poll, runs, submit, webhooks
+from scrape_pipeline_ops.cli import (
+    deliveries,
+    doctor,
+    events,
+    local,
+    ops,
+    poll,
+    runs,
+    submit,
+    webhooks,
+)
 from scrape_pipeline_ops.cli import secrets as secret_commands
 from scrape_pipeline_ops.cli.config import CliError, Context, UsageError, export_stack
 from scrape_pipeline_ops.cli.output import Printer
@@ -119,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parser(commands, parents)
     deliveries.add_parser(commands, parents)
     ops.add_parsers(commands, parents)
+    events.add_parser(commands, parents)
     local.add_parser(commands, parents)
     return parser
 
