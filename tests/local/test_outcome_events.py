@@ -18,6 +18,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack
@@ -62,23 +63,38 @@ def _by_job(events: list[dict[str, Any]]) -> dict[str, Counter[str]]:
     return out
 
 
-def test_every_outcome_of_a_run_is_one_event_on_the_bus(stack: LocalStack) -> None:
-    # GIVEN the local stack and a subscriber on its bus, and a run of 20 extract jobs
-    subscriber = _subscriber(stack)
-    ids = _submit(stack, "p")
-    # WHEN every job settles and is stored
-    stack.run_until(all_settled_and_done(stack, JOBS), step=1.0, limit=600)
-    stack.settle_now()
+def test_every_outcome_of_a_run_is_one_event_on_the_bus() -> None:
+    # GIVEN the local stack (its AWS calls counted) with a subscriber on its bus, and a run
+    # of 20 extract jobs
+    with CallRecorder() as recorder:
+        stack = LocalStack(ManualClock(), SimConfig(**QUIET)).start()
+        try:
+            subscriber = _subscriber(stack)
+            ids = _submit(stack, "p")
+            # WHEN every job settles and is stored
+            stack.run_until(all_settled_and_done(stack, JOBS), step=1.0, limit=600)
+            stack.settle_now()
+            received = subscriber.received()
+            bucket = stack.resources.bucket if stack.resources else ""
+        finally:
+            stack.stop()
     # THEN each job's outcome came as exactly one event, a "Job Stored" naming its objects
-    received = subscriber.received()
     by_job = _by_job(received)
     assert sorted(by_job) == sorted(ids)
     assert all(list(counts.values()) == [1] for counts in by_job.values())
     assert {e["detail-type"] for e in received} == {"Job Stored"}
     some = received[0]["detail"]
-    assert some["bucket"] == stack.resources.bucket  # type: ignore[union-attr]
+    assert some["bucket"] == bucket
     assert f"results/extract/{some['job_id']}/metadata.json" in some["keys"]
     assert some["url"].startswith("https://example.com/p")
+    # AND the processor sent them in batches: PutEvents calls per job, from outside
+    puts = sum(
+        n
+        for call, n in recorder.calls.items()
+        if (call.principal, call.operation) == ("processor", "PutEvents")
+    )
+    print(f"PutEvents calls by the processor: {puts} for {JOBS} outcomes")
+    assert 1 <= puts <= JOBS // 2
 
 
 def test_a_crash_between_done_and_the_emit_still_yields_each_event_once(
