@@ -109,6 +109,7 @@ class Call:
     operation: str  # the API operation: PutItem, SendMessageBatch, HeadObject, ...
     params: tuple[tuple[str, str], ...]  # RESOURCE_PARAMETERS present, plus the tables of
     # a batch or transaction (``RequestItems``/``TransactItems``, as ``Table:<op>`` entries)
+    # and the buses of PutEvents' entries (``EventBus``)
 
     def param(self, name: str) -> str | None:
         """A resource parameter's value, if the call had it."""
@@ -123,7 +124,11 @@ def resource_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     for item in params.get("TransactItems") or []:
         for operation, request in item.items():
             found.append((f"Table:{operation}", str(request.get("TableName", ""))))
-    return tuple(found)
+    # PutEvents: each entry's bus (IAM authorizes the call against every bus it names).
+    for entry in params.get("Entries") or []:
+        if isinstance(entry, Mapping):
+            found.append(("EventBus", str(entry.get("EventBusName") or "default")))
+    return tuple(dict.fromkeys(found))
 
 
 class CallRecorder:

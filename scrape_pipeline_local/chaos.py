@@ -288,14 +288,16 @@ def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, i
         ledger = stack.handlers["processor"].get_processor()[0]._ledger
         finish = ledger.finish
 
-        def crashing_finish(key: Any, owner: str, outcome: Outcome, detail: Any = None) -> Any:
+        def crashing_finish(
+            key: Any, owner: str, outcome: Outcome, detail: Any = None, **kwargs: Any
+        ) -> Any:
             if outcome is Outcome.STORED and rng.random() < profile.processor_crash_rate:
                 counts["processor"] += 1
                 raise _Crash("processor killed after storing, before DONE")
             if outcome is Outcome.RESUBMITTED and rng.random() < profile.resubmit_crash_rate:
                 counts["resubmit"] += 1
                 raise _Crash("processor killed after the resubmission POST")
-            return finish(key, owner, outcome, detail)
+            return finish(key, owner, outcome, detail, **kwargs)
 
         ledger.finish = crashing_finish
     if profile.page_kill_rate is not None:

@@ -30,6 +30,7 @@ from scrape_pipeline_local.resolve import (
 from scrape_pipeline_local.translate import (
     API_KEY_SECRET_ID,
     BUCKET,
+    EVENT_BUS,
     QUEUE,
     REGION,
     SECRET,
@@ -196,6 +197,14 @@ def create_bucket(
     return Physical(logical_id, BUCKET, name, attributes, _not_applied(props, applied))
 
 
+def create_event_bus(client: Any, logical_id: str, props: Mapping[str, Any], name: str) -> Physical:
+    """An ``AWS::Events::EventBus``: moto delivers what is put on it to its rules' targets."""
+    arn = client.create_event_bus(Name=name)["EventBusArn"]
+    return Physical(
+        logical_id, EVENT_BUS, name, {"Arn": arn, "Name": name}, _not_applied(props, {"Name"})
+    )
+
+
 def _queue_notifications(config: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """CloudFormation's ``QueueConfigurations`` in the S3 API's shape (the only kind used)."""
     if not config:
@@ -269,8 +278,20 @@ def _flag(value: Any) -> bool:
     return value if isinstance(value, bool) else str(value).lower() == "true"
 
 
-_NAME_PROPERTY = {TABLE: "TableName", QUEUE: "QueueName", BUCKET: "BucketName", SECRET: "Name"}
-_CLIENT = {TABLE: "dynamodb", QUEUE: "sqs", BUCKET: "s3", SECRET: "secretsmanager"}
+_NAME_PROPERTY = {
+    TABLE: "TableName",
+    QUEUE: "QueueName",
+    BUCKET: "BucketName",
+    SECRET: "Name",
+    EVENT_BUS: "Name",
+}
+_CLIENT = {
+    TABLE: "dynamodb",
+    QUEUE: "sqs",
+    BUCKET: "s3",
+    SECRET: "secretsmanager",
+    EVENT_BUS: "events",
+}
 CREATABLE = frozenset(_CLIENT)
 
 
@@ -377,6 +398,8 @@ def _create_one(
         return create_queue(client, logical_id, props, name, resolver)
     if type_ == BUCKET:
         return create_bucket(client, logical_id, props, name, resolver)
+    if type_ == EVENT_BUS:
+        return create_event_bus(client, logical_id, props, name)
     value = secret_values.get(logical_id)
     return create_secret_resource(client, logical_id, props, name, resolver, value=value)
 
@@ -391,6 +414,8 @@ class StackResources:
     bucket: str
     webhook_secret_arn: str
     api_key_secret_arn: str
+    # The stack's EventBridge bus ("": a template without one, so no events).
+    event_bus: str = ""
     # The job queue's maxReceiveCount as the template resolves it (None: read the template).
     max_receive_count: str | None = None
     # Every resource created (logical id -> Physical) and every one skipped, for inspection.
@@ -410,6 +435,7 @@ class StackResources:
             "WEBHOOK_SECRET_ID": self.webhook_secret_arn,
             "GEONODE_API_KEY_SECRET_ID": self.api_key_secret_arn,
             "MAX_RECEIVE_COUNT": max_receive_count,
+            "EVENT_BUS_NAME": self.event_bus,
         }
 
 
@@ -441,7 +467,9 @@ def create_all(
         if logical_id not in secret_ids:
             raise TemplateError(f"the template creates no {SECRET} named {logical_id}")
     physical = created.physical
+    buses = created.of_type(EVENT_BUS)
     return StackResources(
+        event_bus=next(iter(buses.values())).ref if buses else "",
         table=physical[table_id].ref,
         queue_url=physical[queue_id].ref,
         dlq_url=physical[dead_letter_queue(translation)].ref,

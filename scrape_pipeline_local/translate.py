@@ -26,6 +26,7 @@ TABLE = "AWS::DynamoDB::Table"
 QUEUE = "AWS::SQS::Queue"
 BUCKET = "AWS::S3::Bucket"
 SECRET = "AWS::SecretsManager::Secret"  # noqa: S105 - a resource type # nosec B105
+EVENT_BUS = "AWS::Events::EventBus"
 FUNCTION = "AWS::Lambda::Function"
 WEBHOOK_SECRET_ID = "WebhookSecret"  # noqa: S105 - a logical id # nosec B105
 API_KEY_SECRET_ID = "GeonodeApiKeySecret"  # noqa: S105 - a logical id # nosec B105

@@ -19,7 +19,7 @@ from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.receiver import ReceiverSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.recovery import RecoverySettings
-from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
+from scrape_pipeline.resources import EVENT_BUS_NAME, QUEUE_URL, RESULTS_BUCKET, LedgerSettings
 from scrape_pipeline.runs.inside import InsideSettings
 from scrape_pipeline.settings import (
     GEONODE_API_KEY_SECRET_ID,
@@ -38,6 +38,7 @@ SOURCES: tuple[type | Setting[Any], ...] = (
     LedgerSettings,
     QUEUE_URL,
     RESULTS_BUCKET,
+    EVENT_BUS_NAME,
     ReceiverSettings,
     SignatureConfig,
     FieldLocations,

@@ -57,6 +57,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     )
     # All failed is a normal state (every job throttled): not a Lambda error that alarms.
     batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    return process_partial_response(
+    response = process_partial_response(
         event=run.ordered(event), record_handler=run.handle, processor=batch, context=context
     )
+    run.emit_events()
+    return response

@@ -43,6 +43,7 @@ STACK_OUTPUTS: dict[str, str] = {
     "JobQueueUrl": "QUEUE_URL",
     "JobDeadLetterQueueUrl": "DLQ_URL",
     "ResultsBucketName": "RESULTS_BUCKET",
+    "EventBusName": "EVENT_BUS_NAME",
     "WebhookSecretArn": "WEBHOOK_SECRET_ID",
     "GeonodeApiKeySecretArn": SECRET_ID_ENV,
 }

@@ -110,6 +110,7 @@ def endpoints(stack: LocalStack) -> dict[str, str]:
         "QUEUE_URL": r.queue_url,
         "DLQ_URL": r.dlq_url,
         "RESULTS_BUCKET": r.bucket,
+        "EVENT_BUS_NAME": r.event_bus,
         # Names, not ARNs: an ARN ends in a random suffix, new at every start.
         "WEBHOOK_SECRET_ID": _secret_name(r.webhook_secret_arn),
         "GEONODE_API_KEY_SECRET_ID": _secret_name(r.api_key_secret_arn),

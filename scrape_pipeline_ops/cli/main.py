@@ -24,6 +24,7 @@ from scrape_pipeline_ops.cli import (
     audit,
     deliveries,
     doctor,
+    events,
     local,
     ops,
     poll,
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parser(commands, parents)
     deliveries.add_parser(commands, parents)
     ops.add_parsers(commands, parents)
+    events.add_parser(commands, parents)
     local.add_parser(commands, parents)
     audit.add_parser(commands, parents)
     results.add_parser(commands, parents)

@@ -123,11 +123,11 @@ def _faults(stack: LocalStack) -> None:
     real_finish = processor._ledger.finish
     crashed: list[str] = []
 
-    def finish(key: Any, owner: str, outcome: Any, detail: Any = None) -> Any:
+    def finish(key: Any, owner: str, outcome: Any, detail: Any = None, **kwargs: Any) -> Any:
         if not crashed:
             crashed.append(key.job_id)
             raise RuntimeError("processor killed after writing the result")
-        return real_finish(key, owner, outcome, detail)
+        return real_finish(key, owner, outcome, detail, **kwargs)
 
     processor._ledger.finish = finish
     _submit(stack, 3, "crash")

@@ -28,6 +28,19 @@ LEASE = 60.0
 HOLDER = "w1"
 STATES: tuple[RowState, ...] = (ABSENT, *JobState)
 
+
+def _clear_outbox(ledger: Ledger, key: JobKey) -> bool:
+    """``clear_outbox`` with its guard met: the row (if there is one) owes the event cleared."""
+    if ledger.get(key) is not None:
+        ledger.client.update_item(
+            TableName=ledger.table_name,
+            Key={"pk": {"S": key.pk}},
+            UpdateExpression="SET outbox_at = :at, outbox_event = :event",
+            ExpressionAttributeValues={":at": {"N": "1"}, ":event": {"S": "{}"}},
+        )
+    return ledger.clear_outbox(key, "{}")
+
+
 # Each verb called with its guard met, on the row as it is (a stand-in when there is none); the
 # clock has moved past the lease, so acquire's take-over guard holds too.
 CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
@@ -47,6 +60,7 @@ CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
     Verb.PARK: lambda ledger, key, row: ledger.park(key, HOLDER),
     Verb.FINISH: lambda ledger, key, row: ledger.finish(key, HOLDER, Outcome.STORED),
     Verb.NOTE_LATE_WEBHOOK: lambda ledger, key, row: ledger.note_late_webhook(row),
+    Verb.CLEAR_OUTBOX: lambda ledger, key, row: _clear_outbox(ledger, key),
 }
 
 

@@ -105,9 +105,9 @@ def test_one_table_with_the_templates_keys_index_and_ttl(session, stack):
     )
     assert table["BillingModeSummary"]["BillingMode"] == props["BillingMode"]
     indexes = {index["IndexName"]: index for index in table["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {"pending-by-state"}
-    (index,) = props["GlobalSecondaryIndexes"]
-    assert indexes["pending-by-state"]["KeySchema"] == index["KeySchema"]
+    assert set(indexes) == {"pending-by-state", "outbox-by-time"}
+    for index in props["GlobalSecondaryIndexes"]:
+        assert indexes[index["IndexName"]]["KeySchema"] == index["KeySchema"]
     ttl = dynamodb.describe_time_to_live(TableName=stack.table)["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
 
@@ -192,7 +192,13 @@ def test_the_environment_keeps_its_shape(stack):
         "WEBHOOK_SECRET_ID": stack.webhook_secret_arn,
         "GEONODE_API_KEY_SECRET_ID": stack.api_key_secret_arn,
         "MAX_RECEIVE_COUNT": "5",
+        "EVENT_BUS_NAME": "scrape-pipeline-events",
     }
+
+
+def test_the_stacks_event_bus_is_created_in_moto(session, stack):
+    buses = {bus["Name"] for bus in session.client("events").list_event_buses()["EventBuses"]}
+    assert stack.event_bus in buses
 
 
 def test_an_extra_queue_in_the_template_becomes_an_extra_queue(session, tmp_path):

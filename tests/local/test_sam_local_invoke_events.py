@@ -74,6 +74,7 @@ def test_each_sample_event_runs_on_its_function_in_the_local_stack(stack: LocalS
         "LedgerTableName": r.table,
         "JobQueueUrl": r.queue_url,
         "ResultsBucketName": r.bucket,
+        "EventBusName": r.event_bus,
         "WebhookSecretArn": r.webhook_secret_arn,
         "GeonodeApiKeySecretArn": r.api_key_secret_arn,
     }

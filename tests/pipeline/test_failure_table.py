@@ -180,11 +180,11 @@ def test_failure_processor_crash_after_store_before_done(make_stack: MakeStack):
     real_finish = job_processor._ledger.finish
     crashed: list[str] = []
 
-    def finish(key: JobKey, owner: str, outcome: Any, detail: Any = None) -> Any:
+    def finish(key: JobKey, owner: str, outcome: Any, detail: Any = None, **kwargs: Any) -> Any:
         if key.job_id not in crashed:
             crashed.append(key.job_id)
             raise RuntimeError("processor killed after writing the result")
-        return real_finish(key, owner, outcome, detail)
+        return real_finish(key, owner, outcome, detail, **kwargs)
 
     job_processor._ledger.finish = finish
     submit(stack)

@@ -255,10 +255,12 @@ def test_long_tail_job_that_kills_its_invocation_does_not_starve_its_batch(
     processor = stack.handlers["processor"].get_processor()[0]
     finish = processor._ledger.finish
 
-    def finish_or_die(key: JobKey, owner: str, outcome: Any, detail: Any = None) -> Any:
+    def finish_or_die(
+        key: JobKey, owner: str, outcome: Any, detail: Any = None, **kwargs: Any
+    ) -> Any:
         if key.job_id == killer:
             raise Killed(key.job_id)
-        return finish(key, owner, outcome, detail)
+        return finish(key, owner, outcome, detail, **kwargs)
 
     processor._ledger.finish = finish_or_die
     # WHEN the killer's message comes first in one batch with the nine others

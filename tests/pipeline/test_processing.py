@@ -52,11 +52,11 @@ def test_processing_crash_after_resubmission_post_posts_nothing_twice(make_stack
     real_finish = job_processor._ledger.finish
     crashed: list[str] = []
 
-    def finish(key: JobKey, owner: str, outcome: Outcome, detail: Any = None) -> Any:
+    def finish(key: JobKey, owner: str, outcome: Outcome, detail: Any = None, **kwargs: Any) -> Any:
         if outcome is Outcome.RESUBMITTED and not crashed:
             crashed.append(key.job_id)
             raise RuntimeError("killed between the POST and the ledger write")
-        return real_finish(key, owner, outcome, detail)
+        return real_finish(key, owner, outcome, detail, **kwargs)
 
     job_processor._ledger.finish = finish
     url = "https://example.com/crash"

@@ -161,6 +161,12 @@ def requests_of(call: Call, *, region: str = REGION, account: str = ACCOUNT_ID) 
             # only through a wildcard.
             secret = f"arn:aws:secretsmanager:{region}:{account}:secret:{secret}"
         return [Request(action, secret)]
+    if call.service == "events":
+        buses = [bus for name, bus in call.params if name == "EventBus"] or ["default"]
+        return [
+            Request(action, bus if bus.startswith("arn:") else _bus_arn(bus, region, account))
+            for bus in buses
+        ]
     if call.service == "cloudformation":
         stack = call.param("StackName")
         if stack is None:
@@ -169,6 +175,10 @@ def requests_of(call: Call, *, region: str = REGION, account: str = ACCOUNT_ID) 
             stack = f"arn:aws:cloudformation:{region}:{account}:stack/{stack}/local"
         return [Request(action, stack)]
     raise IamCheckError(f"no resource mapping for {call.service}:{call.operation}")
+
+
+def _bus_arn(bus: str, region: str, account: str) -> str:
+    return f"arn:aws:events:{region}:{account}:event-bus/{bus}"
 
 
 def _table_arn(table: str, region: str, account: str) -> str:

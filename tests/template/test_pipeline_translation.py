@@ -35,6 +35,7 @@ GUARDED_SERVICES = {"dynamodb", "s3", "sqs", "secretsmanager"}
 LEDGER, PENDING_INDEX = "LedgerTable", "LedgerTable/index/pending-by-state"
 RESULTS_OBJECTS, JOB_QUEUE = "ResultsBucket/*", "JobQueue"
 GEONODE_KEY, WEBHOOK_SECRET = "GeonodeApiKeySecret", "WebhookSecret"
+OUTBOX_INDEX, EVENT_BUS = "LedgerTable/index/outbox-by-time", "EventBus"
 
 # Each role's whole inline grant: action -> what it reaches. A new action, or a wider
 # resource, must be added here on purpose.
@@ -48,6 +49,7 @@ PROCESSOR_GRANTS = {
     "sqs:ChangeMessageVisibility": {JOB_QUEUE},
     "sqs:SendMessage": {JOB_QUEUE},
     "secretsmanager:GetSecretValue": {GEONODE_KEY},
+    "events:PutEvents": {EVENT_BUS},  # a batch's outcomes, on the stack's bus only
 }
 RECONCILER_GRANTS = {
     "dynamodb:GetItem": {LEDGER},
@@ -55,8 +57,10 @@ RECONCILER_GRANTS = {
     "dynamodb:UpdateItem": {LEDGER},
     "dynamodb:BatchGetItem": {LEDGER},
     "dynamodb:Query": {PENDING_INDEX},
+    "dynamodb:Scan": {OUTBOX_INDEX},  # the outbox sweep: rows whose event a crash left
     "sqs:SendMessage": {JOB_QUEUE},
     "secretsmanager:GetSecretValue": {GEONODE_KEY},
+    "events:PutEvents": {EVENT_BUS},
 }
 SUBMITTER_GRANTS = {
     # the run journal (run# keys) and, in the same transactions, the batches and crawls announced
@@ -762,7 +766,12 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
         *(custom("JobsRecovered", RECONCILER, source=s) for s in RECOVERY_SOURCES),
         *(
             custom("JobsRecovered", RECONCILER, source=s)
-            for s in importlib.import_module("scrape_pipeline.reconciler").SWEEPS
+            # the sweeps that recover jobs (the outbox sweep recovers events: no such series)
+            for s in (
+                row.name
+                for row in importlib.import_module("scrape_pipeline.reconciler").SWEEP_TABLE
+                if row.sweep.recovers
+            )
         ),
         # the reconciler's health: completed runs, failed sweeps (all, by sweep), its lag
         *(

@@ -189,7 +189,7 @@ def test_ledger_table_key_ttl_pitr_sse_and_retention(cfn: dict[str, Any]) -> Non
 def test_ledger_table_pending_index_is_sparse_state_by_age(cfn: dict[str, Any]) -> None:
     # GIVEN the ledger table's secondary indexes
     props = cfn["Resources"]["LedgerTable"]["Properties"]
-    [index] = props["GlobalSecondaryIndexes"]
+    index, outbox = props["GlobalSecondaryIndexes"]
     # THEN pending-by-state finds rows by state, oldest first, with the whole row
     assert index["IndexName"] == "pending-by-state"
     assert index["KeySchema"] == [
@@ -199,7 +199,27 @@ def test_ledger_table_pending_index_is_sparse_state_by_age(cfn: dict[str, Any]) 
     assert index["Projection"] == {"ProjectionType": "ALL"}
     # AND only key attributes are declared (a row without pending_state is not indexed)
     definitions = {d["AttributeName"]: d["AttributeType"] for d in props["AttributeDefinitions"]}
-    assert definitions == {"pk": "S", "pending_state": "S", "state_since": "N"}
+    assert definitions == {"pk": "S", "pending_state": "S", "state_since": "N", "outbox_at": "N"}
+    # AND outbox-by-time holds the rows owing an event (only they carry outbox_at), with it
+    assert outbox["IndexName"] == "outbox-by-time"
+    assert outbox["KeySchema"] == [{"AttributeName": "outbox_at", "KeyType": "HASH"}]
+    assert outbox["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["outbox_event"],
+    }
+
+
+def test_event_bus_is_the_stacks_own_and_named_in_outputs_and_the_emitters_env(
+    cfn: dict[str, Any], template: dict[str, Any]
+) -> None:
+    # GIVEN the stack's EventBridge bus
+    bus = cfn["Resources"]["EventBus"]
+    assert bus["Type"] == "AWS::Events::EventBus"
+    # THEN the output EventBusName names it, and the processor and reconciler are given it
+    assert template["Outputs"]["EventBusName"]["Value"] == {"Ref": "EventBus"}
+    for function in ("ProcessorFunction", "ReconcilerFunction"):
+        env = cfn["Resources"][function]["Properties"]["Environment"]["Variables"]
+        assert env["EVENT_BUS_NAME"] == {"Ref": "EventBus"}
 
 
 def test_receiver_role_statements_target_specific_resources(cfn: dict[str, Any]) -> None:

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 # Batches processed in arrival order because the ledger could not say which jobs are suspects.
 UNORDERED_METRIC = "ProcessorBatchUnordered"
+# PutEvents calls made at batches' ends, and the events they left in the outbox for the sweep.
+EMIT_CALLS_METRIC = "EventsPutCalls"
+EMIT_LEFT_METRIC = "EventsLeftInOutbox"
 
 
 class RetryLaterError(PipelineError):
@@ -125,6 +128,21 @@ class BatchRun:
         ):
             raise RetryLaterError(disposition.outcome)
         self.finished.append(record.receipt_handle)
+
+    def emit_events(self) -> None:
+        """At the batch's end: its outcomes' events, ten a PutEvents call. What the bus did not
+        take stays in the rows' outbox for the reconciler's sweep, so nothing here fails the
+        batch."""
+        result = self.processor.emit_events()
+        if result.calls:
+            self.metrics.add_metric(
+                name=EMIT_CALLS_METRIC, unit=MetricUnit.Count, value=result.calls
+            )
+        if result.left or result.errors:
+            self.logger.warning(
+                "events left in the outbox", extra={"left": result.left, "errors": result.errors}
+            )
+            self.metrics.add_metric(name=EMIT_LEFT_METRIC, unit=MetricUnit.Count, value=result.left)
 
     def _suspects_last(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(records) < 2:

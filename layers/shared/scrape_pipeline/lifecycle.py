@@ -61,6 +61,7 @@ class Verb(StrEnum):
     PARK = "park"
     FINISH = "finish"
     NOTE_LATE_WEBHOOK = "note_late_webhook"
+    CLEAR_OUTBOX = "clear_outbox"
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ WATCH = Move(V.WATCH, (PROCESSING,), (WATCHING,), _HOLDER)
 PARK = Move(V.PARK, (PROCESSING,), (WATCHING,), _HOLDER)
 FINISH = Move(V.FINISH, (PROCESSING,), (DONE,), _HOLDER)
 NOTE_LATE_WEBHOOK = Move(V.NOTE_LATE_WEBHOOK, tuple(JobState), (), "not marked late before")
+# Any state: a row reopened before its close's event went out still owes that event.
+CLEAR_OUTBOX = Move(V.CLEAR_OUTBOX, tuple(JobState), (), "its pending event as emitted")
 MOVES: Final = (
     RECORD,
     FORGET_UNSENT,
@@ -118,6 +121,7 @@ MOVES: Final = (
     PARK,
     FINISH,
     NOTE_LATE_WEBHOOK,
+    CLEAR_OUTBOX,
 )
 
 
@@ -159,6 +163,7 @@ __all__: Sequence[str] = (
     "ABSENT",
     "ACQUIRE",
     "CHECKPOINT",
+    "CLEAR_OUTBOX",
     "ENQUEUE",
     "FINISH",
     "FORGET_UNSENT",

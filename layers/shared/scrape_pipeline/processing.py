@@ -43,6 +43,8 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.disposition import Disposition, MessageOutcome
+from scrape_pipeline.events.detail import outcome_event
+from scrape_pipeline.events.outbox import EmitResult, Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -168,8 +170,11 @@ class JobProcessor:
         results: ResultStore,
         resubmitter: Resubmitter,
         clock: Clock = SYSTEM_CLOCK,
+        emitter: Emitter | None = None,
     ) -> None:
         self.settings = settings
+        # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
+        self._emitter = emitter
         self._ledger = ledger
         self._client = client
         self._results = results
@@ -207,6 +212,10 @@ class JobProcessor:
             return self._after_failed_call(attempt, type(exc).__name__)
         except Exception as exc:  # noqa: BLE001 - a job that fails this way must not hold its lease
             return self._failed_attempt(attempt, exc)
+
+    def emit_events(self) -> EmitResult:
+        """Send the events of the outcomes written since the last call (a batch's end)."""
+        return self._emitter.flush() if self._emitter is not None else EmitResult()
 
     def _not_granted(self, row: LedgerRow | None) -> Disposition:
         if row is None or row.is_done:
@@ -281,13 +290,15 @@ class JobProcessor:
             return self._not_settled(attempt, api_job, woken=attempt.woken)
         # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
         self._retire_superseded(attempt.row)
-        self._ledger.finish(attempt.key, attempt.owner, Outcome.CANCELLED, detail)
+        self._finish(attempt, Outcome.CANCELLED, detail)
         return Disposition(MessageOutcome.CANCELLED)
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         key = attempt.key
         if isinstance(api_job, Job):
-            self._results.store(key.kind, key.job_id, api_job.data, metadata_of(api_job.raw))
+            stored = self._results.store(
+                key.kind, key.job_id, api_job.data, metadata_of(api_job.raw)
+            )
             detail = {"prefix": result_prefix(key.kind, key.job_id)}
             if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
                 detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
@@ -299,7 +310,11 @@ class JobProcessor:
         # A job closed as unknown or never settled that did settle: its result is the one
         # outcome now, so the dead-letter record it was closed with is retired.
         self._retire_superseded(attempt.row)
-        self._ledger.finish(key, attempt.owner, Outcome.STORED, detail)
+        if isinstance(api_job, Job):
+            keys = [*stored.written, *stored.already_present]
+            self._finish(attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job)
+        else:
+            self._finish(attempt, Outcome.STORED, detail)
         return Disposition(MessageOutcome.STORED)
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
@@ -387,12 +402,47 @@ class JobProcessor:
         key = attempt.key
         where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
         reason = str(record.get("reason", ""))
-        self._ledger.finish(
-            key, attempt.owner, Outcome.DEAD_LETTERED, {"record": where, "reason": reason}
+        url = record.get("url")
+        self._finish(
+            attempt,
+            Outcome.DEAD_LETTERED,
+            {"record": where, "reason": reason},
+            url=url if isinstance(url, str) else None,
         )
         return Disposition(MessageOutcome.DEAD_LETTERED, detail=reason)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _finish(
+        self,
+        attempt: Attempt,
+        outcome: Outcome,
+        detail: dict[str, str],
+        *,
+        url: str | None = None,
+        keys: list[str] | None = None,
+        job: Job | None = None,
+    ) -> None:
+        """DONE with ``outcome``, its event in the same write (the outbox), held for the emit."""
+        now = self._clock.time()
+        settled = job.completed_at.timestamp() if job is not None and job.completed_at else None
+        event = outcome_event(
+            attempt.key,
+            outcome,
+            reopens=attempt.row.reopens,
+            finished_at=now,
+            settled_at=settled,
+            bucket=self._results.bucket,
+            detail=detail,
+            url=url,
+            keys=keys,
+        )
+        if self._emitter is None or event is None:
+            self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
+            return
+        text = event.to_json()
+        self._ledger.finish(attempt.key, attempt.owner, outcome, detail, event=text)
+        self._emitter.add(attempt.key, text, now)
 
     def _backoff(self, tries: int) -> int:
         wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)

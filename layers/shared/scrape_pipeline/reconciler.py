@@ -1,7 +1,9 @@
 """The reconciler: find every job the webhooks missed, enqueue it, and count them.
 
-Four sweeps, each bounded and resumable:
+Five sweeps, each bounded and resumable:
 
+    outbox        outcomes whose event a crash kept from the bus, emitted with their ids
+                  (``scrape_pipeline.sweeps.outbox``).
     job list      the extract job list in passes (``scrape_pipeline.joblist``): the fresh
                   ground since the watermark (minus an overlap) up to now - threshold first,
                   then passes earlier runs left pending, until the time share is spent; a
@@ -56,6 +58,7 @@ from typing import Any, Self
 
 from scrape_pipeline.budget import Budget, RemainingSeconds, safety_margin, unlimited
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.joblist import JobListSettings, JobListSweep
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
@@ -64,6 +67,7 @@ from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline.settings import FromEnv, declared, integer, number, read_declared
 from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
 from scrape_pipeline.sweeps.delivery_log import DELIVERIES_CHECKPOINT_PREFIX, DeliveryLogSweep
+from scrape_pipeline.sweeps.outbox import OutboxSweep
 from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS, StuckRowsSweep
 from scrape_pipeline.unsettled import oldest_unsettled_age
 from scrape_pipeline.watch import Watcher, WatchSettings
@@ -165,6 +169,16 @@ class ReconcilerSettings(FromEnv):
         "weight of the job-list sweep (it runs last, so it takes what the others leave)",
     ).field()
     share_watch: float = number("RECONCILE_SHARE_WATCH", 0.1, "weight of the watch sweep").field()
+    share_outbox: float = number(
+        "RECONCILE_SHARE_OUTBOX", 0.05, "weight of the outbox sweep (it runs first)"
+    ).field()
+    outbox_grace_seconds: float = number(
+        "OUTBOX_GRACE_SECONDS",
+        90.0,
+        "the outbox sweep emits an outcome's event once it has waited this long (a crash kept "
+        "it from the bus): longer than a processor invocation (ProcessorTimeoutSeconds, at "
+        "most 60), whose batch's events are still to be emitted by it",
+    ).field()
 
     @property
     def threshold_seconds(self) -> float:
@@ -237,6 +251,9 @@ class SweepRow:
 # all of its share to it (the job list at 50 jobs/s with every webhook lost needs it). The
 # unsettled jobs the job list records WATCHING are woken from the next run on.
 SWEEP_TABLE: tuple[SweepRow, ...] = (
+    # First: cheap (a scan of a sparse index holding only events a crash left), and late
+    # events are what a subscriber waits for.
+    SweepRow(OutboxSweep, lambda s: s.share_outbox, Cadence.EVERY_RUN),
     SweepRow(StuckRowsSweep, lambda s: s.share_stuck_rows, Cadence.FULL_SWEEP),
     SweepRow(DeliveryLogSweep, lambda s: s.share_delivery_log, Cadence.FULL_SWEEP),
     SweepRow(Watcher, lambda s: s.share_watch, Cadence.EVERY_RUN, lambda s: s.watch),
@@ -246,8 +263,9 @@ SWEEPS = tuple(row.name for row in SWEEP_TABLE)
 
 
 def _names() -> list[str]:
-    """The table's sweeps by name, in order (read when asked: a test may run its own table)."""
-    return [row.name for row in SWEEP_TABLE]
+    """The table's sweeps that recover jobs, by name, in order (read when asked: a test may
+    run its own table)."""
+    return [row.name for row in SWEEP_TABLE if row.sweep.recovers]
 
 
 @dataclass
@@ -262,6 +280,10 @@ class ReconcileReport:
     list_passes: int = 0  # job-list passes begun at the watermark (fresh ground)
     delivery_pages: int = 0
     row_pages: int = 0
+    # The outbox sweep's: events sent, events the bus still refused, pages of its index.
+    events_sent: int = 0
+    events_left: int = 0
+    outbox_pages: int = 0
     # Passes taken up where an earlier run saved them (job list, one per subscription's log).
     resumed_passes: int = 0
     jobs_seen: int = 0
@@ -287,7 +309,8 @@ class ReconcileReport:
 
     def add(self, sweep: str, result: SweepResult) -> None:
         """Count in what ``sweep`` did (its failure too: the work before it counts)."""
-        self.recovered[sweep] = self.recovered.get(sweep, 0) + result.recovered
+        if result.recovered or sweep in self.recovered:
+            self.recovered[sweep] = self.recovered.get(sweep, 0) + result.recovered
         result.add_to(self)
         self.complete &= result.complete
         if result.error is not None:
@@ -305,6 +328,9 @@ class ReconcileReport:
             "list_passes": self.list_passes,
             "delivery_pages": self.delivery_pages,
             "row_pages": self.row_pages,
+            "events_sent": self.events_sent,
+            "events_left": self.events_left,
+            "outbox_pages": self.outbox_pages,
             "resumed_passes": self.resumed_passes,
             "jobs_seen": self.jobs_seen,
             "newly_watched": self.newly_watched,
@@ -373,9 +399,12 @@ class Reconciler:
         client: GeonodeClient,
         recoverer: Recoverer,
         clock: Clock = SYSTEM_CLOCK,
+        emitter: Emitter | None = None,
     ) -> None:
         self.settings = settings
-        self._parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
+        self._parts = SweepParts(
+            ledger=ledger, client=client, recoverer=recoverer, clock=clock, emitter=emitter
+        )
         self._ledger, self._client, self._recoverer = ledger, client, recoverer
         self._books = Bookkeeping(ledger)
         self._clock = clock

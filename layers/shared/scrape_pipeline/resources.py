@@ -10,12 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrape_pipeline.ledger import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS
-from scrape_pipeline.settings import FromEnv, integer, required
+from scrape_pipeline.settings import FromEnv, integer, required, text
 
 LEDGER_TABLE_NAME = required("LEDGER_TABLE_NAME", "the ledger table")
 QUEUE_URL = required("QUEUE_URL", "the job queue (the processor re-sends delayed copies to it)")
 RESULTS_BUCKET = required(
     "RESULTS_BUCKET", "where the processor stores results and dead-letter records"
+)
+EVENT_BUS_NAME = text(
+    "EVENT_BUS_NAME",
+    "",
+    "the stack's EventBridge bus: each outcome (stored, dead-lettered, cancelled) is put on "
+    "it as one event; empty: no events, and no outbox kept",
 )
 LEDGER_TTL_DAYS = integer(
     "LEDGER_TTL_DAYS",

@@ -23,6 +23,7 @@ The package, by role (``Ledger`` is the union of the roles; this module its publ
     leases        acquire, then the lease holder's release, watch, park, checkpoint, finish
     reads         one row, a hundred, a page of the pending index
     scans         the whole table, for operators and benchmarks
+    outbox        the events of outcomes not yet emitted: listed, cleared
     bookkeeping   resubmission chains and the reconciler's checkpoints, beside the job rows
 """
 
@@ -41,12 +42,13 @@ from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.errors import LeaseLostError, LedgerError
 from scrape_pipeline.ledger.intake import Intake, Recorded
 from scrape_pipeline.ledger.leases import LeaseResult, Leases, Streak, new_owner_id
+from scrape_pipeline.ledger.outbox import OutboxRows, PendingEvent
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.scans import RowCounts, Scans
 from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS
 
 
-class Ledger(Intake, Leases, Scans):
+class Ledger(Intake, Leases, Scans, OutboxRows):
     """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
 
 
@@ -63,6 +65,7 @@ __all__: Sequence[str] = (
     "Ledger",
     "LedgerError",
     "LedgerRow",
+    "PendingEvent",
     "Recorded",
     "RowCounts",
     "RowPrefix",

@@ -51,11 +51,17 @@ class Attr(StrEnum):
     OUTCOME = "outcome"
     FINISHED_AT = "finished_at"
     REOPENS = "reopens"
+    # The outbox: the outcome's event, set by the write that moves the row to DONE and
+    # removed once the bus took it. ``outbox_at`` keys the sparse index of events not emitted.
+    OUTBOX_AT = "outbox_at"
+    OUTBOX_EVENT = "outbox_event"
     # A ``chain#`` bookkeeping row's one field.
     DEPTH = "depth"
 
 
 PENDING_INDEX: Final = "pending-by-state"
+# Sparse: only rows whose outcome's event the bus has not taken yet carry ``outbox_at``.
+OUTBOX_INDEX: Final = "outbox-by-time"
 # The names other code imports (the tests' fixtures, the benchmarks' stand-in rows).
 PARTITION_KEY: Final = Attr.PK
 STATE_SINCE: Final = Attr.STATE_SINCE
@@ -72,6 +78,7 @@ class RowPrefix(StrEnum):
 
 
 __all__ = (
+    "OUTBOX_INDEX",
     "PARTITION_KEY",
     "PENDING_INDEX",
     "STATE_SINCE",

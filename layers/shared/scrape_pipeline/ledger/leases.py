@@ -181,9 +181,18 @@ class Leases(Reads):
         return self._leased_update(key, owner, lifecycle.CHECKPOINT, update, self.clock.time())
 
     def finish(
-        self, key: JobKey, owner: str, outcome: Outcome, detail: Mapping[str, str] | None = None
+        self,
+        key: JobKey,
+        owner: str,
+        outcome: Outcome,
+        detail: Mapping[str, str] | None = None,
+        *,
+        event: str | None = None,
     ) -> LedgerRow:
-        """Mark the job DONE with its one outcome; only the lease holder may."""
+        """Mark the job DONE with its one outcome; only the lease holder may.
+
+        ``event``: the outcome's event, put in the outbox by this same write (``ledger.outbox``).
+        """
         now = self.clock.time()
         update = (
             Update()
@@ -193,6 +202,8 @@ class Leases(Reads):
             .set(Attr.DETAIL, detail or {})
             .remove(Attr.PENDING_STATE, Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
         )
+        if event is not None:
+            update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, event)
         return self._leased_update(key, owner, lifecycle.FINISH, update, now)
 
     def _leased_update(

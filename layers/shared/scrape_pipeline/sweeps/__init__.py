@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, TypedDict, Unpack
+from typing import TYPE_CHECKING, ClassVar, NotRequired, TypedDict, Unpack
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.budget import Budget
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.ledger import Bookkeeping, Ledger
@@ -49,12 +50,15 @@ class SweepParts(TypedDict):
     client: GeonodeClient
     recoverer: Recoverer
     clock: Clock
+    emitter: NotRequired[Emitter | None]  # the outcome events' (None: the stack has no bus)
 
 
 class Sweep[SettingsT, ResultT: SweepResult](ABC):
     """A bounded, resumable search for jobs the webhooks missed."""
 
     name: ClassVar[str]  # its recovery source: the report's and the metric's name for it
+    # It recovers jobs (counted as the webhook gap); the outbox sweep recovers events.
+    recovers: ClassVar[bool] = True
 
     def __init__(self, settings: SettingsT, **parts: Unpack[SweepParts]) -> None:
         self.settings = settings

@@ -16,6 +16,7 @@ from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client
+from scrape_pipeline.wiring.events import emitter_from_env
 
 
 class BuiltProcessor(NamedTuple):
@@ -49,5 +50,6 @@ def build_processor(
             client, Bookkeeping(ledger), per_chain_limit=settings.max_resubmissions_per_url
         ),
         clock=clock,
+        emitter=emitter_from_env(env, ledger),
     )
     return BuiltProcessor(processor, stores.queue_from_env(env), ledger)

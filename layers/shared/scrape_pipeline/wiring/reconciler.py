@@ -11,6 +11,7 @@ from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client
+from scrape_pipeline.wiring.events import emitter_from_env
 
 # The reconciler may wait a little for a throttled page (it runs minutes apart); the processor
 # never waits: its messages come back later instead.
@@ -32,4 +33,11 @@ def build_reconciler(
         settings.recovery,
         clock=clock,
     )
-    return Reconciler(settings, ledger=ledger, client=client, recoverer=recoverer, clock=clock)
+    return Reconciler(
+        settings,
+        ledger=ledger,
+        client=client,
+        recoverer=recoverer,
+        clock=clock,
+        emitter=emitter_from_env(env, ledger),
+    )

@@ -1,0 +1,20 @@
+"""The outcome events' emitter on a real EventBridge client, when the stack has a bus."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scrape_pipeline.events.bus import EventBus
+from scrape_pipeline.events.outbox import Emitter
+from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.resources import EVENT_BUS_NAME
+
+
+def emitter_from_env(env: Mapping[str, str], ledger: Ledger) -> Emitter | None:
+    """The emitter for the bus ``EVENT_BUS_NAME`` names; None when it names none."""
+    name = EVENT_BUS_NAME.read(env)
+    if not name:
+        return None
+    import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
+
+    return Emitter(EventBus(name, client=boto3.client("events")), ledger)
