@@ -31,6 +31,11 @@ def test_demo_default_chaos_loses_nothing_and_processes_nothing_twice():
     # AND the jobs whose webhooks were all dropped have their own settle-to-stored figures
     assert report.dropped_stored > 0
     assert 0 < report.dropped_latency_p50 <= report.dropped_latency_p99
+    # AND the audit (the API over HTTP and S3, not the simulator's record) says the same
+    assert report.audit is not None and report.audit_differences == []
+    counts = report.audit.counts()
+    assert (counts["missing"], counts["doubled"]) == (0, 0)
+    assert counts["stored"] == report.stored and counts["resubmitted"] == report.resubmitted
 
 
 def test_demo_main_prints_report_and_exits_zero(capsys, tmp_path):
@@ -39,6 +44,7 @@ def test_demo_main_prints_report_and_exits_zero(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "LOST" in out and "PROCESSED TWICE" in out
     assert "Geonode requests per settled job" in out and "AWS calls per settled job" in out
+    assert "audit of the window (API and S3)" in out and "AUDIT: MISSING" in out
 
 
 def test_demo_rejects_tiny_workload(capsys):
