@@ -6,7 +6,8 @@ duplicates, delays and reorders webhooks, takes the receiver down for a while, r
 secret mid-run and throttles the API. Then it reports what happened, counting "lost",
 "processed twice" and "wrongly dead-lettered" from the simulator's record and S3's object
 versions (``scrape_pipeline_local.judge``), never from the pipeline's own word, and exits 1 if
-any is not zero.
+any is not zero. ``scrape-pipeline audit``'s own code then judges the run's window from the API
+and the bucket alone, and must agree with the judge on every unit (``agreement``).
 
     python -m scrape_pipeline_local.demo [--jobs 200] [--seed 7]
         [--chaos default|none|heavy|<matrix scenario>]
@@ -32,6 +33,7 @@ from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline_local.agreement import compare, summary
 from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
 from scrape_pipeline_local.function_env import functions_write_to
@@ -47,6 +49,8 @@ from scrape_pipeline_local.judge import (
 from scrape_pipeline_local.large_results import LargeResults, measure
 from scrape_pipeline_local.simulator import content
 from scrape_pipeline_local.simulator.gateway import Gateway
+from scrape_pipeline_ops.audit import AuditReport, Window, audit, of_window
+from scrape_pipeline_ops.audit.report import named
 
 STEP_SECONDS = 5.0
 CHECK_EVERY_STEPS = 6  # how often the (costly) "is everything finished" check runs
@@ -106,6 +110,29 @@ class Report(Verdict):
     # of a valid delivery (a body the receiver reads wrong, a timestamp it cannot place).
     refused_bad_request: int = 0
     rotated: int = 0  # secrets rotated during the run, by the simulator's record
+    # ``scrape-pipeline audit`` over the demo's window (the API over HTTP, the bucket), its
+    # wall time, and where it and the judge differ (``agreement``), each unit named.
+    audit: AuditReport | None = None
+    audit_seconds: float = 0.0
+    audit_differences: list[str] = field(default_factory=list)
+
+    @property
+    def audit_failed(self) -> bool:
+        """The audit found a job missing or doubled, or judged a unit unlike the judge."""
+        failing = self.audit is None or bool(self.audit.failures())
+        return failing or bool(self.audit_differences)
+
+    def audit_lines(self) -> list[tuple[str, str]]:
+        """The audit's rows: its counts by verdict, its failures, its differences."""
+        if self.audit is None:
+            return [("AUDIT NOT RUN", "1")]
+        counts = self.audit.counts()
+        return [
+            ("audit of the window (API and S3)", summary(self.audit)),
+            ("AUDIT: MISSING", str(counts["missing"])),
+            ("AUDIT: DOUBLED", str(counts["doubled"])),
+            ("AUDIT DISAGREES WITH THE JUDGE", str(len(self.audit_differences))),
+        ]
 
     def lines(self) -> list[tuple[str, str]]:
         """Label / value rows, in the order the README describes them."""
@@ -127,6 +154,9 @@ class Report(Verdict):
             ("POISON MISHANDLED", str(self.poison_mishandled)),
             ("REFUSED 401 WITH A VALID SECRET", str(self.refused_valid)),
             ("refused 401, secret retired past its grace", str(self.refused_retired)),
+            *self.audit_lines(),
+            # The events' rows (issue 20 item 6: received per type, outcomes without an event,
+            # repeats) go here, after the audit's.
             (
                 "settle-to-stored latency p50 / p99",
                 f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
@@ -305,6 +335,7 @@ class Demo:
                     break
             self._observe()
             self._measure(report)
+            self._audit(report)  # last: its API and AWS calls are not the pipeline's
         finally:
             report.wall_seconds = time.perf_counter() - wall
             report.simulated_seconds = self.clock.time() - self.started_at
@@ -621,6 +652,27 @@ class Demo:
         self._sick_reads(report, sick)
         self._closed_early(report, job_settled)
 
+    def _audit(self, report: Report) -> None:
+        """``scrape-pipeline audit``'s own code over the run's window, compared with the judge.
+
+        No grace: the run ended once every settled unit had its outcome (or past its bound),
+        so a settled job with nothing in the bucket is missing, as the judge says lost.
+        """
+        import boto3
+
+        stack = self.stack
+        assert stack.resources is not None
+        now = self.clock.time()
+        # The API gives times to the second: a second's slack before the first submission.
+        window = Window(self.started_at - 1.0, now, now, grace_s=0.0)
+        wall = time.perf_counter()
+        known = of_window(window.since, window.until, ledger=self._ledger())
+        client = stack.client()
+        report.audit = audit(client, boto3.client("s3"), stack.resources.bucket, window, known)
+        report.audit_seconds = time.perf_counter() - wall
+        found = compare(report.outcomes, report.rewritten, report.audit)
+        report.audit_differences = found.differences
+
     def _calls(self, report: Report) -> None:
         """What the run cost: invocations, watch listings, AWS calls per settled job."""
         stack = self.stack
@@ -698,11 +750,15 @@ def print_report(report: Report, chaos: str) -> None:
         print("refused with a valid secret:", ", ".join(report.refused_examples[:10]))
     if report.closed_early_examples:
         print("closed before its items settled:", ", ".join(report.closed_early_examples[:10]))
+    if report.audit is not None and report.audit.failures():
+        print("audit:", named(report.audit.failures(), shown=10))
+    if report.audit_differences:
+        print("audit and judge differ:", ", ".join(report.audit_differences[:10]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered, refused or
-    closed early."""
+    closed early, and the audit found nothing missing or doubled and agreed with the judge."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -732,6 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.poison_mishandled
         or report.refused_valid
         or report.closed_early
+        or report.audit_failed
     )
     return 1 if failed else 0
 

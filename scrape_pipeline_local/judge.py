@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 # The processor's reason for a job whose every attempt failed: what a poison job's record says.
@@ -40,6 +41,7 @@ from scrape_pipeline.jobs import REASON_POISON
 __all__ = [
     "REASON_POISON",
     "Listing",
+    "Outcome",
     "Refusals",
     "Unit",
     "Verdict",
@@ -120,6 +122,17 @@ def read_listing(s3: Any, bucket: str) -> Listing:
     return Listing.from_pages(s3.get_paginator("list_object_versions").paginate(Bucket=bucket))
 
 
+class Outcome(StrEnum):
+    """What the judge says became of one unit (the audit's verdicts map onto these)."""
+
+    STORED = "stored"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+    RESUBMITTED = "resubmitted"
+    LOST = "lost"
+    UNSETTLED = "unsettled"  # queued or processing in the simulator: not judged
+
+
 @dataclass
 class Verdict:
     """The judge's counts, in units (extract jobs, batch items, crawl pages) unless named."""
@@ -140,6 +153,10 @@ class Verdict:
     poison_examples: list[str] = field(default_factory=list)
     # Every stored unit with its simulator row: for the latency and large-result checks.
     stored_units: list[tuple[Unit, Mapping[str, Any]]] = field(default_factory=list)
+    # Every unit's outcome, and every key written again (not capped like the examples): what
+    # the audit is compared with (``scrape_pipeline_local.agreement``).
+    outcomes: dict[Unit, Outcome] = field(default_factory=dict)
+    rewritten: list[str] = field(default_factory=list)
 
 
 def judge(
@@ -156,6 +173,7 @@ def judge(
     for unit, job in units:
         status = job["status"]
         if status in UNSETTLED:
+            verdict.outcomes[unit] = Outcome.UNSETTLED
             continue
         verdict.settled += 1
         stored = unit.result_key in listing.live
@@ -174,20 +192,27 @@ def judge(
         if stored:
             verdict.stored += 1
             verdict.stored_units.append((unit, job))
+            outcome = Outcome.STORED
         elif dead is not None:
             verdict.dead_lettered += 1
             if poison:
                 verdict.poisoned += 1
+            outcome = Outcome.DEAD_LETTERED
         elif status == "cancelled":
             verdict.cancelled += 1
+            outcome = Outcome.CANCELLED
         elif resubmitted(job):
             verdict.resubmitted += 1
+            outcome = Outcome.RESUBMITTED
         else:
             verdict.lost += 1
             _note(verdict.lost_examples, name)
+            outcome = Outcome.LOST
+        verdict.outcomes[unit] = outcome
     for key, count in listing.versions.items():
         if count - listing.retired[key] > 1:
             verdict.processed_twice += 1
+            verdict.rewritten.append(key)
             _note(verdict.twice_examples, key)
     return verdict
 

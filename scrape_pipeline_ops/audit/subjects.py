@@ -4,7 +4,8 @@ the batches and crawls named to it (no API lists those: the ledger and the runs 
     extracts          GET /v1/extract/jobs?start_date&end_date, 100 rows a page, newest first
                       (a row pushed onto the next page by a new job is read once)
     batch, crawl      GET /v1/{kind}/{id}, 50 items a page; one created outside the window
-                      costs its first page only; one unknown to the API is judged as itself
+                      costs its first page only; one unknown to the API (or answered without
+                      its job_id) is judged as itself
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def container_items(
     """
     try:
         first = _page(client, kind, job_id, 1, calls)
-    except NotFoundError:
+    except (NotFoundError, ValueError):  # unknown, or an answer without its job_id (poison)
         return [Subject(kind, job_id, None)]
     created = _epoch(parse_time(first.raw.get("created_at")))
     if created is not None and not window[0] <= created <= window[1]:

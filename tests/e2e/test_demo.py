@@ -6,9 +6,10 @@ import json
 import subprocess
 import sys
 
+import boto3
 import pytest
 
-from scrape_pipeline_local.demo import Demo, main
+from scrape_pipeline_local.demo import Demo, Report, main
 
 
 def test_demo_default_chaos_loses_nothing_and_processes_nothing_twice():
@@ -31,6 +32,45 @@ def test_demo_default_chaos_loses_nothing_and_processes_nothing_twice():
     # AND the jobs whose webhooks were all dropped have their own settle-to-stored figures
     assert report.dropped_stored > 0
     assert 0 < report.dropped_latency_p50 <= report.dropped_latency_p99
+    # AND the audit (the API over HTTP and S3, not the simulator's record) says the same
+    assert report.audit is not None and report.audit_differences == []
+    counts = report.audit.counts()
+    assert (counts["missing"], counts["doubled"]) == (0, 0)
+    assert counts["stored"] == report.stored and counts["resubmitted"] == report.resubmitted
+
+
+class TamperedDemo(Demo):
+    """The demo, with the bucket changed between the judge's look and the audit's: one stored
+    result's metadata.json deleted, another's written a second time."""
+
+    def _measure(self, report: Report) -> None:
+        super()._measure(report)
+        assert self.stack.resources is not None
+        s3, bucket = boto3.client("s3"), self.stack.resources.bucket
+        (gone, _), (again, _) = report.stored_units[:2]
+        s3.delete_object(Bucket=bucket, Key=gone.result_key)
+        s3.put_object(Bucket=bucket, Key=again.result_key, Body=b"{}")
+        self.tampered = (gone, again)
+
+
+def test_the_demo_fails_naming_the_units_the_audit_judges_unlike_the_judge():
+    # GIVEN a run whose bucket loses one result and doubles another after the judge saw it
+    demo = TamperedDemo(jobs=20, chaos="none", seed=5)
+    # WHEN the run ends with the audit
+    report = demo.run()
+    gone, again = demo.tampered
+    # THEN the judge saw nothing wrong, and the audit finds both, by name
+    assert (report.lost, report.processed_twice) == (0, 0)
+    assert report.audit is not None
+    assert report.audit.counts()["missing"] == 1 and report.audit.counts()["doubled"] == 1
+    assert report.audit_failed
+    named = " ".join(report.audit_differences)
+    assert f"{gone.job_id}" in named and "judge stored, audit missing" in named
+    assert f"{again.job_id}" in named and "audit doubled, judge not twice" in named
+    # AND the report's audit rows say so
+    rows = dict(report.lines())
+    assert (rows["AUDIT: MISSING"], rows["AUDIT: DOUBLED"]) == ("1", "1")
+    assert rows["AUDIT DISAGREES WITH THE JUDGE"] == "2"
 
 
 def test_demo_main_prints_report_and_exits_zero(capsys, tmp_path):
@@ -39,6 +79,7 @@ def test_demo_main_prints_report_and_exits_zero(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "LOST" in out and "PROCESSED TWICE" in out
     assert "Geonode requests per settled job" in out and "AWS calls per settled job" in out
+    assert "audit of the window (API and S3)" in out and "AUDIT: MISSING" in out
 
 
 def test_demo_rejects_tiny_workload(capsys):
