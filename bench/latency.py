@@ -17,7 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS, markdown_table, percentile, save
+from bench.cadence import Cadence
+from bench.report import RESULTS, load_average, markdown_table, percentile, save
 from bench.sweep import quiet_worker
 
 CHAOS = ("default", "none")
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where latency.json goes")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    load_start = load_average()
+    cadence = Cadence.from_template()  # the demo's stack runs the template's reconciler
     context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked threads
     with ProcessPoolExecutor(max_workers=len(CHAOS), mp_context=context) as pool:
         futures = {chaos: pool.submit(demo_task, args.jobs, chaos, args.seed) for chaos in CHAOS}
@@ -76,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     figures = {
         "args": {"jobs": args.jobs, "seed": args.seed},
         "demos": demos,
+        "reconciler": cadence.as_dict(),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
-    save("latency", figures, table, directory=args.out)
+    save("latency", figures, table, load_start=load_start, directory=args.out)
     return 0
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.report import markdown_table, percentile, save
+from bench.report import load_average, markdown_table, percentile, save
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "whsec_YmVuY2htYXJrLXNlY3JldC1ub3QtcmVhbA"
@@ -273,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deliveries", type=int, default=2000)
     parser.add_argument("--import-repeats", type=int, default=15)
     args = parser.parse_args(argv)
+    load_start = load_average()
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Bench")
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "receiver")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -330,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             "targets_met": ok,
         },
         table,
+        load_start=load_start,
     )
     return 0
 
