@@ -60,6 +60,11 @@ def stamp(figures: dict[str, Any]) -> str:
     )
 
 
+def readme_block(document: dict[str, Any]) -> str:
+    """What the README's ``<!-- bench:NAME -->`` block holds for a saved figure."""
+    return stamp(document) + "\n\n" + document["readme_table"]
+
+
 def save(
     name: str,
     figures: dict[str, Any],
@@ -76,14 +81,15 @@ def save(
         "machine": machine(),
         **figures,
         "load_average": {"start": load_start, "end": load_average()},
+        "readme_table": table,  # the README's block is stamp() and this (a test compares)
     }
     path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     if directory == RESULTS and README.exists():
         text = README.read_text()
         pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)", re.S)
         if pattern.search(text):
-            head = stamp(document) + "\n\n"
-            README.write_text(pattern.sub(lambda m: m.group(1) + head + table + m.group(2), text))
+            block = readme_block(document)
+            README.write_text(pattern.sub(lambda m: m.group(1) + block + m.group(2), text))
     return path
 
 
