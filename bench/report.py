@@ -62,7 +62,7 @@ def stamp(figures: dict[str, Any]) -> str:
 
 def readme_block(document: dict[str, Any]) -> str:
     """What the README's ``<!-- bench:NAME -->`` block holds for a saved figure."""
-    return stamp(document) + "\n\n" + document["readme_table"]
+    return stamp(document) + "\n\n" + str(document["readme_table"])
 
 
 def save(
