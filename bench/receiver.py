@@ -108,7 +108,12 @@ def run_handler(deliveries: int) -> dict[str, Any]:
 
         def event(job_id: str, delivery: str) -> dict[str, Any]:
             body = json.dumps(
-                {"event": "extract_completed", "delivery_id": delivery, "data": {"job_id": job_id}}
+                {
+                    "event": "extract_completed",
+                    "delivery_id": delivery,
+                    "timestamp": _stamp(),
+                    "data": {"job_id": job_id},
+                }
             ).encode()
             headers = {"Content-Type": "application/json", "X-Webhook-Delivery-Id": delivery}
             headers.update(sign(SignatureConfig(), body, SECRET, time.time()))
@@ -179,6 +184,11 @@ class InstantSQS:
         return {"MessageId": "00000000-0000-0000-0000-000000000000"}
 
 
+def _stamp() -> str:
+    """The signed envelope's ``timestamp`` (the receiver refuses a delivery without one)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def run_without_aws(deliveries: int) -> dict[str, Any]:
     """The handler's own time: AWS answered instantly in memory, so nothing else is measured."""
     sys.path.insert(0, os.path.join(ROOT, "functions", "receiver"))
@@ -212,7 +222,9 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
     events = []
     for i in range(deliveries):
         for attempt in ("", "-retry"):
-            body = json.dumps({"event": "extract_completed", "data": {"job_id": f"j{i}"}}).encode()
+            body = json.dumps(
+                {"event": "extract_completed", "timestamp": _stamp(), "data": {"job_id": f"j{i}"}}
+            ).encode()
             headers = {"X-Webhook-Delivery-Id": f"d{i}{attempt}"}
             headers.update(sign(SignatureConfig(), body, SECRET, time.time()))
             events.append(api_gateway_event(body, headers))
@@ -222,7 +234,7 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
             started = time.perf_counter()
             response = app.lambda_handler(ev, Context())
             timings.append((time.perf_counter() - started) * 1000)
-            assert response["statusCode"] == 200
+            assert response["statusCode"] == 200, response
     return {
         "deliveries": len(events),
         "p50": round(percentile(timings, 50), 3),
