@@ -86,9 +86,10 @@ def save(
     path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     if directory == RESULTS and README.exists():
         text = README.read_text()
-        pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)", re.S)
+        # An empty block (new in the README) is filled too.
+        pattern = re.compile(rf"(<!-- bench:{name} -->\n)(?:.*?\n)?(<!-- /bench:{name} -->)", re.S)
         if pattern.search(text):
-            block = readme_block(document)
+            block = readme_block(document) + "\n"
             README.write_text(pattern.sub(lambda m: m.group(1) + block + m.group(2), text))
     return path
 
