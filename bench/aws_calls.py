@@ -86,16 +86,22 @@ def event_source_on(stack: Any, sqs: Any, handler: Any = None) -> SqsEventSource
     )
 
 
-def count_by_function(stack: Any) -> dict[str, AwsCalls]:
+def count_by_function(
+    stack: Any, watch: Callable[[str, Any], None] | None = None
+) -> dict[str, AwsCalls]:
     """Count a started stack's calls by the function that makes them, its event source apart.
 
     Call before the first invocation: each handler's clients are built now, under a counted
     session of their own, and the stack's event source is replaced by a counted copy.
+    ``watch(function, session)`` may register more hooks first (a client copies its session's
+    hooks when it is built).
     """
     counted: dict[str, AwsCalls] = {}
     for name, builder in BUILDERS.items():
         session = boto3.session.Session()
         counted[name] = AwsCalls(session, empty_receives=True)
+        if watch is not None:
+            watch(name, session)
         build_under(session, getattr(stack.handlers[name], builder))
     session = boto3.session.Session()
     counted[EVENT_SOURCE] = AwsCalls(session, empty_receives=True)

@@ -40,7 +40,7 @@ from typing import Any
 
 from cfnlint.decode import cfn_yaml
 
-from bench.report import markdown_table, percentile, save
+from bench.report import load_average, markdown_table, percentile, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SAM_VENV_BIN = ROOT / ".venv-sam" / "bin"
@@ -360,11 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 15:
         parser.error("--repeats must be at least 15 (a p90 of fewer says little)")
     with tempfile.TemporaryDirectory(prefix="cold-start-build-") as tmp:
+        load_start = load_average()
         build = args.build_dir or sam_build(Path(tmp))
         figures = run(build, args.repeats, args.warmup)
     text = table(figures)
     print(text)
-    save("cold_start", figures, text)
+    save("cold_start", figures, text, load_start=load_start)
     return 0
 
 

@@ -5,7 +5,7 @@ the count comes from (measured in a run, or assumed). A mode's cost is the sum o
 
     webhook pipeline   Geonode (submission, job fetch, reconciler reads) + API Gateway
                        + receiver/processor/reconciler Lambdas + DynamoDB + SQS + S3
-                       + Secrets Manager
+                       + EventBridge (an event per outcome) + Secrets Manager
     pollers            Geonode (submission, every poll) + the same S3 result writes
                        (the poller's own host is not priced: it runs wherever the caller does)
 
@@ -18,6 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.cadence import Cadence
 
 PRICES_AS_OF = "published list price, as of 2026-11, check before relying"
 PER_MILLION = 1_000_000
@@ -38,6 +42,7 @@ class Prices:
     s3_put: float = 0.005 / 1_000  # PUT, COPY, POST, LIST
     s3_get: float = 0.0004 / 1_000  # GET, SELECT and the rest
     secrets_api_call: float = 0.05 / 10_000
+    eventbridge_event: float = 1.00 / 1_000_000  # per 64 KB chunk of an entry
     geonode_request: float = 3.50 / 10_000
 
 
@@ -68,6 +73,10 @@ PRICE_SOURCES: dict[str, tuple[str, str]] = {
     "s3_put": ("$0.005 per 1,000 PUT requests (S3 Standard)", "Amazon S3 pricing, us-east-1"),
     "s3_get": ("$0.0004 per 1,000 GET requests (S3 Standard)", "Amazon S3 pricing, us-east-1"),
     "secrets_api_call": ("$0.05 per 10,000 API calls", "AWS Secrets Manager pricing"),
+    "eventbridge_event": (
+        "$1.00 per 1M custom events published (64 KB chunks)",
+        "Amazon EventBridge pricing, us-east-1",
+    ),
     "geonode_request": (
         "$3.50 per 10,000 requests (pay as you go)",
         "Geonode Scraper API, shared/docs/geonode-api.md",
@@ -77,17 +86,22 @@ PRICE_SOURCES: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class Assumptions:
-    """What the runs cannot measure. Durations are guesses for real AWS, not moto's."""
+    """What the runs cannot measure. Durations are guesses for real AWS, not moto's; the
+    reconciler's cadence is the template's (``Assumptions.on``), never a constant here."""
 
+    reconcile_interval_s: float  # ReconcileSchedule: one run (an invocation) per interval
+    job_list_interval_s: float  # RECONCILE_FULL_SWEEP_SECONDS: the job list's pace, healthy
+    reconcile_overlap_s: float  # RECONCILE_OVERLAP_SECONDS: listed jobs read again
     jobs_per_month: float = 1_000_000  # steady volume: amortises the time-based costs
     lambda_memory_mb: int = 256  # template.yaml Globals
     arm64: bool = True  # template.yaml Globals: Architectures [arm64]
     receiver_ms: float = 30.0  # a put and a send in-region, ~0.5 ms of own time (receiver.json)
     processor_ms_per_job: float = 400.0  # one Geonode GET (~300 ms) + ledger and S3 calls
     reconciler_ms_per_run: float = 3_000.0  # a few Geonode pages and ledger queries
-    reconcile_interval_s: float = 600.0  # ReconcileSchedule rate(10 minutes)
-    reconcile_overlap_s: float = 120.0  # ReconcileOverlapSeconds: listed jobs read again
     jobs_page_size: int = 100  # JOBS_PAGE_MAX of the job list
+    # Before each fresh pass the job list counts the range below it and the range the last
+    # check counted (one-job pages whose page count is the count): jobs listed late.
+    count_queries_per_listing: int = 2
     write_units_per_write: float = 1.0  # ledger rows stay under 1 KB
     read_units_per_read: float = 1.0  # strongly consistent reads of rows under 4 KB
     esm_pollers: int = 5  # the SQS event source's long-polling pollers when idle
@@ -96,9 +110,28 @@ class Assumptions:
     processor_secret_cache_s: float = 300.0  # Powertools parameters' default max_age
     warm_containers: int = 1  # per function: secret refreshes scale with it
 
+    @classmethod
+    def on(cls, cadence: Cadence) -> Assumptions:
+        """The model at ``cadence``, the template's reconciler as the benchmarks ran it."""
+        return cls(
+            reconcile_interval_s=cadence.interval_seconds,
+            job_list_interval_s=cadence.full_sweep_seconds,
+            reconcile_overlap_s=cadence.overlap_seconds,
+        )
+
     @property
     def reconciler_runs_per_job(self) -> float:
         return SECONDS_PER_MONTH / self.reconcile_interval_s / self.jobs_per_month
+
+    @property
+    def job_listings_per_job(self) -> float:
+        """Job-list sweeps per job: at the full-sweep pace while webhooks arrive complete."""
+        return SECONDS_PER_MONTH / self.job_list_interval_s / self.jobs_per_month
+
+    @property
+    def listed_again(self) -> float:
+        """Each listed job's share read again by the next listing's overlap."""
+        return 1 + self.reconcile_overlap_s / self.job_list_interval_s
 
     @property
     def gb_second_price_field(self) -> str:
@@ -121,6 +154,7 @@ class PipelineMeasure:
     reconciler_fixed_reads: int  # subscriptions and delivery-log pages over every run
     receiver_calls_new: int = 2  # bench/results/receiver.json
     receiver_calls_duplicate: int = 1
+    outcomes: int | None = None  # outcomes told on the bus (None: one per settled job)
 
 
 @dataclass(frozen=True)
@@ -167,6 +201,7 @@ COMPONENT_ORDER = (
     "SQS event source",
     "processor λ",
     "reconciler λ",
+    "EventBridge",
     "Secrets Manager",
     "S3",
 )
@@ -216,21 +251,22 @@ def aws_call_line(
 
 def pipeline_lines(
     measure: PipelineMeasure,
-    assumptions: Assumptions | None = None,
+    assumptions: Assumptions,
     prices: Prices | None = None,
     mode: str = "webhook pipeline",
 ) -> list[Line]:
     """Every line of the webhook pipeline, per settled job."""
-    a = assumptions or Assumptions()
+    a = assumptions
     p = prices or Prices()
     jobs = max(1, measure.settled_jobs)
     runs_per_job = a.reconciler_runs_per_job
     gbs_price = getattr(p, a.gb_second_price_field)
     deliveries = measure.deliveries / jobs
     new_deliveries = (measure.deliveries - measure.duplicate_deliveries) / jobs
-    listed_per_run = a.jobs_per_month / (SECONDS_PER_MONTH / a.reconcile_interval_s)
-    listed_per_run *= 1 + a.reconcile_overlap_s / a.reconcile_interval_s
-    list_pages_per_run = max(1, math.ceil(listed_per_run / a.jobs_page_size))
+    listings_per_job = a.job_listings_per_job
+    listed_per_listing = a.jobs_per_month / (SECONDS_PER_MONTH / a.job_list_interval_s)
+    listed_per_listing *= a.listed_again
+    pages_per_listing = max(1, math.ceil(listed_per_listing / a.jobs_page_size))
     fixed_reads_per_run = measure.reconciler_fixed_reads / max(1, measure.reconciler_runs)
     volume = f"{a.jobs_per_month:,.0f} jobs/month"
     measured = f"measured: {measure.settled_jobs} settled jobs"
@@ -259,11 +295,23 @@ def pipeline_lines(
             mode,
             "Geonode",
             "reconciler job-list pages",
-            list_pages_per_run * runs_per_job,
+            pages_per_listing * listings_per_job,
             "request",
             p.geonode_request,
-            f"assumed: {list_pages_per_run} page(s) of {a.jobs_page_size} per run at {volume}, "
-            f"{runs_per_job * PER_MILLION:,.0f} runs per million jobs",
+            f"assumed: {pages_per_listing} page(s) of {a.jobs_page_size} per listing at "
+            f"{volume}, one listing every {a.job_list_interval_s:g} s while webhooks arrive "
+            f"complete ({listings_per_job * PER_MILLION:,.0f} per million jobs)",
+            "geonode",
+        ),
+        Line(
+            mode,
+            "Geonode",
+            "reconciler job-list count checks",
+            a.count_queries_per_listing * listings_per_job,
+            "request",
+            p.geonode_request,
+            f"assumed: {a.count_queries_per_listing} one-job pages per listing (the late-listing "
+            "count check), at the listings' pace",
             "geonode",
         ),
         Line(
@@ -375,7 +423,7 @@ def pipeline_lines(
             mode,
             "reconciler λ",
             "dynamodb BatchGetItem (listed jobs)",
-            (1 + a.reconcile_overlap_s / a.reconcile_interval_s) * a.read_units_per_read,
+            a.listed_again * a.read_units_per_read,
             "read unit",
             p.dynamodb_read_unit,
             "assumed: each listed job's row read once per run that lists it (overlap included)",
@@ -410,6 +458,20 @@ def pipeline_lines(
             per_run * runs_per_job,
             f"measured: {per_run:g} per run, amortised at {volume}",
         )
+    outcomes = measure.settled_jobs if measure.outcomes is None else measure.outcomes
+    lines.append(
+        Line(
+            mode,
+            "EventBridge",
+            "outcome events (PutEvents entries)",
+            outcomes / jobs,
+            "event",
+            p.eventbridge_event,
+            f"{measured}, {outcomes} outcomes told (a resubmission is not); entries under 64 KB, "
+            "batched ten a call",
+            "aws",
+        )
+    )
     idle_polls = a.esm_pollers * SECONDS_PER_MONTH / a.esm_wait_s / a.jobs_per_month
     lines.append(
         Line(

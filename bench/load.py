@@ -855,7 +855,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     for problem in result.problems:
         print("PROBLEM:", problem)
-    save("load", result.figures(), f"{table}\n\n_{result.note()}_")
+    save(
+        "load",
+        result.figures(),
+        f"{table}\n\n_{result.note()}_",
+        load_start=[round(result.load_average[0], 2)],
+    )
     return 1 if result.problems else 0
 
 

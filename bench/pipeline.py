@@ -21,9 +21,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.report import markdown_table, save
+from bench.cadence import Cadence
+from bench.event_probe import EventProbe
+from bench.report import load_average, markdown_table, save
 
 TARGET_REQUESTS_PER_JOB = 1.05
+# Issue 20: events in batches (at most one PutEvents call per 10 outcomes, on average) and a
+# stored result on the bus within 2 s.
+TARGET_PUT_EVENTS_PER_OUTCOME = 0.1
+TARGET_STORED_TO_EVENT_P99_S = 2.0
 TARGET_ADDED_PER_JOB = 0.02  # what the one-minute reconciler may add over the 10-minute one
 SETTLE_SECONDS = 3 * 600 + 60  # after the last submission: three 10-minute runs past it
 # The reconciler before the one-minute cadence: the baseline measured in the same run.
@@ -41,10 +47,12 @@ def run_pipeline(
     *,
     ten_minute_reconciler: bool = False,
     on_start: Callable[[Any], None] | None = None,
+    events: bool = False,
 ) -> dict[str, Any]:
     """The pipeline's figures; the template's reconciler unless ``ten_minute_reconciler``.
 
-    ``on_start`` gets the local stack once it runs, before the first job (to count its calls).
+    ``on_start`` gets the local stack once it runs, before the first job (to count its calls);
+    ``events`` adds the outcome events a subscriber of the bus received (``bench.event_probe``).
     """
     os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"})
     from scrape_pipeline_local.clock import ManualClock
@@ -62,6 +70,7 @@ def run_pipeline(
     try:
         if on_start is not None:
             on_start(stack)
+        probe = EventProbe(stack) if events else None
         client = stack.client()
         interval = spread / jobs
         started = time.perf_counter()
@@ -80,6 +89,10 @@ def run_pipeline(
         posts = {route: n for route, n in counts.items() if route.startswith("POST ")}
         assert stack.schedule is not None
         runs = stack.schedule.runs
+        if probe is not None:
+            assert stack.resources is not None
+            probe.drain()
+            told = probe.figures(len(settled), stored_job_ids(stack.resources.bucket))
     finally:
         stack.stop()
     total_reads = sum(reads.values())
@@ -91,10 +104,63 @@ def run_pipeline(
         "posts": posts,
         "requests_per_settled_job": round(total_reads / len(settled), 4),
         "reconciler_runs": len(runs),
-        "recovered": {k: sum(r["recovered"][k] for r in runs) for k in runs[0]["recovered"]},
+        # str keys: the sources are an enum (a StrEnum prints its value)
+        "recovered": {str(k): sum(r["recovered"][k] for r in runs) for k in runs[0]["recovered"]},
         "simulated_seconds": round(spread + SETTLE_SECONDS),
         "wall_seconds": round(wall, 1),
+        **({"events": told} if probe is not None else {}),
     }
+
+
+def stored_job_ids(bucket: str) -> set[str]:
+    """Job ids with result objects under ``results/extract/`` (the bucket, not the ledger)."""
+    import boto3
+
+    pages = boto3.client("s3").get_paginator("list_objects_v2")
+    return {
+        obj["Key"].split("/")[2]
+        for page in pages.paginate(Bucket=bucket, Prefix="results/extract/")
+        for obj in page.get("Contents", [])
+    }
+
+
+def events_table(events: dict[str, Any], cadence: Cadence) -> str:
+    """The outcome events a subscriber of the local bus received, against issue 20's targets."""
+    latency, wall = events["stored_to_event_s"], events["stored_to_event_wall_ms"]
+    puts = events["put_events_calls"]
+    by_type = ", ".join(f"{name} {n}" for name, n in events["events_by_type"].items())
+    rows = [
+        [
+            "stored → event on the bus: p50 / p99 (s)",
+            f"{latency['p50']:g} / {latency['p99']:g} (max {latency['max']:g})",
+            f"p99 ≤ {TARGET_STORED_TO_EVENT_P99_S:g} s",
+        ],
+        [
+            "of which the processor's batch (wall): p50 / p99 (ms)",
+            f"{wall['p50']:.0f} / {wall['p99']:.0f}",
+            "(the rest of its batch after the result's last S3 write)",
+        ],
+        [
+            "PutEvents calls per outcome (per settled job)",
+            f"{events['put_events_per_outcome']:g} ({events['put_events_per_settled_job']:g})",
+            f"≤ {TARGET_PUT_EVENTS_PER_OUTCOME:g} (one call per 10 outcomes)",
+        ],
+        [
+            "outcomes told / stored without an event / repeats",
+            f"{events['outcomes_with_an_event']} / {events['stored_without_an_event']} / "
+            f"{events['repeats']}",
+            "0 without an event",
+        ],
+    ]
+    return (
+        markdown_table(["outcome events (same run)", "measured", "target"], rows)
+        + f"\n\nEvents received by a rule and queue on the stack's bus: {by_type}. PutEvents "
+        f"calls: processor {puts['processor']}, reconciler {puts['reconciler']} (its outbox "
+        f"sweep, {cadence.every}). Latency: the bus's delivery to the queue (SentTimestamp, on "
+        "the stack's clock) minus the detail's `stored_at`; where both fall on one instant of "
+        "the manual clock (the processor emits at its batch's end), the wall time from the "
+        "result's last PutObject to the PutEvents that carried its event."
+    )
 
 
 def run_seed_poller(jobs: int, time_scale: float, seed: int) -> dict[str, Any]:
@@ -131,7 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
 
-    pipeline = run_pipeline(args.jobs, args.spread, args.seed)
+    load_start = load_average()
+    cadence = Cadence.from_template()  # what the first run's stack uses
+    pipeline = run_pipeline(args.jobs, args.spread, args.seed, events=True)
+    events = pipeline["events"]
+    latency = events["stored_to_event_s"]
     before = run_pipeline(args.jobs, args.spread, args.seed, ten_minute_reconciler=True)
     seed_poller = run_seed_poller(args.seed_jobs, args.seed_time_scale, args.seed)
     ratio = seed_poller["requests_per_job"] / pipeline["requests_per_settled_job"]
@@ -139,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     ok = {
         "requests_per_job": pipeline["requests_per_settled_job"] <= TARGET_REQUESTS_PER_JOB,
         "reconciler_added_per_job": added <= TARGET_ADDED_PER_JOB,
+        "put_events_per_outcome": events["put_events_per_outcome"] <= TARGET_PUT_EVENTS_PER_OUTCOME,
+        "stored_to_event_p99": latency["p99"] <= TARGET_STORED_TO_EVENT_P99_S,
+        "every_outcome_told": events["stored_without_an_event"] == 0,
     }
     rows = [
         [
@@ -163,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown_table(
         ["mode", "Geonode requests per settled job", "fewer than seed", "target"], rows
     )
+    table += "\n\n" + events_table(events, cadence)
     table += (
         f"\n\n{pipeline['jobs_submitted']} jobs submitted over {args.spread:.0f} simulated s, "
         f"{pipeline['settled_jobs']} settled ({pipeline['resubmissions']} of them resubmissions of "
@@ -185,9 +259,11 @@ def main(argv: list[str] | None = None) -> int:
                 "ten_minute_reconciler": before,
                 "reconciler_added_per_job": added,
                 "seed_poller": seed_poller,
+                "reconciler": cadence.as_dict(),
                 "targets_met": ok,
             },
             table,
+            load_start=load_start,
         )
     return 0 if all(ok.values()) else 1
 

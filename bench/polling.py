@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bench.report import markdown_table, percentile, save
+from bench.report import load_average, markdown_table, percentile, save
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode import GeonodeClient, GeonodeError, RetryPolicy
 from scrape_pipeline_local.clock import ScaledClock
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-save", action="store_true", help="print only")
     args = parser.parse_args(argv)
+    load_start = load_average()
 
     process, base_url = start_simulator(args)
     try:
@@ -194,7 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print(f"wall time {wall:.1f} s; targets met: {ok}")
     if not args.no_save:
-        save("polling", {"args": vars(args), "figures": figures, "targets_met": ok}, table)
+        save(
+            "polling",
+            {"args": vars(args), "figures": figures, "targets_met": ok},
+            table,
+            load_start=load_start,
+        )
     return 0 if all(ok.values()) else 1
 
 

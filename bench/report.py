@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import time
@@ -14,33 +15,82 @@ RESULTS = ROOT / "bench" / "results"
 README = ROOT / "README.md"
 
 
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    import os
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (``platform.processor()`` elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on, and when (UTC)."""
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "cpu_model": cpu_model(),
         "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "time": time.strftime("%H:%M", time.gmtime()),
     }
 
 
-def save(name: str, figures: dict[str, Any], table: str, *, directory: Path = RESULTS) -> Path:
-    """Write ``<directory>/<name>.json`` (``bench/results``) and put ``table`` in the README's
-    marked block, if it has one."""
+def load_average() -> list[float]:
+    """The 1, 5 and 15-minute load averages: what else ran on the machine meanwhile."""
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def load_text(load: dict[str, Any] | float | None) -> str:
+    """``load average 0.9 → 2.1`` (1-minute, at start and end), or what was not recorded."""
+    if load is None or load == {}:
+        return "load average not recorded"
+    if isinstance(load, int | float):  # files saved with one reading only
+        return f"load average {load:.1f} (one reading)"
+    return f"load average {load['start'][0]:.1f} → {load['end'][0]:.1f}"
+
+
+def stamp(figures: dict[str, Any]) -> str:
+    """When, on what and under which load a saved figure was measured, for a README block."""
+    about = figures["machine"]
+    return (
+        f"_Measured {about['date']} on {about['cpus']} CPUs ({about['cpu_model']}), Python "
+        f"{about['python']}, {load_text(figures.get('load_average'))}._"
+    )
+
+
+def readme_block(document: dict[str, Any]) -> str:
+    """What the README's ``<!-- bench:NAME -->`` block holds for a saved figure."""
+    return stamp(document) + "\n\n" + str(document["readme_table"])
+
+
+def save(
+    name: str,
+    figures: dict[str, Any],
+    table: str,
+    *,
+    load_start: list[float],
+    directory: Path = RESULTS,
+) -> Path:
+    """Write ``<directory>/<name>.json`` (``bench/results``) with the machine and the load at
+    ``load_start`` and now, and put ``table`` in the README's marked block, if it has one."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), **figures}, indent=2, sort_keys=True) + "\n")
+    document = {
+        "machine": machine(),
+        **figures,
+        "load_average": {"start": load_start, "end": load_average()},
+        "readme_table": table,  # the README's block is stamp() and this (a test compares)
+    }
+    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     if directory == RESULTS and README.exists():
         text = README.read_text()
-        pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)", re.S)
+        # An empty block (new in the README) is filled too.
+        pattern = re.compile(rf"(<!-- bench:{name} -->\n)(?:.*?\n)?(<!-- /bench:{name} -->)", re.S)
         if pattern.search(text):
-            about = machine()
-            stamp = (
-                f"_Measured {about['date']} on {about['cpus']} CPUs, Python {about['python']}._\n\n"
-            )
-            README.write_text(pattern.sub(lambda m: m.group(1) + stamp + table + m.group(2), text))
+            block = readme_block(document) + "\n"
+            README.write_text(pattern.sub(lambda m: m.group(1) + block + m.group(2), text))
     return path
 
 

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import cost, scale_report, submit
-from bench.report import RESULTS, machine, markdown_table, percentile
+from bench.cadence import Cadence, every
+from bench.pipeline import SETTLE_SECONDS
+from bench.report import RESULTS, load_text, machine, markdown_table, percentile
 from bench.sweep import POLLERS, SUBMIT_RATE
 
 BENCH = Path(__file__).resolve().parent
@@ -37,7 +39,6 @@ LABELS = {
     "many_jobs": "many-jobs poller",
     "webhook": "webhook pipeline",
 }
-RECONCILER_THRESHOLD_S = 600.0  # a latency past this went through the reconciler
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -52,14 +53,15 @@ def requests_table(polling: dict[int, Any], pipelines: dict[int, Any]) -> dict[s
     return table
 
 
-def latency_figures(latencies: list[float]) -> dict[str, float]:
+def latency_figures(latencies: list[float], threshold: float) -> dict[str, float]:
+    """Percentiles, and the units past the reconciler's threshold (its path, or a retry's)."""
     return {
         "count": len(latencies),
         "p50": percentile(latencies, 50),
         "p90": percentile(latencies, 90),
         "p99": percentile(latencies, 99),
         "max": max(latencies, default=float("nan")),
-        "over_threshold": sum(1 for v in latencies if v >= RECONCILER_THRESHOLD_S),
+        "over_threshold": sum(1 for v in latencies if v >= threshold),
     }
 
 
@@ -83,15 +85,19 @@ def pipeline_measure(run: dict[str, Any], receiver: dict[str, Any]) -> cost.Pipe
         + reads.get("GET /v1/webhooks/{webhook_id}/deliveries", 0),
         receiver_calls_new=int(aws.get("new", 2)),
         receiver_calls_duplicate=int(aws.get("duplicate", 1)),
+        outcomes=run["settled_jobs"] - run.get("resubmissions", 0),
     )
 
 
 def cost_lines(
-    polling: dict[int, Any], pipeline_run: dict[str, Any], receiver: dict[str, Any]
+    polling: dict[int, Any],
+    pipeline_run: dict[str, Any],
+    receiver: dict[str, Any],
+    assumptions: cost.Assumptions,
 ) -> dict[str, list[cost.Line]]:
     """Mode -> its cost lines; pollers at the largest job count measured."""
     measure = pipeline_measure(pipeline_run, receiver)
-    lines = {"webhook": cost.pipeline_lines(measure, mode=LABELS["webhook"])}
+    lines = {"webhook": cost.pipeline_lines(measure, assumptions, mode=LABELS["webhook"])}
     largest = max(polling)
     puts = measure.processor_calls.get("s3:PutObject", 0) / max(1, measure.settled_jobs)
     for name in POLLERS:
@@ -140,7 +146,7 @@ def chart_requests(path: Path, counts: list[int], table: dict[str, list[float]])
     plt.close(fig)
 
 
-def chart_latency(path: Path, demos: dict[str, Any]) -> None:
+def chart_latency(path: Path, demos: dict[str, Any], threshold: float) -> None:
     plt = _pyplot()
     fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=110)
     values = [v for d in demos.values() for v in d["latencies"] if v > 0]
@@ -156,7 +162,7 @@ def chart_latency(path: Path, demos: dict[str, Any]) -> None:
         cdf.step(ordered, shares, where="post", label=label)
     for ax in (hist, cdf):
         ax.set_xscale("log")
-        ax.axvline(RECONCILER_THRESHOLD_S, color="grey", linestyle="--", linewidth=1)
+        ax.axvline(threshold, color="grey", linestyle="--", linewidth=1)
         ax.set_xlabel("settle-to-stored latency (s, log scale)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
@@ -164,7 +170,7 @@ def chart_latency(path: Path, demos: dict[str, Any]) -> None:
     hist.set_title("Histogram")
     cdf.set_ylabel("share of stored units")
     cdf.set_ylim(0, 1.01)
-    cdf.set_title("CDF (dashed: the reconciler's 600 s threshold)")
+    cdf.set_title(f"CDF (dashed: the reconciler's {threshold:g} s threshold, template.yaml)")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -238,10 +244,15 @@ def render(
     lines: dict[str, list[cost.Line]],
     receiver: dict[str, Any],
     elapsed: float,
-    load: float | None = None,
+    cadence: Cadence,
+    settle_seconds: float,
+    assumptions: cost.Assumptions,
+    sources: dict[str, dict[str, Any]] | None = None,
+    pipeline: dict[str, Any] | None = None,
     about: dict[str, Any] | None = None,
 ) -> str:
     about = about or machine()
+    threshold = cadence.threshold_seconds
     counts = sorted(polling)
     table = requests_table(polling, pipelines)
     largest = max(counts)
@@ -253,10 +264,13 @@ def render(
         "`python -m bench.sweep"
         + (" --quick" if plan.quick else "")
         + f"` and `python -m bench.latency` on {about['date']} (UTC) on {about['cpus']} CPUs "
-        f"({about['machine']}), Python {about['python']}, in {elapsed:.0f} s"
-        + ("" if load is None else f", load average {load:.1f} when it began")
-        + ". Do not edit: `make bench` writes it._",
+        f"({about.get('cpu_model', about['machine'])}), Python {about['python']}, in "
+        f"{elapsed:.0f} s. The reconciler as `template.yaml` deployed it when they ran: "
+        f"`{cadence.schedule}` ({cadence.every}), a {threshold:g} s threshold, a "
+        f"{cadence.overlap_seconds:g} s overlap, the slow sweeps "
+        f"{every(cadence.full_sweep_seconds)}. Do not edit: `make bench` writes it._",
         "",
+        *_sources_section(sources or {}),
         "## What was run",
         "",
         f"* **Pollers**: for {', '.join(map(str, counts))} concurrent async extract jobs "
@@ -267,8 +281,9 @@ def render(
         "the simulator's count of GETs; submissions are not counted.",
         f"* **Webhook pipeline**: `bench.pipeline.run_pipeline` at the same job counts, submitted "
         f"at {SUBMIT_RATE:g} per simulated second (all in flight at once) on a manual clock: the "
-        "real handlers, moto, the simulator's default failure rates, then 31 simulated minutes "
-        "for everything to settle and the reconciler to run every 10 minutes. Requests per "
+        "real handlers, moto, the simulator's default failure rates, then "
+        f"{settle_seconds / 60:g} simulated minutes for everything to settle, the reconciler "
+        f"running {cadence.every}. Requests per "
         "*settled* job (resubmissions of retryable failures are jobs too), every read counted, "
         "the reconciler's included.",
         f"* **Latency**: `scrape_pipeline_local.demo.Demo(jobs={plan.demo_jobs}, chaos=…, seed="
@@ -294,7 +309,9 @@ def render(
         "The fixed and the seed pollers pay per job whatever the concurrency. The many-jobs "
         "poller's list pages are shared by every job in flight, so it nears the floor as jobs "
         "grow. The pipeline's reconciler costs a few reads per run whatever the volume "
-        f"({big['reconciler_runs']} runs in each pipeline run), which weighs on few jobs only.",
+        f"({big['reconciler_runs']} runs in each pipeline run, {cadence.every}; the job list at "
+        f"every run for the first {cadence.gap_memory_seconds / 60:g} minutes of a deployment), "
+        "which weighs on few jobs only.",
         "",
     ]
     missed = {
@@ -328,7 +345,7 @@ def render(
     ]
     rows = []
     for chaos, demo in demos.items():
-        f = latency_figures(demo["latencies"])
+        f = latency_figures(demo["latencies"], threshold)
         r = demo["report"]
         recovered = ", ".join(f"{n} {k}" for k, n in sorted(r["recovered"].items()) if n) or "0"
         rows.append(
@@ -353,7 +370,7 @@ def render(
                 "p90 (s)",
                 "p99 (s)",
                 "max (s)",
-                "≥ 600 s (units)",
+                f"≥ {threshold:g} s (units)",
                 "recovered by the reconciler",
                 "lost / twice",
             ],
@@ -364,15 +381,16 @@ def render(
         "",
         "Simulated seconds. The demo's clock moves in 5 s steps and webhooks go out at the "
         "steps, so a few seconds is the webhook path's resolution. Without faults every unit is "
-        "stored through its webhook within seconds. Under the default chaos the tail has two "
-        "more modes: a few minutes, the sender's own retry (its schedule waits 5 minutes after "
-        "the second attempt) of deliveries the receiver's outage or the rotation refused; and "
-        "beyond 600 s, the dropped webhooks, which wait until the job is 600 s settled and the "
-        "next 10-minute reconciler run finds it.",
+        "stored through its webhook within seconds. Under the default chaos the tail is the "
+        f"reconciler's: a dropped webhook's job (or a delivery the receiver's outage or the "
+        f"rotation refused, which the sender would retry only minutes later) waits until it has "
+        f"been settled {threshold:g} s and the next run ({cadence.every}) finds it, so about "
+        f"{threshold:g} to {threshold + cadence.interval_seconds:g} s plus its processing; a "
+        "window of 429s from the API, when the chaos puts one on such a job, adds its length.",
     ]
     checks = []
     for chaos, demo in demos.items():
-        f = latency_figures(demo["latencies"])
+        f = latency_figures(demo["latencies"], threshold)
         r = demo["report"]
         same = math.isclose(f["p50"], r["latency_p50"]) and math.isclose(f["p99"], r["latency_p99"])
         checks.append(
@@ -380,16 +398,93 @@ def render(
             f"({r['latency_p50']:.1f} s / {r['latency_p99']:.1f} s)"
         )
     out += ["", "Check: " + "; ".join(checks) + ".", ""]
-    out += _cost_section(lines, receiver, largest)
+    if pipeline is not None:
+        out += _events_section(pipeline, big)
+    out += _cost_section(lines, receiver, largest, assumptions, cadence)
     return "\n".join(out) + "\n"
 
 
+def _sources_section(sources: dict[str, dict[str, Any]]) -> list[str]:
+    """Each results file drawn here: when, on what and under which load it was measured."""
+    if not sources:
+        return []
+    rows = []
+    for name, doc in sources.items():
+        about = doc.get("machine") or {}
+        when = " ".join(str(about[k]) for k in ("date", "time") if k in about) or "not recorded"
+        cpu = about.get("cpu_model", "model not recorded")
+        rows.append(
+            [
+                f"`bench/results/{name}.json`",
+                when,
+                f"{about.get('cpus', '?')} CPUs ({cpu})",
+                load_text(_load_of(doc)).removeprefix("load average "),
+            ]
+        )
+    return [
+        "## Where each figure comes from",
+        "",
+        markdown_table(["results", "measured (UTC)", "machine", "load average (1 min)"], rows),
+        "",
+        "The load is the machine's 1-minute load average when the benchmark began and when it "
+        "saved (2 cores, shared with other work). The pollers' figures and every wall time "
+        "depend on it; the pipeline's and the demos' run on a manual clock and do not.",
+        "",
+    ]
+
+
+def _load_of(doc: dict[str, Any]) -> Any:
+    """A file's load record; ``bench.submit``'s own names for files saved before ``save``'s."""
+    if "load_average" in doc:
+        return doc["load_average"]
+    if "load_before" in doc:
+        return {"start": doc["load_before"], "end": doc["load_after"]}
+    return None
+
+
+def _events_section(pipeline: dict[str, Any], big: dict[str, Any]) -> list[str]:
+    """The outcome events of ``make bench-pipeline``, and PutEvents in the sweep's burst."""
+    from bench.pipeline import events_table
+
+    run = pipeline["pipeline"]
+    if "events" not in run:  # saved before the events were measured
+        return []
+    cadence = Cadence.from_saved(pipeline["reconciler"])
+    out = [
+        "## Outcome events on the bus (`make bench-pipeline`)",
+        "",
+        f"{run['jobs_submitted']} jobs submitted over {pipeline['args']['spread']:g} simulated s "
+        f"({run['settled_jobs']} settled), a rule and queue on the local stack's bus receiving "
+        "every event.",
+        "",
+        events_table(run["events"], cadence),
+        "",
+    ]
+    calls = big.get("aws_calls", {}).get("processor", {}).get("events:PutEvents")
+    if calls is not None:
+        outcomes = big["settled_jobs"] - big.get("resubmissions", 0)
+        out += [
+            f"In the sweep's largest pipeline run ({big['jobs_submitted']} jobs submitted at "
+            f"{SUBMIT_RATE:g} a second, so the processor's batches fill): {calls} PutEvents "
+            f"calls from the processor for {outcomes} outcomes, {calls / max(1, outcomes):.3f} "
+            "per outcome. The processor puts its batch's events in one call at the batch's end: "
+            "calls per outcome follow the batches' fill, which the arrival rate and the event "
+            "source's batching window set.",
+            "",
+        ]
+    return out
+
+
 def _cost_section(
-    lines: dict[str, list[cost.Line]], receiver: dict[str, Any], largest: int
+    lines: dict[str, list[cost.Line]],
+    receiver: dict[str, Any],
+    largest: int,
+    a: cost.Assumptions,
+    cadence: Cadence,
 ) -> list[str]:
     seed_total = cost.total(lines["seed_backoff"])
     webhook, many = cost.total(lines["webhook"]), cost.total(lines["many_jobs"])
-    runs = cost.Assumptions().reconciler_runs_per_job * cost.PER_MILLION
+    runs = a.reconciler_runs_per_job * cost.PER_MILLION
     close = (
         ": on cost the pipeline and the many-jobs poller are within the model's margin, and the "
         "choice between them rests on the rest (a public endpoint for the webhooks, a process "
@@ -427,7 +522,6 @@ def _cost_section(
                     x.basis,
                 ]
             )
-    a = cost.Assumptions()
     assumptions = [
         [
             "volume",
@@ -457,9 +551,11 @@ def _cost_section(
         ],
         [
             "reconciler",
-            f"every {a.reconcile_interval_s:g} s, {a.reconcile_overlap_s:g} s overlap, "
-            f"{a.jobs_page_size} jobs per list page",
-            "template defaults; JOBS_PAGE_MAX",
+            f"a run every {a.reconcile_interval_s:g} s (`{cadence.schedule}`); the job list "
+            f"every {a.job_list_interval_s:g} s while webhooks arrive complete (at every run for "
+            f"{cadence.gap_memory_seconds:g} s after a run recovered a job), "
+            f"{a.reconcile_overlap_s:g} s overlap, {a.jobs_page_size} jobs per list page",
+            "template.yaml's defaults when the sweep ran (sweep.json); JOBS_PAGE_MAX",
         ],
         [
             "DynamoDB",
@@ -578,12 +674,17 @@ def _load(results: Path, name: str) -> dict[str, Any]:
     return loaded
 
 
+def _optional(results: Path, name: str) -> dict[str, Any]:
+    path = results / f"{name}.json"
+    loaded: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return loaded
+
+
 def build(results: Path, out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """Read ``results/*.json``, write ``out_dir/RESULTS.md`` and ``out_dir/charts/*.png``."""
     sweep = _load(results, "sweep")
     latency = _load(results, "latency")
-    receiver_path = results / "receiver.json"
-    receiver = json.loads(receiver_path.read_text()) if receiver_path.exists() else {}
+    receiver = _optional(results, "receiver")
     # JSON keys are strings: the job counts again as numbers.
     polling = {int(n): figures for n, figures in sweep["polling"].items()}
     pipelines = {int(n): figures for n, figures in sweep["pipelines"].items()}
@@ -598,12 +699,19 @@ def build(results: Path, out_dir: Path, log: Callable[[str], None] = print) -> P
         demo_seed=latency["args"]["seed"],
         quick=saved["quick"],
     )
-    lines = cost_lines(polling, pipelines[max(pipelines)], receiver)
+    # The cadence the runs had (saved beside them), the template's for files saved before that.
+    now = Cadence.from_template()
+    cadence = Cadence.from_saved(sweep["reconciler"]) if "reconciler" in sweep else now
+    assumptions = cost.Assumptions.on(cadence)
+    lines = cost_lines(polling, pipelines[max(pipelines)], receiver, assumptions)
+    pipeline = _optional(results, "pipeline")
+    sources = {"sweep": sweep, "latency": latency, "pipeline": pipeline, "receiver": receiver}
+    sources.update({name: _optional(results, name) for name in ("polling", "scale", "submit")})
     charts = out_dir / "charts"
     charts.mkdir(parents=True, exist_ok=True)
     counts = sorted(polling)
     chart_requests(charts / "requests_per_job.png", counts, requests_table(polling, pipelines))
-    chart_latency(charts / "latency.png", demos)
+    chart_latency(charts / "latency.png", demos, cadence.threshold_seconds)
     chart_cost(charts / "cost_per_million.png", lines)
     path = out_dir / "RESULTS.md"
     text = render(
@@ -614,9 +722,21 @@ def build(results: Path, out_dir: Path, log: Callable[[str], None] = print) -> P
         lines=lines,
         receiver=receiver,
         elapsed=sweep["wall_seconds"] + latency["wall_seconds"],
-        load=sweep.get("load_average"),
+        cadence=cadence,
+        settle_seconds=sweep.get("settle_seconds", SETTLE_SECONDS),
+        assumptions=assumptions,
+        sources={name: doc for name, doc in sources.items() if doc},
+        pipeline=pipeline or None,
         about=sweep.get("machine"),
     )
+    if cadence != now:
+        text = text.replace(
+            "\n## What was run",
+            f"\n**`template.yaml`'s reconciler has changed since these runs** (now "
+            f"`{now.schedule}`, threshold {now.threshold_seconds:g} s, overlap "
+            f"{now.overlap_seconds:g} s): run `make bench` again.\n\n## What was run",
+            1,
+        )
     # The scale benchmark takes minutes (make bench-scale): its section comes from its JSON.
     scale = scale_report.from_saved(out_dir)
     if scale:

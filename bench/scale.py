@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS, machine
+from bench.report import RESULTS, load_average, machine
 from bench.scale_measure import BOUNDED_RULE
 from bench.scale_world import TemplateReconciler
 
@@ -118,11 +118,12 @@ def build_document(
     tail_runs: int,
     wall: float,
     preview: bool,
+    load_start: list[float],
 ) -> dict[str, Any]:
     """The JSON saved in ``bench/results/scale.json``."""
     return {
         "machine": machine(),
-        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "load_average": {"start": load_start, "end": load_average()},
         "reconciler": {
             "schedule": template.schedule,
             "interval_seconds": template.interval,
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.workers} workers"
     )
     started = time.perf_counter()
+    load_start = load_average()
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=context) as pool:
         futures = {
@@ -200,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         tail_runs=tail_runs,
         wall=wall,
         preview=bool(args.schedule or overrides),
+        load_start=load_start,
     )
     print(scale_report.table(document))
     print(f"targets: {document['targets']}; wall time {wall:.0f} s")

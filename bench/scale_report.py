@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS, markdown_table
+from bench.report import RESULTS, load_text, markdown_table
 
 BENCH = Path(__file__).resolve().parent
 RESULTS_MD = BENCH / "RESULTS.md"
@@ -112,8 +112,9 @@ def section(document: dict[str, Any], chart_path: str = f"charts/{CHART}") -> st
     body = f"""{BEGIN}
 {HEADING}
 
-_Measured {about["date"]} on {about["cpus"]} CPUs (load average {document["load_average"]:.1f}
-at the end), Python {about["python"]}; `make bench-scale` took {document["wall_seconds"]:.0f} s._
+_Measured {about["date"]} on {about["cpus"]} CPUs ({about.get("cpu_model", about["machine"])}),
+{load_text(document["load_average"])}, Python {about["python"]}; `make bench-scale` took
+{document["wall_seconds"]:.0f} s._
 
 The real reconciler (`Reconciler.run`, the wall time a Lambda of its `Timeout` has) runs on
 {origin}: schedule `{rec["schedule"]}`, timeout {rec["timeout_seconds"]:g} s, {env}. Jobs

@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print("\n".join(verdicts(results)))
     if not args.no_save:
-        save("submit", results, text)
+        save("submit", results, text, load_start=[round(x, 2) for x in load_before])
         saved = json.loads(SUBMIT_JSON.read_text())  # with its machine
         text_md = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
         RESULTS_MD.write_text(with_section(text_md, saved))

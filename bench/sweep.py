@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS, markdown_table, save
+from bench.cadence import Cadence
+from bench.pipeline import SETTLE_SECONDS
+from bench.report import RESULTS, load_average, markdown_table, save
 
 POLLERS = ("fixed_1s", "seed_backoff", "many_jobs")
 SUBMIT_RATE = 40.0  # pipeline submissions per simulated second: under the 50/s rate limit
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers is not None:
         plan = replace(plan, workers=max(1, args.workers))
     started = time.perf_counter()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    load_start = load_average()
+    cadence = Cadence.from_template()  # what the pipeline runs use (StackSettings' defaults)
     print(f"pollers at {plan.job_counts} jobs, time scale {plan.time_scale:g}")
     polling = run_pollers(plan, print)
     print(f"pipeline at {plan.job_counts} jobs")
@@ -173,10 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         "plan": asdict(plan),
         "polling": polling,
         "pipelines": pipelines,
+        "settle_seconds": SETTLE_SECONDS,
+        "reconciler": cadence.as_dict(),
         "wall_seconds": round(time.perf_counter() - started, 1),
-        "load_average": load,
     }
-    save("sweep", figures, table, directory=args.out)
+    save("sweep", figures, table, load_start=load_start, directory=args.out)
     return 0
 
 

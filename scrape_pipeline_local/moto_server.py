@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, Self
 
@@ -32,15 +34,70 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class _OneCallAtATime:
-    """WSGI middleware: the whole backend call, response body included, under one lock."""
+    """WSGI middleware: the whole backend call, response body included, under one lock.
+
+    An SQS long poll (``WaitTimeSeconds`` > 0) would hold that lock for its whole wait and
+    stall every other call of the stack (an ``events tail`` against ``local up`` did: minutes
+    per ``submit``). It is served as short polls, each under the lock, until a message comes
+    or the wait ends, as SQS answers it.
+    """
 
     def __init__(self, app: WSGIApp) -> None:
         self._app = app
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        with self._lock:
-            return [b"".join(self._app(environ, start_response))]
+        wait = _long_poll(environ)
+        if wait is None:
+            with self._lock:
+                return [b"".join(self._app(environ, start_response))]
+        body, short = wait
+        deadline = time.monotonic() + float(body["WaitTimeSeconds"])
+        while True:
+            answered = _Answer()
+            environ["wsgi.input"] = io.BytesIO(short)
+            with self._lock:
+                reply = b"".join(self._app(environ, answered))
+            if b'"Messages"' in reply or not answered.ok or time.monotonic() >= deadline:
+                start_response(*answered.args)
+                return [reply]
+            time.sleep(LONG_POLL_STEP_SECONDS)
+
+
+class _Answer:
+    """A ``start_response`` that keeps its arguments, to pass on the answer that is sent."""
+
+    def __init__(self) -> None:
+        self.args: tuple[Any, ...] = ()
+
+    def __call__(self, *args: Any) -> None:
+        self.args = args
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.args) and str(self.args[0]).startswith("200")
+
+
+# How often a long poll served as short polls asks again.
+LONG_POLL_STEP_SECONDS = 0.2
+
+
+def _long_poll(environ: dict[str, Any]) -> tuple[dict[str, Any], bytes] | None:
+    """An SQS ``ReceiveMessage`` (JSON protocol) that waits: its request and the same request
+    without the wait; None for any other call (its body left readable)."""
+    if environ.get("HTTP_X_AMZ_TARGET") != "AmazonSQS.ReceiveMessage":
+        return None
+    raw = environ["wsgi.input"].read()
+    environ["wsgi.input"] = io.BytesIO(raw)
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not int(body.get("WaitTimeSeconds") or 0):
+        return None
+    short = json.dumps({**body, "WaitTimeSeconds": 0}).encode()
+    environ["CONTENT_LENGTH"] = str(len(short))
+    return body, short
 
 
 class _Server(ThreadedWSGIServer):

@@ -162,7 +162,11 @@ def test_cost_pipeline_lines_small_example() -> None:
         reconciler_calls={"dynamodb:Query": 9, "dynamodb:BatchGetItem": 3},
         reconciler_fixed_reads=12,
     )
-    lines = {(x.component, x.item): x for x in cost.pipeline_lines(measure)}
+    # AND the reconciler every 600 s, the job list at each run, a 120 s overlap
+    every_ten_minutes = cost.Assumptions(
+        reconcile_interval_s=600.0, job_list_interval_s=600.0, reconcile_overlap_s=120.0
+    )
+    lines = {(x.component, x.item): x for x in cost.pipeline_lines(measure, every_ten_minutes)}
     # THEN each count is divided by the settled jobs and priced per million
     assert lines[("API Gateway", "webhook deliveries")].per_million == pytest.approx(4.20)
     assert lines[("receiver λ", "sqs SendMessage")].per_million == pytest.approx(0.40)

@@ -117,4 +117,5 @@ def _document(point: dict[str, Any]) -> dict[str, Any]:
         tail_runs=TIMING.tail_runs,
         wall=1.0,
         preview=True,
+        load_start=[0.5, 0.4, 0.3],
     )
