@@ -128,7 +128,9 @@ class EventFigures:
             ),
             (
                 "events the outbox sweep sent (emit lost)",
-                f"{self.swept} (latest {self.swept_latency_max:.0f} s after its outcome)",
+                f"{self.swept} (latest {self.swept_latency_max:.0f} s after its outcome)"
+                if self.swept
+                else "0",
             ),
         ]
 
