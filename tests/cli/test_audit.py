@@ -215,3 +215,43 @@ def test_audit_rejects_a_bad_window_and_an_unknown_run(world: World, cli: Cli):
     bad = cli("audit", "--since", "2030-01-02T00:00:00Z", "--until", "2030-01-01T00:00:00Z")
     assert_one_error_line(bad, 2, "--until is before --since")
     assert_one_error_line(_audit(cli, world, "--run", "nope"), 2)
+
+
+def test_audit_lists_each_prefix_once_per_1000_keys_however_many_jobs(
+    world: World, cli: Cli, tmp_path: Path
+):
+    # GIVEN a 600-URL batch stored item by item (1,200 keys under results/batch/) and 150
+    # extract jobs (300 keys under results/extract/): more than 1,000 keys in the window
+    urls = tmp_path / "big-batch.txt"
+    urls.write_text("".join(f"https://example.com/big/{i}\n" for i in range(600)))
+    submitted = cli(
+        "submit", str(urls), "--mode", "batch", "--batch-size", "600", "--json", clock=world.clock
+    )
+    assert submitted.code == 0, submitted.err
+    [line] = submitted.records()
+    batch_id = line["job_id"]
+    jobs = world.submit(150, "many")
+    world.settle()
+    from scrape_pipeline.results import metadata_of
+
+    for item in world.client.iter_batch_items(batch_id):
+        assert item.input_index is not None
+        world.store.store(
+            JobKind.BATCH, batch_id, item.data, metadata_of(item.raw), item=item.input_index
+        )
+    world.stored(jobs)
+    listed = {prefix: len(world.keys(prefix)) for prefix in ("results/batch/", "results/extract/")}
+    assert listed == {"results/batch/": 1200, "results/extract/": 300}
+    before = len(world.sim.sim.list_requests())
+    world.s3_calls.reset()
+    # WHEN the window is audited
+    result = _audit(cli, world)
+    # THEN all 750 are stored once ...
+    assert result.code == 0, result.err
+    assert (result.record()["jobs"], result.record()["stored"]) == (750, 750)
+    # ... S3 was listed page by page per prefix, counted by botocore's hook on the CLI's client:
+    # two calls for the batch's 1,200 keys, one for the extracts' 300, one per empty
+    # dead-letter prefix; never a call per job
+    assert world.s3_calls.counts == {"ListObjectVersions": 2 + 1 + 2}
+    # ... and the job list read at one page per 100 extract jobs
+    assert len(world.sim.sim.list_requests()[before:]) <= math.ceil(150 / 100)
