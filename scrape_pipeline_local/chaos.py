@@ -277,6 +277,16 @@ class _Crash(BaseException):
     """
 
 
+def _killed(stack: Any, why: str) -> _Crash:
+    """The processor's crash, its memory lost with it: the events its batch's earlier outcomes
+    hold for the batch's end are gone (their rows keep them for the outbox sweep), as in a
+    Lambda whose process died; the local runtime keeps the module, so they are dropped here."""
+    emitter = stack.handlers["processor"].get_processor()[0]._emitter
+    if emitter is not None:
+        emitter._held.clear()
+    return _Crash(why)
+
+
 def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, int]:
     """Wrap the live handlers' collaborators so they die at the named moments; returns counts."""
     rng = random.Random(seed)
@@ -301,10 +311,10 @@ def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, i
         ) -> Any:
             if outcome is Outcome.STORED and rng.random() < profile.processor_crash_rate:
                 counts["processor"] += 1
-                raise _Crash("processor killed after storing, before DONE")
+                raise _killed(stack, "processor killed after storing, before DONE")
             if outcome is Outcome.RESUBMITTED and rng.random() < profile.resubmit_crash_rate:
                 counts["resubmit"] += 1
-                raise _Crash("processor killed after the resubmission POST")
+                raise _killed(stack, "processor killed after the resubmission POST")
             return finish(key, owner, outcome, detail, **kwargs)
 
         ledger.finish = crashing_finish
@@ -352,7 +362,7 @@ def _kill_mid_page(stack: Any, rate: float, rng: random.Random, counts: dict[str
             if first or rng.random() < rate:
                 killed.add(job_id)
                 counts["mid-page"] += 1
-                raise _Crash("processor killed mid-page")
+                raise _killed(stack, "processor killed mid-page")
         return store(*args, item=item, **kwargs)
 
     results.store = crashing_store

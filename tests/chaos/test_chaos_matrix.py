@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.watch import WatchSettings
 from scrape_pipeline_local.chaos import PROFILES
 from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, Demo, Report
@@ -156,6 +157,10 @@ def check_audit(report: Report, scenario: str) -> None:
     assert calls <= most, (calls, report.bucket_entries)
 
 
+# The outbox's grace plus one run of the template's schedule (rate(1 minute)).
+LOST_EMIT_BOUND_SECONDS = ReconcilerSettings().outbox_grace_seconds + 60.0
+
+
 def check_events(report: Report, scenario: str) -> None:
     """Every outcome the judge found told (stored, dead-lettered, cancelled) has its event, by
     job, among those a subscriber of the stack's bus received."""
@@ -167,6 +172,8 @@ def check_events(report: Report, scenario: str) -> None:
     )
     assert events.without_event == 0, f"{scenario}: no event for {events.without_examples}"
     assert sum(events.received.values()) > 0, f"{scenario}: no event came"
+    # An emit a crash lost comes from the outbox sweep: past the grace, at its next run.
+    assert events.swept_latency_max <= LOST_EMIT_BOUND_SECONDS, events.swept_latency_max
 
 
 def check(report: Report, scenario: str) -> None:
