@@ -18,7 +18,7 @@ from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.watch import WatchSettings
 from scrape_pipeline_local.chaos import PROFILES
-from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, Demo, Report
+from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, STEP_SECONDS, Demo, Report
 from scrape_pipeline_ops.audit.report import named
 
 # scenario, jobs, settled, lost, twice, slowest finish (s), recovered, wrongly dead-lettered,
@@ -157,8 +157,9 @@ def check_audit(report: Report, scenario: str) -> None:
     assert calls <= most, (calls, report.bucket_entries)
 
 
-# The outbox's grace plus one run of the template's schedule (rate(1 minute)).
-LOST_EMIT_BOUND_SECONDS = ReconcilerSettings().outbox_grace_seconds + 60.0
+# The outbox's grace plus one run of the template's schedule (rate(1 minute)), and the demo's
+# step: its schedule runs at the first step past a run's time, as its sweep sees the grace.
+LOST_EMIT_BOUND_SECONDS = ReconcilerSettings().outbox_grace_seconds + 60.0 + STEP_SECONDS
 
 
 def check_events(report: Report, scenario: str) -> None:
