@@ -47,6 +47,9 @@ RESOURCE_PARAMETERS = (
     "VersionId",
     "SecretId",
     "StackName",
+    "Rule",  # an EventBridge rule (PutTargets, RemoveTargets) ...
+    "Name",  # ... or PutRule's and DeleteRule's name for it
+    "EventBusName",  # the bus the rule is on
 )
 
 

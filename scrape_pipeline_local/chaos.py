@@ -3,8 +3,9 @@
 Sender-side faults are the simulator's (drop, duplicate, delay, reorder, 429/5xx bursts,
 a disabled subscription, a secret rotated mid-run). Our-side faults are crashes injected
 into the real handlers at the worst moments the architecture names: between the receiver's
-ledger write and its SQS send, between the processor's result write and its DONE, and
-between a resubmission POST and its ledger write. Crashes are drawn from a seeded RNG.
+ledger write and its SQS send, between the processor's result write and its DONE, between
+its DONE writes and their events' PutEvents, and between a resubmission POST and its ledger
+write. Crashes are drawn from a seeded RNG.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class ChaosProfile:
     receiver_crash_rate: float = 0.0  # dies after the ledger put, before the SQS send
     processor_crash_rate: float = 0.0  # dies after storing the result, before DONE
     resubmit_crash_rate: float = 0.0  # dies after the resubmission POST, before the ledger
+    # Dies at its batch's end after the DONE writes, before their events' PutEvents (per call):
+    # the events wait in the rows' outbox for the reconciler's sweep.
+    emit_crash_rate: float = 0.0
     # Dies mid-page, like an invocation its timeout stops whatever the processor foresaw: each
     # batch or crawl once, ten items into its second page, and then before storing an item at
     # this rate.
@@ -116,6 +120,7 @@ PROFILES: dict[str, ChaosProfile] = {
         receiver_crash_rate=0.05,
         processor_crash_rate=0.05,
         resubmit_crash_rate=0.3,
+        emit_crash_rate=0.05,
     ),
     # The matrix: one fault at a time (tests/chaos).
     "drop-20": ChaosProfile(drop_rate=0.2),
@@ -126,6 +131,9 @@ PROFILES: dict[str, ChaosProfile] = {
     "crash-put-send": ChaosProfile(receiver_crash_rate=0.2),
     "crash-store-done": ChaosProfile(processor_crash_rate=0.2),
     "crash-resubmit": ChaosProfile(resubmit_crash_rate=1.0, retryable_failure_rate=0.2),
+    # Not in the matrix's list (tests/local/test_emit_crash.py runs it): a third of the
+    # processor's emits die before PutEvents, amid dropped webhooks.
+    "crash-emit": ChaosProfile(emit_crash_rate=0.3, drop_rate=0.2),
     "throttle-429": ChaosProfile(throttle=(30.0, 240.0)),
     "burst-5xx": ChaosProfile(server_errors=(30.0, 180.0)),
     "rotation": ChaosProfile(rotations=((120.0, "extract_completed"),)),
@@ -269,10 +277,20 @@ class _Crash(BaseException):
     """
 
 
+def _killed(stack: Any, why: str) -> _Crash:
+    """The processor's crash, its memory lost with it: the events its batch's earlier outcomes
+    hold for the batch's end are gone (their rows keep them for the outbox sweep), as in a
+    Lambda whose process died; the local runtime keeps the module, so they are dropped here."""
+    emitter = stack.handlers["processor"].get_processor()[0]._emitter
+    if emitter is not None:
+        emitter._held.clear()
+    return _Crash(why)
+
+
 def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, int]:
     """Wrap the live handlers' collaborators so they die at the named moments; returns counts."""
     rng = random.Random(seed)
-    counts = {"receiver": 0, "processor": 0, "resubmit": 0, "mid-page": 0}
+    counts = {"receiver": 0, "processor": 0, "resubmit": 0, "mid-page": 0, "emit": 0}
     if profile.receiver_crash_rate:
         queue = stack.handlers["receiver"].get_receiver()._queue
         send = queue.send
@@ -293,16 +311,38 @@ def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, i
         ) -> Any:
             if outcome is Outcome.STORED and rng.random() < profile.processor_crash_rate:
                 counts["processor"] += 1
-                raise _Crash("processor killed after storing, before DONE")
+                raise _killed(stack, "processor killed after storing, before DONE")
             if outcome is Outcome.RESUBMITTED and rng.random() < profile.resubmit_crash_rate:
                 counts["resubmit"] += 1
-                raise _Crash("processor killed after the resubmission POST")
+                raise _killed(stack, "processor killed after the resubmission POST")
             return finish(key, owner, outcome, detail, **kwargs)
 
         ledger.finish = crashing_finish
     if profile.page_kill_rate is not None:
         _kill_mid_page(stack, profile.page_kill_rate, rng, counts)
+    if profile.emit_crash_rate:
+        _kill_before_put_events(stack, profile.emit_crash_rate, rng, counts)
     return counts
+
+
+def _kill_before_put_events(
+    stack: Any, rate: float, rng: random.Random, counts: dict[str, int]
+) -> None:
+    """Kill the processor as its batch's events go to the bus, the rows already DONE.
+
+    The emitter has taken the held events out of memory when it calls the bus, so a kill there
+    loses them as a dead process would; the rows' outbox keeps them for the reconciler.
+    """
+    bus = stack.handlers["processor"].get_processor()[0]._emitter.bus
+    put = bus.put
+
+    def crashing_put(events: Any) -> Any:
+        if rng.random() < rate:
+            counts["emit"] += 1
+            raise _Crash("processor killed after its DONE writes, before PutEvents")
+        return put(events)
+
+    bus.put = crashing_put
 
 
 # Where each batch or crawl is killed once: ten items into its second page.
@@ -322,7 +362,7 @@ def _kill_mid_page(stack: Any, rate: float, rng: random.Random, counts: dict[str
             if first or rng.random() < rate:
                 killed.add(job_id)
                 counts["mid-page"] += 1
-                raise _Crash("processor killed mid-page")
+                raise _killed(stack, "processor killed mid-page")
         return store(*args, item=item, **kwargs)
 
     results.store = crashing_store

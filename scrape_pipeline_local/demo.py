@@ -7,7 +7,9 @@ secret mid-run and throttles the API. Then it reports what happened, counting "l
 "processed twice" and "wrongly dead-lettered" from the simulator's record and S3's object
 versions (``scrape_pipeline_local.judge``), never from the pipeline's own word, and exits 1 if
 any is not zero. ``scrape-pipeline audit``'s own code then judges the run's window from the API
-and the bucket alone, and must agree with the judge on every unit (``agreement``).
+and the bucket alone, and must agree with the judge on every unit (``agreement``). A rule of
+the run's own on the stack's bus receives every event: each job with a told outcome must have
+one (``bus_record``), and the run waits for them as it waits for the outcomes.
 
     python -m scrape_pipeline_local.demo [--jobs 200] [--seed 7]
         [--chaos default|none|heavy|<matrix scenario>]
@@ -33,8 +35,16 @@ from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
 from scrape_pipeline_local.agreement import compare, summary
 from scrape_pipeline_local.aws_calls import CallRecorder
+from scrape_pipeline_local.bus_record import (
+    BusRecord,
+    EventFigures,
+    WireTimes,
+    figures,
+    percentile,
+)
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
 from scrape_pipeline_local.function_env import functions_write_to
 from scrape_pipeline_local.judge import (
@@ -61,6 +71,9 @@ SUBMIT_SPAN_SECONDS = 600.0
 # run past its horizon goes on while a settled unit is still within it (below).
 _R = ReconcilerSettings()
 FINISH_BOUND_SECONDS = _R.threshold_seconds + _R.stale_after_seconds + 2 * 600 + 600
+# How long after its outcome an event may take: an emit lost in a crash waits for the outbox's
+# grace and the next reconciler run (a minute); a second run's room for a busy or failed one.
+EVENT_BOUND_SECONDS = _R.outbox_grace_seconds + 2 * 60.0
 # The simulator's routes that read one job (its request counts are by route template).
 JOB_ROUTES = ("GET /v1/extract/{job_id}", "GET /v1/batch/{batch_id}", "GET /v1/crawl/{crawl_id}")
 
@@ -115,6 +128,14 @@ class Report(Verdict):
     audit: AuditReport | None = None
     audit_seconds: float = 0.0
     audit_differences: list[str] = field(default_factory=list)
+    # The audit's cost seen from outside it: its S3 list calls (botocore's record of every
+    # call), the job-list pages the simulator answered it, and the result and dead-letter
+    # entries (versions, delete markers) the bucket held, counted by a listing of the demo's.
+    audit_s3_list_calls: int = 0
+    audit_list_pages: int = 0
+    bucket_entries: int = 0
+    # The events a subscriber of the stack's bus received, judged by job against the outcomes.
+    events: EventFigures = field(default_factory=EventFigures)
 
     @property
     def audit_failed(self) -> bool:
@@ -155,8 +176,7 @@ class Report(Verdict):
             ("REFUSED 401 WITH A VALID SECRET", str(self.refused_valid)),
             ("refused 401, secret retired past its grace", str(self.refused_retired)),
             *self.audit_lines(),
-            # The events' rows (issue 20 item 6: received per type, outcomes without an event,
-            # repeats) go here, after the audit's.
+            *self.events.lines(),
             (
                 "settle-to-stored latency p50 / p99",
                 f"{self.latency_p50:.1f} s / {self.latency_p99:.1f} s",
@@ -180,13 +200,6 @@ class Report(Verdict):
             ),
             *([self.large.line()] if self.large.stored else []),
         ]
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
 class Demo:
@@ -234,6 +247,9 @@ class Demo:
         self.stack = LocalStack(self.clock, sim, settings)
         self.started_at = 0.0
         self.done_at: dict[str, float] = {}  # job id -> when the ledger recorded its outcome
+        # (kind, job id) -> when: the outcomes the ledger recorded that owe an event.
+        self.owed: dict[tuple[str, str], float] = {}
+        self.bus: BusRecord | None = None  # the run's subscriber on the stack's bus
         # Requests to each job's own route (GET extract, batch, crawl): see _counting_job_reads.
         self.job_reads: Counter[str] = Counter()
         self._reads_lock = threading.Lock()
@@ -241,6 +257,7 @@ class Demo:
         self._cancels: list[tuple[float, str, str]] = []
         self._cancel_draws = random.Random(seed)
         self.aws_calls = CallRecorder()
+        self.wire = WireTimes()  # when each event was written and put, in wall time
         self._extracts = 0  # extract jobs submitted so far: picks the sick ones
 
     # -- workload --------------------------------------------------------------------------
@@ -277,7 +294,7 @@ class Demo:
     def run(self, progress: Any = None) -> Report:
         """Start the stack, run the workload under the profile, measure, stop the stack."""
         # The recorder is entered before the stack starts: the sessions made then report to it.
-        with self._counting_job_reads(), self.aws_calls:
+        with self._counting_job_reads(), self.aws_calls, self.wire:
             return self._run(progress)
 
     def _run(self, progress: Any) -> Report:
@@ -285,26 +302,10 @@ class Demo:
         report = Report()
         wall = time.perf_counter()
         try:
+            self.bus = self._subscribe()
             self.started_at = self.clock.time()
-            p = self.profile
-            stack.sim.faults.update(
-                drop_rate=p.drop_rate,
-                duplicate_rate=p.duplicate_rate,
-                reorder_window_s=p.reorder_window_s,
-                delay_max_s=p.delay_max_s,
-                api_error_rate=p.api_error_rate,
-            )
-            if p.background_jobs:
-                from scrape_pipeline_local.stack import API_KEY
-
-                stack.sim.add_background_jobs(API_KEY, p.background_jobs, age_s=2 * 86_400.0)
-            client = stack.client()
-            if p.webhooks_disabled:
-                for webhook_id in stack.webhook_ids.values():
-                    client.update_webhook(webhook_id, is_active=False)
-            if p.malformed_rate:
-                stack.sim.faults.update(malformed_rate=p.malformed_rate)
-            report.crashes = install_crashes(stack, p, self.seed)
+            client = self._sender_faults()
+            report.crashes = install_crashes(stack, self.profile, self.seed)
             plan = self.plan()
             fired: set[str] = set()
             total_units = self.jobs
@@ -342,6 +343,28 @@ class Demo:
             stack.stop()
         return report
 
+    def _sender_faults(self) -> Any:
+        """The profile's faults on the simulator's side; returns the user's API client."""
+        stack, p = self.stack, self.profile
+        stack.sim.faults.update(
+            drop_rate=p.drop_rate,
+            duplicate_rate=p.duplicate_rate,
+            reorder_window_s=p.reorder_window_s,
+            delay_max_s=p.delay_max_s,
+            api_error_rate=p.api_error_rate,
+        )
+        if p.background_jobs:
+            from scrape_pipeline_local.stack import API_KEY
+
+            stack.sim.add_background_jobs(API_KEY, p.background_jobs, age_s=2 * 86_400.0)
+        client = stack.client()
+        if p.webhooks_disabled:
+            for webhook_id in stack.webhook_ids.values():
+                client.update_webhook(webhook_id, is_active=False)
+        if p.malformed_rate:
+            stack.sim.faults.update(malformed_rate=p.malformed_rate)
+        return client
+
     def _done(self, planned: bool, checking: bool, elapsed: float) -> bool:
         """The run stops: everything finished, or past the horizon with no unit awaited."""
         if not planned and checking and self._finished():
@@ -364,7 +387,10 @@ class Demo:
                 continue
             if unit.job_id not in self.done_at and now - job["settled_at"] < FINISH_BOUND_SECONDS:
                 return True
-        return False
+        # An outcome whose event has not come yet, within the outbox sweep's bound.
+        assert self.bus is not None
+        came = self.bus.jobs
+        return any(j not in came and now - at < EVENT_BOUND_SECONDS for j, at in self.owed.items())
 
     def _next_step(self, plan: Sequence[Any], elapsed: float) -> float:
         """The usual step, or the profile's idle step once only unsettled work is left."""
@@ -524,14 +550,28 @@ class Demo:
             out.append((Unit(kind, job["job_id"], index), job))
         return out
 
+    def _subscribe(self) -> BusRecord:
+        """A rule and queue of the run's own on the stack's bus, before any work starts."""
+        import boto3
+
+        assert self.stack.resources is not None and self.stack.resources.event_bus
+        events, sqs = boto3.client("events"), boto3.client("sqs")
+        record = BusRecord(self.stack.resources.event_bus, events=events, sqs=sqs)
+        record.open()
+        return record
+
     def _observe(self) -> int:
-        """Jobs done so far, by the ledger (cheap; only the progress bar and the stop use it)."""
+        """Jobs done so far, by the ledger (cheap; only the progress bar and the stop use it),
+        and the events the bus delivered since the last look."""
         self.done_at.update(self._ledger_done())
+        assert self.bus is not None
+        self.bus.drain()
         units = self._units()
         return sum(1 for unit, _ in units if unit.job_id in self.done_at)
 
     def _ledger_done(self) -> dict[str, float]:
         """Job ids (extract, batch, crawl) the ledger has DONE, with when."""
+        from scrape_pipeline.events.detail import DETAIL_TYPES
         from scrape_pipeline.jobs import JobKey, JobKind
 
         kinds = {"extract": JobKind.EXTRACT, "batch": JobKind.BATCH, "crawl": JobKind.CRAWL}
@@ -548,6 +588,8 @@ class Demo:
             for key, row in ledger.get_many(keys[start : start + 100]).items():
                 if row.is_done:
                     done[key.job_id] = row.finished_at or self.clock.time()
+                    if row.outcome in DETAIL_TYPES:
+                        self.owed[(key.kind.value, key.job_id)] = done[key.job_id]
         return done
 
     def _finished(self) -> bool:
@@ -558,7 +600,8 @@ class Demo:
             if job["status"] == "cancelled" or unit.job_id in self.done_at:
                 continue
             return False
-        return True
+        assert self.bus is not None
+        return all(job in self.bus.jobs for job in self.owed)
 
     def _was_resubmitted_row(self, job: Mapping[str, Any]) -> bool:
         """A failed extract job the pipeline answered with a new job for its URL."""
@@ -599,6 +642,9 @@ class Demo:
             reason_of=reason_of,
             into=report,
         )
+        assert self.bus is not None
+        self.bus.drain()
+        report.events = figures(report.outcomes, self.bus.arrivals, self.wire)
         # A batch or crawl settles with its last item: its ledger row is DONE only then, so an
         # item's latency runs from there (a long item would otherwise age its quick siblings).
         job_settled: dict[str, float] = {}
@@ -638,12 +684,12 @@ class Demo:
         for run in stack.schedule.runs:
             report.recovered.update({k: v for k, v in run["recovered"].items() if v})
         report.latencies = latencies
-        report.latency_p50 = _percentile(latencies, 50)
-        report.latency_p99 = _percentile(latencies, 99)
+        report.latency_p50 = percentile(latencies, 50)
+        report.latency_p99 = percentile(latencies, 99)
         report.latency_max = max(latencies, default=0.0)
         report.dropped_stored = len(dropped)
-        report.dropped_latency_p50 = _percentile(dropped, 50)
-        report.dropped_latency_p99 = _percentile(dropped, 99)
+        report.dropped_latency_p50 = percentile(dropped, 50)
+        report.dropped_latency_p99 = percentile(dropped, 99)
         routes = stack.sim.request_counts()["by_route"]
         reads = sum(n for route, n in routes.items() if not route.startswith("POST "))
         report.requests_per_job = reads / max(1, report.settled)
@@ -668,10 +714,34 @@ class Demo:
         wall = time.perf_counter()
         known = of_window(window.since, window.until, ledger=self._ledger())
         client = stack.client()
+        lists, pages = self._listing_calls()
         report.audit = audit(client, boto3.client("s3"), stack.resources.bucket, window, known)
         report.audit_seconds = time.perf_counter() - wall
+        lists_after, pages_after = self._listing_calls()
+        report.audit_s3_list_calls = lists_after - lists
+        report.audit_list_pages = pages_after - pages
+        report.bucket_entries = self._bucket_entries()
         found = compare(report.outcomes, report.rewritten, report.audit)
         report.audit_differences = found.differences
+
+    def _listing_calls(self) -> tuple[int, int]:
+        """ListObjectVersions calls made outside any function (botocore's record), and the
+        job-list pages the simulator answered, so far."""
+        routes = self.stack.sim.request_counts()["by_route"]
+        lists = self.aws_calls.unattributed[("s3", "ListObjectVersions")]
+        return lists, int(routes.get("GET /v1/extract/jobs", 0))
+
+    def _bucket_entries(self) -> int:
+        """Versions and delete markers under ``results/`` and ``dead-letters/``."""
+        import boto3
+
+        assert self.stack.resources is not None
+        pages = boto3.client("s3").get_paginator("list_object_versions")
+        return sum(
+            len(page.get("Versions", [])) + len(page.get("DeleteMarkers", []))
+            for prefix in (f"{RESULTS_PREFIX}/", f"{DEAD_LETTER_PREFIX}/")
+            for page in pages.paginate(Bucket=self.stack.resources.bucket, Prefix=prefix)
+        )
 
     def _calls(self, report: Report) -> None:
         """What the run cost: invocations, watch listings, AWS calls per settled job."""
@@ -718,17 +788,10 @@ class Demo:
                     report.closed_early_examples.append(f"{kinds.get(job_id)} {job_id}")
 
 
-def print_report(report: Report, chaos: str) -> None:
-    """The report as a table (rich when available)."""
-    title = f"scrape-pipeline demo (chaos: {chaos})"
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # pragma: no cover - rich is the `cli` extra
-        print(title)
-        for label, value in report.lines():
-            print(f"  {label:<42} {value}")
-        return
+def report_table(report: Report, title: str) -> Any:
+    """The report's rows as a rich ``Table``: a must-be-zero row red unless it is 0."""
+    from rich.table import Table
+
     table = Table(title=title, show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
@@ -737,7 +800,20 @@ def print_report(report: Report, chaos: str) -> None:
             "red" if label.isupper() and value != "0" else ("green" if label.isupper() else None)
         )
         table.add_row(label, value, style=style)
-    Console().print(table)
+    return table
+
+
+def print_report(report: Report, chaos: str) -> None:
+    """The report as a table (rich when available)."""
+    title = f"scrape-pipeline demo (chaos: {chaos})"
+    try:
+        from rich.console import Console
+    except ImportError:  # pragma: no cover - rich is the `cli` extra
+        print(title)
+        for label, value in report.lines():
+            print(f"  {label:<42} {value}")
+        return
+    Console().print(report_table(report, title))
     if report.lost_examples:
         print("lost:", ", ".join(report.lost_examples[:10]))
     if report.twice_examples:
@@ -754,11 +830,14 @@ def print_report(report: Report, chaos: str) -> None:
         print("audit:", named(report.audit.failures(), shown=10))
     if report.audit_differences:
         print("audit and judge differ:", ", ".join(report.audit_differences[:10]))
+    if report.events.without_examples:
+        print("outcomes without an event:", ", ".join(report.events.without_examples[:10]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered, refused or
-    closed early, and the audit found nothing missing or doubled and agreed with the judge."""
+    closed early, the audit found nothing missing or doubled and agreed with the judge, and
+    every outcome's event came on the bus."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -789,6 +868,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.refused_valid
         or report.closed_early
         or report.audit_failed
+        or report.events.without_event
     )
     return 1 if failed else 0
 

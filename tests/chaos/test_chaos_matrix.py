@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.watch import WatchSettings
 from scrape_pipeline_local.chaos import PROFILES
-from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, Demo, Report
+from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, STEP_SECONDS, Demo, Report
 from scrape_pipeline_ops.audit.report import named
 
 # scenario, jobs, settled, lost, twice, slowest finish (s), recovered, wrongly dead-lettered,
@@ -139,7 +140,8 @@ AUDIT_PREFIXES_MAX = 6
 
 def check_audit(report: Report, scenario: str) -> None:
     """``scrape-pipeline audit``'s verdict (the API over HTTP and S3, never the simulator's
-    record) agrees with the judge on every unit, finds nothing missing or doubled, and cheaply."""
+    record) agrees with the judge on every unit, finds nothing missing or doubled, and cheaply:
+    its calls counted from outside it (the simulator's job-list pages, botocore's S3 calls)."""
     found = report.audit
     assert found is not None, f"{scenario}: the audit did not run"
     assert not report.audit_differences, f"{scenario}: audit and judge differ: " + ", ".join(
@@ -147,9 +149,32 @@ def check_audit(report: Report, scenario: str) -> None:
     )
     assert not found.failures(), f"{scenario}: audit {named(found.failures(), shown=20)}"
     extracts = sum(1 for f in found.findings if f.subject.kind == "extract")
-    assert found.api.list_pages <= 1 + extracts // LIST_ROWS_PER_PAGE, found.api.list_pages
-    most = AUDIT_PREFIXES_MAX + found.s3_entries_listed // S3_ENTRIES_PER_CALL
-    assert found.s3_list_calls <= most, (found.s3_list_calls, found.s3_entries_listed)
+    pages = report.audit_list_pages  # a retried page counts again: it cost a request
+    assert pages <= 1 + extracts // LIST_ROWS_PER_PAGE, (pages, extracts)
+    calls = report.audit_s3_list_calls
+    assert calls == found.s3_list_calls, (calls, found.s3_list_calls)
+    most = AUDIT_PREFIXES_MAX + report.bucket_entries // S3_ENTRIES_PER_CALL
+    assert calls <= most, (calls, report.bucket_entries)
+
+
+# The outbox's grace plus one run of the template's schedule (rate(1 minute)), and the demo's
+# step: its schedule runs at the first step past a run's time, as its sweep sees the grace.
+LOST_EMIT_BOUND_SECONDS = ReconcilerSettings().outbox_grace_seconds + 60.0 + STEP_SECONDS
+
+
+def check_events(report: Report, scenario: str) -> None:
+    """Every outcome the judge found told (stored, dead-lettered, cancelled) has its event, by
+    job, among those a subscriber of the stack's bus received."""
+    events = report.events
+    print(
+        f"{scenario}: events {events.received} without={events.without_event} "
+        f"repeats={events.repeats} stored-to-event p50={events.latency_p50:.2f}s "
+        f"p99={events.latency_p99:.2f}s max={events.latency_max:.1f}s swept={events.swept}"
+    )
+    assert events.without_event == 0, f"{scenario}: no event for {events.without_examples}"
+    assert sum(events.received.values()) > 0, f"{scenario}: no event came"
+    # An emit a crash lost comes from the outbox sweep: past the grace, at its next run.
+    assert events.swept_latency_max <= LOST_EMIT_BOUND_SECONDS, events.swept_latency_max
 
 
 def check(report: Report, scenario: str) -> None:
@@ -165,6 +190,7 @@ def check(report: Report, scenario: str) -> None:
     assert report.latency_max <= FINISH_BOUND_SECONDS, f"{scenario}: {report.latency_max:.0f}s"
     assert report.settled >= sum(report.submitted.values())
     check_audit(report, scenario)
+    check_events(report, scenario)
     if scenario.startswith("crash-"):
         assert sum(report.crashes.values()) > 0, "the crash never happened"
     if scenario in ("drop-50", "webhooks-off"):

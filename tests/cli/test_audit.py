@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.results import result_prefix
@@ -23,6 +24,28 @@ def _failed(result: Result, *needles: str) -> list[str]:
     *notices, last = result.err.splitlines()
     assert_one_error_line(Result(result.code, result.out, last), 1, *needles)
     return notices
+
+
+def _batch(cli: Cli, w: World, path: Path, urls: int, *options: str) -> str:
+    """One batch of ``urls`` URLs submitted through the CLI (known to the runs journal)."""
+    path.write_text("".join(f"https://example.com/{path.stem}/{i}\n" for i in range(urls)))
+    submitted = cli("submit", str(path), "--mode", "batch", *options, "--json", clock=w.clock)
+    assert submitted.code == 0, submitted.err
+    [line] = submitted.records()
+    return str(line["job_id"])
+
+
+def _store_items(w: World, batch_id: str, count: int) -> list[Any]:
+    """The batch's first ``count`` items stored as the processor stores them; all its items."""
+    from scrape_pipeline.results import metadata_of
+
+    items = list(w.client.iter_batch_items(batch_id))
+    for item in items[:count]:
+        assert item.input_index is not None
+        w.store.store(
+            JobKind.BATCH, batch_id, item.data, metadata_of(item.raw), item=item.input_index
+        )
+    return items
 
 
 COUNTED = ("jobs", "stored", "dead_lettered", "cancelled", "running", "doubled", "missing")
@@ -148,23 +171,9 @@ def test_audit_judges_batch_items_from_the_api_and_their_item_keys(
     world: World, cli: Cli, tmp_path: Path
 ):
     # GIVEN a batch of five URLs submitted as a run; four items stored, one never
-    urls = tmp_path / "batch.txt"
-    urls.write_text("".join(f"https://example.com/batch/{i}\n" for i in range(5)))
-    submitted = cli(
-        "submit", str(urls), "--mode", "batch", "--run", "bt", "--json", clock=world.clock
-    )
-    assert submitted.code == 0, submitted.err
-    [line] = submitted.records()
-    batch_id = line["job_id"]
+    batch_id = _batch(cli, world, tmp_path / "batch.txt", 5, "--run", "bt")
     world.settle()
-    from scrape_pipeline.results import metadata_of
-
-    items = list(world.client.iter_batch_items(batch_id))
-    for item in items[:4]:
-        assert item.input_index is not None
-        world.store.store(
-            JobKind.BATCH, batch_id, item.data, metadata_of(item.raw), item=item.input_index
-        )
+    items = _store_items(world, batch_id, 4)
     # WHEN the window is audited (the batch known from the runs journal)
     result = _audit(cli, world)
     # THEN each item is a job: four stored, the fifth missing, named with its index
@@ -215,3 +224,30 @@ def test_audit_rejects_a_bad_window_and_an_unknown_run(world: World, cli: Cli):
     bad = cli("audit", "--since", "2030-01-02T00:00:00Z", "--until", "2030-01-01T00:00:00Z")
     assert_one_error_line(bad, 2, "--until is before --since")
     assert_one_error_line(_audit(cli, world, "--run", "nope"), 2)
+
+
+def test_audit_lists_each_prefix_once_per_1000_keys_however_many_jobs(
+    world: World, cli: Cli, tmp_path: Path
+):
+    # GIVEN a 600-URL batch stored item by item (1,200 keys under results/batch/) and 150
+    # extract jobs (300 keys under results/extract/): more than 1,000 keys in the window
+    batch_id = _batch(cli, world, tmp_path / "big-batch.txt", 600, "--batch-size", "600")
+    jobs = world.submit(150, "many")
+    world.settle()
+    _store_items(world, batch_id, 600)
+    world.stored(jobs)
+    listed = {prefix: len(world.keys(prefix)) for prefix in ("results/batch/", "results/extract/")}
+    assert listed == {"results/batch/": 1200, "results/extract/": 300}
+    before = len(world.sim.sim.list_requests())
+    world.s3_calls.reset()
+    # WHEN the window is audited
+    result = _audit(cli, world)
+    # THEN all 750 are stored once ...
+    assert result.code == 0, result.err
+    assert (result.record()["jobs"], result.record()["stored"]) == (750, 750)
+    # ... S3 was listed page by page per prefix, counted by botocore's hook on the CLI's client:
+    # two calls for the batch's 1,200 keys, one for the extracts' 300, one per empty
+    # dead-letter prefix; never a call per job
+    assert world.s3_calls.counts == {"ListObjectVersions": 2 + 1 + 2}
+    # ... and the job list read at one page per 100 extract jobs
+    assert len(world.sim.sim.list_requests()[before:]) <= math.ceil(150 / 100)

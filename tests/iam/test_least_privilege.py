@@ -6,18 +6,22 @@ runs the failure table's faults that reach a different AWS call: duplicates, dro
 whose SQS send fails, a crash between the put and the send, a processor crash after the store,
 a 429 storm, a poison message into the DLQ, a long-running job closed as unknown and reopened,
 batches and crawls, a secret rotation with its 401s replayed. Then the operator CLI's AWS
-commands run on it. Each call is evaluated against its function's role in the translated
-template (resolved to the stack's ARNs), the CLI's against the README's operator policy.
+commands run on it (``events tail`` too, until an event comes through its rule and queue).
+Each call is evaluated against its function's role in the translated template (resolved to
+the stack's ARNs), the CLI's against the README's operator policy.
 
 ``IAM_REPORT=bench/results/iam.json`` saves the report (calls per function, unused actions).
 """
 
 from __future__ import annotations
 
+import contextvars
 import io
 import json
 import os
 import re
+import threading
+import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -29,6 +33,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.events.detail import SOURCE
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.queue import JobMessage, JobQueue
@@ -48,6 +53,7 @@ from scrape_pipeline_local.translate import (
 )
 from scrape_pipeline_ops.cli.config import STACK_OUTPUTS
 from scrape_pipeline_ops.cli.main import main
+from scrape_pipeline_ops.events_tail import TAIL_PREFIX
 from tests.pipeline.conftest import QUIET, dlq_depth
 from tests.support import iam
 
@@ -278,7 +284,36 @@ def _operator(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> 
             # moto shows a message strictly after its visible-at instant (a manual clock)
             stack.clock.advance(0.01)
         _webhook_first(stack)
+        _events_tail(stack)
     enable()
+
+
+def _events_tail(stack: LocalStack) -> None:
+    """``events tail`` until one event comes: its rule and queue made, read, removed.
+
+    The tail runs in a thread of its own (the operator's principal copied in); the harness
+    watches for its rule and puts the event through moto's backend in this process, not
+    botocore, so that no call of the harness's is taken for the operator's meanwhile.
+    """
+    from moto.events.models import events_backends
+
+    assert stack.resources is not None
+    bus = events_backends[ACCOUNT_ID][REGION].event_buses[stack.resources.event_bus]
+    codes: list[int] = []
+    argv = ["events", "tail", "--max-events", "1", "--wait", "0", "--stack-name", STACK_NAME]
+    context = contextvars.copy_context()  # the operator's principal, in the tail's thread
+    tail = threading.Thread(target=context.run, args=(lambda: codes.append(main(argv)),))
+    tail.start()
+    for _ in range(1000):
+        if any(name.startswith(TAIL_PREFIX) and rule.targets for name, rule in bus.rules.items()):
+            break
+        time.sleep(0.01)  # real time: the tail's thread sets its rule up on moto's server
+    detail = json.dumps({"event_id": "iam-tail"})
+    entry = {"Source": SOURCE, "DetailType": "Job Stored", "Detail": detail}
+    events_backends[ACCOUNT_ID][REGION].put_events([{**entry, "EventBusName": bus.name}])
+    tail.join(timeout=30)
+    assert not tail.is_alive() and codes == [0], codes
+    assert not [name for name in bus.rules if name.startswith(TAIL_PREFIX)]  # removed on exit
 
 
 def _audited(stack: LocalStack) -> tuple[str, str]:
@@ -340,6 +375,7 @@ def _deploy_outputs(stack: LocalStack) -> None:
         "WebhookSecretArn": res.webhook_secret_arn,
         "GeonodeApiKeySecretArn": res.api_key_secret_arn,
         "WebhookUrl": stack.front.url("/webhooks/geonode") if stack.front else "",
+        "EventBusName": res.event_bus,
     }
     body = {
         "Resources": {"Placeholder": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
@@ -535,6 +571,7 @@ def _operator_policy(resources: StackResources) -> dict[str, Any]:
         "WebhookSecretArn": resources.webhook_secret_arn,
         "GeonodeApiKeySecretArn": resources.api_key_secret_arn,
         "ResultsBucketName": resources.bucket,
+        "EventBusName": resources.event_bus,
     }
     text = re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], match.group(1))
     policy: dict[str, Any] = json.loads(text)

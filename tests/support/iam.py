@@ -161,6 +161,8 @@ def requests_of(call: Call, *, region: str = REGION, account: str = ACCOUNT_ID) 
             # only through a wildcard.
             secret = f"arn:aws:secretsmanager:{region}:{account}:secret:{secret}"
         return [Request(action, secret)]
+    if call.service == "events" and (call.param("Rule") or call.param("Name")):
+        return [Request(action, _rule_arn(call, region, account))]
     if call.service == "events":
         buses = [bus for name, bus in call.params if name == "EventBus"] or ["default"]
         return [
@@ -175,6 +177,14 @@ def requests_of(call: Call, *, region: str = REGION, account: str = ACCOUNT_ID) 
             stack = f"arn:aws:cloudformation:{region}:{account}:stack/{stack}/local"
         return [Request(action, stack)]
     raise IamCheckError(f"no resource mapping for {call.service}:{call.operation}")
+
+
+def _rule_arn(call: Call, region: str, account: str) -> str:
+    """A rule's ARN: ``rule/<name>`` on the default bus, ``rule/<bus>/<name>`` on another."""
+    name = call.param("Rule") or call.param("Name")
+    bus = (call.param("EventBusName") or "default").rsplit("/", 1)[-1]
+    path = name if bus == "default" else f"{bus}/{name}"
+    return f"arn:aws:events:{region}:{account}:rule/{path}"
 
 
 def _bus_arn(bus: str, region: str, account: str) -> str:
