@@ -54,7 +54,9 @@ class Attr(StrEnum):
     # The outbox: the outcome's event, set by the write that moves the row to DONE and
     # removed once the bus took it. ``outbox_at`` keys the sparse index of events not emitted.
     OUTBOX_AT = "outbox_at"
-    OUTBOX_EVENT = "outbox_event"
+    OUTBOX_EVENT = "outbox_event"  # kept once emitted: a run linked later retells it
+    # The submission run whose journal recorded the job (its events name it).
+    RUN = "run"
     # A ``chain#`` bookkeeping row's one field.
     DEPTH = "depth"
 
