@@ -54,6 +54,7 @@ from scrape_pipeline.aws_errors import (
 from scrape_pipeline.events.detail import with_run
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, Ledger, RowPrefix
+from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.runs import moves
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
@@ -133,6 +134,9 @@ class DynamoJournal(BaseJournal):
             "created_at": {"N": repr(run.created_at)},
             "planned": {"BOOL": False},
             TTL: {"N": str(int(run.created_at + self._ttl_s))},
+            # Owing its Run Completed from the start: in the sparse outbox index until the bus
+            # took it (``scrape_pipeline.runs.heads``, the reconciler's run sweep).
+            Attr.OUTBOX_AT.value: {"N": f"{run.created_at:.3f}"},
         }
         try:
             self._call("PutItem", Item=head, ConditionExpression=f"attribute_not_exists({PK})")
@@ -224,12 +228,22 @@ class DynamoJournal(BaseJournal):
         found = [e for e in self._read_all(name, run.entries) if not wanted or e.state in wanted]
         return sorted(found, key=lambda e: e.index)
 
-    def _read_all(self, name: str, count: int) -> Iterator[Entry]:
-        for start in range(0, count, _BATCH):
+    def entries_between(self, name: str, start: int, stop: int) -> list[Entry]:
+        """The run's entries ``start`` to ``stop`` (excluded) that exist, in index order, read
+        eventually consistent: a stale entry is one an earlier move left, never a later one."""
+        found = self._read_all(name, stop, start=start, consistent=False)
+        return sorted(found, key=lambda e: e.index)
+
+    def _read_all(
+        self, name: str, count: int, *, start: int = 0, consistent: bool = True
+    ) -> Iterator[Entry]:
+        for first in range(start, count, _BATCH):
             keys = [
-                {PK: {"S": entry_key(name, i)}} for i in range(start, min(count, start + _BATCH))
+                {PK: {"S": entry_key(name, i)}} for i in range(first, min(count, first + _BATCH))
             ]
-            request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            request: dict[str, Any] = {
+                self.table_name: {"Keys": keys, "ConsistentRead": consistent}
+            }
             while request:
                 page = self._send("BatchGetItem", RequestItems=request)
                 for item in page.get("Responses", {}).get(self.table_name, []):
