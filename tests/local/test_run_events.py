@@ -73,6 +73,10 @@ def test_a_runs_job_events_name_it_and_its_completion_is_told_once(stack: LocalS
     assert (detail["run"], detail["bucket"]) == (RUN, stack.resources.bucket)
     assert detail["manifest_key"] == f"runs/{RUN}/manifest.json"
     assert detail["counts"] == {"urls": URLS, "jobs": URLS, "stored": URLS}
+    # within one reconciler interval of its last job's DONE (the schedule: a minute)
+    lag = detail["completed_at"] - max(j["stored_at"] for j in jobs)
+    print(f"Run Completed {lag:.1f} s after the run's last job was stored")
+    assert 0 <= lag <= 60.0 + 1.0
     manifest = _manifest(stack)
     assert manifest is not None and manifest["counts"] == detail["counts"]
     ids = {j["url"]: j["job_id"] for j in truth(stack)}
