@@ -68,6 +68,9 @@ OUTBOX_INDEX: Final = "outbox-by-time"
 PARTITION_KEY: Final = Attr.PK
 STATE_SINCE: Final = Attr.STATE_SINCE
 TTL_ATTRIBUTE: Final = Attr.EXPIRES_AT
+# A run's head owes its Run Completed in the outbox index too (scrape_pipeline.runs.heads).
+OUTBOX_AT: Final = Attr.OUTBOX_AT
+OUTBOX_EVENT: Final = Attr.OUTBOX_EVENT
 
 
 class RowPrefix(StrEnum):
@@ -80,6 +83,8 @@ class RowPrefix(StrEnum):
 
 
 __all__ = (
+    "OUTBOX_AT",
+    "OUTBOX_EVENT",
     "OUTBOX_INDEX",
     "PARTITION_KEY",
     "PENDING_INDEX",

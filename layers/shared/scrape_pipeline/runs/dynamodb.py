@@ -53,8 +53,14 @@ from scrape_pipeline.aws_errors import (
 )
 from scrape_pipeline.events.detail import with_run
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, Ledger, RowPrefix
-from scrape_pipeline.ledger.attributes import Attr
+from scrape_pipeline.ledger import (
+    DEFAULT_TTL_DAYS,
+    OUTBOX_AT,
+    PARTITION_KEY,
+    TTL_ATTRIBUTE,
+    Ledger,
+    RowPrefix,
+)
 from scrape_pipeline.runs import moves
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
@@ -136,12 +142,12 @@ class DynamoJournal(BaseJournal):
             TTL: {"N": str(int(run.created_at + self._ttl_s))},
             # Owing its Run Completed from the start: in the sparse outbox index until the bus
             # took it (``scrape_pipeline.runs.heads``, the reconciler's run sweep).
-            Attr.OUTBOX_AT.value: {"N": f"{run.created_at:.3f}"},
+            str(OUTBOX_AT): {"N": f"{run.created_at:.3f}"},
         }
         try:
             self._call("PutItem", Item=head, ConditionExpression=f"attribute_not_exists({PK})")
             created = True
-        except _RefusedError:
+        except RefusedError:
             found = self._get(head_key(run.name))
             if found is None or found["fingerprint"]["S"] != run.fingerprint:
                 return False  # another run of that name: the caller says so
@@ -183,7 +189,7 @@ class DynamoJournal(BaseJournal):
         for item in items:
             try:
                 self._call("PutItem", Item=item, ConditionExpression=absent)
-            except _RefusedError:
+            except RefusedError:
                 continue
 
     # -- reads -----------------------------------------------------------------------------
@@ -275,7 +281,7 @@ class DynamoJournal(BaseJournal):
                 **self._update(run, index, move, guard_value, values),
                 ReturnValues="ALL_NEW",
             )
-        except _RefusedError:
+        except RefusedError:
             return None
         return _entry(run, answer["Attributes"])
 
@@ -365,15 +371,19 @@ class DynamoJournal(BaseJournal):
         return self._send(operation, TableName=self.table_name, **request)
 
     def _send(self, operation: str, **request: Any) -> dict[str, Any]:
-        """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
-        ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
-        method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
-        try:
-            return dict(getattr(self._db, method)(**request))
-        except AWS_ERRORS as exc:
-            if is_condition_failed(exc):
-                raise _RefusedError(operation) from exc
-            raise unavailable("dynamodb", operation, exc) from exc
+        return send(self._db, operation, **request)
+
+
+def send(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
+    """One DynamoDB call; a refused condition is ``RefusedError``, any other failure
+    ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
+    method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
+    try:
+        return dict(getattr(db, method)(**request))
+    except AWS_ERRORS as exc:
+        if is_condition_failed(exc):
+            raise RefusedError(operation) from exc
+        raise unavailable("dynamodb", operation, exc) from exc
 
 
 def _cancellation_codes(exc: BaseException) -> list[str] | None:
@@ -381,8 +391,8 @@ def _cancellation_codes(exc: BaseException) -> list[str] | None:
     return cancellation_codes(exc, 2)
 
 
-class _RefusedError(Exception):
-    """A conditional write's condition did not hold (answered inside this module)."""
+class RefusedError(Exception):
+    """A conditional write's condition did not hold (answered inside the runs package)."""
 
 
 def _condition(move: Move, guard_value: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -434,4 +444,4 @@ def _entry(run: str, item: Mapping[str, Any]) -> Entry:
     return Entry(run=run, index=index, urls=urls, **fields)
 
 
-__all__: Sequence[str] = ("DynamoJournal", "entry_key", "head_key")
+__all__: Sequence[str] = ("DynamoJournal", "RefusedError", "entry_key", "head_key", "send")

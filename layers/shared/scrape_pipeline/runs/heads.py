@@ -17,18 +17,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from scrape_pipeline.ledger import RowPrefix
-from scrape_pipeline.ledger.attributes import OUTBOX_INDEX, Attr
-from scrape_pipeline.ledger.errors import ConditionFailedError
-from scrape_pipeline.ledger.table import call
-from scrape_pipeline.runs.dynamodb import head_key
+from scrape_pipeline.ledger import OUTBOX_AT, OUTBOX_EVENT, OUTBOX_INDEX, PARTITION_KEY, RowPrefix
+from scrape_pipeline.runs.dynamodb import RefusedError, head_key, send
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
 
 CHECKED: Final = "checked"
 COMPLETED_AT: Final = "completed_at"
-_PK: Final = Attr.PK.value
+_PK: Final = str(PARTITION_KEY)
 
 
 @dataclass(frozen=True)
@@ -64,17 +61,17 @@ class RunHeads:
         }
         if cursor:
             request["ExclusiveStartKey"] = dict(cursor)
-        page = call(self._db, "Scan", **request)
+        page = send(self._db, "Scan", **request)
         names = [item[_PK]["S"].removeprefix(RowPrefix.RUN) for item in page.get("Items", [])]
         return names, page.get("LastEvaluatedKey")
 
     def get(self, name: str) -> Head | None:
         """The run's head (None: no such run)."""
         key = {_PK: {"S": head_key(name)}}
-        item = call(self._db, "GetItem", TableName=self.table_name, Key=key).get("Item")
+        item = send(self._db, "GetItem", TableName=self.table_name, Key=key).get("Item")
         if not item:
             return None
-        event = item.get(Attr.OUTBOX_EVENT.value, {}).get("S")
+        event = item.get(str(OUTBOX_EVENT), {}).get("S")
         return Head(
             name=name,
             planned=bool(item.get("planned", {}).get("BOOL", False)),
@@ -111,8 +108,8 @@ class RunHeads:
 
     def _update(self, name: str, update: str, condition: str, values: Mapping[str, Any]) -> bool:
         names = {
-            "#event": Attr.OUTBOX_EVENT.value,
-            "#at": Attr.OUTBOX_AT.value,
+            "#event": str(OUTBOX_EVENT),
+            "#at": str(OUTBOX_AT),
             "#checked": CHECKED,
             "#completed": COMPLETED_AT,
         }
@@ -123,12 +120,12 @@ class RunHeads:
             "Key": {_PK: {"S": head_key(name)}},
             "UpdateExpression": update,
             "ConditionExpression": f"attribute_exists(#pk) AND ({condition})",
+            "ExpressionAttributeNames": used,
             "ExpressionAttributeValues": dict(values),
         }
-        request["ExpressionAttributeNames"] = used
         try:
-            call(self._db, "UpdateItem", **request)
-        except ConditionFailedError:
+            send(self._db, "UpdateItem", **request)
+        except RefusedError:
             return False
         return True
 
