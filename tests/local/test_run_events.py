@@ -83,3 +83,44 @@ def test_a_runs_job_events_name_it_and_its_completion_is_told_once(stack: LocalS
     for row in manifest["urls"]:
         assert row["job_id"] == ids[row["url"]] and row["outcome"] == "stored"
         assert f"results/extract/{row['job_id']}/metadata.json" in row["keys"]
+
+
+def test_a_batch_runs_manifest_names_each_urls_item_and_keys(stack: LocalStack) -> None:
+    # GIVEN a batch run of 10 URLs in batches of 4 (three batch jobs), its options first
+    assert stack.resources is not None and stack.resources.event_bus
+    subscriber = subscribe(boto3.client("events"), boto3.client("sqs"), stack.resources.event_bus)
+    urls = [f"https://example.com/run-batch/{i}" for i in range(10)]
+    s3 = boto3.client("s3")
+    bucket = stack.resources.bucket
+    options = b'{"mode": "batch", "batch_size": 4}'
+    s3.put_object(Bucket=bucket, Key="submissions/local-batches.json", Body=options)
+    body = ("\n".join(urls) + "\n").encode()
+    s3.put_object(Bucket=bucket, Key="submissions/local-batches.txt", Body=body)
+    # WHEN its batches are stored and the reconciler runs on its schedule past that
+    stack.run_until(lambda: _batches_stored(stack, 3), step=1.0, limit=900)
+    until = stack.clock.time() + 2 * 60.0 + 1.0
+    stack.run_until(lambda: stack.clock.time() >= until, step=10.0)
+    stack.settle_now()
+    # THEN one Run Completed came, and its manifest gives each URL its item's keys
+    done = [e for e in subscriber.received() if e["detail-type"] == "Run Completed"]
+    assert [e["detail"]["run"] for e in done] == ["local-batches"]
+    assert done[0]["detail"]["counts"] == {"urls": 10, "jobs": 3, "stored": 10}
+    found = s3.get_object(Bucket=bucket, Key="runs/local-batches/manifest.json")["Body"]
+    manifest = json.loads(found.read())
+    assert sorted(u["url"] for u in manifest["urls"]) == sorted(urls)
+    for row in manifest["urls"]:
+        prefix = f"results/batch/{row['job_id']}/{row['item']:05d}/"
+        assert row["outcome"] == "stored" and row["keys"]
+        assert all(k.startswith(prefix) for k in row["keys"])
+
+
+def _batches_stored(stack: LocalStack, expected: int) -> bool:
+    """``expected`` batch jobs settled, each with its manifest in the bucket."""
+    assert stack.resources is not None
+    batches = {j["job_id"] for j in stack.sim.truth_jobs("batch_item")}
+    if len(batches) < expected:
+        return False
+    s3 = boto3.client("s3")
+    listed = s3.list_objects_v2(Bucket=stack.resources.bucket, Prefix="results/batch/")
+    keys = {o["Key"] for o in listed.get("Contents", [])}
+    return all(f"results/batch/{b}/manifest.json" in keys for b in batches)
