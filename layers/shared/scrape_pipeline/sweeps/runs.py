@@ -13,10 +13,10 @@ how far it got. A run checked to its end is complete:
 Cost: an open run, two GetItems of its head (the run, and how far it is checked) and one
 BatchGetItem each of its next entries and their rows a run (stopping at the first open one);
 each entry and row is read about twice over the run's life (once settled, once for the
-manifest), and a batch's own manifest once: about 2 million reads of 1 KB (1 million read
-units, eventually consistent) per million extract jobs, $0.13 on demand, and one PutObject
-and one PutEvents per run. The manifest is built in one go (its entries and rows read again,
-held in memory): runs of tens of thousands of URLs.
+manifest), and a batch's own manifest once: 2 million reads of 1 KB each, 3.5 million read
+units (the first entry read only is eventually consistent) per million extract jobs, $0.44 on
+demand, and one PutObject and one PutEvents per run. The manifest is built in one go (its
+entries and rows read again, held in memory): runs of tens of thousands of URLs.
 """
 
 from __future__ import annotations
