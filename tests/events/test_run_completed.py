@@ -191,3 +191,28 @@ def test_a_refused_run_completed_is_sent_again_by_the_next_sweep_with_its_id(
     assert {u["outcome"] for u in manifest["urls"]} == {"dead_lettered"}
     versions = world.s3.list_object_versions(Bucket=BUCKET, Prefix="runs/batches/")
     assert len(versions["Versions"]) == 1
+
+
+def test_a_run_with_an_entry_in_doubt_is_not_complete_whatever_its_jobs_did(
+    world: World, clock: ManualClock
+):
+    # GIVEN a run of two URLs: one submitted and its job stored, one whose POST's answer was lost
+    spec = RunSpec.of(["https://example.com/doubt/0", "https://example.com/doubt/1"], RunMode.ASYNC)
+    run, _ = world.journal.plan(spec, "doubtful", clock.time())
+    first, second = world.journal.entries(run.name)
+    world.journal.submit(world.journal.claim(first, "me", clock.time()), "me", "j-0", clock.time())
+    _settle(world, JobKind.EXTRACT, "j-0", Outcome.STORED, first.urls[0])
+    world.journal.doubt(world.journal.claim(second, "me", clock.time()), "me", "timeout", 0.0)
+    # WHEN the sweep runs
+    result = world.run_sweep()
+    # THEN the run stays open: no manifest, no event (runs show would exit 1 too)
+    assert (result.runs_checked, result.runs_completed) == (1, 0)
+    assert world.manifest("doubtful") is None and _run_completed(world) == []
+    # WHEN the doubt is resolved (its job found and adopted) and that job settles
+    [doubt] = [e for e in world.journal.entries(run.name) if e.index == 1]
+    world.journal.adopt(doubt, "j-1", clock.time())
+    _settle(world, JobKind.EXTRACT, "j-1", Outcome.CANCELLED, second.urls[0])
+    world.run_sweep()
+    # THEN it completes, once
+    [event] = _run_completed(world)
+    assert event["detail"]["counts"] == {"urls": 2, "jobs": 2, "stored": 1, "cancelled": 1}
