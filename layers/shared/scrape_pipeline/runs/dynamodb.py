@@ -147,7 +147,7 @@ class DynamoJournal(BaseJournal):
         try:
             self._call("PutItem", Item=head, ConditionExpression=f"attribute_not_exists({PK})")
             created = True
-        except RefusedError:
+        except _RefusedError:
             found = self._get(head_key(run.name))
             if found is None or found["fingerprint"]["S"] != run.fingerprint:
                 return False  # another run of that name: the caller says so
@@ -189,7 +189,7 @@ class DynamoJournal(BaseJournal):
         for item in items:
             try:
                 self._call("PutItem", Item=item, ConditionExpression=absent)
-            except RefusedError:
+            except _RefusedError:
                 continue
 
     # -- reads -----------------------------------------------------------------------------
@@ -281,7 +281,7 @@ class DynamoJournal(BaseJournal):
                 **self._update(run, index, move, guard_value, values),
                 ReturnValues="ALL_NEW",
             )
-        except RefusedError:
+        except _RefusedError:
             return None
         return _entry(run, answer["Attributes"])
 
@@ -374,15 +374,24 @@ class DynamoJournal(BaseJournal):
         return send(self._db, operation, **request)
 
 
+def written(db: DynamoDBClient, operation: str, **request: Any) -> bool:
+    """One conditional write (``send``); False if its condition did not hold."""
+    try:
+        send(db, operation, **request)
+    except _RefusedError:
+        return False
+    return True
+
+
 def send(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
-    """One DynamoDB call; a refused condition is ``RefusedError``, any other failure
+    """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
     ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
     method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
     try:
         return dict(getattr(db, method)(**request))
     except AWS_ERRORS as exc:
         if is_condition_failed(exc):
-            raise RefusedError(operation) from exc
+            raise _RefusedError(operation) from exc
         raise unavailable("dynamodb", operation, exc) from exc
 
 
@@ -391,8 +400,8 @@ def _cancellation_codes(exc: BaseException) -> list[str] | None:
     return cancellation_codes(exc, 2)
 
 
-class RefusedError(Exception):
-    """A conditional write's condition did not hold (answered inside the runs package)."""
+class _RefusedError(Exception):
+    """A conditional write's condition did not hold (answered inside this module)."""
 
 
 def _condition(move: Move, guard_value: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -444,4 +453,4 @@ def _entry(run: str, item: Mapping[str, Any]) -> Entry:
     return Entry(run=run, index=index, urls=urls, **fields)
 
 
-__all__: Sequence[str] = ("DynamoJournal", "RefusedError", "entry_key", "head_key", "send")
+__all__: Sequence[str] = ("DynamoJournal", "entry_key", "head_key", "send", "written")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.ledger import OUTBOX_AT, OUTBOX_EVENT, OUTBOX_INDEX, PARTITION_KEY, RowPrefix
-from scrape_pipeline.runs.dynamodb import RefusedError, head_key, send
+from scrape_pipeline.runs.dynamodb import head_key, send, written
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -123,11 +123,7 @@ class RunHeads:
             "ExpressionAttributeNames": used,
             "ExpressionAttributeValues": dict(values),
         }
-        try:
-            send(self._db, "UpdateItem", **request)
-        except RefusedError:
-            return False
-        return True
+        return written(self._db, "UpdateItem", **request)
 
 
 __all__ = ("CHECKED", "COMPLETED_AT", "Head", "RunHeads")
