@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.jobs import JobKind
+from scrape_pipeline.runs.completion import OPEN
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from scrape_pipeline_ops.cli.config import Context
 
 S = EntryState
-# States in the order a summary shows them; the first three keep a run from being complete.
-OPEN: Final = (S.PLANNED, S.POSTING, S.IN_DOUBT)
+# States in the order a summary shows them; OPEN's keep a run from being complete (the run
+# sweep's rule too: scrape_pipeline.runs.completion).
 SHOWN: Final = (S.PLANNED, S.POSTING, S.SUBMITTED, S.REJECTED, S.IN_DOUBT)
 JOINED: Final = ("settled", "stored", "dead_lettered", "tokens_charged")
 LIST_COLUMNS: Final = (

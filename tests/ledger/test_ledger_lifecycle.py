@@ -41,6 +41,23 @@ def _clear_outbox(ledger: Ledger, key: JobKey) -> bool:
     return ledger.clear_outbox(key, "{}")
 
 
+def _retell(ledger: Ledger, key: JobKey) -> bool:
+    """``retell`` with its guard met: the row (if there is one) holds the event retold, put
+    there for the call and taken away again if it is refused (the row as it was)."""
+    if ledger.get(key) is None:
+        return ledger.retell(key, "{}", '{"run":"r"}')
+    where: dict[str, Any] = {"TableName": ledger.table_name, "Key": {"pk": {"S": key.pk}}}
+    ledger.client.update_item(
+        **where,
+        UpdateExpression="SET outbox_event = :event",
+        ExpressionAttributeValues={":event": {"S": "{}"}},
+    )
+    told = ledger.retell(key, "{}", '{"run":"r"}')
+    if not told:
+        ledger.client.update_item(**where, UpdateExpression="REMOVE outbox_event")
+    return told
+
+
 # Each verb called with its guard met, on the row as it is (a stand-in when there is none); the
 # clock has moved past the lease, so acquire's take-over guard holds too.
 CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
@@ -61,6 +78,8 @@ CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
     Verb.FINISH: lambda ledger, key, row: ledger.finish(key, HOLDER, Outcome.STORED),
     Verb.NOTE_LATE_WEBHOOK: lambda ledger, key, row: ledger.note_late_webhook(row),
     Verb.CLEAR_OUTBOX: lambda ledger, key, row: _clear_outbox(ledger, key),
+    Verb.LINK_RUN: lambda ledger, key, row: ledger.link_run(key, "r"),
+    Verb.RETELL: lambda ledger, key, row: _retell(ledger, key),
 }
 
 

@@ -169,12 +169,14 @@ def test_dynamo_transaction_leaves_a_settled_ledger_row_as_it_is(
         RunSpec.of(posted, RunMode.CRAWL)
     )
     # THEN every entry is submitted (the transaction did not fail for the existing row), and
-    # each row is exactly as the processor left it: DONE, stored, out of the pending index
+    # each row is as the processor left it (DONE, stored, out of the pending index) but for
+    # the run that now names it
     once_each(server, posted)
     assert report.complete and all(e.announced for e in report.entries)
     assert len(settled_first.settled) == 2
     for job_id, row in settled_first.settled.items():
         after = _row(db, name, "crawl", job_id)
+        assert after is not None and after.pop("run") == {"S": report.run.name}
         assert after == row
         assert after is not None and after["state"]["S"] == "DONE"
         assert "pending_state" not in after

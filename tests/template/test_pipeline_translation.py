@@ -61,13 +61,14 @@ RECONCILER_GRANTS = {
     "sqs:SendMessage": {JOB_QUEUE},
     "secretsmanager:GetSecretValue": {GEONODE_KEY},
     "events:PutEvents": {EVENT_BUS},
+    "s3:PutObject": {"ResultsBucket/runs/*"},  # a complete run's manifest, once
+    "s3:GetObject": {"ResultsBucket/results/batch/*/manifest.json"},  # its batches' items
 }
 SUBMITTER_GRANTS = {
     # the run journal (run# keys) and, in the same transactions, the batches and crawls announced
     "dynamodb:GetItem": {LEDGER},
     "dynamodb:PutItem": {LEDGER},
     "dynamodb:UpdateItem": {LEDGER},
-    "dynamodb:ConditionCheckItem": {LEDGER},  # a ledger row its webhook wrote first
     "dynamodb:BatchGetItem": {LEDGER},
     "s3:GetObject": {"ResultsBucket/submissions/*"},  # run files and their options only
     "s3:ListBucket": {"ResultsBucket"},  # a missing options file answers 404, not 403

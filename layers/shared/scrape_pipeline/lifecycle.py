@@ -62,6 +62,8 @@ class Verb(StrEnum):
     FINISH = "finish"
     NOTE_LATE_WEBHOOK = "note_late_webhook"
     CLEAR_OUTBOX = "clear_outbox"
+    LINK_RUN = "link_run"
+    RETELL = "retell"
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,10 @@ FINISH = Move(V.FINISH, (PROCESSING,), (DONE,), _HOLDER)
 NOTE_LATE_WEBHOOK = Move(V.NOTE_LATE_WEBHOOK, tuple(JobState), (), "not marked late before")
 # Any state: a row reopened before its close's event went out still owes that event.
 CLEAR_OUTBOX = Move(V.CLEAR_OUTBOX, tuple(JobState), (), "its pending event as emitted")
+# A run's journal names the job of a row that exists already (its webhook came first).
+LINK_RUN = Move(V.LINK_RUN, tuple(JobState), (), "in the write of the job id to the run")
+# A settled row's event owed again, now naming its run (linked after the event was written).
+RETELL = Move(V.RETELL, (DONE,), (), "its event as written, without its run")
 MOVES: Final = (
     RECORD,
     FORGET_UNSENT,
@@ -122,6 +128,8 @@ MOVES: Final = (
     FINISH,
     NOTE_LATE_WEBHOOK,
     CLEAR_OUTBOX,
+    LINK_RUN,
+    RETELL,
 )
 
 

@@ -44,7 +44,7 @@ from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.disposition import Disposition, MessageOutcome
 from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import EmitResult, Emitter
+from scrape_pipeline.events.outbox import EmitResult, Emitter, told_with_run
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -436,13 +436,14 @@ class JobProcessor:
             detail=detail,
             url=url,
             keys=keys,
+            run=attempt.row.run,
         )
         if self._emitter is None or event is None:
             self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
             return
         text = event.to_json()
-        self._ledger.finish(attempt.key, attempt.owner, outcome, detail, event=text)
-        self._emitter.add(attempt.key, text, now)
+        row = self._ledger.finish(attempt.key, attempt.owner, outcome, detail, event=text)
+        self._emitter.add(attempt.key, told_with_run(self._ledger, row, text), now)
 
     def _backoff(self, tries: int) -> int:
         wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)

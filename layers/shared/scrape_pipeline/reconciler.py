@@ -1,9 +1,11 @@
 """The reconciler: find every job the webhooks missed, enqueue it, and count them.
 
-Five sweeps, each bounded and resumable:
+Six sweeps, each bounded and resumable:
 
     outbox        outcomes whose event a crash kept from the bus, emitted with their ids
                   (``scrape_pipeline.sweeps.outbox``).
+    runs          submission runs whose every URL settled: their manifest, once, and their
+                  Run Completed event (``scrape_pipeline.sweeps.runs``).
     job list      the extract job list in passes (``scrape_pipeline.joblist``): the fresh
                   ground since the watermark (minus an overlap) up to now - threshold first,
                   then passes earlier runs left pending, until the time share is spent; a
@@ -64,10 +66,12 @@ from scrape_pipeline.joblist import JobListSettings, JobListSweep
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
+from scrape_pipeline.results import ResultStore
 from scrape_pipeline.settings import FromEnv, declared, integer, number, read_declared
 from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
 from scrape_pipeline.sweeps.delivery_log import DELIVERIES_CHECKPOINT_PREFIX, DeliveryLogSweep
 from scrape_pipeline.sweeps.outbox import OutboxSweep
+from scrape_pipeline.sweeps.runs import RunsSweep
 from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS, StuckRowsSweep
 from scrape_pipeline.unsettled import oldest_unsettled_age
 from scrape_pipeline.watch import Watcher, WatchSettings
@@ -172,6 +176,9 @@ class ReconcilerSettings(FromEnv):
     share_outbox: float = number(
         "RECONCILE_SHARE_OUTBOX", 0.05, "weight of the outbox sweep (it runs first)"
     ).field()
+    share_runs: float = number(
+        "RECONCILE_SHARE_RUNS", 0.05, "weight of the run sweep (runs' manifests and events)"
+    ).field()
     outbox_grace_seconds: float = number(
         "OUTBOX_GRACE_SECONDS",
         90.0,
@@ -254,6 +261,9 @@ SWEEP_TABLE: tuple[SweepRow, ...] = (
     # First: cheap (a scan of a sparse index holding only events a crash left), and late
     # events are what a subscriber waits for.
     SweepRow(OutboxSweep, lambda s: s.share_outbox, Cadence.EVERY_RUN),
+    # Then the runs whose last job settled: their manifest and Run Completed (a scan of the
+    # same sparse index, and a few reads per open run).
+    SweepRow(RunsSweep, lambda s: s.share_runs, Cadence.EVERY_RUN),
     SweepRow(StuckRowsSweep, lambda s: s.share_stuck_rows, Cadence.FULL_SWEEP),
     SweepRow(DeliveryLogSweep, lambda s: s.share_delivery_log, Cadence.FULL_SWEEP),
     SweepRow(Watcher, lambda s: s.share_watch, Cadence.EVERY_RUN, lambda s: s.watch),
@@ -284,6 +294,9 @@ class ReconcileReport:
     events_sent: int = 0
     events_left: int = 0
     outbox_pages: int = 0
+    # The run sweep's: open runs checked, runs completed (manifest and event written).
+    runs_checked: int = 0
+    runs_completed: int = 0
     # Passes taken up where an earlier run saved them (job list, one per subscription's log).
     resumed_passes: int = 0
     jobs_seen: int = 0
@@ -331,6 +344,8 @@ class ReconcileReport:
             "events_sent": self.events_sent,
             "events_left": self.events_left,
             "outbox_pages": self.outbox_pages,
+            "runs_checked": self.runs_checked,
+            "runs_completed": self.runs_completed,
             "resumed_passes": self.resumed_passes,
             "jobs_seen": self.jobs_seen,
             "newly_watched": self.newly_watched,
@@ -400,11 +415,11 @@ class Reconciler:
         recoverer: Recoverer,
         clock: Clock = SYSTEM_CLOCK,
         emitter: Emitter | None = None,
+        results: ResultStore | None = None,
     ) -> None:
         self.settings = settings
-        self._parts = SweepParts(
-            ledger=ledger, client=client, recoverer=recoverer, clock=clock, emitter=emitter
-        )
+        self._parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
+        self._parts["emitter"], self._parts["results"] = emitter, results
         self._ledger, self._client, self._recoverer = ledger, client, recoverer
         self._books = Bookkeeping(ledger)
         self._clock = clock

@@ -15,7 +15,9 @@ from scrape_pipeline.settings import FromEnv, integer, required, text
 LEDGER_TABLE_NAME = required("LEDGER_TABLE_NAME", "the ledger table")
 QUEUE_URL = required("QUEUE_URL", "the job queue (the processor re-sends delayed copies to it)")
 RESULTS_BUCKET = required(
-    "RESULTS_BUCKET", "where the processor stores results and dead-letter records"
+    "RESULTS_BUCKET",
+    "where the processor stores results and dead-letter records, and the reconciler each "
+    "run's manifest",
 )
 EVENT_BUS_NAME = text(
     "EVENT_BUS_NAME",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import (
     AWS_ERRORS,
+    is_no_such_key,
     is_precondition_failed,
     is_write_conflict,
     unavailable,
@@ -112,11 +113,14 @@ class ResultStore:
         self._put_once(key, _json(value), "application/json", result)
         return bool(result.written)
 
-    def read_json(self, key: str) -> Any:
-        """The JSON object at ``key`` (one this store wrote)."""
+    def read_json(self, key: str, *, missing_ok: bool = False) -> Any:
+        """The JSON object at ``key`` (one this store wrote); None if none is there and
+        ``missing_ok`` (S3 answers 404 only to a caller allowed to list the bucket)."""
         try:
             body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except AWS_ERRORS as exc:
+            if missing_ok and is_no_such_key(exc):
+                return None
             raise unavailable("s3", "GetObject", exc) from exc
         return json.loads(body)
 

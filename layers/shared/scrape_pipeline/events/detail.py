@@ -25,6 +25,7 @@ class DetailType(StrEnum):
     STORED = "Job Stored"
     DEAD_LETTERED = "Job Dead-Lettered"
     CANCELLED = "Job Cancelled"
+    RUN_COMPLETED = "Run Completed"  # a submission run's (``scrape_pipeline.runs.completion``)
 
 
 DETAIL_TYPES: Final[Mapping[Outcome, DetailType]] = {
@@ -81,11 +82,13 @@ def outcome_event(
     detail: Mapping[str, str],
     url: str | None = None,
     keys: list[str] | None = None,
+    run: str | None = None,
 ) -> OutcomeEvent | None:
     """The event of ``outcome`` (None: an outcome that is not told, a resubmission).
 
     ``detail`` is what the row keeps of the outcome; ``keys`` the objects an extract stored;
-    ``settled_at`` when the API says the job ended (``finished_at``, ours, if it does not say).
+    ``settled_at`` when the API says the job ended (``finished_at``, ours, if it does not say);
+    ``run`` the submission run whose journal recorded the job.
     A batch's or crawl's items are listed by its manifest, named here, not in the event.
     """
     detail_type = DETAIL_TYPES.get(outcome)
@@ -104,6 +107,8 @@ def outcome_event(
             body[name] = int(detail[name]) if name in _COUNTS else detail[name]
     if url is not None:
         body["url"] = url
+    if run is not None:
+        body["run"] = run
     if outcome is Outcome.STORED:
         body["stored_at"] = round(finished_at, 3)
         if keys is not None:
@@ -113,3 +118,11 @@ def outcome_event(
     if outcome is Outcome.DEAD_LETTERED and "record" in detail:
         body["record_key"] = detail["record"]
     return OutcomeEvent(detail_type, body)
+
+
+def with_run(text: str, run: str) -> str | None:
+    """The kept event ``text`` naming ``run`` (same id); None if it names it already."""
+    event = OutcomeEvent.from_json(text)
+    if event.detail.get("run") == run:
+        return None
+    return OutcomeEvent(event.detail_type, {**event.detail, "run": run}).to_json()

@@ -13,9 +13,20 @@ from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.bus import EventBus
-from scrape_pipeline.events.detail import OutcomeEvent
+from scrape_pipeline.events.detail import OutcomeEvent, with_run
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger import Ledger, PendingEvent
+from scrape_pipeline.ledger import Ledger, LedgerRow, PendingEvent
+
+
+def told_with_run(ledger: Ledger, row: LedgerRow, event: str) -> str:
+    """The event to emit for ``row``, settled with ``event``: as written, or retold naming the
+    run a journal linked to the row while it was processed (the same id, owed again)."""
+    if row.run is None:
+        return event
+    told = with_run(event, row.run)
+    if told is None or not ledger.retell(row.key, event, told):
+        return event  # named it already, or the row moved on (the outbox has its event)
+    return told
 
 
 @dataclass

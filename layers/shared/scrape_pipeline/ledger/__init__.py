@@ -32,6 +32,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scrape_pipeline.ledger.attributes import (
+    OUTBOX_AT,
+    OUTBOX_EVENT,
+    OUTBOX_INDEX,
     PARTITION_KEY,
     PENDING_INDEX,
     STATE_SINCE,
@@ -55,6 +58,9 @@ class Ledger(Intake, Leases, Scans, OutboxRows):
 __all__: Sequence[str] = (
     "DEFAULT_MAX_REOPENS",
     "DEFAULT_TTL_DAYS",
+    "OUTBOX_AT",
+    "OUTBOX_EVENT",
+    "OUTBOX_INDEX",
     "PARTITION_KEY",
     "PENDING_INDEX",
     "STATE_SINCE",

@@ -54,7 +54,9 @@ class Attr(StrEnum):
     # The outbox: the outcome's event, set by the write that moves the row to DONE and
     # removed once the bus took it. ``outbox_at`` keys the sparse index of events not emitted.
     OUTBOX_AT = "outbox_at"
-    OUTBOX_EVENT = "outbox_event"
+    OUTBOX_EVENT = "outbox_event"  # kept once emitted: a run linked later retells it
+    # The submission run whose journal recorded the job (its events name it).
+    RUN = "run"
     # A ``chain#`` bookkeeping row's one field.
     DEPTH = "depth"
 
@@ -66,6 +68,9 @@ OUTBOX_INDEX: Final = "outbox-by-time"
 PARTITION_KEY: Final = Attr.PK
 STATE_SINCE: Final = Attr.STATE_SINCE
 TTL_ATTRIBUTE: Final = Attr.EXPIRES_AT
+# A run's head owes its Run Completed in the outbox index too (scrape_pipeline.runs.heads).
+OUTBOX_AT: Final = Attr.OUTBOX_AT
+OUTBOX_EVENT: Final = Attr.OUTBOX_EVENT
 
 
 class RowPrefix(StrEnum):
@@ -78,6 +83,8 @@ class RowPrefix(StrEnum):
 
 
 __all__ = (
+    "OUTBOX_AT",
+    "OUTBOX_EVENT",
     "OUTBOX_INDEX",
     "PARTITION_KEY",
     "PENDING_INDEX",

@@ -32,7 +32,7 @@ from scrape_pipeline.ledger.expressions import (
 )
 from scrape_pipeline.ledger.reads import Reads
 from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
-from scrape_pipeline.ledger.table import _write, in_state
+from scrape_pipeline.ledger.table import _write, call, in_state
 
 
 @dataclass(frozen=True)
@@ -93,18 +93,38 @@ class Intake(Reads):
             return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
         return Recorded(True, from_item(item))
 
-    def submitted_row(self, key: JobKey, now: float) -> Item:
+    def submitted_row(self, key: JobKey, now: float, *, run: str | None = None) -> Item:
         """The new row of a job just submitted whose webhook the pipeline waits for: WATCHING,
-        nothing enqueued (``submissions.expect``)."""
-        return self.new_row(
+        nothing enqueued (``submissions.expect``); ``run``: the run whose journal has it."""
+        item = self.new_row(
             key, now=now, source=SOURCE_SUBMITTED, state=JobState.WATCHING, job_created_at=now
         )
+        return item if run is None else {**item, **to_item({Attr.RUN: run})}
 
-    def submitted_put(self, key: JobKey, now: float) -> dict[str, Any]:
+    def submitted_put(self, key: JobKey, now: float, *, run: str | None = None) -> dict[str, Any]:
         """``submitted_row`` as a ``TransactWriteItems`` Put, under ``record``'s condition (no
         row yet): a run journal records a job id and announces its job in one transaction."""
         condition = expressions(ConditionExpression=state_is(lifecycle.RECORD))
-        return {"TableName": self.table_name, "Item": self.submitted_row(key, now), **condition}
+        item = self.submitted_row(key, now, run=run)
+        return {"TableName": self.table_name, "Item": item, **condition}
+
+    def link_run(self, key: JobKey, run: str) -> bool:
+        """Name ``run`` on the job's row if there is one; False if there is none."""
+        try:
+            call(self._db, "UpdateItem", **self.link_run_update(key, run))
+        except ConditionFailedError:
+            return False
+        return True
+
+    def link_run_update(self, key: JobKey, run: str) -> dict[str, Any]:
+        """``link_run`` as a ``TransactWriteItems`` Update, for a row that exists (its webhook
+        came before the journal's write): only ``run`` is written, so a settled row keeps its
+        state and stays out of the pending index."""
+        request = expressions(
+            UpdateExpression=Update().set(Attr.RUN, run),
+            ConditionExpression=state_is(lifecycle.LINK_RUN),
+        )
+        return {"TableName": self.table_name, "Key": {Attr.PK.value: {"S": key.pk}}, **request}
 
     def new_row(
         self,

@@ -2,10 +2,11 @@
 
 ``Leases.finish`` writes a row's outcome and its event (``outbox_event``, with ``outbox_at``)
 in one conditional write, so no outcome exists without its event waiting. ``clear_outbox``
-removes the event once the bus took it, only if it is still the one emitted (a reopened and
-re-settled job owes a new one). The sparse index ``outbox-by-time``, keyed on ``outbox_at``,
-holds exactly the rows still owing an event: the reconciler's outbox sweep scans it, and a
-scan of a sparse index reads only the items in it.
+takes the row out of the index once the bus took the event, only if it is still the one
+emitted (a reopened and re-settled job owes a new one); ``retell`` owes it again. The sparse
+index ``outbox-by-time``, keyed on ``outbox_at``, holds exactly the rows still owing an
+event: the reconciler's outbox sweep scans it, and a scan of a sparse index reads only the
+items in it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import Any
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger.attributes import OUTBOX_INDEX, Attr
+from scrape_pipeline.ledger.attributes import OUTBOX_INDEX, Attr, RowPrefix
 from scrape_pipeline.ledger.errors import ConditionFailedError
 from scrape_pipeline.ledger.expressions import (
     Projection,
     Update,
     below,
     equals,
+    exists,
     expressions,
     state_is,
 )
@@ -43,10 +45,28 @@ class OutboxRows(LedgerTable):
 
     def clear_outbox(self, key: JobKey, event: str) -> bool:
         """Forget the row's pending event if it is still ``event``; False if it changed or went."""
-        update = Update().remove(Attr.OUTBOX_AT, Attr.OUTBOX_EVENT)
-        condition = state_is(lifecycle.CLEAR_OUTBOX) & equals(Attr.OUTBOX_EVENT, event)
+        # The event's text stays on the row (out of the index): a run that records the job
+        # after its outcome retells it (``retell``), and a run's manifest reads its keys there.
+        update = Update().remove(Attr.OUTBOX_AT)
+        condition = (
+            state_is(lifecycle.CLEAR_OUTBOX)
+            & equals(Attr.OUTBOX_EVENT, event)
+            & exists(Attr.OUTBOX_AT)
+        )
         try:
             self._update(key, condition, update, self.clock.time())
+        except ConditionFailedError:
+            return False
+        return True
+
+    def retell(self, key: JobKey, event: str, told: str) -> bool:
+        """Owe a settled row's event again as ``told`` (the same outcome, now naming its run)
+        if the row still holds ``event``; False if it changed (retold already, reopened)."""
+        now = self.clock.time()
+        update = Update().set(Attr.OUTBOX_EVENT, told).set(Attr.OUTBOX_AT, now)
+        condition = state_is(lifecycle.RETELL) & equals(Attr.OUTBOX_EVENT, event)
+        try:
+            self._update(key, condition, update, now)
         except ConditionFailedError:
             return False
         return True
@@ -74,6 +94,7 @@ class OutboxRows(LedgerTable):
                 item[Attr.OUTBOX_EVENT]["S"],
             )
             for item in page.get("Items", [])
-            if Attr.OUTBOX_EVENT in item
+            # A run's head owes its Run Completed here too: the run sweep's, not a job's.
+            if Attr.OUTBOX_EVENT in item and not item[Attr.PK]["S"].startswith(RowPrefix.RUN)
         ]
         return events, page.get("LastEvaluatedKey")

@@ -62,6 +62,9 @@ class LedgerRow:
     # already used: a replay of one of them moves nothing).
     reopens: int = 0
     seen_deliveries: frozenset[str] = frozenset()
+    # The submission run whose journal recorded the job, and the outcome's event as written.
+    run: str | None = None
+    outbox_event: str | None = field(default=None, repr=False)
 
     @property
     def is_done(self) -> bool:
@@ -176,7 +179,8 @@ _DECODERS: Final[Mapping[Attr, _Decoder]] = {
     # Times that a row may not have: None, not zero.
     **dict.fromkeys((Attr.LEASE_UNTIL, Attr.FINISHED_AT, Attr.EXPIRES_AT), _number),
     **dict.fromkeys((Attr.JOB_CREATED_AT, Attr.LATE_WEBHOOK_AT, Attr.FAILING_SINCE), _number),
-    **dict.fromkeys((Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR), _text),
+    **dict.fromkeys((Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN), _text),
+    Attr.OUTBOX_EVENT: _text,
 }
 _FIELD: Final[Mapping[Attr, str]] = {Attr.PK: "key", Attr.STRUCK_BY: "strikes"}
 

@@ -19,14 +19,18 @@ A run is planned head first (conditional: one planner wins), then its entries, 1
 planner that finds a head not yet planned (its planner crashed) finishes the job. Each move
 is one ``UpdateItem`` whose condition is the move's sources and guard.
 
-A batch or crawl is born announced: the move that records its job id (``submit``, ``adopt``)
-is one ``TransactWriteItems`` of that update and the ledger row ``submissions.expect`` would
-put (the ledger's ``submitted_put``, conditional: only where no row is). A row that exists
-already (its webhook came first) cancels the put, never the move: the move is written again
-beside a check that the row is there, so a settled row is never touched (an update with
-``if_not_exists`` would not do: a settled row has no ``pending_state``, and would get one
-back). The entry's condition is the move table's, as for every other move; a conflict with
-a concurrent write (``TransactionConflict``) or throttling is tried again a few times, then
+A job of a run is born announced, with its run: the move that records its job id
+(``submit``, ``adopt``) is one ``TransactWriteItems`` of that update and the ledger row
+``submissions.expect`` would put, naming the run (the ledger's ``submitted_put``,
+conditional: only where no row is). A batch or crawl needs the row (no API lists them); an
+extract's row is how its outcome's event names its run, at no read when it is emitted. A
+row that exists already (its webhook came first) cancels the put, never the move: the move
+is written again beside an update of the row's ``run`` alone (``link_run``), so a settled
+row keeps its state (an update with ``if_not_exists`` would not do: a settled row has no
+``pending_state``, and would get one back). A row that had settled by then wrote its event
+without the run: it is owed again naming it (``retell``, the same event id). The entry's
+condition is the move table's, as for every other move; a conflict with a concurrent write
+(``TransactionConflict``) or throttling is tried again a few times, then
 a retryable ``AWSUnavailableError``.
 """
 
@@ -47,8 +51,16 @@ from scrape_pipeline.aws_errors import (
     is_transaction_canceled,
     unavailable,
 )
+from scrape_pipeline.events.detail import with_run
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, PARTITION_KEY, TTL_ATTRIBUTE, Ledger, RowPrefix
+from scrape_pipeline.ledger import (
+    DEFAULT_TTL_DAYS,
+    OUTBOX_AT,
+    PARTITION_KEY,
+    TTL_ATTRIBUTE,
+    Ledger,
+    RowPrefix,
+)
 from scrape_pipeline.runs import moves
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
@@ -128,6 +140,9 @@ class DynamoJournal(BaseJournal):
             "created_at": {"N": repr(run.created_at)},
             "planned": {"BOOL": False},
             TTL: {"N": str(int(run.created_at + self._ttl_s))},
+            # Owing its Run Completed from the start: in the sparse outbox index until the bus
+            # took it (``scrape_pipeline.runs.heads``, the reconciler's run sweep).
+            str(OUTBOX_AT): {"N": f"{run.created_at:.3f}"},
         }
         try:
             self._call("PutItem", Item=head, ConditionExpression=f"attribute_not_exists({PK})")
@@ -219,12 +234,22 @@ class DynamoJournal(BaseJournal):
         found = [e for e in self._read_all(name, run.entries) if not wanted or e.state in wanted]
         return sorted(found, key=lambda e: e.index)
 
-    def _read_all(self, name: str, count: int) -> Iterator[Entry]:
-        for start in range(0, count, _BATCH):
+    def entries_between(self, name: str, start: int, stop: int) -> list[Entry]:
+        """The run's entries ``start`` to ``stop`` (excluded) that exist, in index order, read
+        eventually consistent: a stale entry is one an earlier move left, never a later one."""
+        found = self._read_all(name, stop, start=start, consistent=False)
+        return sorted(found, key=lambda e: e.index)
+
+    def _read_all(
+        self, name: str, count: int, *, start: int = 0, consistent: bool = True
+    ) -> Iterator[Entry]:
+        for first in range(start, count, _BATCH):
             keys = [
-                {PK: {"S": entry_key(name, i)}} for i in range(start, min(count, start + _BATCH))
+                {PK: {"S": entry_key(name, i)}} for i in range(first, min(count, first + _BATCH))
             ]
-            request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            request: dict[str, Any] = {
+                self.table_name: {"Keys": keys, "ConsistentRead": consistent}
+            }
             while request:
                 page = self._send("BatchGetItem", RequestItems=request)
                 for item in page.get("Responses", {}).get(self.table_name, []):
@@ -245,7 +270,7 @@ class DynamoJournal(BaseJournal):
         self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
     ) -> Entry | None:
         job_id = values.get("job_id")
-        if move.verb in _RECORDING and job_id and self._mode(run) is not RunMode.ASYNC:
+        if move.verb in _RECORDING and job_id:
             update = self._update(run, index, move, guard_value, {**values, "announced": True})
             if not self._write_announced(run, index, update, str(job_id)):
                 return None
@@ -284,13 +309,15 @@ class DynamoJournal(BaseJournal):
         move is refused (the entry was not where the move starts)."""
         now = float(update["ExpressionAttributeValues"][":updated_at"]["N"])
         key = JobKey(JobKind(self._mode(run).kind), job_id)
-        put = self._ledger.submitted_put(key, now)
-        check = {"Key": {PK: {"S": key.pk}}, "ConditionExpression": f"attribute_exists({PK})"}
+        put = self._ledger.submitted_put(key, now, run=run)
+        link = self._ledger.link_run_update(key, run)
         row_exists, codes = False, ["None"]
         for attempt in range(_ATTEMPTS):
-            second = {"ConditionCheck": check} if row_exists else {"Put": put}
+            second = {"Update": link} if row_exists else {"Put": put}
             cancelled = self._transact([{"Update": update}, second])
             if cancelled is None:
+                if row_exists:
+                    self._retell(key, run)
                 return True
             codes = cancelled
             if codes[0] == CANCELLED_BY_CONDITION:
@@ -311,6 +338,16 @@ class DynamoJournal(BaseJournal):
             f"{entry_key(run, index)} and the ledger row of {key.pk} were not written; "
             "run the same command again",
         )
+
+    def _retell(self, key: JobKey, run: str) -> None:
+        """A row linked to its run after it settled: its event, written without the run, is
+        owed again naming it (the same id). A row not settled yet names it when it does."""
+        row = self._ledger.get(key)
+        if row is None or not row.is_done or row.outbox_event is None:
+            return
+        told = with_run(row.outbox_event, run)
+        if told is not None:
+            self._ledger.retell(key, row.outbox_event, told)
 
     def _transact(self, items: list[dict[str, Any]]) -> list[str] | None:
         """One ``TransactWriteItems``: None when written, else each item's cancellation code."""
@@ -334,15 +371,28 @@ class DynamoJournal(BaseJournal):
         return self._send(operation, TableName=self.table_name, **request)
 
     def _send(self, operation: str, **request: Any) -> dict[str, Any]:
-        """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
-        ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
-        method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
-        try:
-            return dict(getattr(self._db, method)(**request))
-        except AWS_ERRORS as exc:
-            if is_condition_failed(exc):
-                raise _RefusedError(operation) from exc
-            raise unavailable("dynamodb", operation, exc) from exc
+        return send(self._db, operation, **request)
+
+
+def written(db: DynamoDBClient, operation: str, **request: Any) -> bool:
+    """One conditional write (``send``); False if its condition did not hold."""
+    try:
+        send(db, operation, **request)
+    except _RefusedError:
+        return False
+    return True
+
+
+def send(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
+    """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
+    ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
+    method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
+    try:
+        return dict(getattr(db, method)(**request))
+    except AWS_ERRORS as exc:
+        if is_condition_failed(exc):
+            raise _RefusedError(operation) from exc
+        raise unavailable("dynamodb", operation, exc) from exc
 
 
 def _cancellation_codes(exc: BaseException) -> list[str] | None:
@@ -403,4 +453,4 @@ def _entry(run: str, item: Mapping[str, Any]) -> Entry:
     return Entry(run=run, index=index, urls=urls, **fields)
 
 
-__all__: Sequence[str] = ("DynamoJournal", "entry_key", "head_key")
+__all__: Sequence[str] = ("DynamoJournal", "entry_key", "head_key", "send", "written")

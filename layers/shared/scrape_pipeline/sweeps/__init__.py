@@ -23,6 +23,7 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.recovery import Recoverer
+from scrape_pipeline.results import ResultStore
 
 if TYPE_CHECKING:
     from scrape_pipeline.reconciler import ReconcileReport
@@ -51,6 +52,7 @@ class SweepParts(TypedDict):
     recoverer: Recoverer
     clock: Clock
     emitter: NotRequired[Emitter | None]  # the outcome events' (None: the stack has no bus)
+    results: NotRequired[ResultStore | None]  # the results bucket (runs' manifests go there)
 
 
 class Sweep[SettingsT, ResultT: SweepResult](ABC):

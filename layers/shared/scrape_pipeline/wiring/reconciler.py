@@ -9,6 +9,8 @@ from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
 from scrape_pipeline.recovery import Recoverer
+from scrape_pipeline.resources import RESULTS_BUCKET
+from scrape_pipeline.results import ResultStore
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client
 from scrape_pipeline.wiring.events import emitter_from_env
@@ -40,4 +42,12 @@ def build_reconciler(
         recoverer=recoverer,
         clock=clock,
         emitter=emitter_from_env(env, ledger),
+        results=results_from_env(env),
     )
+
+
+def results_from_env(env: Mapping[str, str]) -> ResultStore | None:
+    """The results bucket ``RESULTS_BUCKET`` names, where runs' manifests go; None when it
+    names none (the CLI's ``reconcile`` given only the ledger and the queue): no run sweep."""
+    bucket = env.get(RESULTS_BUCKET.name, "")
+    return ResultStore(bucket) if bucket else None

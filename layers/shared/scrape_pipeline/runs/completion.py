@@ -1,0 +1,208 @@
+"""When a run is complete, and what it says then: its manifest and its ``Run Completed`` event.
+
+A run is complete when nothing of it is planned, posting or in doubt (a rejected URL is
+settled: the API said no) and every job it made is DONE: the rule ``runs show`` exits 0 on.
+Its manifest, ``runs/<run>/manifest.json``, lists every URL with its entry, job id, outcome
+and keys (an extract's from its row's kept event, a batch item's from the batch's own
+manifest, a crawl's its manifest), the counts by outcome and the tokens charged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from scrape_pipeline.events.detail import DetailType, OutcomeEvent
+from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
+from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.runs.journal import Entry
+from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.plan import Run, RunMode
+
+S = EntryState
+# What keeps a run from being complete, beside an unsettled job.
+OPEN: Final = (S.PLANNED, S.POSTING, S.IN_DOUBT)
+RUNS_PREFIX: Final = "runs"
+MANIFEST_VERSION: Final = 1
+REJECTED: Final = "rejected"
+NO_ITEM: Final = "no_item"  # a batch URL the API kept no item for (it dropped it as invalid)
+# A stored batch's own manifest by job id (None: not there): its items' URLs and keys.
+type BatchItems = Callable[[str], Mapping[str, Any] | None]
+
+
+def run_manifest_key(run: str) -> str:
+    """Where a run's manifest lives."""
+    return f"{RUNS_PREFIX}/{run}/manifest.json"
+
+
+def job_key(run: Run, entry: Entry) -> JobKey | None:
+    """The job ``entry`` made (None: none recorded)."""
+    return JobKey(JobKind(run.mode.kind), entry.job_id) if entry.job_id else None
+
+
+def settled(run: Run, entry: Entry, rows: Mapping[JobKey, LedgerRow]) -> bool:
+    """``entry`` is settled for good: rejected, or submitted and its job DONE."""
+    if entry.state in OPEN:
+        return False
+    key = job_key(run, entry) if entry.state is S.SUBMITTED else None
+    if key is None:
+        return entry.state is S.REJECTED
+    row = rows.get(key)
+    return row is not None and row.is_done
+
+
+def first_unsettled(
+    run: Run, start: int, entries: Sequence[Entry], rows: Mapping[JobKey, LedgerRow]
+) -> int:
+    """The first index from ``start`` not settled, of ``entries`` read from there (an index
+    missing from them is not settled); ``start + len`` when all are."""
+    by_index = {e.index: e for e in entries}
+    for index in range(start, start + len(entries)):
+        entry = by_index.get(index)
+        if entry is None or not settled(run, entry, rows):
+            return index
+    return start + len(entries)
+
+
+@dataclass(frozen=True)
+class RunManifest:
+    """A complete run's manifest, and what its event repeats of it."""
+
+    key: str
+    body: dict[str, Any]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """URLs by outcome, and the run's URLs and jobs."""
+        return dict(self.body["counts"])
+
+    @property
+    def tokens_charged(self) -> int:
+        """Tokens the run's jobs were charged, as the processor kept them."""
+        return int(self.body["tokens_charged"])
+
+
+def _kept_event(row: LedgerRow) -> Mapping[str, Any]:
+    """The detail of the row's kept event ({} for a row settled without one)."""
+    if row.outbox_event is None:
+        return {}
+    try:
+        return OutcomeEvent.from_json(row.outbox_event).detail
+    except (ValueError, KeyError):
+        return {}
+
+
+def _keys(row: LedgerRow) -> list[str]:
+    """The objects a settled job left, as its event named them."""
+    detail = _kept_event(row)
+    keys = [str(k) for k in detail.get("keys") or ()]
+    for name in ("manifest_key", "record_key"):
+        if name in detail:
+            keys.append(str(detail[name]))
+    return keys
+
+
+def _urls_of(
+    run: Run, entry: Entry, row: LedgerRow | None, batch_items: BatchItems
+) -> Iterable[dict[str, Any]]:
+    base: dict[str, Any] = {"entry": entry.index, "job_id": entry.job_id}
+    if entry.state is S.REJECTED or row is None:
+        for url in entry.urls:
+            yield {**base, "url": url, "outcome": REJECTED, "reason": entry.reason, "keys": []}
+        return
+    outcome = row.outcome.value if row.outcome else None
+    reason = row.detail.get("reason")
+    items: dict[str, Mapping[str, Any]] = {}
+    if run.mode is RunMode.BATCH and entry.job_id and row.outcome is Outcome.STORED:
+        manifest = batch_items(entry.job_id) or {}
+        items = {str(i.get("url")): i for i in manifest.get("items") or ()}
+    for url in entry.urls:
+        if run.mode is RunMode.BATCH and items:
+            item = items.get(url)
+            if item is None:
+                yield {**base, "url": url, "outcome": NO_ITEM, "keys": []}
+                continue
+            found = {"outcome": item["status"], "keys": list(item.get("keys") or ())}
+            yield {**base, "url": url, **found, "item": item.get("index")}
+            continue
+        record = {**base, "url": url, "outcome": outcome, "keys": _keys(row)}
+        yield record if reason is None else {**record, "reason": reason}
+
+
+def build(
+    run: Run,
+    entries: Sequence[Entry],
+    rows: Mapping[JobKey, LedgerRow],
+    batch_items: BatchItems,
+    completed_at: float,
+) -> RunManifest:
+    """The manifest of ``run``, complete: every URL in entry order, counts and tokens."""
+    urls: list[dict[str, Any]] = []
+    tokens = 0
+    jobs = 0
+    for entry in sorted(entries, key=lambda e: e.index):
+        key = job_key(run, entry) if entry.state is S.SUBMITTED else None
+        row = rows.get(key) if key else None
+        if row is not None:
+            jobs += 1
+            tokens += _count(row.detail.get(DETAIL_TOKENS))
+        urls.extend(_urls_of(run, entry, row, batch_items))
+    by_outcome = Counter(str(u["outcome"]) for u in urls)
+    counts = {"urls": len(urls), "jobs": jobs, **dict(sorted(by_outcome.items()))}
+    body = {
+        "manifest_version": MANIFEST_VERSION,
+        "run": run.name,
+        "mode": run.mode.value,
+        "created_at": run.created_at,
+        "completed_at": round(completed_at, 3),
+        "counts": counts,
+        "tokens_charged": tokens,
+        "urls": urls,
+    }
+    return RunManifest(run_manifest_key(run.name), body)
+
+
+def _count(text: str | None) -> int:
+    try:
+        return int(text) if text else 0
+    except ValueError:
+        return 0  # a detail written by hand, or by another version: not a charge
+
+
+def run_event_id(run: Run) -> str:
+    """The run's Run Completed id: the same for every emit, new for a new run of the name."""
+    text = f"run#{run.name}#{run.created_at:.3f}#completed"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def completed_event(run: Run, manifest: RunManifest, bucket: str) -> OutcomeEvent:
+    """The run's ``Run Completed`` event: its manifest's key, counts and tokens."""
+    return OutcomeEvent(
+        DetailType.RUN_COMPLETED,
+        {
+            "event_id": run_event_id(run),
+            "run": run.name,
+            "mode": run.mode.value,
+            "bucket": bucket,
+            "manifest_key": manifest.key,
+            "counts": manifest.counts,
+            "tokens_charged": manifest.tokens_charged,
+            "completed_at": manifest.body["completed_at"],
+        },
+    )
+
+
+__all__: Sequence[str] = (
+    "OPEN",
+    "RunManifest",
+    "build",
+    "completed_event",
+    "first_unsettled",
+    "job_key",
+    "run_event_id",
+    "run_manifest_key",
+    "settled",
+)

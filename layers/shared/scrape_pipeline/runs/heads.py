@@ -1,0 +1,129 @@
+"""A run's head as its completion reads and writes it: what it owes, how far it is checked.
+
+A run is planned owing its ``Run Completed`` event: its head carries ``outbox_at`` (its
+planning time) and so sits in the ledger's sparse ``outbox-by-time`` index, beside the job
+rows owing theirs, until the bus has taken that event. The run sweep finds the runs still
+open there (a scan of the sparse index reads only what it holds; the outbox sweep skips run
+heads), never by a scan of the table.
+
+    checked        entries before it are settled for good (submitted and DONE, or rejected)
+    outbox_event   the Run Completed event, written once (conditional) with ``completed_at``
+    outbox_at      removed once the bus took it: the head leaves the index
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from scrape_pipeline.ledger import OUTBOX_AT, OUTBOX_EVENT, OUTBOX_INDEX, PARTITION_KEY, RowPrefix
+from scrape_pipeline.runs.dynamodb import head_key, send, written
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
+CHECKED: Final = "checked"
+COMPLETED_AT: Final = "completed_at"
+_PK: Final = str(PARTITION_KEY)
+
+
+@dataclass(frozen=True)
+class Head:
+    """What the run sweep reads of a head."""
+
+    name: str
+    planned: bool
+    entries: int
+    checked: int = 0
+    completed: str | None = None  # the Run Completed event's text, once written
+
+
+class RunHeads:
+    """The heads of the runs in the ledger's table, as their completion sees them."""
+
+    def __init__(self, table_name: str, *, client: DynamoDBClient) -> None:
+        self.table_name = table_name
+        self._db = client
+
+    def owing(
+        self, *, limit: int, cursor: Mapping[str, Any] | None = None
+    ) -> tuple[list[str], dict[str, Any] | None]:
+        """One page of the outbox index: the names of the runs whose event is still owed."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": OUTBOX_INDEX,
+            "Limit": limit,
+            "FilterExpression": "begins_with(#pk, :run)",
+            "ExpressionAttributeNames": {"#pk": _PK},
+            "ExpressionAttributeValues": {":run": {"S": str(RowPrefix.RUN)}},
+            "ProjectionExpression": "#pk",
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = dict(cursor)
+        page = send(self._db, "Scan", **request)
+        names = [item[_PK]["S"].removeprefix(RowPrefix.RUN) for item in page.get("Items", [])]
+        return names, page.get("LastEvaluatedKey")
+
+    def get(self, name: str) -> Head | None:
+        """The run's head (None: no such run)."""
+        key = {_PK: {"S": head_key(name)}}
+        item = send(self._db, "GetItem", TableName=self.table_name, Key=key).get("Item")
+        if not item:
+            return None
+        event = item.get(str(OUTBOX_EVENT), {}).get("S")
+        return Head(
+            name=name,
+            planned=bool(item.get("planned", {}).get("BOOL", False)),
+            entries=int(item["entries"]["N"]),
+            checked=int(item.get(CHECKED, {}).get("N", "0")),
+            completed=event,
+        )
+
+    def checked(self, name: str, index: int) -> None:
+        """Entries before ``index`` are settled for good (never moves back)."""
+        self._update(
+            name,
+            "SET #checked = :i",
+            "attribute_not_exists(#checked) OR #checked < :i",
+            {":i": {"N": str(index)}},
+        )
+
+    def complete(self, name: str, event: str, now: float) -> str:
+        """Write the run's ``event`` once; the event the head holds (the first writer's)."""
+        written = self._update(
+            name,
+            "SET #event = :event, #completed = :now",
+            "attribute_not_exists(#event)",
+            {":event": {"S": event}, ":now": {"N": f"{now:.3f}"}},
+        )
+        if written:
+            return event
+        head = self.get(name)
+        return head.completed if head and head.completed else event
+
+    def told(self, name: str, event: str) -> bool:
+        """The bus took ``event``: the head leaves the outbox index; False if it holds another."""
+        return self._update(name, "REMOVE #at", "#event = :event", {":event": {"S": event}})
+
+    def _update(self, name: str, update: str, condition: str, values: Mapping[str, Any]) -> bool:
+        names = {
+            "#event": str(OUTBOX_EVENT),
+            "#at": str(OUTBOX_AT),
+            "#checked": CHECKED,
+            "#completed": COMPLETED_AT,
+        }
+        used = {k: v for k, v in names.items() if k in update or k in condition}
+        used["#pk"] = _PK
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {_PK: {"S": head_key(name)}},
+            "UpdateExpression": update,
+            "ConditionExpression": f"attribute_exists(#pk) AND ({condition})",
+            "ExpressionAttributeNames": used,
+            "ExpressionAttributeValues": dict(values),
+        }
+        return written(self._db, "UpdateItem", **request)
+
+
+__all__ = ("CHECKED", "COMPLETED_AT", "Head", "RunHeads")
