@@ -61,6 +61,7 @@ class BusRecord:
         self._sqs = sqs
         self.arrivals: list[Arrival] = []
         self.jobs: set[tuple[str, str]] = set()  # (kind, job id) with an event received
+        self.runs: list[dict[str, Any]] = []  # Run Completed details: they name no job
 
     def open(self) -> None:
         """The rule and its queue: events put on the bus from now on are recorded."""
@@ -93,6 +94,10 @@ class BusRecord:
                 ],
             )
             for message in messages:
+                detail = json.loads(message["Body"])["detail"]
+                if "job_id" not in detail:
+                    self.runs.append(detail)
+                    continue
                 arrival = arrival_of(message)
                 self.arrivals.append(arrival)
                 self.jobs.add((arrival.kind, arrival.job_id))
