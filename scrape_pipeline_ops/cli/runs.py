@@ -64,6 +64,9 @@ LIST_COLUMNS: Final = (
     "created_at",
 )
 URL_COLUMNS: Final = ("entry", "state", "job_id", "outcome", "url", "reason")
+# runs show --wait: a read of the journal and its jobs' rows every few seconds, an hour at most.
+WAIT_STEP_SECONDS: Final = 2.0
+MAX_WAIT_SECONDS: Final = 3600.0
 
 
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -95,6 +98,14 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     show.add_argument("name", metavar="RUN")
     show.add_argument(
         "--urls", action="store_true", help="one line per URL: state, job id, outcome, reason"
+    )
+    show.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="read the run again every few seconds until it is complete, for at most SECONDS "
+        "(the pipeline stores a job a few seconds after the API settles it)",
     )
     show.set_defaults(handler=run_show)
     resolve = sub.add_parser(
@@ -271,11 +282,23 @@ def run_list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def run_show(ctx: Context, args: argparse.Namespace) -> int:
-    """One run by state (and by URL with ``--urls``); exit 1 while it is not complete."""
+    """One run by state (and by URL with ``--urls``); exit 1 while it is not complete.
+
+    With ``--wait``, the run is read again every ``WAIT_STEP_SECONDS`` until it is complete or
+    the wait is over; what is shown is the last read.
+    """
+    if not 0 <= args.wait <= MAX_WAIT_SECONDS:
+        raise UsageError(f"--wait takes 0 to {MAX_WAIT_SECONDS:g} seconds, got {args.wait:g}")
+    deadline = ctx.clock.monotonic() + args.wait
     with _opened(ctx, args) as opened, _outcomes(ctx, opened) as source:
         run = _run(opened, args.name)
-        entries = opened.journal.entries(run.name)
-        found = _joined(source, run, entries)
+        while True:
+            entries = opened.journal.entries(run.name)
+            found = _joined(source, run, entries)
+            left = deadline - ctx.clock.monotonic()
+            if summary(run, entries, found)["complete"] or left <= 0:
+                break
+            ctx.clock.sleep(min(WAIT_STEP_SECONDS, left))
     if args.urls:
         ctx.out.table(_url_rows(entries, found or {}), URL_COLUMNS)
     else:
