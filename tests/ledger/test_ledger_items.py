@@ -37,6 +37,14 @@ B = JobKey(JobKind.BATCH, "b")
 C = JobKey(JobKind.CRAWL, "c")
 D = JobKey(JobKind.EXTRACT, "d")
 type Step = tuple[str, Callable[[], Any]]
+# Row fields added after the capture (a batch's retried items), with the value every row of
+# the scenario has: left out of the comparison when at it, so the capture stays as it was.
+ADDED_SINCE: dict[str, Any] = {
+    "items_cancelled": 0,
+    "retrying_items": [],
+    "pages_stored": 0,
+    "retry_of": None,
+}
 
 
 def _plain(value: Any) -> Any:
@@ -44,7 +52,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, JobKey):
         return value.pk
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        plain = {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return {k: v for k, v in plain.items() if k not in ADDED_SINCE or v != ADDED_SINCE[k]}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, frozenset | set):

@@ -24,6 +24,7 @@ METRICS = {
     "not_settled": "JobsNotSettled",
     "not_found": "JobsNotSettled",
     "watching": "JobsWatching",
+    "items_retrying": "JobsItemsRetrying",
     "parked": "JobsParkedSick",
     "in_progress": "JobsInProgress",
     "out_of_time": "ProcessorOutOfTime",

@@ -22,6 +22,7 @@ class MessageOutcome(StrEnum):
     NOT_SETTLED = "not_settled"
     NOT_FOUND = "not_found"
     WATCHING = "watching"
+    ITEMS_RETRYING = "items_retrying"
     PARKED = "parked"
     IN_PROGRESS = "in_progress"
     OUT_OF_TIME = "out_of_time"
@@ -48,6 +49,7 @@ _METRICS: dict[MessageOutcome, str] = {
     MessageOutcome.NOT_SETTLED: "JobsNotSettled",
     MessageOutcome.NOT_FOUND: "JobsNotSettled",
     MessageOutcome.WATCHING: "JobsWatching",
+    MessageOutcome.ITEMS_RETRYING: "JobsItemsRetrying",
     MessageOutcome.PARKED: "JobsParkedSick",
     MessageOutcome.IN_PROGRESS: "JobsInProgress",
     MessageOutcome.OUT_OF_TIME: "ProcessorOutOfTime",

@@ -62,6 +62,9 @@ class Verb(StrEnum):
     FINISH = "finish"
     NOTE_LATE_WEBHOOK = "note_late_webhook"
     CLEAR_OUTBOX = "clear_outbox"
+    NOTE_ITEM_RETRY = "note_item_retry"
+    SETTLE_ITEMS = "settle_items"
+    LINK_RETRY = "link_retry"
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,14 @@ FINISH = Move(V.FINISH, (PROCESSING,), (DONE,), _HOLDER)
 NOTE_LATE_WEBHOOK = Move(V.NOTE_LATE_WEBHOOK, tuple(JobState), (), "not marked late before")
 # Any state: a row reopened before its close's event went out still owes that event.
 CLEAR_OUTBOX = Move(V.CLEAR_OUTBOX, tuple(JobState), (), "its pending event as emitted")
+# A batch's or crawl's items retried as extract jobs (``scrape_pipeline.item_retries``): the
+# holder notes each retry's job id on the row as soon as the API answers with it, then takes
+# the settled ones off with their counts; the extract job's row is linked to its item (recorded
+# WATCHING if it has no row yet, as a submission's is).
+NOTE_ITEM_RETRY = Move(V.NOTE_ITEM_RETRY, (PROCESSING,), (), _HOLDER)
+SETTLE_ITEMS = Move(V.SETTLE_ITEMS, (PROCESSING,), (), _HOLDER)
+LINK_NEW_RETRY = Move(V.LINK_RETRY, (ABSENT,), (WATCHING,), "a retry's job not known yet")
+LINK_RETRY = Move(V.LINK_RETRY, tuple(JobState), (), "linked to no item yet")
 MOVES: Final = (
     RECORD,
     FORGET_UNSENT,
@@ -122,6 +133,10 @@ MOVES: Final = (
     FINISH,
     NOTE_LATE_WEBHOOK,
     CLEAR_OUTBOX,
+    NOTE_ITEM_RETRY,
+    SETTLE_ITEMS,
+    LINK_NEW_RETRY,
+    LINK_RETRY,
 )
 
 
@@ -167,12 +182,16 @@ __all__: Sequence[str] = (
     "ENQUEUE",
     "FINISH",
     "FORGET_UNSENT",
+    "LINK_NEW_RETRY",
+    "LINK_RETRY",
     "MOVES",
+    "NOTE_ITEM_RETRY",
     "NOTE_LATE_WEBHOOK",
     "PARK",
     "RECORD",
     "RELEASE",
     "REOPEN",
+    "SETTLE_ITEMS",
     "TAKE_OVER",
     "UNCLAIM",
     "WAITING",

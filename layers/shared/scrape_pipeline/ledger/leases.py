@@ -34,6 +34,8 @@ from scrape_pipeline.ledger.reads import Reads
 from scrape_pipeline.ledger.rows import LedgerRow, from_item
 from scrape_pipeline.ledger.table import in_state
 
+# A batch's or crawl's item counts, in ``settle_items``' order.
+_ITEM_COUNTS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED)
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
 
@@ -179,6 +181,34 @@ class Leases(Reads):
             .remove(Attr.STRUCK_BY)
         )
         return self._leased_update(key, owner, lifecycle.CHECKPOINT, update, self.clock.time())
+
+    def note_item_retry(self, key: JobKey, owner: str, entry: str) -> LedgerRow:
+        """Note on a batch's or crawl's row that an item is retried by an extract job
+        (``entry``: ``<index>:<job id>``), as soon as the API answered with the job: a holder
+        that redoes the item after a crash adopts it instead of posting again."""
+        update = Update().add(Attr.RETRYING_ITEMS, {entry})
+        now = self.clock.time()
+        return self._leased_update(key, owner, lifecycle.NOTE_ITEM_RETRY, update, now)
+
+    def settle_items(
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        settled: frozenset[str],
+        counts: tuple[int, int, int],
+        pages: int,
+    ) -> LedgerRow:
+        """Take the retried items whose extract jobs settled off the row, with the item counts
+        they lead to (``counts``: stored, dead-lettered, cancelled), once every page of the
+        ``pages`` is stored; the lease stays held."""
+        update = Update().set(Attr.PAGES_STORED, pages)
+        for attr, count in zip(_ITEM_COUNTS, counts, strict=True):
+            update.set(attr, count)
+        if settled:
+            update.delete(Attr.RETRYING_ITEMS, settled)
+        now = self.clock.time()
+        return self._leased_update(key, owner, lifecycle.SETTLE_ITEMS, update, now)
 
     def finish(
         self,
