@@ -177,14 +177,21 @@ class Simulator:
     # ------------------------------------------------------------- extract
 
     def _draw(
-        self, url: str, formats: tuple[str, ...], render_js: bool, now: float
+        self, url: str, formats: tuple[str, ...], render_js: bool, now: float, *, item: bool = False
     ) -> tuple[str, Work]:
-        """The nth submission of ``url``: same id, timing and outcome whichever route sent it."""
+        """The nth submission of ``url``: same id, timing and outcome whichever route sent it
+        (``item``: a batch's, at the items' retryable failure rate)."""
         self._submissions[url] += 1
         rng = rng_for(self.config.seed, "job", url, self._submissions[url])
         job_id = uuid_from(rng)
         return job_id, draws.job_work(
-            rng, config=self.config, url=url, formats=formats, render_js=render_js, now=now
+            rng,
+            config=self.config,
+            url=url,
+            formats=formats,
+            render_js=render_js,
+            now=now,
+            item=item,
         )
 
     def submit_extract(
@@ -342,7 +349,7 @@ class Simulator:
             batch_id = stable_uuid(self.config.seed, "batch", digest, self._batch_counts[digest])
             items = []
             for index, url in valid:
-                _, work = self._draw(url, formats, render_js, now)
+                _, work = self._draw(url, formats, render_js, now, item=True)
                 items.append((index, work))
                 self._records.append(_Record("batch_item", account, batch_id, index, "async", work))
             batch = Batch(batch_id, account, now, items, invalid_urls=len(urls) - len(valid))

@@ -42,6 +42,7 @@ type Step = tuple[str, Callable[[], Any]]
 ADDED_SINCE: dict[str, Any] = {
     "items_cancelled": 0,
     "retrying_items": [],
+    "retry_posting": [],
     "pages_stored": 0,
     "retry_of": None,
 }

@@ -61,7 +61,7 @@ CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
     Verb.FINISH: lambda ledger, key, row: ledger.finish(key, HOLDER, Outcome.STORED),
     Verb.NOTE_LATE_WEBHOOK: lambda ledger, key, row: ledger.note_late_webhook(row),
     Verb.CLEAR_OUTBOX: lambda ledger, key, row: _clear_outbox(ledger, key),
-    Verb.NOTE_ITEM_RETRY: lambda ledger, key, row: ledger.note_item_retry(key, HOLDER, "3:job"),
+    Verb.NOTE_ITEM_RETRY: lambda ledger, key, row: ledger.note_item_retry(key, HOLDER, 3, "3:job"),
     Verb.SETTLE_ITEMS: lambda ledger, key, row: ledger.settle_items(
         key, HOLDER, settled=frozenset({"3:job"}), counts=(1, 0, 0), pages=1
     ),

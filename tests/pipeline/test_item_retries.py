@@ -20,7 +20,7 @@ from scrape_pipeline.manifest import manifest_key
 from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline_local.stack import LocalStack
 from tests.pipeline.conftest import MakeStack, truth, versions
-from tests.pipeline.test_big_jobs import ledger
+from tests.pipeline.test_big_jobs import Killed, ledger, processor
 
 BOUND = ProcessorSettings().max_resubmissions_per_url  # POSTs per retried item, at most
 SIM_KIND = {"batch": "batch_item", "crawl": "crawl_page"}
@@ -117,3 +117,37 @@ def test_retryably_failed_items_are_retried_as_linked_extract_jobs(
     )
     retried = tally["retried_stored"] + tally["retried_dead_lettered"]
     assert retried <= posts(stack) <= BOUND * retried
+
+
+def test_a_holder_killed_after_an_items_post_is_followed_by_one_that_adopts_its_job(
+    make_stack: MakeStack,
+):
+    # GIVEN a 100-URL batch whose items fail retryably at 30 % (their retries never fail),
+    # and a processor killed (its timeout) right after the API answered its second item POST
+    stack = make_stack(item_retryable_failure_rate=0.3)
+    job_processor = processor(stack)
+    client = job_processor._client
+    real_post = client.submit_extract
+    killed: list[str] = []
+
+    def post(url: str, **kwargs: Any) -> Any:
+        submitted = real_post(url, **kwargs)
+        if posts(stack) == 2 and not killed:
+            killed.append(url)
+            raise Killed  # the job exists; nothing noted it
+        return submitted
+
+    client.submit_extract = post  # type: ignore[method-assign]
+    batch_id = stack.client().create_batch([f"https://example.com/k/{i}" for i in range(100)])
+    key = JobKey(JobKind.BATCH, batch_id.job_id)
+
+    # WHEN the stack runs until the batch is DONE
+    stack.run_until(lambda: done(stack, key), step=5.0, limit=3600)
+
+    # THEN the killed POST's job was adopted, not posted again: one extract job per retried
+    # item, each stored once, and the manifest names it
+    assert killed
+    tally = check_items_retried(stack, "batch", key.job_id)
+    failed = [j for j in truth(stack, "batch_item") if j["status"] == "failed"]
+    assert tally["retried_stored"] == len(failed) == posts(stack) > 2
+    assert len([j for j in truth(stack, "extract") if j["url"] == killed[0]]) == 1

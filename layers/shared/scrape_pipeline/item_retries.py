@@ -8,10 +8,12 @@ lists batches: a batch posted by a holder that then died could not be found, and
 would be scraped twice. What it costs per retried item: one ``POST /v1/extract`` and one GET
 when its job settles (its webhook or the watch sweep's job-list pass tells when; that pass
 reads one page per 100 watched jobs), so 2 Geonode requests; one job-list GET more only for an
-item whose holder died after the POST (or whose POST failed). A new batch would cost one POST
-for all of them and one GET a 50 items, but could not be adopted after a crash.
+item whose holder died during its POST (or whose POST failed without saying it did nothing).
+A new batch would cost one POST for all of them and one GET a 50 items, but could not be
+adopted after a crash. In DynamoDB: three writes on the batch's row, the chain and the link.
 
-    page stored: item failed, retryable ─▶ POST /v1/extract (url, the batch's formats)
+    page stored: item failed, retryable ─▶ its index noted "posting" on the batch's row
+        ─▶ POST /v1/extract (url, the batch's formats); 429, 402, never sent: given back
         ├─ noted on the batch's row, ``<index>:<job id>`` (``retrying_items``), at once
         ├─ the job's chain depth 1 recorded (its own resubmissions follow the extract rule)
         └─ the job's row linked to the item (``retry_of``), WATCHING if it had none
@@ -23,19 +25,29 @@ for all of them and one GET a 50 items, but could not be adopted after a crash.
 Bounds, as for an extract job: the item is the start of its chain (someone else submitted the
 batch), its retry is depth 1 and counts one, and a chain ends after MAX_RESUBMISSIONS_PER_URL;
 an item whose budget is spent, or whose failure is not retryable, is dead-lettered at once as
-before. A POST that failed in any way (429, 5xx, no answer) notes nothing: the item is redone
-by the next attempt, which looks the URL up first and adopts a job the API made after all.
+before. A POST that failed in any way (429, 5xx, no answer) notes no job: the item is redone by the
+next attempt, which (unless the POST certainly did nothing) looks the URL up first and adopts
+a job the API made after all; so does an attempt after a holder died during its POST.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from scrape_pipeline.attempt import Attempt
+from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import (
+    AuthError,
+    PaymentRequiredError,
+    RateLimitedError,
+    TransportError,
+)
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
+from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
 from scrape_pipeline.manifest import ItemRecord, ItemStatus
 
 # The item's failure codes that are worth another try when the item does not say (the API's
@@ -43,6 +55,9 @@ from scrape_pipeline.manifest import ItemRecord, ItemStatus
 DEFAULT_RETRYABLE_ITEM_CODES = ("UPSTREAM_TIMEOUT", "RATE_LIMITED")
 # The detail of a linked extract job that was stored: its keys, for the item's manifest line.
 DETAIL_KEYS = "keys"
+# A POST that failed so: the API did nothing (429, 402, 401) or may not have (a network error,
+# said apart by ``request_sent``).
+_NOTHING_DONE = (RateLimitedError, PaymentRequiredError, AuthError, TransportError)
 # How far a chain of resubmissions is followed in one pass (the budget bounds it anyway).
 MAX_CHAIN = 16
 
@@ -128,32 +143,35 @@ class ItemRetrier:
         item: BatchItem,
         *,
         status: BatchStatus,
+        attempt: Attempt,
         noted: Mapping[int, str],
-        may_have_posted: bool,
-    ) -> tuple[str, bool] | None:
-        """The retry's job id for the item and whether it was adopted (posted by an earlier
-        attempt), or None when the budget allows none. ``noted``: the row's retrying items.
-
-        The caller notes the job on the batch's row (``note``) right after.
-        """
+    ) -> str | None:
+        """The retry's job id for the item, posted now or adopted (an earlier attempt's), or
+        None when the budget allows none. ``noted``: the row's retrying items so far; the
+        retry is noted on the batch's row before this returns."""
         url = item.url
         if not url or self.per_chain_limit < 1:
             return None
-        known = noted.get(ref.index)
-        if known is not None:
-            return known, True
-        if may_have_posted:
-            found = self._posted_before(url, status, taken=set(noted.values()))
-            if found is not None:
-                return found, True
-        submitted = self._client.submit_extract(url, formats=formats_of(status))
-        return submitted.job_id, False
-
-    def note(self, ref: RetryRef, job_id: str, owner: str) -> None:
-        """Note the retry on the batch's row, then record its chain and link its row: each
-        write idempotent, so an attempt that dies between them is finished by the next."""
-        self._ledger.note_item_retry(ref.parent, owner, entry(ref.index, job_id))
+        job_id = noted.get(ref.index)
+        if job_id is None and str(ref.index) in attempt.row.retry_posting:
+            # An earlier holder began this POST and noted no answer: the API may have made it.
+            job_id = self._posted_before(url, status, taken=set(noted.values()))
+        if job_id is None:
+            job_id = self._post(ref, url, status, attempt.owner)
+        self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
         self.link(ref, job_id, depth=1)
+        return job_id
+
+    def _post(self, ref: RetryRef, url: str, status: BatchStatus, owner: str) -> str:
+        self._ledger.note_item_retry(ref.parent, owner, ref.index, posting=True)
+        try:
+            return self._client.submit_extract(url, formats=formats_of(status)).job_id
+        except _NOTHING_DONE as exc:
+            if not isinstance(exc, TransportError) or not exc.request_sent:
+                # The API certainly did not act: the next attempt posts without a look-up.
+                with contextlib.suppress(AWSUnavailableError, LeaseLostError):
+                    self._ledger.note_item_retry(ref.parent, owner, ref.index)
+            raise
 
     def link(self, ref: RetryRef, job_id: str, *, depth: int) -> None:
         """Record ``job_id``'s chain depth and link its row to the item it retries."""

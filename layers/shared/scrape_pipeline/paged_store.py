@@ -242,19 +242,12 @@ class PagedStore:
         retrier, status = retries.retrier, retries.status
         if retrier is None or status is None or not is_retryable(item, self._retryable_codes):
             return False
-        attempt = retries.attempt
         ref = RetryRef(key, index)
-        retry = retrier.retry(
-            ref,
-            item,
-            status=status,
-            noted=retries.noted,
-            may_have_posted=attempt.row.attempts > 1,
+        job_id = retrier.retry(
+            ref, item, status=status, attempt=retries.attempt, noted=retries.noted
         )
-        if retry is None:
+        if job_id is None:
             return False
-        job_id, _adopted = retry
-        retrier.note(ref, job_id, attempt.owner)
         retries.noted[index] = job_id
         record = ItemRecord.of(item, index, ItemStatus.RETRYING, retry_job=job_id)
         done.records.append(record)

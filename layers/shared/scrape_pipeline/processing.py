@@ -354,8 +354,9 @@ class JobProcessor:
         self._retire_superseded(attempt.row)
         if isinstance(api_job, Job):
             keys = [*stored.written, *stored.already_present]
-            if attempt.row.retry_of:  # the item's manifest line gives them
-                detail[DETAIL_KEYS] = ",".join(sorted(keys))
+            # Kept for a batch's item this job may retry: it may be linked only after this
+            # (its webhook came before the link), and the item's manifest line gives them.
+            detail[DETAIL_KEYS] = ",".join(sorted(keys))
             self._finish(attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job)
         else:
             self._finish(attempt, Outcome.STORED, detail)

@@ -52,6 +52,8 @@ class Attr(StrEnum):
     # of ``<item index>:<extract job id>`` (``scrape_pipeline.item_retries``); and the number
     # of pages once every page is stored, so settling those items needs no Geonode call.
     RETRYING_ITEMS = "retrying_items"
+    # The indexes of the items whose retry is being posted: one a holder died in may exist.
+    RETRY_POSTING = "retry_posting"
     PAGES_STORED = "pages_stored"
     # An extract job that retries a batch's or crawl's item: ``<kind>#<job id>#<item index>``.
     RETRY_OF = "retry_of"

@@ -182,11 +182,26 @@ class Leases(Reads):
         )
         return self._leased_update(key, owner, lifecycle.CHECKPOINT, update, self.clock.time())
 
-    def note_item_retry(self, key: JobKey, owner: str, entry: str) -> LedgerRow:
-        """Note on a batch's or crawl's row that an item is retried by an extract job
-        (``entry``: ``<index>:<job id>``), as soon as the API answered with the job: a holder
-        that redoes the item after a crash adopts it instead of posting again."""
-        update = Update().add(Attr.RETRYING_ITEMS, {entry})
+    def note_item_retry(
+        self,
+        key: JobKey,
+        owner: str,
+        index: int,
+        retry: str | None = None,
+        *,
+        posting: bool = False,
+    ) -> LedgerRow:
+        """Note on a batch's or crawl's row how the retry of its item ``index`` stands: its
+        POST about to be sent (``posting``: a holder that dies after it looks the URL up), or
+        answered with a job (``retry``, ``<index>:<job id>``: a holder that redoes the item
+        adopts it), or neither: the POST certainly did nothing (given back)."""
+        update = Update()
+        if posting:
+            update.add(Attr.RETRY_POSTING, {str(index)})
+        else:
+            update.delete(Attr.RETRY_POSTING, {str(index)})
+        if retry is not None:
+            update.add(Attr.RETRYING_ITEMS, {retry})
         now = self.clock.time()
         return self._leased_update(key, owner, lifecycle.NOTE_ITEM_RETRY, update, now)
 

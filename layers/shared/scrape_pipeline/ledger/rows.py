@@ -50,6 +50,8 @@ class LedgerRow:
     # Items resubmitted as extract jobs, not settled yet (``<index>:<job id>``), and the page
     # count once every page is stored (0 before): ``scrape_pipeline.item_retries``.
     retrying_items: frozenset[str] = frozenset()
+    # The items whose retry's POST began and has not been noted (the holder may have died).
+    retry_posting: frozenset[str] = frozenset()
     pages_stored: int = 0
     # For an extract job that retries an item: the item (``<kind>#<job id>#<index>``).
     retry_of: str | None = None
@@ -182,6 +184,7 @@ _DECODERS: Final[Mapping[Attr, _Decoder]] = {
     Attr.STRUCK_BY: _strikes,
     Attr.SEEN_DELIVERIES: _members,
     Attr.RETRYING_ITEMS: _members,
+    Attr.RETRY_POSTING: _members,
     Attr.NEXT_PAGE: _count(1),  # pages count from one
     **dict.fromkeys((Attr.STATE_SINCE, Attr.CREATED_AT, Attr.PAGE_SECONDS), _seconds),
     **dict.fromkeys((Attr.ATTEMPTS, Attr.RELEASES, Attr.NOT_FOUND, Attr.FAILURES), _count()),
