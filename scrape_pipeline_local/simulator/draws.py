@@ -21,12 +21,10 @@ def duration(rng: random.Random, low: float, high: float, distribution: str = "u
     return rng.uniform(low, high)
 
 
-def outcome(rng: random.Random, config: SimConfig, *, item: bool = False) -> Outcome:
-    """Completed, or failed retryably or permanently, at the configured rates (``item``: a
-    batch item's or crawl page's retryable rate)."""
+def outcome(rng: random.Random, config: SimConfig) -> Outcome:
+    """Completed, or failed retryably or permanently, at the configured rates."""
     roll = rng.random()
-    retryable = config.item_retryable_rate if item else config.retryable_failure_rate
-    if roll < retryable:
+    if roll < config.retryable_failure_rate:
         return Outcome(
             status="failed",
             http_status=504,
@@ -35,7 +33,7 @@ def outcome(rng: random.Random, config: SimConfig, *, item: bool = False) -> Out
             retryable=True,
             retry_count=2,
         )
-    if roll < retryable + config.permanent_failure_rate:
+    if roll < config.retryable_failure_rate + config.permanent_failure_rate:
         return Outcome(
             status="failed",
             http_status=403,
@@ -80,13 +78,12 @@ def job_work(
     formats: tuple[str, ...],
     render_js: bool,
     now: float,
-    item: bool = False,
 ) -> Work:
     """An extract job or batch item: queued for a share of its duration, then processing."""
     total = duration(
         rng, config.job_duration_min_s, config.job_duration_max_s, config.job_duration_distribution
     )
-    drawn = outcome(rng, config, item=item)
+    drawn = outcome(rng, config)
     size = content_bytes(rng, config)
     total += long_tail_seconds(rng, config)
     return Work(
@@ -118,7 +115,7 @@ def crawl_works(
         worker = min(range(len(free_at)), key=free_at.__getitem__)
         start = free_at[worker]
         took = duration(rng, config.crawl_page_duration_min_s, config.crawl_page_duration_max_s)
-        drawn = outcome(rng, config, item=True)
+        drawn = outcome(rng, config)
         size = content_bytes(rng, config)
         took += long_tail_seconds(rng, config)
         free_at[worker] = start + took
