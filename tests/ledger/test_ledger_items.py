@@ -37,7 +37,7 @@ B = JobKey(JobKind.BATCH, "b")
 C = JobKey(JobKind.CRAWL, "c")
 D = JobKey(JobKind.EXTRACT, "d")
 type Step = tuple[str, Callable[[], Any]]
-# Row fields added after the capture (a batch's retried items), with the value every row of
+# Fields added after the capture (a batch's retried items), with the value every row of
 # the scenario has: left out of the comparison when at it, so the capture stays as it was.
 ADDED_SINCE: dict[str, Any] = {
     "items_cancelled": 0,
@@ -45,6 +45,7 @@ ADDED_SINCE: dict[str, Any] = {
     "retry_posting": [],
     "pages_stored": 0,
     "retry_of": None,
+    "items": None,  # RowCounts, unless asked for
 }
 
 
