@@ -33,6 +33,7 @@ BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
 # In ``store_items``' detail: items still retrying (no manifest yet), and the job's page count.
 DETAIL_RETRYING = "items_retrying"
 DETAIL_PAGES = "pages"
+DETAIL_CANCELLED = "items_cancelled"
 
 
 @dataclass
@@ -54,6 +55,7 @@ class _Position:
     item: int
     stored: int
     failed: int
+    cancelled: int = 0
 
     def plus(self, covered: Covered) -> _Position:
         """On to the end of what the parts cover, their items counted."""
@@ -63,6 +65,7 @@ class _Position:
             item=covered.end,
             stored=self.stored + statuses.count(ItemStatus.STORED),
             failed=self.failed + statuses.count(ItemStatus.DEAD_LETTERED),
+            cancelled=self.cancelled + statuses.count(ItemStatus.CANCELLED),
         )
 
 
@@ -123,7 +126,9 @@ class PagedStore:
         crawl's in-flight page): the checkpoint stays on its page, read again once drained.
         """
         row = attempt.row
-        at = _Position(row.next_page, row.next_item, row.items_stored, row.items_failed)
+        at = _Position(
+            row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
+        )
         status = first_page
         retries = _Retries(
             self._retrier if retry else None, attempt, retrying_by_index(row.retrying_items)
@@ -170,6 +175,7 @@ class PagedStore:
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),
             "items_failed": str(at.failed),
+            DETAIL_CANCELLED: str(at.cancelled),
         }
         if retries.noted:
             # Items still retrying: the manifest waits for them (the caller settles them).
@@ -267,6 +273,7 @@ class PagedStore:
             failed=at.failed,
             page_seconds=page_seconds,
             next_item=at.item,
+            cancelled=at.cancelled,
         )
 
 

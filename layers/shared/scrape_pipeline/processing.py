@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scrape_pipeline.attempt import Attempt, OutOfTimeError
@@ -81,7 +81,12 @@ from scrape_pipeline.jobs import (
     source_proven,
 )
 from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
-from scrape_pipeline.paged_store import DETAIL_PAGES, DETAIL_RETRYING, PagedStore
+from scrape_pipeline.paged_store import (
+    DETAIL_CANCELLED,
+    DETAIL_PAGES,
+    DETAIL_RETRYING,
+    PagedStore,
+)
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
@@ -331,7 +336,7 @@ class JobProcessor:
         # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
         self._retire_superseded(attempt.row)
         self._finish(attempt, Outcome.CANCELLED, detail)
-        return Disposition(MessageOutcome.CANCELLED)
+        return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=_items_dead(detail))
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         key = attempt.key
@@ -360,13 +365,14 @@ class JobProcessor:
             self._finish(attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job)
         else:
             self._finish(attempt, Outcome.STORED, detail)
-        return Disposition(MessageOutcome.STORED)
+        return Disposition(MessageOutcome.STORED, items_dead_lettered=_items_dead(detail))
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         self._retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
-            self._pages.store_items(attempt, api_job)
-            return self._dead_letter(attempt, _failure_record("batch failed", None))
+            items = self._pages.store_items(attempt, api_job)
+            closed = self._dead_letter(attempt, _failure_record("batch failed", None))
+            return replace(closed, items_dead_lettered=_items_dead(items or {}))
         if api_job.error is None or not api_job.error.retryable:
             return self._dead_letter(attempt, _failure_record("not retryable", api_job))
         resubmission = self._resubmitter.resubmit(api_job, may_have_posted=attempt.row.attempts > 1)
@@ -394,10 +400,15 @@ class JobProcessor:
             attempt.key,
             attempt.owner,
             settled=frozenset(),
-            counts=(int(items["items_stored"]), int(items["items_failed"]), 0),
+            counts=(
+                int(items["items_stored"]),
+                int(items["items_failed"]),
+                int(items[DETAIL_CANCELLED]),
+            ),
             pages=pages,
         )
-        return self._settle_items(attempt, row)
+        settled = self._settle_items(attempt, row)
+        return replace(settled, items_retried=int(items[DETAIL_RETRYING]))
 
     def _settle_items(self, attempt: Attempt, row: LedgerRow) -> Disposition:
         """Take the retried items whose extract jobs settled off the row (their final records
@@ -425,13 +436,14 @@ class JobProcessor:
             "prefix": result_prefix(key.kind, key.job_id),
             "items_stored": str(counts[0]),
             "items_failed": str(counts[1]),
+            DETAIL_CANCELLED: str(counts[2]),
             "manifest": manifest.write(key, status),
         }
         if status.tokens_charged is not None:
             detail[DETAIL_TOKENS] = str(status.tokens_charged)
         self._retire_superseded(attempt.row)
         self._finish(attempt, Outcome.STORED, detail)
-        return Disposition(MessageOutcome.STORED)
+        return Disposition(MessageOutcome.STORED, items_dead_lettered=counts[1])
 
     def _not_settled(
         self, attempt: Attempt, api_job: Job | BatchStatus, *, woken: bool
@@ -565,6 +577,11 @@ class JobProcessor:
         # If this fails too, the lease expires on its own and the job is retaken then.
         with contextlib.suppress(AWSUnavailableError, LeaseLostError):
             self._ledger.release(attempt.key, attempt.owner)
+
+
+def _items_dead(detail: Mapping[str, str]) -> int:
+    """A closed batch's or crawl's items dead-lettered, as its detail counts them."""
+    return int(detail.get("items_failed") or 0)
 
 
 def _failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:

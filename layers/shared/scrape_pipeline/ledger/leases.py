@@ -164,9 +164,11 @@ class Leases(Reads):
         failed: int,
         page_seconds: float = 0.0,
         next_item: int = 0,
+        cancelled: int = 0,
     ) -> LedgerRow:
         """Record a batch's or crawl's progress after a page (or ``next_item`` items of the
-        page ``next_page``) is stored; the lease stays held.
+        page ``next_page``) is stored; the lease stays held. (``cancelled`` is written only
+        once there is one: rows of jobs with none keep the attributes they always had.)
 
         Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
         ``page_seconds`` is the longest page the attempt took so far, for the next one.
@@ -180,6 +182,8 @@ class Leases(Reads):
             .set(Attr.PAGE_SECONDS, float(page_seconds))
             .remove(Attr.STRUCK_BY)
         )
+        if cancelled:
+            update.set(Attr.ITEMS_CANCELLED, cancelled)
         return self._leased_update(key, owner, lifecycle.CHECKPOINT, update, self.clock.time())
 
     def note_item_retry(
