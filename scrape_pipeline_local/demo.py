@@ -32,11 +32,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
+from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline_local.agreement import compare, summary
 from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
 from scrape_pipeline_local.function_env import functions_write_to
+from scrape_pipeline_local.item_retries_judge import ITEM_KINDS, ItemRetries, judge_item_retries
 from scrape_pipeline_local.judge import (
     MAX_EXAMPLES,
     UNSETTLED,
@@ -115,6 +117,8 @@ class Report(Verdict):
     audit: AuditReport | None = None
     audit_seconds: float = 0.0
     audit_differences: list[str] = field(default_factory=list)
+    # The batch items and crawl pages that failed retryably, and what their retries became.
+    item_retries: ItemRetries = field(default_factory=ItemRetries)
 
     @property
     def audit_failed(self) -> bool:
@@ -213,6 +217,9 @@ class Demo:
         )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
+        if self.profile.item_retryable_failure_rate is not None:
+            rate = self.profile.item_retryable_failure_rate
+            sim = replace(sim, item_retryable_failure_rate=rate)
         if self.profile.job_duration_s is not None:
             low, high = self.profile.job_duration_s
             sim = replace(sim, job_duration_min_s=low, job_duration_max_s=high)
@@ -561,9 +568,10 @@ class Demo:
         return True
 
     def _was_resubmitted_row(self, job: Mapping[str, Any]) -> bool:
-        """A failed extract job the pipeline answered with a new job for its URL."""
+        """A failed extract job, batch item or crawl page the pipeline answered with a new
+        (extract) job for its URL."""
         return (
-            job["kind"] == "extract"
+            job["kind"] in ("extract", *ITEM_KINDS)
             and job["status"] == "failed"
             and bool(job["retryable"])
             and self._resubmitted(job)
@@ -591,13 +599,20 @@ class Demo:
             reason = body.get("reason")
             return None if reason is None else str(reason)
 
+        listing = read_listing(s3, bucket)
         judge(
             self._units(),
-            read_listing(s3, bucket),
+            listing,
             is_poison=stack.sim.faults.is_malformed,
             resubmitted=self._was_resubmitted_row,
             reason_of=reason_of,
             into=report,
+        )
+        report.item_retries = judge_item_retries(
+            stack.sim.truth_jobs(),
+            listing,
+            gets_by_job=stack.sim.request_counts()["by_job"],
+            bound=ProcessorSettings().max_resubmissions_per_url,
         )
         # A batch or crawl settles with its last item: its ledger row is DONE only then, so an
         # item's latency runs from there (a long item would otherwise age its quick siblings).
