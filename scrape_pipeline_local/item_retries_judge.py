@@ -41,7 +41,7 @@ class ItemRetries:
     stored_twice: int = 0
     unresolved: int = 0
     posts: int = 0
-    posts_max: int = 0
+    posts_max: int = 0  # the most an item cost: its URL's POSTs shared out, rounded up
     gets: int = 0
     examples: list[str] = field(default_factory=list)
 
@@ -91,7 +91,8 @@ def judge_item_retries(
         )
         found.retryable += len(items)
         found.posts += len(retries)
-        found.posts_max = max(found.posts_max, len(retries) - bound * (len(items) - 1))
+        # Per item, a URL's POSTs shared out (rounded up): within the bound iff the group's are.
+        found.posts_max = max(found.posts_max, -(-len(retries) // len(items)))
         found.gets += sum(
             gets_by_job.get(str(j["job_id"]), {}).get(EXTRACT_GET, 0) for j in retries
         )
