@@ -183,6 +183,7 @@ class Report(Verdict):
                 f"{self.simulated_seconds:.0f} s / {self.wall_seconds:.1f} s",
             ),
             *([self.large.line()] if self.large.stored else []),
+            *self.item_retries.rows(),
         ]
 
 
@@ -773,7 +774,8 @@ def print_report(report: Report, chaos: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered, refused or
-    closed early, and the audit found nothing missing or doubled and agreed with the judge."""
+    closed early, every retryable item retried, and the audit found nothing missing or doubled
+    and agreed with the judge."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -804,6 +806,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.refused_valid
         or report.closed_early
         or report.audit_failed
+        or report.item_retries.mishandled
     )
     return 1 if failed else 0
 

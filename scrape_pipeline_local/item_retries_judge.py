@@ -50,6 +50,24 @@ class ItemRetries:
         """The Geonode requests a retried item cost on top of its batch's or crawl's."""
         return (self.posts + self.gets) / max(1, self.retryable)
 
+    @property
+    def mishandled(self) -> int:
+        """Items left dead-lettered without a retry, stored twice, or with no outcome."""
+        return self.left_dead_lettered + self.stored_twice + self.unresolved
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The demo report's rows (none when no item failed retryably)."""
+        if not self.retryable:
+            return []
+        said = (
+            f"{self.retryable}: {self.stored} stored, {self.dead_lettered} dead-lettered by "
+            f"the retry; {self.requests_per_item:.2f} requests each"
+        )
+        return [
+            ("batch items and crawl pages retried", said),
+            ("ITEMS NOT RETRIED, UNRESOLVED OR STORED TWICE", str(self.mishandled)),
+        ]
+
     def line(self) -> str:
         """The figures in one line."""
         return (

@@ -49,6 +49,7 @@ def test_two_items_of_one_url_each_stored_by_a_retry_are_stored_once_each():
     assert (found.retryable, found.stored, found.stored_twice, found.unresolved) == (2, 2, 0, 0)
     assert (found.posts, found.posts_max, found.gets) == (2, 1, 2)
     assert found.requests_per_item == 2.0
+    assert found.rows()[1] == ("ITEMS NOT RETRIED, UNRESOLVED OR STORED TWICE", "0")
 
 
 def test_an_item_stored_by_two_retries_is_stored_twice():
@@ -58,7 +59,7 @@ def test_an_item_stored_by_two_retries_is_stored_twice():
 
 def test_an_item_dead_lettered_under_its_batch_was_not_retried():
     found = judged([item(0, "u")], {"dead-letters/batch/b1/00000.json"})
-    assert (found.left_dead_lettered, found.unresolved) == (1, 1)
+    assert (found.left_dead_lettered, found.unresolved, found.mishandled) == (1, 1, 2)
 
 
 def test_a_retry_failing_retryably_is_dead_lettered_only_once_the_bound_is_spent():
