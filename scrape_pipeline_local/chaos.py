@@ -47,11 +47,14 @@ class ChaosProfile:
     # Dies at its batch's end after the DONE writes, before their events' PutEvents (per call):
     # the events wait in the rows' outbox for the reconciler's sweep.
     emit_crash_rate: float = 0.0
+    item_post_crash_rate: float = 0.0  # dies after an item's retry POST, before noting its job
     # Dies mid-page, like an invocation its timeout stops whatever the processor foresaw: each
     # batch or crawl once, ten items into its second page, and then before storing an item at
     # this rate.
     page_kill_rate: float | None = None
     retryable_failure_rate: float | None = None  # None: the simulator's default
+    # Batch items' and crawl pages' own retryable failure rate (None: retryable_failure_rate).
+    item_retryable_failure_rate: float | None = None
     content_size: ContentSizeModel = "natural"  # page sizes; "lognormal": the heavy tail
     front_limit_bytes: int | None = None  # bodies over this answered 413 (None: the default)
     reconciler_env: tuple[tuple[str, str], ...] = ()  # reconciler settings for this run
@@ -266,6 +269,22 @@ PROFILES["busy-account"] = ChaosProfile(
 # dropped webhooks: the job list's watermark follows the list's own timestamps.
 PROFILES["listing-lag"] = ChaosProfile(drop_rate=0.35, listing_lag=(240.0, 265.0))
 
+# 10 % of batch items and crawl pages fail retryably (UPSTREAM_TIMEOUT), the work mostly in
+# batches of up to 100 URLs and crawls of up to 50 pages (at 100 jobs 200 URLs and 150 pages,
+# at 1,000 ten times as many), amid 20 % dropped webhooks, the processor killed after a fifth
+# of its item POSTs: each item is retried as a linked extract job (adopted, not posted again,
+# after a kill), stored once, or dead-lettered when its retry fails for good or its bound.
+PROFILES["batch-item-retries"] = ChaosProfile(
+    drop_rate=0.2,
+    item_retryable_failure_rate=0.1,
+    item_post_crash_rate=0.2,
+    batch_share=0.4,
+    crawl_share=0.3,
+    batch_urls=100,
+    crawl_pages=50,
+    batch_crawl_scale=5.0,
+)
+
 
 class _Crash(BaseException):
     """An injected crash: the invocation dies here, as if the Lambda was killed.
@@ -290,7 +309,14 @@ def _killed(stack: Any, why: str) -> _Crash:
 def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, int]:
     """Wrap the live handlers' collaborators so they die at the named moments; returns counts."""
     rng = random.Random(seed)
-    counts = {"receiver": 0, "processor": 0, "resubmit": 0, "mid-page": 0, "emit": 0}
+    counts = {
+        "receiver": 0,
+        "processor": 0,
+        "resubmit": 0,
+        "mid-page": 0,
+        "emit": 0,
+        "item-post": 0,
+    }
     if profile.receiver_crash_rate:
         queue = stack.handlers["receiver"].get_receiver()._queue
         send = queue.send
@@ -322,6 +348,8 @@ def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, i
         _kill_mid_page(stack, profile.page_kill_rate, rng, counts)
     if profile.emit_crash_rate:
         _kill_before_put_events(stack, profile.emit_crash_rate, rng, counts)
+    if profile.item_post_crash_rate:
+        _kill_after_item_posts(stack, profile.item_post_crash_rate, rng, counts)
     return counts
 
 
@@ -343,6 +371,34 @@ def _kill_before_put_events(
         return put(events)
 
     bus.put = crashing_put
+
+
+class _KillingClient:
+    """The retrier's Geonode client, dying after the API answered some item POSTs: the job
+    exists and nothing noted it, so the next holder must find it in the job list."""
+
+    def __init__(self, client: Any, rate: float, rng: random.Random, counts: dict[str, int]):
+        self._client = client
+        self._rate = rate
+        self._rng = rng
+        self._counts = counts
+
+    def submit_extract(self, *args: Any, **kwargs: Any) -> Any:
+        submitted = self._client.submit_extract(*args, **kwargs)
+        if self._rng.random() < self._rate:
+            self._counts["item-post"] += 1
+            raise _Crash("processor killed after an item's retry POST")
+        return submitted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _kill_after_item_posts(
+    stack: Any, rate: float, rng: random.Random, counts: dict[str, int]
+) -> None:
+    retrier = stack.handlers["processor"].get_processor()[0]._retrier
+    retrier._client = _KillingClient(retrier._client, rate, rng, counts)
 
 
 # Where each batch or crawl is killed once: ten items into its second page.

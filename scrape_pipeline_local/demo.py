@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
+from scrape_pipeline.processing import ProcessorSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
 from scrape_pipeline_local.agreement import compare, summary
@@ -47,9 +48,11 @@ from scrape_pipeline_local.bus_record import (
 )
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
 from scrape_pipeline_local.function_env import functions_write_to
+from scrape_pipeline_local.item_retries_judge import ITEM_KINDS, ItemRetries, judge_item_retries
 from scrape_pipeline_local.judge import (
     MAX_EXAMPLES,
     UNSETTLED,
+    Listing,
     Unit,
     Verdict,
     judge,
@@ -136,6 +139,8 @@ class Report(Verdict):
     bucket_entries: int = 0
     # The events a subscriber of the stack's bus received, judged by job against the outcomes.
     events: EventFigures = field(default_factory=EventFigures)
+    # The batch items and crawl pages that failed retryably, and what their retries became.
+    item_retries: ItemRetries = field(default_factory=ItemRetries)
 
     @property
     def audit_failed(self) -> bool:
@@ -199,6 +204,7 @@ class Report(Verdict):
                 f"{self.simulated_seconds:.0f} s / {self.wall_seconds:.1f} s",
             ),
             *([self.large.line()] if self.large.stored else []),
+            *self.item_retries.rows(),
         ]
 
 
@@ -226,6 +232,9 @@ class Demo:
         )
         if self.profile.retryable_failure_rate is not None:
             sim = replace(sim, retryable_failure_rate=self.profile.retryable_failure_rate)
+        if self.profile.item_retryable_failure_rate is not None:
+            rate = self.profile.item_retryable_failure_rate
+            sim = replace(sim, item_retryable_failure_rate=rate)
         if self.profile.job_duration_s is not None:
             low, high = self.profile.job_duration_s
             sim = replace(sim, job_duration_min_s=low, job_duration_max_s=high)
@@ -604,9 +613,10 @@ class Demo:
         return all(job in self.bus.jobs for job in self.owed)
 
     def _was_resubmitted_row(self, job: Mapping[str, Any]) -> bool:
-        """A failed extract job the pipeline answered with a new job for its URL."""
+        """A failed extract job, batch item or crawl page the pipeline answered with a new
+        (extract) job for its URL."""
         return (
-            job["kind"] == "extract"
+            job["kind"] in ("extract", *ITEM_KINDS)
             and job["status"] == "failed"
             and bool(job["retryable"])
             and self._resubmitted(job)
@@ -619,6 +629,18 @@ class Demo:
             if j["url"] == job["url"] and j["created_at"] > job["created_at"]
         ]
         return bool(later)
+
+    def _judge_events_and_items(self, report: Report, listing: Listing) -> None:
+        """The bus's events by job against the outcomes, and what each retried item became."""
+        assert self.bus is not None
+        self.bus.drain()
+        report.events = figures(report.outcomes, self.bus.arrivals, self.wire)
+        report.item_retries = judge_item_retries(
+            self.stack.sim.truth_jobs(),
+            listing,
+            gets_by_job=self.stack.sim.request_counts()["by_job"],
+            bound=ProcessorSettings().max_resubmissions_per_url,
+        )
 
     def _measure(self, report: Report) -> None:
         import boto3
@@ -634,17 +656,16 @@ class Demo:
             reason = body.get("reason")
             return None if reason is None else str(reason)
 
+        listing = read_listing(s3, bucket)
         judge(
             self._units(),
-            read_listing(s3, bucket),
+            listing,
             is_poison=stack.sim.faults.is_malformed,
             resubmitted=self._was_resubmitted_row,
             reason_of=reason_of,
             into=report,
         )
-        assert self.bus is not None
-        self.bus.drain()
-        report.events = figures(report.outcomes, self.bus.arrivals, self.wire)
+        self._judge_events_and_items(report, listing)
         # A batch or crawl settles with its last item: its ledger row is DONE only then, so an
         # item's latency runs from there (a long item would otherwise age its quick siblings).
         job_settled: dict[str, float] = {}
@@ -836,8 +857,8 @@ def print_report(report: Report, chaos: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered, refused or
-    closed early, the audit found nothing missing or doubled and agreed with the judge, and
-    every outcome's event came on the bus."""
+    closed early, every retryable item retried, the audit found nothing missing or doubled
+    and agreed with the judge, and every outcome's event came on the bus."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -869,6 +890,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.closed_early
         or report.audit_failed
         or report.events.without_event
+        or report.item_retries.mishandled
     )
     return 1 if failed else 0
 

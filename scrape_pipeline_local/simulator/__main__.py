@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--burst", type=int, default=defaults.rate_limit_burst)
     add("--retryable-failure-rate", type=float, default=defaults.retryable_failure_rate)
     add("--permanent-failure-rate", type=float, default=defaults.permanent_failure_rate)
+    add("--item-retryable-failure-rate", type=float, default=None)
     add("--min-duration", type=float, default=defaults.job_duration_min_s)
     add("--max-duration", type=float, default=defaults.job_duration_max_s)
     add(
@@ -70,6 +71,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         job_duration_max_s=args.max_duration,
         retryable_failure_rate=args.retryable_failure_rate,
         permanent_failure_rate=args.permanent_failure_rate,
+        item_retryable_failure_rate=args.item_retryable_failure_rate,
         content_size=args.content_size,
         rate_limit_per_s=args.rate,
         rate_limit_burst=args.burst,

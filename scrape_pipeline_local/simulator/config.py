@@ -69,6 +69,9 @@ class SimConfig:
     api_clock_offset_s: float = 0.0
     retryable_failure_rate: float = 0.05
     permanent_failure_rate: float = 0.02
+    # The share of batch items and crawl pages that fail retryably (None: the extract jobs'
+    # rate), so a test can fail items often while their retries, extract jobs, succeed.
+    item_retryable_failure_rate: float | None = None
     retryable_error_code: str = "UPSTREAM_TIMEOUT"
     permanent_error_code: str = "TARGET_BLOCKED"
     sync_timeout_s: float = 60.0  # a sync job drawn longer than this answers 504
@@ -127,6 +130,12 @@ class SimConfig:
 
     faults: FaultSettings = field(default_factory=FaultSettings)
 
+    @property
+    def item_retryable_rate(self) -> float:
+        """The share of batch items and crawl pages that fail retryably."""
+        item = self.item_retryable_failure_rate
+        return self.retryable_failure_rate if item is None else item
+
     def __post_init__(self) -> None:
         if not self.api_keys:
             raise ValueError("api_keys must not be empty")
@@ -136,6 +145,10 @@ class SimConfig:
                 raise ValueError(f"{name} must be within [0, 1]")
         if self.retryable_failure_rate + self.permanent_failure_rate > 1.0:
             raise ValueError("failure rates add up to more than 1")
+        if self.item_retryable_failure_rate is not None and not (
+            0.0 <= self.item_retryable_failure_rate <= 1.0 - self.permanent_failure_rate
+        ):
+            raise ValueError("item_retryable_failure_rate must be within [0, 1 - permanent]")
         if not 0 < self.job_duration_min_s <= self.job_duration_max_s:
             raise ValueError("need 0 < job_duration_min_s <= job_duration_max_s")
         if not 0 <= self.listing_lag_min_s <= self.listing_lag_max_s:

@@ -11,7 +11,7 @@ import itertools
 import threading
 import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scrape_pipeline_local.simulator import content, draws, views
@@ -177,15 +177,22 @@ class Simulator:
     # ------------------------------------------------------------- extract
 
     def _draw(
-        self, url: str, formats: tuple[str, ...], render_js: bool, now: float
+        self, url: str, formats: tuple[str, ...], render_js: bool, now: float, *, item: bool = False
     ) -> tuple[str, Work]:
-        """The nth submission of ``url``: same id, timing and outcome whichever route sent it."""
+        """The nth submission of ``url``: same id, timing and outcome whichever route sent it
+        (``item``: a batch's, drawn at the items' retryable failure rate)."""
         self._submissions[url] += 1
         rng = rng_for(self.config.seed, "job", url, self._submissions[url])
         job_id = uuid_from(rng)
+        config = self._item_config if item else self.config
         return job_id, draws.job_work(
-            rng, config=self.config, url=url, formats=formats, render_js=render_js, now=now
+            rng, config=config, url=url, formats=formats, render_js=render_js, now=now
         )
+
+    @property
+    def _item_config(self) -> SimConfig:
+        """The configuration batch items and crawl pages are drawn with."""
+        return replace(self.config, retryable_failure_rate=self.config.item_retryable_rate)
 
     def submit_extract(
         self,
@@ -342,7 +349,7 @@ class Simulator:
             batch_id = stable_uuid(self.config.seed, "batch", digest, self._batch_counts[digest])
             items = []
             for index, url in valid:
-                _, work = self._draw(url, formats, render_js, now)
+                _, work = self._draw(url, formats, render_js, now, item=True)
                 items.append((index, work))
                 self._records.append(_Record("batch_item", account, batch_id, index, "async", work))
             batch = Batch(batch_id, account, now, items, invalid_urls=len(urls) - len(valid))
@@ -397,8 +404,9 @@ class Simulator:
             self._submissions[url] += 1
             rng = rng_for(self.config.seed, "crawl", url, self._submissions[url])
             crawl_id = uuid_from(rng)
+            config = self._item_config
             pages = draws.crawl_works(
-                rng, config=self.config, urls=urls, formats=formats, render_js=render_js, now=now
+                rng, config=config, urls=urls, formats=formats, render_js=render_js, now=now
             )
             crawl = Crawl(
                 crawl_id, account, now, url, pages, settle_at=max(p.settle_at for p in pages)

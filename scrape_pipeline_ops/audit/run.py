@@ -79,7 +79,7 @@ def audit(
     report.s3_list_calls, report.s3_entries_listed = listing.calls, listing.entries
     replaced = replaced_failures(subjects)
     for subject in subjects:
-        finding = _judged(subject, listing, window, subject.job_id in replaced)
+        finding = _judged(subject, listing, window, subject.where in replaced)
         if finding.verdict is Verdict.DEAD_LETTERED:
             report.s3_dead_letter_reads += 1
             finding = Finding(subject, finding.verdict, reason=_reason(s3, bucket, subject))

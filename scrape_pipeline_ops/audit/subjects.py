@@ -24,6 +24,7 @@ from scrape_pipeline.geonode.status import TERMINAL_STATUSES
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.paged_store import BATCH_PAGE_SIZE
 from scrape_pipeline.results import CONTENT_FILES
+from scrape_pipeline_ops.audit.objects import Where
 from scrape_pipeline_ops.audit.verdicts import Subject
 
 
@@ -166,15 +167,17 @@ def _pages(
         status = _page(client, kind, job_id, number, calls)
 
 
-def replaced_failures(subjects: Iterable[Subject]) -> set[str]:
-    """Extract job ids with a later job of the same URL among ``subjects`` (a resubmission)."""
+def replaced_failures(subjects: Iterable[Subject]) -> set[Where]:
+    """Subjects with a later extract job of the same URL among ``subjects``: an extract job
+    resubmitted, or a batch item or crawl page retried as an extract job (an item's time is
+    its batch's or crawl's ``created_at``; its retry is posted once the batch settled)."""
     latest: dict[str, float] = {}
-    extracts = [s for s in subjects if s.kind is JobKind.EXTRACT and s.url]
-    for s in extracts:
-        if s.created_at is not None and s.url:
+    listed = [s for s in subjects if s.url and s.created_at is not None]
+    for s in listed:
+        if s.kind is JobKind.EXTRACT and s.url and s.created_at is not None:
             latest[s.url] = max(latest.get(s.url, s.created_at), s.created_at)
     return {
-        s.job_id
-        for s in extracts
+        s.where
+        for s in listed
         if s.url and s.created_at is not None and latest.get(s.url, s.created_at) > s.created_at
     }

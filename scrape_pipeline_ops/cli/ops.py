@@ -1,7 +1,8 @@
 """``reconcile``, ``status`` and ``dlq``: the pipeline's state and its repairs, run by hand.
 
 reconcile      one reconciler run now (the same code as the scheduled Lambda)
-status         ledger rows by state and outcome, queue and DLQ depth, the watermark
+status         ledger rows by state and outcome, batches' and crawls' items, queue and DLQ
+               depth, the watermark
 dlq inspect    read dead letters without consuming them (visible again when done)
 dlq redrive    move dead letters back to the job queue: send, then delete
                (moto has no StartMessageMoveTask; a copy sent twice is harmless: the
@@ -26,6 +27,8 @@ LEDGER = "LEDGER_TABLE_NAME"
 QUEUE = "QUEUE_URL"
 DLQ = "DLQ_URL"
 DLQ_COLUMNS = ("message_id", "receive_count", "sent_at", "body")
+# A batch's or crawl's items, in the order status shows them.
+_ITEMS = ("stored", "retrying", "dead_lettered", "cancelled")
 _INSPECT_VISIBILITY = 30  # a safety net only: inspected messages are made visible at once
 _REDRIVE_VISIBILITY = 60
 _DEPTH = (
@@ -55,8 +58,11 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="ledger rows by state and outcome, queue depths, reconciler watermark",
         description=(
             "Count the ledger's job rows by state and by outcome (a paginated Scan projecting "
-            "only state and outcome: fine for an operator tool, it reads the whole table), "
-            "the job queue's and the DLQ's depth, and the reconciler's watermark. Needs "
+            "only state, outcome and item counts: fine for an operator tool, it reads the whole "
+            "table), the batches' and crawls' items (stored, retrying, dead-lettered, cancelled; "
+            "a batch is stored only when every item is, else 'stored with N dead-lettered' or "
+            "'retrying N'), the job queue's and the DLQ's depth, and the reconciler's watermark. "
+            "Needs "
             "LEDGER_TABLE_NAME and QUEUE_URL; DLQ_URL defaults to the queue's redrive target."
         ),
     )
@@ -113,9 +119,19 @@ def reconcile(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def ledger_counts(ledger: Ledger) -> dict[str, Any]:
-    """Job rows by state and by outcome (bookkeeping rows skipped), from one paginated Scan."""
-    counts = ledger.count_rows()
-    return {"jobs": counts.jobs, "by_state": counts.by_state, "by_outcome": counts.by_outcome}
+    """Job rows by state and by outcome (bookkeeping rows skipped), and the batches' and
+    crawls' items, from one paginated Scan."""
+    counts = ledger.count_rows(with_items=True)
+    items = counts.items
+    assert items is not None  # asked for
+    return {
+        "jobs": counts.jobs,
+        "by_state": counts.by_state,
+        "by_outcome": counts.by_outcome,
+        "items": {name: items.items[name] for name in _ITEMS},
+        "batches_and_crawls": dict(sorted(items.jobs.items())),
+        "not_simply_stored": items.named,
+    }
 
 
 def queue_depth(sqs: Any, url: str) -> dict[str, int]:
@@ -175,6 +191,10 @@ def status(ctx: Context, args: argparse.Namespace) -> int:
     counts = report["ledger"]
     ctx.out.record({"jobs": counts["jobs"], **counts["by_state"]}, title="ledger rows by state")
     ctx.out.record(counts["by_outcome"] or {"(none)": 0}, title="DONE rows by outcome")
+    ctx.out.record(counts["items"], title="batch and crawl items")
+    ctx.out.record(counts["batches_and_crawls"] or {"(none)": 0}, title="batches and crawls")
+    if counts["not_simply_stored"]:
+        ctx.out.record(counts["not_simply_stored"], title="batches and crawls not all stored")
     ctx.out.record(report["queue"], title="job queue")
     ctx.out.record(report["dlq"], title="dead-letter queue")
     ctx.out.record(report["reconciler"], title="reconciler")

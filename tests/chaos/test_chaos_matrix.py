@@ -51,6 +51,7 @@ MATRIX = [
     "failing-get",  # a few jobs' own GET fails for hours (5xx, no answer) or 404s for 20 min
     "busy-account",  # 10,000 unsettled jobs besides the workload; every webhook dropped
     "listing-lag",  # the API lists each job 4-4.5 minutes late, amid 35 % drops
+    "batch-item-retries",  # 10 % of items fail retryably, some item POSTs killed, 20 % drops
 ]
 # Scenarios expected to fail until a change elsewhere lands (remove the mark then).
 # scenario -> why it is expected to fail; empty now that every gap found so far is closed
@@ -218,6 +219,13 @@ def check(report: Report, scenario: str) -> None:
         )
         assert report.crashes["mid-page"] > 0, "no invocation was killed mid-page"
         assert report.submitted["crawl pages"] > 2 * report.submitted["extract jobs"]
+    if scenario == "batch-item-retries":  # every retryable item retried, within its bound
+        found = report.item_retries
+        print(f"{scenario}: {found.line()} killed after an item POST {report.crashes['item-post']}")
+        assert found.retryable > 0 and found.stored > 0, found.line()
+        assert not found.mishandled, found.examples
+        assert found.posts_max <= ProcessorSettings().max_resubmissions_per_url, found.line()
+        assert report.crashes["item-post"] > 0, "no processor was killed after an item POST"
     if scenario == "cancelled-crawls":  # cancelled while items ran, and those drained
         assert report.cancelled > 0 and report.cancelled_in_flight > 0
     if scenario == "poison":  # dead-lettered without a result, and cheaply

@@ -48,10 +48,20 @@ def test_a_failed_job_replaced_by_a_later_job_of_its_url_is_resubmitted():
     later = Subject(
         JobKind.EXTRACT, "b", ApiStatus.COMPLETED, url="https://x.test/", created_at=2.0
     )
-    assert replaced_failures([first, later]) == {"a"}
+    assert replaced_failures([first, later]) == {first.where}
     verdict = judge(first, {}, None, now=NOW, grace_s=0.0, replaced=True).verdict
     assert verdict is Verdict.RESUBMITTED
     assert _judge(first, {}).verdict is Verdict.MISSING
+
+
+def test_a_failed_batch_item_retried_as_a_later_extract_job_of_its_url_is_replaced():
+    url = "https://x.test/item"
+    item = Subject(JobKind.BATCH, "b", ApiStatus.FAILED, item=3, url=url, created_at=1.0)
+    sibling = Subject(
+        JobKind.BATCH, "b", ApiStatus.FAILED, item=4, url="https://x.test/o", created_at=1.0
+    )
+    retry = Subject(JobKind.EXTRACT, "r", ApiStatus.COMPLETED, url=url, created_at=5.0)
+    assert replaced_failures([item, sibling, retry]) == {item.where}
 
 
 def test_a_retired_dead_letter_does_not_speak_for_a_job():

@@ -32,13 +32,24 @@ from tests.support.template import create_ledger_table
 
 GOLDEN = Path(__file__).with_name("ledger_items.json")
 # Row fields added after the golden was recorded: compared only where a step sets them.
-_LATER_FIELDS = frozenset({"run", "outbox_event"})
 TABLE = "ledger-items"
 A = JobKey(JobKind.EXTRACT, "a")
 B = JobKey(JobKind.BATCH, "b")
 C = JobKey(JobKind.CRAWL, "c")
 D = JobKey(JobKind.EXTRACT, "d")
 type Step = tuple[str, Callable[[], Any]]
+# Fields added after the capture (a batch's retried items), with the value every row of
+# the scenario has: left out of the comparison when at it, so the capture stays as it was.
+ADDED_SINCE: dict[str, Any] = {
+    "items_cancelled": 0,
+    "retrying_items": [],
+    "retry_posting": [],
+    "pages_stored": 0,
+    "retry_of": None,
+    "run": None,
+    "outbox_event": None,
+    "items": None,  # RowCounts, unless asked for
+}
 
 
 def _plain(value: Any) -> Any:
@@ -46,11 +57,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, JobKey):
         return value.pk
     if is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _plain(getattr(value, f.name))
-            for f in fields(value)
-            if not (f.name in _LATER_FIELDS and getattr(value, f.name) is None)
-        }
+        plain = {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return {k: v for k, v in plain.items() if k not in ADDED_SINCE or v != ADDED_SINCE[k]}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, frozenset | set):

@@ -80,6 +80,11 @@ CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
     Verb.CLEAR_OUTBOX: lambda ledger, key, row: _clear_outbox(ledger, key),
     Verb.LINK_RUN: lambda ledger, key, row: ledger.link_run(key, "r"),
     Verb.RETELL: lambda ledger, key, row: _retell(ledger, key),
+    Verb.NOTE_ITEM_RETRY: lambda ledger, key, row: ledger.note_item_retry(key, HOLDER, 3, "3:job"),
+    Verb.SETTLE_ITEMS: lambda ledger, key, row: ledger.settle_items(
+        key, HOLDER, settled=frozenset({"3:job"}), counts=(1, 0, 0), pages=1
+    ),
+    Verb.LINK_RETRY: lambda ledger, key, row: ledger.link_retry(key, "batch#b#3"),
 }
 
 

@@ -213,3 +213,40 @@ def test_a_sized_host_serves_a_crawl_of_thousands_when_the_cap_allows(make_serve
     assert api.get(status_url).json()["total_pages"] == 2500
     too_many = api.post("/v1/crawl", json={"url": url, "max_pages": 3001})
     assert too_many.status_code == 422
+
+
+def test_items_retryable_failure_rate_is_chosen_apart_from_extract_jobs(
+    make_server, make_client, clock
+):
+    # GIVEN items that fail retryably at 40 %, extract jobs that never fail
+    api = make_client(
+        make_server(
+            retryable_failure_rate=0.0, permanent_failure_rate=0.0, item_retryable_failure_rate=0.4
+        )
+    )
+    batch = api.post("/v1/batch", json={"urls": _urls(200)}).json()["status_url"]
+    crawl = api.post("/v1/crawl", json={"url": "https://site.com/", "max_pages": 100}).json()
+    extracts = [
+        api.post("/v1/extract", json={"url": url, "processing_mode": "async"}).json()["status_url"]
+        for url in _urls(50, "https://x.com")
+    ]
+    # WHEN every one settles
+    clock.advance(600)
+    items = [
+        item
+        for page in (1, 2, 3, 4)
+        for item in api.get(batch, params={"page": page, "page_size": 50}).json()["items"]
+    ]
+    pages = [
+        item
+        for page in (1, 2)
+        for item in api.get(crawl["status_url"], params={"page": page, "page_size": 50}).json()[
+            "items"
+        ]
+    ]
+    # THEN about 40 % of the items and pages failed retryably, and no extract job failed
+    for settled in (items, pages):
+        failed = [item for item in settled if item["status"] == "failed"]
+        assert {item["error_code"] for item in failed} == {"UPSTREAM_TIMEOUT"}
+        assert 0.25 < len(failed) / len(settled) < 0.55
+    assert {api.get(url).json()["status"] for url in extracts} == {"completed"}

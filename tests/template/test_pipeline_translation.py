@@ -763,6 +763,10 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
         # every processor outcome: the six the pipeline is judged by, and the rest it counts
         *(custom(name, PROCESSOR) for name in PROCESSOR_METRICS),
         *(custom(name, PROCESSOR) for name in _outcome_metrics("disposition", "MessageOutcome")),
+        # a batch's or crawl's items resubmitted as extract jobs
+        custom(
+            importlib.import_module("scrape_pipeline.disposition").ITEMS_RETRIED_METRIC, PROCESSOR
+        ),
         # recoveries by source: the measured webhook gap, per source the reconciler names
         *(custom("JobsRecovered", RECONCILER, source=s) for s in RECOVERY_SOURCES),
         *(

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from scrape_pipeline.batch_run import suspects_last
-from scrape_pipeline.disposition import MessageOutcome
+from scrape_pipeline.disposition import Disposition, MessageOutcome
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger import LedgerRow
 from scrape_pipeline.queue import JobMessage
@@ -24,6 +24,7 @@ METRICS = {
     "not_settled": "JobsNotSettled",
     "not_found": "JobsNotSettled",
     "watching": "JobsWatching",
+    "items_retrying": "JobsItemsRetrying",
     "parked": "JobsParkedSick",
     "in_progress": "JobsInProgress",
     "out_of_time": "ProcessorOutOfTime",
@@ -107,3 +108,13 @@ def test_the_wiring_package_resolves_each_builder_from_its_own_module():
     assert wiring.build_reconciler is build_reconciler
     with pytest.raises(AttributeError):
         _ = wiring.build_everything
+
+
+def test_a_closed_batch_counts_its_dead_lettered_items_in_jobs_dead_lettered():
+    # GIVEN a batch closed stored with 3 items dead-lettered, and one that resubmitted 2
+    closed = Disposition(MessageOutcome.STORED, items_dead_lettered=3)
+    waiting = Disposition(MessageOutcome.ITEMS_RETRYING, items_retried=2)
+    # THEN its items count beside its own outcome: lost units of work, and retries
+    assert closed.item_metrics() == {"JobsDeadLettered": 3}
+    assert waiting.item_metrics() == {"ItemsRetried": 2}
+    assert Disposition(MessageOutcome.STORED).item_metrics() == {}

@@ -108,6 +108,8 @@ class BatchRun:
         message = JobMessage.from_json(record.body)
         disposition = self.processor.process(message, deadline=self.deadline)
         self.metrics.add_metric(name=disposition.outcome.metric, unit=MetricUnit.Count, value=1)
+        for name, count in disposition.item_metrics().items():
+            self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
         self.logger.info(
             "job",
             extra={

@@ -3,6 +3,10 @@
 Not the ledger's ``jobs.Outcome`` (how a DONE job ended): a message may end in "busy" or
 "throttled" while its job goes on. Each member carries its CloudWatch metric name, so a new
 outcome cannot be added without one.
+
+A batch or crawl counts its items too: ``JobsDeadLettered`` adds the items it dead-lettered
+when it is closed (units of work lost to the user, whether a job or an item), and
+``ItemsRetried`` the items it resubmitted as extract jobs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ class MessageOutcome(StrEnum):
     NOT_SETTLED = "not_settled"
     NOT_FOUND = "not_found"
     WATCHING = "watching"
+    ITEMS_RETRYING = "items_retrying"
     PARKED = "parked"
     IN_PROGRESS = "in_progress"
     OUT_OF_TIME = "out_of_time"
@@ -48,6 +53,7 @@ _METRICS: dict[MessageOutcome, str] = {
     MessageOutcome.NOT_SETTLED: "JobsNotSettled",
     MessageOutcome.NOT_FOUND: "JobsNotSettled",
     MessageOutcome.WATCHING: "JobsWatching",
+    MessageOutcome.ITEMS_RETRYING: "JobsItemsRetrying",
     MessageOutcome.PARKED: "JobsParkedSick",
     MessageOutcome.IN_PROGRESS: "JobsInProgress",
     MessageOutcome.OUT_OF_TIME: "ProcessorOutOfTime",
@@ -61,10 +67,26 @@ _METRICS: dict[MessageOutcome, str] = {
 }
 
 
+# A batch's or crawl's items resubmitted as extract jobs (its items dead-lettered count in
+# ``MessageOutcome.DEAD_LETTERED.metric``).
+ITEMS_RETRIED_METRIC = "ItemsRetried"
+
+
 @dataclass(frozen=True)
 class Disposition:
-    """What became of one message: ``retry_in`` seconds means "bring it back then"."""
+    """What became of one message: ``retry_in`` seconds means "bring it back then"; a batch's
+    or crawl's items dead-lettered (counted once, when it is closed) and resubmitted."""
 
     outcome: MessageOutcome
     retry_in: int | None = None
     detail: str = ""
+    items_dead_lettered: int = 0
+    items_retried: int = 0
+
+    def item_metrics(self) -> dict[str, int]:
+        """The item counts as metrics (those that are not zero)."""
+        counts = {
+            MessageOutcome.DEAD_LETTERED.metric: self.items_dead_lettered,
+            ITEMS_RETRIED_METRIC: self.items_retried,
+        }
+        return {name: n for name, n in counts.items() if n}

@@ -64,6 +64,9 @@ class Verb(StrEnum):
     CLEAR_OUTBOX = "clear_outbox"
     LINK_RUN = "link_run"
     RETELL = "retell"
+    NOTE_ITEM_RETRY = "note_item_retry"
+    SETTLE_ITEMS = "settle_items"
+    LINK_RETRY = "link_retry"
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,14 @@ CLEAR_OUTBOX = Move(V.CLEAR_OUTBOX, tuple(JobState), (), "its pending event as e
 LINK_RUN = Move(V.LINK_RUN, tuple(JobState), (), "in the write of the job id to the run")
 # A settled row's event owed again, now naming its run (linked after the event was written).
 RETELL = Move(V.RETELL, (DONE,), (), "its event as written, without its run")
+# A batch's or crawl's items retried as extract jobs (``scrape_pipeline.item_retries``): the
+# holder notes each retry's job id on the row as soon as the API answers with it, then takes
+# the settled ones off with their counts; the extract job's row is linked to its item (recorded
+# WATCHING if it has no row yet, as a submission's is).
+NOTE_ITEM_RETRY = Move(V.NOTE_ITEM_RETRY, (PROCESSING,), (), _HOLDER)
+SETTLE_ITEMS = Move(V.SETTLE_ITEMS, (PROCESSING,), (), _HOLDER)
+LINK_NEW_RETRY = Move(V.LINK_RETRY, (ABSENT,), (WATCHING,), "a retry's job not known yet")
+LINK_RETRY = Move(V.LINK_RETRY, tuple(JobState), (), "linked to no item yet")
 MOVES: Final = (
     RECORD,
     FORGET_UNSENT,
@@ -130,6 +141,10 @@ MOVES: Final = (
     CLEAR_OUTBOX,
     LINK_RUN,
     RETELL,
+    NOTE_ITEM_RETRY,
+    SETTLE_ITEMS,
+    LINK_NEW_RETRY,
+    LINK_RETRY,
 )
 
 
@@ -175,12 +190,16 @@ __all__: Sequence[str] = (
     "ENQUEUE",
     "FINISH",
     "FORGET_UNSENT",
+    "LINK_NEW_RETRY",
+    "LINK_RETRY",
     "MOVES",
+    "NOTE_ITEM_RETRY",
     "NOTE_LATE_WEBHOOK",
     "PARK",
     "RECORD",
     "RELEASE",
     "REOPEN",
+    "SETTLE_ITEMS",
     "TAKE_OVER",
     "UNCLAIM",
     "WAITING",

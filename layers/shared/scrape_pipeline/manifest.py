@@ -1,6 +1,8 @@
 """A batch's or crawl's manifest: every item's index, URL, status, keys and tokens, written last.
 
     manifest-parts/<kind>/<job id>/<page>-<first item>.json   a stored range of a page's items
+    manifest-parts/<kind>/<job id>/status.json                its last page's answer, no items
+    manifest-parts/<kind>/<job id>/retries/<item>.json        a retried item's final record
     results/<kind>/<job id>/manifest.json                     the job's, once, last
 
 Each range of a page's items that a checkpoint moves past gets its part, written before that
@@ -10,12 +12,19 @@ the parts never overlap. Once the last page is stored the parts are read back by
 GetObject each, no list call) and the manifest is put with ``If-None-Match: *`` before the
 ledger's DONE, so "the manifest exists" means every item is stored or dead-lettered, and a
 retry after a crash keeps the first manifest.
+
+An item that failed retryably is resubmitted as an extract job (``scrape_pipeline.item_retries``)
+and its part says ``retrying`` with that job's id. The manifest then waits until every such
+item's retry has settled: each one's final record (the retry's outcome, keys and job id) is put
+under ``retries/`` first, and the manifest gives it in the item's place, so no item of a
+manifest is ever ``retrying``. The last page's answer is kept (``status.json``) for that later
+write, which asks the API nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -37,6 +46,8 @@ class ItemStatus(StrEnum):
     STORED = "stored"
     DEAD_LETTERED = "dead_lettered"
     CANCELLED = "cancelled"
+    # Only in parts: resubmitted as an extract job; the manifest gives the retry's outcome.
+    RETRYING = "retrying"
 
 
 def item_tokens(item: BatchItem) -> int | None:
@@ -57,15 +68,23 @@ class ItemRecord:
     keys: tuple[str, ...] = ()
     tokens: int | None = None
     reason: str | None = None
+    # The extract job that retried the item (the last of its chain, once settled).
+    retry_job: str | None = None
 
     @classmethod
     def of(
-        cls, item: BatchItem, index: int, status: ItemStatus, keys: Sequence[str] = ()
+        cls,
+        item: BatchItem,
+        index: int,
+        status: ItemStatus,
+        keys: Sequence[str] = (),
+        *,
+        retry_job: str | None = None,
     ) -> ItemRecord:
         """The record of ``item`` (the API's answer for it) stored or parked at ``keys``."""
-        failed = status is ItemStatus.DEAD_LETTERED
+        failed = status in (ItemStatus.DEAD_LETTERED, ItemStatus.RETRYING)
         reason = (item.error_code or REASON_ITEM_FAILED) if failed else None
-        return cls(index, item.url, status, tuple(keys), item_tokens(item), reason)
+        return cls(index, item.url, status, tuple(keys), item_tokens(item), reason, retry_job)
 
     def to_json(self) -> dict[str, Any]:
         """The record as the manifest and its parts keep it."""
@@ -78,6 +97,8 @@ class ItemRecord:
         }
         if self.reason is not None:
             body["reason"] = self.reason
+        if self.retry_job is not None:
+            body["retry_job"] = self.retry_job
         return body
 
     @classmethod
@@ -91,6 +112,7 @@ class ItemRecord:
             keys=tuple(str(k) for k in body.get("keys") or ()),
             tokens=tokens if isinstance(tokens, int) else None,
             reason=body.get("reason"),
+            retry_job=body.get("retry_job"),
         )
 
 
@@ -109,6 +131,16 @@ def part_key(kind: JobKind, job_id: str, page: int, first: int) -> str:
     return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}.json"
 
 
+def status_key(kind: JobKind, job_id: str) -> str:
+    """Where the last page's answer (its items left out) waits for a manifest written later."""
+    return f"{parts_prefix(kind, job_id)}status.json"
+
+
+def retry_key(kind: JobKind, job_id: str, index: int) -> str:
+    """Where a retried item's final record waits for the manifest."""
+    return f"{parts_prefix(kind, job_id)}retries/{index:05d}.json"
+
+
 def build_manifest(
     key: JobKey, status: BatchStatus, records: Iterable[ItemRecord]
 ) -> dict[str, Any]:
@@ -118,7 +150,7 @@ def build_manifest(
     for record in records:
         by_index.setdefault(record.index, record)
     items = [by_index[i] for i in sorted(by_index)]
-    counts = {status_.value: 0 for status_ in ItemStatus}
+    counts = {s.value: 0 for s in ItemStatus if s is not ItemStatus.RETRYING}
     for record in items:
         counts[record.status.value] += 1
     return {
@@ -223,9 +255,23 @@ class ManifestWriter:
                 return Covered(existing.end, tuple(covered))
             at = existing.end
 
+    def keep_status(self, key: JobKey, status: BatchStatus) -> None:
+        """Keep the last page's answer for a manifest written once the retries settle."""
+        body = {k: v for k, v in status.raw.items() if k != "items"}
+        self._results.put_json_once(status_key(key.kind, key.job_id), body)
+
+    def kept_status(self, key: JobKey) -> BatchStatus:
+        """The last page's answer ``keep_status`` kept."""
+        return BatchStatus.from_api(self._results.read_json(status_key(key.kind, key.job_id)))
+
+    def settle_retry(self, key: JobKey, record: ItemRecord) -> None:
+        """Keep a retried item's final record (the first one written stands)."""
+        where = retry_key(key.kind, key.job_id, record.index)
+        self._results.put_json_once(where, record.to_json())
+
     def write(self, key: JobKey, status: BatchStatus) -> str:
-        """Put the manifest, once, from the chain of parts; its key (a repeat keeps the
-        first). One GetObject a part."""
+        """Put the manifest, once, from the chain of parts, each retried item's final record
+        in its place; its key (a repeat keeps the first). One GetObject a part and a retry."""
         records: list[ItemRecord] = []
         page, first = 1, 0
         while True:
@@ -239,6 +285,15 @@ class ManifestWriter:
                 break
             else:
                 page, first = page + 1, 0
+        records = [self._final(key, record) for record in records]
         where = manifest_key(key.kind, key.job_id)
         self._results.put_json_once(where, build_manifest(key, status, records))
         return where
+
+    def _final(self, key: JobKey, record: ItemRecord) -> ItemRecord:
+        if record.status is not ItemStatus.RETRYING:
+            return record
+        final = ItemRecord.from_json(
+            self._results.read_json(retry_key(key.kind, key.job_id, record.index))
+        )
+        return final if final.url is not None else replace(final, url=record.url)

@@ -9,22 +9,42 @@ asked for, whatever the answer echoes.
 Every range of items a checkpoint moves past has its part of the manifest written just
 before that checkpoint, and the manifest is written once the last page is stored, before the
 caller marks the row DONE (``scrape_pipeline.manifest``).
+
+A completed batch's or crawl's item that failed retryably is resubmitted as an extract job
+(``scrape_pipeline.item_retries``) instead of dead-lettered; while any is retrying the manifest
+waits, and the caller settles them (``DETAIL_RETRYING`` in the detail says how many).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from scrape_pipeline.attempt import Attempt, OutOfTimeError
-from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
+from scrape_pipeline.item_retries import ItemRetrier, RetryRef, is_retryable, retrying_by_index
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.manifest import Covered, ItemRecord, ItemStatus, ManifestWriter
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
+# In ``store_items``' detail: items still retrying (no manifest yet), and the job's page count.
+DETAIL_RETRYING = "items_retrying"
+DETAIL_PAGES = "pages"
+DETAIL_CANCELLED = "items_cancelled"
+
+
+@dataclass
+class _Retries:
+    """One attempt's retrying items (index to the retry's job id), the row's to begin with;
+    None as ``retrier`` when items are not retried (a cancelled or failed job)."""
+
+    retrier: ItemRetrier | None
+    attempt: Attempt
+    noted: dict[int, str]
+    status: BatchStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,7 @@ class _Position:
     item: int
     stored: int
     failed: int
+    cancelled: int = 0
 
     def plus(self, covered: Covered) -> _Position:
         """On to the end of what the parts cover, their items counted."""
@@ -44,6 +65,7 @@ class _Position:
             item=covered.end,
             stored=self.stored + statuses.count(ItemStatus.STORED),
             failed=self.failed + statuses.count(ItemStatus.DEAD_LETTERED),
+            cancelled=self.cancelled + statuses.count(ItemStatus.CANCELLED),
         )
 
 
@@ -66,19 +88,37 @@ def _still_running(done: _PageDone, status: BatchStatus, *, last: bool) -> bool:
 class PagedStore:
     """Stores a batch's or crawl's items once each, dead-letters its failed ones."""
 
-    def __init__(self, *, ledger: Ledger, client: GeonodeClient, results: ResultStore) -> None:
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        client: GeonodeClient,
+        results: ResultStore,
+        retrier: ItemRetrier | None = None,
+        retryable_codes: Sequence[str] = (),
+    ) -> None:
         self._ledger = ledger
         self._client = client
         self._results = results
         self._manifest = ManifestWriter(results)
+        self._retrier = retrier
+        self._retryable_codes = tuple(retryable_codes)
+
+    @property
+    def manifest(self) -> ManifestWriter:
+        """The writer of this store's parts and manifests."""
+        return self._manifest
 
     def first_page(self, attempt: Attempt) -> BatchStatus:
         """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
         _begin_page(attempt)
         return self._get(attempt.key, page=attempt.row.next_page)
 
-    def store_items(self, attempt: Attempt, first_page: BatchStatus) -> dict[str, str] | None:
-        """Store every completed item once, dead-letter the failed ones, page by page.
+    def store_items(
+        self, attempt: Attempt, first_page: BatchStatus, *, retry: bool = False
+    ) -> dict[str, str] | None:
+        """Store every completed item once, dead-letter the failed ones, page by page;
+        with ``retry``, resubmit those that failed retryably (the manifest then waits).
 
         Starts at the row's checkpoint; after each page the checkpoint moves on, so a later
         invocation never redoes a stored page. Stops at a page boundary when the next page
@@ -86,10 +126,16 @@ class PagedStore:
         crawl's in-flight page): the checkpoint stays on its page, read again once drained.
         """
         row = attempt.row
-        at = _Position(row.next_page, row.next_item, row.items_stored, row.items_failed)
+        at = _Position(
+            row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
+        )
         status = first_page
+        retries = _Retries(
+            self._retrier if retry else None, attempt, retrying_by_index(row.retrying_items)
+        )
         while True:
-            done = self._store_page(attempt.key, at, status, attempt.deadline)
+            retries.status = status
+            done = self._store_page(attempt.key, at, status, retries)
             last = at.page >= status.page.page_count or not status.page.items
             # Stopped by the deadline, only the items before the stop count: a pending item
             # past it is the next attempt's.
@@ -125,14 +171,20 @@ class PagedStore:
             status = self._get(attempt.key, page=at.page)
         if attempt.deadline is not None:
             attempt.deadline.end_page()
-        # Last, and before the caller's DONE: a manifest means every item is accounted for.
-        manifest = self._manifest.write(attempt.key, status)
         detail = {
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),
             "items_failed": str(at.failed),
-            "manifest": manifest,
+            DETAIL_CANCELLED: str(at.cancelled),
         }
+        if retries.noted:
+            # Items still retrying: the manifest waits for them (the caller settles them).
+            self._manifest.keep_status(attempt.key, status)
+            detail[DETAIL_RETRYING] = str(len(retries.noted))
+            detail[DETAIL_PAGES] = str(at.page)
+            return detail
+        # Last, and before the caller's DONE: a manifest means every item is accounted for.
+        detail["manifest"] = self._manifest.write(attempt.key, status)
         # The job's whole charge, final now that nothing is pending: runs show adds it up.
         if status.tokens_charged is not None:
             detail[DETAIL_TOKENS] = str(status.tokens_charged)
@@ -144,12 +196,13 @@ class PagedStore:
         return self._client.get_crawl(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
 
     def _store_page(
-        self, key: JobKey, at: _Position, status: BatchStatus, deadline: Deadline | None
+        self, key: JobKey, at: _Position, status: BatchStatus, retries: _Retries
     ) -> _PageDone:
         """One page's items from position ``at.item``: how many stored and dead-lettered,
         whether any is pending, and where it stopped if the deadline came first (after one
         item at least, so every attempt moves on)."""
         done = _PageDone()
+        deadline = retries.attempt.deadline
         for position, item in enumerate(status.page.items[at.item :], start=at.item):
             if position > at.item and deadline is not None and deadline.near():
                 done.stopped_at = position
@@ -159,16 +212,20 @@ class PagedStore:
                 if item.input_index is not None
                 else (at.page - 1) * BATCH_PAGE_SIZE + position
             )
-            self._store_item(key, item, index, done)
+            self._store_item(key, item, index, done, retries)
         return done
 
-    def _store_item(self, key: JobKey, item: BatchItem, index: int, done: _PageDone) -> None:
+    def _store_item(
+        self, key: JobKey, item: BatchItem, index: int, done: _PageDone, retries: _Retries
+    ) -> None:
         if item.status == ApiStatus.COMPLETED:
             stored = self._results.store(
                 key.kind, key.job_id, item.data, metadata_of(item.raw), item=index
             )
             done.records.append(ItemRecord.of(item, index, ItemStatus.STORED, stored.keys))
             done.stored += 1
+        elif item.status == ApiStatus.FAILED and self._retried(key, item, index, done, retries):
+            return
         elif item.status == ApiStatus.FAILED:
             where = self._results.dead_letter(
                 key.kind,
@@ -182,6 +239,25 @@ class PagedStore:
             done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
         else:
             done.pending = True
+
+    def _retried(
+        self, key: JobKey, item: BatchItem, index: int, done: _PageDone, retries: _Retries
+    ) -> bool:
+        """Resubmit a retryably failed item as an extract job linked to it (noted on the row
+        at once); False when it is not retried (not retryable, no retrier, no budget)."""
+        retrier, status = retries.retrier, retries.status
+        if retrier is None or status is None or not is_retryable(item, self._retryable_codes):
+            return False
+        ref = RetryRef(key, index)
+        job_id = retrier.retry(
+            ref, item, status=status, attempt=retries.attempt, noted=retries.noted
+        )
+        if job_id is None:
+            return False
+        retries.noted[index] = job_id
+        record = ItemRecord.of(item, index, ItemStatus.RETRYING, retry_job=job_id)
+        done.records.append(record)
+        return True
 
     def _checkpoint(self, attempt: Attempt, at: _Position) -> None:
         """Record the pages (and items) done so far: progress, which clears the strikes."""
@@ -197,6 +273,7 @@ class PagedStore:
             failed=at.failed,
             page_seconds=page_seconds,
             next_item=at.item,
+            cancelled=at.cancelled,
         )
 
 

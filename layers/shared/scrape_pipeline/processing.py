@@ -1,6 +1,8 @@
 """The processor's logic: turn one job id into exactly one outcome, whatever order things came in.
 
-    lease ─▶ GET job ─▶ completed          store each format once (S3); DONE stored
+    lease ─▶ GET job ─▶ completed          store each format once (S3); DONE stored (a batch's
+      │             │                      or crawl's retryably failed items resubmitted as
+      │             │                      extract jobs first: WATCHING until they settle)
       │             ├─▶ failed, retryable  resubmit (once per job, N per URL); DONE resubmitted
       │             ├─▶ failed otherwise   dead-letter record; DONE dead_lettered
       │             ├─▶ cancelled          DONE cancelled (a crawl's finished pages stored first)
@@ -17,7 +19,12 @@
       │             └─▶ 429                release; retry after Retry-After
       ├─ any other error: release, keeping the attempt's strike and the error
       ├─ strikes past MAX_ATTEMPTS (errors, or attempts killed by a timeout): dead-letter, no call
+      ├─ a batch or crawl with every page stored and items retrying: no GET; settle those
+      │  whose extract jobs settled (the ledger says), manifest and DONE once none is left
       └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
+
+An extract job that retries an item (its row's ``retry_of``) wakes its batch or crawl once it
+settles for good (``scrape_pipeline.item_retries``).
 
 It acts on the job as the API reports it now (``api_job``, beside ``row.state``, the ledger's
 view), never on the webhook payload. It never sleeps: "retry later" is a ``Disposition`` with a
@@ -35,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scrape_pipeline.attempt import Attempt, OutOfTimeError
@@ -56,21 +63,34 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.models import ApiStatus, BatchStatus, Job
+from scrape_pipeline.item_retries import (
+    DEFAULT_RETRYABLE_ITEM_CODES,
+    DETAIL_KEYS,
+    ItemRetrier,
+    RetryRef,
+    settled_items,
+)
 from scrape_pipeline.jobs import (
     DETAIL_TOKENS,
     REASON_POISON,
     REASON_UNKNOWN_JOB,
+    JobKey,
     JobKind,
     Outcome,
     Source,
     source_proven,
 )
 from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
-from scrape_pipeline.paged_store import PagedStore
+from scrape_pipeline.paged_store import (
+    DETAIL_CANCELLED,
+    DETAIL_PAGES,
+    DETAIL_RETRYING,
+    PagedStore,
+)
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
-from scrape_pipeline.settings import FromEnv, integer, number
+from scrape_pipeline.settings import FromEnv, integer, number, paths
 
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
 MAX_VISIBILITY_SECONDS = 43_200
@@ -78,6 +98,8 @@ MAX_VISIBILITY_SECONDS = 43_200
 _NOT_THE_JOBS_FAULT = (AuthError, MissingAPIKeyError, PaymentRequiredError)
 # A call for this job that failed without an answer about it: one more in its failed run.
 _FAILED_CALL = (ServerError, TransportError)
+# Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
+type Waker = Callable[[JobKey], None]
 # Errors after which the lease is handed back at once and the message retried later.
 _RELEASED_ON = (OutOfTimeError, AWSUnavailableError, RateLimitedError, *_NOT_THE_JOBS_FAULT)
 
@@ -150,6 +172,13 @@ class ProcessorSettings(FromEnv):
         "(at most a quarter of the invocation); a batch or crawl goes on in the next invocation "
         "from its page checkpoint",
     ).field()
+    retryable_item_codes: tuple[str, ...] = paths(
+        "RETRYABLE_ITEM_CODES",
+        DEFAULT_RETRYABLE_ITEM_CODES,
+        "a batch's or crawl's item failed with one of these `error_code`s (the API's item shape "
+        "has no `retryable` flag; one it gives wins) is resubmitted as an extract job linked to "
+        "it, within `MAX_RESUBMISSIONS_PER_URL`, instead of dead-lettered",
+    ).field()
     max_receive_count: int = integer(
         "MAX_RECEIVE_COUNT",
         5,
@@ -171,14 +200,26 @@ class JobProcessor:
         resubmitter: Resubmitter,
         clock: Clock = SYSTEM_CLOCK,
         emitter: Emitter | None = None,
+        waker: Waker | None = None,
     ) -> None:
         self.settings = settings
+        # None: nothing wakes a batch whose retried item settled but the watch sweep.
+        self._waker = waker
         # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
         self._emitter = emitter
         self._ledger = ledger
         self._client = client
         self._results = results
-        self._pages = PagedStore(ledger=ledger, client=client, results=results)
+        self._retrier = ItemRetrier(
+            client, ledger, per_chain_limit=settings.max_resubmissions_per_url
+        )
+        self._pages = PagedStore(
+            ledger=ledger,
+            client=client,
+            results=results,
+            retrier=self._retrier,
+            retryable_codes=settings.retryable_item_codes,
+        )
         self._resubmitter = resubmitter
         self._clock = clock
 
@@ -250,6 +291,10 @@ class JobProcessor:
     # -- acting on the job as the API reports it -------------------------------------------
 
     def _act(self, attempt: Attempt) -> Disposition:
+        if attempt.key.kind is not JobKind.EXTRACT and attempt.row.pages_stored:
+            # Every page is stored; only retried items are left, and the ledger says how they
+            # went: no Geonode call.
+            return self._settle_items(attempt, attempt.row)
         try:
             api_job: Job | BatchStatus = (
                 self._client.get_job(attempt.key.job_id)
@@ -291,7 +336,7 @@ class JobProcessor:
         # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
         self._retire_superseded(attempt.row)
         self._finish(attempt, Outcome.CANCELLED, detail)
-        return Disposition(MessageOutcome.CANCELLED)
+        return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=_items_dead(detail))
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         key = attempt.key
@@ -303,25 +348,31 @@ class JobProcessor:
             if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
                 detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
         else:
-            items = self._pages.store_items(attempt, api_job)
+            items = self._pages.store_items(attempt, api_job, retry=True)
             if items is None:  # "completed" with an item still running: not settled after all
                 return self._not_settled(attempt, api_job, woken=False)
+            if DETAIL_RETRYING in items:
+                return self._retrying(attempt, items)
             detail = items
         # A job closed as unknown or never settled that did settle: its result is the one
         # outcome now, so the dead-letter record it was closed with is retired.
         self._retire_superseded(attempt.row)
         if isinstance(api_job, Job):
             keys = [*stored.written, *stored.already_present]
+            # Kept for a batch's item this job may retry: it may be linked only after this
+            # (its webhook came before the link), and the item's manifest line gives them.
+            detail[DETAIL_KEYS] = ",".join(sorted(keys))
             self._finish(attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job)
         else:
             self._finish(attempt, Outcome.STORED, detail)
-        return Disposition(MessageOutcome.STORED)
+        return Disposition(MessageOutcome.STORED, items_dead_lettered=_items_dead(detail))
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         self._retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
-            self._pages.store_items(attempt, api_job)
-            return self._dead_letter(attempt, _failure_record("batch failed", None))
+            items = self._pages.store_items(attempt, api_job)
+            closed = self._dead_letter(attempt, _failure_record("batch failed", None))
+            return replace(closed, items_dead_lettered=_items_dead(items or {}))
         if api_job.error is None or not api_job.error.retryable:
             return self._dead_letter(attempt, _failure_record("not retryable", api_job))
         resubmission = self._resubmitter.resubmit(api_job, may_have_posted=attempt.row.attempts > 1)
@@ -331,8 +382,68 @@ class JobProcessor:
             "resubmitted_as": resubmission.job_id,
             "adopted": str(resubmission.adopted).lower(),
         }
+        if attempt.row.retry_of:
+            # The new job carries on for the same item: linked before this row says so.
+            self._ledger.link_retry(
+                JobKey(JobKind.EXTRACT, resubmission.job_id), attempt.row.retry_of
+            )
         self._ledger.finish(attempt.key, attempt.owner, Outcome.RESUBMITTED, detail)
         return Disposition(MessageOutcome.RESUBMITTED, detail=resubmission.job_id)
+
+    # -- a batch's or crawl's retried items --------------------------------------------------
+
+    def _retrying(self, attempt: Attempt, items: Mapping[str, str]) -> Disposition:
+        """Every page stored, some items retrying: settle what has settled already (the row
+        read back with this attempt's notes on it)."""
+        pages = int(items[DETAIL_PAGES])
+        row = self._ledger.settle_items(
+            attempt.key,
+            attempt.owner,
+            settled=frozenset(),
+            counts=(
+                int(items["items_stored"]),
+                int(items["items_failed"]),
+                int(items[DETAIL_CANCELLED]),
+            ),
+            pages=pages,
+        )
+        settled = self._settle_items(attempt, row)
+        return replace(settled, items_retried=int(items[DETAIL_RETRYING]))
+
+    def _settle_items(self, attempt: Attempt, row: LedgerRow) -> Disposition:
+        """Take the retried items whose extract jobs settled off the row (their final records
+        kept first); the manifest and DONE once none is left, else WATCHING until woken."""
+        settled = settled_items(self._ledger, row)
+        manifest = self._pages.manifest
+        for record in settled.records:
+            manifest.settle_retry(attempt.key, record)
+        counts = settled.counts(row)
+        if settled.entries:
+            row = self._ledger.settle_items(
+                attempt.key,
+                attempt.owner,
+                settled=settled.entries,
+                counts=counts,
+                pages=row.pages_stored,
+            )
+        if row.retrying_items:
+            created = row.job_created_at or row.created_at
+            self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
+            return Disposition(MessageOutcome.ITEMS_RETRYING, detail=str(row.items_retrying))
+        key = attempt.key
+        status = manifest.kept_status(key)
+        detail = {
+            "prefix": result_prefix(key.kind, key.job_id),
+            "items_stored": str(counts[0]),
+            "items_failed": str(counts[1]),
+            DETAIL_CANCELLED: str(counts[2]),
+            "manifest": manifest.write(key, status),
+        }
+        if status.tokens_charged is not None:
+            detail[DETAIL_TOKENS] = str(status.tokens_charged)
+        self._retire_superseded(attempt.row)
+        self._finish(attempt, Outcome.STORED, detail)
+        return Disposition(MessageOutcome.STORED, items_dead_lettered=counts[1])
 
     def _not_settled(
         self, attempt: Attempt, api_job: Job | BatchStatus, *, woken: bool
@@ -440,10 +551,20 @@ class JobProcessor:
         )
         if self._emitter is None or event is None:
             self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
+        else:
+            text = event.to_json()
+            row = self._ledger.finish(attempt.key, attempt.owner, outcome, detail, event=text)
+            self._emitter.add(attempt.key, told_with_run(self._ledger, row, text), now)
+        self._wake_parent(attempt.row)
+
+    def _wake_parent(self, row: LedgerRow) -> None:
+        """A retried item's extract job settled for good: its batch or crawl settles it now.
+        If the message cannot be sent, the watch sweep wakes the batch on its own schedule."""
+        ref = RetryRef.read(row.retry_of)
+        if ref is None or self._waker is None:
             return
-        text = event.to_json()
-        row = self._ledger.finish(attempt.key, attempt.owner, outcome, detail, event=text)
-        self._emitter.add(attempt.key, told_with_run(self._ledger, row, text), now)
+        with contextlib.suppress(AWSUnavailableError):
+            self._waker(ref.parent)
 
     def _backoff(self, tries: int) -> int:
         wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)
@@ -457,6 +578,11 @@ class JobProcessor:
         # If this fails too, the lease expires on its own and the job is retaken then.
         with contextlib.suppress(AWSUnavailableError, LeaseLostError):
             self._ledger.release(attempt.key, attempt.owner)
+
+
+def _items_dead(detail: Mapping[str, str]) -> int:
+    """A closed batch's or crawl's items dead-lettered, as its detail counts them."""
+    return int(detail.get("items_failed") or 0)
 
 
 def _failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:

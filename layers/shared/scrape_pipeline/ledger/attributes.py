@@ -46,7 +46,17 @@ class Attr(StrEnum):
     NEXT_ITEM = "next_item"
     ITEMS_STORED = "items_stored"
     ITEMS_FAILED = "items_failed"
+    ITEMS_CANCELLED = "items_cancelled"
     PAGE_SECONDS = "page_seconds"
+    # A batch's or crawl's items resubmitted as extract jobs and not settled yet: a string set
+    # of ``<item index>:<extract job id>`` (``scrape_pipeline.item_retries``); and the number
+    # of pages once every page is stored, so settling those items needs no Geonode call.
+    RETRYING_ITEMS = "retrying_items"
+    # The indexes of the items whose retry is being posted: one a holder died in may exist.
+    RETRY_POSTING = "retry_posting"
+    PAGES_STORED = "pages_stored"
+    # An extract job that retries a batch's or crawl's item: ``<kind>#<job id>#<item index>``.
+    RETRY_OF = "retry_of"
     # How it ended, and how often it came back.
     OUTCOME = "outcome"
     FINISHED_AT = "finished_at"

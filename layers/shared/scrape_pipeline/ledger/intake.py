@@ -300,6 +300,32 @@ class Intake(Reads):
         guard = equals(Attr.STATE_SINCE, written.state_since)
         return self._moved(before.key, lifecycle.UNCLAIM, update, guard, self.clock.time())
 
+    def link_retry(self, key: JobKey, item: str) -> bool:
+        """Link an extract job that retries a batch's or crawl's ``item`` (``<kind>#<job
+        id>#<index>``) to it; True when this call linked it.
+
+        No row yet (the usual case: the job was posted a moment ago): recorded WATCHING as a
+        submission is, so its webhook or the watch sweep wakes it. A row already there (its
+        webhook came first) is linked whatever its state; the first link stands. UpdateItem
+        both ways: the processor, which links, puts no item.
+        """
+        now = self.clock.time()
+        created = (
+            in_state(JobState.WATCHING, now)
+            .set(Attr.RETRY_OF, item)
+            .set(Attr.KIND, key.kind)
+            .set(Attr.JOB_ID, key.job_id)
+            .set(Attr.CREATED_AT, now)
+            .set(Attr.SOURCE, SOURCE_SUBMITTED)
+            .set(Attr.TOKEN, uuid.uuid4().hex)
+            .set(Attr.ATTEMPTS, 0)
+            .set(Attr.JOB_CREATED_AT, now)
+        )
+        if self._moved(key, lifecycle.LINK_NEW_RETRY, created, missing(Attr.PK), now):
+            return True
+        linked = Update().set(Attr.RETRY_OF, item)
+        return self._moved(key, lifecycle.LINK_RETRY, linked, missing(Attr.RETRY_OF), now)
+
     def note_late_webhook(self, row: LedgerRow) -> bool:
         """Record that a webhook came for a job recovered without it; True the first time only.
 

@@ -34,6 +34,8 @@ from scrape_pipeline.ledger.reads import Reads
 from scrape_pipeline.ledger.rows import LedgerRow, from_item
 from scrape_pipeline.ledger.table import in_state
 
+# A batch's or crawl's item counts, in ``settle_items``' order.
+_ITEM_COUNTS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED)
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
 
@@ -162,9 +164,11 @@ class Leases(Reads):
         failed: int,
         page_seconds: float = 0.0,
         next_item: int = 0,
+        cancelled: int = 0,
     ) -> LedgerRow:
         """Record a batch's or crawl's progress after a page (or ``next_item`` items of the
-        page ``next_page``) is stored; the lease stays held.
+        page ``next_page``) is stored; the lease stays held. (``cancelled`` is written only
+        once there is one: rows of jobs with none keep the attributes they always had.)
 
         Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
         ``page_seconds`` is the longest page the attempt took so far, for the next one.
@@ -178,7 +182,52 @@ class Leases(Reads):
             .set(Attr.PAGE_SECONDS, float(page_seconds))
             .remove(Attr.STRUCK_BY)
         )
+        if cancelled:
+            update.set(Attr.ITEMS_CANCELLED, cancelled)
         return self._leased_update(key, owner, lifecycle.CHECKPOINT, update, self.clock.time())
+
+    def note_item_retry(
+        self,
+        key: JobKey,
+        owner: str,
+        index: int,
+        retry: str | None = None,
+        *,
+        posting: bool = False,
+    ) -> LedgerRow:
+        """Note on a batch's or crawl's row how the retry of its item ``index`` stands: its
+        POST about to be sent (``posting``: a holder that dies after it looks the URL up), or
+        answered with a job (``retry``, ``<index>:<job id>``: a holder that redoes the item
+        adopts it), or neither: the POST certainly did nothing (given back)."""
+        update = Update()
+        if posting:
+            update.add(Attr.RETRY_POSTING, {str(index)})
+        else:
+            update.delete(Attr.RETRY_POSTING, {str(index)})
+        if retry is not None:
+            update.add(Attr.RETRYING_ITEMS, {retry})
+        now = self.clock.time()
+        return self._leased_update(key, owner, lifecycle.NOTE_ITEM_RETRY, update, now)
+
+    def settle_items(
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        settled: frozenset[str],
+        counts: tuple[int, int, int],
+        pages: int,
+    ) -> LedgerRow:
+        """Take the retried items whose extract jobs settled off the row, with the item counts
+        they lead to (``counts``: stored, dead-lettered, cancelled), once every page of the
+        ``pages`` is stored; the lease stays held."""
+        update = Update().set(Attr.PAGES_STORED, pages)
+        for attr, count in zip(_ITEM_COUNTS, counts, strict=True):
+            update.set(attr, count)
+        if settled:
+            update.delete(Attr.RETRYING_ITEMS, settled)
+        now = self.clock.time()
+        return self._leased_update(key, owner, lifecycle.SETTLE_ITEMS, update, now)
 
     def finish(
         self,

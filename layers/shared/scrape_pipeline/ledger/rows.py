@@ -46,6 +46,15 @@ class LedgerRow:
     next_item: int = 0
     items_stored: int = 0
     items_failed: int = 0
+    items_cancelled: int = 0
+    # Items resubmitted as extract jobs, not settled yet (``<index>:<job id>``), and the page
+    # count once every page is stored (0 before): ``scrape_pipeline.item_retries``.
+    retrying_items: frozenset[str] = frozenset()
+    # The items whose retry's POST began and has not been noted (the holder may have died).
+    retry_posting: frozenset[str] = frozenset()
+    pages_stored: int = 0
+    # For an extract job that retries an item: the item (``<kind>#<job id>#<index>``).
+    retry_of: str | None = None
     # The longest page the last attempt to checkpoint took (seconds): the next attempt's
     # estimate of its first page, before it has timed one itself.
     page_seconds: float = 0.0
@@ -70,6 +79,11 @@ class LedgerRow:
     def is_done(self) -> bool:
         """The job reached its one outcome."""
         return self.state is JobState.DONE
+
+    @property
+    def items_retrying(self) -> int:
+        """A batch's or crawl's items resubmitted as extract jobs and not settled yet."""
+        return len(self.retrying_items)
 
     @property
     def reopenable(self) -> bool:
@@ -172,14 +186,19 @@ _DECODERS: Final[Mapping[Attr, _Decoder]] = {
     Attr.DETAIL: _detail,
     Attr.STRUCK_BY: _strikes,
     Attr.SEEN_DELIVERIES: _members,
+    Attr.RETRYING_ITEMS: _members,
+    Attr.RETRY_POSTING: _members,
     Attr.NEXT_PAGE: _count(1),  # pages count from one
     **dict.fromkeys((Attr.STATE_SINCE, Attr.CREATED_AT, Attr.PAGE_SECONDS), _seconds),
     **dict.fromkeys((Attr.ATTEMPTS, Attr.RELEASES, Attr.NOT_FOUND, Attr.FAILURES), _count()),
     **dict.fromkeys((Attr.NEXT_ITEM, Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.REOPENS), _count()),
+    **dict.fromkeys((Attr.ITEMS_CANCELLED, Attr.PAGES_STORED), _count()),
     # Times that a row may not have: None, not zero.
     **dict.fromkeys((Attr.LEASE_UNTIL, Attr.FINISHED_AT, Attr.EXPIRES_AT), _number),
     **dict.fromkeys((Attr.JOB_CREATED_AT, Attr.LATE_WEBHOOK_AT, Attr.FAILING_SINCE), _number),
-    **dict.fromkeys((Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN), _text),
+    **dict.fromkeys(
+        (Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN, Attr.RETRY_OF), _text
+    ),
     Attr.OUTBOX_EVENT: _text,
 }
 _FIELD: Final[Mapping[Attr, str]] = {Attr.PK: "key", Attr.STRUCK_BY: "strikes"}

@@ -8,9 +8,10 @@ from typing import NamedTuple
 
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.retry import NO_RETRY
+from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.processing import JobProcessor, ProcessorSettings
-from scrape_pipeline.queue import JobQueue
+from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.resources import RESULTS_BUCKET
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore
@@ -41,6 +42,13 @@ def build_processor(
     bucket = RESULTS_BUCKET.read(env)
     ledger = stores.ledger_from_env(env, clock)
     client = geonode_client(env, NO_RETRY, clock)
+    queue = stores.queue_from_env(env)
+
+    def wake(parent: JobKey) -> None:
+        # A batch or crawl whose retried item settled: any message makes the processor settle
+        # it (a WATCHING row may be leased at once; a held one comes back as busy).
+        queue.send(JobMessage(parent, Source.WATCH))
+
     processor = JobProcessor(
         settings,
         ledger=ledger,
@@ -51,5 +59,6 @@ def build_processor(
         ),
         clock=clock,
         emitter=emitter_from_env(env, ledger),
+        waker=wake,
     )
-    return BuiltProcessor(processor, stores.queue_from_env(env), ledger)
+    return BuiltProcessor(processor, queue, ledger)

@@ -1,0 +1,256 @@
+"""A batch's or crawl's items that failed retryably, each resubmitted as a linked extract job.
+
+Why extract jobs, and not one new batch of the failed URLs: an extract job can be found again
+in the job list by its URL (``GET /v1/extract/jobs?url=``), so a holder that died between its
+POST and noting the new job's id is followed by one that adopts the job instead of posting it
+again, as for an extract job's own resubmission (``scrape_pipeline.resubmission``). No endpoint
+lists batches: a batch posted by a holder that then died could not be found, and its URLs
+would be scraped twice. What it costs per retried item: one ``POST /v1/extract`` and one GET
+when its job settles (its webhook or the watch sweep's job-list pass tells when; that pass
+reads one page per 100 watched jobs), so 2 Geonode requests; one job-list GET more only for an
+item whose holder died during its POST (or whose POST failed without saying it did nothing).
+A new batch would cost one POST for all of them and one GET a 50 items, but could not be
+adopted after a crash. In DynamoDB: three writes on the batch's row, the chain and the link.
+
+    page stored: item failed, retryable ─▶ its index noted "posting" on the batch's row
+        ─▶ POST /v1/extract (url, the batch's formats); 429, 402, never sent: given back
+        ├─ noted on the batch's row, ``<index>:<job id>`` (``retrying_items``), at once
+        ├─ the job's chain depth 1 recorded (its own resubmissions follow the extract rule)
+        └─ the job's row linked to the item (``retry_of``), WATCHING if it had none
+    the linked job (or the one its chain resubmitted) settles ─▶ the batch's row is woken
+    the batch's holder, asking the API nothing, follows each retry's chain in the ledger:
+        settled: its final record kept, taken off ``retrying_items``, counted
+        none left: the manifest, each retried item with its final status, keys and job id; DONE
+
+Bounds, as for an extract job: the item is the start of its chain (someone else submitted the
+batch), its retry is depth 1 and counts one, and a chain ends after MAX_RESUBMISSIONS_PER_URL;
+an item whose budget is spent, or whose failure is not retryable, is dead-lettered at once as
+before. A POST that failed in any way (429, 5xx, no answer) notes no job: the item is redone by the
+next attempt, which (unless the POST certainly did nothing) looks the URL up first and adopts
+a job the API made after all; so does an attempt after a holder died during its POST.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from scrape_pipeline.attempt import Attempt
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import (
+    AuthError,
+    PaymentRequiredError,
+    RateLimitedError,
+    TransportError,
+)
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
+from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
+from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
+from scrape_pipeline.manifest import ItemRecord, ItemStatus
+
+# The item's failure codes that are worth another try when the item does not say (the API's
+# item shape has ``error_code`` and no ``retryable``): the codes its extract jobs mark retryable.
+DEFAULT_RETRYABLE_ITEM_CODES = ("UPSTREAM_TIMEOUT", "RATE_LIMITED")
+# The detail of a linked extract job that was stored: its keys, for the item's manifest line.
+DETAIL_KEYS = "keys"
+# A POST that failed so: the API did nothing (429, 402, 401) or may not have (a network error,
+# said apart by ``request_sent``).
+_NOTHING_DONE = (RateLimitedError, PaymentRequiredError, AuthError, TransportError)
+# How far a chain of resubmissions is followed in one pass (the budget bounds it anyway).
+MAX_CHAIN = 16
+
+
+@dataclass(frozen=True)
+class RetryRef:
+    """The item an extract job retries: its batch or crawl, and its index there."""
+
+    parent: JobKey
+    index: int
+
+    def text(self) -> str:
+        """As a row keeps it: ``<kind>#<job id>#<index>``."""
+        return f"{self.parent.pk}#{self.index}"
+
+    @classmethod
+    def read(cls, text: str | None) -> RetryRef | None:
+        """The ref ``text`` holds; None for none, or for one that is not ours."""
+        if not text:
+            return None
+        pk, _, index = text.rpartition("#")
+        try:
+            return cls(JobKey.from_pk(pk), int(index))
+        except ValueError:
+            return None
+
+
+def entry(index: int, job_id: str) -> str:
+    """An item retried by ``job_id`` as the batch's row notes it."""
+    return f"{index}:{job_id}"
+
+
+def read_entry(text: str) -> tuple[int, str]:
+    """``entry`` read back: the item's index and its retry's job id."""
+    index, _, job_id = text.partition(":")
+    return int(index), job_id
+
+
+def retrying_by_index(entries: Iterable[str]) -> dict[int, str]:
+    """The row's retrying items: index to the retry's job id."""
+    return dict(read_entry(text) for text in entries)
+
+
+def is_retryable(item: BatchItem, codes: Sequence[str]) -> bool:
+    """The item failed in a way another try may fix: its own ``retryable`` flag if the answer
+    has one, else its error code among ``codes``."""
+    error = item.raw.get("error")
+    for flag in (
+        item.raw.get("retryable"),
+        error.get("retryable") if isinstance(error, Mapping) else None,
+    ):
+        if isinstance(flag, bool):
+            return flag
+    return item.error_code is not None and item.error_code in codes
+
+
+def formats_of(status: BatchStatus) -> tuple[str, ...]:
+    """The formats the batch asked for, as its answer says, else those its completed items
+    returned, else markdown (the API's default)."""
+    asked = status.raw.get("formats")
+    if isinstance(asked, list) and asked and all(isinstance(f, str) for f in asked):
+        return tuple(asked)
+    seen: dict[str, None] = {}
+    for item in status.page.items:
+        for name in ("markdown", "html"):
+            if item.data.get(name) is not None:
+                seen[name] = None
+    return tuple(seen) or ("markdown",)
+
+
+class ItemRetrier:
+    """Posts (or adopts) the extract job that retries one item, within its chain's budget."""
+
+    def __init__(self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int) -> None:
+        self._client = client
+        self._ledger = ledger
+        self._chains = Bookkeeping(ledger)
+        self.per_chain_limit = per_chain_limit
+
+    def retry(
+        self,
+        ref: RetryRef,
+        item: BatchItem,
+        *,
+        status: BatchStatus,
+        attempt: Attempt,
+        noted: Mapping[int, str],
+    ) -> str | None:
+        """The retry's job id for the item, posted now or adopted (an earlier attempt's), or
+        None when the budget allows none. ``noted``: the row's retrying items so far; the
+        retry is noted on the batch's row before this returns."""
+        url = item.url
+        if not url or self.per_chain_limit < 1:
+            return None
+        job_id = noted.get(ref.index)
+        if job_id is None and str(ref.index) in attempt.row.retry_posting:
+            # An earlier holder began this POST and noted no answer: the API may have made it.
+            job_id = self._posted_before(url, status, taken=set(noted.values()))
+        if job_id is None:
+            job_id = self._post(ref, url, status, attempt.owner)
+        self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
+        self.link(ref, job_id, depth=1)
+        return job_id
+
+    def _post(self, ref: RetryRef, url: str, status: BatchStatus, owner: str) -> str:
+        self._ledger.note_item_retry(ref.parent, owner, ref.index, posting=True)
+        try:
+            return self._client.submit_extract(url, formats=formats_of(status)).job_id
+        except _NOTHING_DONE as exc:
+            if not isinstance(exc, TransportError) or not exc.request_sent:
+                # The API certainly did not act: the next attempt posts without a look-up.
+                with contextlib.suppress(AWSUnavailableError, LeaseLostError):
+                    self._ledger.note_item_retry(ref.parent, owner, ref.index)
+            raise
+
+    def link(self, ref: RetryRef, job_id: str, *, depth: int) -> None:
+        """Record ``job_id``'s chain depth and link its row to the item it retries."""
+        key = JobKey(JobKind.EXTRACT, job_id)
+        self._chains.record_chain(key, depth)
+        self._ledger.link_retry(key, ref.text())
+
+    def _posted_before(self, url: str, status: BatchStatus, *, taken: set[str]) -> str | None:
+        """An extract job for ``url`` created since the batch, not retrying another item (a
+        batch may hold a URL twice): one an earlier attempt posted and did not note."""
+        since = parse_time(status.raw.get("created_at"))
+        for row in self._client.iter_jobs(url=url, start_date=since):
+            if row.job_id not in taken:
+                return row.job_id
+        return None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What the ledger says of a batch's retrying items: the final records of those settled."""
+
+    records: tuple[ItemRecord, ...]
+    entries: frozenset[str]  # their ``retrying_items`` entries, to take off the row
+
+    def counts(self, row: LedgerRow) -> tuple[int, int, int]:
+        """The row's item counts once these are counted: stored, dead-lettered, cancelled."""
+        statuses = [record.status for record in self.records]
+        return (
+            row.items_stored + statuses.count(ItemStatus.STORED),
+            row.items_failed + statuses.count(ItemStatus.DEAD_LETTERED),
+            row.items_cancelled + statuses.count(ItemStatus.CANCELLED),
+        )
+
+
+def settled_items(ledger: Ledger, row: LedgerRow) -> Settled:
+    """Follow each retrying item's chain of extract jobs in the ledger (one BatchGetItem a
+    hundred jobs a link of the chain; no Geonode call) to the job that settled it, if any."""
+    # entry -> the job of its chain to read next
+    current = {text: read_entry(text)[1] for text in row.retrying_items}
+    records: list[ItemRecord] = []
+    entries: set[str] = set()
+    for _ in range(MAX_CHAIN):
+        if not current:
+            break
+        rows = _rows(ledger, current.values())
+        following: dict[str, str] = {}
+        for text, job_id in current.items():
+            job = rows.get(JobKey(JobKind.EXTRACT, job_id))
+            if job is None or not job.is_done:
+                continue  # still running (or not known yet): it stays retrying
+            if job.outcome is Outcome.RESUBMITTED and job.detail.get("resubmitted_as"):
+                following[text] = job.detail["resubmitted_as"]
+                continue
+            records.append(_final(read_entry(text)[0], job))
+            entries.add(text)
+        current = following
+    return Settled(tuple(records), frozenset(entries))
+
+
+def _rows(ledger: Ledger, job_ids: Iterable[str]) -> dict[JobKey, LedgerRow]:
+    keys = [JobKey(JobKind.EXTRACT, job_id) for job_id in dict.fromkeys(job_ids)]
+    rows: dict[JobKey, LedgerRow] = {}
+    for start in range(0, len(keys), 100):
+        rows.update(ledger.get_many(keys[start : start + 100]))
+    return rows
+
+
+def _final(index: int, job: LedgerRow) -> ItemRecord:
+    """The item's final record from the extract job that settled its chain."""
+    detail = job.detail
+    tokens_text = detail.get(DETAIL_TOKENS, "")
+    tokens = int(tokens_text) if tokens_text.isdigit() else None
+    url = detail.get("url")
+    if job.outcome is Outcome.STORED:
+        keys = tuple(k for k in detail.get(DETAIL_KEYS, "").split(",") if k)
+        return ItemRecord(index, url, ItemStatus.STORED, keys, tokens, None, job.key.job_id)
+    if job.outcome is Outcome.CANCELLED:
+        return ItemRecord(index, url, ItemStatus.CANCELLED, (), tokens, None, job.key.job_id)
+    record = detail.get("record")
+    keys = (record,) if record else ()
+    reason = detail.get("reason") or "retry failed"
+    return ItemRecord(index, url, ItemStatus.DEAD_LETTERED, keys, tokens, reason, job.key.job_id)
