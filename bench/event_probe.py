@@ -126,10 +126,13 @@ class EventProbe:
         first: dict[str, tuple[dict[str, Any], float]] = {}
         for event, queued in self.received:
             first.setdefault(event["detail"]["event_id"], (event, queued))
+        settle_to_stored: list[float] = []  # the pipeline's own latency, on the stack's clock
         for event_id, (event, queued) in first.items():
             if event["detail-type"] != STORED:
                 continue
             detail = event["detail"]
+            if detail.get("settled_at") is not None:
+                settle_to_stored.append(float(detail["stored_at"]) - float(detail["settled_at"]))
             lag = max(0.0, queued - float(detail["stored_at"]))
             simulated.append(lag)
             keys = detail.get("keys") or []
@@ -153,6 +156,7 @@ class EventProbe:
             "stored_to_event_s": _summary(combined),
             "stored_to_event_simulated_s": _summary(simulated),
             "stored_to_event_wall_ms": _summary(wall_ms),
+            "settle_to_stored_s": _summary(settle_to_stored),
             "put_events_calls": puts,
             "put_events_per_outcome": round(sum(puts.values()) / max(1, outcomes), 4),
             "put_events_per_settled_job": round(sum(puts.values()) / max(1, settled_jobs), 4),

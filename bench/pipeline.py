@@ -48,11 +48,13 @@ def run_pipeline(
     ten_minute_reconciler: bool = False,
     on_start: Callable[[Any], None] | None = None,
     events: bool = False,
+    batching_window: float | None = None,
 ) -> dict[str, Any]:
     """The pipeline's figures; the template's reconciler unless ``ten_minute_reconciler``.
 
     ``on_start`` gets the local stack once it runs, before the first job (to count its calls);
-    ``events`` adds the outcome events a subscriber of the bus received (``bench.event_probe``).
+    ``events`` adds the outcome events a subscriber of the bus received (``bench.event_probe``);
+    ``batching_window`` replaces the template's ProcessorBatchingWindowSeconds.
     """
     os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"})
     from scrape_pipeline_local.clock import ManualClock
@@ -65,7 +67,7 @@ def run_pipeline(
         SimConfig(seed=seed),  # default durations (1-20 s), failure rates and rate limit
         StackSettings(reconcile_interval=TEN_MINUTES, env=dict(TEN_MINUTE_RECONCILER))
         if ten_minute_reconciler
-        else StackSettings(),
+        else StackSettings(batching_window_seconds=batching_window),
     ).start()
     try:
         if on_start is not None:
