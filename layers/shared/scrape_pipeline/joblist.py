@@ -15,7 +15,8 @@ the count check's last count:
                 found for the first time were created (the API lists some jobs late). The
                 overlap is the larger of RECONCILE_OVERLAP_SECONDS and twice it, for a day
     pending     passes cut short (time or page cap), oldest first, each with its next page
-    counted     the count check's last range, the jobs listed in it then, and the watermark
+    counted     the count check's range, the jobs listed in it, the watermark each part's
+                unlisted jobs were unlisted at, and when it was last counted
 
 A job created after the newest listed one is read by the next fresh pass however late the API
 lists it, and whatever the offset between the API's clock and Lambda's (only the range's end,
@@ -25,19 +26,24 @@ lag, a job listed later than one created after it.
 The overlap only covers a lag it has measured, and it measures only what it re-reads: a lag
 that grows (or jumps) past twice the overlap leaves jobs below it that no pass reads again (11
 of 60 lost in a test where the lag rose from nothing to five minutes in a quarter of an hour).
-The count check sees them. Before each fresh pass it counts the jobs the API lists created
-below where the pass starts, down to LATE_CHECK_SECONDS (or twice the overlap) below the
-watermark (one page of one job: its page count is the count), then counts again the range the
-last check counted. That range reaches up to where the next fresh pass would start, and its
-count is the count taken before the pass plus the jobs the pass itself read above its start:
-a job listed too late for the page that should have shown it is in neither. More jobs there
-now were listed late, below any fresh pass: the range is read again, first of the pending
-passes, and each job it finds that the ledger does not know is a lag sample (how far below the
-watermark of that check it was created), so the overlap widens to cover the lag. Counting
-before the pass reads leaves no gap, and a lag that stays within the overlap costs nothing
-but the two counts: a job listed late above where the next pass starts is read by it. A fresh
-pass cut short leaves its range to its pending copy, and that check's range ends at its start
-(a job listed late on a page it read, below the next start, is then missed: not closed).
+The count check sees them. It keeps a range, [low, top], and how many jobs the API listed in
+it; each fresh pass extends it up to where the next fresh pass starts (``Counted.after``), the
+jobs the pass saw above the old top counted in: a job listed too late for the page that should
+have shown it is not. A first pass's range is what it saw (no page asked). Once every
+RECONCILE_COUNT_CHECK_SECONDS (Lambda's clock), before a fresh pass, the check counts the range
+again (one page of one job: its page count is the count). More jobs there now were listed late,
+below any fresh pass: the range is read again, first of the pending passes, and each job it
+finds that the ledger does not know is a lag sample, measured from the watermark of the part of
+the range it is in (the watermark at which it was still unlisted: the pass that extended the
+range over it, or the last check), so the overlap widens to cover the lag. So a late-listed job
+whose webhook was lost is found within RECONCILE_COUNT_CHECK_SECONDS and one more job-list run.
+The range is counted anew from LATE_CHECK_SECONDS (or twice the overlap) below the watermark
+(a second page) when it reaches deeper than twice that, and when the pass would start above
+its top (a pass cut short leaves its range to its pending copy, and the range ends where it
+was; the next pass starts higher): no gap, the check runs then even inside its interval. A lag
+that stays within the overlap costs nothing but the check's page: a job listed late above where
+the next pass starts is read by it. (A job listed late on a page of a pass cut short, below the
+next start, read by neither, is missed: not closed.)
 
 A run works until its time budget (or the optional page cap) is spent, in this order:
 
@@ -62,12 +68,13 @@ settled" is reopened: the list proves the job exists.
 
 Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
 per 100 jobs examined, plus the checkpoint's one read a run and one write a page (saved as it
-goes), and the count check's two one-job pages a fresh pass.
+goes), and the count check's one-job page every RECONCILE_COUNT_CHECK_SECONDS (two when the
+range is counted anew).
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,7 +86,13 @@ from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
 from scrape_pipeline.settings import FromEnv, integer, number
 from scrape_pipeline.sweeps import Sweep, SweepResult, passes
-from scrape_pipeline.sweeps.job_list_state import LAG_MARGIN, Checkpoint, Counting, Pass
+from scrape_pipeline.sweeps.job_list_state import (
+    LAG_MARGIN,
+    Checkpoint,
+    Counted,
+    CountStep,
+    Pass,
+)
 
 if TYPE_CHECKING:
     from scrape_pipeline.reconciler import ReconcileReport
@@ -117,6 +130,15 @@ class JobListSettings(FromEnv):
         "how far back the very first run looks. The job list is read newest first and every run "
         "reads its fresh ground before resuming older pending passes, so a day of backlog never "
         "delays newer jobs (`scrape_pipeline.joblist`)",
+    ).field()
+    count_check_seconds: float = number(
+        "RECONCILE_COUNT_CHECK_SECONDS",
+        900.0,
+        "the job list's count check (a one-job list page, two when it counts its range anew) "
+        "runs before a fresh pass once this long after the last; each fresh pass in between "
+        "extends the range it counts. A job listed late below the overlap whose webhook was lost "
+        "is found within this and one more job-list run. 0: before every fresh pass",
+        minimum=0,
     ).field()
     max_pages: int = integer(
         "RECONCILE_MAX_PAGES",
@@ -228,14 +250,15 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             self._read(current, mark, share, result, confirming=confirming)
         finally:
             next_start = mark.watermark - mark.overlap(self.settings.overlap_seconds)
-            mark.counted = counting.after(current, next_start)
+            floor = int(mark.watermark - self._late_window(mark))
+            mark.counted = counting.after(current, next_start, floor, mark.watermark)
         mark.drop_finished()
         # Cut short by its half, not by the run's budget: on to the oldest pass.
         return not current.done and self._stopped(budget, result)
 
     def _fresh(
         self, mark: Checkpoint, end: float, result: JobListResult
-    ) -> tuple[Pass, bool, Counting]:
+    ) -> tuple[Pass, bool, Counted]:
         """A fresh pass up to ``end``, pending until it completes (after the count check);
         with whether it confirms the overlap, and the count check under way."""
         s = self.settings
@@ -249,29 +272,45 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         result.fresh_passes += 1
         return current, bool(overlap) and since_moved >= overlap, counting
 
-    def _count_check(self, mark: Checkpoint, start: float, result: JobListResult) -> Counting:
-        """Before a fresh pass from ``start``: count the jobs listed below it (from LATE_CHECK,
-        or twice the overlap, below the watermark), then count again the range the last
-        check counted. More jobs there now were listed late, below any fresh pass: that
-        range is read again, first of the pending passes (module docstring)."""
-        overlap = mark.overlap(self.settings.overlap_seconds)
-        low = int(mark.watermark - max(LATE_CHECK_SECONDS, LAG_MARGIN * overlap))
+    def _count_check(self, mark: Checkpoint, start: float, result: JobListResult) -> Counted:
+        """Before a fresh pass from ``start``, as ``Checkpoint.count_step`` says: count again
+        the range counted last, if due (more jobs there now were listed late, below any fresh
+        pass: the range is read again, first of the pending passes), and the late window below
+        ``start`` anew if the range reaches too deep or stops short of ``start`` (module
+        docstring); the range the pass extends."""
+        window = self._late_window(mark)
         split = int(start // 1)  # whole seconds: the API's date filters have no fraction
-        counting = Counting(low, split, self._count(low, split), mark.watermark)
-        result.count_queries += 1
-        if mark.counted is not None:
-            old_low, old_top, count, watermark = mark.counted
-            now = self._count(old_low, old_top)
-            result.count_queries += 1
-            if now > count:
-                result.late_checks_found += 1
-                mark.pending.insert(0, Pass(old_low, old_top, lag_from=watermark))
-                mark.counted = (old_low, old_top, now, watermark)  # read again: counted in
-        return counting
+        now = self._clock.time()
+        every = self.settings.count_check_seconds
+        step = mark.count_step(now, split, every, mark.watermark - LAG_MARGIN * window)
+        counted = mark.counted
+        if counted is None:  # CountStep.BEGIN
+            mark.counted_at = now
+            return Counted.begin(split)
+        if step is CountStep.EXTEND:
+            return counted
+        recount = self._count(counted.low, counted.top, result)
+        if recount > counted.count:
+            result.late_checks_found += 1
+            mark.pending.insert(0, counted.reread())
+        mark.counted_at = now
+        if step is CountStep.RECOUNT:
+            return counted.recounted(recount, mark.watermark)
+        floor = int(mark.watermark - window)
+        base = Counted(floor, split, self._count(floor, split, result))
+        return base.recounted(base.count, mark.watermark)
 
-    def _count(self, start: int, end: int) -> int:
+    def _late_window(self, mark: Checkpoint) -> float:
+        """How far below the watermark the count check reaches (LATE_CHECK_SECONDS, or twice
+        the overlap)."""
+        return max(LATE_CHECK_SECONDS, LAG_MARGIN * mark.overlap(self.settings.overlap_seconds))
+
+    def _count(self, start: int, end: int, result: JobListResult) -> int:
         """The jobs the API lists created in [start, end] (whole seconds, both counted): one
-        page of one job, whose page count is the count."""
+        page of one job, whose page count is the count; none asked for an empty range."""
+        if start > end:
+            return 0
+        result.count_queries += 1
         page = self._client.list_jobs(start_date=start, end_date=end, page=1, page_size=1)
         return page.page_count if page.items else 0
 
@@ -297,7 +336,9 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         recorded WATCHING. In a fresh pass, a job the ledger does not know created below the
         watermark it began at was listed late: how far below is a listing-lag sample.
         """
-        lag_from = mark.watermark if current.fresh else current.lag_from
+        # A fresh pass measures from the watermark it began at, a re-read from its parts'.
+        began_at = mark.watermark
+        lag_base = (lambda _: began_at) if current.fresh else current.lag_base
         while not self._stopped(budget, result):
             listing = self._client.list_jobs(
                 start_date=current.start,
@@ -307,7 +348,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             )
             result.list_pages += 1
             result.jobs_seen += len(listing.items)
-            created_at = self._handle(listing.items, current, lag_from, mark, result)
+            created_at = self._handle(listing.items, current, lag_base, mark, result)
             # Only once its jobs are handled: a page that failed moves nothing.
             if current.fresh and current.page == 1:
                 now = self._clock.time()
@@ -322,7 +363,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         self,
         items: Sequence[JobSummary],
         current: Pass,
-        lag_from: float | None,
+        lag_base: Callable[[float], float | None],
         mark: Checkpoint,
         result: JobListResult,
     ) -> dict[JobKey, float]:
@@ -331,7 +372,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         reopened); returns when each job was created."""
         settled, running, created_at = _sorted(items, current)
         rows = self._ledger.get_many([*settled, *running])
-        lag = _listing_lag(lag_from, created_at, rows)
+        lag = _listing_lag(lag_base, created_at, rows)
         if lag > 0:
             mark.measured(lag, self._clock.time())
         now = self._clock.time()
@@ -377,10 +418,16 @@ def _sorted(
 
 
 def _listing_lag(
-    lag_from: float | None, created_at: Mapping[JobKey, float], known: Container[JobKey]
+    lag_base: Callable[[float], float | None],
+    created_at: Mapping[JobKey, float],
+    known: Container[JobKey],
 ) -> float:
-    """A listing-lag sample: how far below ``lag_from`` (None: this pass measures none) the
-    lowest job the ledger does not know was created; 0 when none was listed late."""
-    if lag_from is None:
-        return 0.0
-    return max((lag_from - c for key, c in created_at.items() if key not in known), default=0.0)
+    """A listing-lag sample: how far below its ``lag_base`` (the watermark it was unlisted at;
+    None: no sample) the job the ledger does not know furthest below was created; 0 when none
+    was listed late."""
+    samples = [
+        base - c
+        for key, c in created_at.items()
+        if key not in known and (base := lag_base(c)) is not None
+    ]
+    return max(samples, default=0.0)

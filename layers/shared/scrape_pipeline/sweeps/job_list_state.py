@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
 from scrape_pipeline.sweeps import passes
 from scrape_pipeline.sweeps.passes import SavedPass
@@ -23,6 +25,23 @@ MAX_PENDING_PASSES = 16
 LAG_MARGIN = 2.0
 # A measured lag is remembered this long after it was last seen (Lambda's clock).
 LAG_MEMORY_SECONDS = 86_400.0
+# Parts of the count check's range kept at most (one a fresh pass between checks); beyond it the
+# two oldest are merged, the lower watermark kept (a lag sample can only come out smaller).
+MAX_MARKS = 16
+# A run starts a few seconds early or late on its schedule (as ``reconciler.CADENCE_SLACK``): a
+# count check due every 600 s is due at a run 598 s after the last one.
+CHECK_SLACK = 5.0
+
+
+class CountStep(Enum):
+    """What the count check does before a fresh pass (``scrape_pipeline.joblist``)."""
+
+    BEGIN = "begin"  # nothing counted yet: the pass's own reading is the first count
+    EXTEND = "extend"  # checked less than the interval ago: the pass extends the range, no page
+    RECOUNT = "recount"  # due: the range counted again (one page), then extended by the pass
+    # Due with a range reaching too deep, or a gap between the range and the pass (none counts
+    # it, due or not): the range counted again, then the late window counted anew (two pages).
+    REBASE = "rebase"
 
 
 @dataclass(eq=False)  # passes are told apart by identity
@@ -40,6 +59,14 @@ class Pass:
     # Not saved: the jobs the pass read, by id, with their created_at (a fresh pass's count
     # check counts them).
     seen: dict[str, float] = field(default_factory=dict)
+    # Not saved: a re-read range's parts (``Counted.marks``); resumed in a later run, it
+    # measures from ``lag_from``, the lowest of their watermarks.
+    marks: Marks = ()
+
+    def lag_base(self, created: float) -> float | None:
+        """The watermark a job created then, found here unknown, was unlisted at (None: no
+        lag sample)."""
+        return next((w for top, w in self.marks if created <= top), self.lag_from)
 
     def saved(self) -> SavedPass:
         return SavedPass(self.start, self.end, self.page, self.lag_from)
@@ -60,9 +87,9 @@ class Checkpoint:
     moved_at: float = 0.0  # when the watermark last moved (Lambda's clock)
     fresh_end: float = 0.0  # the end of the last fresh pass read (Lambda's clock)
     confirmed: bool = False  # the overlap below it was read again once the lag spread passed
-    # The count check (module docstring): a range, the jobs the API listed in it when counted,
-    # and the watermark then.
-    counted: tuple[int, int, int, float] | None = None
+    # The count check's range (module docstring), and when it was last counted (Lambda's clock).
+    counted: Counted | None = None
+    counted_at: float = 0.0
 
     @classmethod
     def read(
@@ -83,7 +110,8 @@ class Checkpoint:
             number_field(saved, "moved_at"),
             number_field(saved, "fresh_end"),
             saved.get("confirmed") == "1",
-            counted_range(json.loads(saved["counted"])) if saved.get("counted") else None,
+            Counted.decode(json.loads(saved["counted"])) if saved.get("counted") else None,
+            number_field(saved, "counted_at"),  # none saved: the next pass checks
         )
 
     def overlap(self, configured: float) -> float:
@@ -108,6 +136,18 @@ class Checkpoint:
         elif confirming:
             self.confirmed = True
 
+    def count_step(self, now: float, split: int, every: float, deepest: float) -> CountStep:
+        """The count check before a fresh pass from ``split`` at ``now`` (Lambda's clock): one
+        every ``every`` seconds; a range reaching below ``deepest`` is counted anew."""
+        if self.counted is None:
+            return CountStep.BEGIN
+        if split > self.counted.top:
+            return CountStep.REBASE
+        # A clock that went back (a saved time ahead of now) checks rather than wait for it.
+        if 0.0 <= now - self.counted_at < every - CHECK_SLACK:
+            return CountStep.EXTEND
+        return CountStep.REBASE if self.counted.low < deepest else CountStep.RECOUNT
+
     def drop_finished(self) -> None:
         """A pass read to its end (the one just read, if any) leaves the pending list."""
         self.pending = [p for p in self.pending if not p.done]
@@ -130,8 +170,9 @@ class Checkpoint:
             out["confirmed"] = "1"
         out.update(passes.encode(p.saved() for p in self.pending))
         if self.counted is not None:
-            low, high, count, watermark = self.counted
-            out["counted"] = json.dumps([low, high, count, round(watermark, 3)])
+            out["counted"] = json.dumps(self.counted.encode())
+        if self.counted_at:
+            out["counted_at"] = f"{self.counted_at:.3f}"
         return out
 
 
@@ -140,29 +181,71 @@ def number_field(saved: Mapping[str, str], name: str) -> float:
     return float(saved.get(name) or 0.0)
 
 
-def counted_range(raw: Sequence[float]) -> tuple[int, int, int, float]:
-    low, high, count, watermark = raw
-    return int(low), int(high), int(count), float(watermark)
+# The count check's range in parts, oldest first: each part's top and the watermark its jobs not
+# listed yet were unlisted at.
+Marks = tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
-class Counting:
-    """A count check under way: the jobs listed in [low, split] before a fresh pass from
-    ``split`` began, and the watermark then."""
+class Counted:
+    """The count check's range [low, top] (whole seconds, both in), the jobs the API listed in
+    it when counted plus those each fresh pass since saw in the part it added, and its parts
+    (``Marks``): a job found there listed late was unlisted at its part's watermark, so it
+    was created at least that far below it (a lag sample). Empty when ``low`` is above
+    ``top``."""
 
     low: int
-    split: int
+    top: int
     count: int
-    watermark: float
+    marks: Marks = ()
 
-    def after(self, read: Pass, next_start: float) -> tuple[int, int, int, float]:
-        """The range and count the next check compares with, once ``read`` (the fresh pass)
-        has been read from ``split`` on: up to where the next fresh pass starts, the jobs
-        this pass saw above ``split`` counted in (a job it did not see, listed later, makes
-        the count grow). A pass cut short leaves its unread pages to its pending copy, and
-        the range ends at ``split``."""
+    @classmethod
+    def begin(cls, split: int) -> Counted:
+        """Nothing counted below a fresh pass from ``split``: its own reading is the first count."""
+        return cls(split, split - 1, 0)
+
+    def after(self, read: Pass, next_start: float, floor: int, watermark: float) -> Counted:
+        """This range once ``read`` (a fresh pass from at most ``top``) has been read: up to
+        where the next fresh pass starts, the jobs it saw above ``top`` counted in (a job it
+        did not see, listed later, makes the count grow), unlisted at ``watermark`` (the one it
+        moved to). An empty range begins at ``floor`` (the late window's bottom) or the pass's
+        start, whichever is higher: the pass saw all of it. A pass cut short leaves its unread
+        pages to its pending copy, and the range as it was."""
         if not read.done:
-            return self.low, self.split, self.count, self.watermark
-        top = max(self.split, int(next_start // 1))
-        seen = sum(self.split < created <= top for created in read.seen.values())
-        return self.low, top, self.count + seen, self.watermark
+            return self
+        top = max(self.top, int(next_start // 1))
+        if self.low > self.top:  # nothing counted: the range is what the pass saw
+            low = max(self.low, floor)
+            seen = sum(low <= created <= top for created in read.seen.values())
+            return Counted(low, top, seen, ((top, watermark),))
+        if top == self.top:
+            return self
+        seen = sum(self.top < created <= top for created in read.seen.values())
+        marks = [*self.marks, (top, watermark)]
+        while len(marks) > MAX_MARKS:
+            marks[:2] = [(marks[1][0], marks[0][1])]
+        return Counted(self.low, top, self.count + seen, tuple(marks))
+
+    def recounted(self, count: int, watermark: float) -> Counted:
+        """The range counted again at ``watermark``: every job of it not listed was unlisted
+        then."""
+        return Counted(self.low, self.top, count, ((self.top, watermark),))
+
+    def reread(self) -> Pass:
+        """The range read again (its count grew), its lag samples from its parts' watermarks."""
+        lowest = self.marks[0][1] if self.marks else None
+        return Pass(self.low, self.top, lag_from=lowest, marks=self.marks)
+
+    def encode(self) -> list[Any]:
+        """Its JSON form: ``[low, top, count, [[top, watermark], ...]]``."""
+        marks = [[top, round(watermark, 3)] for top, watermark in self.marks]
+        return [self.low, self.top, self.count, marks]
+
+    @classmethod
+    def decode(cls, raw: Sequence[Any]) -> Counted:
+        """From its JSON form, or an earlier version's ``[low, top, count, watermark]``."""
+        low, top, count, marks = raw
+        if not isinstance(marks, list):  # one watermark for the whole range
+            marks = [[top, marks]]
+        parts = tuple((int(t), float(w)) for t, w in marks)
+        return cls(int(low), int(top), int(count), parts)
