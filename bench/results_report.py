@@ -457,7 +457,7 @@ def _events_section(pipeline: dict[str, Any], big: dict[str, Any]) -> list[str]:
         f"({run['settled_jobs']} settled), a rule and queue on the local stack's bus receiving "
         "every event.",
         "",
-        events_table(run["events"], cadence),
+        events_table(run["events"], cadence, pipeline.get("event_linger", {}).get("events")),
         "",
     ]
     calls = big.get("aws_calls", {}).get("processor", {}).get("events:PutEvents")

@@ -93,7 +93,7 @@ def test_25_outcomes_go_out_in_3_put_events_calls_and_leave_the_outbox(world: Wo
         settle(world, f"job-{n:02d}")
     assert len(outbox(world)) == 25
     # WHEN the batch's end emits them
-    result = world.emitter.flush()
+    result = world.emitter.flush(world.clock.time())
     # THEN three calls of 10, 10 and 5 entries carried them
     assert world.put_calls == [10, 10, 5]
     assert (result.calls, result.sent, result.left, result.cleared) == (3, 25, 0, 25)
@@ -129,7 +129,7 @@ def test_an_entry_the_bus_refuses_stays_in_the_outbox_and_goes_out_later_same_id
         parsed["FailedEntryCount"] = 1
 
     world.events_client.meta.events.register("after-call.events.PutEvents", refuse_second)
-    result = world.emitter.flush()
+    result = world.emitter.flush(world.clock.time())
     world.events_client.meta.events.unregister("after-call.events.PutEvents", refuse_second)
     # THEN the refused one is left on its row, the others cleared
     assert (result.sent, result.left, result.cleared) == (2, 1, 2)
@@ -145,13 +145,80 @@ def test_an_entry_the_bus_refuses_stays_in_the_outbox_and_goes_out_later_same_id
     assert last.count(refused) == 2
 
 
+def lingering(world: World, seconds: float) -> Emitter:
+    """``world``'s emitter, holding short calls' events up to ``seconds``."""
+    world.emitter = Emitter(world.emitter.bus, world.ledger, linger=seconds)
+    return world.emitter
+
+
+def test_with_a_linger_short_batches_fill_one_call_across_batch_ends(world: World) -> None:
+    # GIVEN a 30 s linger, and a batch's end with 4 outcomes (a nightly pace's batch)
+    emitter = lingering(world, 30)
+    for n in range(4):
+        settle(world, f"job-{n:02d}")
+    first = emitter.flush(world.clock.time())
+    # THEN no call is made yet, and the rows still owe their events (a crash loses nothing)
+    assert (first.calls, emitter.held, world.put_calls) == (0, 4, [])
+    assert len(outbox(world)) == 4
+    # WHEN two more batches end 5 s apart with 4 outcomes each
+    for batch in (1, 2):
+        world.clock.advance(5)
+        for n in range(4):
+            settle(world, f"job-{batch}{n}")
+        emitter.flush(world.clock.time())
+    # THEN one full call carried the ten oldest, and the two youngest wait
+    assert world.put_calls == [10]
+    assert emitter.held == 2
+    assert len(outbox(world)) == 2
+    # WHEN a batch ends just short of the linger for them, they still wait
+    world.clock.advance(29)
+    assert emitter.flush(world.clock.time()).calls == 0
+    # AND once they have waited it, the next batch's end sends them
+    world.clock.advance(1)
+    last = emitter.flush(world.clock.time())
+    assert world.put_calls == [10, 2]
+    assert (last.sent, last.cleared, emitter.held) == (2, 2, 0)
+    # AND a subscriber got all twelve outcomes, each once
+    ids = Counter(e["detail"]["event_id"] for e in world.subscriber.received())
+    assert len(ids) == 12 and set(ids.values()) == {1}
+    assert outbox(world) == []
+
+
+def test_with_a_linger_a_batch_of_ten_or_more_goes_out_at_once(world: World) -> None:
+    # GIVEN a linger and a batch's end with 13 outcomes
+    emitter = lingering(world, 30)
+    for n in range(13):
+        settle(world, f"job-{n:02d}")
+    emitter.flush(world.clock.time())
+    # THEN the full call leaves at once and only the three youngest wait
+    assert world.put_calls == [10]
+    assert sorted(outbox(world)) == ["job-10", "job-11", "job-12"]
+
+
+def test_held_events_of_a_container_never_invoked_again_are_the_sweeps(world: World) -> None:
+    # GIVEN events held by a lingering emitter whose container is then frozen for good
+    emitter = lingering(world, 30)
+    texts = [settle(world, f"job-{n}") for n in range(3)]
+    emitter.flush(world.clock.time())
+    assert world.put_calls == []
+    # WHEN the sweep's grace has passed and it emits what the index still owes
+    world.clock.advance(91)
+    pending, _ = world.ledger.pending_events(before=world.clock.time() - 90)
+    swept = Emitter(world.emitter.bus, world.ledger).emit(pending)
+    # THEN the three go out, once each, with the ids their rows were written with
+    assert (swept.sent, swept.cleared) == (3, 3)
+    received = [e["detail"]["event_id"] for e in world.subscriber.received()]
+    assert sorted(received) == sorted(OutcomeEvent.from_json(t).event_id for t in texts)
+    assert outbox(world) == []
+
+
 def test_a_failed_call_leaves_every_event_in_the_outbox(world: World) -> None:
     # GIVEN outcomes, and a bus that does not exist (the call fails altogether)
     settle(world, "job-a")
     settle(world, "job-b")
     world.emitter.bus.name = "no-such-bus"
     # WHEN emitted
-    result = world.emitter.flush()
+    result = world.emitter.flush(world.clock.time())
     # THEN nothing is cleared, the error is named, and both rows still owe their event
     assert (result.sent, result.left, result.cleared) == (0, 2, 0)
     assert result.errors

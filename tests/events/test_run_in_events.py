@@ -80,7 +80,7 @@ class World:
         text = event.to_json()
         done = self.ledger.finish(key, "processor", Outcome.STORED, {}, event=text)
         self.emitter.add(key, told_with_run(self.ledger, done, text), self.clock.time())
-        self.emitter.flush()
+        self.emitter.flush(self.clock.time())
 
     def sweep(self) -> None:
         """The outbox sweep: what is still owed, sent."""

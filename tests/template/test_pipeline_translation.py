@@ -207,6 +207,7 @@ def test_function_code_handler_runtime_layer_and_service_name(
     ("function", "variable", "parameter", "default"),
     [
         (PROCESSOR, "LEASE_SECONDS", "LeaseSeconds", 120),
+        (PROCESSOR, "EVENT_LINGER_SECONDS", "EventLingerSeconds", 0),
         (PROCESSOR, "MAX_RESUBMISSIONS_PER_URL", "MaxResubmissionsPerUrl", 2),
         # the queue's own redrive count (test_template_translation pins the queue side)
         (PROCESSOR, "MAX_RECEIVE_COUNT", "MaxReceiveCount", 5),

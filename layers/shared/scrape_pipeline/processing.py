@@ -179,6 +179,16 @@ class ProcessorSettings(FromEnv):
         "has no `retryable` flag; one it gives wins) is resubmitted as an extract job linked to "
         "it, within `MAX_RESUBMISSIONS_PER_URL`, instead of dead-lettered",
     ).field()
+    event_linger_seconds: float = number(
+        "EVENT_LINGER_SECONDS",
+        0.0,
+        "outcome events a batch leaves short of a full PutEvents call (ten) wait in the warm "
+        "processor for the next batches' until ten are due or the oldest has waited this long "
+        "(checked at each batch's end; a container that is not invoked again leaves them to "
+        "the outbox sweep). 0 sends every batch's events at its end. At most 30, so a held "
+        "event is sent before the sweep's grace (`OUTBOX_GRACE_SECONDS`, 90) ends",
+        minimum=0.0,
+    ).field()
     max_receive_count: int = integer(
         "MAX_RECEIVE_COUNT",
         5,
@@ -256,7 +266,9 @@ class JobProcessor:
 
     def emit_events(self) -> EmitResult:
         """Send the events of the outcomes written since the last call (a batch's end)."""
-        return self._emitter.flush() if self._emitter is not None else EmitResult()
+        if self._emitter is None:
+            return EmitResult()
+        return self._emitter.flush(self._clock.time())
 
     def _not_granted(self, row: LedgerRow | None) -> Disposition:
         if row is None or row.is_done:

@@ -4,6 +4,12 @@ The processor hands it each outcome it wrote (``add``) and sends them at its bat
 (``flush``); the outbox sweep hands it the rows a crash left behind (``emit``). Either way an
 event the bus refused, or one whose call failed, stays on its row for the next sweep, and an
 event is cleared only if the row still holds it (``Ledger.clear_outbox``).
+
+With a linger, a batch's end sends only full calls (ten events) and keeps the rest in the warm
+container for the next batches, until ten are due or the oldest has waited the linger: at a
+nightly pace a batch holds a few outcomes, so a call each would carry two or three. A held
+event is still on its row, so a container that is never invoked again loses nothing: the
+sweep sends its events after its grace, which is longer than the linger and an invocation.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.events.bus import EventBus
+from scrape_pipeline.events.bus import MAX_ENTRIES, EventBus
 from scrape_pipeline.events.detail import OutcomeEvent, with_run
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger import Ledger, LedgerRow, PendingEvent
@@ -41,21 +47,35 @@ class EmitResult:
 
 
 class Emitter:
-    """Sends outbox events and clears them; holds one processor batch's events meanwhile."""
+    """Sends outbox events and clears them; holds a processor's events until its batch's end,
+    or with a ``linger`` until they fill a call or the oldest has waited that long."""
 
-    def __init__(self, bus: EventBus, ledger: Ledger) -> None:
+    def __init__(self, bus: EventBus, ledger: Ledger, *, linger: float = 0.0) -> None:
         self.bus = bus
         self._ledger = ledger
+        self._linger = linger
         self._held: list[PendingEvent] = []
+
+    @property
+    def held(self) -> int:
+        """Events added and not flushed yet."""
+        return len(self._held)
 
     def add(self, key: JobKey, event: str, at: float) -> None:
         """An outcome just written with ``event`` in its row's outbox: sent at ``flush``."""
         self._held.append(PendingEvent(key, at, event))
 
-    def flush(self) -> EmitResult:
-        """Send the events held since the last flush (the rows keep any not taken)."""
-        held, self._held = self._held, []
-        return self.emit(held)
+    def flush(self, now: float) -> EmitResult:
+        """Send the events held: all of them, or with a linger the full calls' worth and the
+        rest only once its oldest has waited the linger (the rows keep any not taken)."""
+        send, keep = self._held, []
+        if self._linger > 0:
+            full = len(send) - len(send) % MAX_ENTRIES
+            rest = send[full:]  # the youngest: events are added in the order they are written
+            if rest and now - rest[0].outbox_at < self._linger:
+                send, keep = send[:full], rest
+        self._held = keep
+        return self.emit(send)
 
     def emit(self, pending: Sequence[PendingEvent]) -> EmitResult:
         """Put ``pending`` on the bus, ten a call, then clear each one it took."""

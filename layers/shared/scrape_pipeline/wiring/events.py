@@ -10,11 +10,14 @@ from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.resources import EVENT_BUS_NAME
 
 
-def emitter_from_env(env: Mapping[str, str], ledger: Ledger) -> Emitter | None:
-    """The emitter for the bus ``EVENT_BUS_NAME`` names; None when it names none."""
+def emitter_from_env(
+    env: Mapping[str, str], ledger: Ledger, *, linger: float = 0.0
+) -> Emitter | None:
+    """The emitter for the bus ``EVENT_BUS_NAME`` names (holding short calls' events up to
+    ``linger`` seconds); None when it names none."""
     name = EVENT_BUS_NAME.read(env)
     if not name:
         return None
     import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
 
-    return Emitter(EventBus(name, client=boto3.client("events")), ledger)
+    return Emitter(EventBus(name, client=boto3.client("events")), ledger, linger=linger)

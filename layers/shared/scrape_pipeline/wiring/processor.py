@@ -58,7 +58,7 @@ def build_processor(
             client, Bookkeeping(ledger), per_chain_limit=settings.max_resubmissions_per_url
         ),
         clock=clock,
-        emitter=emitter_from_env(env, ledger),
+        emitter=emitter_from_env(env, ledger, linger=settings.event_linger_seconds),
         waker=wake,
     )
     return BuiltProcessor(processor, queue, ledger)
