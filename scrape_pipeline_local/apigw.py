@@ -22,7 +22,7 @@ from scrape_pipeline_local.lambda_runtime import (
     RunsAFunction,
     TimedInvoker,
 )
-from scrape_pipeline_local.lifecycle import Service
+from scrape_pipeline_local.lifecycle import SERVE_POLL_SECONDS, Service
 from scrape_pipeline_local.limits import (
     API_GATEWAY_MAX_PAYLOAD_BYTES,
     LAMBDA_SYNC_MAX_PAYLOAD_BYTES,
@@ -135,7 +135,10 @@ class ApiGatewayFront(RunsAFunction, Service):
 
     def start(self) -> Self:
         """Serve in a daemon thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        serve = self._server.serve_forever
+        self._thread = threading.Thread(
+            target=serve, kwargs={"poll_interval": SERVE_POLL_SECONDS}, daemon=True
+        )
         self._thread.start()
         return self
 

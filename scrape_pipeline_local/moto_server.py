@@ -28,7 +28,7 @@ from moto.sqs import models as sqs_models
 from werkzeug.serving import ThreadedWSGIServer
 from werkzeug.wrappers import Response
 
-from scrape_pipeline_local.lifecycle import Service
+from scrape_pipeline_local.lifecycle import SERVE_POLL_SECONDS, Service
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -251,7 +251,10 @@ class MotoServer(Service):
         self._server = _Server(self._host, self._port, app)
         host, port = self._server.server_address[:2]
         self.endpoint = f"http://{host!s}:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        serve = self._server.serve_forever
+        self._thread = threading.Thread(
+            target=serve, kwargs={"poll_interval": SERVE_POLL_SECONDS}, daemon=True
+        )
         self._thread.start()
         return self
 
