@@ -22,7 +22,9 @@ from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, STEP_SECONDS, Demo,
 from scrape_pipeline_ops.audit.report import named
 
 # scenario, jobs, settled, lost, twice, slowest finish (s), recovered, wrongly dead-lettered,
-# Geonode requests per settled job: for the record
+# Geonode requests per settled job, then the outcome events: outcomes without one, repeats,
+# stored-to-event p99 (s), sent by the outbox sweep and the latest of those (s): for the
+# issue's record (pytest-xdist keeps a worker's prints, this file keeps every scenario's)
 RESULTS_LOG = Path(__file__).resolve().parents[2] / "bench" / "out" / "chaos-matrix.tsv"
 
 MATRIX = [
@@ -101,12 +103,15 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
             f"pages per 100 unsettled per listing={per_pass / (unsettled / 100):.3f} "
             f"AWS calls/job={report.aws_calls_per_job:.2f}"
         )
+    events = report.events
     RESULTS_LOG.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS_LOG.open("a") as log:
         log.write(
             f"{scenario}\t{jobs}\t{report.settled}\t{report.lost}\t{report.processed_twice}"
             f"\t{report.latency_max:.0f}\t{sum(report.recovered.values())}"
-            f"\t{report.wrongly_dead_lettered}\t{report.requests_per_job:.3f}\n"
+            f"\t{report.wrongly_dead_lettered}\t{report.requests_per_job:.3f}"
+            f"\t{events.without_event}\t{events.repeats}\t{events.latency_p99:.2f}"
+            f"\t{events.swept}\t{events.swept_latency_max:.0f}\n"
         )
     print(
         f"{scenario}: jobs={jobs} settled={report.settled} lost={report.lost} "
