@@ -30,6 +30,7 @@ from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local import function_env
 from scrape_pipeline_local.apigw import ApiGatewayFront
+from scrape_pipeline_local.boto_sessions import new_session
 from scrape_pipeline_local.create import StackResources, create_all
 from scrape_pipeline_local.lambda_runtime import Outcome, TimedInvoker
 from scrape_pipeline_local.lifecycle import Service
@@ -131,7 +132,7 @@ class LocalStack(Service):
                 ),
             }
         )
-        session = boto3.session.Session()
+        session = new_session()
         self.resources = create_all(session, api_key=API_KEY)
         self.simulator = SimulatorServer(
             self.sim_config, self.clock, port=self.settings.simulator_port
@@ -359,8 +360,9 @@ def _forget_powertools_clients() -> None:
 
     parameters.clear_caches()  # type: ignore[no-untyped-call]
     constants.DEFAULT_PROVIDERS.clear()
-    # boto3's default session resolves AWS_ENDPOINT_URL once: a new stack needs a new one.
-    boto3.DEFAULT_SESSION = None
+    # boto3's default session resolves AWS_ENDPOINT_URL once: a new stack needs a new one (made
+    # here, once the stack's endpoint is in the environment, on the models already parsed).
+    boto3.DEFAULT_SESSION = new_session()
 
 
 def _own_environments(wiring: LocalSettings) -> dict[str, dict[str, str]]:
