@@ -16,6 +16,9 @@ from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
 
 CONTAINERS: Final = (JobKind.BATCH, JobKind.CRAWL)
+# How late the API may list a job, at most: rows the ledger wrote this long after a window's
+# end may be of its jobs (4.5 minutes measured in the listing-lag chaos profile; twice that).
+LISTED_LATE_S: Final = 600.0
 
 
 class RunJournal(Protocol):
@@ -29,9 +32,12 @@ class RunJournal(Protocol):
 
 
 class CreatedSince(Protocol):
-    """The ledger's filtered Scan of one kind's rows created at or after a moment."""
+    """The ledger's filtered Scan of one kind's rows created at or after a moment (and at or
+    before another)."""
 
-    def created_since(self, kind: JobKind, since: float) -> Iterable[str]: ...
+    def created_since(
+        self, kind: JobKind, since: float, until: float | None = None
+    ) -> Iterable[str]: ...
 
 
 @dataclass
@@ -40,6 +46,9 @@ class Known:
 
     containers: dict[tuple[JobKind, str], None] = field(default_factory=dict)
     extracts: dict[str, None] | None = None  # None: every extract of the window
+    # Extracts the ledger noted in the window: read one by one if the job list does not show
+    # them yet (the API lists a job minutes after its creation, sometimes more).
+    noted: dict[str, None] = field(default_factory=dict)
 
     def add(self, kind: JobKind, job_id: str) -> None:
         """Name one batch or crawl (once)."""
@@ -90,4 +99,8 @@ def of_window(
         for kind in CONTAINERS:
             for job_id in ledger.created_since(kind, since):
                 known.add(kind, job_id)
+        # A row is written once its job settles (or its run posts it): after the job's
+        # creation, and within the listing lag of the window's end for any the list lacks.
+        noted = ledger.created_since(JobKind.EXTRACT, since, until + LISTED_LATE_S)
+        known.noted = dict.fromkeys(noted)
     return known

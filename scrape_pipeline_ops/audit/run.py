@@ -41,19 +41,22 @@ class Window:
 
 
 def subjects_of(client: GeonodeClient, window: Window, known: Known, calls: Calls) -> list[Subject]:
-    """The window's extracts (or only a run's) and the items of the batches and crawls known."""
+    """The window's extracts (or only a run's) and the items of the batches and crawls known.
+
+    An extract the job list does not show (a run's, or one the ledger noted that the API lists
+    late) is read by its own GET, and judged if the API created it in the window."""
     subjects: list[Subject] = []
     if known.extracts is None or known.extracts:
         subjects = window_extracts(client, window.since, window.until, calls)
-    if known.extracts is not None:
-        listed = {s.job_id: s for s in subjects if s.job_id in known.extracts}
-        for job_id in known.extracts:
-            if job_id not in listed:
-                found = one_extract(client, job_id, calls)
-                created = found.created_at
-                if created is None or window.since <= created <= window.until:
-                    listed[job_id] = found
-        subjects = list(listed.values())
+    wanted = known.noted if known.extracts is None else known.extracts
+    listed = {s.job_id: s for s in subjects if known.extracts is None or s.job_id in wanted}
+    for job_id in wanted:
+        if job_id not in listed:
+            found = one_extract(client, job_id, calls)
+            created = found.created_at
+            if created is None or window.since <= created <= window.until:
+                listed[job_id] = found
+    subjects = list(listed.values())
     for kind, job_id in known.containers:
         subjects += container_items(client, kind, job_id, (window.since, window.until), calls)
     return subjects

@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
+import pytest
 
 from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.results import result_prefix
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.moto_server import forget_cached_clients
+from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack
-from tests.cli.conftest import Cli
+from tests.cli.conftest import QUIET, Cli, stack_environment
 from tests.cli.test_cli_runs import _file
 
 
@@ -48,3 +53,43 @@ def test_audit_on_the_local_stack_agrees_with_the_processor(
     boto3.client("s3").delete_object(Bucket=live.resources.bucket, Key=key)
     after = cli("audit", "--since", since, "--run", "audit-a", "--json", clock=live.clock)
     assert after.code == 1 and f"missing: extract {job_id}" in after.err, after.err
+
+
+@pytest.fixture
+def lagging(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+    """A stack of its own whose API lists each job four minutes after its creation."""
+    config = SimConfig(**QUIET, listing_lag_min_s=240.0, listing_lag_max_s=260.0)
+    stack = LocalStack(ManualClock(), config).start()
+    try:
+        for name, value in stack_environment(stack).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("DLQ_URL", raising=False)
+        monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+        forget_cached_clients()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def test_audit_judges_the_jobs_the_api_lists_late_from_their_own_get(lagging: LocalStack, cli: Cli):
+    since = lagging.clock.time() - 60.0
+    # GIVEN three jobs stored by the pipeline (webhooks, queue, processor) within a minute of
+    # their creation, which the job list does not show yet
+    client = lagging.client()
+    jobs = [client.submit_extract(f"https://example.com/late/{i}").job_id for i in range(3)]
+    for _ in range(60):
+        lagging.step(1.0)
+    listed = client.list_jobs(start_date=since, end_date=lagging.clock.time(), page_size=100)
+    assert not listed.items
+    # WHEN the window is audited
+    result = cli("audit", "--since", format_time(since), "--json", clock=lagging.clock)
+    # THEN each is judged from its own GET (the ledger names it) and S3: stored once, exit 0
+    assert result.code == 0, result.err
+    record = result.record()
+    assert (record["jobs"], record["stored"], record["missing"]) == (3, 3, 0)
+    # AND once one's metadata.json is deleted, the audit names it missing: exit 1
+    assert lagging.resources is not None
+    key = f"{result_prefix(JobKind.EXTRACT, jobs[0])}/metadata.json"
+    boto3.client("s3").delete_object(Bucket=lagging.resources.bucket, Key=key)
+    after = cli("audit", "--since", format_time(since), "--json", clock=lagging.clock)
+    assert after.code == 1 and f"missing: extract {jobs[0]}" in after.err, after.err

@@ -121,18 +121,22 @@ class Scans(LedgerTable):
                 items.add(pk, item)
         return RowCounts(dict(sorted(by_state.items())), dict(sorted(by_outcome.items())), items)
 
-    def created_since(self, kind: JobKind, since: float) -> Iterator[str]:
-        """The ids of ``kind``'s jobs created at or after ``since``, by a filtered Scan (billed
-        as a read of the whole table: an operator's call, never the pipeline's)."""
+    def created_since(
+        self, kind: JobKind, since: float, until: float | None = None
+    ) -> Iterator[str]:
+        """The ids of ``kind``'s jobs whose rows were written first at or after ``since`` (and
+        at or before ``until``), by a filtered Scan (billed as a read of the whole table: an
+        operator's call, never the pipeline's)."""
+        bound = "#created >= :since" if until is None else "#created BETWEEN :since AND :until"
+        values = {":prefix": {"S": f"{kind.value}#"}, ":since": {"N": repr(since)}}
+        if until is not None:
+            values[":until"] = {"N": repr(until)}
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "ProjectionExpression": "#pk",
-            "FilterExpression": "begins_with(#pk, :prefix) AND #created >= :since",
+            "FilterExpression": f"begins_with(#pk, :prefix) AND {bound}",
             "ExpressionAttributeNames": {"#pk": Attr.PK.value, "#created": Attr.CREATED_AT.value},
-            "ExpressionAttributeValues": {
-                ":prefix": {"S": f"{kind.value}#"},
-                ":since": {"N": repr(since)},
-            },
+            "ExpressionAttributeValues": values,
         }
         while True:
             page = call(self._db, "Scan", **request)
