@@ -85,6 +85,7 @@ CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
         key, HOLDER, settled=frozenset({"3:job"}), counts=(1, 0, 0), pages=1
     ),
     Verb.LINK_RETRY: lambda ledger, key, row: ledger.link_retry(key, "batch#b#3"),
+    Verb.NOTE_RESUBMISSION: lambda ledger, key, row: ledger.note_resubmission(key, HOLDER, "j2"),
 }
 
 

@@ -151,3 +151,37 @@ def test_a_holder_killed_after_an_items_post_is_followed_by_one_that_adopts_its_
     failed = [j for j in truth(stack, "batch_item") if j["status"] == "failed"]
     assert tally["retried_stored"] == len(failed) == posts(stack) > 2
     assert len([j for j in truth(stack, "extract") if j["url"] == killed[0]]) == 1
+
+
+def test_a_retry_whose_every_holder_dies_after_resubmitting_it_is_followed_to_its_resubmission(
+    make_stack: MakeStack,
+):
+    # GIVEN a 60-URL batch whose items fail retryably at 30 %, their retries too, and a
+    # processor killed every time it would close a row as resubmitted (after its POST): no
+    # retry that failed ever says so on its row
+    stack = make_stack(retryable_failure_rate=0.3)
+    job_processor = processor(stack)
+    the_ledger = job_processor._ledger
+    real_finish = the_ledger.finish
+    kills: list[str] = []
+
+    def finish(key: JobKey, owner: str, outcome: Outcome, *args: Any, **kwargs: Any) -> Any:
+        if outcome is Outcome.RESUBMITTED:
+            kills.append(key.job_id)
+            raise Killed
+        return real_finish(key, owner, outcome, *args, **kwargs)
+
+    the_ledger.finish = finish  # type: ignore[method-assign]
+    batch = stack.client().create_batch([f"https://example.com/d/{i}" for i in range(60)])
+    key = JobKey(JobKind.BATCH, batch.job_id)
+
+    # WHEN the stack runs until the batch is DONE
+    stack.run_until(lambda: done(stack, key), step=5.0, limit=3600)
+
+    # THEN a retry resubmitted was followed on to its resubmission: every item stored once
+    # or dead-lettered after its bound, as the manifest says
+    retried_items = {f"{j['url']}" for j in truth(stack, "batch_item") if j["status"] == "failed"}
+    resubmitted = [j for j in truth(stack, "extract") if j["job_id"] in kills]
+    assert any(j["url"] in retried_items for j in resubmitted), "no item's retry was resubmitted"
+    tally = check_items_retried(stack, "batch", key.job_id)
+    assert tally["retried_stored"] > 0

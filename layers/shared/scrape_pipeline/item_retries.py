@@ -46,7 +46,7 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
-from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
 from scrape_pipeline.manifest import ItemRecord, ItemStatus
 
@@ -220,11 +220,15 @@ def settled_items(ledger: Ledger, row: LedgerRow) -> Settled:
         following: dict[str, str] = {}
         for text, job_id in current.items():
             job = rows.get(JobKey(JobKind.EXTRACT, job_id))
-            if job is None or not job.is_done:
-                continue  # still running (or not known yet): it stays retrying
-            if job.outcome is Outcome.RESUBMITTED and job.detail.get("resubmitted_as"):
-                following[text] = job.detail["resubmitted_as"]
+            if job is None:
+                continue  # not known yet: it stays retrying
+            successor = job.detail.get(DETAIL_RESUBMITTED_AS)
+            if successor and (not job.is_done or job.outcome is Outcome.RESUBMITTED):
+                # Resubmitted, closed so or only noted (its holder died before the close).
+                following[text] = successor
                 continue
+            if not job.is_done:
+                continue  # still running: it stays retrying
             records.append(_final(read_entry(text)[0], job))
             entries.add(text)
         current = following

@@ -54,6 +54,8 @@ REOPENABLE_REASONS = frozenset({REASON_NEVER_SETTLED, REASON_UNKNOWN_JOB})
 # What a stored job cost, as the API said (``detail["tokens_charged"]``: runs show adds it up;
 # a batch's or crawl's is its ``token_summary.tokens_charged_total``).
 DETAIL_TOKENS = "tokens_charged"
+# A resubmitted job's detail: the job that carries on for it (noted ahead of the close too).
+DETAIL_RESUBMITTED_AS: Final = "resubmitted_as"
 
 
 class Source(StrEnum):
@@ -167,6 +169,7 @@ class JobKey:
 
 
 __all__: Sequence[str] = (
+    "DETAIL_RESUBMITTED_AS",
     "DETAIL_TOKENS",
     "REASON_NEVER_SETTLED",
     "REASON_POISON",

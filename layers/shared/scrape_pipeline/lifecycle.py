@@ -67,6 +67,7 @@ class Verb(StrEnum):
     NOTE_ITEM_RETRY = "note_item_retry"
     SETTLE_ITEMS = "settle_items"
     LINK_RETRY = "link_retry"
+    NOTE_RESUBMISSION = "note_resubmission"
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,9 @@ NOTE_ITEM_RETRY = Move(V.NOTE_ITEM_RETRY, (PROCESSING,), (), _HOLDER)
 SETTLE_ITEMS = Move(V.SETTLE_ITEMS, (PROCESSING,), (), _HOLDER)
 LINK_NEW_RETRY = Move(V.LINK_RETRY, (ABSENT,), (WATCHING,), "a retry's job not known yet")
 LINK_RETRY = Move(V.LINK_RETRY, tuple(JobState), (), "linked to no item yet")
+# An item's retry resubmitted: its holder notes the new job before it closes the row, so the
+# batch follows the item's chain on even if every holder of the row dies after the POST.
+NOTE_RESUBMISSION = Move(V.NOTE_RESUBMISSION, (PROCESSING,), (), _HOLDER)
 MOVES: Final = (
     RECORD,
     FORGET_UNSENT,
@@ -145,6 +149,7 @@ MOVES: Final = (
     SETTLE_ITEMS,
     LINK_NEW_RETRY,
     LINK_RETRY,
+    NOTE_RESUBMISSION,
 )
 
 

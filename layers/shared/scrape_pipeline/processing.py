@@ -71,6 +71,7 @@ from scrape_pipeline.item_retries import (
     settled_items,
 )
 from scrape_pipeline.jobs import (
+    DETAIL_RESUBMITTED_AS,
     DETAIL_TOKENS,
     REASON_POISON,
     REASON_UNKNOWN_JOB,
@@ -391,14 +392,16 @@ class JobProcessor:
         if resubmission is None:
             return self._dead_letter(attempt, _failure_record("resubmission budget spent", api_job))
         detail = {
-            "resubmitted_as": resubmission.job_id,
+            DETAIL_RESUBMITTED_AS: resubmission.job_id,
             "adopted": str(resubmission.adopted).lower(),
         }
         if attempt.row.retry_of:
-            # The new job carries on for the same item: linked before this row says so.
+            # The new job carries on for the same item: linked, and noted on this row, before
+            # this row closes (the batch follows the item's chain on from here either way).
             self._ledger.link_retry(
                 JobKey(JobKind.EXTRACT, resubmission.job_id), attempt.row.retry_of
             )
+            self._ledger.note_resubmission(attempt.key, attempt.owner, resubmission.job_id)
         self._ledger.finish(attempt.key, attempt.owner, Outcome.RESUBMITTED, detail)
         return Disposition(MessageOutcome.RESUBMITTED, detail=resubmission.job_id)
 

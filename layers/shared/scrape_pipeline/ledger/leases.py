@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from scrape_pipeline import lifecycle
-from scrape_pipeline.jobs import JobKey, JobState, Outcome
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.errors import ConditionFailedError, LeaseLostError
 from scrape_pipeline.ledger.expressions import Update, below, equals, state_is
@@ -208,6 +208,13 @@ class Leases(Reads):
             update.add(Attr.RETRYING_ITEMS, {retry})
         now = self.clock.time()
         return self._leased_update(key, owner, lifecycle.NOTE_ITEM_RETRY, update, now)
+
+    def note_resubmission(self, key: JobKey, owner: str, job_id: str) -> LedgerRow:
+        """Note on a held row the job that resubmits it (``resubmitted_as`` in its detail),
+        ahead of the close that says so: a batch whose item this row retries follows on to it."""
+        update = Update().set(Attr.DETAIL, {DETAIL_RESUBMITTED_AS: job_id})
+        now = self.clock.time()
+        return self._leased_update(key, owner, lifecycle.NOTE_RESUBMISSION, update, now)
 
     def settle_items(
         self,
