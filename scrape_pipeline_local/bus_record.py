@@ -12,7 +12,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
@@ -149,9 +149,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def figures(
-    outcomes: Mapping[Unit, Outcome], arrivals: Iterable[Arrival], wire: WireTimes
+    outcomes: Mapping[Unit, Outcome],
+    arrivals: Iterable[Arrival],
+    wire: WireTimes,
+    *,
+    pending: Collection[tuple[str, str]] = (),
 ) -> EventFigures:
-    """Each job with a told outcome (the judge's) against the events received for it.
+    """Each job with a told outcome (the judge's) against the events received for it; the
+    ``pending`` jobs' outcome is still to come (a batch whose item's retry still runs).
 
     A stored job's latency is its event's arrival less its ``stored_at`` on the stack's clock
     (the outbox sweep's grace and schedule, a processor's waits), plus the wall time the
@@ -167,7 +172,9 @@ def figures(
             continue
         first[arrival.event_id] = arrival
     came = {(a.kind, a.job_id) for a in first.values()}
-    owed = sorted({(u.kind, u.job_id) for u, outcome in outcomes.items() if outcome in TOLD})
+    owed = sorted(
+        {(u.kind, u.job_id) for u, outcome in outcomes.items() if outcome in TOLD} - set(pending)
+    )
     for kind, job_id in owed:
         if (kind, job_id) not in came:
             found.without_event += 1

@@ -634,13 +634,31 @@ class Demo:
         """The bus's events by job against the outcomes, and what each retried item became."""
         assert self.bus is not None
         self.bus.drain()
-        report.events = figures(report.outcomes, self.bus.arrivals, self.wire)
+        report.events = figures(
+            report.outcomes, self.bus.arrivals, self.wire, pending=self._still_retrying()
+        )
         report.item_retries = judge_item_retries(
             self.stack.sim.truth_jobs(),
             listing,
             gets_by_job=self.stack.sim.request_counts()["by_job"],
             bound=ProcessorSettings().max_resubmissions_per_url,
         )
+
+    def _still_retrying(self) -> set[tuple[str, str]]:
+        """Batches and crawls with an item whose retry (an extract job of its URL posted after
+        it) still runs: a long job may outlast the run, and the outcome comes once it settles."""
+        running = [
+            (j["url"], j["created_at"])
+            for j in self.stack.sim.truth_jobs("extract")
+            if j["status"] in UNSETTLED
+        ]
+        return {
+            (unit.kind, unit.job_id)
+            for unit, job in self._units()
+            if unit.kind != "extract"
+            and job["status"] == "failed"
+            and any(url == job["url"] and at > job["created_at"] for url, at in running)
+        }
 
     def _measure(self, report: Report) -> None:
         import boto3
