@@ -109,14 +109,19 @@ def module_stack() -> Iterator[LocalStack]:
     stack.stop()
 
 
-@pytest.fixture
-def live(module_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:
-    """The module's stack, with its environment set for this test."""
+def use_stack(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:
+    """``stack``'s environment set for this test, as a user of ``local up`` exports it."""
     from scrape_pipeline_local.moto_server import forget_cached_clients
 
-    for name, value in stack_environment(module_stack).items():
+    for name, value in stack_environment(stack).items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("DLQ_URL", raising=False)  # derived from the queue's redrive policy
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")  # no metric lines on stdout
     forget_cached_clients()
-    return module_stack
+    return stack
+
+
+@pytest.fixture
+def live(module_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:
+    """The module's stack, with its environment set for this test."""
+    return use_stack(module_stack, monkeypatch)

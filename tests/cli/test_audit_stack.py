@@ -13,10 +13,9 @@ from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.results import result_prefix
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.moto_server import forget_cached_clients
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack
-from tests.cli.conftest import QUIET, Cli, stack_environment
+from tests.cli.conftest import QUIET, Cli, use_stack
 from tests.cli.test_cli_runs import _file
 
 
@@ -61,12 +60,7 @@ def lagging(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
     config = SimConfig(**QUIET, listing_lag_min_s=240.0, listing_lag_max_s=260.0)
     stack = LocalStack(ManualClock(), config).start()
     try:
-        for name, value in stack_environment(stack).items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("DLQ_URL", raising=False)
-        monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-        forget_cached_clients()
-        yield stack
+        yield use_stack(stack, monkeypatch)
     finally:
         stack.stop()
 

@@ -15,24 +15,17 @@ from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack, StackSettings
-from tests.cli.conftest import QUIET, Cli, stack_environment
+from tests.cli.conftest import QUIET, Cli, use_stack
 from tests.pipeline.direct import NO_RECONCILER
 
 
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
     """No webhooks, no reconciler: the test sends each message itself."""
-    from scrape_pipeline_local.moto_server import forget_cached_clients
-
     config = SimConfig(**{**QUIET, "permanent_failure_rate": 0.1}, item_retryable_failure_rate=0.3)
     settings = StackSettings(webhooks=False, reconcile_interval=NO_RECONCILER)
     started = LocalStack(ManualClock(), config, settings).start()
-    for name, value in stack_environment(started).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("DLQ_URL", raising=False)
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    forget_cached_clients()
-    yield started
+    yield use_stack(started, monkeypatch)
     started.stop()
 
 

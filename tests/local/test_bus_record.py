@@ -42,6 +42,18 @@ def test_a_job_with_a_told_outcome_and_no_event_is_counted_and_named():
     assert found.latency_p99 == 1.0
 
 
+def test_a_batch_whose_item_retry_still_runs_owes_no_event_yet():
+    # GIVEN two batches with stored items and no event, one of them with a retry still running
+    outcomes = {
+        Unit("batch", "b1", 0): Outcome.STORED,
+        Unit("batch", "b2", 0): Outcome.STORED,
+    }
+    # WHEN judged with b1 pending
+    found = figures(outcomes, [], WireTimes(), pending={("batch", "b1")})
+    # THEN only b2 is an outcome without its event
+    assert (found.without_event, found.without_examples) == (1, ["batch b2"])
+
+
 def test_wire_times_sees_each_events_done_write_and_who_put_it_first():
     # GIVEN the recorder entered before a session is made, and moto
     with mock_aws(), WireTimes() as wire:
