@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "layers/shared/scrape_pipeline")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "layers/shared/scrape_pipeline")
 PACKAGES = ("scrape_pipeline_ops", "scrape_pipeline_local")
 INSTALL_HINT = "pip install 'scrape-pipeline[local]'"
 
@@ -110,6 +110,20 @@ def test_wheel_installs_the_three_packages_and_nothing_else(installed: Installed
         top = {name.split("/")[0] for name in wheel.namelist()}
     # THEN the runtime, the operator tools and the local stack, all named after the project
     assert {t for t in top if not t.endswith(".dist-info")} == {"scrape_pipeline", *PACKAGES}
+
+
+def test_wheel_declares_and_carries_the_apache_licence(installed: Installed):
+    # GIVEN the wheel's metadata and files
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        names = wheel.namelist()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        headers = wheel.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+        [licence] = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        text = wheel.read(licence).decode()
+    # THEN it names Apache-2.0 as an SPDX expression and ships the licence's own text
+    assert "License-Expression: Apache-2.0" in headers
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert text == (REPO / "LICENSE").read_text()
 
 
 def test_installed_cli_help_version_and_plain_output_without_rich(installed: Installed):
