@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from scrape_pipeline.attempt import Attempt
 from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.chains import MAX_CHAIN, rows_of, successor
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -46,7 +47,7 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
-from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, DETAIL_TOKENS, JobKey, JobKind, Outcome
+from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
 from scrape_pipeline.manifest import ItemRecord, ItemStatus
 
@@ -58,8 +59,6 @@ DETAIL_KEYS = "keys"
 # A POST that failed so: the API did nothing (429, 402, 401) or may not have (a network error,
 # said apart by ``request_sent``).
 _NOTHING_DONE = (RateLimitedError, PaymentRequiredError, AuthError, TransportError)
-# How far a chain of resubmissions is followed in one pass (the budget bounds it anyway).
-MAX_CHAIN = 16
 
 
 @dataclass(frozen=True)
@@ -216,16 +215,15 @@ def settled_items(ledger: Ledger, row: LedgerRow) -> Settled:
     for _ in range(MAX_CHAIN):
         if not current:
             break
-        rows = _rows(ledger, current.values())
+        rows = rows_of(ledger, (JobKey(JobKind.EXTRACT, job_id) for job_id in current.values()))
         following: dict[str, str] = {}
         for text, job_id in current.items():
             job = rows.get(JobKey(JobKind.EXTRACT, job_id))
             if job is None:
                 continue  # not known yet: it stays retrying
-            successor = job.detail.get(DETAIL_RESUBMITTED_AS)
-            if successor and (not job.is_done or job.outcome is Outcome.RESUBMITTED):
-                # Resubmitted, closed so or only noted (its holder died before the close).
-                following[text] = successor
+            following_id = successor(job)
+            if following_id:  # resubmitted, closed so or only noted (its holder died)
+                following[text] = following_id
                 continue
             if not job.is_done:
                 continue  # still running: it stays retrying
@@ -233,14 +231,6 @@ def settled_items(ledger: Ledger, row: LedgerRow) -> Settled:
             entries.add(text)
         current = following
     return Settled(tuple(records), frozenset(entries))
-
-
-def _rows(ledger: Ledger, job_ids: Iterable[str]) -> dict[JobKey, LedgerRow]:
-    keys = [JobKey(JobKind.EXTRACT, job_id) for job_id in dict.fromkeys(job_ids)]
-    rows: dict[JobKey, LedgerRow] = {}
-    for start in range(0, len(keys), 100):
-        rows.update(ledger.get_many(keys[start : start + 100]))
-    return rows
 
 
 def _final(index: int, job: LedgerRow) -> ItemRecord:
