@@ -3,6 +3,7 @@ from the API's statuses and the results bucket's objects (never from the ledger'
 
     known      which batches and crawls (and, for ``--run``, which jobs) to read
     subjects   the jobs and items as the API reports them
+    chains     for ``--run``: the jobs that carry a failed job's or item's work on
     objects    the bucket's key histories, by ListObjectVersions over whole prefixes
     verdicts   one verdict per job (``Verdict``), from the two
     report     counts, reasons, problems by name, and the calls it took

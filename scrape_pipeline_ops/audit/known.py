@@ -50,6 +50,11 @@ class Known:
     # them yet (the API lists a job minutes after its creation, sometimes more).
     noted: dict[str, None] = field(default_factory=dict)
 
+    @property
+    def for_run(self) -> bool:
+        """One run's jobs (``of_run``), not a whole window's."""
+        return self.extracts is not None
+
     def add(self, kind: JobKind, job_id: str) -> None:
         """Name one batch or crawl (once)."""
         self.containers.setdefault((kind, job_id), None)

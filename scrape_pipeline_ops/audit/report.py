@@ -25,6 +25,7 @@ class AuditReport:
     s3_list_calls: int = 0
     s3_entries_listed: int = 0
     s3_dead_letter_reads: int = 0
+    s3_manifest_reads: int = 0  # ``--run``: a closed batch's or crawl's, for its item retries
 
     def counts(self) -> dict[str, int]:
         """How many subjects got each verdict (every verdict named, zeros included)."""
@@ -60,6 +61,7 @@ class AuditReport:
                 "s3_list_calls": self.s3_list_calls,
                 "s3_entries_listed": self.s3_entries_listed,
                 "s3_dead_letter_reads": self.s3_dead_letter_reads,
+                "s3_manifest_reads": self.s3_manifest_reads,
             },
         }
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS
+from scrape_pipeline.chains import RowReader
 from scrape_pipeline.results import dead_letter_key
+from scrape_pipeline_ops.audit.chains import Links, carried_on
 from scrape_pipeline_ops.audit.known import Known
 from scrape_pipeline_ops.audit.objects import Listing, kind_prefixes, list_histories
 from scrape_pipeline_ops.audit.report import AuditReport
@@ -40,11 +42,18 @@ class Window:
     grace_s: float = DEFAULT_GRACE_S
 
 
-def subjects_of(client: GeonodeClient, window: Window, known: Known, calls: Calls) -> list[Subject]:
+def subjects_of(
+    client: GeonodeClient,
+    window: Window,
+    known: Known,
+    calls: Calls,
+    links: Links | None = None,
+) -> list[Subject]:
     """The window's extracts (or only a run's) and the items of the batches and crawls known.
 
     An extract the job list does not show (a run's, or one the ledger noted that the API lists
-    late) is read by its own GET, and judged if the API created it in the window."""
+    late) is read by its own GET, and judged if the API created it in the window. A run's
+    failed jobs and items are followed to the jobs that carry their work on (``chains``)."""
     subjects: list[Subject] = []
     if known.extracts is None or known.extracts:
         subjects = window_extracts(client, window.since, window.until, calls)
@@ -59,6 +68,8 @@ def subjects_of(client: GeonodeClient, window: Window, known: Known, calls: Call
     subjects = list(listed.values())
     for kind, job_id in known.containers:
         subjects += container_items(client, kind, job_id, (window.since, window.until), calls)
+    if known.for_run:
+        subjects += carried_on(client, subjects, calls, links or Links())
     return subjects
 
 
@@ -70,10 +81,14 @@ def audit(
     known: Known,
     *,
     run: str | None = None,
+    ledger: RowReader | None = None,
 ) -> AuditReport:
-    """Judge every job of the window (or of ``run``) from the API and the bucket."""
+    """Judge every job of the window (or of ``run``) from the API and the bucket; ``ledger``
+    only names where a run's chains go on."""
     report = AuditReport(window.since, window.until, bucket, run=run)
-    subjects = subjects_of(client, window, known, report.api)
+    links = Links(ledger, s3, bucket)
+    subjects = subjects_of(client, window, known, report.api, links)
+    report.s3_manifest_reads = links.manifest_reads
     jobs = {(s.kind, s.job_id) for s in subjects}
     kinds = sorted({s.kind for s in subjects})
     listing = list_histories(

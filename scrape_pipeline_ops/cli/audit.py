@@ -3,8 +3,9 @@
 Judged from the API (the job list over the window; the batches and crawls the ledger's rows or
 the runs journal name, read page by page) and from the results bucket (one ListObjectVersions
 pass over each kind's prefixes, one GET per dead-letter record for its reason), never from the
-ledger's word. Prints the counts per verdict; exit 1 naming each job missing or doubled (one
-notice line each), 2 for a bad option or an unknown run.
+ledger's word; ``--run`` follows a failed job's chain to its final job (``audit.chains``).
+Prints the counts per verdict; exit 1 naming each job missing or doubled (one notice line
+each), 2 for a bad option or an unknown run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from scrape_pipeline_ops.cli.submit_run import LEDGER_ENV, OpenJournal, open_jou
 if TYPE_CHECKING:
     import argparse
 
+    from scrape_pipeline.ledger import Ledger
     from scrape_pipeline_ops.cli.config import Context
 
 
@@ -36,8 +38,9 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
             "--grace), resubmitted (failed, a later job of its URL in the window), stored "
             "with more than one version (doubled), and missing. Extract jobs come from the "
             "API's job list; batches and crawls from the ledger (LEDGER_TABLE_NAME) and the "
-            "runs journal, each item a job of its own; objects from RESULTS_BUCKET. Exit 1 "
-            "naming each missing or doubled job."
+            "runs journal, each item a job of its own; objects from RESULTS_BUCKET. With "
+            "--run, a failed job or item is followed to the jobs that carry its work on, so "
+            "each URL is judged by its final job. Exit 1 naming each missing or doubled job."
         ),
     )
     p.add_argument("--since", required=True, metavar="T", help="ISO 8601 start of the window")
@@ -86,7 +89,17 @@ def _journal(ctx: Context, args: argparse.Namespace) -> OpenJournal | None:
         return None
 
 
-def _known(ctx: Context, args: argparse.Namespace, span: Window) -> Known:
+def _ledger(ctx: Context) -> Ledger | None:
+    """The stack's ledger, when LEDGER_TABLE_NAME names one: it says where to look."""
+    table = ctx.environ.get(LEDGER_ENV)
+    if not table:
+        return None
+    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+
+    return Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
+
+
+def _known(ctx: Context, args: argparse.Namespace, span: Window, ledger: Ledger | None) -> Known:
     opened = _journal(ctx, args)
     try:
         if args.run:
@@ -95,12 +108,6 @@ def _known(ctx: Context, args: argparse.Namespace, span: Window) -> Known:
             if run is None:
                 raise UsageError(f"no run named {args.run!r} in {opened.where}")
             return of_run(opened.journal, run, span.since, span.until)
-        ledger = None
-        table = ctx.environ.get(LEDGER_ENV)
-        if table:
-            from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
-
-            ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
         journal = opened.journal if opened is not None else None
         return of_window(span.since, span.until, journal=journal, ledger=ledger)
     finally:
@@ -113,8 +120,9 @@ def run_audit(ctx: Context, args: argparse.Namespace) -> int:
     """Audit the window; exit 1 when a job is missing or doubled."""
     bucket = ctx.require("RESULTS_BUCKET")["RESULTS_BUCKET"]
     span = window(ctx, args)
-    known = _known(ctx, args, span)
-    report = audit(ctx.client(), ctx.aws("s3"), bucket, span, known, run=args.run)
+    ledger = _ledger(ctx)
+    known = _known(ctx, args, span, ledger)
+    report = audit(ctx.client(), ctx.aws("s3"), bucket, span, known, run=args.run, ledger=ledger)
     record = report.record()
     ctx.out.record(record, title=f"audit {record['since']} .. {record['until']}")
     failures = report.failures()
