@@ -501,6 +501,7 @@ class Simulator:
                     "error_code": r.work.outcome.error_code,
                     "retryable": r.work.outcome.retryable,
                     "formats": list(r.work.formats),
+                    "render_js": r.work.render_js,
                     "content_bytes": r.work.content_bytes,
                 }
                 for r in records

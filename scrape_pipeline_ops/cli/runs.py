@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import argparse
 
     from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
-    from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
+    from scrape_pipeline.geonode.models import Job, JobSummary, SubmittedJob
     from scrape_pipeline.geonode.webhooks import Delivery, Webhook
     from scrape_pipeline_ops.cli.config import Context
 
@@ -324,6 +324,9 @@ class _OnFirstUse:
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
         return self._ctx.client().iter_jobs(**filters)
+
+    def get_job(self, job_id: str) -> Job:
+        return self._ctx.client().get_job(job_id)
 
     def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
         return self._ctx.client().get_batch(batch_id, page=page, page_size=page_size)

@@ -1,26 +1,87 @@
-"""Resolving an extract entry in doubt: did the lost POST create a job? Ask the job list.
+"""Finding the extract job a POST in doubt created, and never another job of the same URL.
 
-The API lists extract jobs by ``url`` (newest first); a job the lost POST created was made
-after the POST was sent, on the API's clock, which may run a little behind ours: the lookup
-starts ``skew_s`` before the POST. The earliest such job not already another entry's is the
-one adopted. No API lists batches or crawls, so they are never resolved here.
+Three callers may have made a job they never heard of: a run's extract whose answer was lost
+(``runs.engine``), a resubmission whose holder died (``resubmission``) and a batch item's retry
+whose holder died (``item_retries``). The API lists extract jobs by ``url`` (newest first). A
+candidate is a job of the URL created at or after ``since`` (the POST less ``skew_s``: the
+API's clock may run a little behind ours), that no one holds (``held``: an entry of any run,
+a ledger row naming a run or another item), and whose own ``GET /v1/extract/{id}`` says it was
+posted with every option the POST set (``Posted``). The earliest candidate is adopted.
+
+An answer that does not echo an option the POST set is no match: a wrong adoption leaves the
+caller's own job in no run (or two chains on one job), while no adoption leaves the entry in
+doubt for the operator, or posts again. No API lists batches or crawls (``runs.evidence``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from scrape_pipeline.geonode.models import JobSummary
+from scrape_pipeline.geonode.errors import NotFoundError
+from scrape_pipeline.geonode.models import Job, JobSummary
+from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.runs.journal import Journal
+from scrape_pipeline.runs.plan import Run
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger import LedgerRow
 
 DEFAULT_SKEW_S = 300.0
+ASYNC = "async"  # the processing mode of every extract job a caller here posts
 
 
 class JobLister(Protocol):
-    """The one read of the API the lookup needs (``GeonodeClient.iter_jobs``)."""
+    """The reads of the API the lookup needs (``GeonodeClient`` has them)."""
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
         """Every job matching ``filters``, each once."""
+        ...
+
+    def get_job(self, job_id: str) -> Job:
+        """The job as ``GET /v1/extract/{job_id}`` answers."""
+        ...
+
+
+@dataclass(frozen=True)
+class Posted:
+    """What an extract POST set besides its URL: the job adopted for it must echo each."""
+
+    formats: tuple[str, ...] = ("markdown",)
+    render_js: bool = False
+    extra: tuple[tuple[str, Any], ...] = ()  # any other option, as the POST sent it
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> Posted:
+        """From the options a POST sends (a run's, ``plan.post_options``)."""
+        rest = {k: v for k, v in options.items() if k not in {"formats", "render_js"}}
+        return cls(
+            tuple(options.get("formats") or ("markdown",)),
+            bool(options.get("render_js", False)),
+            tuple(sorted(rest.items())),
+        )
+
+    def matches(self, job: Job) -> bool:
+        """``job``'s answer echoes every option this POST set, and it is an async job."""
+        said = {**job.raw, **job.metadata}
+        formats = said.get("formats")
+        if not isinstance(formats, list) or set(formats) != set(self.formats):
+            return False
+        if said.get("render_js") is not self.render_js:
+            return False
+        if said.get("processing_mode") != ASYNC:
+            return False
+        return all(key in said and said[key] == value for key, value in self.extra)
+
+
+class Claims(Protocol):
+    """What a lookup must respect: the options the POST set, and the jobs someone holds."""
+
+    posted: Posted
+
+    def __contains__(self, job_id: object) -> bool:
+        """``job_id`` is someone's: never adopted."""
         ...
 
 
@@ -29,21 +90,108 @@ def find_created(
     url: str,
     posted_at: float,
     *,
+    claims: Claims,
     skew_s: float = DEFAULT_SKEW_S,
-    taken: Collection[str] = (),
 ) -> JobSummary | None:
-    """The job a POST of ``url`` sent at ``posted_at`` created, if the API lists one."""
+    """The job a POST of ``url`` sent at ``posted_at`` created, if the API lists one that
+    echoes the POST's options and that no one ``claims``."""
     since = posted_at - skew_s
-    found = [
+    listed = [
         job
         for job in client.iter_jobs(url=url, start_date=since)
         if job.url in (url, None)
-        and job.job_id not in taken
         and (job.created_at is None or job.created_at.timestamp() >= since)
     ]
-    if not found:
-        return None
-    return min(found, key=lambda job: job.created_at.timestamp() if job.created_at else since)
+    listed.sort(key=lambda job: job.created_at.timestamp() if job.created_at else since)
+    for job in listed:
+        if job.job_id in claims:
+            continue  # another run's or another item's: never two owners of one job
+        try:
+            answer = client.get_job(job.job_id)
+        except NotFoundError:
+            continue  # not readable yet: no evidence of its options
+        if claims.posted.matches(answer):
+            return job
+    return None
 
 
-__all__: Sequence[str] = ("DEFAULT_SKEW_S", "JobLister", "find_created")
+@runtime_checkable
+class _RunLister(Protocol):
+    def runs(self) -> list[Run]: ...
+
+
+class Held:
+    """The job ids every run's entries hold, read once and only when asked (the stack's
+    journal lists its runs by a Scan), with those ``add``ed since: a run's job is never
+    adopted by another. A journal that cannot list its runs answers for ``run`` alone."""
+
+    def __init__(self, journal: Journal, run: Run) -> None:
+        self._journal, self._run = journal, run
+        self._ids: set[str] | None = None
+        self._added: set[str] = set()
+        self.posted = Posted.of(run.options)
+
+    def add(self, job_id: str) -> None:
+        """``job_id`` was adopted since the read."""
+        self._added.add(job_id)
+
+    def __contains__(self, job_id: object) -> bool:
+        if job_id in self._added:
+            return True
+        if self._ids is None:
+            journal = self._journal
+            runs = journal.runs() if isinstance(journal, _RunLister) else [self._run]
+            self._ids = {e.job_id for r in runs for e in journal.entries(r.name) if e.job_id}
+        return job_id in self._ids
+
+
+class RowReader(Protocol):
+    """The ledger's read the processor's lookups need (``Ledger.get_many``: BatchGetItem,
+    the processor's one read)."""
+
+    def get_many(self, keys: Sequence[JobKey]) -> Mapping[JobKey, LedgerRow]: ...
+
+
+class LedgerClaims:
+    """Extract jobs the ledger says are someone else's, for the processor's lookups: a row
+    naming a run, or retrying another item than ``item`` (the one the caller retries) or
+    than the item ``like``'s row retries (a failed job the caller resubmits), and ``own``."""
+
+    def __init__(
+        self,
+        rows: RowReader,
+        posted: Posted,
+        *,
+        own: Collection[str] = (),
+        item: str | None = None,
+        like: str | None = None,
+    ) -> None:
+        self._rows, self.posted, self._own = rows, posted, own
+        self._item, self._like = item, like
+
+    def __contains__(self, job_id: object) -> bool:
+        if not isinstance(job_id, str) or job_id in self._own:
+            return True
+        keys = [JobKey(JobKind.EXTRACT, job_id)]
+        if self._like is not None:
+            keys.append(JobKey(JobKind.EXTRACT, self._like))
+        rows = self._rows.get_many(keys)
+        if self._like is not None:
+            like = rows.get(keys[1])
+            self._item, self._like = (like.retry_of if like else None), None
+        row = rows.get(keys[0])
+        if row is None:
+            return False  # unknown to the ledger: a lost POST's job, as its webhook may be late
+        return row.run is not None or (row.retry_of is not None and row.retry_of != self._item)
+
+
+__all__: Sequence[str] = (
+    "DEFAULT_SKEW_S",
+    "Claims",
+    "Held",
+    "JobLister",
+    "LedgerClaims",
+    "Posted",
+    "RowReader",
+    "find_created",
+)

@@ -30,7 +30,7 @@ from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError
 from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
 from scrape_pipeline.geonode.retry import may_retry
-from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, JobLister, find_created
+from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, Held, JobLister, find_created
 from scrape_pipeline.runs.evidence import CandidateSource, JobReader, evidenced
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
@@ -530,7 +530,7 @@ class Submitter:
                 with contextlib.suppress(MoveRefusedError):  # another submitter settled it
                     self._submitted(run, entry, job_id, None, EventKind.ADOPTED)
             return
-        taken = {e.job_id for e in self.journal.entries(run.name, [S.SUBMITTED]) if e.job_id}
+        taken = Held(self.journal, run)  # every run's jobs: never adopted by another
         for entry in self.journal.entries(run.name, [S.IN_DOUBT]):
             if entry.index in self._looked_up or self._stopped is not None:
                 continue
@@ -555,7 +555,7 @@ class Submitter:
             except MoveRefusedError:
                 continue  # its submitter answered after all
 
-    def _resolve(self, run: Run, entry: Entry, taken: set[str]) -> None:
+    def _resolve(self, run: Run, entry: Entry, taken: Held) -> None:
         posted_at = entry.posted_at if entry.posted_at is not None else self._t()
         self._wait_until(posted_at + self.settings.listing_delay_s)
         try:
@@ -577,7 +577,7 @@ class Submitter:
         if verdict is Verdict.NOT_ACTED:
             self._post_planned(run, released)
 
-    def _look_up(self, url: str, posted_at: float, taken: set[str]) -> JobSummary | None:
+    def _look_up(self, url: str, posted_at: float, taken: Held) -> JobSummary | None:
         """``find_created`` at the pace's rate, tried again as the client would a read.
 
         With a pace the client does not retry (its 429s are the pace's news), so the lookup's
@@ -588,7 +588,7 @@ class Submitter:
             sent_at = self._turn()
             try:
                 return find_created(
-                    self.client, url, posted_at, skew_s=self.settings.skew_s, taken=taken
+                    self.client, url, posted_at, skew_s=self.settings.skew_s, claims=taken
                 )
             except GeonodeError as exc:
                 if attempt == tries or not may_retry(exc, is_read=True):

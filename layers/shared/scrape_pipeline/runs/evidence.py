@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
 from scrape_pipeline.jobs import JobKind, JobState
+from scrape_pipeline.runs.doubt import Held
 from scrape_pipeline.runs.journal import Entry, Journal
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
@@ -104,7 +105,7 @@ def evidenced(
     except PipelineError:
         return  # the source is unreachable: still in doubt, looked up again next time
     remembered = _Remembered(reader)
-    held = _Held(journal, run)
+    held = Held(journal, run)
     for entry, since in zip(doubted, sinces, strict=True):
         find = partial(
             find_by_evidence, named, remembered, run.mode, entry.urls, since, taken=taken
@@ -119,29 +120,6 @@ def evidenced(
         if job_id is not None:
             taken.add(job_id)
             yield entry, job_id
-
-
-@runtime_checkable
-class _RunLister(Protocol):
-    def runs(self) -> list[Run]: ...
-
-
-class _Held:
-    """The job ids every run's entries hold, read once and only when a candidate matched
-    (the stack's journal lists its runs by a Scan): a run of the same URLs with other
-    options holds its own batch, never to be adopted by another. A journal that cannot
-    list its runs answers for ``run`` alone."""
-
-    def __init__(self, journal: Journal, run: Run) -> None:
-        self._journal, self._run = journal, run
-        self._ids: set[str] | None = None
-
-    def __contains__(self, job_id: object) -> bool:
-        if self._ids is None:
-            journal = self._journal
-            runs = journal.runs() if isinstance(journal, _RunLister) else [self._run]
-            self._ids = {e.job_id for r in runs for e in journal.entries(r.name) if e.job_id}
-        return job_id in self._ids
 
 
 class _Named:
