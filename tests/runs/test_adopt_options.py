@@ -9,10 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.models import Job
+from scrape_pipeline.runs.doubt import Posted
+from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.journal import BaseJournal
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
@@ -22,11 +27,17 @@ from tests.integration.test_client_simulator import KEY
 URL = "https://example.com/adopt/page"
 
 
-@pytest.fixture
-def journal(tmp_path: Path) -> Iterator[SqliteJournal]:
-    opened = SqliteJournal(tmp_path / "journal.sqlite3")
-    yield opened
-    opened.close()
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseJournal]:
+    """The file's journal (every run's entries read), and the stack's (each job's ledger row
+    asked which run holds it: moto on 127.0.0.1)."""
+    if request.param == "sqlite":
+        opened = SqliteJournal(tmp_path / "journal.sqlite3")
+        yield opened
+        opened.close()
+        return
+    endpoint, name = request.getfixturevalue("table")
+    yield DynamoJournal(name, client=boto3.client("dynamodb", endpoint_url=endpoint))
 
 
 @pytest.fixture
@@ -41,7 +52,7 @@ def spec(formats: list[str], render_js: bool = False) -> RunSpec:
     return RunSpec.of([URL], RunMode.ASYNC, post_options(formats, render_js))
 
 
-def submit(journal: SqliteJournal, api: GeonodeClient, clock: ManualClock, *a: Any) -> Any:
+def submit(journal: BaseJournal, api: GeonodeClient, clock: ManualClock, *a: Any) -> Any:
     return Submitter(journal, api, clock=clock, rng=random.Random(3)).submit(*a)
 
 
@@ -57,7 +68,7 @@ def the_job(server: SimulatorServer, formats: list[str]) -> str:
 
 
 def test_an_extract_in_doubt_never_adopts_another_runs_job_of_other_formats(
-    server: SimulatorServer, api: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+    server: SimulatorServer, api: GeonodeClient, journal: BaseJournal, clock: ManualClock
 ):
     # GIVEN run A posted URL for markdown and holds its job
     a = submit(journal, api, clock, spec(["markdown"]), "run-a")
@@ -75,7 +86,7 @@ def test_an_extract_in_doubt_never_adopts_another_runs_job_of_other_formats(
 
 
 def test_an_extract_in_doubt_never_adopts_another_runs_job_of_the_same_options(
-    server: SimulatorServer, api: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+    server: SimulatorServer, api: GeonodeClient, journal: BaseJournal, clock: ManualClock
 ):
     # GIVEN run A holds the job of URL posted with the options run B posts too
     submit(journal, api, clock, spec(["markdown"]), "run-a")
@@ -91,7 +102,7 @@ def test_an_extract_in_doubt_never_adopts_another_runs_job_of_the_same_options(
 
 
 def test_an_extract_in_doubt_never_adopts_a_job_rendered_otherwise(
-    server: SimulatorServer, api: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+    server: SimulatorServer, api: GeonodeClient, journal: BaseJournal, clock: ManualClock
 ):
     # GIVEN someone outside every run posted URL for markdown with JavaScript rendered
     api.submit_extract(URL, formats=["markdown"], render_js=True)
@@ -102,3 +113,23 @@ def test_an_extract_in_doubt_never_adopts_a_job_rendered_otherwise(
     # THEN it adopted its own job, the unrendered one: the job list alone cannot tell them apart
     [own] = [i for i, j in created(server).items() if not j["render_js"]]
     assert [e.job_id for e in report.entries] == [own], "the run adopted a rendered job"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "matches"),
+    [
+        ({"formats": ["html", "markdown"], "render_js": False, "processing_mode": "async"}, True),
+        ({"formats": ["markdown"], "render_js": False, "processing_mode": "async"}, False),
+        ({"formats": ["markdown", "html"], "render_js": True, "processing_mode": "async"}, False),
+        ({"formats": ["markdown", "html"], "render_js": False, "processing_mode": "sync"}, False),
+        ({"formats": ["markdown", "html"], "processing_mode": "async"}, False),  # not echoed
+        ({"render_js": False, "processing_mode": "async"}, False),
+    ],
+)
+def test_posted_matches_only_a_job_that_echoes_every_option_the_post_set(
+    metadata: dict[str, Any], matches: bool
+):
+    # GIVEN a POST of markdown and html, unrendered; WHEN a job's answer says ``metadata``
+    job = Job.from_api({"job_id": "j", "status": "queued", "metadata": metadata})
+    # THEN it is that POST's job only when it echoes each option (any order of formats)
+    assert Posted.of(post_options(["markdown", "html"], False)).matches(job) is matches

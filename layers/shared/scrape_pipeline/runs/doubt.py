@@ -4,9 +4,10 @@ Three callers may have made a job they never heard of: a run's extract whose ans
 (``runs.engine``), a resubmission whose holder died (``resubmission``) and a batch item's retry
 whose holder died (``item_retries``). The API lists extract jobs by ``url`` (newest first). A
 candidate is a job of the URL created at or after ``since`` (the POST less ``skew_s``: the
-API's clock may run a little behind ours), that no one holds (``held``: an entry of any run,
-a ledger row naming a run or another item), and whose own ``GET /v1/extract/{id}`` says it was
-posted with every option the POST set (``Posted``). The earliest candidate is adopted.
+API's clock may run a little behind ours) that no one holds (``Claims``: an entry of any run,
+``Held``; a ledger row naming a run or another item, ``LedgerClaims``), and whose own
+``GET /v1/extract/{id}`` says it was posted with every option the POST set (``Posted``). The
+earliest candidate is adopted.
 
 An answer that does not echo an option the POST set is no match: a wrong adoption leaves the
 caller's own job in no run (or two chains on one job), while no adoption leaves the entry in
@@ -120,10 +121,16 @@ class _RunLister(Protocol):
     def runs(self) -> list[Run]: ...
 
 
+@runtime_checkable
+class _HolderReader(Protocol):
+    def holder(self, kind: str, job_id: str) -> str | None: ...
+
+
 class Held:
-    """The job ids every run's entries hold, read once and only when asked (the stack's
-    journal lists its runs by a Scan), with those ``add``ed since: a run's job is never
-    adopted by another. A journal that cannot list its runs answers for ``run`` alone."""
+    """The job ids any run holds, and those ``add``ed since: a run's job is never adopted by
+    another. The stack's journal is asked per job (its ledger row names its run: the
+    submitter's role may not Scan for the runs); a file journal's entries of every run are
+    read once, when first asked; a journal that can do neither answers for ``run`` alone."""
 
     def __init__(self, journal: Journal, run: Run) -> None:
         self._journal, self._run = journal, run
@@ -138,6 +145,8 @@ class Held:
     def __contains__(self, job_id: object) -> bool:
         if job_id in self._added:
             return True
+        if isinstance(self._journal, _HolderReader) and isinstance(job_id, str):
+            return self._journal.holder(self._run.mode.kind, job_id) is not None
         if self._ids is None:
             journal = self._journal
             runs = journal.runs() if isinstance(journal, _RunLister) else [self._run]

@@ -260,6 +260,12 @@ class DynamoJournal(BaseJournal):
         found = self._get(entry_key(name, index))
         return None if found is None else _entry(name, found)
 
+    def holder(self, kind: str, job_id: str) -> str | None:
+        """The run holding the ``kind`` job ``job_id``, as its ledger row names it (written by
+        the move that recorded the id): one GetItem, where listing every run is a Scan."""
+        row = self._ledger.get(JobKey(JobKind(kind), job_id))
+        return row.run if row is not None else None
+
     def _get(self, key: str) -> dict[str, Any] | None:
         found = self._call("GetItem", Key={PK: {"S": key}}, ConsistentRead=True).get("Item")
         return dict(found) if found else None
