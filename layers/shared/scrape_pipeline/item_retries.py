@@ -50,6 +50,7 @@ from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
 from scrape_pipeline.manifest import ItemRecord, ItemStatus
+from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
 # The item's failure codes that are worth another try when the item does not say (the API's
 # item shape has ``error_code`` and no ``retryable``): the codes its extract jobs mark retryable.
@@ -154,7 +155,7 @@ class ItemRetrier:
         job_id = noted.get(ref.index)
         if job_id is None and str(ref.index) in attempt.row.retry_posting:
             # An earlier holder began this POST and noted no answer: the API may have made it.
-            job_id = self._posted_before(url, status, taken=set(noted.values()))
+            job_id = self._posted_before(ref, url, status, taken=set(noted.values()))
         if job_id is None:
             job_id = self._post(ref, url, status, attempt.owner)
         self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
@@ -164,6 +165,7 @@ class ItemRetrier:
     def _post(self, ref: RetryRef, url: str, status: BatchStatus, owner: str) -> str:
         self._ledger.note_item_retry(ref.parent, owner, ref.index, posting=True)
         try:
+            # Posted as ``_posted_before`` matches it: the batch's formats, not rendered.
             return self._client.submit_extract(url, formats=formats_of(status)).job_id
         except _NOTHING_DONE as exc:
             if not isinstance(exc, TransportError) or not exc.request_sent:
@@ -178,14 +180,18 @@ class ItemRetrier:
         self._chains.record_chain(key, depth)
         self._ledger.link_retry(key, ref.text())
 
-    def _posted_before(self, url: str, status: BatchStatus, *, taken: set[str]) -> str | None:
-        """An extract job for ``url`` created since the batch, not retrying another item (a
-        batch may hold a URL twice): one an earlier attempt posted and did not note."""
-        since = parse_time(status.raw.get("created_at"))
-        for row in self._client.iter_jobs(url=url, start_date=since):
-            if row.job_id not in taken:
-                return row.job_id
-        return None
+    def _posted_before(
+        self, ref: RetryRef, url: str, status: BatchStatus, *, taken: set[str]
+    ) -> str | None:
+        """The earliest extract job for ``url`` since the batch, posted as this retry is (the
+        batch's formats), neither retrying another item (a batch may hold a URL twice) nor a
+        run's: one an earlier attempt posted and did not note."""
+        posted = Posted(formats_of(status))
+        claims = LedgerClaims(self._ledger, posted, own=taken, item=ref.text())
+        created = parse_time(status.raw.get("created_at"))
+        since = created.timestamp() if created else 0.0
+        found = find_created(self._client, url, since, claims=claims, skew_s=0.0)
+        return found.job_id if found else None
 
 
 @dataclass(frozen=True)

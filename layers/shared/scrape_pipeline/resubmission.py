@@ -15,14 +15,13 @@ attempt's look-up finds the job if the API made one after all, and posts again i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Bookkeeping
+from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
 
 @dataclass(frozen=True)
@@ -36,9 +35,10 @@ class Resubmission:
 class Resubmitter:
     """Posts the original request again, within its chain's budget."""
 
-    def __init__(self, client: GeonodeClient, bookkeeping: Bookkeeping, *, per_chain_limit: int):
+    def __init__(self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int):
         self._client = client
-        self._bookkeeping = bookkeeping
+        self._ledger = ledger
+        self._bookkeeping = Bookkeeping(ledger)
         self.per_chain_limit = per_chain_limit
 
     def resubmit(self, job: Job, *, may_have_posted: bool) -> Resubmission | None:
@@ -61,25 +61,26 @@ class Resubmitter:
                 return Resubmission(newer, adopted=True)
         if depth >= self.per_chain_limit:
             return None
+        posted = _posted(job)
         submitted = self._client.submit_extract(
-            url,
-            formats=_formats(job.metadata),
-            render_js=bool(job.metadata.get("render_js", False)),
+            url, formats=posted.formats, render_js=posted.render_js
         )
         self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, submitted.job_id), depth + 1)
         return Resubmission(submitted.job_id, adopted=False)
 
     def _newer_job_for(self, job: Job, url: str) -> str | None:
-        since = job.created_at
-        for row in self._client.iter_jobs(url=url, start_date=since):
-            if row.job_id == job.job_id:
-                continue
-            if since is None or row.created_at is None or row.created_at >= since:
-                return row.job_id
-        return None
+        """The earliest job of ``url`` since ``job`` posted as its resubmission is, that no run
+        or other item holds: the one a holder that died after its POST made."""
+        # A retry's resubmission carries on for the same item (``like``): not another's.
+        claims = LedgerClaims(self._ledger, _posted(job), own={job.job_id}, like=job.job_id)
+        since = job.created_at.timestamp() if job.created_at else 0.0
+        found = find_created(self._client, url, since, claims=claims, skew_s=0.0)
+        return found.job_id if found else None
 
 
-def _formats(metadata: Mapping[str, Any]) -> Sequence[str]:
-    """The formats the failed job asked for, as its metadata says; markdown when it says none."""
-    formats = metadata.get("formats")
-    return formats if isinstance(formats, list) and formats else ("markdown",)
+def _posted(job: Job) -> Posted:
+    """What the failed job was posted with, as its metadata says (markdown when it says
+    none), so its resubmission asks for the same."""
+    formats = job.metadata.get("formats")
+    chosen = tuple(formats) if isinstance(formats, list) and formats else ("markdown",)
+    return Posted(chosen, bool(job.metadata.get("render_js", False)))

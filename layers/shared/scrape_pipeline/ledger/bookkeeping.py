@@ -51,7 +51,7 @@ class Bookkeeping:
         is recorded already (True when this call wrote it).
 
         The first record stands: whoever posted the job knew its chain; a later adopter of it
-        (the look-up after a crash returns the newest job for the URL, maybe one deeper in the
+        (the look-up after a crash returns a job for the URL posted alike, maybe one deeper in the
         chain) must not shorten the chain and so lengthen it.
         """
         ledger = self._ledger

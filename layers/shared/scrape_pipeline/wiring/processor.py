@@ -9,7 +9,7 @@ from typing import NamedTuple
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.jobs import JobKey, Source
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.processing import JobProcessor, ProcessorSettings
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.resources import RESULTS_BUCKET
@@ -54,9 +54,7 @@ def build_processor(
         ledger=ledger,
         client=client,
         results=ResultStore(bucket, client=boto3.client("s3")),
-        resubmitter=Resubmitter(
-            client, Bookkeeping(ledger), per_chain_limit=settings.max_resubmissions_per_url
-        ),
+        resubmitter=Resubmitter(client, ledger, per_chain_limit=settings.max_resubmissions_per_url),
         clock=clock,
         emitter=emitter_from_env(env, ledger, linger=settings.event_linger_seconds),
         waker=wake,

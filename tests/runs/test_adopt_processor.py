@@ -1,0 +1,127 @@
+"""Issue 35 item 4, the processor's side: a resubmission or an item retry whose holder died
+after its POST adopts only the job that POST made, never a run's job of the same URL nor one
+posted with other options. Judged from the simulator's record of jobs and POSTs; the ledger
+(moto on 127.0.0.1) and the API (the simulator over HTTP) are the real ones."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from scrape_pipeline.attempt import Attempt
+from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.item_retries import ItemRetrier, RetryRef, formats_of
+from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.resubmission import Resubmitter
+from scrape_pipeline.runs.dynamodb import DynamoJournal
+from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
+from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_local.simulator import SimulatorServer
+
+URL = "https://example.com/adopt/processor"
+
+
+@pytest.fixture
+def ledger(table: tuple[str, str], clock: ManualClock) -> Iterator[Ledger]:
+    endpoint, name = table
+    yield Ledger(name, client=boto3.client("dynamodb", endpoint_url=endpoint), clock=clock)
+
+
+def created(server: SimulatorServer) -> dict[str, dict[str, Any]]:
+    """The simulator's own record: every extract job of URL, by id."""
+    return {j["job_id"]: j for j in server.sim.truth_jobs("extract") if j["url"] == URL}
+
+
+def a_runs_job(
+    client: GeonodeClient, ledger: Ledger, clock: ManualClock, formats: list[str]
+) -> str:
+    """Run ``run-a`` posts URL through the stack's journal: its ledger row names the run."""
+    journal = DynamoJournal(ledger.table_name, client=ledger.client)
+    spec = RunSpec.of([URL], RunMode.ASYNC, post_options(formats, False))
+    report = Submitter(journal, client, clock=clock, rng=random.Random(3)).submit(spec, "run-a")
+    [job_id] = [e.job_id for e in report.entries]
+    assert job_id is not None
+    row = ledger.get(JobKey(JobKind.EXTRACT, job_id))
+    assert row is not None and row.run == "run-a"
+    return job_id
+
+
+@pytest.mark.parametrize("other", ["a run's job", "other formats"])
+def test_a_resubmission_never_adopts_a_runs_job_or_one_of_other_formats(
+    server: SimulatorServer,
+    client: GeonodeClient,
+    ledger: Ledger,
+    clock: ManualClock,
+    other: str,
+):
+    # GIVEN a failed markdown job of URL, whose earlier holder may have resubmitted it
+    failed = client.submit_extract(URL, formats=["markdown"]).job_id
+    clock.advance(10)
+    # AND, the newest job of URL since, one that is not its resubmission
+    if other == "a run's job":
+        foreign = a_runs_job(client, ledger, clock, ["markdown"])
+    else:
+        foreign = client.submit_extract(URL, formats=["html"]).job_id
+    clock.advance(10)
+    # WHEN its next holder resubmits it
+    resubmitter = Resubmitter(client, ledger, per_chain_limit=2)
+    found = resubmitter.resubmit(client.get_job(failed), may_have_posted=True)
+    # THEN it posted a new markdown job: the other one is left to its owner
+    assert found is not None and found.job_id != foreign, f"adopted {other}"
+    jobs = created(server)
+    assert not found.adopted and jobs[found.job_id]["formats"] == ["markdown"]
+    assert len(jobs) == 3
+
+
+def test_a_resubmission_adopts_the_job_its_dead_holder_posted_not_a_later_runs(
+    server: SimulatorServer, client: GeonodeClient, ledger: Ledger, clock: ManualClock
+):
+    # GIVEN a failed job, the resubmission its dead holder posted, then a run's job of URL
+    failed = client.submit_extract(URL, formats=["markdown"]).job_id
+    clock.advance(5)
+    posted = client.submit_extract(URL, formats=["markdown"]).job_id
+    clock.advance(5)
+    a_runs_job(client, ledger, clock, ["markdown"])
+    clock.advance(10)  # every job listed
+    # WHEN the next holder resubmits the failed job
+    found = Resubmitter(client, ledger, per_chain_limit=2).resubmit(
+        client.get_job(failed), may_have_posted=True
+    )
+    # THEN it adopted the dead holder's job, and posted nothing
+    assert found is not None and found.adopted and found.job_id == posted
+    assert server.sim.submissions()[URL] == 3
+
+
+def test_an_item_retry_adopts_the_job_its_dead_holder_posted_not_a_later_runs(
+    server: SimulatorServer, client: GeonodeClient, ledger: Ledger, clock: ManualClock
+):
+    # GIVEN a batch whose holder noted item 0's retry posting, posted it and died
+    batch = client.create_batch([URL, "https://example.com/adopt/other"]).job_id
+    key = JobKey(JobKind.BATCH, batch)
+    ledger.acquire(key, "dead", 120, source="webhook")
+    ledger.note_item_retry(key, "dead", 0, posting=True)
+    status = client.get_batch(batch)
+    clock.advance(5)
+    posted = client.submit_extract(URL, formats=formats_of(status)).job_id
+    clock.advance(5)
+    # AND then a run posted the same URL with the same formats
+    a_runs_job(client, ledger, clock, list(formats_of(status)))
+    # WHEN the next holder (its lease taken once the dead one's ran out) retries item 0
+    clock.advance(200)
+    lease = ledger.acquire(key, "next", 120, source="webhook")
+    assert lease.granted and lease.row is not None
+    [item] = [i for i in client.iter_batch_items(batch) if i.url == URL]
+    retrier = ItemRetrier(client, ledger, per_chain_limit=2)
+    ref = RetryRef(key, 0)
+    job_id = retrier.retry(
+        ref, item, status=status, attempt=Attempt(key, "next", lease.row), noted={}
+    )
+    # THEN it adopted the dead holder's job, never the run's, and posted nothing
+    assert job_id == posted, "adopted the run's job"
+    assert server.sim.submissions()[URL] == 3
