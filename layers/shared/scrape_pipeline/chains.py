@@ -1,21 +1,30 @@
 """Chains of work: the job that carries on a job's work, as the ledger notes it.
 
 A failed extract job resubmitted names its successor in its row's detail (``resubmitted_as``),
-noted before the close that says so; a batch's or crawl's item retried as an extract job is
-named on the batch's row (``retrying_items``) until its chain settles. The batch's holder
-(``item_retries``) and ``audit --run`` follow these links; neither takes the ledger's word for
-how a chain ended.
+noted before the close that says so (when a run or a batch's item follows it) and kept by the
+close; a batch's or crawl's item retried as an extract job is named on the batch's row
+(``retrying_items``) until its chain settles. The batch's holder (``item_retries``), the run
+sweep and ``runs show`` (``follow``), and ``audit --run`` follow these links, asking the API
+nothing; audit never takes the ledger's word for how a chain ended:
+
+    row DONE resubmitted, or still open with its successor noted   ─▶ the successor's row
+    row DONE otherwise                                              ─▶ the chain has ended
+    row still open, nothing noted; or no row yet                    ─▶ the chain goes on
+
+Every chain followed at once costs one BatchGetItem a hundred jobs a link.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.rows import LedgerRow
 
-# How far a chain of resubmissions is followed in one pass (the budget bounds it anyway).
+# How far a chain of resubmissions is followed in one pass (resubmissions are bounded by
+# MAX_RESUBMISSIONS_PER_URL far below this; a longer chain reads as going on).
 MAX_CHAIN: Final = 16
 _READ_MAX: Final = 100  # keys per BatchGetItem
 
@@ -49,3 +58,57 @@ def successors(ledger: RowReader, job_ids: Iterable[str]) -> dict[str, str]:
     rows = rows_of(ledger, (JobKey(JobKind.EXTRACT, job_id) for job_id in job_ids))
     found = {key.job_id: successor(row) for key, row in rows.items()}
     return {job_id: following for job_id, following in found.items() if following}
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The rows of one chain read so far, first to last, and whether its last ended it."""
+
+    rows: tuple[LedgerRow, ...]
+    ended: bool
+
+    @property
+    def final(self) -> LedgerRow | None:
+        """The job that ended the chain (None while it goes on)."""
+        return self.rows[-1] if self.ended and self.rows else None
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        """The chain's jobs read so far, first to last."""
+        return tuple(row.key.job_id for row in self.rows)
+
+
+def follow[T](ledger: RowReader, starts: Mapping[T, JobKey]) -> dict[T, Chain]:
+    """Each start's chain, followed from its first job as far as the ledger goes (every
+    chain's next link in one read, a hundred keys a BatchGetItem)."""
+    rows: dict[T, list[LedgerRow]] = {name: [] for name in starts}
+    ended: set[T] = set()
+    current = dict(starts)
+    for _ in range(MAX_CHAIN):
+        if not current:
+            break
+        read = rows_of(ledger, current.values())
+        following: dict[T, JobKey] = {}
+        for name, key in current.items():
+            row = read.get(key)
+            if row is None:
+                continue  # not known yet: the chain goes on
+            rows[name].append(row)
+            job_id = successor(row)
+            if job_id is not None:
+                following[name] = JobKey(JobKind.EXTRACT, job_id)  # resubmissions are extracts
+            elif row.is_done:
+                ended.add(name)
+        current = following
+    return {name: Chain(tuple(rows[name]), name in ended) for name in starts}
+
+
+__all__: Sequence[str] = (
+    "MAX_CHAIN",
+    "Chain",
+    "RowReader",
+    "follow",
+    "rows_of",
+    "successor",
+    "successors",
+)

@@ -36,9 +36,9 @@ import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from scrape_pipeline import chains
 from scrape_pipeline.attempt import Attempt
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.chains import MAX_CHAIN, rows_of, successor
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -159,7 +159,7 @@ class ItemRetrier:
         if job_id is None:
             job_id = self._post(ref, url, status, attempt.owner)
         self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
-        self.link(ref, job_id, depth=1)
+        self.link(ref, job_id, depth=1, run=attempt.row.run)
         return job_id
 
     def _post(self, ref: RetryRef, url: str, status: BatchStatus, owner: str) -> str:
@@ -174,11 +174,12 @@ class ItemRetrier:
                     self._ledger.note_item_retry(ref.parent, owner, ref.index)
             raise
 
-    def link(self, ref: RetryRef, job_id: str, *, depth: int) -> None:
-        """Record ``job_id``'s chain depth and link its row to the item it retries."""
+    def link(self, ref: RetryRef, job_id: str, *, depth: int, run: str | None = None) -> None:
+        """Record ``job_id``'s chain depth and link its row to the item it retries (and to the
+        batch's ``run``, so its event names the run too)."""
         key = JobKey(JobKind.EXTRACT, job_id)
         self._chains.record_chain(key, depth)
-        self._ledger.link_retry(key, ref.text())
+        self._ledger.link_retry(key, ref.text(), run=run)
 
     def _posted_before(
         self, ref: RetryRef, url: str, status: BatchStatus, *, taken: set[str]
@@ -214,28 +215,13 @@ class Settled:
 def settled_items(ledger: Ledger, row: LedgerRow) -> Settled:
     """Follow each retrying item's chain of extract jobs in the ledger (one BatchGetItem a
     hundred jobs a link of the chain; no Geonode call) to the job that settled it, if any."""
-    # entry -> the job of its chain to read next
-    current = {text: read_entry(text)[1] for text in row.retrying_items}
+    starts = {text: JobKey(JobKind.EXTRACT, read_entry(text)[1]) for text in row.retrying_items}
     records: list[ItemRecord] = []
     entries: set[str] = set()
-    for _ in range(MAX_CHAIN):
-        if not current:
-            break
-        rows = rows_of(ledger, (JobKey(JobKind.EXTRACT, job_id) for job_id in current.values()))
-        following: dict[str, str] = {}
-        for text, job_id in current.items():
-            job = rows.get(JobKey(JobKind.EXTRACT, job_id))
-            if job is None:
-                continue  # not known yet: it stays retrying
-            following_id = successor(job)
-            if following_id:  # resubmitted, closed so or only noted (its holder died)
-                following[text] = following_id
-                continue
-            if not job.is_done:
-                continue  # still running: it stays retrying
-            records.append(_final(read_entry(text)[0], job))
+    for text, chain in chains.follow(ledger, starts).items():
+        if chain.final is not None:
+            records.append(_final(read_entry(text)[0], chain.final))
             entries.add(text)
-        current = following
     return Settled(tuple(records), frozenset(entries))
 
 
