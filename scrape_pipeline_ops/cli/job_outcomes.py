@@ -1,10 +1,13 @@
 """How a run's jobs ended, for ``runs show`` to join with the journal's entries.
 
-    with a stack    the ledger's rows of the run's job ids (``BatchGetItem``, 100 keys a call):
-                    settled = DONE; stored / dead-lettered = its outcome (a batch's URLs:
-                    its items stored and failed, which the processor dead-letters); tokens
-                    charged as the processor kept them in the row's ``detail`` (a batch's or
-                    crawl's: its ``token_summary``)
+    with a stack    the ledger's rows of the run's job ids (``BatchGetItem``, 100 keys a call),
+                    each followed through its resubmissions (``scrape_pipeline.chains``) to
+                    the job that ended its chain: settled = that chain ended (its last job
+                    DONE, not resubmitted); stored / dead-lettered = that job's outcome (a
+                    batch's URLs: its items stored and failed, which the processor
+                    dead-letters); tokens charged as the processor kept them in the rows'
+                    ``detail``, every job of the chain (a batch's or crawl's: its
+                    ``token_summary``)
     local           what ``poll`` saw, kept in the journal file's ``job_outcomes`` table (and
                     a batch's or crawl's items in ``item_outcomes``):
                     settled = the API's terminal status; stored = poll wrote its result
@@ -23,10 +26,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from scrape_pipeline import chains
+from scrape_pipeline.chains import Chain
 from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger import Ledger, LedgerRow
@@ -98,13 +103,21 @@ class LedgerOutcomes:
         self._ledger = Ledger(table_name, client=client)
 
     def outcomes(self, kind: JobKind, job_ids: Sequence[str]) -> dict[str, JobOutcome]:
-        found: dict[str, JobOutcome] = {}
-        unique = list(dict.fromkeys(job_ids))
-        for start in range(0, len(unique), _KEYS_PER_READ):
-            keys = [JobKey(kind, job_id) for job_id in unique[start : start + _KEYS_PER_READ]]
-            for key, row in self._ledger.get_many(keys).items():
-                found[key.job_id] = _from_row(row)
-        return found
+        # Each job followed through its resubmissions to the job that ended its chain, as the
+        # run sweep does: a job resubmitted has not settled the URL, the job after it may.
+        starts = {job_id: JobKey(kind, job_id) for job_id in dict.fromkeys(job_ids)}
+        followed = chains.follow(self._ledger, starts)
+        return {job_id: _from_chain(chain) for job_id, chain in followed.items() if chain.rows}
+
+
+def _from_chain(chain: Chain) -> JobOutcome:
+    """Where a chain's last job read ended (its id), settled once the chain has; the tokens
+    every job of it was charged."""
+    last = _from_row(chain.rows[-1])
+    charged = [t for row in chain.rows if (t := _count(row.detail.get(DETAIL_TOKENS))) is not None]
+    if not chain.ended:
+        last = replace(last, settled=False, stored=False, dead_lettered=False)
+    return replace(last, tokens_charged=sum(charged) if charged else None)
 
 
 def _from_row(row: LedgerRow) -> JobOutcome:

@@ -4,7 +4,8 @@ They read the journal ``submit`` writes: with a stack the ledger table's, else (
 ``--journal``) the file (``submit_run.open_journal``). ``list`` and ``show`` join each run's
 job ids with how the jobs ended (``job_outcomes``: the ledger's rows with a stack, what
 ``poll`` kept without). A run is complete when nothing of it is planned, posting or in doubt
-(a rejected URL is settled: the API said no) and every job it made has settled; ``show``
+(a rejected URL is settled: the API said no) and every job it made has settled, a job
+resubmitted followed to the job that carries on for it (the run sweep's rule); ``show``
 exits 1 until then (naming what is missing, each entry in doubt on stderr, as ``submit``
 does), 2 for an unknown run. ``resolve`` looks extracts in doubt up in the job list, and
 batches and crawls in doubt up in the webhook delivery log (and, with a stack, the ledger's
@@ -233,9 +234,10 @@ def _url_rows(entries: Sequence[Entry], found: Mapping[str, JobOutcome]) -> list
         state = "in doubt" if entry.state is S.IN_DOUBT else entry.state.value
         reason = entry.reason if entry.state in (S.REJECTED, S.IN_DOUBT) else None
         job = found.get(entry.job_id or "")
+        job_id = job.job_id if job else entry.job_id  # the last job of its chain
         for url in entry.urls:
             outcome = _outcome_word(job.of_url(url) if job else None)
-            row = {"entry": entry.index, "state": state, "job_id": entry.job_id}
+            row = {"entry": entry.index, "state": state, "job_id": job_id}
             rows.append({**row, "outcome": outcome, "url": url, "reason": reason})
     return rows
 

@@ -23,9 +23,10 @@ from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.jobs import JobKey, JobKind, Outcome
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline.resubmission import hand_on
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
@@ -216,3 +217,47 @@ def test_a_run_with_an_entry_in_doubt_is_not_complete_whatever_its_jobs_did(
     # THEN it completes, once
     [event] = _run_completed(world)
     assert event["detail"]["counts"] == {"urls": 2, "jobs": 2, "stored": 1, "cancelled": 1}
+
+
+def _resubmitted(world: World, job_id: str, successor: str) -> None:
+    """The processor's close of a job that failed retryably: what the run followed it for
+    handed on to ``successor`` (the job its resubmission made), then DONE resubmitted."""
+    key = JobKey(JobKind.EXTRACT, job_id)
+    lease = world.ledger.acquire(key, "processor", 60, source="sqs")
+    assert lease.granted and lease.row is not None
+    hand_on(world.ledger, lease.row, "processor", successor)
+    detail = {DETAIL_RESUBMITTED_AS: successor, "adopted": "false"}
+    world.ledger.finish(key, "processor", Outcome.RESUBMITTED, detail)
+
+
+def test_a_run_whose_job_was_resubmitted_completes_with_the_job_that_ended_its_chain(
+    world: World, client: GeonodeClient, clock: ManualClock
+):
+    # GIVEN an extract run of two URLs, the first URL's job failed retryably and resubmitted
+    urls = [f"https://example.com/run-chain/{i}" for i in range(2)]
+    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(5))
+    report = submitter.submit(RunSpec.of(urls, RunMode.ASYNC), "chained")
+    jobs = {e.urls[0]: e.job_id or "" for e in report.entries}
+    again = client.submit_extract(urls[0]).job_id
+    _resubmitted(world, jobs[urls[0]], again)
+    _settle(world, JobKind.EXTRACT, jobs[urls[1]], Outcome.STORED, urls[1])
+    # WHEN the run sweep runs while the resubmission still runs
+    assert world.run_sweep().runs_completed == 0
+    # THEN no manifest and no event yet
+    assert world.manifest("chained") is None and _run_completed(world) == []
+    # WHEN the resubmission is stored (its event names the run) and the sweep runs
+    _settle(world, JobKind.EXTRACT, again, Outcome.STORED, urls[0])
+    assert world.run_sweep().runs_completed == 1
+    # THEN the manifest gives the URL the job that ended its chain, its keys, and the chain
+    manifest = world.manifest("chained")
+    assert manifest is not None
+    first = manifest["urls"][0]
+    assert (first["url"], first["job_id"], first["outcome"]) == (urls[0], again, "stored")
+    assert first["chain"] == [jobs[urls[0]], again]
+    assert f"results/extract/{again}/metadata.json" in first["keys"]
+    assert manifest["counts"] == {"urls": 2, "jobs": 3, "stored": 2}
+    [done] = _run_completed(world)
+    assert done["detail"]["counts"] == manifest["counts"]
+    # AND the resubmission's row names the run, so its event did
+    row = world.ledger.get(JobKey(JobKind.EXTRACT, again))
+    assert row is not None and row.run == "chained"

@@ -22,6 +22,7 @@ from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter, told_with_run
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.resubmission import hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.plan import RunMode, RunSpec
@@ -143,3 +144,31 @@ def test_a_run_recorded_after_the_job_settled_retells_its_event_with_the_same_id
     done = world.ledger.get(key)
     assert done is not None and done.is_done and done.run == "nightly"
     assert world.ledger.pending_events(before=world.clock.time() + 1)[0] == []
+
+
+@pytest.mark.parametrize("successor_first", [False, True], ids=["handed-on-first", "settled-first"])
+def test_a_resubmission_of_a_runs_job_names_the_run_in_its_event(
+    world: World, successor_first: bool
+):
+    # GIVEN a run's job that failed retryably, held by the processor, which resubmitted it
+    first, again = JobKey(JobKind.EXTRACT, "job-4"), JobKey(JobKind.EXTRACT, "job-5")
+    entry = world.posted(RunMode.ASYNC, "https://example.com/d")
+    world.recorded(entry, first.job_id)
+    row = world.lease(first, webhook=True)
+    if successor_first:  # the new job's webhook and processor quicker than the hand-on
+        world.finish(again, world.lease(again, webhook=True))
+        [told] = world.events()
+        assert "run" not in told
+    # WHEN the failed job's holder hands its run on to the new job, and the new job settles
+    hand_on(world.ledger, row, "processor", again.job_id)
+    if not successor_first:
+        world.finish(again, world.lease(again, webhook=True))
+    world.sweep()
+    # THEN the new job's event (the same id, if it was told before) names the run, once more
+    [event] = world.events()
+    assert (event["job_id"], event["run"]) == (again.job_id, "nightly")
+    if successor_first:
+        assert event["event_id"] == told["event_id"]
+    # AND the failed job's row notes the new job for whoever follows the chain
+    noted = world.ledger.get(first)
+    assert noted is not None and noted.detail.get("resubmitted_as") == again.job_id

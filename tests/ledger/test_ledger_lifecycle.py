@@ -86,6 +86,7 @@ CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
     ),
     Verb.LINK_RETRY: lambda ledger, key, row: ledger.link_retry(key, "batch#b#3"),
     Verb.NOTE_RESUBMISSION: lambda ledger, key, row: ledger.note_resubmission(key, HOLDER, "j2"),
+    Verb.CARRY_RUN: lambda ledger, key, row: ledger.carry_run(key, "r"),
 }
 
 

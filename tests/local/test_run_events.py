@@ -18,9 +18,9 @@ import pytest
 
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
-from scrape_pipeline_local.stack import LocalStack
+from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.events.bus_fixture import subscribe
-from tests.pipeline.conftest import QUIET, all_settled_and_done, truth
+from tests.pipeline.conftest import QUIET, all_settled_and_done, truth, versions
 
 URLS = 12
 RUN = "local-nightly"
@@ -35,11 +35,11 @@ def stack() -> Iterator[LocalStack]:
     stack.stop()
 
 
-def _manifest(stack: LocalStack) -> dict[str, Any] | None:
+def _manifest(stack: LocalStack, run: str = RUN) -> dict[str, Any] | None:
     assert stack.resources is not None
     s3 = boto3.client("s3")
     try:
-        body = s3.get_object(Bucket=stack.resources.bucket, Key=f"runs/{RUN}/manifest.json")
+        body = s3.get_object(Bucket=stack.resources.bucket, Key=f"runs/{run}/manifest.json")
     except s3.exceptions.NoSuchKey:
         return None
     return dict(json.loads(body["Body"].read()))
@@ -124,3 +124,90 @@ def _batches_stored(stack: LocalStack, expected: int) -> bool:
     listed = s3.list_objects_v2(Bucket=stack.resources.bucket, Prefix="results/batch/")
     keys = {o["Key"] for o in listed.get("Contents", [])}
     return all(f"results/batch/{b}/manifest.json" in keys for b in batches)
+
+
+CHAIN_URLS = 6
+CHAIN_RUN = "local-chains"
+
+
+def _chains(stack: LocalStack, urls: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each URL's jobs in the simulator's record, oldest first: its chain of resubmissions."""
+    jobs = sorted(truth(stack), key=lambda j: j["created_at"])
+    return {url: [j for j in jobs if j["url"] == url] for url in urls}
+
+
+def _chains_ended(stack: LocalStack, urls: list[str], limit: int) -> bool:
+    """Every URL's last job settled with its outcome in S3, and not one the pipeline would
+    resubmit (a retryable failure within the chain's budget)."""
+    seen = versions(stack)
+    for chain in _chains(stack, urls).values():
+        if not chain or chain[-1]["status"] in ("queued", "processing"):
+            return False
+        last = chain[-1]
+        if last["status"] == "failed" and last["retryable"] and len(chain) <= limit:
+            return False
+        stored = f"results/extract/{last['job_id']}/metadata.json"
+        if stored not in seen and f"dead-letters/extract/{last['job_id']}.json" not in seen:
+            return False
+    return True
+
+
+def test_a_run_follows_each_urls_chain_of_resubmissions_to_its_final_job() -> None:
+    # GIVEN a run of 6 URLs whose jobs fail retryably half the time (each failure
+    # resubmitted, up to 3 times a URL), and a subscriber on the stack's bus
+    limit = 3
+    settings = StackSettings(env={"MAX_RESUBMISSIONS_PER_URL": str(limit)})
+    stack = LocalStack(
+        ManualClock(), SimConfig(**{**QUIET, "retryable_failure_rate": 0.5}), settings
+    ).start()
+    try:
+        stack.handlers["submitter"].logger.setLevel("WARNING")
+        stack.settle_now()
+        assert stack.resources is not None and stack.resources.event_bus
+        bus = stack.resources.event_bus
+        subscriber = subscribe(boto3.client("events"), boto3.client("sqs"), bus)
+        urls = [f"https://example.com/run-chains/{i}" for i in range(CHAIN_URLS)]
+        s3 = boto3.client("s3")
+        body = ("\n".join(urls) + "\n").encode()
+        s3.put_object(Bucket=stack.resources.bucket, Key=f"submissions/{CHAIN_RUN}.txt", Body=body)
+        # WHEN every URL's chain has ended, and the reconciler runs on its schedule past that
+        received: list[dict[str, Any]] = []
+
+        def ended() -> bool:
+            received.extend(subscriber.received())  # in the order the bus delivered them
+            return _chains_ended(stack, urls, limit)
+
+        stack.run_until(ended, step=1.0, limit=1800)
+        stack.settle_now()
+        until = stack.clock.time() + 2 * 60.0 + 1.0
+        stack.run_until(lambda: stack.clock.time() >= until, step=10.0)
+        stack.settle_now()
+        received.extend(subscriber.received())
+        chains = _chains(stack, urls)
+        # (the seed makes some URL's first job fail and its resubmission carry on)
+        assert any(len(chain) > 1 for chain in chains.values()), chains
+        finals = {url: chain[-1] for url, chain in chains.items()}
+        # THEN each final job's one outcome event names the run, and came before Run Completed
+        outcome_types = ("Job Stored", "Job Dead-Lettered")
+        order = [e["detail"].get("job_id") or e["detail-type"] for e in received]
+        [completed] = [i for i, e in enumerate(received) if e["detail-type"] == "Run Completed"]
+        by_job = {e["detail"]["job_id"]: e for e in received if e["detail-type"] in outcome_types}
+        for url, final in finals.items():
+            event = by_job.get(final["job_id"])
+            assert event is not None, f"{url}: no event for its final job {final['job_id']}"
+            assert event["detail"].get("run") == CHAIN_RUN, (url, event["detail"])
+            assert order.index(final["job_id"]) < completed, (url, order)
+        # AND the run's manifest gives each URL its final job, its outcome and keys in S3
+        manifest = _manifest(stack, CHAIN_RUN)
+        assert manifest is not None
+        in_s3 = versions(stack)
+        by_url = {row["url"]: row for row in manifest["urls"]}
+        for url, final in finals.items():
+            row = by_url[url]
+            stored = final["status"] == "completed"
+            assert row["job_id"] == final["job_id"], (url, row, chains[url])
+            assert row["outcome"] == ("stored" if stored else "dead_lettered"), row
+            assert row["keys"] and all(k in in_s3 for k in row["keys"]), row
+        assert manifest["counts"]["jobs"] == sum(len(chain) for chain in chains.values())
+    finally:
+        stack.stop()

@@ -68,6 +68,7 @@ class Verb(StrEnum):
     SETTLE_ITEMS = "settle_items"
     LINK_RETRY = "link_retry"
     NOTE_RESUBMISSION = "note_resubmission"
+    CARRY_RUN = "carry_run"
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,14 @@ NOTE_ITEM_RETRY = Move(V.NOTE_ITEM_RETRY, (PROCESSING,), (), _HOLDER)
 SETTLE_ITEMS = Move(V.SETTLE_ITEMS, (PROCESSING,), (), _HOLDER)
 LINK_NEW_RETRY = Move(V.LINK_RETRY, (ABSENT,), (WATCHING,), "a retry's job not known yet")
 LINK_RETRY = Move(V.LINK_RETRY, tuple(JobState), (), "linked to no item yet")
-# An item's retry resubmitted: its holder notes the new job before it closes the row, so the
-# batch follows the item's chain on even if every holder of the row dies after the POST.
+# A followed job resubmitted (an item's retry, a run's job): its holder notes the new job before
+# it closes the row, so the batch or run follows the chain on even if every holder of the row
+# dies after the POST.
 NOTE_RESUBMISSION = Move(V.NOTE_RESUBMISSION, (PROCESSING,), (), _HOLDER)
+# A run's job resubmitted: the job that carries on names the run on its row (recorded WATCHING
+# as a submission is, if it has no row yet), so the run follows the chain and its event names it.
+CARRY_NEW_RUN = Move(V.CARRY_RUN, (ABSENT,), (WATCHING,), "a resubmission's job not known yet")
+CARRY_RUN = Move(V.CARRY_RUN, tuple(JobState), (), "its run only is written")
 MOVES: Final = (
     RECORD,
     FORGET_UNSENT,
@@ -150,6 +156,8 @@ MOVES: Final = (
     LINK_NEW_RETRY,
     LINK_RETRY,
     NOTE_RESUBMISSION,
+    CARRY_NEW_RUN,
+    CARRY_RUN,
 )
 
 
@@ -190,6 +198,8 @@ def mermaid() -> str:
 __all__: Sequence[str] = (
     "ABSENT",
     "ACQUIRE",
+    "CARRY_NEW_RUN",
+    "CARRY_RUN",
     "CHECKPOINT",
     "CLEAR_OUTBOX",
     "ENQUEUE",

@@ -89,7 +89,7 @@ from scrape_pipeline.paged_store import (
     PagedStore,
 )
 from scrape_pipeline.queue import JobMessage
-from scrape_pipeline.resubmission import Resubmitter
+from scrape_pipeline.resubmission import Resubmitter, hand_on
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
 from scrape_pipeline.settings import FromEnv, integer, number, paths
 
@@ -395,13 +395,8 @@ class JobProcessor:
             DETAIL_RESUBMITTED_AS: resubmission.job_id,
             "adopted": str(resubmission.adopted).lower(),
         }
-        if attempt.row.retry_of:
-            # The new job carries on for the same item: linked, and noted on this row, before
-            # this row closes (the batch follows the item's chain on from here either way).
-            self._ledger.link_retry(
-                JobKey(JobKind.EXTRACT, resubmission.job_id), attempt.row.retry_of
-            )
-            self._ledger.note_resubmission(attempt.key, attempt.owner, resubmission.job_id)
+        # The item or run this job is followed for goes on with the new job, before this closes.
+        hand_on(self._ledger, attempt.row, attempt.owner, resubmission.job_id)
         self._ledger.finish(attempt.key, attempt.owner, Outcome.RESUBMITTED, detail)
         return Disposition(MessageOutcome.RESUBMITTED, detail=resubmission.job_id)
 

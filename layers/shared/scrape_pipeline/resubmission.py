@@ -1,9 +1,11 @@
 """Resubmitting a retryable failed job: at most once per job, at most N times per chain.
 
 Only a lease holder resubmits, and the job's row goes DONE (resubmitted) right after, so one
-failed job is resubmitted once. A holder may die between its POST and that write; whoever
-takes the lease next first looks for a job for the same URL created after the failed one,
-and adopts it instead of posting again.
+failed job is resubmitted once. A job that is part of a run, or that retries a batch's item,
+hands that on to the new job first (``hand_on``), so the run or the batch follows the chain.
+A holder may die between its POST and that write; whoever takes the lease next first looks
+for a job for the same URL created after the failed one, and adopts it instead of posting
+again.
 
 The budget belongs to a chain of failed attempts: a job someone else submitted starts one
 (depth 0), each job this module posts (or adopts) for a failed one is one deeper. A URL
@@ -17,10 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scrape_pipeline.events.outbox import retell_with_run
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
 
@@ -84,3 +87,19 @@ def _posted(job: Job) -> Posted:
     formats = job.metadata.get("formats")
     chosen = tuple(formats) if isinstance(formats, list) and formats else ("markdown",)
     return Posted(chosen, bool(job.metadata.get("render_js", False)))
+
+
+def hand_on(ledger: Ledger, row: LedgerRow, owner: str, job_id: str) -> None:
+    """Hand what ``row``'s job is followed for on to ``job_id``, which resubmits it, before the
+    row closes: ``job_id`` noted on the row first (so whoever follows the chain, and a later
+    holder's look-up, knows it for this job's), then the item it retries (linked) or the run
+    it is part of (named on the new row, so its event names the run; retold if it settled
+    already)."""
+    if row.retry_of is None and row.run is None:
+        return  # nobody follows this chain: the close alone names the new job
+    ledger.note_resubmission(row.key, owner, job_id)
+    new = JobKey(JobKind.EXTRACT, job_id)
+    if row.retry_of is not None:
+        ledger.link_retry(new, row.retry_of, run=row.run)
+    elif row.run is not None:
+        retell_with_run(ledger, ledger.carry_run(new, row.run))

@@ -35,6 +35,15 @@ def told_with_run(ledger: Ledger, row: LedgerRow, event: str) -> str:
     return told
 
 
+def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:
+    """A row that names its run and settled with an event that does not (the run linked after
+    the close): that event owed again naming it, the same id. True when it was retold."""
+    if row.run is None or not row.is_done or row.outbox_event is None:
+        return False
+    told = with_run(row.outbox_event, row.run)
+    return told is not None and ledger.retell(row.key, row.outbox_event, told)
+
+
 @dataclass
 class EmitResult:
     """What one emit did: events the bus took, those left in the outbox, PutEvents calls."""

@@ -300,9 +300,9 @@ class Intake(Reads):
         guard = equals(Attr.STATE_SINCE, written.state_since)
         return self._moved(before.key, lifecycle.UNCLAIM, update, guard, self.clock.time())
 
-    def link_retry(self, key: JobKey, item: str) -> bool:
+    def link_retry(self, key: JobKey, item: str, *, run: str | None = None) -> bool:
         """Link an extract job that retries a batch's or crawl's ``item`` (``<kind>#<job
-        id>#<index>``) to it; True when this call linked it.
+        id>#<index>``) to it, naming ``run`` (the batch's) too; True when this call linked it.
 
         No row yet (the usual case: the job was posted a moment ago): recorded WATCHING as a
         submission is, so its webhook or the watch sweep wakes it. A row already there (its
@@ -310,9 +310,39 @@ class Intake(Reads):
         both ways: the processor, which links, puts no item.
         """
         now = self.clock.time()
-        created = (
+        created = self._watched(key, now).set(Attr.RETRY_OF, item)
+        linked = Update().set(Attr.RETRY_OF, item)
+        if run is not None:
+            created, linked = created.set(Attr.RUN, run), linked.set(Attr.RUN, run)
+        if self._moved(key, lifecycle.LINK_NEW_RETRY, created, missing(Attr.PK), now):
+            return True
+        return self._moved(key, lifecycle.LINK_RETRY, linked, missing(Attr.RETRY_OF), now)
+
+    def carry_run(self, key: JobKey, run: str) -> LedgerRow:
+        """Name ``run`` on the row of a job that resubmits one of the run's: recorded WATCHING
+        as a submission is if it has no row yet, else only ``run`` written; the row as written
+        (a settled one owes its event again, naming the run: ``retell``)."""
+        now = self.clock.time()
+        moves = (
+            (state_is(lifecycle.CARRY_NEW_RUN) & missing(Attr.PK), self._watched(key, now)),
+            (state_is(lifecycle.CARRY_RUN), Update()),
+        )
+        for _ in range(2):  # a row undone between the two (``forget_unsent``): created again
+            for condition, update in moves:
+                try:
+                    written = self._update(
+                        key, condition, update.set(Attr.RUN, run), now, returns_new=True
+                    )
+                except ConditionFailedError:
+                    continue
+                return from_item(written["Attributes"])
+        raise LedgerError(f"{key.pk} neither absent nor present while its run was carried")
+
+    @staticmethod
+    def _watched(key: JobKey, now: float) -> Update:
+        """The new row of a job posted a moment ago, waiting WATCHING for its webhook."""
+        return (
             in_state(JobState.WATCHING, now)
-            .set(Attr.RETRY_OF, item)
             .set(Attr.KIND, key.kind)
             .set(Attr.JOB_ID, key.job_id)
             .set(Attr.CREATED_AT, now)
@@ -321,10 +351,6 @@ class Intake(Reads):
             .set(Attr.ATTEMPTS, 0)
             .set(Attr.JOB_CREATED_AT, now)
         )
-        if self._moved(key, lifecycle.LINK_NEW_RETRY, created, missing(Attr.PK), now):
-            return True
-        linked = Update().set(Attr.RETRY_OF, item)
-        return self._moved(key, lifecycle.LINK_RETRY, linked, missing(Attr.RETRY_OF), now)
 
     def note_late_webhook(self, row: LedgerRow) -> bool:
         """Record that a webhook came for a job recovered without it; True the first time only.

@@ -211,7 +211,8 @@ class Leases(Reads):
 
     def note_resubmission(self, key: JobKey, owner: str, job_id: str) -> LedgerRow:
         """Note on a held row the job that resubmits it (``resubmitted_as`` in its detail),
-        ahead of the close that says so: a batch whose item this row retries follows on to it."""
+        ahead of the close that says so: a batch whose item this row retries, or the run it is
+        part of, follows on to it."""
         update = Update().set(Attr.DETAIL, {DETAIL_RESUBMITTED_AS: job_id})
         now = self.clock.time()
         return self._leased_update(key, owner, lifecycle.NOTE_RESUBMISSION, update, now)

@@ -1,10 +1,13 @@
 """When a run is complete, and what it says then: its manifest and its ``Run Completed`` event.
 
 A run is complete when nothing of it is planned, posting or in doubt (a rejected URL is
-settled: the API said no) and every job it made is DONE: the rule ``runs show`` exits 0 on.
-Its manifest, ``runs/<run>/manifest.json``, lists every URL with its entry, job id, outcome
-and keys (an extract's from its row's kept event, a batch item's from the batch's own
-manifest, a crawl's its manifest), the counts by outcome and the tokens charged.
+settled: the API said no) and the chain of every job it made has ended: a job resubmitted is
+followed to the job that carries on for it (``scrape_pipeline.chains``), as far as the one
+that settled for good. The rule ``runs show`` exits 0 on. Its manifest,
+``runs/<run>/manifest.json``, lists every URL with its entry, its final job's id, outcome and
+keys (an extract's from that row's kept event, a batch item's from the batch's own manifest,
+a crawl's its manifest), and the chain's job ids where it had more than one; then the counts
+by outcome, the jobs made and the tokens charged (every job of every chain).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from scrape_pipeline.chains import Chain
 from scrape_pipeline.events.detail import DetailType, OutcomeEvent
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import LedgerRow
@@ -43,26 +47,32 @@ def job_key(run: Run, entry: Entry) -> JobKey | None:
     return JobKey(JobKind(run.mode.kind), entry.job_id) if entry.job_id else None
 
 
-def settled(run: Run, entry: Entry, rows: Mapping[JobKey, LedgerRow]) -> bool:
-    """``entry`` is settled for good: rejected, or submitted and its job DONE."""
+def submitted_key(run: Run, entry: Entry) -> JobKey | None:
+    """The job a submitted ``entry`` made, where its chain starts (None: not submitted)."""
+    return job_key(run, entry) if entry.state is S.SUBMITTED else None
+
+
+def settled(run: Run, entry: Entry, chains: Mapping[JobKey, Chain]) -> bool:
+    """``entry`` is settled for good: rejected, or submitted and its job's chain ended
+    (``chains``: by the entry's own job, as ``scrape_pipeline.chains.follow`` gives them)."""
     if entry.state in OPEN:
         return False
-    key = job_key(run, entry) if entry.state is S.SUBMITTED else None
+    key = submitted_key(run, entry)
     if key is None:
         return entry.state is S.REJECTED
-    row = rows.get(key)
-    return row is not None and row.is_done
+    chain = chains.get(key)
+    return chain is not None and chain.ended
 
 
 def first_unsettled(
-    run: Run, start: int, entries: Sequence[Entry], rows: Mapping[JobKey, LedgerRow]
+    run: Run, start: int, entries: Sequence[Entry], chains: Mapping[JobKey, Chain]
 ) -> int:
     """The first index from ``start`` not settled, of ``entries`` read from there (an index
     missing from them is not settled); ``start + len`` when all are."""
     by_index = {e.index: e for e in entries}
     for index in range(start, start + len(entries)):
         entry = by_index.get(index)
-        if entry is None or not settled(run, entry, rows):
+        if entry is None or not settled(run, entry, chains):
             return index
     return start + len(entries)
 
@@ -106,18 +116,22 @@ def _keys(row: LedgerRow) -> list[str]:
 
 
 def _urls_of(
-    run: Run, entry: Entry, row: LedgerRow | None, batch_items: BatchItems
+    run: Run, entry: Entry, chain: Chain | None, batch_items: BatchItems
 ) -> Iterable[dict[str, Any]]:
+    row = chain.final if chain is not None else None
     base: dict[str, Any] = {"entry": entry.index, "job_id": entry.job_id}
-    if entry.state is S.REJECTED or row is None:
+    if entry.state is S.REJECTED or chain is None or row is None:
         for url in entry.urls:
             yield {**base, "url": url, "outcome": REJECTED, "reason": entry.reason, "keys": []}
         return
+    base["job_id"] = row.key.job_id  # the job that ended the chain
+    if len(chain.rows) > 1:
+        base["chain"] = list(chain.job_ids)
     outcome = row.outcome.value if row.outcome else None
     reason = row.detail.get("reason")
     items: dict[str, Mapping[str, Any]] = {}
-    if run.mode is RunMode.BATCH and entry.job_id and row.outcome is Outcome.STORED:
-        manifest = batch_items(entry.job_id) or {}
+    if run.mode is RunMode.BATCH and row.outcome is Outcome.STORED:
+        manifest = batch_items(row.key.job_id) or {}
         items = {str(i.get("url")): i for i in manifest.get("items") or ()}
     for url in entry.urls:
         if run.mode is RunMode.BATCH and items:
@@ -135,21 +149,22 @@ def _urls_of(
 def build(
     run: Run,
     entries: Sequence[Entry],
-    rows: Mapping[JobKey, LedgerRow],
+    chains: Mapping[JobKey, Chain],
     batch_items: BatchItems,
     completed_at: float,
 ) -> RunManifest:
-    """The manifest of ``run``, complete: every URL in entry order, counts and tokens."""
+    """The manifest of ``run``, complete: every URL in entry order (each with the job that
+    ended its chain), counts and tokens (every job of every chain)."""
     urls: list[dict[str, Any]] = []
     tokens = 0
     jobs = 0
     for entry in sorted(entries, key=lambda e: e.index):
-        key = job_key(run, entry) if entry.state is S.SUBMITTED else None
-        row = rows.get(key) if key else None
-        if row is not None:
-            jobs += 1
-            tokens += _count(row.detail.get(DETAIL_TOKENS))
-        urls.extend(_urls_of(run, entry, row, batch_items))
+        key = submitted_key(run, entry)
+        chain = chains.get(key) if key else None
+        if chain is not None:
+            jobs += len(chain.rows)
+            tokens += sum(_count(row.detail.get(DETAIL_TOKENS)) for row in chain.rows)
+        urls.extend(_urls_of(run, entry, chain, batch_items))
     by_outcome = Counter(str(u["outcome"]) for u in urls)
     counts = {"urls": len(urls), "jobs": jobs, **dict(sorted(by_outcome.items()))}
     body = {
@@ -205,4 +220,5 @@ __all__: Sequence[str] = (
     "run_event_id",
     "run_manifest_key",
     "settled",
+    "submitted_key",
 )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.models import Job, JobSummary
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind
 from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline.runs.plan import Run
 
@@ -164,7 +164,8 @@ class RowReader(Protocol):
 class LedgerClaims:
     """Extract jobs the ledger says are someone else's, for the processor's lookups: a row
     naming a run, or retrying another item than ``item`` (the one the caller retries) or
-    than the item ``like``'s row retries (a failed job the caller resubmits), and ``own``."""
+    than the item ``like``'s row retries (a failed job the caller resubmits), and ``own``;
+    never the job ``like``'s row notes as its resubmission (its run or item handed on)."""
 
     def __init__(
         self,
@@ -177,6 +178,7 @@ class LedgerClaims:
     ) -> None:
         self._rows, self.posted, self._own = rows, posted, own
         self._item, self._like = item, like
+        self._noted: str | None = None
 
     def __contains__(self, job_id: object) -> bool:
         if not isinstance(job_id, str) or job_id in self._own:
@@ -188,6 +190,11 @@ class LedgerClaims:
         if self._like is not None:
             like = rows.get(keys[1])
             self._item, self._like = (like.retry_of if like else None), None
+            # The job a holder of ``like`` noted before it died: ours, though it carries the
+            # run or item ``like`` handed on (``resubmission.hand_on``).
+            self._noted = like.detail.get(DETAIL_RESUBMITTED_AS) if like else None
+        if job_id == self._noted:
+            return False
         row = rows.get(keys[0])
         if row is None:
             return False  # unknown to the ledger: a lost POST's job, as its webhook may be late

@@ -51,7 +51,7 @@ from scrape_pipeline.aws_errors import (
     is_transaction_canceled,
     unavailable,
 )
-from scrape_pipeline.events.detail import with_run
+from scrape_pipeline.events.outbox import retell_with_run
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import (
     DEFAULT_TTL_DAYS,
@@ -349,11 +349,8 @@ class DynamoJournal(BaseJournal):
         """A row linked to its run after it settled: its event, written without the run, is
         owed again naming it (the same id). A row not settled yet names it when it does."""
         row = self._ledger.get(key)
-        if row is None or not row.is_done or row.outbox_event is None:
-            return
-        told = with_run(row.outbox_event, run)
-        if told is not None:
-            self._ledger.retell(key, row.outbox_event, told)
+        if row is not None and row.run == run:
+            retell_with_run(self._ledger, row)
 
     def _transact(self, items: list[dict[str, Any]]) -> list[str] | None:
         """One ``TransactWriteItems``: None when written, else each item's cancellation code."""

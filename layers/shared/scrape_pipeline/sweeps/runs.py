@@ -3,8 +3,9 @@
 Every run, this reads the runs still owing their event from the sparse outbox index (their
 heads sit there from planning until the bus took it: ``scrape_pipeline.runs.heads``). For
 each, it goes on from the head's ``checked`` index, 100 entries and their 100 job rows a read,
-and stops at the first entry not settled for good (the rule ``runs show`` exits 0 on), saving
-how far it got. A run checked to its end is complete:
+each resubmitted job followed to the job that carries on for it (``scrape_pipeline.chains``,
+one read more a link), and stops at the first entry whose chain has not ended (the rule
+``runs show`` exits 0 on), saving how far it got. A run checked to its end is complete:
 
     manifest    ``runs/<run>/manifest.json`` put with If-None-Match (a repeat keeps the first)
     event       written on the head once (conditional), so every repeat carries its event_id
@@ -24,11 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, Unpack
 
+from scrape_pipeline import chains
 from scrape_pipeline.budget import Budget
+from scrape_pipeline.chains import Chain
 from scrape_pipeline.events.detail import OutcomeEvent
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import LedgerRow
 from scrape_pipeline.manifest import manifest_key
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.runs import completion
@@ -123,9 +125,9 @@ class RunsSweep(Sweep[RunsSettings, RunsResult]):
         if self._checked(run, head.checked) < run.entries:
             return None
         entries = self._journal.entries(run.name)
-        rows = self._rows(run, entries)
+        followed = self._chains(run, entries)
         assert self._results is not None
-        manifest = completion.build(run, entries, rows, self._batch_items, self._clock.time())
+        manifest = completion.build(run, entries, followed, self._batch_items, self._clock.time())
         self._results.put_json_once(manifest.key, manifest.body)
         event = completion.completed_event(run, manifest, self._results.bucket)
         result.runs_completed += 1
@@ -137,7 +139,8 @@ class RunsSweep(Sweep[RunsSettings, RunsResult]):
         while index < run.entries:
             stop = min(run.entries, index + RUN_PAGE)
             entries = self._journal.entries_between(run.name, index, stop)
-            reached = completion.first_unsettled(run, index, entries, self._rows(run, entries))
+            followed = self._chains(run, entries)
+            reached = completion.first_unsettled(run, index, entries, followed)
             if reached < stop:  # an entry open, or its job not settled: checked up to it
                 index = reached
                 break
@@ -146,12 +149,10 @@ class RunsSweep(Sweep[RunsSettings, RunsResult]):
             self._heads.checked(run.name, index)
         return index
 
-    def _rows(self, run: Run, entries: list[Entry]) -> dict[JobKey, LedgerRow]:
-        keys = [k for e in entries if (k := completion.job_key(run, e)) is not None]
-        rows: dict[JobKey, LedgerRow] = {}
-        for start in range(0, len(keys), RUN_PAGE):
-            rows.update(self._ledger.get_many(keys[start : start + RUN_PAGE]))
-        return rows
+    def _chains(self, run: Run, entries: list[Entry]) -> dict[JobKey, Chain]:
+        """Each submitted entry's job followed to the job that ended its chain, if it has."""
+        keys = [k for e in entries if (k := completion.submitted_key(run, e)) is not None]
+        return chains.follow(self._ledger, {key: key for key in keys})
 
     def _batch_items(self, job_id: str) -> dict[str, Any] | None:
         """A stored batch's own manifest (its items' URLs and keys): one GetObject."""
