@@ -172,3 +172,16 @@ def test_a_resubmission_of_a_runs_job_names_the_run_in_its_event(
     # AND the failed job's row notes the new job for whoever follows the chain
     noted = world.ledger.get(first)
     assert noted is not None and noted.detail.get("resubmitted_as") == again.job_id
+
+
+def test_a_resubmission_that_adopted_another_runs_job_leaves_that_run_on_it(world: World):
+    # GIVEN a job the run "nightly" made for a URL
+    theirs = world.posted(RunMode.ASYNC, "https://example.com/e")
+    adopted = JobKey(JobKind.EXTRACT, "job-7")
+    world.recorded(theirs, adopted.job_id)
+    # WHEN a resubmission of another run's job for the URL adopts it and carries its run on
+    row = world.ledger.carry_run(adopted, "other-run")
+    # THEN the row names the run that made the job, as it did
+    assert row.run == "nightly"
+    stored = world.ledger.get(adopted)
+    assert stored is not None and stored.run == "nightly"

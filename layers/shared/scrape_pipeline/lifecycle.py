@@ -133,7 +133,7 @@ NOTE_RESUBMISSION = Move(V.NOTE_RESUBMISSION, (PROCESSING,), (), _HOLDER)
 # A run's job resubmitted: the job that carries on names the run on its row (recorded WATCHING
 # as a submission is, if it has no row yet), so the run follows the chain and its event names it.
 CARRY_NEW_RUN = Move(V.CARRY_RUN, (ABSENT,), (WATCHING,), "a resubmission's job not known yet")
-CARRY_RUN = Move(V.CARRY_RUN, tuple(JobState), (), "its run only is written")
+CARRY_RUN = Move(V.CARRY_RUN, tuple(JobState), (), "naming no other run; its run only is written")
 MOVES: Final = (
     RECORD,
     FORGET_UNSENT,

@@ -11,6 +11,7 @@ created, reopened or woke it), so a replayed delivery never makes work twice.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -320,22 +321,27 @@ class Intake(Reads):
 
     def carry_run(self, key: JobKey, run: str) -> LedgerRow:
         """Name ``run`` on the row of a job that resubmits one of the run's: recorded WATCHING
-        as a submission is if it has no row yet, else only ``run`` written; the row as written
-        (a settled one owes its event again, naming the run: ``retell``)."""
+        as a submission is if it has no row yet, else only ``run`` written, unless the row
+        names another run (an adopted job another run made: that run stands). The row as it
+        is then (a settled one owes its event again, naming the run: ``retell``)."""
         now = self.clock.time()
-        moves = (
-            (state_is(lifecycle.CARRY_NEW_RUN) & missing(Attr.PK), self._watched(key, now)),
-            (state_is(lifecycle.CARRY_RUN), Update()),
-        )
+        created = self._watched(key, now).set(Attr.RUN, run)
+        unnamed = missing(Attr.RUN) | equals(Attr.RUN, run)
         for _ in range(2):  # a row undone between the two (``forget_unsent``): created again
-            for condition, update in moves:
-                try:
-                    written = self._update(
-                        key, condition, update.set(Attr.RUN, run), now, returns_new=True
-                    )
-                except ConditionFailedError:
-                    continue
-                return from_item(written["Attributes"])
+            with contextlib.suppress(ConditionFailedError):
+                condition = state_is(lifecycle.CARRY_NEW_RUN) & missing(Attr.PK)
+                return from_item(
+                    self._update(key, condition, created, now, returns_new=True)["Attributes"]
+                )
+            try:
+                condition = state_is(lifecycle.CARRY_RUN) & unnamed
+                named = Update().set(Attr.RUN, run)
+                return from_item(
+                    self._update(key, condition, named, now, returns_new=True)["Attributes"]
+                )
+            except ConditionFailedError as refused:
+                if refused.old is not None:
+                    return from_item(refused.old)
         raise LedgerError(f"{key.pk} neither absent nor present while its run was carried")
 
     @staticmethod
