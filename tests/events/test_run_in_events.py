@@ -185,3 +185,18 @@ def test_a_resubmission_that_adopted_another_runs_job_leaves_that_run_on_it(worl
     assert row.run == "nightly"
     stored = world.ledger.get(adopted)
     assert stored is not None and stored.run == "nightly"
+
+
+def test_a_batch_items_retry_in_a_run_names_the_batchs_run_in_its_event(world: World):
+    # GIVEN a batch run's batch, one of whose items is retried as an extract job, linked to
+    # the item with the batch's run (as the batch's holder links it)
+    entry = world.posted(RunMode.BATCH, "https://example.com/f")
+    world.recorded(entry, "batch-1")
+    retry = JobKey(JobKind.EXTRACT, "job-8")
+    world.ledger.link_retry(retry, "batch#batch-1#0", run="nightly")
+    # WHEN the retry's job is stored
+    world.finish(retry, world.lease(retry, webhook=True))
+    world.sweep()
+    # THEN its event names the batch's run
+    [event] = world.events()
+    assert (event["job_id"], event["run"]) == (retry.job_id, "nightly")
