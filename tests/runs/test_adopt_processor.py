@@ -17,7 +17,7 @@ from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.item_retries import ItemRetrier, RetryRef, formats_of
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.resubmission import Resubmitter
+from scrape_pipeline.resubmission import Resubmitter, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
@@ -125,3 +125,28 @@ def test_an_item_retry_adopts_the_job_its_dead_holder_posted_not_a_later_runs(
     # THEN it adopted the dead holder's job, never the run's, and posted nothing
     assert job_id == posted, "adopted the run's job"
     assert server.sim.submissions()[URL] == 3
+
+
+def test_a_runs_resubmission_adopts_the_job_its_dead_holder_handed_the_run_on_to(
+    server: SimulatorServer, client: GeonodeClient, ledger: Ledger, clock: ManualClock
+):
+    # GIVEN a run's job that failed, whose holder posted its resubmission, handed the run on
+    # to it (the new row names the run) and died before closing the failed row
+    failed = a_runs_job(client, ledger, clock, ["markdown"])
+    key = JobKey(JobKind.EXTRACT, failed)
+    lease = ledger.acquire(key, "dead", 120, source="webhook")
+    assert lease.granted and lease.row is not None
+    clock.advance(5)
+    posted = client.submit_extract(URL, formats=["markdown"]).job_id
+    hand_on(ledger, lease.row, "dead", posted)
+    handed = ledger.get(JobKey(JobKind.EXTRACT, posted))
+    assert handed is not None and handed.run == "run-a"
+    clock.advance(200)  # every job listed, the dead holder's lease run out
+    # WHEN the next holder resubmits the failed job
+    assert ledger.acquire(key, "next", 120, source="webhook").granted
+    found = Resubmitter(client, ledger, per_chain_limit=2).resubmit(
+        client.get_job(failed), may_have_posted=True
+    )
+    # THEN it adopted the job the run was handed on to, and posted nothing
+    assert found is not None and found.adopted and found.job_id == posted
+    assert server.sim.submissions()[URL] == 2
