@@ -197,6 +197,11 @@ def test_a_run_follows_each_urls_chain_of_resubmissions_to_its_final_job() -> No
             assert event is not None, f"{url}: no event for its final job {final['job_id']}"
             assert event["detail"].get("run") == CHAIN_RUN, (url, event["detail"])
             assert order.index(final["job_id"]) < completed, (url, order)
+        done = received[completed]["detail"]
+        settled = [by_job[f["job_id"]]["detail"]["settled_at"] for f in finals.values()]
+        chained = sum(len(chain) > 1 for chain in chains.values())
+        print(f"{chained} of {CHAIN_URLS} URLs resubmitted; Run Completed ", end="")
+        print(f"{done['completed_at'] - max(settled):.1f} s after the last final job settled")
         # AND the run's manifest gives each URL its final job, its outcome and keys in S3
         manifest = _manifest(stack, CHAIN_RUN)
         assert manifest is not None
