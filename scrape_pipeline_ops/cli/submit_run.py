@@ -24,13 +24,22 @@ from typing import TYPE_CHECKING, Any
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
 from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLog, DeliveryLogCandidates
+from scrape_pipeline.runs.doubt_wait import CatchingUp
 from scrape_pipeline.runs.dynamodb import DynamoJournal
-from scrape_pipeline.runs.engine import Event, EventKind, Planned, RunReport, Submitter
+from scrape_pipeline.runs.engine import (
+    Event,
+    EventKind,
+    Planned,
+    RunReport,
+    Submitter,
+    SubmitterSettings,
+)
 from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec, post_options
+from scrape_pipeline.wiring.api import listing_lag
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.progress import Progress
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
@@ -151,8 +160,9 @@ def evidence_source(ctx: Context, log: DeliveryLog, *, operator: bool = False) -
 class _Lines:
     """Prints each entry's news as it happens: one result line, or a notice on stderr."""
 
-    def __init__(self, ctx: Context, mode: RunMode, announcing: bool) -> None:
+    def __init__(self, ctx: Context, mode: RunMode, announcing: bool, lag_s: float) -> None:
         self.ctx = ctx
+        self.lag_s = lag_s
         self.mode = mode
         self.announcing = announcing and mode is not RunMode.ASYNC
 
@@ -162,6 +172,10 @@ class _Lines:
         line["url"] = None if self.mode is RunMode.BATCH else entry.urls[0]
         if self.mode is RunMode.BATCH:
             line["urls"] = len(entry.urls)
+        if event.kind is EventKind.CATCHING_UP:
+            wait = CatchingUp(1, (entry.posted_at or 0.0) + self.lag_s, self.lag_s)
+            self.ctx.out.notice(f"{entry.label()}: {wait.why}")
+            return
         if event.kind is EventKind.WAITING:
             until = format_time(entry.lease_until or 0.0)
             self.ctx.out.notice(
@@ -180,6 +194,17 @@ class _Lines:
             line["error"] = entry.reason
         line.update(run=entry.run, entry=entry.index)
         self.ctx.out.row(line, COLUMNS)
+
+
+def cli_listing_lag(ctx: Context) -> float:
+    """The listing lag allowed for: the reconciler's measure in the stack's ledger, if any."""
+    table = ctx.environ.get(LEDGER_ENV)
+    ledger = None
+    if table:
+        from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+
+        ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
+    return listing_lag(ctx.environ, ledger, ctx.clock).allowed()
 
 
 def _spec(args: argparse.Namespace, urls: Sequence[str], formats: Sequence[str]) -> RunSpec:
@@ -243,7 +268,8 @@ def run_submission(
         client = ctx.client()
         # 429s reach the submitter's pace, which slows every worker, not one worker's retries.
         client.retry = replace(client.retry, max_attempts=1)
-        lines = _Lines(ctx, spec.mode, opened.announces or announce is not None)
+        lag = cli_listing_lag(ctx)
+        lines = _Lines(ctx, spec.mode, opened.announces or announce is not None, lag)
         progress = Progress(ctx.out.stderr, ctx.clock, then=lines)
         submitter = Submitter(
             opened.journal,
@@ -252,6 +278,8 @@ def run_submission(
             announce=announce,
             listener=progress,
             pace=Pace(ctx.clock),
+            # An extract in doubt is looked up once the job list covers its POST, never before.
+            settings=SubmitterSettings(listing_delay_s=lag),
             # A rerun adopts a batch or crawl in doubt once evidence names it. The delivery
             # log is read by a client of its own: this one does not retry (its 429s are the
             # pace's), and a read that fails only leaves the entry in doubt until next time.

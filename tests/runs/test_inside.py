@@ -192,7 +192,9 @@ def test_a_lookup_that_cannot_wait_for_the_job_list_is_left_to_the_next_invocati
     assert clock.time() - started <= 20.0
     assert done.next is Next.CONTINUED and done.report is not None
     assert len(done.report.where(EntryState.IN_DOUBT)) == 1
-    # AND the next invocation looks it up and adopts it: each URL was posted once
+    # AND the invocation once the job list covers its POST looks it up and adopts it: each
+    # URL was posted once
+    clock.advance(float(done.delay_s))
     [after] = inside.handle(json.dumps({"continue": "late"}), PLENTY)
     assert after.next is Next.DONE
     assert _posted(sim, urls) == {url: 1 for url in urls}
@@ -219,8 +221,13 @@ def test_an_entry_another_invocation_holds_is_continued_after_its_lease(aws, sim
     )["Attributes"]
     assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
     assert _messages(aws) == []  # delayed: not visible yet
-    # AND once the lease has run out the continuation looks the entry up (no job: posted once)
+    # AND once the lease has run out the entry is in doubt until the job list covers its
+    # claim; then the continuation looks it up (no job: posted once)
     clock.advance(100.0)
+    [waiting] = inside.handle(json.dumps({"continue": "held", "idle": 0}), PLENTY)
+    assert waiting.next is Next.CONTINUED and "catch up" in waiting.reason
+    assert _posted(sim, urls)[urls[0]] == 0
+    clock.advance(float(waiting.delay_s))
     [after] = inside.handle(json.dumps({"continue": "held", "idle": 0}), PLENTY)
     assert after.next is Next.DONE
     assert _posted(sim, urls) == {url: 1 for url in urls}

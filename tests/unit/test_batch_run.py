@@ -35,6 +35,7 @@ METRICS = {
     "busy": "JobsBusy",
     "already_done": "JobsAlreadyDone",
     "lease_lost": "JobsLeaseLost",
+    "in_doubt": "JobsInDoubt",
 }
 
 

@@ -11,6 +11,7 @@ when it is closed (units of work lost to the user, whether a job or an item), an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -37,6 +38,8 @@ class MessageOutcome(StrEnum):
     BUSY = "busy"
     ALREADY_DONE = "already_done"
     LEASE_LOST = "lease_lost"
+    # A POST's answer was lost and the job list may not show its job yet: looked for later.
+    IN_DOUBT = "in_doubt"
 
     @property
     def metric(self) -> str:
@@ -64,6 +67,7 @@ _METRICS: dict[MessageOutcome, str] = {
     MessageOutcome.BUSY: "JobsBusy",
     MessageOutcome.ALREADY_DONE: "JobsAlreadyDone",
     MessageOutcome.LEASE_LOST: "JobsLeaseLost",
+    MessageOutcome.IN_DOUBT: "JobsInDoubt",
 }
 
 
@@ -90,3 +94,8 @@ class Disposition:
             ITEMS_RETRIED_METRIC: self.items_retried,
         }
         return {name: n for name, n in counts.items() if n}
+
+
+def items_dead(detail: Mapping[str, str]) -> int:
+    """A closed batch's or crawl's items dead-lettered, as its detail counts them."""
+    return int(detail.get("items_failed") or 0)

@@ -27,7 +27,9 @@ batch), its retry is depth 1 and counts one, and a chain ends after MAX_RESUBMIS
 an item whose budget is spent, or whose failure is not retryable, is dead-lettered at once as
 before. A POST that failed in any way (429, 5xx, no answer) notes no job: the item is redone by the
 next attempt, which (unless the POST certainly did nothing) looks the URL up first and adopts
-a job the API made after all; so does an attempt after a holder died during its POST.
+a job the API made after all; so does an attempt after a holder died during its POST. That
+look-up waits until the job list covers the POST (the row's ``posted_at`` plus the listing lag
+allowed for, ``scrape_pipeline.listing_lag``): before, the batch's message comes back later.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from scrape_pipeline.geonode.errors import (
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
+from scrape_pipeline.listing_lag import ListingLag
 from scrape_pipeline.manifest import ItemRecord, ItemStatus
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
@@ -131,11 +134,14 @@ def formats_of(status: BatchStatus) -> tuple[str, ...]:
 class ItemRetrier:
     """Posts (or adopts) the extract job that retries one item, within its chain's budget."""
 
-    def __init__(self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int) -> None:
+    def __init__(
+        self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int, lag: ListingLag
+    ) -> None:
         self._client = client
         self._ledger = ledger
         self._chains = Bookkeeping(ledger)
         self.per_chain_limit = per_chain_limit
+        self._lag = lag
 
     def retry(
         self,
@@ -154,7 +160,9 @@ class ItemRetrier:
             return None
         job_id = noted.get(ref.index)
         if job_id is None and str(ref.index) in attempt.row.retry_posting:
-            # An earlier holder began this POST and noted no answer: the API may have made it.
+            # An earlier holder began this POST and noted no answer: the API may have made it,
+            # and the job list may not show it yet (then the batch's message comes back later).
+            self._lag.check(attempt.row.posted_at)
             job_id = self._posted_before(ref, url, status, taken=set(noted.values()))
         if job_id is None:
             job_id = self._post(ref, url, status, attempt.owner)

@@ -87,6 +87,7 @@ from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
 from scrape_pipeline.settings import FromEnv, integer, number
 from scrape_pipeline.sweeps import Sweep, SweepResult, passes
 from scrape_pipeline.sweeps.job_list_state import (
+    JOBS_CHECKPOINT,
     LAG_MARGIN,
     Checkpoint,
     Counted,
@@ -97,7 +98,6 @@ from scrape_pipeline.sweeps.job_list_state import (
 if TYPE_CHECKING:
     from scrape_pipeline.reconciler import ReconcileReport
 
-JOBS_CHECKPOINT = "reconciler-jobs"
 # How far below the watermark the count check reaches (at least twice the overlap): a job
 # listed later than this after the newest listed one is beyond it.
 LATE_CHECK_SECONDS = 1800.0

@@ -49,7 +49,7 @@ from scrape_pipeline.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.deadline import Deadline
-from scrape_pipeline.disposition import Disposition, MessageOutcome
+from scrape_pipeline.disposition import Disposition, MessageOutcome, items_dead
 from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import EmitResult, Emitter, told_with_run
 from scrape_pipeline.geonode.client import GeonodeClient
@@ -82,6 +82,7 @@ from scrape_pipeline.jobs import (
     source_proven,
 )
 from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
+from scrape_pipeline.listing_lag import ListingCatchingUpError
 from scrape_pipeline.paged_store import (
     DETAIL_CANCELLED,
     DETAIL_PAGES,
@@ -102,7 +103,7 @@ _FAILED_CALL = (ServerError, TransportError)
 # Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
 type Waker = Callable[[JobKey], None]
 # Errors after which the lease is handed back at once and the message retried later.
-_RELEASED_ON = (OutOfTimeError, AWSUnavailableError, RateLimitedError, *_NOT_THE_JOBS_FAULT)
+_RELEASED_ON = (OutOfTimeError, AWSUnavailableError, RateLimitedError, ListingCatchingUpError)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ class JobProcessor:
         self._client = client
         self._results = results
         self._retrier = ItemRetrier(
-            client, ledger, per_chain_limit=settings.max_resubmissions_per_url
+            client, ledger, per_chain_limit=settings.max_resubmissions_per_url, lag=resubmitter.lag
         )
         self._pages = PagedStore(
             ledger=ledger,
@@ -257,7 +258,7 @@ class JobProcessor:
         except LeaseLostError:
             # Our lease expired mid-way and another holder took over: it finishes the job.
             return Disposition(MessageOutcome.LEASE_LOST)
-        except _RELEASED_ON as exc:
+        except (*_RELEASED_ON, *_NOT_THE_JOBS_FAULT) as exc:
             self._release_quietly(attempt)
             return self._retry_after(exc, attempt.row)
         except _FAILED_CALL as exc:
@@ -282,6 +283,8 @@ class JobProcessor:
         """When to bring back a message whose lease ``exc`` made us hand back at once."""
         if isinstance(exc, OutOfTimeError):
             return Disposition(MessageOutcome.IN_PROGRESS, 1)
+        if isinstance(exc, ListingCatchingUpError):  # a POST's answer lost: in doubt till then
+            return Disposition(MessageOutcome.IN_DOUBT, exc.retry_in(self._clock.time()))
         if isinstance(exc, AWSUnavailableError):
             return Disposition(
                 MessageOutcome.AWS_UNAVAILABLE, self._backoff(row.releases), str(exc)
@@ -349,7 +352,7 @@ class JobProcessor:
         # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
         self._retire_superseded(attempt.row)
         self._finish(attempt, Outcome.CANCELLED, detail)
-        return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=_items_dead(detail))
+        return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=items_dead(detail))
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         key = attempt.key
@@ -378,17 +381,17 @@ class JobProcessor:
             self._finish(attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job)
         else:
             self._finish(attempt, Outcome.STORED, detail)
-        return Disposition(MessageOutcome.STORED, items_dead_lettered=_items_dead(detail))
+        return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(detail))
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         self._retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
             items = self._pages.store_items(attempt, api_job)
             closed = self._dead_letter(attempt, _failure_record("batch failed", None))
-            return replace(closed, items_dead_lettered=_items_dead(items or {}))
+            return replace(closed, items_dead_lettered=items_dead(items or {}))
         if api_job.error is None or not api_job.error.retryable:
             return self._dead_letter(attempt, _failure_record("not retryable", api_job))
-        resubmission = self._resubmitter.resubmit(api_job, may_have_posted=attempt.row.attempts > 1)
+        resubmission = self._resubmitter.resubmit(api_job, attempt)
         if resubmission is None:
             return self._dead_letter(attempt, _failure_record("resubmission budget spent", api_job))
         detail = {
@@ -588,11 +591,6 @@ class JobProcessor:
         # If this fails too, the lease expires on its own and the job is retaken then.
         with contextlib.suppress(AWSUnavailableError, LeaseLostError):
             self._ledger.release(attempt.key, attempt.owner)
-
-
-def _items_dead(detail: Mapping[str, str]) -> int:
-    """A closed batch's or crawl's items dead-lettered, as its detail counts them."""
-    return int(detail.get("items_failed") or 0)
 
 
 def _failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:

@@ -13,18 +13,45 @@ scraped every day gets its retries every day, and a chain that keeps failing end
 The depth is written only once the API has answered with the new job's id (or the look-up
 found it), so a POST that failed in any way (429, 5xx, no answer) spends nothing: the next
 attempt's look-up finds the job if the API made one after all, and posts again if not.
+
+The look-up proves nothing while the job list may still be catching up: each POST is noted on
+the row (``posted_at``) before it is sent, and no later attempt looks, let alone posts, until
+the listing lag allowed for has passed since (``scrape_pipeline.listing_lag``); meanwhile the
+message comes back through the queue. A POST that certainly did nothing (429, 402, 401, never
+sent) takes its note off, so the next attempt posts at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
+from scrape_pipeline.attempt import Attempt
+from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.outbox import retell_with_run
 from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import (
+    AuthError,
+    PaymentRequiredError,
+    RateLimitedError,
+    TransportError,
+)
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Bookkeeping, Ledger, LedgerRow
+from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
+from scrape_pipeline.listing_lag import ListingLag
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
+
+# A POST that failed so: the API did nothing (429, 402, 401) or may not have (a network error,
+# said apart by ``request_sent``).
+NOTHING_DONE = (RateLimitedError, PaymentRequiredError, AuthError, TransportError)
+
+
+def did_nothing(exc: Exception) -> bool:
+    """The POST that raised ``exc`` certainly created no job."""
+    return isinstance(exc, NOTHING_DONE) and not (
+        isinstance(exc, TransportError) and exc.request_sent
+    )
 
 
 @dataclass(frozen=True)
@@ -36,27 +63,32 @@ class Resubmission:
 
 
 class Resubmitter:
-    """Posts the original request again, within its chain's budget."""
+    """Posts the original request again, within its chain's budget, never while an earlier
+    POST's job may still be missing from the job list (``lag``)."""
 
-    def __init__(self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int):
+    def __init__(
+        self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int, lag: ListingLag
+    ) -> None:
         self._client = client
         self._ledger = ledger
         self._bookkeeping = Bookkeeping(ledger)
         self.per_chain_limit = per_chain_limit
+        self.lag = lag
 
-    def resubmit(self, job: Job, *, may_have_posted: bool) -> Resubmission | None:
+    def resubmit(self, job: Job, attempt: Attempt) -> Resubmission | None:
         """The new job for ``job``'s URL, or None when it has no URL or its chain's budget is
-        spent. Any error of the POST goes up with nothing counted.
+        spent. Any error of the POST goes up with nothing counted; ``ListingCatchingUpError``
+        while an earlier attempt's POST may have made a job the list does not show yet.
 
-        ``may_have_posted``: an earlier lease holder of this job may have posted already (this
-        is not the first attempt), so look for its job before posting; first attempts skip the
-        look-up, which saves one API request per failure.
+        Not the first attempt: an earlier holder may have posted, so its job is looked for
+        first (first attempts skip the look-up, which saves one API request per failure).
         """
         url = job.url
         if not url:
             return None
         depth = self._bookkeeping.chain_depth(JobKey(JobKind.EXTRACT, job.job_id))
-        if may_have_posted:
+        if attempt.row.attempts > 1:
+            self.lag.check(attempt.row.posted_at)
             newer = self._newer_job_for(job, url)
             if newer is not None:
                 # Recorded again in case the holder that posted it died before recording it.
@@ -64,12 +96,23 @@ class Resubmitter:
                 return Resubmission(newer, adopted=True)
         if depth >= self.per_chain_limit:
             return None
+        submitted = self._post(job, url, attempt)
+        self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, submitted), depth + 1)
+        return Resubmission(submitted, adopted=False)
+
+    def _post(self, job: Job, url: str, attempt: Attempt) -> str:
+        """The POST, noted on the row before it is sent; the note taken off if it did nothing."""
+        self._ledger.note_posting(attempt.key, attempt.owner, posting=True)
         posted = _posted(job)
-        submitted = self._client.submit_extract(
-            url, formats=posted.formats, render_js=posted.render_js
-        )
-        self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, submitted.job_id), depth + 1)
-        return Resubmission(submitted.job_id, adopted=False)
+        try:
+            return self._client.submit_extract(
+                url, formats=posted.formats, render_js=posted.render_js
+            ).job_id
+        except NOTHING_DONE as exc:
+            if did_nothing(exc):
+                with contextlib.suppress(AWSUnavailableError, LeaseLostError):
+                    self._ledger.note_posting(attempt.key, attempt.owner, posting=False)
+            raise
 
     def _newer_job_for(self, job: Job, url: str) -> str | None:
         """The earliest job of ``url`` since ``job`` posted as its resubmission is, that no run

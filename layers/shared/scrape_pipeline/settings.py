@@ -318,6 +318,19 @@ GEONODE_API_KEY_SECRET_ID = text(
 _RETRIES = "same clients as `GEONODE_RETRY_MAX_ATTEMPTS`"
 
 
+# Declared here, beside the client's settings, because the submitter, the processor and the
+# CLI all read it (``scrape_pipeline.listing_lag``).
+LISTING_LAG_FLOOR = number(
+    "GEONODE_LISTING_LAG_FLOOR_SECONDS",
+    300.0,
+    "the least listing lag allowed for: a POST whose answer was lost is posted again only once "
+    "a job-list look-up made this long after it (or twice the lag the reconciler measured, if "
+    "more) found nothing. The API lists jobs minutes late at times; waiting costs a lost "
+    "answer's entry minutes, a re-post too early pays for the URL twice",
+    minimum=0,
+)
+
+
 @dataclass(frozen=True)
 class GeonodeSettings(FromEnv):
     """How to reach the Geonode Scraper API (the declarations are the documentation)."""
@@ -328,6 +341,7 @@ class GeonodeSettings(FromEnv):
     timeout_seconds: float = number(
         "GEONODE_TIMEOUT_SECONDS", 30.0, "a sync extract may render JavaScript"
     ).field()
+    listing_lag_floor_s: float = LISTING_LAG_FLOOR.field()
     retry_max_attempts: int = integer(
         "GEONODE_RETRY_MAX_ATTEMPTS",
         6,

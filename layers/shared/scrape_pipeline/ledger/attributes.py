@@ -54,6 +54,10 @@ class Attr(StrEnum):
     RETRYING_ITEMS = "retrying_items"
     # The indexes of the items whose retry is being posted: one a holder died in may exist.
     RETRY_POSTING = "retry_posting"
+    # When a holder last began a POST for this row (a resubmission, an item's retry): until the
+    # job list covers it (``scrape_pipeline.listing_lag``) a look-up that finds nothing proves
+    # nothing, so no holder posts again before then.
+    POSTED_AT = "posted_at"
     PAGES_STORED = "pages_stored"
     # An extract job that retries a batch's or crawl's item: ``<kind>#<job id>#<item index>``.
     RETRY_OF = "retry_of"

@@ -200,13 +200,13 @@ class Leases(Reads):
         answered with a job (``retry``, ``<index>:<job id>``: a holder that redoes the item
         adopts it), or neither: the POST certainly did nothing (given back)."""
         update = Update()
+        now = self.clock.time()
         if posting:
-            update.add(Attr.RETRY_POSTING, {str(index)})
+            update.add(Attr.RETRY_POSTING, {str(index)}).set(Attr.POSTED_AT, now)
         else:
             update.delete(Attr.RETRY_POSTING, {str(index)})
         if retry is not None:
             update.add(Attr.RETRYING_ITEMS, {retry})
-        now = self.clock.time()
         return self._leased_update(key, owner, lifecycle.NOTE_ITEM_RETRY, update, now)
 
     def note_resubmission(self, key: JobKey, owner: str, job_id: str) -> LedgerRow:
@@ -215,6 +215,13 @@ class Leases(Reads):
         part of, follows on to it."""
         update = Update().set(Attr.DETAIL, {DETAIL_RESUBMITTED_AS: job_id})
         now = self.clock.time()
+        return self._leased_update(key, owner, lifecycle.NOTE_RESUBMISSION, update, now)
+
+    def note_posting(self, key: JobKey, owner: str, *, posting: bool) -> LedgerRow:
+        """Note on a held row that its resubmission's POST is about to be sent (``posting``),
+        or that it certainly did nothing (the note taken off): ``LedgerRow.posted_at``."""
+        now = self.clock.time()
+        update = Update().set(Attr.POSTED_AT, now) if posting else Update().remove(Attr.POSTED_AT)
         return self._leased_update(key, owner, lifecycle.NOTE_RESUBMISSION, update, now)
 
     def settle_items(

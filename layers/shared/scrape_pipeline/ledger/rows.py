@@ -52,6 +52,8 @@ class LedgerRow:
     retrying_items: frozenset[str] = frozenset()
     # The items whose retry's POST began and has not been noted (the holder may have died).
     retry_posting: frozenset[str] = frozenset()
+    # When a holder last began a POST for this row whose answer it may not have recorded.
+    posted_at: float | None = None
     pages_stored: int = 0
     # For an extract job that retries an item: the item (``<kind>#<job id>#<index>``).
     retry_of: str | None = None
@@ -196,6 +198,7 @@ _DECODERS: Final[Mapping[Attr, _Decoder]] = {
     # Times that a row may not have: None, not zero.
     **dict.fromkeys((Attr.LEASE_UNTIL, Attr.FINISHED_AT, Attr.EXPIRES_AT), _number),
     **dict.fromkeys((Attr.JOB_CREATED_AT, Attr.LATE_WEBHOOK_AT, Attr.FAILING_SINCE), _number),
+    Attr.POSTED_AT: _number,
     **dict.fromkeys(
         (Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN, Attr.RETRY_OF), _text
     ),

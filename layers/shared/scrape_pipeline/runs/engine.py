@@ -37,6 +37,7 @@ from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
+from scrape_pipeline.settings import LISTING_LAG_FLOOR
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
@@ -64,6 +65,7 @@ class EventKind(StrEnum):
     REJECTED = "rejected"
     IN_DOUBT = "in_doubt"
     WAITING = "waiting"  # for the lease of an entry another submitter holds
+    CATCHING_UP = "catching_up"  # in doubt: waiting for the job list to cover its POST
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,12 @@ class SubmitterSettings:
     """The submitter's timings; every one has a default the contract leaves open."""
 
     skew_s: float = DEFAULT_SKEW_S  # how far the API's clock may run behind ours
-    listing_delay_s: float = 30.0  # after a POST, how long before the job list shows its job
+    listing_delay_s: float = LISTING_LAG_FLOOR.default  # the list's lag (``listing_lag``)
     max_not_acted: int = 30  # consecutive 429s / unreachable before the run stops
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
     wait_for_leases: bool = True  # wait out another submitter's posting lease, then settle it
+    wait_for_doubts: bool = True  # else a doubt the list may not cover yet is left for later
 
 
 @dataclass(frozen=True)
@@ -129,11 +132,8 @@ def new_owner() -> str:
 
 
 def holder_gone(owner: str | None) -> bool:
-    """``owner`` (a ``new_owner`` token) is a process of this host that is no longer alive.
-
-    Only a pid of this host can be asked; a pid reused since reads as alive (the lease is
-    then waited out, the safe side).
-    """
+    """``owner`` (a ``new_owner`` token) is a process of this host no longer alive (only a
+    pid of this host can be asked; one reused since reads as alive: the lease is waited out)."""
     host, _, rest = (owner or "").rpartition(":")[0].rpartition(":")
     if host != socket.gethostname() or not rest.isdigit():
         return False
@@ -249,11 +249,9 @@ class Submitter:
         return self._time_left() <= 0
 
     def settle(self, run: Run, *, post_unfound: bool = False) -> list[Entry]:
-        """Resolve what is in doubt without posting planned entries (``runs resolve``).
-
-        Leases run out are expired, extracts in doubt looked up and the job found adopted;
-        one not found is posted again only with ``post_unfound``. The run's entries after.
-        """
+        """Resolve what is in doubt without posting planned entries (``runs resolve``): leases
+        run out expired, extracts in doubt looked up and the job found adopted; one not found
+        is posted again only with ``post_unfound``. The run's entries after."""
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up, self._post_unfound = set(), post_unfound
         self._time_left = lambda: math.inf
@@ -514,10 +512,9 @@ class Submitter:
 
         Each entry is looked up once per call; a batch or crawl in doubt is adopted when the
         evidence source names its job, else left for the operator (its report names it).
-        ``ready_only``: skip extracts the job list may not show yet (posted less than
-        ``listing_delay_s`` ago), rather than wait for them, and batches and crawls (their
-        evidence is read once, after posting: a read pages the source and asks the API about
-        each candidate, and a rerun killed again would pay it for nothing).
+        ``ready_only``: skip extracts the list may not show yet (posted less than
+        ``listing_delay_s`` ago; so does ``wait_for_doubts`` off), and batches and crawls
+        (their evidence is read once, after posting: a rerun killed again would pay for it).
         """
         self._expire_leases(run)
         if run.mode is not RunMode.ASYNC:
@@ -535,7 +532,8 @@ class Submitter:
             if entry.index in self._looked_up or self._stopped is not None:
                 continue
             posted_at = entry.posted_at if entry.posted_at is not None else self._t()
-            if ready_only and posted_at + self.settings.listing_delay_s > self._t():
+            waits = ready_only or not self.settings.wait_for_doubts
+            if waits and posted_at + self.settings.listing_delay_s > self._t():
                 continue
             self._looked_up.add(entry.index)
             self._resolve(run, entry, taken)
@@ -557,6 +555,8 @@ class Submitter:
 
     def _resolve(self, run: Run, entry: Entry, taken: Held) -> None:
         posted_at = entry.posted_at if entry.posted_at is not None else self._t()
+        if posted_at + self.settings.listing_delay_s > self._t():
+            self._tell(EventKind.CATCHING_UP, entry)  # a look-up before proves nothing
         self._wait_until(posted_at + self.settings.listing_delay_s)
         try:
             job = self._look_up(entry.urls[0], posted_at, taken)
@@ -578,11 +578,8 @@ class Submitter:
             self._post_planned(run, released)
 
     def _look_up(self, url: str, posted_at: float, taken: Held) -> JobSummary | None:
-        """``find_created`` at the pace's rate, tried again as the client would a read.
-
-        With a pace the client does not retry (its 429s are the pace's news), so the lookup's
-        own retries are here: a 429 pauses every worker, other transient errors back off.
-        """
+        """``find_created`` at the pace's rate, tried again as the client would a read (with a
+        pace the client does not retry): a 429 pauses every worker, other errors back off."""
         tries = LOOKUP_TRIES if self.pace is not None else 1
         for attempt in range(1, tries + 1):
             sent_at = self._turn()

@@ -7,8 +7,8 @@ a continuation message for the run goes to the submissions queue, delayed by wha
 the API's pause. An invocation killed by its timeout leaves its message to come back after
 the queue's visibility timeout, by which time its posting leases (``lease_s``, shorter) have
 run out: the next invocation expires them to in doubt and looks them up, never posts them
-blind. Nothing here waits for another submitter's lease: a continuation delayed until it
-runs out is sent instead.
+blind. Nothing here waits for another submitter's lease, nor for the job list to cover an
+entry in doubt (``doubt_wait``): a continuation delayed until then is sent instead.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Final, Protocol
 
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.runs.doubt_wait import catching_up
 from scrape_pipeline.runs.engine import Planned, RunReport, Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
@@ -167,9 +168,9 @@ class Inside:
             planned = Planned(run, created=False, resumed=dict(found))
             idle = request.idle
         report = submitter.work(planned, time_left=lambda: remaining_s() - self.settings.margin_s)
-        return self._then(report, idle)
+        return self._then(report, idle, submitter.settings.listing_delay_s)
 
-    def _then(self, report: RunReport, idle: int) -> Round:
+    def _then(self, report: RunReport, idle: int, lag_s: float) -> Round:
         """Continue the run now, later, or not at all."""
         name, now = report.run.name, self._clock.time()
         if report.cut:
@@ -189,6 +190,10 @@ class Inside:
             delay = int(max(held) - now) + 1
             return self._continue(report, delay, idle, "another submitter holds entries")
         doubts = report.where(S.IN_DOUBT)
+        waiting = catching_up(doubts, lag_s, now) if report.run.mode is RunMode.ASYNC else None
+        if waiting is not None:
+            # Looked up only once the job list covers each POST: never posted again before.
+            return self._continue(report, math.ceil(waiting.until - now) + 1, idle, waiting.why)
         if doubts and report.run.mode is RunMode.ASYNC:
             delay = self.settings.retry_delay_s
             return self._continue(report, delay, idle, f"{len(doubts)} lookup(s) failed")

@@ -16,6 +16,9 @@ from typing import Any
 from scrape_pipeline.sweeps import passes
 from scrape_pipeline.sweeps.passes import SavedPass
 
+# The job-list sweep's checkpoint row (``meta#`` + this): the submitter and the processor read
+# its measured lag too (``scrape_pipeline.listing_lag``).
+JOBS_CHECKPOINT = "reconciler-jobs"
 # Pending passes kept at most; beyond it the two newest are merged and read again from their
 # first page. Only a reconciler far behind a heavy account reaches it (each run adds at most
 # one pending pass: its fresh one, when cut short).

@@ -8,6 +8,8 @@ from scrape_pipeline.api_key import api_key_store
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.retry import RetryPolicy
+from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.listing_lag import ListingLag
 from scrape_pipeline.settings import GeonodeSettings
 
 
@@ -22,3 +24,11 @@ def geonode_client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> 
         clock=clock,
         refresh_key=keys.refreshed,
     )
+
+
+def listing_lag(env: Mapping[str, str], ledger: Ledger | None, clock: Clock) -> ListingLag:
+    """The listing lag allowed for: the floor from the environment, the reconciler's measured
+    lag from the ledger (none: the floor alone)."""
+    floor = GeonodeSettings.from_env(env).listing_lag_floor_s
+    books = Bookkeeping(ledger) if ledger is not None else None
+    return ListingLag(books, clock=clock, floor_s=floor)

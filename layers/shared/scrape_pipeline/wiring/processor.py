@@ -16,7 +16,7 @@ from scrape_pipeline.resources import RESULTS_BUCKET
 from scrape_pipeline.resubmission import Resubmitter
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.wiring import stores
-from scrape_pipeline.wiring.api import geonode_client
+from scrape_pipeline.wiring.api import geonode_client, listing_lag
 from scrape_pipeline.wiring.events import emitter_from_env
 
 
@@ -54,7 +54,12 @@ def build_processor(
         ledger=ledger,
         client=client,
         results=ResultStore(bucket, client=boto3.client("s3")),
-        resubmitter=Resubmitter(client, ledger, per_chain_limit=settings.max_resubmissions_per_url),
+        resubmitter=Resubmitter(
+            client,
+            ledger,
+            per_chain_limit=settings.max_resubmissions_per_url,
+            lag=listing_lag(env, ledger, clock),
+        ),
         clock=clock,
         emitter=emitter_from_env(env, ledger, linger=settings.event_linger_seconds),
         waker=wake,

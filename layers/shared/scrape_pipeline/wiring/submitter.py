@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
@@ -16,14 +17,16 @@ from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
 from scrape_pipeline.runs.inside import Inside, InsideSettings, ObjectReader, Sender
 from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline.runs.pace import Pace
-from scrape_pipeline.wiring.api import geonode_client
+from scrape_pipeline.wiring import stores
+from scrape_pipeline.wiring.api import geonode_client, listing_lag
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
     from types_boto3_sqs.client import SQSClient
 
-# Never wait out another submitter's lease inside an invocation: a delayed continuation does.
-LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False)
+# Never wait out another submitter's lease, nor the job list's lag behind an entry in doubt,
+# inside an invocation: a delayed continuation does.
+LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False, wait_for_doubts=False)
 
 
 def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Inside:
@@ -48,14 +51,16 @@ def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = 
     # A batch or crawl in doubt is adopted once the delivery log names it: its settlement is
     # logged there whether or not its webhook reached the stack (no grant: the API's log).
     evidence = DeliveryLogCandidates(client)
+    lag = listing_lag(env, stores.ledger_from_env(env, clock), clock)
 
     def submitter(journal: Journal) -> Submitter:
-        # The same pace as the CLI's: several POSTs in flight at the rate the API allows.
+        # The same pace as the CLI's: several POSTs in flight at the rate the API allows; the
+        # listing lag as the reconciler measures it now (one BatchGetItem a round).
         return Submitter(
             journal,
             client,
             clock=clock,
-            settings=LAMBDA_SUBMITTER,
+            settings=replace(LAMBDA_SUBMITTER, listing_delay_s=lag.allowed()),
             pace=Pace(clock),
             evidence=evidence,
         )
