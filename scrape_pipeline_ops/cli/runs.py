@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.completion import OPEN
-from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
 from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
@@ -37,9 +37,11 @@ from scrape_pipeline_ops.cli.job_outcomes import (
 )
 from scrape_pipeline_ops.cli.submit_run import (
     OpenJournal,
+    cli_listing_lag,
     evidence_source,
     open_journal,
     separate_announcer,
+    tell_catching_up,
 )
 
 if TYPE_CHECKING:
@@ -368,8 +370,18 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
         # for rows already DONE and the delivery log's pages too (evidence_source).
         api = _OnFirstUse(ctx)
         evidence = evidence_source(ctx, api, operator=True)
+        # An extract in doubt is looked up (and, ordered, re-posted) only once the job list
+        # covers its POST: the wait is the listing lag allowed for.
+        lag = cli_listing_lag(ctx)
+        settings = SubmitterSettings(listing_delay_s=lag)
         submitter = Submitter(
-            opened.journal, api, clock=ctx.clock, announce=announce, evidence=evidence
+            opened.journal,
+            api,
+            clock=ctx.clock,
+            announce=announce,
+            evidence=evidence,
+            settings=settings,
+            listener=lambda event: tell_catching_up(ctx, event, lag),
         )
         entries = submitter.settle(run, post_unfound=args.repost_in_doubt)
         if args.repost_in_doubt and run.mode is not RunMode.ASYNC:

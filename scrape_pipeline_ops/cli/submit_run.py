@@ -173,8 +173,7 @@ class _Lines:
         if self.mode is RunMode.BATCH:
             line["urls"] = len(entry.urls)
         if event.kind is EventKind.CATCHING_UP:
-            wait = CatchingUp(1, (entry.posted_at or 0.0) + self.lag_s, self.lag_s)
-            self.ctx.out.notice(f"{entry.label()}: {wait.why}")
+            tell_catching_up(self.ctx, event, self.lag_s)
             return
         if event.kind is EventKind.WAITING:
             until = format_time(entry.lease_until or 0.0)
@@ -194,6 +193,14 @@ class _Lines:
             line["error"] = entry.reason
         line.update(run=entry.run, entry=entry.index)
         self.ctx.out.row(line, COLUMNS)
+
+
+def tell_catching_up(ctx: Context, event: Event, lag_s: float) -> None:
+    """On stderr: an entry in doubt waits for the job list to cover its POST, until when."""
+    if event.kind is EventKind.CATCHING_UP:
+        entry = event.entry
+        wait = CatchingUp(1, (entry.posted_at or 0.0) + lag_s, lag_s)
+        ctx.out.notice(f"{entry.label()}: {wait.why}")
 
 
 def cli_listing_lag(ctx: Context) -> float:

@@ -152,3 +152,30 @@ def test_cli_submit_run_options_usage_errors(
 def test_cli_submit_help_says_where_the_journal_is(cli: Cli):
     result = cli("submit", "--help")
     assert "SCRAPE_PIPELINE_JOURNAL" in result.out and "runs.sqlite3" in result.out
+
+
+def test_cli_submit_under_listing_lag_says_what_it_waits_for_and_posts_each_url_once(
+    cli: Cli, clock: ManualClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN an API that lists jobs 240-265 s late (the listing-lag profile) and the second
+    # extract POST's answer lost after the job was made
+    config = SimConfig(
+        **QUIET,
+        api_keys=(KEY,),
+        webhook_dispatcher=False,
+        balance_tokens=None,
+        listing_lag_min_s=240.0,
+        listing_lag_max_s=265.0,
+    )
+    with SimulatorServer(config, clock) as server:
+        monkeypatch.setenv("GEONODE_BASE_URL", server.base_url)
+        monkeypatch.setenv("GEONODE_SCRAPER_API_KEY", KEY)
+        path, urls = _file(tmp_path, "listing-lag", 3)
+        server.sim.faults.lose_answers("POST /v1/extract", [504])
+        # WHEN the file is submitted
+        result = cli("submit", str(path), "--mode", "async", "--json", clock=clock)
+        # THEN it said what it waited for, adopted the job, and exits 0 with each URL once
+        submissions = server.sim.submissions()
+        assert {u: submissions.get(u, 0) for u in urls} == dict.fromkeys(urls, 1)
+        assert result.code == 0, result.err
+        assert "for the job list to catch up (listing lag 300 s)" in result.err

@@ -44,6 +44,7 @@ ADDED_SINCE: dict[str, Any] = {
     "items_cancelled": 0,
     "retrying_items": [],
     "retry_posting": [],
+    "posted_at": None,
     "pages_stored": 0,
     "retry_of": None,
     "run": None,
