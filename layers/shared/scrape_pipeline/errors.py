@@ -17,6 +17,7 @@
     │   ├── LeaseLostError               the caller no longer holds the job's lease
     │   └── ConditionFailedError         a conditional write refused; carries the old item
     ├── OutOfTimeError                   attempt: a batch's next page would not fit (checkpointed)
+    ├── ListingCatchingUpError           listing_lag: a lost POST's job may not be listed yet
     ├── BadPlanError (ValueError)        runs.plan: a run that cannot be planned (name, URLs, size)
     ├── BadRequestError                  runs.request: a run file or message the submitter drops
     ├── JournalError                     runs.journal: the run journal's own errors
