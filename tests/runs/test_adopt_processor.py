@@ -17,20 +17,42 @@ from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.item_retries import ItemRetrier, RetryRef, formats_of
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.listing_lag import ListingLag
 from scrape_pipeline.resubmission import Resubmitter, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
+from scrape_pipeline.settings import LISTING_LAG_FLOOR
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 
 URL = "https://example.com/adopt/processor"
+LAG = LISTING_LAG_FLOOR.default  # the listing lag allowed for: no reconciler measured one
 
 
 @pytest.fixture
 def ledger(table: tuple[str, str], clock: ManualClock) -> Iterator[Ledger]:
     endpoint, name = table
     yield Ledger(name, client=boto3.client("dynamodb", endpoint_url=endpoint), clock=clock)
+
+
+def resubmitter(client: GeonodeClient, ledger: Ledger, clock: ManualClock) -> Resubmitter:
+    return Resubmitter(client, ledger, per_chain_limit=2, lag=ListingLag(None, clock=clock))
+
+
+def dead_holder_posts(ledger: Ledger, job_id: str) -> JobKey:
+    """A first holder of the failed job's lease noted its resubmission POST, then died."""
+    key = JobKey(JobKind.EXTRACT, job_id)
+    ledger.acquire(key, "dead", 120, source="webhook")
+    ledger.note_posting(key, "dead", posting=True)
+    return key
+
+
+def next_holder(ledger: Ledger, key: JobKey) -> Attempt:
+    """The failed job's lease as its next holder takes it (the dead one's ran out)."""
+    lease = ledger.acquire(key, "next", 120, source="webhook")
+    assert lease.granted and lease.row is not None
+    return Attempt(key, "next", lease.row)
 
 
 def created(server: SimulatorServer) -> dict[str, dict[str, Any]]:
@@ -69,9 +91,12 @@ def test_a_resubmission_never_adopts_a_runs_job_or_one_of_other_formats(
     else:
         foreign = client.submit_extract(URL, formats=["html"]).job_id
     clock.advance(10)
-    # WHEN its next holder resubmits it
-    resubmitter = Resubmitter(client, ledger, per_chain_limit=2)
-    found = resubmitter.resubmit(client.get_job(failed), may_have_posted=True)
+    # WHEN its next holder resubmits it, once the job list covers the dead holder's POST
+    key = dead_holder_posts(ledger, failed)
+    clock.advance(LAG)
+    found = resubmitter(client, ledger, clock).resubmit(
+        client.get_job(failed), next_holder(ledger, key)
+    )
     # THEN it posted a new markdown job: the other one is left to its owner
     assert found is not None and found.job_id != foreign, f"adopted {other}"
     jobs = created(server)
@@ -85,13 +110,14 @@ def test_a_resubmission_adopts_the_job_its_dead_holder_posted_not_a_later_runs(
     # GIVEN a failed job, the resubmission its dead holder posted, then a run's job of URL
     failed = client.submit_extract(URL, formats=["markdown"]).job_id
     clock.advance(5)
+    key = dead_holder_posts(ledger, failed)
     posted = client.submit_extract(URL, formats=["markdown"]).job_id
     clock.advance(5)
     a_runs_job(client, ledger, clock, ["markdown"])
-    clock.advance(10)  # every job listed
+    clock.advance(LAG)  # every job listed, the dead holder's POST covered
     # WHEN the next holder resubmits the failed job
-    found = Resubmitter(client, ledger, per_chain_limit=2).resubmit(
-        client.get_job(failed), may_have_posted=True
+    found = resubmitter(client, ledger, clock).resubmit(
+        client.get_job(failed), next_holder(ledger, key)
     )
     # THEN it adopted the dead holder's job, and posted nothing
     assert found is not None and found.adopted and found.job_id == posted
@@ -113,11 +139,11 @@ def test_an_item_retry_adopts_the_job_its_dead_holder_posted_not_a_later_runs(
     # AND then a run posted the same URL with the same formats
     a_runs_job(client, ledger, clock, list(formats_of(status)))
     # WHEN the next holder (its lease taken once the dead one's ran out) retries item 0
-    clock.advance(200)
+    clock.advance(LAG)  # and the job list covers the dead holder's POST
     lease = ledger.acquire(key, "next", 120, source="webhook")
     assert lease.granted and lease.row is not None
     [item] = [i for i in client.iter_batch_items(batch) if i.url == URL]
-    retrier = ItemRetrier(client, ledger, per_chain_limit=2)
+    retrier = ItemRetrier(client, ledger, per_chain_limit=2, lag=ListingLag(None, clock=clock))
     ref = RetryRef(key, 0)
     job_id = retrier.retry(
         ref, item, status=status, attempt=Attempt(key, "next", lease.row), noted={}
@@ -137,15 +163,15 @@ def test_a_runs_resubmission_adopts_the_job_its_dead_holder_handed_the_run_on_to
     lease = ledger.acquire(key, "dead", 120, source="webhook")
     assert lease.granted and lease.row is not None
     clock.advance(5)
+    ledger.note_posting(key, "dead", posting=True)
     posted = client.submit_extract(URL, formats=["markdown"]).job_id
     hand_on(ledger, lease.row, "dead", posted)
     handed = ledger.get(JobKey(JobKind.EXTRACT, posted))
     assert handed is not None and handed.run == "run-a"
-    clock.advance(200)  # every job listed, the dead holder's lease run out
+    clock.advance(LAG)  # every job listed, the dead holder's lease run out and POST covered
     # WHEN the next holder resubmits the failed job
-    assert ledger.acquire(key, "next", 120, source="webhook").granted
-    found = Resubmitter(client, ledger, per_chain_limit=2).resubmit(
-        client.get_job(failed), may_have_posted=True
+    found = resubmitter(client, ledger, clock).resubmit(
+        client.get_job(failed), next_holder(ledger, key)
     )
     # THEN it adopted the job the run was handed on to, and posted nothing
     assert found is not None and found.adopted and found.job_id == posted
