@@ -6,6 +6,7 @@ clears the AWS environment before every test, so ``live`` sets the stack's back 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -96,17 +97,26 @@ def stack_environment(stack: LocalStack) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def module_stack() -> Iterator[LocalStack]:
-    stack = LocalStack(ManualClock(), SimConfig(**QUIET)).start()
+@contextlib.contextmanager
+def quiet_stack(**sim: Any) -> Iterator[LocalStack]:
+    """A started stack on ``QUIET``'s API changed by ``sim``, its handlers logging errors only."""
+    stack = LocalStack(ManualClock(), SimConfig(**{**QUIET, **sim})).start()
     # The handlers run in this process and log to stdout: keep the CLI's output readable.
     levels = {name: module.logger.log_level for name, module in stack.handlers.items()}
     for module in stack.handlers.values():
         module.logger.setLevel("ERROR")
-    yield stack
-    for name, module in stack.handlers.items():
-        module.logger.setLevel(levels[name])
-    stack.stop()
+    try:
+        yield stack
+    finally:
+        for name, module in stack.handlers.items():
+            module.logger.setLevel(levels[name])
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def module_stack() -> Iterator[LocalStack]:
+    with quiet_stack() as stack:
+        yield stack
 
 
 def use_stack(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:

@@ -10,25 +10,16 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack
-from tests.cli.conftest import QUIET, Cli, use_stack
+from tests.cli.conftest import Cli, quiet_stack, use_stack
 from tests.cli.test_cli_runs import _file
 
 
 @pytest.fixture(scope="module")
 def module_stack() -> Iterator[LocalStack]:
     """The conftest's stack, on an API where half the jobs fail retryably."""
-    stack = LocalStack(ManualClock(), SimConfig(**{**QUIET, "retryable_failure_rate": 0.5}))
-    stack.start()
-    levels = {name: module.logger.log_level for name, module in stack.handlers.items()}
-    for module in stack.handlers.values():
-        module.logger.setLevel("ERROR")  # the handlers log to the CLI's stdout
-    yield stack
-    for name, module in stack.handlers.items():
-        module.logger.setLevel(levels[name])
-    stack.stop()
+    with quiet_stack(retryable_failure_rate=0.5) as stack:
+        yield stack
 
 
 @pytest.fixture

@@ -11,10 +11,8 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import API_KEY, LocalStack
-from tests.cli.conftest import QUIET, Cli
+from tests.cli.conftest import Cli, quiet_stack
 from tests.cli.test_cli_runs import _file
 from tests.cli.test_cli_runs_stack import _settle
 
@@ -22,15 +20,8 @@ from tests.cli.test_cli_runs_stack import _settle
 @pytest.fixture(scope="module")
 def module_stack() -> Iterator[LocalStack]:
     """The conftest's stack, on an API where two items (or pages) in five fail for good."""
-    stack = LocalStack(ManualClock(), SimConfig(**{**QUIET, "permanent_failure_rate": 0.4}))
-    stack.start()
-    levels = {name: module.logger.log_level for name, module in stack.handlers.items()}
-    for module in stack.handlers.values():
-        module.logger.setLevel("ERROR")  # the handlers log to the CLI's stdout
-    yield stack
-    for name, module in stack.handlers.items():
-        module.logger.setLevel(levels[name])
-    stack.stop()
+    with quiet_stack(permanent_failure_rate=0.4) as stack:
+        yield stack
 
 
 def _stored_run(
