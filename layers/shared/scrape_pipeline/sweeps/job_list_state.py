@@ -31,8 +31,9 @@ LAG_MEMORY_SECONDS = 86_400.0
 # Parts of the count check's range kept at most (one a fresh pass between checks); beyond it the
 # two oldest are merged, the lower watermark kept (a lag sample can only come out smaller).
 MAX_MARKS = 16
-# A run starts a few seconds early or late on its schedule (as ``reconciler.CADENCE_SLACK``): a
-# count check due every 600 s is due at a run 598 s after the last one.
+# A run starts a few seconds early or late on its schedule (as
+# ``reconcile_cadence.CADENCE_SLACK``): a count check due every 600 s is due at a run 598 s
+# after the last one.
 CHECK_SLACK = 5.0
 
 
