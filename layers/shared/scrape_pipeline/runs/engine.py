@@ -37,10 +37,13 @@ from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
+from scrape_pipeline.runs.workers import OutOfTimeError as _OutOfTimeError
+from scrape_pipeline.runs.workers import PostingPool
 from scrape_pipeline.settings import LISTING_LAG_FLOOR
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
+_INTERRUPTED = "interrupted mid-POST (Ctrl-C): the answer may be lost"
 
 
 class SubmitClient(JobLister, JobReader, Protocol):
@@ -51,10 +54,6 @@ class SubmitClient(JobLister, JobReader, Protocol):
     def create_batch(self, urls: Iterable[str], **options: Any) -> SubmittedJob: ...
 
     def create_crawl(self, url: str, **options: Any) -> SubmittedJob: ...
-
-
-class _OutOfTimeError(Exception):
-    """A wait would end past the caller's time: the call ends, with nothing held."""
 
 
 class EventKind(StrEnum):
@@ -276,81 +275,19 @@ class Submitter:
         return False
 
     def _post_in_parallel(self, run: Run, entries: Sequence[Entry], workers: int) -> bool:
-        """Post ``entries`` with up to ``workers`` threads, as many in flight as the pace's
-        ``concurrency`` allows (taken in order); True when the caller's time ended it.
-
-        A worker's crash (any BaseException) stops the others from claiming more and is raised
-        here; a KeyboardInterrupt here leaves what is in flight in doubt at once.
-        """
-        todo = iter(entries)
-        was_cut = threading.Event()
-        halt = threading.Event()
-        crashes: list[BaseException] = []
-        gate = threading.Condition()  # at most pace.concurrency() entries in flight
-        in_flight = [0]
+        """Post ``entries`` with up to ``workers`` threads (``workers.PostingPool``); True when
+        the caller's time ended it."""
         pace = self.pace
         assert pace is not None
-
-        def next_entry() -> Entry | None:
-            with gate:
-                while in_flight[0] >= pace.concurrency() and not halt.is_set():
-                    gate.wait()
-                with self._lock:
-                    if halt.is_set() or self._stopped is not None:
-                        return None
-                    if self._out_of_time():
-                        was_cut.set()
-                        return None
-                    entry = next(todo, None)
-                if entry is not None:
-                    in_flight[0] += 1
-                return entry
-
-        def done() -> None:
-            with gate:
-                in_flight[0] -= 1
-                gate.notify_all()
-
-        def worker() -> None:
-            try:
-                while (entry := next_entry()) is not None:
-                    try:
-                        self._post_planned(run, entry)
-                    finally:
-                        done()
-            except _OutOfTimeError:
-                was_cut.set()  # what the others hold is answered; nothing more is claimed
-                halt_all()
-            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-                crashes.append(exc)
-                halt_all()
-
-        def halt_all() -> None:
-            halt.set()
-            with gate:
-                gate.notify_all()
-
-        self._run_workers(worker, workers, halt)
-        if crashes:
-            raise crashes[0]
-        return was_cut.is_set()
-
-    def _run_workers(self, worker: Callable[[], None], workers: int, halt: threading.Event) -> None:
-        """``workers`` threads of ``worker``, joined. Anything raised here (Ctrl-C, a stop at
-        the function's timeout) halts them; Ctrl-C also leaves what is in flight in doubt."""
-        threads = [
-            threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(workers)
-        ]
-        for thread in threads:
-            thread.start()
-        try:
-            for thread in threads:
-                thread.join()
-        except BaseException as exc:
-            halt.set()
-            if isinstance(exc, KeyboardInterrupt):
-                self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
-            raise
+        pool = PostingPool(
+            entries,
+            post=lambda entry: self._post_planned(run, entry),
+            concurrency=pace.concurrency,
+            stopped=lambda: self._stopped is not None,
+            out_of_time=self._out_of_time,
+            lock=self._lock,
+        )
+        return pool.run(workers, lambda: self._doubt_in_flight(_INTERRUPTED))
 
     def _doubt_in_flight(self, reason: str) -> None:
         """What this submitter has in flight goes to doubt (its answer may never be read)."""
@@ -414,7 +351,7 @@ class Submitter:
             return outcome.verdict, self._failed(claimed, outcome, sent_at)
         except KeyboardInterrupt:
             # Ctrl-C mid-POST: the request may have gone out; in doubt now, not in 300 s.
-            self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
+            self._doubt_in_flight(_INTERRUPTED)
             raise
         except Exception as exc:
             # Not the API's answer but our reading of it, or a bug: the job may exist.
