@@ -15,7 +15,7 @@ not say which options a batch was posted with.)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -111,15 +111,21 @@ def evidenced(
             find_by_evidence, named, remembered, run.mode, entry.urls, since, taken=taken
         )
         try:
-            job_id = find()
-            while job_id is not None and job_id in held:
-                taken.add(job_id)  # another run's batch of the same URLs: look further
-                job_id = find()
+            job_id = _first_not_held(find, held, taken)
         except GeonodeError:
             continue
         if job_id is not None:
             taken.add(job_id)
             yield entry, job_id
+
+
+def _first_not_held(find: Callable[[], str | None], held: Held, taken: set[str]) -> str | None:
+    """The first job ``find`` names that no run's entry holds."""
+    job_id = find()
+    while job_id is not None and job_id in held:
+        taken.add(job_id)  # another run's batch of the same URLs: look further
+        job_id = find()
+    return job_id
 
 
 class _Named:
