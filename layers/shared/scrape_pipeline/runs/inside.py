@@ -22,11 +22,12 @@ from typing import Final, Protocol
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.runs.doubt_wait import catching_up
-from scrape_pipeline.runs.engine import Planned, RunReport, Submitter
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import BadPlanError, RunMode
+from scrape_pipeline.runs.report import Planned, RunReport
 from scrape_pipeline.runs.request import (
     BadRequestError,
     Request,
