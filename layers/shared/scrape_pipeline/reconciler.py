@@ -252,6 +252,11 @@ SWEEP_TABLE: tuple[SweepRow, ...] = (
 SWEEPS = tuple(row.name for row in SWEEP_TABLE)
 
 
+def _due(cadence: CadenceRow, now: float, *, full: bool) -> list[SweepRow]:
+    """The table's sweeps due at ``now`` (all of them when ``full``), in order."""
+    return [row for row in SWEEP_TABLE if full or cadence.due(row, now)]
+
+
 def _names() -> list[str]:
     """The table's sweeps that recover jobs, by name, in order (read when asked: a test may
     run its own table)."""
@@ -388,7 +393,7 @@ class Reconciler:
             self.settings.full_sweep_seconds,
             self.settings.gap_memory_seconds,
         )
-        due = [row for row in SWEEP_TABLE if full or cadence.due(row, started)]
+        due = _due(cadence, started, full=full)
         report.skipped = [row.name for row in SWEEP_TABLE if row not in due]
         weights = [row.share(self.settings) for row in due]
         for index, row in enumerate(due):

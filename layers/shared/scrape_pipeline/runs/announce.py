@@ -61,10 +61,11 @@ class Announcer:
         now = float(update["ExpressionAttributeValues"][":updated_at"]["N"])
         put = self._ledger.submitted_put(key, now, run=run)
         link = self._ledger.link_run_update(key, run)
+        # The row's write: its put, or (once the row is found to exist) its link to the run.
+        second = {False: {"Put": put}, True: {"Update": link}}
         row_exists, codes = False, ["None"]
         for attempt in range(_ATTEMPTS):
-            second = {"Update": link} if row_exists else {"Put": put}
-            cancelled = self._transact([{"Update": update}, second])
+            cancelled = self._transact([{"Update": update}, second[row_exists]])
             if cancelled is None:
                 if row_exists:
                     self._retell(key, run)
@@ -79,12 +80,7 @@ class Announcer:
                 continue
             if not self._wait_to_retry(codes, attempt):
                 break
-        raise AWSUnavailableError(
-            "dynamodb",
-            "TransactWriteItems",
-            next((c for c in codes if c != "None"), "TransactionCanceled"),
-            f"{what} and the ledger row of {key.pk} were not written; run the same command again",
-        )
+        raise _unwritten(codes, key, what)
 
     def _wait_to_retry(self, codes: Sequence[str], attempt: int) -> bool:
         """Whether a transaction cancelled for ``codes`` is tried again (after a backoff)."""
@@ -114,6 +110,16 @@ class Announcer:
                 raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
             return codes
         return None
+
+
+def _unwritten(codes: Sequence[str], key: JobKey, what: str) -> AWSUnavailableError:
+    """The retryable error of a transaction given up on: the first reason it was cancelled."""
+    return AWSUnavailableError(
+        "dynamodb",
+        "TransactWriteItems",
+        next((c for c in codes if c != "None"), "TransactionCanceled"),
+        f"{what} and the ledger row of {key.pk} were not written; run the same command again",
+    )
 
 
 __all__: Sequence[str] = ("Announcer",)

@@ -97,7 +97,7 @@ def evidenced(
     if source is None or run.mode is RunMode.ASYNC or not doubted:
         return
     taken = {e.job_id for e in journal.entries(run.name) if e.job_id}
-    sinces = [(entry.posted_at or entry.doubted_at or 0.0) - skew_s for entry in doubted]
+    sinces = [_since(entry, skew_s) for entry in doubted]
     # One read of the source, and one of each candidate, serve every entry in doubt: each
     # entry's own ``since`` is checked against the candidate's creation time.
     try:
@@ -117,6 +117,11 @@ def evidenced(
         if job_id is not None:
             taken.add(job_id)
             yield entry, job_id
+
+
+def _since(entry: Entry, skew_s: float) -> float:
+    """The earliest its job can have been created, on the API's clock."""
+    return (entry.posted_at or entry.doubted_at or 0.0) - skew_s
 
 
 def _first_not_held(find: Callable[[], str | None], held: Held, taken: set[str]) -> str | None:
