@@ -172,14 +172,23 @@ class _Remembered:
 def _is_batch(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
     head = reader.get_batch(job_id, page_size=_FIRST_PAGE)
     wanted = set(urls)
-    total, invalid = head.counters.get("total_urls"), head.counters.get("invalid_urls", 0)
-    if not _created_since(head, since) or total is None or total + invalid != len(wanted):
-        return False
-    if not {item.url for item in head.page.items} <= wanted:
+    total = _head_fits(head, wanted, since)
+    if total is None:
         return False
     items = {item.url for item in reader.iter_batch_items(job_id)}
     # Every item one of the entry's URLs, each URL once, the others counted invalid.
     return len(items) == total and all(url in wanted for url in items)
+
+
+def _head_fits(head: BatchStatus, wanted: set[str], since: float) -> int | None:
+    """A batch's URL count when its first page could be the entry's (created since ``since``,
+    as many URLs, valid and invalid, its items among them), else None."""
+    total, invalid = head.counters.get("total_urls"), head.counters.get("invalid_urls", 0)
+    if not _created_since(head, since) or total is None or total + invalid != len(wanted):
+        return None
+    if not {item.url for item in head.page.items} <= wanted:
+        return None
+    return total
 
 
 def _is_crawl(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
@@ -196,6 +205,10 @@ def _created_since(head: BatchStatus, since: float) -> bool:
         return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() >= since
     except ValueError:
         return True
+
+
+# The states a row of a job not finished is in: what the ledger's pending index holds.
+_NOT_DONE: Final = tuple(state for state in JobState if state is not JobState.DONE)
 
 
 class LedgerCandidates:
@@ -230,9 +243,7 @@ class LedgerCandidates:
 
     def _pending(self, kind: JobKind, since: float) -> Iterator[str]:
         until = self.ledger.clock.time() + 1.0
-        for state in JobState:
-            if state is JobState.DONE:
-                continue
+        for state in _NOT_DONE:
             cursor: dict[str, Any] | None = None
             while True:
                 rows, cursor = self.ledger.pending(

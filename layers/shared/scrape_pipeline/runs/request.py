@@ -71,12 +71,7 @@ def options_key(run: str) -> str:
 
 def requests_of(body: str) -> list[Request]:
     """The requests one queue message holds (S3's test event holds none)."""
-    try:
-        message = json.loads(body)
-    except ValueError as exc:
-        raise BadRequestError(f"not JSON: {body[:80]!r}") from exc
-    if not isinstance(message, dict):
-        raise BadRequestError(f"not a JSON object: {body[:80]!r}")
+    message = _json_object(body)
     if "continue" in message:
         return [Continue(check_name(str(message["continue"])), int(message.get("idle", 0)))]
     if message.get("Event") == "s3:TestEvent":
@@ -85,6 +80,16 @@ def requests_of(body: str) -> list[Request]:
     if not isinstance(records, list):
         raise BadRequestError(f"neither an S3 event nor a continuation: {body[:80]!r}")
     return [_start(record) for record in records]
+
+
+def _json_object(body: str) -> dict[str, Any]:
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        raise BadRequestError(f"not JSON: {body[:80]!r}") from exc
+    if not isinstance(message, dict):
+        raise BadRequestError(f"not a JSON object: {body[:80]!r}")
+    return message
 
 
 def _start(record: Mapping[str, Any]) -> Start:

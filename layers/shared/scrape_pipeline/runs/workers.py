@@ -61,15 +61,20 @@ class PostingPool:
             while self._in_flight >= self._concurrency() and not self._halt.is_set():
                 self._gate.wait()
             with self._lock:
-                if self._halt.is_set() or self._stopped():
-                    return None
-                if self._out_of_time():
-                    self._cut.set()
-                    return None
-                entry = next(self._todo, None)
+                entry = next(self._todo, None) if self._may_claim() else None
             if entry is not None:
                 self._in_flight += 1
             return entry
+
+    def _may_claim(self) -> bool:
+        """Nothing halted or stopped the run, and the caller's time is not spent (which cuts
+        it)."""
+        if self._halt.is_set() or self._stopped():
+            return False
+        if self._out_of_time():
+            self._cut.set()
+            return False
+        return True
 
     def _done(self) -> None:
         with self._gate:
