@@ -38,7 +38,7 @@ from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 from scrape_pipeline.runs.posting import Posting
 from scrape_pipeline.runs.report import Event, EventKind, Planned, RunReport
-from scrape_pipeline.runs.workers import OutOfTimeError as _OutOfTimeError
+from scrape_pipeline.runs.workers import _OutOfTimeError
 from scrape_pipeline.settings import LISTING_LAG_FLOOR
 
 S = EntryState

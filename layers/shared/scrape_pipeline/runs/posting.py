@@ -3,7 +3,7 @@ in the journal (submitted, rejected, in doubt, or planned again when the API did
 
 ``Posting`` is the part of ``runs.engine.Submitter`` that posts; the engine adds the run's
 flow and the settling of entries left in doubt. Every wait goes through the submitter's
-injected ``sleep`` and none outlasts the caller's time (``OutOfTimeError``).
+injected ``sleep`` and none outlasts the caller's time (``_OutOfTimeError``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode
 from scrape_pipeline.runs.report import Event, EventKind
-from scrape_pipeline.runs.workers import OutOfTimeError as _OutOfTimeError
-from scrape_pipeline.runs.workers import PostingPool
+from scrape_pipeline.runs.workers import PostingPool, _OutOfTimeError
 
 if TYPE_CHECKING:
     from scrape_pipeline.runs.engine import SubmitClient, SubmitterSettings

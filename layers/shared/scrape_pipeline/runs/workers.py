@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from scrape_pipeline.runs.journal import Entry
 
 
-class OutOfTimeError(Exception):
+class _OutOfTimeError(Exception):
     """A wait would end past the caller's time: the call ends, with nothing held."""
 
 
@@ -88,7 +88,7 @@ class PostingPool:
                     self._post(entry)
                 finally:
                     self._done()
-        except OutOfTimeError:
+        except _OutOfTimeError:
             self._cut.set()  # what the others hold is answered; nothing more is claimed
             self._halt_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
@@ -124,4 +124,4 @@ def run_threads(
         raise
 
 
-__all__ = ["OutOfTimeError", "PostingPool", "run_threads"]
+__all__ = ["PostingPool", "run_threads"]
