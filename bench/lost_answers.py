@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
-from scrape_pipeline.runs.engine import Event, EventKind, Submitter
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec
+from scrape_pipeline.runs.report import Event, EventKind
 from scrape_pipeline_local.chaos import PROFILES
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer

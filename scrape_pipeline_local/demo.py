@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
-from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
 from scrape_pipeline_local.agreement import compare, summary

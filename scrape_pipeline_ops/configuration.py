@@ -15,7 +15,7 @@ from typing import Any
 from scrape_pipeline.freshness import Freshness
 from scrape_pipeline.joblist import JobListSettings
 from scrape_pipeline.payload import FieldLocations
-from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.receiver import ReceiverSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.recovery import RecoverySettings

@@ -9,10 +9,9 @@ import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.reconcile_metrics import ReconcilerMetric
+from scrape_pipeline.reconcile_metrics import emit_run
 from scrape_pipeline.reconciler import Reconciler
 from scrape_pipeline.wiring.reconciler import build_reconciler
 
@@ -45,35 +44,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     run twice, and the failed sweep resumes from its checkpoint on the next scheduled run.
     """
     report = get_reconciler().run(lambda: context.get_remaining_time_in_millis() / 1000.0)
-    # The run's totals with the service dimension alone (the alarms' series), then one series
-    # per source and per failed sweep (the dashboard's split).
-    count = MetricUnit.Count
-    metrics.add_metric(
-        name=ReconcilerMetric.JOBS_RECOVERED, unit=count, value=report.total_recovered
-    )
-    metrics.add_metric(name=ReconcilerMetric.LIST_PAGES, unit=count, value=report.list_pages)
-    metrics.add_metric(name=ReconcilerMetric.SWEEP_FAILED, unit=count, value=len(report.errors))
-    metrics.add_metric(name=ReconcilerMetric.RUN_COMPLETED, unit=count, value=1)
-    if report.oldest_unsettled_seconds is not None:
-        metrics.add_metric(
-            name=ReconcilerMetric.OLDEST_UNSETTLED,
-            unit=MetricUnit.Seconds,
-            value=report.oldest_unsettled_seconds,
-        )
-    service = {"service": os.environ.get("POWERTOOLS_SERVICE_NAME", "reconciler")}
-    for source, recovered in report.recovered.items():
-        with single_metric(
-            name=ReconcilerMetric.JOBS_RECOVERED,
-            unit=count,
-            value=recovered,
-            default_dimensions=service,
-        ) as metric:
-            metric.add_dimension(name="source", value=source)
-    for sweep in report.errors:
-        with single_metric(
-            name=ReconcilerMetric.SWEEP_FAILED, unit=count, value=1, default_dimensions=service
-        ) as metric:
-            metric.add_dimension(name="sweep", value=sweep)
+    emit_run(metrics, report, os.environ.get("POWERTOOLS_SERVICE_NAME", "reconciler"))
     summary = report.summary()
     if report.errors:
         logger.error("reconciler sweeps failed", extra={"errors": report.errors})

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from scrape_pipeline.clock import Clock
-from scrape_pipeline.runs.engine import Event, EventKind, Planned
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode
+from scrape_pipeline.runs.report import Event, EventKind, Planned
 
 LINE_EVERY_S = 5.0
 _POSTED = (EventKind.SUBMITTED, EventKind.ADOPTED)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.watch import WatchSettings
 from scrape_pipeline_local.chaos import PROFILES

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from scrape_pipeline.runs.engine import Event, EventKind, Planned
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
+from scrape_pipeline.runs.report import Event, EventKind, Planned
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_ops.cli.progress import Progress
 

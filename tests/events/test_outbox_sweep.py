@@ -96,7 +96,8 @@ def test_the_sweep_sends_what_a_crash_left_after_the_grace_once(
 
 
 def test_the_sweep_runs_first_and_every_run() -> None:
-    from scrape_pipeline.reconciler import SWEEP_TABLE, Cadence
+    from scrape_pipeline.reconcile_cadence import Cadence
+    from scrape_pipeline.reconciler import SWEEP_TABLE
 
     # Late events are what a subscriber waits for: first, at every run (a minute apart).
     first = SWEEP_TABLE[0]

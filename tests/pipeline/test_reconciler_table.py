@@ -22,13 +22,8 @@ from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.reconciler import (
-    CADENCE_CHECKPOINT,
-    Cadence,
-    Reconciler,
-    ReconcilerSettings,
-    SweepRow,
-)
+from scrape_pipeline.reconcile_cadence import CADENCE_CHECKPOINT, Cadence
+from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings, SweepRow
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.sweeps import Sweep, SweepResult
 from scrape_pipeline_local.clock import ManualClock

@@ -14,10 +14,11 @@ import pytest
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.runs.engine import Event, EventKind, Submitter
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import LedgerCandidates, find_by_evidence
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
+from scrape_pipeline.runs.report import Event, EventKind
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main

@@ -13,7 +13,7 @@ from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.freshness import Freshness
 from scrape_pipeline.geonode import GeonodeClient, ServerError
 from scrape_pipeline.geonode.retry import NO_RETRY
-from scrape_pipeline.processing import ProcessorSettings
+from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings

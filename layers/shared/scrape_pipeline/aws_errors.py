@@ -77,13 +77,19 @@ def network_detail(exc: BaseException) -> str:
         return f"cannot reach {host}: no connection in time"
     if isinstance(exc, ReadTimeoutError):
         return f"{host}: no answer in time"
-    # The socket's own words (refused, unknown name) sit in the wrapped urllib3 error's text.
     never_connected = isinstance(exc, BotocoreConnectionError)
-    found = _ERRNO.search(str(kwargs.get("error") or ""))
-    cause = " ".join(found.group(1).split()) if found else ""
-    cause = cause or ("no connection" if never_connected else "connection lost before an answer")
+    cause = _socket_cause(kwargs) or (
+        "no connection" if never_connected else "connection lost before an answer"
+    )
     where = f"cannot reach {host}" if never_connected else host
     return f"{where}: {cause[:1].lower()}{cause[1:120]}"
+
+
+def _socket_cause(kwargs: dict[str, Any]) -> str:
+    """The socket's own words (refused, unknown name), which sit in the wrapped urllib3
+    error's text; "" when it has none."""
+    found = _ERRNO.search(str(kwargs.get("error") or ""))
+    return " ".join(found.group(1).split()) if found else ""
 
 
 def unavailable(

@@ -129,10 +129,22 @@ class PagedStore:
         at = _Position(
             row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
         )
-        status = first_page
         retries = _Retries(
             self._retrier if retry else None, attempt, retrying_by_index(row.retrying_items)
         )
+        stored = self._store_pages(attempt, at, first_page, retries)
+        if stored is None:
+            return None
+        at, status = stored
+        if attempt.deadline is not None:
+            attempt.deadline.end_page()
+        return self._finished(attempt, at, status, retries)
+
+    def _store_pages(
+        self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
+    ) -> tuple[_Position, BatchStatus] | None:
+        """``store_items``' pages, from ``at`` to the last: where they ended and the last
+        page's status; None when an item is pending (``OutOfTimeError`` at the deadline)."""
         while True:
             retries.status = status
             done = self._store_page(attempt.key, at, status, retries)
@@ -142,13 +154,7 @@ class PagedStore:
             if done.pending or (
                 done.stopped_at is None and _still_running(done, status, last=last)
             ):
-                # The page's finished items are stored (each object once); its counts and
-                # its part wait for the pass that finds it drained, so none is counted twice
-                # and moving on never skips a pending item.
-                if done.stored or done.failed:
-                    self._checkpoint(attempt, at)
-                if done.stopped_at is not None:
-                    raise OutOfTimeError
+                self._hold_page(attempt, at, done)
                 return None
             size = len(status.page.items)
             at = at.plus(
@@ -162,15 +168,29 @@ class PagedStore:
                 self._checkpoint(attempt, at)
                 raise OutOfTimeError
             if last:
-                break
+                return at, status
             at = replace(at, page=at.page + 1, item=0)
             self._checkpoint(attempt, at)
             if done.stopped_at is not None:
                 raise OutOfTimeError  # out of time, though a dead attempt's part ended the page
             _begin_page(attempt)
             status = self._get(attempt.key, page=at.page)
-        if attempt.deadline is not None:
-            attempt.deadline.end_page()
+
+    def _hold_page(self, attempt: Attempt, at: _Position, done: _PageDone) -> None:
+        """A page with an item pending, or cut by the deadline (``OutOfTimeError``)."""
+        # The page's finished items are stored (each object once); its counts and its part
+        # wait for the pass that finds it drained, so none is counted twice and moving on
+        # never skips a pending item.
+        if done.stored or done.failed:
+            self._checkpoint(attempt, at)
+        if done.stopped_at is not None:
+            raise OutOfTimeError
+
+    def _finished(
+        self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
+    ) -> dict[str, str]:
+        """The detail of a job whose every page is stored: its manifest, written last, unless
+        items are still retrying (the manifest then waits for them)."""
         detail = {
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),

@@ -42,16 +42,16 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from scrape_pipeline.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.closing import Closer, Waker
 from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.disposition import Disposition, MessageOutcome, items_dead
-from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import EmitResult, Emitter, told_with_run
+from scrape_pipeline.events.outbox import EmitResult, Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -64,10 +64,8 @@ from scrape_pipeline.geonode.errors import (
 )
 from scrape_pipeline.geonode.models import ApiStatus, BatchStatus, Job
 from scrape_pipeline.item_retries import (
-    DEFAULT_RETRYABLE_ITEM_CODES,
     DETAIL_KEYS,
     ItemRetrier,
-    RetryRef,
     settled_items,
 )
 from scrape_pipeline.jobs import (
@@ -75,7 +73,6 @@ from scrape_pipeline.jobs import (
     DETAIL_TOKENS,
     REASON_POISON,
     REASON_UNKNOWN_JOB,
-    JobKey,
     JobKind,
     Outcome,
     Source,
@@ -89,10 +86,10 @@ from scrape_pipeline.paged_store import (
     DETAIL_RETRYING,
     PagedStore,
 )
+from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter, hand_on
 from scrape_pipeline.results import ResultStore, metadata_of, result_prefix
-from scrape_pipeline.settings import FromEnv, integer, number, paths
 
 # SQS caps a visibility timeout at 12 h; our waits stay far below.
 MAX_VISIBILITY_SECONDS = 43_200
@@ -100,103 +97,8 @@ MAX_VISIBILITY_SECONDS = 43_200
 _NOT_THE_JOBS_FAULT = (AuthError, MissingAPIKeyError, PaymentRequiredError)
 # A call for this job that failed without an answer about it: one more in its failed run.
 _FAILED_CALL = (ServerError, TransportError)
-# Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
-type Waker = Callable[[JobKey], None]
 # Errors after which the lease is handed back at once and the message retried later.
 _RELEASED_ON = (OutOfTimeError, AWSUnavailableError, RateLimitedError, ListingCatchingUpError)
-
-
-@dataclass(frozen=True)
-class ProcessorSettings(FromEnv):
-    """The processor's knobs: the fields are their declarations (``scrape_pipeline.settings``)."""
-
-    lease_seconds: float = number(
-        "LEASE_SECONDS", 120.0, "a processor's lease; longer than its timeout"
-    ).field()
-    max_resubmissions_per_url: int = integer(
-        "MAX_RESUBMISSIONS_PER_URL",
-        2,
-        "resubmissions per chain of failed attempts of one submission (a job someone else "
-        "submitted starts a chain), so a URL scraped daily gets them every day and a chain that "
-        "keeps failing ends; counted only once the API has answered with the new job, so a POST "
-        "that failed (429, 5xx, no answer) spends nothing",
-    ).field()
-    # Independent failures at rate p poison a healthy job with probability p**8: 3e-6 per job
-    # at the chaos matrix's 20 % crash rate. A poison job costs at most this many GETs.
-    max_attempts: int = integer(
-        "MAX_ATTEMPTS",
-        8,
-        "attempts at a job that raised or were killed (timeout, crash) before it is "
-        "dead-lettered with its last error (`JobsPoisoned`, alarm); clean releases (not "
-        "settled, throttled, an outage) do not count. At most this many Geonode GETs per "
-        "poison job",
-    ).field()
-    retry_base_seconds: float = number(
-        "RETRY_BASE_SECONDS", 15.0, "the first wait for a job not settled yet, doubled each time"
-    ).field()
-    retry_max_seconds: float = number(
-        "RETRY_MAX_SECONDS",
-        600.0,
-        "the longest wait for a job not settled yet; below the staleness bound "
-        "(`STALE_AFTER_SECONDS`)",
-    ).field()
-    watch_after_seconds: float = number(
-        "WATCH_AFTER_SECONDS",
-        1800.0,
-        "a job unsettled this long is parked WATCHING instead of polled (processor); it is "
-        "woken by its webhook or by the watch sweep. A job the watch sweep woke that still runs "
-        "is parked again at once",
-    ).field()
-    not_found_max_tries: int = integer(
-        "NOT_FOUND_MAX_TRIES",
-        6,
-        "404s (only 404s count) before a job nothing proves exists is dead-lettered as unknown; "
-        "a later webhook, listing or delivery-log entry for it reopens it and the record is "
-        "retired. A job known from a verified webhook, the job list, a submission or the "
-        "delivery log is never closed on 404: its 404s count toward `SICK_AFTER_FAILURES`",
-    ).field()
-    # Six failed calls take about eight minutes of doubling waits (15 s to 4 min).
-    sick_after_failures: int = integer(
-        "SICK_AFTER_FAILURES",
-        6,
-        "failed calls in a row for one job (5xx, timeouts, 404s of a proven job; about eight "
-        "minutes of doubling waits) before it is parked WATCHING (`JobsParkedSick`, alarm); the "
-        "watch sweep then polls it at half the age of its failing run, at most hourly, until "
-        "the API answers for it",
-    ).field()
-    throttle_default_seconds: float = number(
-        "THROTTLE_DEFAULT_SECONDS", 30.0, "wait after a 429 without `Retry-After`"
-    ).field()
-    stop_margin_seconds: float = number(
-        "STOP_MARGIN_SECONDS",
-        10.0,
-        "the processor starts no job and reads no further batch page this close to its deadline "
-        "(at most a quarter of the invocation); a batch or crawl goes on in the next invocation "
-        "from its page checkpoint",
-    ).field()
-    retryable_item_codes: tuple[str, ...] = paths(
-        "RETRYABLE_ITEM_CODES",
-        DEFAULT_RETRYABLE_ITEM_CODES,
-        "a batch's or crawl's item failed with one of these `error_code`s (the API's item shape "
-        "has no `retryable` flag; one it gives wins) is resubmitted as an extract job linked to "
-        "it, within `MAX_RESUBMISSIONS_PER_URL`, instead of dead-lettered",
-    ).field()
-    event_linger_seconds: float = number(
-        "EVENT_LINGER_SECONDS",
-        0.0,
-        "outcome events a batch leaves short of a full PutEvents call (ten) wait in the warm "
-        "processor for the next batches' until ten are due or the oldest has waited this long "
-        "(checked at each batch's end; a container that is not invoked again leaves them to "
-        "the outbox sweep). 0 sends every batch's events at its end. At most 30, so a held "
-        "event is sent before the sweep's grace (`OUTBOX_GRACE_SECONDS`, 90) ends",
-        minimum=0.0,
-    ).field()
-    max_receive_count: int = integer(
-        "MAX_RECEIVE_COUNT",
-        5,
-        "the queue's redrive count: near it, a job to retry later is re-sent instead, so a "
-        "throttled job never lands in the DLQ",
-    ).field()
 
 
 class JobProcessor:
@@ -215,8 +117,6 @@ class JobProcessor:
         waker: Waker | None = None,
     ) -> None:
         self.settings = settings
-        # None: nothing wakes a batch whose retried item settled but the watch sweep.
-        self._waker = waker
         # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
         self._emitter = emitter
         self._ledger = ledger
@@ -234,6 +134,7 @@ class JobProcessor:
         )
         self._resubmitter = resubmitter
         self._clock = clock
+        self._closer = Closer(ledger, results, clock=clock, emitter=emitter, waker=waker)
 
     def process(self, message: JobMessage, *, deadline: Deadline | None = None) -> Disposition:
         """Take the job's lease and act on its current state, before ``deadline``."""
@@ -250,6 +151,10 @@ class JobProcessor:
         attempt = Attempt(
             message.key, owner, lease.row, deadline, woken=message.source == Source.WATCH
         )
+        return self._attempt(attempt)
+
+    def _attempt(self, attempt: Attempt) -> Disposition:
+        """Act on a job whose lease ``attempt`` holds; whatever fails, the lease is not kept."""
         try:
             if attempt.row.strikes > self.settings.max_attempts:
                 # Every earlier attempt raised or was killed: stop spending API calls on it.
@@ -351,7 +256,7 @@ class JobProcessor:
             return self._not_settled(attempt, api_job, woken=attempt.woken)
         # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
         self._retire_superseded(attempt.row)
-        self._finish(attempt, Outcome.CANCELLED, detail)
+        self._closer.finish(attempt, Outcome.CANCELLED, detail)
         return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=items_dead(detail))
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
@@ -378,9 +283,11 @@ class JobProcessor:
             # Kept for a batch's item this job may retry: it may be linked only after this
             # (its webhook came before the link), and the item's manifest line gives them.
             detail[DETAIL_KEYS] = ",".join(sorted(keys))
-            self._finish(attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job)
+            self._closer.finish(
+                attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
+            )
         else:
-            self._finish(attempt, Outcome.STORED, detail)
+            self._closer.finish(attempt, Outcome.STORED, detail)
         return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(detail))
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
@@ -455,7 +362,7 @@ class JobProcessor:
         if status.tokens_charged is not None:
             detail[DETAIL_TOKENS] = str(status.tokens_charged)
         self._retire_superseded(attempt.row)
-        self._finish(attempt, Outcome.STORED, detail)
+        self._closer.finish(attempt, Outcome.STORED, detail)
         return Disposition(MessageOutcome.STORED, items_dead_lettered=counts[1])
 
     def _not_settled(
@@ -503,13 +410,10 @@ class JobProcessor:
         return Disposition(MessageOutcome.FAILED_ATTEMPT, self._backoff(attempt.row.strikes), error)
 
     def _retire_superseded(self, row: LedgerRow) -> None:
-        # A reopened job that ends other than stored: the record it was first closed with no
-        # longer speaks for it. Retired before the outcome is written, so a dead letter for
-        # another reason is the live record (a retry retires and writes it again: S3 keeps the
-        # history, one live record).
-        superseded = row.detail.get("superseded")
-        if superseded:
-            self._results.retire(superseded)
+        self._closer.retire_superseded(row)
+
+    def _dead_letter(self, attempt: Attempt, record: Mapping[str, Any]) -> Disposition:
+        return self._closer.dead_letter(attempt, record)
 
     def _poisoned(self, attempt: Attempt, error: str | None) -> Disposition:
         self._retire_superseded(attempt.row)
@@ -522,62 +426,7 @@ class JobProcessor:
         self._dead_letter(attempt, record)
         return Disposition(MessageOutcome.POISONED, detail=record["last_error"])
 
-    def _dead_letter(self, attempt: Attempt, record: Mapping[str, Any]) -> Disposition:
-        key = attempt.key
-        where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
-        reason = str(record.get("reason", ""))
-        url = record.get("url")
-        self._finish(
-            attempt,
-            Outcome.DEAD_LETTERED,
-            {"record": where, "reason": reason},
-            url=url if isinstance(url, str) else None,
-        )
-        return Disposition(MessageOutcome.DEAD_LETTERED, detail=reason)
-
     # -- helpers ---------------------------------------------------------------------------
-
-    def _finish(
-        self,
-        attempt: Attempt,
-        outcome: Outcome,
-        detail: dict[str, str],
-        *,
-        url: str | None = None,
-        keys: list[str] | None = None,
-        job: Job | None = None,
-    ) -> None:
-        """DONE with ``outcome``, its event in the same write (the outbox), held for the emit."""
-        now = self._clock.time()
-        settled = job.completed_at.timestamp() if job is not None and job.completed_at else None
-        event = outcome_event(
-            attempt.key,
-            outcome,
-            reopens=attempt.row.reopens,
-            finished_at=now,
-            settled_at=settled,
-            bucket=self._results.bucket,
-            detail=detail,
-            url=url,
-            keys=keys,
-            run=attempt.row.run,
-        )
-        if self._emitter is None or event is None:
-            self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
-        else:
-            text = event.to_json()
-            row = self._ledger.finish(attempt.key, attempt.owner, outcome, detail, event=text)
-            self._emitter.add(attempt.key, told_with_run(self._ledger, row, text), now)
-        self._wake_parent(attempt.row)
-
-    def _wake_parent(self, row: LedgerRow) -> None:
-        """A retried item's extract job settled for good: its batch or crawl settles it now.
-        If the message cannot be sent, the watch sweep wakes the batch on its own schedule."""
-        ref = RetryRef.read(row.retry_of)
-        if ref is None or self._waker is None:
-            return
-        with contextlib.suppress(AWSUnavailableError):
-            self._waker(ref.parent)
 
     def _backoff(self, tries: int) -> int:
         wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)

@@ -7,8 +7,16 @@ names a real run emits and the names the template alarms on are the same.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-__all__ = ["ReconcilerMetric"]
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Metrics
+
+    from scrape_pipeline.reconciler import ReconcileReport
+
+__all__ = ["ReconcilerMetric", "emit_run"]
 
 
 class ReconcilerMetric(StrEnum):
@@ -24,3 +32,35 @@ class ReconcilerMetric(StrEnum):
     RUN_COMPLETED = "ReconcilerRunCompleted"
     # Seconds the oldest RECEIVED/ENQUEUED/PROCESSING row has waited: OldestUnsettledAlarm.
     OLDEST_UNSETTLED = "OldestUnsettledSeconds"
+
+
+def emit_run(metrics: Metrics, report: ReconcileReport, service: str) -> None:
+    """Every series of one run: its totals with the service dimension alone (the alarms'
+    series), then one series per source and per failed sweep (the dashboard's split)."""
+    count = MetricUnit.Count
+    metrics.add_metric(
+        name=ReconcilerMetric.JOBS_RECOVERED, unit=count, value=report.total_recovered
+    )
+    metrics.add_metric(name=ReconcilerMetric.LIST_PAGES, unit=count, value=report.list_pages)
+    metrics.add_metric(name=ReconcilerMetric.SWEEP_FAILED, unit=count, value=len(report.errors))
+    metrics.add_metric(name=ReconcilerMetric.RUN_COMPLETED, unit=count, value=1)
+    if report.oldest_unsettled_seconds is not None:
+        metrics.add_metric(
+            name=ReconcilerMetric.OLDEST_UNSETTLED,
+            unit=MetricUnit.Seconds,
+            value=report.oldest_unsettled_seconds,
+        )
+    dimensions = {"service": service}
+    for source, recovered in report.recovered.items():
+        with single_metric(
+            name=ReconcilerMetric.JOBS_RECOVERED,
+            unit=count,
+            value=recovered,
+            default_dimensions=dimensions,
+        ) as metric:
+            metric.add_dimension(name="source", value=source)
+    for sweep in report.errors:
+        with single_metric(
+            name=ReconcilerMetric.SWEEP_FAILED, unit=count, value=1, default_dimensions=dimensions
+        ) as metric:
+            metric.add_dimension(name="sweep", value=sweep)

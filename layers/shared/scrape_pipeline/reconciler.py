@@ -55,7 +55,6 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Self
 
 from scrape_pipeline.budget import Budget, RemainingSeconds, safety_margin, unlimited
@@ -65,6 +64,7 @@ from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.joblist import JobListSettings, JobListSweep
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
 from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.reconcile_cadence import CADENCE_CHECKPOINT, Cadence, CadenceRow
 from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.settings import FromEnv, declared, integer, number, read_declared
@@ -77,26 +77,16 @@ from scrape_pipeline.unsettled import oldest_unsettled_age
 from scrape_pipeline.watch import Watcher, WatchSettings
 
 __all__ = [
-    "CADENCE_CHECKPOINT",
     "DELIVERIES_CHECKPOINT_PREFIX",
     "SOURCE_STUCK_ROWS",
     "SWEEPS",
     "SWEEP_ERRORS",
     "SWEEP_TABLE",
-    "Cadence",
     "ReconcileReport",
     "Reconciler",
     "ReconcilerSettings",
     "SweepRow",
 ]
-
-# When each cadenced sweep last finished a run (bookkeeping row): the cadence's memory.
-CADENCE_CHECKPOINT = "reconciler-cadence"
-# Cadence row field: when a run last recovered a job (the measured gap was open).
-GAP_SEEN = "gap_seen_at"
-# Schedules fire a little early or late: a sweep due "every 600 s" at runs 599.5 s apart
-# must not wait for the next run, a whole schedule period later.
-CADENCE_SLACK = 5.0
 
 logger = logging.getLogger(__name__)
 
@@ -227,16 +217,6 @@ class ReconcilerSettings(FromEnv):
         return cls(job_list=lists, watch=watch, recovery=recovery, **read_declared(cls, env))
 
 
-class Cadence(StrEnum):
-    """How often a sweep runs (module docstring)."""
-
-    EVERY_RUN = "every run"
-    # Once every RECONCILE_FULL_SWEEP seconds, and every run while its last one is unfinished.
-    FULL_SWEEP = "full sweep"
-    # Every run while the webhook gap is open (RECONCILE_GAP_MEMORY), else as FULL_SWEEP.
-    ADAPTIVE = "adaptive"
-
-
 @dataclass(frozen=True)
 class SweepRow:
     """One sweep of the run: its class, its weight in the run's time, its cadence, and the
@@ -270,6 +250,11 @@ SWEEP_TABLE: tuple[SweepRow, ...] = (
     SweepRow(JobListSweep, lambda s: s.share_job_list, Cadence.ADAPTIVE, lambda s: s.job_list),
 )
 SWEEPS = tuple(row.name for row in SWEEP_TABLE)
+
+
+def _due(cadence: CadenceRow, now: float, *, full: bool) -> list[SweepRow]:
+    """The table's sweeps due at ``now`` (all of them when ``full``), in order."""
+    return [row for row in SWEEP_TABLE if full or cadence.due(row, now)]
 
 
 def _names() -> list[str]:
@@ -358,51 +343,6 @@ class ReconcileReport:
         }
 
 
-@dataclass
-class _CadenceRow:
-    """The cadence's memory: when each cadenced sweep last finished a run it began at, and
-    when a run last recovered a job (``GAP_SEEN``)."""
-
-    saved: dict[str, str]
-    full_sweep_seconds: float
-    gap_memory_seconds: float
-    finished: dict[str, str] = field(default_factory=dict)
-
-    def due(self, row: SweepRow, now: float) -> bool:
-        """The watch sweep always; the job list always while the gap is open; the others (and
-        the job list when webhooks have been complete for ``gap_memory_seconds``) once
-        ``full_sweep_seconds`` after their last finished run began, so also at every run
-        while their last one is unfinished."""
-        if row.cadence is Cadence.ADAPTIVE and self.gap_open(now):
-            return True
-        last = self.saved.get(row.name)
-        if row.cadence is Cadence.EVERY_RUN or not last:
-            return True
-        return now - float(last) >= self.full_sweep_seconds - CADENCE_SLACK
-
-    def gap_open(self, now: float) -> bool:
-        """A run recovered a job less than ``gap_memory_seconds`` ago: webhooks go missing."""
-        seen = self.finished.get(GAP_SEEN) or self.saved.get(GAP_SEEN)
-        if not seen:
-            return False
-        return now - float(seen) < self.gap_memory_seconds
-
-    def ran(self, row: SweepRow, result: SweepResult, started: float) -> None:
-        """Remember a cadenced sweep's finished run (one cut short or failed is due again)."""
-        if result.complete and row.cadence is not Cadence.EVERY_RUN:
-            self.finished[row.name] = f"{started:.3f}"
-
-    def close(self, recovered: int, started: float, books: Bookkeeping) -> bool:
-        """Save what this run learned; whether the gap is open now."""
-        if recovered or GAP_SEEN not in self.saved:
-            # A first run knows nothing of the gap yet: it starts open, so a new deployment
-            # is watched closely until its webhooks have proved complete.
-            self.finished[GAP_SEEN] = f"{started:.3f}"
-        if self.finished:
-            books.write(CADENCE_CHECKPOINT, {**self.saved, **self.finished})
-        return self.gap_open(started)
-
-
 class Reconciler:
     """One reconciliation run at a time (the template reserves a concurrency of one)."""
 
@@ -448,12 +388,12 @@ class Reconciler:
 
         run_budget = Budget(usable, usable())
         started = self._clock.time()
-        cadence = _CadenceRow(
+        cadence = CadenceRow(
             self._books.read(CADENCE_CHECKPOINT) or {},
             self.settings.full_sweep_seconds,
             self.settings.gap_memory_seconds,
         )
-        due = [row for row in SWEEP_TABLE if full or cadence.due(row, started)]
+        due = _due(cadence, started, full=full)
         report.skipped = [row.name for row in SWEEP_TABLE if row not in due]
         weights = [row.share(self.settings) for row in due]
         for index, row in enumerate(due):

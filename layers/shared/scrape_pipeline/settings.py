@@ -13,7 +13,7 @@ so a docstring names the declarations instead of repeating them:
     ReceiverSettings      scrape_pipeline.receiver   the receiver Lambda
     FieldLocations        scrape_pipeline.payload    *_FIELDS: where the job, attempt and time are
     Freshness             scrape_pipeline.freshness  WEBHOOK_MAX_AGE_SECONDS
-    ProcessorSettings     scrape_pipeline.processing the processor Lambda
+    ProcessorSettings     scrape_pipeline.processor_settings  the processor Lambda
     RecoverySettings      scrape_pipeline.recovery   STALE_AFTER_SECONDS
     SignatureConfig       scrape_pipeline.signatures SIGNATURE_*
     ReconcilerSettings    scrape_pipeline.reconciler the reconciler Lambda

@@ -9,7 +9,7 @@ An entry refused, or a call that failed, leaves its events to be sent again.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -29,6 +29,16 @@ class PutResult:
     failed: list[OutcomeEvent] = field(default_factory=list)
     calls: int = 0
     error: str | None = None  # a call that failed altogether ("ErrorType: message")
+
+
+def _sort_answers(
+    result: PutResult, batch: Sequence[OutcomeEvent], answers: Sequence[Mapping[str, Any]]
+) -> None:
+    """Each event of ``batch`` as PutEvents answered it: sent, or failed (refused by its entry's
+    answer, or with no answer at all: not known to be taken)."""
+    for event, answer in zip(batch, answers, strict=False):
+        (result.failed if answer.get("ErrorCode") else result.sent).append(event)
+    result.failed += batch[len(answers) :]
 
 
 def _entry(bus_name: str, event: OutcomeEvent) -> dict[str, Any]:
@@ -88,8 +98,5 @@ class EventBus:
                 result.failed += batch
                 result.error = f"{type(exc).__name__}: {exc}"
                 continue
-            answers = response.get("Entries", [])
-            for event, answer in zip(batch, answers, strict=False):
-                (result.failed if answer.get("ErrorCode") else result.sent).append(event)
-            result.failed += batch[len(answers) :]  # an answer missing: not known to be taken
+            _sort_answers(result, batch, response.get("Entries", []))
         return result

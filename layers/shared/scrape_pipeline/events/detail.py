@@ -105,19 +105,25 @@ def outcome_event(
     for name in _FROM_DETAIL:
         if name in detail:
             body[name] = int(detail[name]) if name in _COUNTS else detail[name]
-    if url is not None:
-        body["url"] = url
-    if run is not None:
-        body["run"] = run
-    if outcome is Outcome.STORED:
-        body["stored_at"] = round(finished_at, 3)
-        if keys is not None:
-            body["keys"] = sorted(keys)
-        elif "prefix" in detail:
-            body["manifest_key"] = f"{detail['prefix']}/manifest.json"
-    if outcome is Outcome.DEAD_LETTERED and "record" in detail:
-        body["record_key"] = detail["record"]
+    body.update({name: v for name, v in (("url", url), ("run", run)) if v is not None})
+    body.update(_where_stored(outcome, detail, finished_at, keys))
     return OutcomeEvent(detail_type, body)
+
+
+def _where_stored(
+    outcome: Outcome, detail: Mapping[str, str], finished_at: float, keys: list[str] | None
+) -> dict[str, Any]:
+    """Where a stored job's objects, or a dead-lettered job's record, are."""
+    if outcome is Outcome.DEAD_LETTERED and "record" in detail:
+        return {"record_key": detail["record"]}
+    if outcome is not Outcome.STORED:
+        return {}
+    where: dict[str, Any] = {"stored_at": round(finished_at, 3)}
+    if keys is not None:
+        where["keys"] = sorted(keys)
+    elif "prefix" in detail:
+        where["manifest_key"] = f"{detail['prefix']}/manifest.json"
+    return where
 
 
 def with_run(text: str, run: str) -> str | None:

@@ -38,70 +38,36 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from scrape_pipeline.aws_errors import (
-    AWS_ERRORS,
-    CANCELLED_BY_CONDITION,
-    AWSUnavailableError,
-    cancellation_codes,
-    is_condition_failed,
-    is_transaction_canceled,
-    unavailable,
-)
-from scrape_pipeline.events.outbox import retell_with_run
+from scrape_pipeline.aws_errors import AWS_ERRORS, is_transaction_canceled, unavailable
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import (
-    DEFAULT_TTL_DAYS,
-    OUTBOX_AT,
-    PARTITION_KEY,
-    TTL_ATTRIBUTE,
-    Ledger,
-    RowPrefix,
-)
+from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, OUTBOX_AT, Ledger, RowPrefix
 from scrape_pipeline.runs import moves
+from scrape_pipeline.runs.announce import Announcer
+from scrape_pipeline.runs.dynamo_items import (
+    PK,
+    TTL,
+    _RefusedError,
+    condition,
+    encode,
+    entry_item,
+    entry_key,
+    entry_of,
+    head_key,
+    send,
+)
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
-from scrape_pipeline.runs.moves import EntryState, Guard, Move
+from scrape_pipeline.runs.moves import EntryState, Move
 from scrape_pipeline.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
 
-PK: Final = str(PARTITION_KEY)
-TTL: Final = str(TTL_ATTRIBUTE)
 _BATCH: Final = 100  # BatchGetItem's and TransactWriteItems' limit
-_NUMBERS: Final = frozenset({"lease_until", "posted_at", "doubted_at", "updated_at"})
-_GUARDS: Final[Mapping[Guard, str]] = {
-    Guard.NONE: "",
-    Guard.HOLDER: " AND #owner = :guard",
-    Guard.LEASE_EXPIRED: " AND lease_until <= :guard",
-    Guard.NOT_ANNOUNCED: " AND announced = :false",
-}
 # The moves that record a job id: for a batch or crawl, the ledger row joins their write.
 _RECORDING: Final = frozenset({moves.SUBMIT.verb, moves.ADOPT.verb})
-# Cancellation reasons that say "try again", not "refused" (AWS's, never moto's).
-_RETRYABLE: Final = frozenset(
-    {
-        "TransactionConflict",
-        "ThrottlingError",
-        "ProvisionedThroughputExceeded",
-        "RequestLimitExceeded",
-    }
-)
-_ATTEMPTS: Final = 5
-_BACKOFF_S: Final = 0.05
-
-
-def head_key(name: str) -> str:
-    """The key of a run's head item."""
-    return f"{RowPrefix.RUN}{name}"
-
-
-def entry_key(name: str, index: int) -> str:
-    """The key of one entry of a run."""
-    return f"{RowPrefix.RUN}{name}#{index}"
 
 
 class DynamoJournal(BaseJournal):
@@ -121,7 +87,7 @@ class DynamoJournal(BaseJournal):
         self._db = client
         self._ttl_s = ttl_days * 86_400
         self._ledger = Ledger(table_name, client=client, ttl_days=ttl_days)
-        self._sleep = sleep  # between tries of a transaction that met a concurrent write
+        self._announcer = Announcer(self._ledger, client=client, sleep=sleep)
         self._modes: dict[str, RunMode] = {}  # a run's mode never changes: read once
 
     def close(self) -> None:
@@ -155,7 +121,7 @@ class DynamoJournal(BaseJournal):
                 return False
             created = False  # its planner stopped half-way: finish its work
         for start in range(0, len(entries), _BATCH):
-            self._put_absent([self._item(e) for e in entries[start : start + _BATCH]])
+            self._put_absent([entry_item(e, self._ttl_s) for e in entries[start : start + _BATCH]])
         self._call(
             "UpdateItem",
             Key={PK: {"S": head_key(run.name)}},
@@ -163,14 +129,6 @@ class DynamoJournal(BaseJournal):
             ExpressionAttributeValues={":true": {"BOOL": True}},
         )
         return created
-
-    def _item(self, entry: Entry) -> dict[str, Any]:
-        urls = zlib.compress(json.dumps(entry.urls).encode())
-        item = {PK: {"S": entry_key(entry.run, entry.index)}, "urls": {"B": urls}}
-        item.update(_encode({"state": entry.state, "announced": False}))
-        item.update(_encode({"updated_at": entry.updated_at}))
-        item[TTL] = {"N": str(int((entry.updated_at or 0.0) + self._ttl_s))}
-        return item
 
     def _put_absent(self, items: list[dict[str, Any]]) -> None:
         """Put each item unless its key exists: one transaction, else one by one."""
@@ -253,12 +211,12 @@ class DynamoJournal(BaseJournal):
             while request:
                 page = self._send("BatchGetItem", RequestItems=request)
                 for item in page.get("Responses", {}).get(self.table_name, []):
-                    yield _entry(name, item)
+                    yield entry_of(name, item)
                 request = page.get("UnprocessedKeys") or {}
 
     def entry(self, name: str, index: int) -> Entry | None:
         found = self._get(entry_key(name, index))
-        return None if found is None else _entry(name, found)
+        return None if found is None else entry_of(name, found)
 
     def holder(self, kind: str, job_id: str) -> str | None:
         """The run holding the ``kind`` job ``job_id``, as its ledger row names it (written by
@@ -278,7 +236,8 @@ class DynamoJournal(BaseJournal):
         job_id = values.get("job_id")
         if move.verb in _RECORDING and job_id:
             update = self._update(run, index, move, guard_value, {**values, "announced": True})
-            if not self._write_announced(run, index, update, str(job_id)):
+            key = JobKey(JobKind(self._mode(run).kind), str(job_id))
+            if not self._announcer.write(update, key, run, entry_key(run, index)):
                 return None
             return self.entry(run, index)
         try:
@@ -289,81 +248,26 @@ class DynamoJournal(BaseJournal):
             )
         except _RefusedError:
             return None
-        return _entry(run, answer["Attributes"])
+        return entry_of(run, answer["Attributes"])
 
     def _update(
         self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The ``UpdateItem`` request of a move: its values, under the move's condition."""
-        encoded = _encode({name: values[name] for name in values if name in FIELDS})
+        encoded = encode({name: values[name] for name in values if name in FIELDS})
         names = {f"#{name}": name for name in encoded}
         placeholders = {f":{name}": value for name, value in encoded.items()}
         now = float(values.get("updated_at") or 0.0)
         placeholders[":ttl"] = {"N": str(int(now + self._ttl_s))}
-        condition, condition_names, condition_values = _condition(move, guard_value)
+        where, condition_names, condition_values = condition(move, guard_value)
         sets = ", ".join(f"#{name} = :{name}" for name in encoded)
         return {
             "Key": {PK: {"S": entry_key(run, index)}},
             "UpdateExpression": f"SET {sets}, {TTL} = :ttl",
-            "ConditionExpression": condition,
+            "ConditionExpression": where,
             "ExpressionAttributeNames": {**names, **condition_names},
             "ExpressionAttributeValues": {**placeholders, **condition_values},
         }
-
-    def _write_announced(self, run: str, index: int, update: dict[str, Any], job_id: str) -> bool:
-        """The move's ``update`` and the job's ledger row in one transaction; False if the
-        move is refused (the entry was not where the move starts)."""
-        now = float(update["ExpressionAttributeValues"][":updated_at"]["N"])
-        key = JobKey(JobKind(self._mode(run).kind), job_id)
-        put = self._ledger.submitted_put(key, now, run=run)
-        link = self._ledger.link_run_update(key, run)
-        row_exists, codes = False, ["None"]
-        for attempt in range(_ATTEMPTS):
-            second = {"Update": link} if row_exists else {"Put": put}
-            cancelled = self._transact([{"Update": update}, second])
-            if cancelled is None:
-                if row_exists:
-                    self._retell(key, run)
-                return True
-            codes = cancelled
-            if codes[0] == CANCELLED_BY_CONDITION:
-                return False
-            if codes[1] == CANCELLED_BY_CONDITION:
-                # The row exists (its webhook came first: it is left as it is), or vanished
-                # before the check (a webhook's row its writer undid): the other form, at once.
-                row_exists = not row_exists
-                continue
-            if not set(codes) & _RETRYABLE:
-                break
-            if attempt < _ATTEMPTS - 1:
-                self._sleep(_BACKOFF_S * 2**attempt)
-        raise AWSUnavailableError(
-            "dynamodb",
-            "TransactWriteItems",
-            next((c for c in codes if c != "None"), "TransactionCanceled"),
-            f"{entry_key(run, index)} and the ledger row of {key.pk} were not written; "
-            "run the same command again",
-        )
-
-    def _retell(self, key: JobKey, run: str) -> None:
-        """A row linked to its run after it settled: its event, written without the run, is
-        owed again naming it (the same id). A row not settled yet names it when it does."""
-        row = self._ledger.get(key)
-        if row is not None and row.run == run:
-            retell_with_run(self._ledger, row)
-
-    def _transact(self, items: list[dict[str, Any]]) -> list[str] | None:
-        """One ``TransactWriteItems``: None when written, else each item's cancellation code."""
-        for item in items:
-            next(iter(item.values()))["TableName"] = self.table_name
-        try:
-            self._db.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
-        except AWS_ERRORS as exc:
-            codes = _cancellation_codes(exc)
-            if codes is None:
-                raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
-            return codes
-        return None
 
     def _mode(self, run: str) -> RunMode:
         if run not in self._modes:
@@ -377,83 +281,4 @@ class DynamoJournal(BaseJournal):
         return send(self._db, operation, **request)
 
 
-def written(db: DynamoDBClient, operation: str, **request: Any) -> bool:
-    """One conditional write (``send``); False if its condition did not hold."""
-    try:
-        send(db, operation, **request)
-    except _RefusedError:
-        return False
-    return True
-
-
-def send(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
-    """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
-    ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
-    method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
-    try:
-        return dict(getattr(db, method)(**request))
-    except AWS_ERRORS as exc:
-        if is_condition_failed(exc):
-            raise _RefusedError(operation) from exc
-        raise unavailable("dynamodb", operation, exc) from exc
-
-
-def _cancellation_codes(exc: BaseException) -> list[str] | None:
-    """Per item of the entry-and-row transaction, why it was cancelled (see aws_errors)."""
-    return cancellation_codes(exc, 2)
-
-
-class _RefusedError(Exception):
-    """A conditional write's condition did not hold (answered inside this module)."""
-
-
-def _condition(move: Move, guard_value: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """A move's condition: its sources, then its guard's clause, with their placeholders."""
-    values: dict[str, Any] = {f":from{i}": {"S": s.value} for i, s in enumerate(move.sources)}
-    names = {"#st": "state"}
-    if move.guard is Guard.HOLDER:
-        names["#owner"] = "owner"
-        values[":guard"] = _encode({"owner": guard_value})["owner"]
-    elif move.guard is Guard.LEASE_EXPIRED:
-        values[":guard"] = {"N": repr(float(guard_value))}
-    elif move.guard is Guard.NOT_ANNOUNCED:
-        values[":false"] = {"BOOL": False}
-    sources = ", ".join(p for p in values if p.startswith(":from"))
-    return f"#st IN ({sources}){_GUARDS[move.guard]}", names, values
-
-
-def _encode(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Entry fields as DynamoDB attribute values (None: NULL, so a move can clear a field)."""
-    encoded: dict[str, dict[str, Any]] = {}
-    for name, value in values.items():
-        if value is None:
-            encoded[name] = {"NULL": True}
-        elif isinstance(value, bool):
-            encoded[name] = {"BOOL": value}
-        elif name in _NUMBERS:
-            encoded[name] = {"N": repr(float(value))}
-        else:
-            encoded[name] = {"S": str(value)}
-    return encoded
-
-
-def _decode(name: str, value: Mapping[str, Any]) -> Any:
-    if "NULL" in value:
-        return None
-    if "BOOL" in value:
-        return bool(value["BOOL"])
-    if "N" in value:
-        return float(value["N"])
-    return value.get("S")
-
-
-def _entry(run: str, item: Mapping[str, Any]) -> Entry:
-    index = int(item[PK]["S"].rsplit("#", 1)[1])
-    fields = {name: _decode(name, item[name]) for name in FIELDS if name in item}
-    fields["state"] = EntryState(fields["state"])
-    fields["announced"] = bool(fields.get("announced", False))
-    urls = tuple(json.loads(zlib.decompress(bytes(item["urls"]["B"]))))
-    return Entry(run=run, index=index, urls=urls, **fields)
-
-
-__all__: Sequence[str] = ("DynamoJournal", "entry_key", "head_key", "send", "written")
+__all__: Sequence[str] = ("DynamoJournal",)

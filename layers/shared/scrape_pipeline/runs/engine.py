@@ -7,23 +7,21 @@ failure is classified by ``outcomes.classify``: an entry goes back to planned on
 API certainly did not act. Time is the injected clock's and every wait goes through the
 injected ``sleep``: nothing here sleeps on its own, prints or reads the environment.
 
-With a ``Pace`` (``runs.pace``) several workers post at once, each entry claimed by one of
-them under the journal's conditional write, at the rate the pace finds the API allows.
+With a ``Pace`` (``runs.pace``) several workers post at once (``runs.workers``), each entry
+claimed by one of them under the journal's conditional write, at the rate the pace finds the
+API allows. Posting an entry and recording its answer is ``runs.posting.Posting``'s, the
+submitter's base; the run's flow and the settling of doubts are here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
 import random
-import socket
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scrape_pipeline.clock import Clock
@@ -34,9 +32,13 @@ from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, Held, JobLister, find_cre
 from scrape_pipeline.runs.evidence import CandidateSource, JobReader, evidenced
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
+from scrape_pipeline.runs.outcomes import Outcome, Verdict
+from scrape_pipeline.runs.owners import holder_gone, new_owner
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
+from scrape_pipeline.runs.posting import Posting
+from scrape_pipeline.runs.report import Event, EventKind, Planned, RunReport
+from scrape_pipeline.runs.workers import _OutOfTimeError
 from scrape_pipeline.settings import LISTING_LAG_FLOOR
 
 S = EntryState
@@ -53,30 +55,6 @@ class SubmitClient(JobLister, JobReader, Protocol):
     def create_crawl(self, url: str, **options: Any) -> SubmittedJob: ...
 
 
-class _OutOfTimeError(Exception):
-    """A wait would end past the caller's time: the call ends, with nothing held."""
-
-
-class EventKind(StrEnum):
-    """What happened to an entry, as the submitter tells its listener."""
-
-    SUBMITTED = "submitted"
-    ADOPTED = "adopted"
-    REJECTED = "rejected"
-    IN_DOUBT = "in_doubt"
-    WAITING = "waiting"  # for the lease of an entry another submitter holds
-    CATCHING_UP = "catching_up"  # in doubt: waiting for the job list to cover its POST
-
-
-@dataclass(frozen=True)
-class Event:
-    """An entry's news; ``api_status`` is the job's status as the API last gave it."""
-
-    kind: EventKind
-    entry: Entry
-    api_status: str | None = None
-
-
 @dataclass(frozen=True)
 class SubmitterSettings:
     """The submitter's timings; every one has a default the contract leaves open."""
@@ -90,66 +68,7 @@ class SubmitterSettings:
     wait_for_doubts: bool = True  # else a doubt the list may not cover yet is left for later
 
 
-@dataclass(frozen=True)
-class Planned:
-    """A run as planning found it: ``resumed`` counts its entries by state (empty: new)."""
-
-    run: Run
-    created: bool
-    resumed: dict[EntryState, int]
-
-
-@dataclass(frozen=True)
-class RunReport:
-    """Where a run stands after one ``submit`` call."""
-
-    run: Run
-    planned_now: bool
-    resumed: dict[EntryState, int]  # the states found at the start (empty: planned now)
-    entries: list[Entry]
-    posts: int  # POSTs this call sent
-    stopped: Outcome | None = None  # why the call stopped with entries left planned
-    cut: bool = False  # the caller's time ran out (a Lambda near its timeout)
-    pause_s: float = 0.0  # how long the API asked to be left alone when the call ended
-    counts: dict[EntryState, int] = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "counts", dict(Counter(e.state for e in self.entries)))
-
-    def where(self, state: EntryState) -> list[Entry]:
-        """The entries in ``state``."""
-        return [e for e in self.entries if e.state is state]
-
-    @property
-    def complete(self) -> bool:
-        """Every entry submitted."""
-        return self.counts.get(S.SUBMITTED, 0) == len(self.entries)
-
-
-def new_owner() -> str:
-    """A submitter's token: host, process and a random part (a restarted pid is not reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def holder_gone(owner: str | None) -> bool:
-    """``owner`` (a ``new_owner`` token) is a process of this host no longer alive (only a
-    pid of this host can be asked; one reused since reads as alive: the lease is waited out)."""
-    host, _, rest = (owner or "").rpartition(":")[0].rpartition(":")
-    if host != socket.gethostname() or not rest.isdigit():
-        return False
-    pid = int(rest)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # it exists, under another user
-    return False
-
-
-class Submitter:
+class Submitter(Posting):
     """Posts runs through ``journal`` with ``client``; ``announce(kind, job_id)`` tells the
     ledger of each batch or crawl the moment its id is recorded. With ``pace``, several
     workers post at its rate (give it a client that leaves 429s to the submitter)."""
@@ -245,9 +164,6 @@ class Submitter:
             self._settle_doubts(run)
         return was_cut
 
-    def _out_of_time(self) -> bool:
-        return self._time_left() <= 0
-
     def settle(self, run: Run, *, post_unfound: bool = False) -> list[Entry]:
         """Resolve what is in doubt without posting planned entries (``runs resolve``): leases
         run out expired, extracts in doubt looked up and the job found adopted; one not found
@@ -261,249 +177,6 @@ class Submitter:
         finally:
             self._post_unfound = True
         return self.journal.entries(run.name)
-
-    def _post_serially(self, run: Run, entries: Sequence[Entry]) -> bool:
-        """Post ``entries`` one after another; True when the caller's time ended it."""
-        for entry in entries:
-            if self._out_of_time():
-                return True
-            try:
-                self._post_planned(run, entry)
-            except _OutOfTimeError:
-                return True
-            if self._stopped is not None:
-                break
-        return False
-
-    def _post_in_parallel(self, run: Run, entries: Sequence[Entry], workers: int) -> bool:
-        """Post ``entries`` with up to ``workers`` threads, as many in flight as the pace's
-        ``concurrency`` allows (taken in order); True when the caller's time ended it.
-
-        A worker's crash (any BaseException) stops the others from claiming more and is raised
-        here; a KeyboardInterrupt here leaves what is in flight in doubt at once.
-        """
-        todo = iter(entries)
-        was_cut = threading.Event()
-        halt = threading.Event()
-        crashes: list[BaseException] = []
-        gate = threading.Condition()  # at most pace.concurrency() entries in flight
-        in_flight = [0]
-        pace = self.pace
-        assert pace is not None
-
-        def next_entry() -> Entry | None:
-            with gate:
-                while in_flight[0] >= pace.concurrency() and not halt.is_set():
-                    gate.wait()
-                with self._lock:
-                    if halt.is_set() or self._stopped is not None:
-                        return None
-                    if self._out_of_time():
-                        was_cut.set()
-                        return None
-                    entry = next(todo, None)
-                if entry is not None:
-                    in_flight[0] += 1
-                return entry
-
-        def done() -> None:
-            with gate:
-                in_flight[0] -= 1
-                gate.notify_all()
-
-        def worker() -> None:
-            try:
-                while (entry := next_entry()) is not None:
-                    try:
-                        self._post_planned(run, entry)
-                    finally:
-                        done()
-            except _OutOfTimeError:
-                was_cut.set()  # what the others hold is answered; nothing more is claimed
-                halt_all()
-            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-                crashes.append(exc)
-                halt_all()
-
-        def halt_all() -> None:
-            halt.set()
-            with gate:
-                gate.notify_all()
-
-        self._run_workers(worker, workers, halt)
-        if crashes:
-            raise crashes[0]
-        return was_cut.is_set()
-
-    def _run_workers(self, worker: Callable[[], None], workers: int, halt: threading.Event) -> None:
-        """``workers`` threads of ``worker``, joined. Anything raised here (Ctrl-C, a stop at
-        the function's timeout) halts them; Ctrl-C also leaves what is in flight in doubt."""
-        threads = [
-            threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(workers)
-        ]
-        for thread in threads:
-            thread.start()
-        try:
-            for thread in threads:
-                thread.join()
-        except BaseException as exc:
-            halt.set()
-            if isinstance(exc, KeyboardInterrupt):
-                self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
-            raise
-
-    def _doubt_in_flight(self, reason: str) -> None:
-        """What this submitter has in flight goes to doubt (its answer may never be read)."""
-        with self._lock:
-            held = list(self._in_flight.values())
-            self._in_flight.clear()
-        for entry in held:
-            try:
-                self._tell(
-                    EventKind.IN_DOUBT, self.journal.doubt(entry, self.owner, reason, self._t())
-                )
-            except MoveRefusedError:
-                continue  # its worker recorded the answer first
-
-    def _post_planned(self, run: Run, entry: Entry) -> None:
-        """Claim and post ``entry``; again after an answer that says the API did not act."""
-        while self._stopped is None:
-            if self._out_of_time():
-                raise _OutOfTimeError  # released, not claimed again: the next call posts it
-            # The send slot first, then the claim: a kill finds few entries claimed but unsent
-            # (a batch left in doubt can never be looked up).
-            sent_at = self._turn()
-            try:
-                claimed = self.journal.claim(entry, self.owner, self.clock.time())
-            except MoveRefusedError:
-                return  # another submitter has it
-            verdict, entry = self._post(run, claimed, sent_at)
-            if verdict is not Verdict.NOT_ACTED:
-                return
-
-    def _turn(self) -> float:
-        """Wait for the pace's next send slot (no pace: now); the time it is sent at.
-
-        A slot past the caller's time is not waited for (``_OutOfTimeError``).
-        """
-        if self.pace is None:
-            return self._t()
-        slot = self.pace.turn_before(self._t() + self._time_left())
-        if slot is None:
-            raise _OutOfTimeError
-        return slot
-
-    def _post(self, run: Run, claimed: Entry, sent_at: float) -> tuple[Verdict | None, Entry]:
-        """One POST of a claimed entry and the move its answer calls for."""
-        with self._lock:
-            self._posts += 1
-            self._in_flight[claimed.index] = claimed
-        try:
-            return self._post_claimed(run, claimed, sent_at)
-        finally:
-            with self._lock:
-                self._in_flight.pop(claimed.index, None)
-
-    def _post_claimed(
-        self, run: Run, claimed: Entry, sent_at: float
-    ) -> tuple[Verdict | None, Entry]:
-        try:
-            job = self._send(run, claimed.urls)
-        except GeonodeError as exc:
-            outcome = classify(exc)
-            return outcome.verdict, self._failed(claimed, outcome, sent_at)
-        except KeyboardInterrupt:
-            # Ctrl-C mid-POST: the request may have gone out; in doubt now, not in 300 s.
-            self._doubt_in_flight("interrupted mid-POST (Ctrl-C): the answer may be lost")
-            raise
-        except Exception as exc:
-            # Not the API's answer but our reading of it, or a bug: the job may exist.
-            self.journal.doubt(claimed, self.owner, f"unreadable answer: {exc!r}"[:300], self._t())
-            raise
-        with self._lock:
-            self._not_acted = 0
-        if self.pace is not None:
-            self.pace.answered(sent_at)
-        return None, self._submitted(run, claimed, job.job_id, str(job.status), EventKind.SUBMITTED)
-
-    def _send(self, run: Run, urls: Sequence[str]) -> SubmittedJob:
-        options = dict(run.options)
-        if run.mode is RunMode.BATCH:
-            return self.client.create_batch(list(urls), **options)
-        if run.mode is RunMode.CRAWL:
-            return self.client.create_crawl(urls[0], **options)
-        return self.client.submit_extract(urls[0], **options)
-
-    # -- recording answers -----------------------------------------------------------------
-
-    def _failed(self, claimed: Entry, outcome: Outcome, sent_at: float) -> Entry:
-        verdict, now = outcome.verdict, self._t()
-        if verdict is Verdict.REJECTED:
-            with self._lock:
-                self._not_acted = 0
-            return self._tell(
-                EventKind.REJECTED, self.journal.reject(claimed, self.owner, outcome.reason, now)
-            )
-        if verdict is Verdict.IN_DOUBT:
-            with self._lock:
-                self._not_acted = 0
-            return self._tell(
-                EventKind.IN_DOUBT, self.journal.doubt(claimed, self.owner, outcome.reason, now)
-            )
-        released = self.journal.release(claimed, self.owner, outcome.reason, now)
-        with self._lock:
-            self._not_acted += 1
-            self.throttled += 1
-            if verdict.stops_run or self._not_acted >= self.settings.max_not_acted:
-                if self._stopped is None:
-                    self._stopped = outcome
-                return released
-            wait = self._backoff(outcome.retry_after)
-        if self.pace is not None:
-            self.pace.throttled(sent_at, wait)  # every worker waits, not only this one
-        else:
-            self._nap(wait)
-        return released
-
-    def _backoff(self, retry_after: float | None) -> float:
-        """Retry-After when the API sent it, else exponential backoff with full jitter."""
-        if retry_after is not None:
-            return retry_after
-        s = self.settings
-        ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** min(self._not_acted - 1, 30))
-        return self._rng.uniform(0.0, ceiling)
-
-    def _submitted(
-        self, run: Run, entry: Entry, job_id: str, api_status: str | None, kind: EventKind
-    ) -> Entry:
-        """Record ``job_id`` for ``entry`` (held, or in doubt when ``kind`` is ADOPTED)."""
-        now = self._t()
-        try:
-            if kind is EventKind.ADOPTED:
-                recorded = self.journal.adopt(entry, job_id, now)
-            else:
-                recorded = self.journal.submit(entry, self.owner, job_id, now)
-        except MoveRefusedError as exc:
-            current = exc.entry
-            if current is None or current.state is not S.IN_DOUBT:
-                raise
-            # Our lease ran out while the answer was on its way: the answer is the evidence.
-            recorded = self.journal.adopt(current, job_id, now)
-        # Announced before it is told: a listener's line for a batch says it was announced.
-        return self._tell(kind, self._announced(run, recorded), api_status)
-
-    def _announced(self, run: Run, entry: Entry) -> Entry:
-        """Tell the ledger of a submitted batch or crawl (no API lists them), once."""
-        if self._announce is None or run.mode is RunMode.ASYNC or entry.job_id is None:
-            return entry
-        self._announce(run.mode.kind, entry.job_id)
-        return self.journal.announce(entry, self._t())
-
-    def _announce_left(self, run: Run, entries: Sequence[Entry]) -> None:
-        """Announce what an earlier call recorded but did not get to announce."""
-        for entry in entries:
-            if entry.state is S.SUBMITTED and not entry.announced:
-                self._announced(run, entry)
 
     # -- doubt and leases ------------------------------------------------------------------
 
@@ -609,35 +282,5 @@ class Submitter:
             self._tell(EventKind.WAITING, entry)
         self._wait_until(max(e.lease_until or 0.0 for e in held))
 
-    # -- small helpers ---------------------------------------------------------------------
 
-    def _t(self) -> float:
-        return self.clock.time()
-
-    def _wait_until(self, when: float) -> None:
-        wait = when - self.clock.time()
-        if wait > 0:
-            self._nap(wait)
-
-    def _nap(self, seconds: float) -> None:
-        """Every wait of the engine: never begun when it would outlast the caller's time."""
-        if seconds > self._time_left():
-            raise _OutOfTimeError
-        self.sleep(seconds)
-
-    def _tell(self, kind: EventKind, entry: Entry, api_status: str | None = None) -> Entry:
-        self._listener(Event(kind, entry, api_status))
-        return entry
-
-
-__all__: Sequence[str] = (
-    "Event",
-    "EventKind",
-    "Planned",
-    "RunReport",
-    "SubmitClient",
-    "Submitter",
-    "SubmitterSettings",
-    "holder_gone",
-    "new_owner",
-)
+__all__: Sequence[str] = ("SubmitClient", "Submitter", "SubmitterSettings")

@@ -15,7 +15,7 @@ not say which options a batch was posted with.)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -97,7 +97,7 @@ def evidenced(
     if source is None or run.mode is RunMode.ASYNC or not doubted:
         return
     taken = {e.job_id for e in journal.entries(run.name) if e.job_id}
-    sinces = [(entry.posted_at or entry.doubted_at or 0.0) - skew_s for entry in doubted]
+    sinces = [_since(entry, skew_s) for entry in doubted]
     # One read of the source, and one of each candidate, serve every entry in doubt: each
     # entry's own ``since`` is checked against the candidate's creation time.
     try:
@@ -111,15 +111,26 @@ def evidenced(
             find_by_evidence, named, remembered, run.mode, entry.urls, since, taken=taken
         )
         try:
-            job_id = find()
-            while job_id is not None and job_id in held:
-                taken.add(job_id)  # another run's batch of the same URLs: look further
-                job_id = find()
+            job_id = _first_not_held(find, held, taken)
         except GeonodeError:
             continue
         if job_id is not None:
             taken.add(job_id)
             yield entry, job_id
+
+
+def _since(entry: Entry, skew_s: float) -> float:
+    """The earliest its job can have been created, on the API's clock."""
+    return (entry.posted_at or entry.doubted_at or 0.0) - skew_s
+
+
+def _first_not_held(find: Callable[[], str | None], held: Held, taken: set[str]) -> str | None:
+    """The first job ``find`` names that no run's entry holds."""
+    job_id = find()
+    while job_id is not None and job_id in held:
+        taken.add(job_id)  # another run's batch of the same URLs: look further
+        job_id = find()
+    return job_id
 
 
 class _Named:
@@ -161,14 +172,23 @@ class _Remembered:
 def _is_batch(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
     head = reader.get_batch(job_id, page_size=_FIRST_PAGE)
     wanted = set(urls)
-    total, invalid = head.counters.get("total_urls"), head.counters.get("invalid_urls", 0)
-    if not _created_since(head, since) or total is None or total + invalid != len(wanted):
-        return False
-    if not {item.url for item in head.page.items} <= wanted:
+    total = _head_fits(head, wanted, since)
+    if total is None:
         return False
     items = {item.url for item in reader.iter_batch_items(job_id)}
     # Every item one of the entry's URLs, each URL once, the others counted invalid.
     return len(items) == total and all(url in wanted for url in items)
+
+
+def _head_fits(head: BatchStatus, wanted: set[str], since: float) -> int | None:
+    """A batch's URL count when its first page could be the entry's (created since ``since``,
+    as many URLs, valid and invalid, its items among them), else None."""
+    total, invalid = head.counters.get("total_urls"), head.counters.get("invalid_urls", 0)
+    if not _created_since(head, since) or total is None or total + invalid != len(wanted):
+        return None
+    if not {item.url for item in head.page.items} <= wanted:
+        return None
+    return total
 
 
 def _is_crawl(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
@@ -185,6 +205,10 @@ def _created_since(head: BatchStatus, since: float) -> bool:
         return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() >= since
     except ValueError:
         return True
+
+
+# The states a row of a job not finished is in: what the ledger's pending index holds.
+_NOT_DONE: Final = tuple(state for state in JobState if state is not JobState.DONE)
 
 
 class LedgerCandidates:
@@ -219,9 +243,7 @@ class LedgerCandidates:
 
     def _pending(self, kind: JobKind, since: float) -> Iterator[str]:
         until = self.ledger.clock.time() + 1.0
-        for state in JobState:
-            if state is JobState.DONE:
-                continue
+        for state in _NOT_DONE:
             cursor: dict[str, Any] | None = None
             while True:
                 rows, cursor = self.ledger.pending(

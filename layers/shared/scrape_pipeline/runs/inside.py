@@ -22,11 +22,12 @@ from typing import Final, Protocol
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.runs.doubt_wait import catching_up
-from scrape_pipeline.runs.engine import Planned, RunReport, Submitter
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import BadPlanError, RunMode
+from scrape_pipeline.runs.report import Planned, RunReport
 from scrape_pipeline.runs.request import (
     BadRequestError,
     Request,
@@ -172,7 +173,7 @@ class Inside:
 
     def _then(self, report: RunReport, idle: int, lag_s: float) -> Round:
         """Continue the run now, later, or not at all."""
-        name, now = report.run.name, self._clock.time()
+        name = report.run.name
         if report.cut:
             # A Retry-After pause that outlasts the invocation is waited out by the queue.
             delay = math.ceil(report.pause_s)
@@ -185,27 +186,35 @@ class Inside:
         if report.stopped is not None and report.stopped.verdict is Verdict.NOT_ACTED:
             delay = self.settings.retry_delay_s
             return self._continue(report, delay, idle, report.stopped.reason)
+        waiting = self._waiting(report, lag_s)
+        if waiting is None:
+            return Round(name, Next.DONE, "", report)
+        delay, why = waiting
+        return self._continue(report, delay, idle, why)
+
+    def _waiting(self, report: RunReport, lag_s: float) -> tuple[int, str] | None:
+        """What a run that went as far as it could still waits for: how long until its next
+        round, and why; None when every entry is settled."""
+        now = self._clock.time()
         held = [e.lease_until or now for e in report.where(S.POSTING)]
         if held:
-            delay = int(max(held) - now) + 1
-            return self._continue(report, delay, idle, "another submitter holds entries")
+            return int(max(held) - now) + 1, "another submitter holds entries"
         doubts = report.where(S.IN_DOUBT)
         waiting = catching_up(doubts, lag_s, now) if report.run.mode is RunMode.ASYNC else None
         if waiting is not None:
             # Looked up only once the job list covers each POST: never posted again before.
-            return self._continue(report, math.ceil(waiting.until - now) + 1, idle, waiting.why)
+            return math.ceil(waiting.until - now) + 1, waiting.why
         if doubts and report.run.mode is RunMode.ASYNC:
-            delay = self.settings.retry_delay_s
-            return self._continue(report, delay, idle, f"{len(doubts)} lookup(s) failed")
+            return self.settings.retry_delay_s, f"{len(doubts)} lookup(s) failed"
         if doubts:
             # No API lists batches or crawls: the delivery log names one once it settles, so
             # the run is looked at again (``max_idle_rounds`` times); posting one again is
             # the operator's decision (``runs resolve --repost-in-doubt``).
             why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, awaiting evidence"
-            return self._continue(report, self.settings.evidence_delay_s, idle, why)
+            return self.settings.evidence_delay_s, why
         if report.where(S.PLANNED):
-            return self._continue(report, 0, idle, "entries left planned")
-        return Round(name, Next.DONE, "", report)
+            return 0, "entries left planned"
+        return None
 
     def _continue(self, report: RunReport, delay_s: int, idle: int, why: str) -> Round:
         name = report.run.name

@@ -71,12 +71,7 @@ def options_key(run: str) -> str:
 
 def requests_of(body: str) -> list[Request]:
     """The requests one queue message holds (S3's test event holds none)."""
-    try:
-        message = json.loads(body)
-    except ValueError as exc:
-        raise BadRequestError(f"not JSON: {body[:80]!r}") from exc
-    if not isinstance(message, dict):
-        raise BadRequestError(f"not a JSON object: {body[:80]!r}")
+    message = _json_object(body)
     if "continue" in message:
         return [Continue(check_name(str(message["continue"])), int(message.get("idle", 0)))]
     if message.get("Event") == "s3:TestEvent":
@@ -85,6 +80,16 @@ def requests_of(body: str) -> list[Request]:
     if not isinstance(records, list):
         raise BadRequestError(f"neither an S3 event nor a continuation: {body[:80]!r}")
     return [_start(record) for record in records]
+
+
+def _json_object(body: str) -> dict[str, Any]:
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        raise BadRequestError(f"not JSON: {body[:80]!r}") from exc
+    if not isinstance(message, dict):
+        raise BadRequestError(f"not a JSON object: {body[:80]!r}")
+    return message
 
 
 def _start(record: Mapping[str, Any]) -> Start:
@@ -127,31 +132,42 @@ def spec_of(urls_text: str, options_text: str | None) -> RunSpec:
     unknown = sorted(set(raw) - _OPTIONS)
     if unknown:
         raise BadRequestError(f"unknown options {unknown}; known: {sorted(_OPTIONS)}")
+    mode = _mode(raw)
+    formats = _formats(raw)
+    render_js = raw.get("render_js", False)
+    if not isinstance(render_js, bool):
+        raise BadRequestError("render_js is true or false")
+    options = post_options(formats, render_js, _only_for(raw, "max_pages", mode, RunMode.CRAWL))
+    batch_size = _only_for(raw, "batch_size", mode, RunMode.BATCH)
     try:
-        mode = RunMode(raw.get("mode", RunMode.ASYNC.value))
+        return RunSpec.of(parse_urls(urls_text), mode, options, batch_size or BATCH_MAX_URLS)
+    except BadPlanError as exc:
+        raise BadRequestError(str(exc)) from exc
+
+
+def _mode(raw: Mapping[str, Any]) -> RunMode:
+    try:
+        return RunMode(raw.get("mode", RunMode.ASYNC.value))
     except ValueError as exc:
         raise BadRequestError(f"mode is one of {[m.value for m in RunMode]}") from exc
+
+
+def _formats(raw: Mapping[str, Any]) -> list[str]:
     formats = raw.get("formats", ["markdown"])
     if isinstance(formats, str):
         formats = [f.strip() for f in formats.split(",")]
     if not formats or not all(f in FORMATS for f in formats):
         raise BadRequestError(f"formats are some of {list(FORMATS)}; got {formats!r}")
-    render_js = raw.get("render_js", False)
-    if not isinstance(render_js, bool):
-        raise BadRequestError("render_js is true or false")
-    max_pages = None
-    if "max_pages" in raw:
-        if mode is not RunMode.CRAWL:
-            raise BadRequestError("max_pages applies to mode crawl")
-        max_pages = _whole(raw, "max_pages", 1)
-    options = post_options(formats, render_js, max_pages)
-    if "batch_size" in raw and mode is not RunMode.BATCH:
-        raise BadRequestError("batch_size applies to mode batch")
-    batch_size = _whole(raw, "batch_size", BATCH_MAX_URLS) if "batch_size" in raw else None
-    try:
-        return RunSpec.of(parse_urls(urls_text), mode, options, batch_size or BATCH_MAX_URLS)
-    except BadPlanError as exc:
-        raise BadRequestError(str(exc)) from exc
+    return list(formats)
+
+
+def _only_for(raw: Mapping[str, Any], name: str, mode: RunMode, owner: RunMode) -> int | None:
+    """The whole number ``name`` when given, which only a run of mode ``owner`` may give."""
+    if name not in raw:
+        return None
+    if mode is not owner:
+        raise BadRequestError(f"{name} applies to mode {owner.value}")
+    return _whole(raw, name, 1)
 
 
 def _options(text: str | None) -> dict[str, Any]:

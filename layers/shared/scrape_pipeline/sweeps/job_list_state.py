@@ -31,8 +31,9 @@ LAG_MEMORY_SECONDS = 86_400.0
 # Parts of the count check's range kept at most (one a fresh pass between checks); beyond it the
 # two oldest are merged, the lower watermark kept (a lag sample can only come out smaller).
 MAX_MARKS = 16
-# A run starts a few seconds early or late on its schedule (as ``reconciler.CADENCE_SLACK``): a
-# count check due every 600 s is due at a run 598 s after the last one.
+# A run starts a few seconds early or late on its schedule (as
+# ``reconcile_cadence.CADENCE_SLACK``): a count check due every 600 s is due at a run 598 s
+# after the last one.
 CHECK_SLACK = 5.0
 
 
@@ -165,18 +166,19 @@ class Checkpoint:
         out = {"watermark": f"{self.watermark:.3f}"}
         if self.lag:
             out.update(lag=f"{self.lag:.3f}", lag_seen_at=f"{self.lag_seen_at:.3f}")
-        if self.moved_at:
-            out["moved_at"] = f"{self.moved_at:.3f}"
-        if self.fresh_end:
-            out["fresh_end"] = f"{self.fresh_end:.3f}"
+        out.update(_times_set(moved_at=self.moved_at, fresh_end=self.fresh_end))
         if self.confirmed:
             out["confirmed"] = "1"
         out.update(passes.encode(p.saved() for p in self.pending))
         if self.counted is not None:
             out["counted"] = json.dumps(self.counted.encode())
-        if self.counted_at:
-            out["counted_at"] = f"{self.counted_at:.3f}"
+        out.update(_times_set(counted_at=self.counted_at))
         return out
+
+
+def _times_set(**times: float) -> dict[str, str]:
+    """The times among ``times`` that are set, as fields (an unset one, 0, is left out)."""
+    return {name: f"{value:.3f}" for name, value in times.items() if value}
 
 
 def number_field(saved: Mapping[str, str], name: str) -> float:

@@ -10,7 +10,8 @@ from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.processing import JobProcessor, ProcessorSettings
+from scrape_pipeline.processing import JobProcessor
+from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.resources import RESULTS_BUCKET
 from scrape_pipeline.resubmission import Resubmitter
