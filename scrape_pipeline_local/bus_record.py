@@ -53,6 +53,15 @@ def arrival_of(message: Mapping[str, Any]) -> Arrival:
     )
 
 
+@dataclass(frozen=True)
+class RunArrival:
+    """One ``Run Completed`` as the subscriber received it (it names a run, not a job)."""
+
+    run: str
+    event_id: str
+    arrived_at: float  # the stack's clock
+
+
 class BusRecord:
     """Every event of ours the bus delivered while it was open, drained on demand."""
 
@@ -61,7 +70,7 @@ class BusRecord:
         self._sqs = sqs
         self.arrivals: list[Arrival] = []
         self.jobs: set[tuple[str, str]] = set()  # (kind, job id) with an event received
-        self.runs: list[dict[str, Any]] = []  # Run Completed details: they name no job
+        self.runs: list[RunArrival] = []  # Run Completed: they name no job
 
     def open(self) -> None:
         """The rule and its queue: events put on the bus from now on are recorded."""
@@ -96,7 +105,8 @@ class BusRecord:
             for message in messages:
                 detail = json.loads(message["Body"])["detail"]
                 if "job_id" not in detail:
-                    self.runs.append(detail)
+                    sent = int(message["Attributes"]["SentTimestamp"]) / 1000.0
+                    self.runs.append(RunArrival(str(detail["run"]), str(detail["event_id"]), sent))
                     continue
                 arrival = arrival_of(message)
                 self.arrivals.append(arrival)

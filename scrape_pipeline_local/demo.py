@@ -9,7 +9,9 @@ versions (``scrape_pipeline_local.judge``), never from the pipeline's own word, 
 any is not zero. ``scrape-pipeline audit``'s own code then judges the run's window from the API
 and the bucket alone, and must agree with the judge on every unit (``agreement``). A rule of
 the run's own on the stack's bus receives every event: each job with a told outcome must have
-one (``bus_record``), and the run waits for them as it waits for the outcomes.
+one (``bus_record``), and the run waits for them as it waits for the outcomes. A profile's
+``runs_share`` sends part of the work through submission runs (``demo_runs``): each is audited
+with ``audit --run``'s code and its ``Run Completed`` checked on the bus (``run_checks``).
 
     python -m scrape_pipeline_local.demo [--jobs 200] [--seed 7]
         [--chaos default|none|heavy|<matrix scenario>]
@@ -47,6 +49,7 @@ from scrape_pipeline_local.bus_record import (
     percentile,
 )
 from scrape_pipeline_local.chaos import PROFILES, ChaosProfile, install_crashes
+from scrape_pipeline_local.demo_runs import DemoRun, split
 from scrape_pipeline_local.function_env import functions_write_to
 from scrape_pipeline_local.item_retries_judge import ITEM_KINDS, ItemRetries, judge_item_retries
 from scrape_pipeline_local.judge import (
@@ -60,6 +63,13 @@ from scrape_pipeline_local.judge import (
     refusals,
 )
 from scrape_pipeline_local.large_results import LargeResults, measure
+from scrape_pipeline_local.run_checks import (
+    RUN_COMPLETED_WAIT_SECONDS,
+    Evidence,
+    RunChecks,
+    audit_run,
+    check_runs,
+)
 from scrape_pipeline_local.simulator import content
 from scrape_pipeline_local.simulator.gateway import Gateway
 from scrape_pipeline_ops.audit import AuditReport, Window, audit, of_window
@@ -141,6 +151,8 @@ class Report(Verdict):
     events: EventFigures = field(default_factory=EventFigures)
     # The batch items and crawl pages that failed retryably, and what their retries became.
     item_retries: ItemRetries = field(default_factory=ItemRetries)
+    # The submission runs: each audited with ``audit --run``'s code, its completion on the bus.
+    runs: RunChecks = field(default_factory=RunChecks)
 
     @property
     def audit_failed(self) -> bool:
@@ -181,6 +193,7 @@ class Report(Verdict):
             ("REFUSED 401 WITH A VALID SECRET", str(self.refused_valid)),
             ("refused 401, secret retired past its grace", str(self.refused_retired)),
             *self.audit_lines(),
+            *self.runs.rows(),
             *self.events.lines(),
             (
                 "settle-to-stored latency p50 / p99",
@@ -268,6 +281,8 @@ class Demo:
         self.aws_calls = CallRecorder()
         self.wire = WireTimes()  # when each event was written and put, in wall time
         self._extracts = 0  # extract jobs submitted so far: picks the sick ones
+        self.runs: list[DemoRun] = []  # the workload's submission runs (``plan``)
+        self._quiet_since: float | None = None  # when all but the runs' completions was done
 
     # -- workload --------------------------------------------------------------------------
 
@@ -279,15 +294,18 @@ class Demo:
         extracts = max(0, self.jobs - batch_urls - crawl_pages)
         batch_urls = round(batch_urls * p.batch_crawl_scale)
         crawl_pages = round(crawl_pages * p.batch_crawl_scale)
-        items: list[tuple[str, Any]] = [
-            ("extract", f"https://demo.example/page/{i}") for i in range(extracts)
-        ]
+        parts = split(
+            [f"https://demo.example/page/{i}" for i in range(extracts)],
+            [f"https://demo.example/batch/{i}" for i in range(batch_urls)],
+            p.runs_share,
+            p.batch_urls,
+        )
+        self.runs = parts.runs
+        items: list[tuple[str, Any]] = [("extract", url) for url in parts.extracts]
+        items += [("run", run) for run in parts.runs]
         per_batch = p.batch_urls
-        for b in range(0, batch_urls, per_batch):
-            urls = [
-                f"https://demo.example/batch/{b + i}" for i in range(min(per_batch, batch_urls - b))
-            ]
-            items.append(("batch", urls))
+        for b in range(0, len(parts.batch_urls), per_batch):
+            items.append(("batch", parts.batch_urls[b : b + per_batch]))
         per_crawl = p.crawl_pages
         site = "demo.example"
         if per_crawl > content.site_size(f"https://{site}"):
@@ -453,6 +471,11 @@ class Demo:
         from scrape_pipeline.jobs import JobKind
         from scrape_pipeline_ops.submissions import expect
 
+        if kind == "run":  # uploaded as a user would: the submitter function posts it
+            assert self.stack.resources is not None
+            payload.upload(self._s3(), self.stack.resources.bucket)
+            report.submitted[payload.units] += len(payload.urls)
+            return
         if kind == "extract":
             self._maybe_sick(client.submit_extract(payload).job_id)
             report.submitted["extract jobs"] += 1
@@ -610,7 +633,16 @@ class Demo:
                 continue
             return False
         assert self.bus is not None
-        return all(job in self.bus.jobs for job in self.owed)
+        return all(job in self.bus.jobs for job in self.owed) and self._runs_told()
+
+    def _runs_told(self) -> bool:
+        """Every run's Run Completed came, or waiting for one is over (it is judged missing)."""
+        assert self.bus is not None
+        now = self.clock.time()
+        self._quiet_since = now if self._quiet_since is None else self._quiet_since
+        told = {arrival.run for arrival in self.bus.runs}
+        waited = now - self._quiet_since > RUN_COMPLETED_WAIT_SECONDS
+        return waited or all(run.name in told for run in self.runs)
 
     def _was_resubmitted_row(self, job: Mapping[str, Any]) -> bool:
         """A failed extract job, batch item or crawl page the pipeline answered with a new
@@ -762,6 +794,35 @@ class Demo:
         report.bucket_entries = self._bucket_entries()
         found = compare(report.outcomes, report.rewritten, report.audit)
         report.audit_differences = found.differences
+        report.runs = self._audit_runs(report, window)
+
+    def _audit_runs(self, report: Report, window: Window) -> RunChecks:
+        """Each run audited as ``scrape-pipeline audit --run NAME`` audits it, then checked
+        against the judge, the window audit and the bus (``run_checks``)."""
+        import boto3
+
+        from scrape_pipeline.runs.dynamodb import DynamoJournal
+
+        stack, bus = self.stack, self.bus
+        assert stack.resources is not None and bus is not None and report.audit is not None
+        journal = DynamoJournal(stack.resources.table, client=boto3.client("dynamodb"))
+        client, s3, bucket = stack.client(), self._s3(), stack.resources.bucket
+        bus.drain()
+        seen = Evidence(
+            report.audit, report.outcomes, report.rewritten, self._units(), bus.arrivals, bus.runs
+        )
+        return check_runs(
+            self.runs,
+            lambda name: audit_run(
+                client, s3, bucket, window, journal=journal, ledger=self._ledger(), name=name
+            ),
+            seen,
+        )
+
+    def _s3(self) -> Any:
+        import boto3
+
+        return boto3.client("s3")
 
     def _listing_calls(self) -> tuple[int, int]:
         """ListObjectVersions calls made outside any function (botocore's record), and the
@@ -871,12 +932,15 @@ def print_report(report: Report, chaos: str) -> None:
         print("audit and judge differ:", ", ".join(report.audit_differences[:10]))
     if report.events.without_examples:
         print("outcomes without an event:", ", ".join(report.events.without_examples[:10]))
+    if report.runs.examples():
+        print("runs:", ", ".join(report.runs.examples()[:10]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when nothing was lost, processed twice, wrongly dead-lettered, refused or
     closed early, every retryable item retried, the audit found nothing missing or doubled
-    and agreed with the judge, and every outcome's event came on the bus."""
+    and agreed with the judge (each run's too), every outcome's event came on the bus, and
+    each run's Run Completed once, after its URLs' outcomes."""
     parser = argparse.ArgumentParser(
         prog="demo", description=__doc__.splitlines()[0] if __doc__ else ""
     )
@@ -909,6 +973,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.audit_failed
         or report.events.without_event
         or report.item_retries.mishandled
+        or report.runs.failed
     )
     return 1 if failed else 0
 
