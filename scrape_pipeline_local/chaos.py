@@ -98,6 +98,11 @@ class ChaosProfile:
     # list's lookback, they reach the ledger never; the watch sweep's listing reads them all).
     background_jobs: int = 0
     listing_lag: tuple[float, float] | None = None  # the API lists a job this late (min, max)
+    # This share of the extract URLs and of the batch URLs goes through submission runs (an
+    # async run and a batch run, uploaded to ``submissions/`` for the submitter function),
+    # the rest straight to the API: each run is then audited (``audit --run``) and its
+    # ``Run Completed`` checked on the bus (``scrape_pipeline_local.run_checks``).
+    runs_share: float = 0.0
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -133,7 +138,10 @@ PROFILES: dict[str, ChaosProfile] = {
     "receiver-outage": ChaosProfile(outage=(60.0, 300.0)),
     "crash-put-send": ChaosProfile(receiver_crash_rate=0.2),
     "crash-store-done": ChaosProfile(processor_crash_rate=0.2),
-    "crash-resubmit": ChaosProfile(resubmit_crash_rate=1.0, retryable_failure_rate=0.2),
+    # Half the extract and batch URLs in runs: a run's resubmitted jobs make chains to follow.
+    "crash-resubmit": ChaosProfile(
+        resubmit_crash_rate=1.0, retryable_failure_rate=0.2, runs_share=0.5
+    ),
     # Not in the matrix's list (tests/local/test_emit_crash.py runs it): a third of the
     # processor's emits die before PutEvents, amid dropped webhooks.
     "crash-emit": ChaosProfile(emit_crash_rate=0.3, drop_rate=0.2),
@@ -267,14 +275,17 @@ PROFILES["busy-account"] = ChaosProfile(
 )
 # The API lists each job four to four and a half minutes after its created_at, amid 35 %
 # dropped webhooks: the job list's watermark follows the list's own timestamps.
-PROFILES["listing-lag"] = ChaosProfile(drop_rate=0.35, listing_lag=(240.0, 265.0))
+# Half the extract and batch URLs go through runs: their audits read late-listed jobs by GET.
+PROFILES["listing-lag"] = ChaosProfile(drop_rate=0.35, listing_lag=(240.0, 265.0), runs_share=0.5)
 
 # 10 % of batch items and crawl pages fail retryably (UPSTREAM_TIMEOUT), the work mostly in
 # batches of up to 100 URLs and crawls of up to 50 pages (at 100 jobs 200 URLs and 150 pages,
 # at 1,000 ten times as many), amid 20 % dropped webhooks, the processor killed after a fifth
 # of its item POSTs: each item is retried as a linked extract job (adopted, not posted again,
 # after a kill), stored once, or dead-lettered when its retry fails for good or its bound.
+# Half the extract and batch URLs go through runs, so a run's items make chains too.
 PROFILES["batch-item-retries"] = ChaosProfile(
+    runs_share=0.5,
     drop_rate=0.2,
     item_retryable_failure_rate=0.1,
     item_post_crash_rate=0.2,

@@ -183,6 +183,30 @@ def check_events(report: Report, scenario: str) -> None:
     assert events.swept_latency_max <= LOST_EMIT_BOUND_SECONDS, events.swept_latency_max
 
 
+def check_runs(report: Report, scenario: str) -> None:
+    """Where part of the work went through submission runs: each run's ``audit --run`` (the
+    journal, the API, the bucket) agrees unit by unit with the judge and with the window audit,
+    finds nothing missing, and followed chains; the bus told each run complete exactly once,
+    and only after every URL's final job had its outcome event."""
+    runs = report.runs
+    for check in runs.checks:
+        print(
+            f"{scenario}: run {check.name} audit {check.audit.counts()} "
+            f"calls={check.audit.record()['calls']} differences={len(check.differences)} "
+            f"Run Completed x{check.completions} lag={check.lag_s} early={len(check.early)}"
+        )
+    assert len(runs.checks) == 2, f"{scenario}: runs {[c.name for c in runs.checks]}"
+    for check in runs.checks:
+        assert not check.audit.failures(), f"{scenario}: {check.name} " + named(
+            check.audit.failures(), shown=20
+        )
+    assert not runs.disagreements, f"{scenario}: {runs.examples()}"
+    assert runs.missing == 0 and report.lost == 0
+    assert sum(c.audit.counts()["resubmitted"] for c in runs.checks) > 0, "no chain to follow"
+    assert runs.not_once == 0, [(c.name, c.completions) for c in runs.checks]
+    assert runs.early == 0, f"{scenario}: {runs.examples()}"
+
+
 def check(report: Report, scenario: str) -> None:
     assert report.lost == 0, f"{scenario}: lost {report.lost_examples}"
     assert report.processed_twice == 0, f"{scenario}: twice {report.twice_examples}"
@@ -197,6 +221,8 @@ def check(report: Report, scenario: str) -> None:
     assert report.settled >= sum(report.submitted.values())
     check_audit(report, scenario)
     check_events(report, scenario)
+    if PROFILES[scenario].runs_share:
+        check_runs(report, scenario)
     if scenario.startswith("crash-"):
         assert sum(report.crashes.values()) > 0, "the crash never happened"
     if scenario in ("drop-50", "webhooks-off"):
