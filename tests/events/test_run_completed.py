@@ -25,13 +25,14 @@ from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.reconciler import ReconcilerSettings
+from scrape_pipeline.reconciler import Reconciler, ReconcileReport, ReconcilerSettings
 from scrape_pipeline.resubmission import hand_on
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec
-from scrape_pipeline.sweeps.runs import RunsResult, RunsSweep
+from scrape_pipeline.sweeps.outbox import SWEEP_OUTBOX
+from scrape_pipeline.sweeps.runs import SWEEP_RUNS, RunsResult, RunsSweep
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe
 from tests.runs.conftest import client, clock, moto_endpoint, server, table
@@ -261,3 +262,70 @@ def test_a_run_whose_job_was_resubmitted_completes_with_the_job_that_ended_its_c
     # AND the resubmission's row names the run, so its event did
     row = world.ledger.get(JobKey(JobKind.EXTRACT, again))
     assert row is not None and row.run == "chained"
+
+
+def _settled_but_not_emitted(world: World, job_id: str, url: str) -> None:
+    """The processor's DONE stored of one job, killed before its emit: the event waits in the
+    row's outbox for the outbox sweep."""
+    key = JobKey(JobKind.EXTRACT, job_id)
+    lease = world.ledger.acquire(key, "processor", 60, source="sqs")
+    assert lease.granted and lease.row is not None
+    prefix = f"results/extract/{job_id}"
+    keys = [f"{prefix}/content.md", f"{prefix}/metadata.json"]
+    detail = {"prefix": prefix, "tokens_charged": "2"}
+    event = outcome_event(
+        key,
+        Outcome.STORED,
+        reopens=0,
+        finished_at=world.clock.time(),
+        bucket=BUCKET,
+        detail=detail,
+        url=url,
+        keys=keys,
+        run=lease.row.run,
+    )
+    assert event is not None
+    world.ledger.finish(key, "processor", Outcome.STORED, detail, event=event.to_json())
+
+
+def test_run_completed_waits_for_a_final_jobs_event_still_in_the_outbox(
+    world: World, client: GeonodeClient, clock: ManualClock
+):
+    # GIVEN an extract run of two URLs, both jobs stored, but the second's processor killed
+    # between its DONE and its emit: its Job Stored waits in the outbox for the sweep's grace
+    urls = [f"https://example.com/run-outbox/{i}" for i in range(2)]
+    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(7))
+    report = submitter.submit(RunSpec.of(urls, RunMode.ASYNC), "owing")
+    jobs = {e.urls[0]: e.job_id or "" for e in report.entries}
+    _settle(world, JobKind.EXTRACT, jobs[urls[0]], Outcome.STORED, urls[0])
+    _settled_but_not_emitted(world, jobs[urls[1]], urls[1])
+    emitter = Emitter(EventBus(BUS, client=world.events_client), world.ledger)
+    reconciler = Reconciler(
+        ReconcilerSettings(),
+        ledger=world.ledger,
+        client=cast("Any", None),  # neither sweep calls the API
+        recoverer=cast("Any", None),  # nor the queue
+        clock=clock,
+        emitter=emitter,
+        results=ResultStore(BUCKET, client=world.s3),
+    )
+
+    def reconcile() -> list[dict[str, Any]]:
+        """The reconciler's first two sweeps, in its order; what the subscriber got."""
+        for name in (SWEEP_OUTBOX, SWEEP_RUNS):
+            reconciler.run_sweep(name, ReconcileReport())
+        return world.subscriber.received()
+
+    # WHEN the reconciler runs within the outbox's grace
+    early = reconcile()
+    # THEN no Run Completed: a URL's final outcome has not reached the bus yet
+    assert [e["detail-type"] for e in early] == [], early
+    # WHEN it runs once the grace has passed
+    clock.advance(ReconcilerSettings().outbox_grace_seconds + 1)
+    late = reconcile()
+    # THEN the owed Job Stored came, then the run's one Run Completed, in that same run
+    order = [(e["detail-type"], e["detail"].get("job_id")) for e in late]
+    assert order == [("Job Stored", jobs[urls[1]]), ("Run Completed", None)], order
+    assert late[1]["detail"]["counts"] == {"urls": 2, "jobs": 2, "stored": 2}
+    # AND nothing more comes after
+    assert reconcile() == []

@@ -49,6 +49,7 @@ ADDED_SINCE: dict[str, Any] = {
     "retry_of": None,
     "run": None,
     "outbox_event": None,
+    "outbox_at": None,
     "items": None,  # RowCounts, unless asked for
 }
 

@@ -76,6 +76,9 @@ class LedgerRow:
     # The submission run whose journal recorded the job, and the outcome's event as written.
     run: str | None = None
     outbox_event: str | None = field(default=None, repr=False)
+    # When the outcome's event was written, while the bus has not taken it (None once sent,
+    # or for a row settled without one): a run's Run Completed waits for it.
+    outbox_at: float | None = None
 
     @property
     def is_done(self) -> bool:
@@ -199,6 +202,7 @@ _DECODERS: Final[Mapping[Attr, _Decoder]] = {
     **dict.fromkeys((Attr.LEASE_UNTIL, Attr.FINISHED_AT, Attr.EXPIRES_AT), _number),
     **dict.fromkeys((Attr.JOB_CREATED_AT, Attr.LATE_WEBHOOK_AT, Attr.FAILING_SINCE), _number),
     Attr.POSTED_AT: _number,
+    Attr.OUTBOX_AT: _number,
     **dict.fromkeys(
         (Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN, Attr.RETRY_OF), _text
     ),

@@ -3,7 +3,10 @@
 A run is complete when nothing of it is planned, posting or in doubt (a rejected URL is
 settled: the API said no) and the chain of every job it made has ended: a job resubmitted is
 followed to the job that carries on for it (``scrape_pipeline.chains``), as far as the one
-that settled for good. The rule ``runs show`` exits 0 on. Its manifest,
+that settled for good (the rule ``runs show`` exits 0 on), and the bus has taken that job's
+outcome event: one still in its row's outbox (a processor killed before its emit, an event
+retold naming the run) holds the run open, so ``Run Completed`` never comes before a URL's
+final outcome (the outbox sweep runs first and sends it after its grace). Its manifest,
 ``runs/<run>/manifest.json``, lists every URL with its entry, its final job's id, outcome and
 keys (an extract's from that row's kept event, a batch item's from the batch's own manifest,
 a crawl's its manifest), and the chain's job ids where it had more than one; then the counts
@@ -53,15 +56,17 @@ def submitted_key(run: Run, entry: Entry) -> JobKey | None:
 
 
 def settled(run: Run, entry: Entry, chains: Mapping[JobKey, Chain]) -> bool:
-    """``entry`` is settled for good: rejected, or submitted and its job's chain ended
-    (``chains``: by the entry's own job, as ``scrape_pipeline.chains.follow`` gives them)."""
+    """``entry`` is settled for good: rejected, or submitted, its job's chain ended and the
+    final job's event on the bus (``chains``: by the entry's own job, as
+    ``scrape_pipeline.chains.follow`` gives them)."""
     if entry.state in OPEN:
         return False
     key = submitted_key(run, entry)
     if key is None:
         return entry.state is S.REJECTED
     chain = chains.get(key)
-    return chain is not None and chain.ended
+    final = chain.final if chain is not None else None
+    return final is not None and final.outbox_at is None
 
 
 def first_unsettled(
