@@ -5,7 +5,8 @@ heads sit there from planning until the bus took it: ``scrape_pipeline.runs.head
 each, it goes on from the head's ``checked`` index, 100 entries and their 100 job rows a read,
 each resubmitted job followed to the job that carries on for it (``scrape_pipeline.chains``,
 one read more a link), and stops at the first entry whose chain has not ended (the rule
-``runs show`` exits 0 on), saving how far it got. A run checked to its end is complete:
+``runs show`` exits 0 on) or whose final job's event is still in the outbox (the outbox sweep,
+run first, sends it), saving how far it got. A run checked to its end is complete:
 
     manifest    ``runs/<run>/manifest.json`` put with If-None-Match (a repeat keeps the first)
     event       written on the head once (conditional), so every repeat carries its event_id
