@@ -25,6 +25,7 @@ from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.manifest import manifest_key
 from scrape_pipeline.reconciler import Reconciler, ReconcileReport, ReconcilerSettings
 from scrape_pipeline.resubmission import hand_on
 from scrape_pipeline.results import ResultStore
@@ -329,3 +330,51 @@ def test_run_completed_waits_for_a_final_jobs_event_still_in_the_outbox(
     assert late[1]["detail"]["counts"] == {"urls": 2, "jobs": 2, "stored": 2}
     # AND nothing more comes after
     assert reconcile() == []
+
+
+def test_run_completed_waits_for_a_batch_items_retry_whose_event_is_still_in_the_outbox(
+    world: World, client: GeonodeClient, clock: ManualClock
+):
+    # GIVEN a batch run of two URLs in one batch, whose first item failed retryably and was
+    # retried as an extract job: that job stored, its processor killed before its emit
+    urls = [f"https://example.com/run-retry/{i}" for i in range(2)]
+    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(8))
+    report = submitter.submit(RunSpec.of(urls, RunMode.BATCH, batch_size=2), "retried")
+    [entry] = report.entries
+    batch = entry.job_id or ""
+    retry = client.submit_extract(urls[0]).job_id
+    _settled_but_not_emitted(world, retry, urls[0])
+    # AND the batch stored (its event sent), its manifest naming the retry as item 0's job
+    items = [
+        {"index": 0, "url": urls[0], "status": "stored", "keys": [], "retry_job": retry},
+        {"index": 1, "url": urls[1], "status": "stored", "keys": []},
+    ]
+    key = manifest_key(JobKind.BATCH, batch)
+    world.s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps({"items": items}).encode())
+    _settle(world, JobKind.BATCH, batch, Outcome.STORED, urls[0])
+    world.subscriber.received()  # the batch's own event: not what this test is about
+    reconciler = Reconciler(
+        ReconcilerSettings(),
+        ledger=world.ledger,
+        client=cast("Any", None),  # neither sweep calls the API
+        recoverer=cast("Any", None),  # nor the queue
+        clock=clock,
+        emitter=Emitter(EventBus(BUS, client=world.events_client), world.ledger),
+        results=ResultStore(BUCKET, client=world.s3),
+    )
+
+    def reconcile() -> list[dict[str, Any]]:
+        for name in (SWEEP_OUTBOX, SWEEP_RUNS):
+            reconciler.run_sweep(name, ReconcileReport())
+        return world.subscriber.received()
+
+    # WHEN the reconciler runs within the outbox's grace
+    early = reconcile()
+    # THEN no Run Completed: the retried item's final outcome has not reached the bus yet
+    assert [e["detail-type"] for e in early] == [], early
+    # WHEN it runs once the grace has passed
+    clock.advance(ReconcilerSettings().outbox_grace_seconds + 1)
+    late = reconcile()
+    # THEN the retry's Job Stored came, then the run's one Run Completed
+    order = [(e["detail-type"], e["detail"].get("job_id")) for e in late]
+    assert order == [("Job Stored", retry), ("Run Completed", None)], order

@@ -5,8 +5,9 @@ settled: the API said no) and the chain of every job it made has ended: a job re
 followed to the job that carries on for it (``scrape_pipeline.chains``), as far as the one
 that settled for good (the rule ``runs show`` exits 0 on), and the bus has taken that job's
 outcome event: one still in its row's outbox (a processor killed before its emit, an event
-retold naming the run) holds the run open, so ``Run Completed`` never comes before a URL's
-final outcome (the outbox sweep runs first and sends it after its grace). Its manifest,
+retold naming the run, or a batch's item retried as an extract job whose event is owed,
+``scrape_pipeline.runs.owing``) holds the run open, so ``Run Completed`` never comes before a
+URL's final outcome (the outbox sweep runs first and sends it after its grace). Its manifest,
 ``runs/<run>/manifest.json``, lists every URL with its entry, its final job's id, outcome and
 keys (an extract's from that row's kept event, a batch item's from the batch's own manifest,
 a crawl's its manifest), and the chain's job ids where it had more than one; then the counts
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -55,29 +56,38 @@ def submitted_key(run: Run, entry: Entry) -> JobKey | None:
     return job_key(run, entry) if entry.state is S.SUBMITTED else None
 
 
-def settled(run: Run, entry: Entry, chains: Mapping[JobKey, Chain]) -> bool:
+def settled(
+    run: Run, entry: Entry, chains: Mapping[JobKey, Chain], owing: Set[JobKey] = frozenset()
+) -> bool:
     """``entry`` is settled for good: rejected, or submitted, its job's chain ended and the
     final job's event on the bus (``chains``: by the entry's own job, as
-    ``scrape_pipeline.chains.follow`` gives them)."""
+    ``scrape_pipeline.chains.follow`` gives them; ``owing``: entries whose batch's item
+    retries still owe theirs, ``scrape_pipeline.runs.owing``)."""
     if entry.state in OPEN:
         return False
     key = submitted_key(run, entry)
     if key is None:
         return entry.state is S.REJECTED
+    if key in owing:
+        return False
     chain = chains.get(key)
     final = chain.final if chain is not None else None
     return final is not None and final.outbox_at is None
 
 
 def first_unsettled(
-    run: Run, start: int, entries: Sequence[Entry], chains: Mapping[JobKey, Chain]
+    run: Run,
+    start: int,
+    entries: Sequence[Entry],
+    chains: Mapping[JobKey, Chain],
+    owing: Set[JobKey] = frozenset(),
 ) -> int:
     """The first index from ``start`` not settled, of ``entries`` read from there (an index
     missing from them is not settled); ``start + len`` when all are."""
     by_index = {e.index: e for e in entries}
     for index in range(start, start + len(entries)):
         entry = by_index.get(index)
-        if entry is None or not settled(run, entry, chains):
+        if entry is None or not settled(run, entry, chains, owing):
             return index
     return start + len(entries)
 

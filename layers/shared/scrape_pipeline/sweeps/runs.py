@@ -6,7 +6,9 @@ each, it goes on from the head's ``checked`` index, 100 entries and their 100 jo
 each resubmitted job followed to the job that carries on for it (``scrape_pipeline.chains``,
 one read more a link), and stops at the first entry whose chain has not ended (the rule
 ``runs show`` exits 0 on) or whose final job's event is still in the outbox (the outbox sweep,
-run first, sends it), saving how far it got. A run checked to its end is complete:
+run first, sends it; for a stored batch, its retried items' too: one GetObject of its
+manifest, ``scrape_pipeline.runs.owing``), saving how far it got. A run checked to its end is
+complete:
 
     manifest    ``runs/<run>/manifest.json`` put with If-None-Match (a repeat keeps the first)
     event       written on the head once (conditional), so every repeat carries its event_id
@@ -34,7 +36,7 @@ from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.manifest import manifest_key
 from scrape_pipeline.results import ResultStore
-from scrape_pipeline.runs import completion
+from scrape_pipeline.runs import completion, owing
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.heads import Head, RunHeads
 from scrape_pipeline.runs.journal import Entry
@@ -141,7 +143,8 @@ class RunsSweep(Sweep[RunsSettings, RunsResult]):
             stop = min(run.entries, index + RUN_PAGE)
             entries = self._journal.entries_between(run.name, index, stop)
             followed = self._chains(run, entries)
-            reached = completion.first_unsettled(run, index, entries, followed)
+            owed = owing.retries_owing(followed, self._batch_items, self._ledger)
+            reached = completion.first_unsettled(run, index, entries, followed, owed)
             if reached < stop:  # an entry open, or its job not settled: checked up to it
                 index = reached
                 break

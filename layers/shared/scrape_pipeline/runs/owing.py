@@ -1,0 +1,53 @@
+"""A run's batches whose retried items still owe their outcome event.
+
+A batch's item that failed retryably is retried as an extract job (``item_retries``); the
+batch is DONE once those jobs settled, but a retry's own ``Job Stored`` may still wait in its
+row's outbox (its processor killed before the emit). The batch's manifest names each retried
+item's final job (``retry_job``): a run whose batch has one still owing its event is not
+complete yet, so ``Run Completed`` never comes before that URL's final outcome. Cost: one
+GetObject of each stored batch's manifest and one BatchGetItem a hundred retries, once per
+batch entry as the run sweep checks past it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from scrape_pipeline import chains
+from scrape_pipeline.chains import Chain, RowReader
+from scrape_pipeline.jobs import JobKey, JobKind, Outcome
+
+# A stored batch's own manifest by job id (None: not there).
+type BatchItems = Callable[[str], Mapping[str, Any] | None]
+
+
+def _retry_jobs(manifest: Mapping[str, Any] | None) -> list[str]:
+    """The final jobs of the batch's retried items, as its manifest names them."""
+    items = (manifest or {}).get("items") or ()
+    return [str(i["retry_job"]) for i in items if isinstance(i, Mapping) and i.get("retry_job")]
+
+
+def retries_owing(
+    chains_by_key: Mapping[JobKey, Chain], batch_items: BatchItems, ledger: RowReader
+) -> frozenset[JobKey]:
+    """The entries (by their own job) whose chain ended at a stored batch with an item's
+    retry whose outcome event the bus has not taken yet."""
+    retries: dict[JobKey, list[JobKey]] = {}
+    for start, chain in chains_by_key.items():
+        final = chain.final
+        if final is None or final.key.kind is not JobKind.BATCH:
+            continue
+        if final.outcome is not Outcome.STORED or final.outbox_at is not None:
+            continue  # not stored (no items retried), or its own event owed already
+        jobs = _retry_jobs(batch_items(final.key.job_id))
+        retries[start] = [JobKey(JobKind.EXTRACT, job_id) for job_id in jobs]
+    rows = chains.rows_of(ledger, (key for keys in retries.values() for key in keys))
+    return frozenset(
+        start
+        for start, keys in retries.items()
+        if any(key in rows and rows[key].outbox_at is not None for key in keys)
+    )
+
+
+__all__: Sequence[str] = ("BatchItems", "retries_owing")
