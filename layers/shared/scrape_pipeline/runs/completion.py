@@ -133,32 +133,42 @@ def _keys(row: LedgerRow) -> list[str]:
 def _urls_of(
     run: Run, entry: Entry, chain: Chain | None, batch_items: BatchItems
 ) -> Iterable[dict[str, Any]]:
+    """One record per URL of ``entry``: the job that ended its chain, its outcome and keys."""
     row = chain.final if chain is not None else None
     base: dict[str, Any] = {"entry": entry.index, "job_id": entry.job_id}
     if entry.state is S.REJECTED or chain is None or row is None:
-        for url in entry.urls:
-            yield {**base, "url": url, "outcome": REJECTED, "reason": entry.reason, "keys": []}
-        return
+        rejected = {"outcome": REJECTED, "reason": entry.reason, "keys": []}
+        return [{**base, "url": url, **rejected} for url in entry.urls]
     base["job_id"] = row.key.job_id  # the job that ended the chain
     if len(chain.rows) > 1:
         base["chain"] = list(chain.job_ids)
-    outcome = row.outcome.value if row.outcome else None
-    reason = row.detail.get("reason")
-    items: dict[str, Mapping[str, Any]] = {}
-    if run.mode is RunMode.BATCH and row.outcome is Outcome.STORED:
-        manifest = batch_items(row.key.job_id) or {}
-        items = {str(i.get("url")): i for i in manifest.get("items") or ()}
-    for url in entry.urls:
-        if run.mode is RunMode.BATCH and items:
-            item = items.get(url)
-            if item is None:
-                yield {**base, "url": url, "outcome": NO_ITEM, "keys": []}
-                continue
-            found = {"outcome": item["status"], "keys": list(item.get("keys") or ())}
-            yield {**base, "url": url, **found, "item": item.get("index")}
-            continue
-        record = {**base, "url": url, "outcome": outcome, "keys": _keys(row)}
-        yield record if reason is None else {**record, "reason": reason}
+    items = _batch_items(run, row, batch_items)
+    if items:
+        return [{**base, "url": url, **_item_record(items.get(url))} for url in entry.urls]
+    record: dict[str, Any] = {"outcome": row.outcome.value if row.outcome else None}
+    record["keys"] = _keys(row)
+    if (reason := row.detail.get("reason")) is not None:
+        record["reason"] = reason
+    return [{**base, "url": url, **record} for url in entry.urls]
+
+
+def _batch_items(run: Run, row: LedgerRow, batch_items: BatchItems) -> dict[str, Mapping[str, Any]]:
+    """A stored batch's items by URL, from its own manifest ({} for any other job)."""
+    if run.mode is not RunMode.BATCH or row.outcome is not Outcome.STORED:
+        return {}
+    manifest = batch_items(row.key.job_id) or {}
+    return {str(item.get("url")): item for item in manifest.get("items") or ()}
+
+
+def _item_record(item: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A batch URL's outcome and keys as its batch's manifest gives them (none: no item)."""
+    if item is None:
+        return {"outcome": NO_ITEM, "keys": []}
+    return {
+        "outcome": item["status"],
+        "keys": list(item.get("keys") or ()),
+        "item": item.get("index"),
+    }
 
 
 def build(

@@ -28,6 +28,15 @@ def _retry_jobs(manifest: Mapping[str, Any] | None) -> list[str]:
     return [str(i["retry_job"]) for i in items if isinstance(i, Mapping) and i.get("retry_job")]
 
 
+def _stored_batch(chain: Chain) -> JobKey | None:
+    """The stored batch that ended ``chain`` with its own event sent (None: any other end)."""
+    final = chain.final
+    if final is None or final.key.kind is not JobKind.BATCH:
+        return None
+    sent = final.outcome is Outcome.STORED and final.outbox_at is None
+    return final.key if sent else None  # not stored: no item retried; unsent: owed already
+
+
 def retries_owing(
     chains_by_key: Mapping[JobKey, Chain], batch_items: BatchItems, ledger: RowReader
 ) -> frozenset[JobKey]:
@@ -35,19 +44,13 @@ def retries_owing(
     retry whose outcome event the bus has not taken yet."""
     retries: dict[JobKey, list[JobKey]] = {}
     for start, chain in chains_by_key.items():
-        final = chain.final
-        if final is None or final.key.kind is not JobKind.BATCH:
-            continue
-        if final.outcome is not Outcome.STORED or final.outbox_at is not None:
-            continue  # not stored (no items retried), or its own event owed already
-        jobs = _retry_jobs(batch_items(final.key.job_id))
-        retries[start] = [JobKey(JobKind.EXTRACT, job_id) for job_id in jobs]
+        batch = _stored_batch(chain)
+        if batch is not None:
+            jobs = _retry_jobs(batch_items(batch.job_id))
+            retries[start] = [JobKey(JobKind.EXTRACT, job_id) for job_id in jobs]
     rows = chains.rows_of(ledger, (key for keys in retries.values() for key in keys))
-    return frozenset(
-        start
-        for start, keys in retries.items()
-        if any(key in rows and rows[key].outbox_at is not None for key in keys)
-    )
+    owing = {key for key, row in rows.items() if row.outbox_at is not None}
+    return frozenset(start for start, keys in retries.items() if owing.intersection(keys))
 
 
 __all__: Sequence[str] = ("BatchItems", "retries_owing")
