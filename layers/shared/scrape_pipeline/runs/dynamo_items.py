@@ -68,7 +68,8 @@ class _RefusedError(Exception):
 
 def condition(move: Move, guard_value: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
     """A move's condition: its sources, then its guard's clause, with their placeholders."""
-    values: dict[str, Any] = {f":from{i}": {"S": s.value} for i, s in enumerate(move.sources)}
+    sources = {f":from{i}": {"S": s.value} for i, s in enumerate(move.sources)}
+    values: dict[str, Any] = dict(sources)
     names = {"#st": "state"}
     if move.guard is Guard.HOLDER:
         names["#owner"] = "owner"
@@ -77,8 +78,7 @@ def condition(move: Move, guard_value: Any) -> tuple[str, dict[str, str], dict[s
         values[":guard"] = {"N": repr(float(guard_value))}
     elif move.guard is Guard.NOT_ANNOUNCED:
         values[":false"] = {"BOOL": False}
-    sources = ", ".join(p for p in values if p.startswith(":from"))
-    return f"#st IN ({sources}){_GUARDS[move.guard]}", names, values
+    return f"#st IN ({', '.join(sources)}){_GUARDS[move.guard]}", names, values
 
 
 def encode(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
