@@ -240,7 +240,7 @@ def _final(index: int, job: LedgerRow) -> ItemRecord:
     tokens = int(tokens_text) if tokens_text.isdigit() else None
     url = detail.get("url")
     if job.outcome is Outcome.STORED:
-        keys = tuple(k for k in detail.get(DETAIL_KEYS, "").split(",") if k)
+        keys = tuple(filter(None, detail.get(DETAIL_KEYS, "").split(",")))
         return ItemRecord(index, url, ItemStatus.STORED, keys, tokens, None, job.key.job_id)
     if job.outcome is Outcome.CANCELLED:
         return ItemRecord(index, url, ItemStatus.CANCELLED, (), tokens, None, job.key.job_id)
