@@ -89,8 +89,6 @@ class Emitter:
     def emit(self, pending: Sequence[PendingEvent]) -> EmitResult:
         """Put ``pending`` on the bus, ten a call, then clear each one it took."""
         result = EmitResult()
-        if not pending:
-            return result
         events: list[OutcomeEvent] = []
         rows: dict[str, PendingEvent] = {}
         for item in pending:
