@@ -189,13 +189,13 @@ def _webhook_moves(
     """The row a webhook moves on: one closed as unknown, parked WATCHING, recorded at our
     submission, or whose writer died between put and send (each moved once per delivery id,
     by the ledger's condition, of which there may be several concurrent duplicates)."""
-    identified = evidence.delivery_id is not None
     announced = row.source == Source.SUBMITTED
-    if row.reopenable and identified:
-        return _reopen()
-    if row.state is JobState.WATCHING and identified:
-        # Each wake costs a GET, so only a delivery not seen before wakes it.
-        return _enqueue(Why.ANNOUNCED if announced else Why.WOKEN)
+    if evidence.delivery_id is not None:
+        if row.reopenable:
+            return _reopen()
+        if row.state is JobState.WATCHING:
+            # Each wake costs a GET, so only a delivery not seen before wakes it.
+            return _enqueue(Why.ANNOUNCED if announced else Why.WOKEN)
     if row.state is not JobState.RECEIVED:
         return None
     if announced:

@@ -189,10 +189,12 @@ class LedgerClaims:
         rows = self._rows.get_many(keys)
         if self._like is not None:
             like = rows.get(keys[1])
-            self._item, self._like = (like.retry_of if like else None), None
             # The job a holder of ``like`` noted before it died: ours, though it carries the
             # run or item ``like`` handed on (``resubmission.hand_on``).
-            self._noted = like.detail.get(DETAIL_RESUBMITTED_AS) if like else None
+            self._item, self._noted = (
+                (like.retry_of, like.detail.get(DETAIL_RESUBMITTED_AS)) if like else (None, None)
+            )
+            self._like = None
         if job_id == self._noted:
             return False
         row = rows.get(keys[0])

@@ -200,11 +200,11 @@ class Inside:
         if held:
             return int(max(held) - now) + 1, "another submitter holds entries"
         doubts = report.where(S.IN_DOUBT)
-        waiting = catching_up(doubts, lag_s, now) if report.run.mode is RunMode.ASYNC else None
-        if waiting is not None:
-            # Looked up only once the job list covers each POST: never posted again before.
-            return math.ceil(waiting.until - now) + 1, waiting.why
         if doubts and report.run.mode is RunMode.ASYNC:
+            waiting = catching_up(doubts, lag_s, now)
+            if waiting is not None:
+                # Looked up only once the job list covers each POST: never posted again before.
+                return math.ceil(waiting.until - now) + 1, waiting.why
             return self.settings.retry_delay_s, f"{len(doubts)} lookup(s) failed"
         if doubts:
             # No API lists batches or crawls: the delivery log names one once it settles, so
