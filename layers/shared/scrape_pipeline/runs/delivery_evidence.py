@@ -11,6 +11,7 @@ webhook. ``DeliveryLogCandidates`` reads the subscriptions of the kind's event
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
@@ -18,7 +19,7 @@ from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.payload import EVENT_KINDS
-from scrape_pipeline.runs.evidence import CandidateSource
+from scrape_pipeline.runs.evidence import CandidateSource, first_seen
 
 EVENT_OF_KIND: Final[Mapping[JobKind, str]] = {kind: event for event, kind in EVENT_KINDS.items()}
 
@@ -56,12 +57,9 @@ class DeliveryLogCandidates:
             hooks = [h for h in self.log.list_webhooks() if h.event_type == event]
         except NotFoundError:
             return
-        seen: set[str] = set()
-        for hook in hooks:
-            for job_id in self._named(hook.id, event, since):
-                if job_id not in seen:
-                    seen.add(job_id)
-                    yield job_id
+        yield from first_seen(
+            chain.from_iterable(self._named(hook.id, event, since) for hook in hooks)
+        )
 
     def _named(self, webhook_id: str, event: str, since: float) -> Iterator[str]:
         """The job ids of one subscription's attempts since ``since``, newest first."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import partial
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
@@ -117,6 +118,15 @@ def evidenced(
         if job_id is not None:
             taken.add(job_id)
             yield entry, job_id
+
+
+def first_seen(job_ids: Iterable[str]) -> Iterator[str]:
+    """``job_ids`` each once, where first named (lazily: a caller may stop at a match)."""
+    seen: set[str] = set()
+    for job_id in job_ids:
+        if job_id not in seen:
+            seen.add(job_id)
+            yield job_id
 
 
 def _since(entry: Entry, skew_s: float) -> float:
@@ -229,17 +239,10 @@ class LedgerCandidates:
         self.page = page
 
     def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
-        seen: set[str] = set()
-        for job_id in self._pending(kind, since):
-            if job_id not in seen:
-                seen.add(job_id)
-                yield job_id
-        if not self.scan_done:
-            return
-        for job_id in self._scanned(kind, since):
-            if job_id not in seen:
-                seen.add(job_id)
-                yield job_id
+        found = self._pending(kind, since)
+        if self.scan_done:
+            found = chain(found, self._scanned(kind, since))
+        return first_seen(found)
 
     def _pending(self, kind: JobKind, since: float) -> Iterator[str]:
         until = self.ledger.clock.time() + 1.0
@@ -263,4 +266,5 @@ __all__: Sequence[str] = (
     "LedgerCandidates",
     "evidenced",
     "find_by_evidence",
+    "first_seen",
 )
