@@ -244,17 +244,16 @@ class PagedStore:
             )
             done.records.append(ItemRecord.of(item, index, ItemStatus.STORED, stored.keys))
             done.stored += 1
-        elif item.status == ApiStatus.FAILED and self._retried(key, item, index, done, retries):
-            return
         elif item.status == ApiStatus.FAILED:
-            where = self._results.dead_letter(
-                key.kind,
-                key.job_id,
-                {"url": item.url, "code": item.error_code, "message": item.error_message},
-                item=index,
-            )
-            done.records.append(ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where]))
-            done.failed += 1
+            if not self._retried(key, item, index, done, retries):
+                where = self._results.dead_letter(
+                    key.kind,
+                    key.job_id,
+                    {"url": item.url, "code": item.error_code, "message": item.error_message},
+                    item=index,
+                )
+                done.records.append(ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where]))
+                done.failed += 1
         elif item.status == ApiStatus.CANCELLED:
             done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
         else:
