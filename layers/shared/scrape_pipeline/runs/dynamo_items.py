@@ -12,6 +12,8 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from botocore import xform_name
+
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, unavailable
 from scrape_pipeline.ledger import PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
 from scrape_pipeline.runs.journal import FIELDS, Entry
@@ -53,9 +55,8 @@ def written(db: DynamoDBClient, operation: str, **request: Any) -> bool:
 def send(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
     """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
     ``AWSUnavailableError`` (botocore's errors are translated by ``aws_errors``)."""
-    method = "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
     try:
-        return dict(getattr(db, method)(**request))
+        return dict(getattr(db, xform_name(operation))(**request))
     except AWS_ERRORS as exc:
         if is_condition_failed(exc):
             raise _RefusedError(operation) from exc
