@@ -187,7 +187,7 @@ def _is_batch(reader: JobReader, job_id: str, urls: Sequence[str], since: float)
         return False
     items = {item.url for item in reader.iter_batch_items(job_id)}
     # Every item one of the entry's URLs, each URL once, the others counted invalid.
-    return len(items) == total and all(url in wanted for url in items)
+    return len(items) == total and items <= wanted
 
 
 def _head_fits(head: BatchStatus, wanted: set[str], since: float) -> int | None:
