@@ -77,11 +77,14 @@ def network_detail(exc: BaseException) -> str:
         return f"cannot reach {host}: no connection in time"
     if isinstance(exc, ReadTimeoutError):
         return f"{host}: no answer in time"
-    never_connected = isinstance(exc, BotocoreConnectionError)
-    cause = _socket_cause(kwargs) or (
-        "no connection" if never_connected else "connection lost before an answer"
+    # Never connected, or connected and lost: where it failed, and its cause if the socket
+    # says none.
+    where, fallback = (
+        (f"cannot reach {host}", "no connection")
+        if isinstance(exc, BotocoreConnectionError)
+        else (host, "connection lost before an answer")
     )
-    where = f"cannot reach {host}" if never_connected else host
+    cause = _socket_cause(kwargs) or fallback
     return f"{where}: {cause[:1].lower()}{cause[1:120]}"
 
 
