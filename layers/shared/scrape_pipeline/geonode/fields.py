@@ -9,7 +9,7 @@ from typing import Any
 
 def parse_time(value: Any) -> datetime | None:
     """An ISO 8601 timestamp (``Z`` or offset) as an aware datetime; None when absent or invalid."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str):
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
