@@ -73,7 +73,7 @@ class Posted:
             return False
         if said.get("processing_mode") != ASYNC:
             return False
-        return all(key in said and said[key] == value for key, value in self.extra)
+        return all((key, value) in said.items() for key, value in self.extra)
 
 
 class Claims(Protocol):
