@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any
 
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus
@@ -149,7 +150,7 @@ def build_manifest(
     by_index: dict[int, ItemRecord] = {}
     for record in records:
         by_index.setdefault(record.index, record)
-    items = [by_index[i] for i in sorted(by_index)]
+    items = sorted(by_index.values(), key=attrgetter("index"))
     counts = {s.value: 0 for s in ItemStatus if s is not ItemStatus.RETRYING}
     for record in items:
         counts[record.status.value] += 1
