@@ -56,8 +56,7 @@ def rows_of(ledger: RowReader, keys: Iterable[JobKey]) -> dict[JobKey, LedgerRow
 def successors(ledger: RowReader, job_ids: Iterable[str]) -> dict[str, str]:
     """Each extract job of ``job_ids`` that the ledger says was resubmitted: its successor."""
     rows = rows_of(ledger, (JobKey(JobKind.EXTRACT, job_id) for job_id in job_ids))
-    found = {key.job_id: successor(row) for key, row in rows.items()}
-    return {job_id: following for job_id, following in found.items() if following}
+    return {key.job_id: following for key, row in rows.items() if (following := successor(row))}
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,8 @@ class Chain:
 
     @property
     def final(self) -> LedgerRow | None:
-        """The job that ended the chain (None while it goes on)."""
-        return self.rows[-1] if self.ended and self.rows else None
+        """The job that ended the chain (None while it goes on). Only a row read ends one."""
+        return self.rows[-1] if self.ended else None
 
     @property
     def job_ids(self) -> tuple[str, ...]:
