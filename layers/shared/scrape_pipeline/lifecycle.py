@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
+from itertools import product
 from typing import Final
 
 from scrape_pipeline.jobs import JobState
@@ -187,9 +188,8 @@ def mermaid() -> str:
     """The moves that change a row's state as a Mermaid ``stateDiagram-v2`` (no row: ``[*]``)."""
     edges: dict[tuple[str, str], dict[str, None]] = {}  # (from, to) -> verbs, in table order
     for move in MOVES:
-        for source in move.sources:
-            for target in move.targets:
-                edges.setdefault((_node(source), _node(target)), {})[move.verb.value] = None
+        for source, target in product(move.sources, move.targets):
+            edges.setdefault((_node(source), _node(target)), {})[move.verb.value] = None
     lines = ["stateDiagram-v2"]
     lines += [f"    {a} --> {b}: {', '.join(verbs)}" for (a, b), verbs in edges.items()]
     return "\n".join(lines) + "\n"
