@@ -205,14 +205,14 @@ class DynamoJournal(BaseJournal):
             keys = [
                 {PK: {"S": entry_key(name, i)}} for i in range(first, min(count, first + _BATCH))
             ]
-            request: dict[str, Any] = {
+            request: dict[str, Any] | None = {
                 self.table_name: {"Keys": keys, "ConsistentRead": consistent}
             }
             while request:
                 page = self._send("BatchGetItem", RequestItems=request)
                 for item in page.get("Responses", {}).get(self.table_name, []):
                     yield entry_of(name, item)
-                request = page.get("UnprocessedKeys") or {}
+                request = page.get("UnprocessedKeys")  # none, or {}: all read
 
     def entry(self, name: str, index: int) -> Entry | None:
         found = self._get(entry_key(name, index))
@@ -257,7 +257,7 @@ class DynamoJournal(BaseJournal):
         encoded = encode({name: values[name] for name in values if name in FIELDS})
         names = {f"#{name}": name for name in encoded}
         placeholders = {f":{name}": value for name, value in encoded.items()}
-        now = float(values.get("updated_at") or 0.0)
+        now = float(values["updated_at"])  # every move writes it (``BaseJournal._move``)
         placeholders[":ttl"] = {"N": str(int(now + self._ttl_s))}
         where, condition_names, condition_values = condition(move, guard_value)
         sets = ", ".join(f"#{name} = :{name}" for name in encoded)
