@@ -149,9 +149,7 @@ def recovery_evidence(source: Source | str) -> Evidence:
 def _recorded_state(seen: Seen) -> JobState:
     """The state a new row starts in: a webhook's waits for its own send, a running job's is
     parked for the watch sweep, and a recovery's row is enqueued at once."""
-    if seen is Seen.WEBHOOK:
-        return JobState.RECEIVED
-    return JobState.WATCHING if seen is Seen.LISTED_RUNNING else JobState.ENQUEUED
+    return _NEW_ROW_STATE.get(seen, JobState.ENQUEUED)
 
 
 def _nothing(row: LedgerRow, why: Why) -> Decision:
@@ -259,6 +257,11 @@ def _recover_waiting(row: LedgerRow, evidence: Evidence, now: float, policy: Pol
 type _Rule = Callable[[LedgerRow, Evidence, float, Policy], Decision]
 
 # By what was seen; any other evidence says the job settled or its row is stuck (_recovery).
+_NEW_ROW_STATE: Mapping[Seen, JobState] = {
+    Seen.WEBHOOK: JobState.RECEIVED,
+    Seen.LISTED_RUNNING: JobState.WATCHING,
+}
+
 _RULE_BY_SEEN: Mapping[Seen, _Rule] = {
     Seen.WEBHOOK: _webhook,
     Seen.LISTED_RUNNING: _listed_running,
