@@ -15,6 +15,7 @@ from scrape_pipeline.clock import Clock
 from scrape_pipeline.disposition import Disposition, MessageOutcome
 from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter, told_with_run
+from scrape_pipeline.geonode.fields import of_type
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.item_retries import RetryRef
 from scrape_pipeline.jobs import JobKey, Outcome
@@ -60,12 +61,11 @@ class Closer:
         key = attempt.key
         where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
         reason = str(record.get("reason", ""))
-        url = record.get("url")
         self.finish(
             attempt,
             Outcome.DEAD_LETTERED,
             {"record": where, "reason": reason},
-            url=url if isinstance(url, str) else None,
+            url=of_type(record.get("url"), str),
         )
         return Disposition(MessageOutcome.DEAD_LETTERED, detail=reason)
 

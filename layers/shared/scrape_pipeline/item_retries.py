@@ -48,6 +48,7 @@ from scrape_pipeline.geonode.errors import (
     RateLimitedError,
     TransportError,
 )
+from scrape_pipeline.geonode.fields import as_dict
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
@@ -107,14 +108,10 @@ def retrying_by_index(entries: Iterable[str]) -> dict[int, str]:
 def is_retryable(item: BatchItem, codes: Sequence[str]) -> bool:
     """The item failed in a way another try may fix: its own ``retryable`` flag if the answer
     has one, else its error code among ``codes``."""
-    error = item.raw.get("error")
-    for flag in (
-        item.raw.get("retryable"),
-        error.get("retryable") if isinstance(error, Mapping) else None,
-    ):
+    for flag in (item.raw.get("retryable"), as_dict(item.raw.get("error")).get("retryable")):
         if isinstance(flag, bool):
             return flag
-    return item.error_code is not None and item.error_code in codes
+    return item.error_code in codes  # None, no code, is in none
 
 
 def formats_of(status: BatchStatus) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from enum import StrEnum
 from operator import attrgetter
 from typing import Any
 
+from scrape_pipeline.geonode.fields import int_or_none, of_type
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.results import ResultStore, result_prefix
@@ -54,8 +55,9 @@ class ItemStatus(StrEnum):
 def item_tokens(item: BatchItem) -> int | None:
     """What the item cost, as the API said (in its metadata, or beside it)."""
     for value in (item.metadata.get("tokens_charged"), item.raw.get("tokens_charged")):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        tokens = int_or_none(value)
+        if tokens is not None:
+            return tokens
     return None
 
 
@@ -105,13 +107,12 @@ class ItemRecord:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> ItemRecord:
         """Read a record back from a part; ``ValueError`` for an unknown status."""
-        tokens = body.get("tokens")
         return cls(
             index=int(body["index"]),
             url=body.get("url"),
             status=ItemStatus(body["status"]),
             keys=tuple(str(k) for k in body.get("keys") or ()),
-            tokens=tokens if isinstance(tokens, int) else None,
+            tokens=of_type(body.get("tokens"), int),
             reason=body.get("reason"),
             retry_job=body.get("retry_job"),
         )

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_pipeline.geonode.fields import as_dict, as_int
+from scrape_pipeline.geonode.fields import as_dict, as_int, int_or_none, of_type
 from scrape_pipeline.geonode.paging import Page
 from scrape_pipeline.geonode.status import ApiStatus, Settles, read_status
 
@@ -27,9 +27,8 @@ class BatchItem(Settles):
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> BatchItem:
         """Read one item of a batch's or crawl's page."""
-        index = body.get("input_index")
         return cls(
-            input_index=index if isinstance(index, int) else None,
+            input_index=of_type(body.get("input_index"), int),
             url=body.get("url"),
             status=read_status(body.get("status", "")),
             error_code=body.get("error_code"),
@@ -71,9 +70,7 @@ class BatchStatus(Settles):
     @property
     def tokens_charged(self) -> int | None:
         """What the whole batch or crawl has cost so far (``token_summary``), if it says."""
-        summary = self.raw.get("token_summary")
-        total = summary.get("tokens_charged_total") if isinstance(summary, Mapping) else None
-        return total if isinstance(total, int) and not isinstance(total, bool) else None
+        return int_or_none(as_dict(self.raw.get("token_summary")).get("tokens_charged_total"))
 
     @property
     def pending(self) -> int:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.geonode.fields import as_dict, of_type
 
 
 class GeonodeError(PipelineError):
@@ -186,14 +187,12 @@ def _error_fields(body: Any) -> Mapping[str, Any]:
 def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
     """The code and message; FastAPI's ``detail`` supplies them when the body names none."""
     code, message = fields.get("code"), fields.get("message")
-    detail = body.get("detail") if isinstance(body, Mapping) else None
+    detail = as_dict(body).get("detail")
     if message is not None:
         return code, message
     if isinstance(detail, list):
         return code or "VALIDATION_ERROR", _validation_message(detail)
-    if isinstance(detail, str):
-        return code, detail
-    return code, message
+    return code, of_type(detail, str)  # a plain-text detail, else no message at all
 
 
 def _validation_message(detail: Sequence[Any]) -> str:

@@ -30,6 +30,18 @@ def as_dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def of_type[T](value: object, kind: type[T]) -> T | None:
+    """``value`` when it is a ``kind``; None for anything else (a field of the wrong type
+    reads as absent)."""
+    return value if isinstance(value, kind) else None
+
+
+def int_or_none(value: Any) -> int | None:
+    """An integer (a bool is not a count); None for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def as_int(value: Any, default: int = 0) -> int:
     """An integer (a bool is not a count); ``default`` for anything else."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+    found = int_or_none(value)
+    return default if found is None else found

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus, CrawlCancel
-from scrape_pipeline.geonode.fields import as_dict, format_time, parse_time
+from scrape_pipeline.geonode.fields import as_dict, format_time, of_type, parse_time
 from scrape_pipeline.geonode.paging import Page
 from scrape_pipeline.geonode.status import TERMINAL_STATUSES, ApiStatus, Settles, read_status
 from scrape_pipeline.geonode.webhooks import Delivery, Webhook
@@ -125,8 +125,7 @@ class Job(Settles):
     @property
     def url(self) -> str | None:
         """The URL the job scraped, from its metadata."""
-        url = self.metadata.get("url")
-        return url if isinstance(url, str) else None
+        return of_type(self.metadata.get("url"), str)
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> Job:

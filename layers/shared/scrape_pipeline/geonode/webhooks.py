@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from scrape_pipeline.geonode.fields import as_int, parse_time
+from scrape_pipeline.geonode.fields import as_int, of_type, parse_time
 
 
 @dataclass(frozen=True)
@@ -63,14 +63,13 @@ class Delivery:
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> Delivery:
         """Read one row of the delivery log."""
-        http_status = body.get("http_status")
         return cls(
             id=str(body.get("id", "")),
             event_type=str(body.get("event_type", "")),
             job_id=str(body.get("job_id", "")),
             attempt_number=as_int(body.get("attempt_number"), 1),
             status=str(body.get("status", "")),
-            http_status=http_status if isinstance(http_status, int) else None,
+            http_status=of_type(body.get("http_status"), int),
             delivered_at=parse_time(body.get("delivered_at")),
             created_at=parse_time(body.get("created_at")),
             raw=dict(body),
