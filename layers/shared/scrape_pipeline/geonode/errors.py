@@ -27,9 +27,11 @@ from scrape_pipeline.geonode.fields import as_dict, of_type
 
 
 class GeonodeError(PipelineError):
-    """Base of every error the client raises; ``attempts`` counts the tries made."""
+    """Base of every error the client raises; ``attempts`` counts the tries made,
+    ``retry_after`` the wait the API asked for (only a ``RateLimitedError`` carries one)."""
 
     attempts: int = 1
+    retry_after: float | None = None
 
 
 class MissingAPIKeyError(GeonodeError):

@@ -24,7 +24,6 @@ from scrape_pipeline.geonode.errors import (
     APIError,
     GeonodeError,
     MissingAPIKeyError,
-    RateLimitedError,
     TransportError,
     api_error,
 )
@@ -156,9 +155,8 @@ class Transport:
 
     def _wait_or_give_up(self, error: GeonodeError, attempt: int, started: float) -> None:
         """Sleep the backoff before the next try; raise ``error`` if it would pass the deadline."""
-        retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
         with self._rng_lock:
-            wait = self.retry.backoff(attempt - 1, self._rng, retry_after)
+            wait = self.retry.backoff(attempt - 1, self._rng, error.retry_after)
         if self._clock.monotonic() - started + wait > self.retry.deadline:
             raise error
         self._clock.sleep(wait)

@@ -22,7 +22,6 @@ from typing import Final
 from scrape_pipeline.geonode.errors import (
     APIError,
     GeonodeError,
-    RateLimitedError,
     TransportError,
 )
 
@@ -69,8 +68,7 @@ def classify(error: GeonodeError) -> Outcome:
         return Outcome(verdict, str(error))
     if not isinstance(error, APIError):
         return Outcome(Verdict.IN_DOUBT, str(error))
-    retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
-    return Outcome(_verdict(error.status_code), _reason(error), retry_after)
+    return Outcome(_verdict(error.status_code), _reason(error), error.retry_after)
 
 
 def _verdict(status: int) -> Verdict:
