@@ -119,10 +119,9 @@ class _StandardWebhooks(SchemeRules):
         ts = timestamp(headers.require(_SW_TIMESTAMP_HEADER), _SW_TIMESTAMP_HEADER)
         found: list[bytes | None] = []
         for entry in headers.require(name).split():
-            version, sep, encoded = entry.partition(",")
             # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
-            if version == "v1" and sep:
-                found.append(decode(encoded, "base64"))
+            if entry.startswith("v1,"):
+                found.append(decode(entry.removeprefix("v1,"), "base64"))
         return Presented(usable(found, name, "no v1 signature"), timestamp=ts, msg_id=msg_id)
 
     def attach(
