@@ -200,18 +200,18 @@ class Inside:
         if held:
             return int(max(held) - now) + 1, "another submitter holds entries"
         doubts = report.where(S.IN_DOUBT)
-        if doubts and report.run.mode is RunMode.ASYNC:
+        if doubts:
+            if report.run.mode is not RunMode.ASYNC:
+                # No API lists batches or crawls: the delivery log names one once it settles,
+                # so the run is looked at again (``max_idle_rounds`` times); posting one again
+                # is the operator's decision (``runs resolve --repost-in-doubt``).
+                why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, awaiting evidence"
+                return self.settings.evidence_delay_s, why
             waiting = catching_up(doubts, lag_s, now)
             if waiting is not None:
                 # Looked up only once the job list covers each POST: never posted again before.
                 return math.ceil(waiting.until - now) + 1, waiting.why
             return self.settings.retry_delay_s, f"{len(doubts)} lookup(s) failed"
-        if doubts:
-            # No API lists batches or crawls: the delivery log names one once it settles, so
-            # the run is looked at again (``max_idle_rounds`` times); posting one again is
-            # the operator's decision (``runs resolve --repost-in-doubt``).
-            why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, awaiting evidence"
-            return self.settings.evidence_delay_s, why
         if report.where(S.PLANNED):
             return 0, "entries left planned"
         return None
