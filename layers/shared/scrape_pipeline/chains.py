@@ -16,6 +16,7 @@ Every chain followed at once costs one BatchGetItem a hundred jobs a link.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -80,7 +81,7 @@ class Chain:
 def follow[T](ledger: RowReader, starts: Mapping[T, JobKey]) -> dict[T, Chain]:
     """Each start's chain, followed from its first job as far as the ledger goes (every
     chain's next link in one read, a hundred keys a BatchGetItem)."""
-    rows: dict[T, list[LedgerRow]] = {name: [] for name in starts}
+    rows: defaultdict[T, list[LedgerRow]] = defaultdict(list)
     ended: set[T] = set()
     current = dict(starts)
     for _ in range(MAX_CHAIN):
