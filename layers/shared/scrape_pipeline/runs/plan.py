@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import batched
 from typing import Any, Final
 
 from scrape_pipeline.errors import PipelineError
@@ -85,10 +86,7 @@ class RunSpec:
 
     def chunks(self) -> list[tuple[str, ...]]:
         """The URLs of each entry: one each, or batches of at most ``batch_size`` (file order)."""
-        if self.mode is not RunMode.BATCH:
-            return [(url,) for url in self.urls]
-        size = self.batch_size
-        return [self.urls[i : i + size] for i in range(0, len(self.urls), size)]
+        return list(batched(self.urls, self.batch_size if self.mode is RunMode.BATCH else 1))
 
 
 def is_url(text: str) -> bool:
