@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_pipeline.geonode.fields import as_dict, as_int, int_or_none, of_type
+from scrape_pipeline.geonode.fields import as_dict, as_int, int_or_none, objects, of_type
 from scrape_pipeline.geonode.paging import Page
 from scrape_pipeline.geonode.status import ApiStatus, Settles, read_status
 
@@ -53,7 +53,7 @@ class BatchStatus(Settles):
     def from_api(cls, body: Mapping[str, Any], *, page: int | None = None) -> BatchStatus:
         """``page`` is the page that was asked for: it numbers the answer, whatever ``page`` the
         answer echoes (or leaves out); without it the echo is read, and a missing one is 1."""
-        items = [BatchItem.from_api(i) for i in body.get("items") or [] if isinstance(i, Mapping)]
+        items = [BatchItem.from_api(i) for i in objects(body.get("items") or [])]
         job_id = body.get("job_id") or body.get("id")
         if not job_id:
             # As for an extract job: an answer that does not say which job it is cannot be

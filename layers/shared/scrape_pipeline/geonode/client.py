@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
+from scrape_pipeline.geonode.fields import objects
 from scrape_pipeline.geonode.models import (
     BatchItem,
     BatchStatus,
@@ -103,7 +104,7 @@ class GeonodeClient(Transport):
         rows = body.get("jobs")
         if rows is None:
             rows = body.get("items") or []  # the seed article's name for the same list
-        return Page.from_api(body, [JobSummary.from_api(r) for r in rows if isinstance(r, Mapping)])
+        return Page.from_api(body, [JobSummary.from_api(r) for r in objects(rows)])
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
         """Every job matching ``filters`` across all pages, each once.
@@ -197,7 +198,7 @@ class GeonodeClient(Transport):
         rows = body
         if isinstance(body, Mapping):
             rows = body.get("webhooks") or body.get("items") or body.get("data") or []
-        return [Webhook.from_api(r) for r in rows if isinstance(r, Mapping)]
+        return [Webhook.from_api(r) for r in objects(rows)]
 
     def get_webhook(self, webhook_id: str) -> Webhook:
         """One subscription."""
@@ -243,7 +244,7 @@ class GeonodeClient(Transport):
         rows = body.get("items")
         if rows is None:
             rows = body.get("deliveries") or []
-        return Page.from_api(body, [Delivery.from_api(r) for r in rows if isinstance(r, Mapping)])
+        return Page.from_api(body, [Delivery.from_api(r) for r in objects(rows)])
 
     def iter_deliveries(
         self, webhook_id: str, *, status: str | None = None, start_page: int = 1

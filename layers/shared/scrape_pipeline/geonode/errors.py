@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.geonode.fields import as_dict, of_type
+from scrape_pipeline.geonode.fields import as_dict, objects, of_type
 
 
 class GeonodeError(PipelineError):
@@ -200,9 +200,7 @@ def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
 def _validation_message(detail: Sequence[Any]) -> str:
     """``loc.path: msg`` of each FastAPI validation item, joined by "; "."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}"
-        for d in detail
-        if isinstance(d, Mapping)
+        f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}" for d in objects(detail)
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +28,11 @@ def format_time(moment: datetime | float) -> str:
 def as_dict(value: Any) -> dict[str, Any]:
     """A copy of a JSON object; an empty one for anything else."""
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+def objects(rows: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The JSON objects among ``rows``; anything else an answer's list holds is skipped."""
+    return [row for row in rows if isinstance(row, Mapping)]
 
 
 def of_type[T](value: object, kind: type[T]) -> T | None:
