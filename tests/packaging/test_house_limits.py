@@ -14,7 +14,6 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
-import pytest
 from radon.complexity import cc_visit
 from radon.metrics import mi_visit
 
@@ -95,12 +94,6 @@ def test_every_runtime_block_is_at_most_12_as_radon_counts_it() -> None:
     assert too_complex(runtime_modules(), BLOCK_COMPLEXITY) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35 item 6 brought the average to 2.641 (main at 4956d10: 2.681); the lead "
-    "decides whether to split further or move the limit; strict, so a runtime back under 2.6 "
-    "fails here until this marker goes",
-)
 def test_the_runtimes_average_complexity_is_at_most_2_6() -> None:
     # GIVEN every block (class, function, method) of the runtime, as radon cc -a counts them
     average, worst = average_complexity(runtime_modules())
