@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -157,26 +157,19 @@ class _Remembered:
     """A reader that asks the API about each batch or crawl once."""
 
     def __init__(self, reader: JobReader) -> None:
-        self._reader = reader
-        self._heads: dict[tuple[str, str, int, int], BatchStatus] = {}
-        self._items: dict[str, list[BatchItem]] = {}
+        # Remembered by their arguments: a lookup that raised is asked again.
+        self._batch = cache(reader.get_batch)
+        self._crawl = cache(reader.get_crawl)
+        self._items = cache(lambda batch_id: list(reader.iter_batch_items(batch_id)))
 
     def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
-        key = ("batch", batch_id, page, page_size)
-        if key not in self._heads:
-            self._heads[key] = self._reader.get_batch(batch_id, page=page, page_size=page_size)
-        return self._heads[key]
+        return self._batch(batch_id, page=page, page_size=page_size)
 
     def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
-        key = ("crawl", crawl_id, page, page_size)
-        if key not in self._heads:
-            self._heads[key] = self._reader.get_crawl(crawl_id, page=page, page_size=page_size)
-        return self._heads[key]
+        return self._crawl(crawl_id, page=page, page_size=page_size)
 
     def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]:
-        if batch_id not in self._items:
-            self._items[batch_id] = list(self._reader.iter_batch_items(batch_id))
-        return iter(self._items[batch_id])
+        return iter(self._items(batch_id))
 
 
 def _is_batch(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
