@@ -137,7 +137,7 @@ def _urls_of(
     row = chain.final if chain is not None else None
     base: dict[str, Any] = {"entry": entry.index, "job_id": entry.job_id}
     if entry.state is S.REJECTED or chain is None or row is None:
-        rejected = {"outcome": REJECTED, "reason": entry.reason, "keys": []}
+        rejected: dict[str, Any] = {"outcome": REJECTED, "reason": entry.reason, "keys": []}
         return [{**base, "url": url, **rejected} for url in entry.urls]
     base["job_id"] = row.key.job_id  # the job that ended the chain
     if len(chain.rows) > 1:
