@@ -131,6 +131,21 @@ def use_stack(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:
     return stack
 
 
+@contextlib.contextmanager
+def own_stack(**sim: Any) -> Iterator[LocalStack]:
+    """A test's own started stack on ``QUIET``'s API changed by ``sim``, its environment set.
+
+    The environment is restored before the stack stops: a stack puts back at its stop what it
+    set at its start, so the other order would leave its variables to the next test.
+    """
+    stack = LocalStack(ManualClock(), SimConfig(**{**QUIET, **sim})).start()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            yield use_stack(stack, patch)
+    finally:
+        stack.stop()
+
+
 @pytest.fixture
 def live(module_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:
     """The module's stack, with its environment set for this test."""

@@ -11,36 +11,26 @@ from pathlib import Path
 import pytest
 
 from scrape_pipeline.geonode.fields import format_time
-from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack
 from scrape_pipeline_ops.audit import Verdict
-from tests.cli.conftest import QUIET, Cli, use_stack
+from tests.cli.conftest import Cli, own_stack
 from tests.cli.test_cli_runs import _file
 from tests.pipeline.conftest import truth, versions
 
 
 @pytest.fixture
-def flaky(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+def flaky() -> Iterator[LocalStack]:
     """A stack of its own whose jobs and batch items fail retryably at 40 % (seeded)."""
-    config = SimConfig(**{**QUIET, "retryable_failure_rate": 0.4})
-    stack = LocalStack(ManualClock(), config).start()
-    try:
-        yield use_stack(stack, monkeypatch)
-    finally:
-        stack.stop()
+    with own_stack(retryable_failure_rate=0.4) as stack:
+        yield stack
 
 
 @pytest.fixture
-def flaky_lagging(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+def flaky_lagging() -> Iterator[LocalStack]:
     """As ``flaky``, and the API lists each job four minutes after its creation."""
     lag = {"listing_lag_min_s": 240.0, "listing_lag_max_s": 260.0}
-    config = SimConfig(**{**QUIET, "retryable_failure_rate": 0.4, **lag})
-    stack = LocalStack(ManualClock(), config).start()
-    try:
-        yield use_stack(stack, monkeypatch)
-    finally:
-        stack.stop()
+    with own_stack(retryable_failure_rate=0.4, **lag) as stack:
+        yield stack
 
 
 def _settled_urls(stack: LocalStack) -> set[str]:

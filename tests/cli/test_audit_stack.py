@@ -12,10 +12,8 @@ import pytest
 from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.results import result_prefix
-from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack
-from tests.cli.conftest import QUIET, Cli, use_stack
+from tests.cli.conftest import Cli, own_stack
 from tests.cli.test_cli_runs import _file
 
 
@@ -55,14 +53,10 @@ def test_audit_on_the_local_stack_agrees_with_the_processor(
 
 
 @pytest.fixture
-def lagging(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+def lagging() -> Iterator[LocalStack]:
     """A stack of its own whose API lists each job four minutes after its creation."""
-    config = SimConfig(**QUIET, listing_lag_min_s=240.0, listing_lag_max_s=260.0)
-    stack = LocalStack(ManualClock(), config).start()
-    try:
-        yield use_stack(stack, monkeypatch)
-    finally:
-        stack.stop()
+    with own_stack(listing_lag_min_s=240.0, listing_lag_max_s=260.0) as stack:
+        yield stack
 
 
 def test_audit_judges_the_jobs_the_api_lists_late_from_their_own_get(lagging: LocalStack, cli: Cli):
