@@ -103,6 +103,10 @@ class ChaosProfile:
     # the rest straight to the API: each run is then audited (``audit --run``) and its
     # ``Run Completed`` checked on the bus (``scrape_pipeline_local.run_checks``).
     runs_share: float = 0.0
+    # This share of the job-creating POSTs the pipeline makes (the runs' submitter, the
+    # processor's resubmissions and item retries; never the demo's own) create their job and
+    # lose the answer, a 504 or none (``scrape_pipeline_local.lost_answers``).
+    lost_answer_rate: float = 0.0
 
 
 PROFILES: dict[str, ChaosProfile] = {
@@ -276,7 +280,11 @@ PROFILES["busy-account"] = ChaosProfile(
 # The API lists each job four to four and a half minutes after its created_at, amid 35 %
 # dropped webhooks: the job list's watermark follows the list's own timestamps.
 # Half the extract and batch URLs go through runs: their audits read late-listed jobs by GET.
-PROFILES["listing-lag"] = ChaosProfile(drop_rate=0.35, listing_lag=(240.0, 265.0), runs_share=0.5)
+# 5 % of the pipeline's POSTs lose their answer after the API made the job: each stays in doubt
+# until a look-up made after the listing lag allowed for finds it, and no URL is posted twice.
+PROFILES["listing-lag"] = ChaosProfile(
+    drop_rate=0.35, listing_lag=(240.0, 265.0), runs_share=0.5, lost_answer_rate=0.05
+)
 
 # 10 % of batch items and crawl pages fail retryably (UPSTREAM_TIMEOUT), the work mostly in
 # batches of up to 100 URLs and crawls of up to 50 pages (at 100 jobs 200 URLs and 150 pages,

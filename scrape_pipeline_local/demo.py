@@ -63,6 +63,7 @@ from scrape_pipeline_local.judge import (
     refusals,
 )
 from scrape_pipeline_local.large_results import LargeResults, measure
+from scrape_pipeline_local.lost_answers import LostAnswerFigures, LostAnswers
 from scrape_pipeline_local.run_checks import (
     RUN_COMPLETED_WAIT_SECONDS,
     Evidence,
@@ -153,6 +154,8 @@ class Report(Verdict):
     item_retries: ItemRetries = field(default_factory=ItemRetries)
     # The submission runs: each audited with ``audit --run``'s code, its completion on the bus.
     runs: RunChecks = field(default_factory=RunChecks)
+    # The POST answers lost on the pipeline's paths: POSTs per URL and their time in doubt.
+    lost_answers: LostAnswerFigures = field(default_factory=LostAnswerFigures)
 
     @property
     def audit_failed(self) -> bool:
@@ -194,6 +197,7 @@ class Report(Verdict):
             ("refused 401, secret retired past its grace", str(self.refused_retired)),
             *self.audit_lines(),
             *self.runs.rows(),
+            *self.lost_answers.rows(),
             *self.events.lines(),
             (
                 "settle-to-stored latency p50 / p99",
@@ -334,6 +338,8 @@ class Demo:
             client = self._sender_faults()
             report.crashes = install_crashes(stack, self.profile, self.seed)
             plan = self.plan()
+            run_urls = {url for demo_run in self.runs for url in demo_run.urls}
+            lost = LostAnswers(stack.sim.faults, self.profile.lost_answer_rate, run_urls)
             fired: set[str] = set()
             total_units = self.jobs
             steps = 0
@@ -352,7 +358,10 @@ class Demo:
                     plan.pop(0)
                 self._cancel_due(client, elapsed, report)
                 self._chaos(elapsed, fired)
-                stack.step(step)
+                at = self.clock.time()
+                with lost.armed():  # the pipeline's POSTs only: the demo's are made above
+                    stack.step(step)
+                lost.follow(self._journal_jobs, at)
                 checking = steps % CHECK_EVERY_STEPS == 0
                 if checking:
                     done = self._observe()
@@ -363,6 +372,8 @@ class Demo:
                     break
             self._observe()
             self._measure(report)
+            sim = stack.sim
+            report.lost_answers = lost.figures(sim.submissions(), sim.truth_jobs())
             self._audit(report)  # last: its API and AWS calls are not the pipeline's
         finally:
             report.wall_seconds = time.perf_counter() - wall
@@ -819,6 +830,17 @@ class Demo:
             seen,
         )
 
+    def _journal_jobs(self) -> set[str]:
+        """The job ids the run journal's entries name now, across the demo's runs."""
+        import boto3
+
+        from scrape_pipeline.runs.dynamodb import DynamoJournal
+
+        assert self.stack.resources is not None
+        journal = DynamoJournal(self.stack.resources.table, client=boto3.client("dynamodb"))
+        entries = (entry for run in self.runs for entry in journal.entries(run.name))
+        return {entry.job_id for entry in entries if entry.job_id}
+
     def _s3(self) -> Any:
         import boto3
 
@@ -974,6 +996,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or report.events.without_event
         or report.item_retries.mishandled
         or report.runs.failed
+        or report.lost_answers.failed
     )
     return 1 if failed else 0
 

@@ -23,6 +23,21 @@ MALFORMED_FIELD = "job_id"
 # without an answer, as a gateway that gave up looks to the client).
 JobAnswer = int | Literal["timeout"]
 JOB_FAULT_STATUSES = frozenset({404, 500, 502, 503, 504})
+# The routes whose answers ``lose_answers_at`` loses at random: those that create jobs.
+LOSABLE_ROUTES = frozenset({"POST /v1/extract", "POST /v1/batch"})
+
+
+@dataclass(frozen=True)
+class LostAnswer:
+    """One request carried out whose answer the client never saw: when, where, what it made.
+
+    ``first_post``: the request was the first submission of each of its URLs (not a retry)."""
+
+    at: float
+    route: str
+    job_id: str | None
+    urls: tuple[str, ...]
+    first_post: bool
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,9 @@ class Faults:
             self._malformed: set[str] = set()
             self._sick: dict[str, JobFault] = {}
             self._lost: dict[str, list[JobAnswer]] = {}  # route -> answers still to lose
+            self._lose_rate = 0.0  # share of LOSABLE_ROUTES requests whose answer is lost
+            self._lose_with: tuple[JobAnswer, ...] = (504, "timeout")
+            self._lost_log: list[LostAnswer] = []
 
     def clear(self) -> None:
         """No fault at all, whatever the configuration said."""
@@ -134,11 +152,39 @@ class Faults:
         with self._lock:
             self._lost.setdefault(route, []).extend(answers)
 
+    def lose_answers_at(
+        self, rate: float, answers: tuple[JobAnswer, ...] = (504, "timeout")
+    ) -> None:
+        """From now on carry out ``rate`` of the job-creating POSTs (``LOSABLE_ROUTES``), then
+        answer each with one of ``answers`` drawn at random; a rate of 0 stops it. Concurrent
+        posters need this: arming the next request (``lose_answers``) cannot aim at one."""
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError("rate must be within [0, 1]")
+        for answer in answers:
+            if answer != "timeout" and answer not in API_FAULT_STATUSES - {429}:
+                raise ValueError("a lost answer is 'timeout' or a 5xx status")
+        with self._lock:
+            self._lose_rate, self._lose_with = rate, tuple(answers)
+
     def lost_answer(self, route: str) -> JobAnswer | None:
         """The answer that replaces this request's own, when its answer is to be lost."""
         with self._lock:
             pending = self._lost.get(route)
-            return pending.pop(0) if pending else None
+            if pending:
+                return pending.pop(0)
+            if route in LOSABLE_ROUTES and self._lose_rate and self._rng.random() < self._lose_rate:
+                return self._rng.choice(self._lose_with)
+            return None
+
+    def note_lost(self, lost: LostAnswer) -> None:
+        """Record a request carried out whose answer was lost (the gateway calls it)."""
+        with self._lock:
+            self._lost_log.append(lost)
+
+    def lost_answers(self) -> list[LostAnswer]:
+        """Every answer lost so far, in the order the requests were carried out."""
+        with self._lock:
+            return list(self._lost_log)
 
     def job_fault(self, job_id: str) -> JobFault | None:
         """The fault ``job_id``'s own route answers with now, or None (healthy, or recovered)."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.routing import BaseRoute, Match
@@ -12,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scrape_pipeline_local.simulator.engine import Simulator
 from scrape_pipeline_local.simulator.errors import ApiError, error_response
-from scrape_pipeline_local.simulator.faults import JobAnswer
+from scrape_pipeline_local.simulator.faults import JobAnswer, LostAnswer
 
 API_PREFIX = "/v1/"
 # The routes that read one job: counted per job, and where a sick job's fault answers.
@@ -92,7 +94,7 @@ class Gateway:
                 state["account"] = self.sim.account_of(api_key)
                 lost = self.sim.faults.lost_answer(route)
                 if lost is not None:
-                    await self._lose_answer(scope, receive, send_with_id, lost, record)
+                    await self._lose_answer(scope, receive, send_with_id, lost, record, route=route)
                     return
                 await self.app(scope, receive, send_with_id)
             else:
@@ -110,15 +112,26 @@ class Gateway:
         send: Send,
         answer: JobAnswer,
         record: Callable[[int], None],
+        *,
+        route: str,
     ) -> None:
-        """Carry the request out, then answer ``answer`` instead of its own answer."""
+        """Carry the request out, then answer ``answer`` instead of its own answer; the
+        faults' log keeps what it made (its job id, from the answer the client never saw)."""
         status = 504 if answer == "timeout" else int(answer)
         record(status)  # the record shows what the client saw; the truth, what was done
+        asked: list[bytes] = []
+        answered: list[bytes] = []
+
+        async def reading() -> Message:
+            message = await receive()
+            asked.append(message.get("body", b""))
+            return message
 
         async def discard(message: Message) -> None:
-            return None
+            answered.append(message.get("body", b""))
 
-        await self.app(scope, receive, discard)
+        await self.app(scope, reading, discard)
+        self.sim.faults.note_lost(self._lost(route, b"".join(asked), b"".join(answered)))
         if answer == "timeout":
             await asyncio.sleep(self.sim.config.lost_answer_hold_s)
             await send({"type": "http.response.start", "status": 504, "headers": []})
@@ -128,7 +141,29 @@ class Gateway:
         correlation_id = scope["state"]["correlation_id"]
         await error_response(error, correlation_id, legacy=legacy)(scope, receive, send)
 
+    def _lost(self, route: str, asked: bytes, answered: bytes) -> LostAnswer:
+        """What a request whose answer is lost made, read from its body and its answer."""
+        request, answer = _json(asked), _json(answered)
+        urls = request.get("urls") or ([request["url"]] if "url" in request else [])
+        posts = self.sim.submissions()
+        return LostAnswer(
+            at=self.sim.clock.time(),
+            route=route,
+            job_id=answer.get("job_id"),
+            urls=tuple(str(url) for url in urls),
+            first_post=all(posts.get(str(url), 0) == 1 for url in urls),
+        )
+
     def _label(self, api_key: str | None) -> str:
         if api_key is None:
             return "<missing>"
         return self.sim.account_of(api_key) or "<invalid>"
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    """A JSON object body, or {} (an error answer's shape, or no body)."""
+    try:
+        parsed = json.loads(body) if body else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

@@ -23,8 +23,10 @@ from scrape_pipeline_ops.audit.report import named
 
 # scenario, jobs, settled, lost, twice, slowest finish (s), recovered, wrongly dead-lettered,
 # Geonode requests per settled job, then the outcome events: outcomes without one, repeats,
-# stored-to-event p99 (s), sent by the outbox sweep and the latest of those (s): for the
-# issue's record (pytest-xdist keeps a worker's prints, this file keeps every scenario's)
+# stored-to-event p99 (s), sent by the outbox sweep and the latest of those (s), then the POST
+# answers lost, the most POSTs of a URL not retried for its own failure, and the time in doubt
+# of a run's lost answers p50 and max (s): for the record (pytest-xdist keeps a
+# worker's prints, this file keeps every scenario's)
 RESULTS_LOG = Path(__file__).resolve().parents[2] / "bench" / "out" / "chaos-matrix.tsv"
 
 MATRIX = [
@@ -103,7 +105,7 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
             f"pages per 100 unsettled per listing={per_pass / (unsettled / 100):.3f} "
             f"AWS calls/job={report.aws_calls_per_job:.2f}"
         )
-    events = report.events
+    events, lost = report.events, report.lost_answers
     RESULTS_LOG.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS_LOG.open("a") as log:
         log.write(
@@ -111,7 +113,8 @@ def run(scenario: str, jobs: int, seed: int) -> Report:
             f"\t{report.latency_max:.0f}\t{sum(report.recovered.values())}"
             f"\t{report.wrongly_dead_lettered}\t{report.requests_per_job:.3f}"
             f"\t{events.without_event}\t{events.repeats}\t{events.latency_p99:.2f}"
-            f"\t{events.swept}\t{events.swept_latency_max:.0f}\n"
+            f"\t{events.swept}\t{events.swept_latency_max:.0f}"
+            f"\t{lost.lost}\t{lost.posts_max}\t{lost.doubt_p50:.0f}\t{lost.doubt_max:.0f}\n"
         )
     print(
         f"{scenario}: jobs={jobs} settled={report.settled} lost={report.lost} "
@@ -257,6 +260,12 @@ def check(report: Report, scenario: str) -> None:
         assert not found.mishandled, found.examples
         assert found.posts_max <= ProcessorSettings().max_resubmissions_per_url, found.line()
         assert report.crashes["item-post"] > 0, "no processor was killed after an item POST"
+    if scenario == "listing-lag":  # lost POST answers: each adopted, no URL posted twice
+        lost = report.lost_answers
+        print(f"{scenario}: " + "; ".join(f"{label} {value}" for label, value in lost.rows()))
+        assert lost.in_runs > 0, "no run's POST lost its answer"
+        assert lost.posts_max == 1, f"{scenario}: POSTs per URL {dict(lost.posts_per_url)}"
+        assert lost.unadopted == 0, f"{scenario}: {lost.unadopted} lost answers never adopted"
     if scenario == "cancelled-crawls":  # cancelled while items ran, and those drained
         assert report.cancelled > 0 and report.cancelled_in_flight > 0
     if scenario == "poison":  # dead-lettered without a result, and cheaply

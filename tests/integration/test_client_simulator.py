@@ -234,6 +234,31 @@ def test_client_lost_answer_after_the_job_was_created(
     assert truth["url"] == url
 
 
+def test_lost_answers_at_a_rate_are_logged_with_the_job_they_made(
+    server: SimulatorServer, client: GeonodeClient
+):
+    # GIVEN the simulator told to lose every job-creating POST's answer (504 only)
+    server.sim.faults.lose_answers_at(1.0, (504,))
+    urls = [f"https://example.com/rate-lost/{i}" for i in range(3)]
+    # WHEN the client submits an extract job and a batch: each answer is lost
+    with pytest.raises(ServerError):
+        client.submit_extract(urls[0])
+    with pytest.raises(ServerError):
+        client.create_batch(urls[1:])
+    server.sim.faults.lose_answers_at(0.0)
+    answered = client.submit_extract("https://example.com/rate-lost/answered")
+    # THEN each job exists once, and the log names it, its URLs and its first POST
+    jobs = {j["url"]: j["job_id"] for j in server.sim.truth_jobs("extract")}
+    lost = server.sim.faults.lost_answers()
+    assert [(x.route, x.urls, x.first_post) for x in lost] == [
+        ("POST /v1/extract", (urls[0],), True),
+        ("POST /v1/batch", tuple(urls[1:]), True),
+    ]
+    assert lost[0].job_id == jobs[urls[0]]
+    assert lost[1].job_id is not None and lost[1].job_id != answered.job_id
+    assert all(server.sim.submissions()[url] == 1 for url in urls)
+
+
 def test_client_payment_required_when_the_balance_runs_out(clock: ManualClock):
     server = start(clock, balance_tokens=2)
     try:
