@@ -16,17 +16,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NotRequired, TypedDict, Unpack
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.budget import Budget
-from scrape_pipeline.clock import Clock
-from scrape_pipeline.events.outbox import Emitter
-from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.results import ResultStore
+from scrape_pipeline.ledger import Bookkeeping
 
+# Names only the annotations use: a module of this package that another function needs
+# (``job_list_state``: the listing lag the processor and submitter allow for) then loads none
+# of the reconciler's recovery, client or result store with it.
 if TYPE_CHECKING:
+    from scrape_pipeline.budget import Budget
+    from scrape_pipeline.clock import Clock
+    from scrape_pipeline.events.outbox import Emitter
+    from scrape_pipeline.geonode.client import GeonodeClient
+    from scrape_pipeline.ledger import Ledger
     from scrape_pipeline.reconciler import ReconcileReport
+    from scrape_pipeline.recovery import Recoverer
+    from scrape_pipeline.results import ResultStore
 
 # What a sweep may fail with and the run survive: the API's errors and AWS being unavailable.
 SWEEP_ERRORS = (GeonodeError, AWSUnavailableError)
