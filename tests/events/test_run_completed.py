@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -289,6 +290,27 @@ def _settled_but_not_emitted(world: World, job_id: str, url: str) -> None:
     world.ledger.finish(key, "processor", Outcome.STORED, detail, event=event.to_json())
 
 
+def _outbox_then_runs(world: World, clock: ManualClock) -> Callable[[], list[dict[str, Any]]]:
+    """A run of the reconciler's outbox sweep then its run sweep, in its order: what the
+    subscriber got from it. Neither sweep calls the API nor the queue."""
+    reconciler = Reconciler(
+        ReconcilerSettings(),
+        ledger=world.ledger,
+        client=cast("Any", None),
+        recoverer=cast("Any", None),
+        clock=clock,
+        emitter=Emitter(EventBus(BUS, client=world.events_client), world.ledger),
+        results=ResultStore(BUCKET, client=world.s3),
+    )
+
+    def reconcile() -> list[dict[str, Any]]:
+        for name in (SWEEP_OUTBOX, SWEEP_RUNS):
+            reconciler.run_sweep(name, ReconcileReport())
+        return world.subscriber.received()
+
+    return reconcile
+
+
 def test_run_completed_waits_for_a_final_jobs_event_still_in_the_outbox(
     world: World, client: GeonodeClient, clock: ManualClock
 ):
@@ -300,22 +322,7 @@ def test_run_completed_waits_for_a_final_jobs_event_still_in_the_outbox(
     jobs = {e.urls[0]: e.job_id or "" for e in report.entries}
     _settle(world, JobKind.EXTRACT, jobs[urls[0]], Outcome.STORED, urls[0])
     _settled_but_not_emitted(world, jobs[urls[1]], urls[1])
-    emitter = Emitter(EventBus(BUS, client=world.events_client), world.ledger)
-    reconciler = Reconciler(
-        ReconcilerSettings(),
-        ledger=world.ledger,
-        client=cast("Any", None),  # neither sweep calls the API
-        recoverer=cast("Any", None),  # nor the queue
-        clock=clock,
-        emitter=emitter,
-        results=ResultStore(BUCKET, client=world.s3),
-    )
-
-    def reconcile() -> list[dict[str, Any]]:
-        """The reconciler's first two sweeps, in its order; what the subscriber got."""
-        for name in (SWEEP_OUTBOX, SWEEP_RUNS):
-            reconciler.run_sweep(name, ReconcileReport())
-        return world.subscriber.received()
+    reconcile = _outbox_then_runs(world, clock)
 
     # WHEN the reconciler runs within the outbox's grace
     early = reconcile()
@@ -353,20 +360,7 @@ def test_run_completed_waits_for_a_batch_items_retry_whose_event_is_still_in_the
     world.s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps({"items": items}).encode())
     _settle(world, JobKind.BATCH, batch, Outcome.STORED, urls[0])
     world.subscriber.received()  # the batch's own event: not what this test is about
-    reconciler = Reconciler(
-        ReconcilerSettings(),
-        ledger=world.ledger,
-        client=cast("Any", None),  # neither sweep calls the API
-        recoverer=cast("Any", None),  # nor the queue
-        clock=clock,
-        emitter=Emitter(EventBus(BUS, client=world.events_client), world.ledger),
-        results=ResultStore(BUCKET, client=world.s3),
-    )
-
-    def reconcile() -> list[dict[str, Any]]:
-        for name in (SWEEP_OUTBOX, SWEEP_RUNS):
-            reconciler.run_sweep(name, ReconcileReport())
-        return world.subscriber.received()
+    reconcile = _outbox_then_runs(world, clock)
 
     # WHEN the reconciler runs within the outbox's grace
     early = reconcile()
@@ -378,3 +372,29 @@ def test_run_completed_waits_for_a_batch_items_retry_whose_event_is_still_in_the
     # THEN the retry's Job Stored came, then the run's one Run Completed
     order = [(e["detail-type"], e["detail"].get("job_id")) for e in late]
     assert order == [("Job Stored", retry), ("Run Completed", None)], order
+
+
+def test_an_open_run_reads_no_batch_manifest_past_its_first_open_entry(
+    world: World, client: GeonodeClient, clock: ManualClock
+):
+    # GIVEN a batch run of two batches: the first still running, the second stored
+    urls = [f"https://example.com/run-open/{i}" for i in range(2)]
+    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(9))
+    report = submitter.submit(RunSpec.of(urls, RunMode.BATCH, batch_size=1), "open-first")
+    second = report.entries[1].job_id or ""
+    items = [{"index": 0, "url": urls[1], "status": "stored", "keys": []}]
+    key = manifest_key(JobKind.BATCH, second)
+    world.s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps({"items": items}).encode())
+    _settle(world, JobKind.BATCH, second, Outcome.STORED, urls[1])
+    reads: list[str] = []
+    world.s3.meta.events.register(
+        "before-parameter-build.s3.GetObject", lambda params, **_: reads.append(params["Key"])
+    )
+    # WHEN the run sweep runs every minute for three minutes
+    for _ in range(3):
+        world.run_sweep()
+        clock.advance(60)
+    # THEN the run stays open, and the stored batch's manifest was never read: the sweep
+    # stops at the first open entry, whose batch is not stored
+    assert _run_completed(world) == []
+    assert key not in reads, reads

@@ -143,7 +143,12 @@ class RunsSweep(Sweep[RunsSettings, RunsResult]):
             stop = min(run.entries, index + RUN_PAGE)
             entries = self._journal.entries_between(run.name, index, stop)
             followed = self._chains(run, entries)
-            owed = owing.retries_owing(followed, self._batch_items, self._ledger)
+            reached = completion.first_unsettled(run, index, entries, followed)
+            # Only the batches it would pass have their manifests read: an open run is swept
+            # every minute, and the entries past its first open one are read again next time.
+            passed = {completion.submitted_key(run, e) for e in entries if e.index < reached}
+            ending = {key: chain for key, chain in followed.items() if key in passed}
+            owed = owing.retries_owing(ending, self._batch_items, self._ledger)
             reached = completion.first_unsettled(run, index, entries, followed, owed)
             if reached < stop:  # an entry open, or its job not settled: checked up to it
                 index = reached
