@@ -9,20 +9,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.runs.doubt import Posted
-from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import BaseJournal
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
-from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
+from tests.runs.conftest import journal_of
 
 URL = "https://example.com/adopt/page"
 
@@ -31,13 +29,8 @@ URL = "https://example.com/adopt/page"
 def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseJournal]:
     """The file's journal (every run's entries read), and the stack's (each job's ledger row
     asked which run holds it: moto on 127.0.0.1)."""
-    if request.param == "sqlite":
-        opened = SqliteJournal(tmp_path / "journal.sqlite3")
+    with journal_of(request.param, request, tmp_path) as opened:
         yield opened
-        opened.close()
-        return
-    endpoint, name = request.getfixturevalue("table")
-    yield DynamoJournal(name, client=boto3.client("dynamodb", endpoint_url=endpoint))
 
 
 @pytest.fixture

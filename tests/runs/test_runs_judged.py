@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-import boto3
 import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
@@ -31,6 +30,7 @@ from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY, start
+from tests.runs.conftest import journal_of
 
 S = EntryState
 A, B, C = RunMode.ASYNC, RunMode.BATCH, RunMode.CRAWL
@@ -170,14 +170,8 @@ def journal(tmp_path: Path) -> Iterator[SqliteJournal]:
 @pytest.fixture
 def any_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseJournal]:
     """Each journal a submitter may keep: the file, and the stack's (moto on 127.0.0.1)."""
-    if request.param == "sqlite":
-        opened = SqliteJournal(tmp_path / "journal.sqlite3")
+    with journal_of(request.param, request, tmp_path) as opened:
         yield opened
-        opened.close()
-        return
-    endpoint, name = request.getfixturevalue("table")
-    client = boto3.client("dynamodb", endpoint_url=endpoint)
-    yield DynamoJournal(name, client=client)
 
 
 @pytest.fixture
