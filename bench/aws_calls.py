@@ -1,11 +1,4 @@
-"""AWS calls counted through botocore's public event hooks, one counter per boto3 session.
-
-A part of the local stack is counted by giving it a session of its own: the handlers build
-their clients once per container from boto3's default session, so each is built here under
-its session before its first invocation; Lambda's SQS event source gets its own client.
-(Secrets fetched through Powertools' parameters use a session of Powertools' making and are
-not counted: they are cached for minutes.)
-"""
+"""AWS calls counted through botocore's public event hooks, one counter per boto3 session."""
 
 from __future__ import annotations
 
@@ -31,11 +24,7 @@ EMPTY_RECEIVE = "sqs:ReceiveMessage(empty)"
 
 
 class AwsCalls:
-    """Counts the calls of every client a boto3 session makes, by ``service:Operation``.
-
-    With ``empty_receives``, a ReceiveMessage that returned no message counts apart, as
-    ``sqs:ReceiveMessage(empty)`` (Lambda's event source pays no request for those).
-    """
+    """Counts the calls of every client a boto3 session makes, by ``service:Operation``."""
 
     def __init__(self, session: Any, *, empty_receives: bool = False) -> None:
         self.counts: Counter[str] = Counter()
@@ -89,13 +78,7 @@ def event_source_on(stack: Any, sqs: Any, handler: Any = None) -> SqsEventSource
 def count_by_function(
     stack: Any, watch: Callable[[str, Any], None] | None = None
 ) -> dict[str, AwsCalls]:
-    """Count a started stack's calls by the function that makes them, its event source apart.
-
-    Call before the first invocation: each handler's clients are built now, under a counted
-    session of their own, and the stack's event source is replaced by a counted copy.
-    ``watch(function, session)`` may register more hooks first (a client copies its session's
-    hooks when it is built).
-    """
+    """Count a started stack's calls by the function that makes them, its event source apart."""
     counted: dict[str, AwsCalls] = {}
     for name, builder in BUILDERS.items():
         session = boto3.session.Session()

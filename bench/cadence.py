@@ -1,9 +1,4 @@
-"""The reconciler's cadence as ``template.yaml`` deploys it, for the benchmarks' records.
-
-Each benchmark that runs the reconciler saves this beside its figures; the report's prose,
-charts and cost model read it from there (what the figures were measured under), never from
-constants, and say so when the template has changed since.
-"""
+"""The reconciler's cadence as ``template.yaml`` deploys it, for the benchmarks' records."""
 
 from __future__ import annotations
 

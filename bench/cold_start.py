@@ -1,24 +1,6 @@
 """Cold-start benchmark: each function's handler imported as Lambda imports it, from `sam build`.
 
-Lambda mounts the function at /var/task and the layer at /opt, both read-only: what the build
-does not ship as byte code is compiled from source at every cold start. This benchmark builds
-the stack (`sam build`, into a temporary directory), copies the build twice, as shipped and with
-every ``__pycache__`` removed, and makes both copies read-only. Fresh python3.12 processes, in a
-venv holding boto3 only (the runtime provides it, with its byte code), with
-``PYTHONDONTWRITEBYTECODE=1`` and ``PYTHONPATH`` = the function's folder then the layer's
-``python/`` (Lambda's order), then time, round-robin and ``--repeats`` times each:
-
-  (a) ``import app`` of each function from the copy without byte code,
-  (b) ``import app`` of each function from the build as shipped,
-  (c) a bare ``import boto3``,
-  (d) (b), then Powertools' ``Tracer()`` as a handler module would make it, with the X-Ray SDK
-      it rests on (``TRACER_PACKAGES``, compiled, read-only) beside the layer: what code
-      subsegments would add to each cold start, divided by (b) of the same run.
-
-The time is the import statement's, measured inside the process (the interpreter's start-up,
-the same for all three, is kept in the JSON as ``process_ms``).
-
-    python -m bench.cold_start [--repeats 20] [--build-dir DIR]
+python -m bench.cold_start [--repeats 20] [--build-dir DIR]
 """
 
 from __future__ import annotations
@@ -200,8 +182,6 @@ def measure_once(
 ) -> list[float]:
     """One fresh interpreter: [import wall time, import CPU time, process time], in ms; ``then``
     runs after the import, inside the timed span.
-
-    It starts where Lambda starts a handler: in the function's folder (boto3: the empty HOME).
     """
     full_env = dict(env, PYTHONPATH=os.pathsep.join(map(str, paths)))
     started = time.perf_counter()

@@ -1,17 +1,4 @@
-"""Cost model: dollars per million jobs, from unit prices and call counts measured in the runs.
-
-Every figure is a line: what is paid for, how many units per job, the unit price, and where
-the count comes from (measured in a run, or assumed). A mode's cost is the sum of its lines.
-
-    webhook pipeline   Geonode (submission, job fetch, reconciler reads) + API Gateway
-                       + receiver/processor/reconciler Lambdas + DynamoDB + SQS + S3
-                       + EventBridge (an event per outcome) + Secrets Manager
-    pollers            Geonode (submission, every poll) + the same S3 result writes
-                       (the poller's own host is not priced: it runs wherever the caller does)
-
-Prices are list prices as published (AWS us-east-1 on-demand, Geonode pay-as-you-go), without
-free tiers. They change: check them before relying on a figure.
-"""
+"""Cost model: dollars per million jobs, from unit prices and call counts measured in the runs."""
 
 from __future__ import annotations
 
@@ -220,10 +207,7 @@ def aws_call_line(
     assumptions: Assumptions,
     basis: str,
 ) -> Line | None:
-    """The line for ``per_job`` calls of ``service:Operation``; None for calls priced elsewhere.
-
-    Secrets Manager reads are cached for a time, so they are priced by time, not per call seen.
-    """
+    """The line for ``per_job`` calls of ``service:Operation``; None for calls priced elsewhere."""
     service, operation = call.split(":", 1)
     if service == "dynamodb" and operation in _DYNAMODB_WRITES:
         units, unit, price = assumptions.write_units_per_write, "write unit", "dynamodb_write_unit"

@@ -1,13 +1,4 @@
-"""Outcome events as a subscriber of the local stack's bus sees them, for the pipeline benchmark.
-
-A rule on the stack's bus sends every ``scrape-pipeline`` event to a queue of the probe's
-(as ``tests/events/bus_fixture.py`` does); each event's latency is the bus's delivery to that
-queue (its ``SentTimestamp``, on the stack's clock: moto reads time from it) minus the
-``stored_at`` its detail carries. On a manual clock the processor's store and its emit at the
-batch's end fall on one instant, so the wall time between them is taken apart: from the
-result object's last ``PutObject`` to the ``PutEvents`` that carried its event (botocore's
-hooks on the processor's and reconciler's counted sessions).
-"""
+"""Outcome events as a subscriber of the local stack's bus sees them, for the pipeline benchmark."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """Latency benchmark: the webhook pipeline's settle-to-stored latency, per stored unit.
 
-``make demo``'s run (``scrape_pipeline_local.demo.Demo``) without faults (``none``) and under
-the ``default`` chaos profile, side by side in worker processes; the latencies are the demo's
-own figures (one definition of settle-to-stored, wherever it is shown). Saves
-``bench/results/latency.json``; ``bench.results_report`` draws it.
-
-    python -m bench.latency [--jobs 200] [--seed 7]
+python -m bench.latency [--jobs 200] [--seed 7]
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """Load test: the receiver behind the local API front, next to moto's own ceiling.
 
-Signed webhook deliveries (geonode scheme) go over HTTP from concurrent senders to the API
-Gateway front (``scrape_pipeline_local/apigw.py``), which calls the real receiver handler
-(``functions/receiver/app.py``); the receiver writes the ledger and the job queue in a moto
-server. The stack is the local stack (``scrape_pipeline_local.stack.LocalStack``) on the real
-clock, never stepped. Everything listens on 127.0.0.1. A share of the deliveries are duplicates
-of earlier jobs (the same job, a new delivery id), a third of them sent right next to their
-original so that both are in flight at once. The processor does not run: a drain thread
-receives and deletes the job queue's messages as they arrive (moto's SQS slows down with depth)
-and counts them, so that each job can be seen enqueued exactly once. Since rows then stay
-RECEIVED, the receiver's RESEND_AFTER_SECONDS is set to a day: with its 120 s default, a
-duplicate arriving two minutes after its original would re-enqueue the job as a crashed
-writer's (by design).
-
-The ceiling is moto alone: the same AWS calls the receiver makes (a conditional PutItem per
-delivery, a SendMessage when it created the row), made by the same ledger and queue code
-straight at the same moto server by as many threads, no HTTP front and no receiver.
-
-The front runs one handler invocation at a time, as one Lambda container does: that is the
-honest local model (Powertools keeps per-invocation state in module globals), and it is why
-the latency grows with the number of senders while the throughput does not. The front's
-listen backlog is raised from socketserver's 5 (``--front-backlog``): 20 senders opening
-connections at once overflow 5, and the overflow shows as connection resets and 1 s SYN
-retransmits, a limit API Gateway does not have.
-
-    python -m bench.load [--deliveries 5000] [--senders 20] [--duplicates 0.3]
+python -m bench.load [--deliveries 5000] [--senders 20] [--duplicates 0.3]
 """
 
 from __future__ import annotations
@@ -103,11 +79,7 @@ def make_plan(
     seed: int = 7,
     secret: str = SECRET,
 ) -> Plan:
-    """``deliveries`` signed deliveries, ``duplicate_share`` of them repeating an earlier job.
-
-    A third of the duplicates come right after their original (the next sender takes them
-    at the same moment); the others come at least ``2 * senders`` deliveries later.
-    """
+    """``deliveries`` signed deliveries, ``duplicate_share`` of them repeating an earlier job."""
     from scrape_pipeline.jobs import JobKey
     from scrape_pipeline.payload import EVENT_KINDS
     from scrape_pipeline.signatures import SignatureConfig, sign
@@ -198,11 +170,7 @@ class Phase:
 def run_concurrently(
     plan: Plan, calls: Sequence[Call], limit_seconds: float, drain: QueueDrain | None = None
 ) -> Phase:
-    """Each call in its own thread takes the next delivery until none is left or time is up.
-
-    With a ``drain``, a thread waits for it before each delivery when the queue runs deep, and
-    tells it of each "accepted" answer; the latency is the call's alone.
-    """
+    """Each call in its own thread takes the next delivery until none is left or time is up."""
     lock = threading.Lock()
     pending: Iterator[Delivery] = iter(plan.deliveries)
     start = threading.Barrier(len(calls) + 1)
@@ -284,15 +252,7 @@ def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
 
 
 class QueueDrain:
-    """Receives and deletes a queue's messages in batches, counting jobs by ledger key.
-
-    moto's SQS costs grow with the queue's depth (a ReceiveMessage at a depth of 1,000 takes
-    over a second, under the server's one-call-at-a-time lock) and one drain thread among 20
-    busy callers gets too few turns to keep up. So the drain receives once a batch is due,
-    and holds the senders back (``admit``) while more than ``high_water`` messages are
-    undrained: the depth stays small in both phases, and the drain's calls are paid for in
-    both alike. The counts come from what is received, never from what was expected.
-    """
+    """Receives and deletes a queue's messages in batches, counting jobs by ledger key."""
 
     def __init__(
         self,
@@ -405,13 +365,7 @@ class QueueDrain:
 
 
 class LoadStack:
-    """The local stack on the real clock, set up for the receiver alone.
-
-    ``scrape_pipeline_local.stack.LocalStack`` brings up moto, the template's resources and
-    the API front on the real handler; nothing steps it, so its processor and schedule never
-    run. Here it subscribes no webhooks, holds this run's secret bundle, waits a day before
-    re-enqueueing a RECEIVED row, and its front listens with a deeper backlog.
-    """
+    """The local stack on the real clock, set up for the receiver alone."""
 
     def __init__(
         self,
@@ -764,11 +718,7 @@ def ceiling_phase(
 
 
 def warm_up(stack: LoadStack) -> None:
-    """Pay the one-time costs outside the measured windows, and write nothing they count.
-
-    A forged delivery builds the receiver (the cold start) and reads the secret bundle, then
-    gets 401; a few deliveries on a scratch table and queue load moto's lazy parts.
-    """
+    """Pay the one-time costs outside the measured windows, and write nothing they count."""
     import httpx
 
     from bench.receiver import quiet

@@ -1,10 +1,4 @@
-"""Lost POST answers under the ``listing-lag`` chaos profile: POSTs per URL and time in doubt.
-
-`submit`'s engine posts an async run against the simulator (manual clock, the API listing jobs
-240-265 s late) while a share of its POSTs create their job and lose the answer (a 504 or no
-answer). Judged by the simulator's count of POSTs per URL; the time in doubt is from each lost
-POST to its job's adoption. Run: ``PYTHONPATH=layers/shared:. python -m bench.lost_answers``.
-"""
+"""Lost POST answers under the ``listing-lag`` chaos profile: POSTs per URL and time in doubt."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Pipeline benchmark: Geonode requests per settled job in webhook mode, reconciler included.
 
-1,000 async extract jobs submitted over half an hour of simulated time, on the local stack
-(the real handlers, moto, the simulator's default failure rates, no webhook dropped), the
-reconciler on the template's schedule and settings (every minute). Requests are counted by
-the simulator; submissions and resubmissions (POSTs: the work itself) are excluded, every read
-is counted: job fetches, the reconciler's job-list and delivery-log pages, its subscription
-listing. In the same run, the same jobs with the reconciler of before (every 10 minutes, a
-600 s threshold, a 120 s overlap): what the one-minute cadence adds per job; and the seed
-article's backoff poller as in the polling benchmark, for comparison.
-
-    python -m bench.pipeline [--jobs 1000] [--seed-jobs 200]
+python -m bench.pipeline [--jobs 1000] [--seed-jobs 200]
 """
 
 from __future__ import annotations
@@ -57,13 +48,7 @@ def run_pipeline(
     batching_window: float | None = None,
     linger: float | None = None,
 ) -> dict[str, Any]:
-    """The pipeline's figures; the template's reconciler unless ``ten_minute_reconciler``.
-
-    ``on_start`` gets the local stack once it runs, before the first job (to count its calls);
-    ``events`` adds the outcome events a subscriber of the bus received (``bench.event_probe``);
-    ``batching_window`` replaces the template's ProcessorBatchingWindowSeconds, ``linger`` its
-    EventLingerSeconds.
-    """
+    """The pipeline's figures; the template's reconciler unless ``ten_minute_reconciler``."""
     os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"})
     from scrape_pipeline_local.clock import ManualClock
     from scrape_pipeline_local.simulator import SimConfig

@@ -1,12 +1,6 @@
 """Polling benchmark: what it costs to learn that N concurrent async jobs settled.
 
-N async jobs (durations 1-20 s) per strategy, each strategy on its own simulator account, all
-three at once so machine load hits them alike: a fixed 1 s poller, the seed article's backoff
-poller (``poll_job``), and the many-jobs poller. Requests are counted by the simulator (the
-truth, not the pollers' word); detection delay = noticed - settled, both on the simulator's
-clock. One fetch per settled job is the floor: 1.0 request per job.
-
-    python -m bench.polling [--jobs 200] [--time-scale 1]
+python -m bench.polling [--jobs 200] [--time-scale 1]
 """
 
 from __future__ import annotations

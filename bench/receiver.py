@@ -1,11 +1,6 @@
 """Receiver benchmark: handler overhead without AWS time, AWS calls per delivery, cold import.
 
-Runs the real Lambda handler on API Gateway proxy events against moto in-process. botocore's
-event hooks time and count every AWS call, so overhead = handler time - AWS time. The cold
-import here is from the source tree with byte code cached; bench/cold_start.py imports the
-`sam build` output as Lambda does (read-only, only the byte code the build ships).
-
-    python -m bench.receiver [--deliveries 2000]
+python -m bench.receiver [--deliveries 2000]
 """
 
 from __future__ import annotations

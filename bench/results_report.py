@@ -1,18 +1,6 @@
 """The benchmark results as one document: ``bench/RESULTS.md``, its tables and PNG charts.
 
-It measures nothing: it reads what the benchmarks saved in ``bench/results/`` and draws.
-
-* Geonode requests per job against the number of concurrent jobs, for the fixed 1 s poller,
-  the seed article's backoff poller, the many-jobs poller and the webhook pipeline
-  (``sweep.json``, from ``bench.sweep``).
-* The webhook pipeline's settle-to-stored latency, per stored unit, from ``make demo``'s run
-  without faults and under the default chaos profile (``latency.json``, from
-  ``bench.latency``).
-* A cost model per million jobs (``bench.cost``) fed with the AWS calls counted in the sweep's
-  largest pipeline run and the receiver's calls per delivery (``receiver.json``).
-* The reconciler at scale (``scale.json``, from ``bench.scale``), when it was run.
-
-    python -m bench.results_report [--results bench/results] [--out bench]
+python -m bench.results_report [--results bench/results] [--out bench]
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """Scale benchmark: does the reconciler keep up when jobs settle fast and webhooks go missing?
 
-At 1, 10 and 50 settled jobs per simulated second, with 0 %, 20 % and 100 % of webhooks
-dropped, the real reconciler runs on the template's schedule against moto and the Geonode
-simulator over HTTP, for at least ``--runs`` scheduled runs (``bench.scale_point``). Per point:
-the lag after each run (age of the oldest settled job not yet in the pipeline), whether it
-stays bounded, run durations, Geonode and AWS calls per 1,000 jobs, and at the rates the real
-processor runs, the dropped jobs' settle-to-stored latency.
-
-Nothing about the reconciler is set here: schedule, timeout and environment are the
-template's defaults (``bench.scale_world.TemplateReconciler``). ``--schedule`` and ``--env``
-preview other settings without editing the template; the JSON says when they were used.
-
-    python -m bench.scale [--runs 10] [--workers 2] [--rates 1 10 50] [--drops 0 0.2 1]
+python -m bench.scale [--runs 10] [--workers 2] [--rates 1 10 50] [--drops 0 0.2 1]
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""What the scale benchmark measures from outside the pipeline: lag, calls, boundedness.
-
-Lag is judged against the simulator's record of when each job settled and the ledger as an
-uncounted client reads it; AWS calls are counted through botocore's public event hooks on
-the sessions the counted code builds its clients from.
-"""
+"""What the scale benchmark measures from outside the pipeline: lag, calls, boundedness."""
 
 from __future__ import annotations
 
@@ -34,12 +29,7 @@ class _Job:
 
 
 class LagTracker:
-    """The age of the oldest settled job the pipeline has not taken in yet.
-
-    Jobs are walked in settle order with a pointer that only moves forward, so a measurement
-    reads the ledger from the oldest job not yet seen in it, a hundred keys at a time, and
-    stops at the first hundred that holds a job still missing.
-    """
+    """The age of the oldest settled job the pipeline has not taken in yet."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._db = ledger.client

@@ -1,16 +1,4 @@
-"""One point of the scale benchmark: jobs settling at a rate, a share of webhooks dropped.
-
-The simulated clock moves in steps. Each step creates the jobs that keep the settle rate
-(in the simulator's own store: setup, not API traffic), delivers what is due and processes the
-queue; at each scheduled time the real reconciler runs, and the lag is measured right after
-from outside: the simulator's settle times against the ledger as an uncounted client reads it.
-
-At rates up to ``real_rate_max`` the webhooks go through the simulator's dispatcher to the
-real receiver and the queue to the real processor, and the simulator drops its share of
-events. Above it, moto cannot carry the pipeline end to end in the time allowed: the stand-ins
-of ``bench.scale_standins`` take a job in at its settle time unless a seeded draw drops it, and
-finish each message off the queue through the ledger. The reconciler is the real one in both.
-"""
+"""One point of the scale benchmark: jobs settling at a rate, a share of webhooks dropped."""
 
 from __future__ import annotations
 
@@ -247,11 +235,7 @@ def _add(total: dict[str, int], more: dict[str, int]) -> None:
 def _dropped_latencies(
     world: World, settle_at: dict[JobKey, float], real: bool
 ) -> tuple[list[float], int, int]:
-    """Settle-to-stored seconds of the jobs whose webhook was dropped; (values, dropped, missing).
-
-    Stored is the ledger's ``finished_at`` (the processor writes it after the S3 put, on the
-    same clock as the simulator's settle times); S3's own timestamps are wall time in moto.
-    """
+    """Settle-to-stored seconds of the jobs whose webhook was dropped: values, dropped, missing."""
     if not real:
         return [], 0, 0
     dropped = [

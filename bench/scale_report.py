@@ -1,8 +1,4 @@
-"""The scale benchmark's figures as markdown and a chart, drawn from ``bench/results/scale.json``.
-
-``bench.scale`` writes them after a run; ``bench.results_report`` draws the same section
-from the saved JSON, without running anything, so rebuilding RESULTS.md never loses it.
-"""
+"""The scale benchmark's figures as markdown and a chart, from ``bench/results/scale.json``."""
 
 from __future__ import annotations
 

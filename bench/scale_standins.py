@@ -1,13 +1,4 @@
-"""Stand-ins for the receiver and the processor at rates moto cannot carry end to end.
-
-Each leaves a job's ledger row as the real functions leave a job that completed: DONE, outcome
-stored, not pending (absent from the ``pending-by-state`` index). They write those rows 25 at
-a time with BatchWriteItem rather than through the ledger module's conditional calls (put,
-lease, finish: three calls a job): on this machine moto takes 3 to 9 ms a call and 0.2 ms a
-row in a batch, and 50 jobs/s for ten simulated minutes is 30,000 jobs a point. What they
-leave out is work the reconciler never sees: signatures, HTTP, the Geonode GET, the S3 put,
-and the lease's intermediate states.
-"""
+"""Stand-ins for the receiver and the processor at rates moto cannot carry end to end."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The scale benchmark's world: the local stack, the real reconciler, counted AWS sessions.
-
-Everything the reconciler is configured with comes from ``template.yaml``'s defaults: its
-schedule (the scheduled rule's expression), its Lambda ``Timeout`` and its environment (the
-function's variables, parameters at their defaults), so a change of defaults there shows
-here with no edit. The stack's own schedule never fires: the benchmark runs the reconciler
-itself at the template's rate, through ``Reconciler.run`` with the wall time a Lambda of that
-timeout would have left, and through its own event source so that SQS calls are counted.
-"""
+"""The scale benchmark's world: the local stack, the real reconciler, counted AWS sessions."""
 
 from __future__ import annotations
 
@@ -105,11 +97,7 @@ class World:
         return self.stack.resources.queue_url
 
     def run_reconciler(self, *, consume: bool) -> tuple[ReconcileReport, float]:
-        """One run with the wall time a Lambda of the template's Timeout has; (report, seconds).
-
-        With ``consume``, the event source works the queue meanwhile: only for the stand-in
-        processor, which makes no Geonode request that the run's count would take for its own.
-        """
+        """One run with the wall time a Lambda of the template's Timeout has; (report, seconds)."""
         started = time.monotonic()
         deadline = started + self.template.timeout
 

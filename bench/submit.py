@@ -1,21 +1,5 @@
 """``make bench-submit``: a long submission run against the simulator's rate limit, with and
 without kills (about 20-25 min; not part of ``make bench``).
-
-20,000 URLs are submitted by a real ``scrape-pipeline submit`` process, over real HTTP, to a
-simulator with its default per-key token bucket (50 requests/s, burst 100), in async mode and
-in batch mode (``--batch-size 10``, so that batch is 2,000 POSTs rather than 20). Measured:
-POSTs per second as a fraction of the API's limit (target >= 0.9) and the share of POSTs
-answered 429 (target <= 2 %). Then the same runs with the submitter killed (SIGKILL) about
-every 2,000 URLs and started again with the same command, and with 1 % of POST answers lost
-after the API acted: URLs posted twice and URLs never submitted, from the simulator's own
-record (``submissions()``), must both be 0, and the wall time at most 1.15x the run without
-kills. The batch kill run has a ``batch_completed`` subscription to a port nobody listens on
-(its deliveries fail, and the API logs them): once the command has ended, the bench does
-what an operator would, waiting for the run's batches to settle, then ``runs resolve RUN``
-(the delivery log names the batches whose answers were lost) and, for what is still in
-doubt, ``runs resolve RUN --repost-in-doubt`` and the same command again. ``--modes batch``
-measures one mode and keeps the other's saved figures (each mode says when it was measured).
-Writes bench/results/submit.json and its section of bench/RESULTS.md.
 """
 
 from __future__ import annotations

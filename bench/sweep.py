@@ -1,14 +1,6 @@
 """Sweep benchmark: Geonode requests per job against the number of concurrent jobs.
 
-For each job count, the fixed 1 s poller, the seed article's backoff poller and the many-jobs
-poller (``bench.polling``'s pieces on the simulator in its own process, sped up by
-``--time-scale``; requests counted by the simulator), then the webhook pipeline
-(``bench.pipeline.run_pipeline`` on a manual clock) with every AWS call counted by the function
-that made it (``bench.aws_calls``), for the cost model. The pollers run first and alone (their
-figures depend on real time); the pipeline runs then side by side in worker processes.
-Saves ``bench/results/sweep.json``; ``bench.results_report`` draws it.
-
-    python -m bench.sweep [--quick] [--time-scale 2] [--workers 2]
+python -m bench.sweep [--quick] [--time-scale 2] [--workers 2]
 """
 
 from __future__ import annotations
@@ -52,11 +44,7 @@ QUICK = Plan(job_counts=(3, 6), time_scale=8.0, max_duration=4.0, quick=True)
 
 
 def run_pollers(plan: Plan, log: Callable[[str], None]) -> dict[int, dict[str, Any]]:
-    """Per job count: each poller's Geonode GETs per job, one poller at a time.
-
-    One simulator per job count, each poller on its own account; the pollers run one after
-    the other so that none slows another (a slowed request stretches in simulated time).
-    """
+    """Per job count: each poller's Geonode GETs per job, one poller at a time."""
     import httpx
 
     from bench.polling import aligned_clock, run_strategy, start_simulator
