@@ -17,7 +17,7 @@ LAYER := layers/shared
 SCAN_VENV := .venv-scan
 SCANNERS := checkov==3.3.30 bandit==1.9.4 pip-audit==2.10.1
 
-.PHONY: all venv sam-tools layer-lock scan audit-deps lint typecheck test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale bench-submit iam-report simulator clean
+.PHONY: all venv sam-tools layer-lock scan audit-deps lint typecheck docs test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale bench-submit iam-report simulator clean
 
 all: test
 
@@ -77,8 +77,14 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor,
+# or a link out of docs/ to a file the repository lacks, fails it. PYTHONPATH: the settings
+# table is rendered from this checkout's declarations (docs/hooks.py).
+docs: venv
+	PYTHONPATH=layers/shared:. NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # Two workers on this 2-core machine; a file's tests stay together (module-scoped stacks).
-test: lint typecheck sam-tools
+test: lint typecheck docs sam-tools
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The whole pipeline on this machine under a chaos profile; exits 1 if anything was lost or
@@ -140,4 +146,4 @@ simulator: venv
 	$(BIN)/geonode-sim
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(TOOLS_VENV) $(SCAN_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(TOOLS_VENV) $(SCAN_VENV) .aws-sam site .pytest_cache .mypy_cache .ruff_cache

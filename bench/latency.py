@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     table += (
         f"\n\n`make demo`'s run (`Demo(jobs={args.jobs}, seed={args.seed})`) under each chaos "
         f"profile, the reconciler `{cadence.schedule}`; simulated seconds. The same figures as "
-        "in [bench/RESULTS.md](bench/RESULTS.md)."
+        "in [bench/RESULTS.md](../bench/RESULTS.md)."
     )
     print(table)
     figures = {

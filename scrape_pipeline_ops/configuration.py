@@ -1,11 +1,5 @@
-"""The README's configuration reference, rendered from the settings' declarations.
-
-``SOURCES`` is the table's order: the API client and its key, the resources the stack hands the
-Lambdas, the receiver and the webhook signature it checks, the processor, recovery, the
-reconciler and its sweeps. Refresh the README after changing a declaration:
-
-    UPDATE_SETTINGS_TABLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_settings_table.py
-"""
+"""The configuration reference, rendered from the settings' declarations at every build of the
+documentation site (docs/hooks.py fills docs/configuration.md); ``SOURCES`` is its order."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The README's and bench/RESULTS.md's figures are the saved ones, and say where they come from.
+"""docs/benchmarks.md's and bench/RESULTS.md's figures are the saved ones, and say whence.
 
-Each ``<!-- bench:NAME -->`` block of the README is exactly what ``bench/results/NAME.json``
+Each ``<!-- bench:NAME -->`` block of docs/benchmarks.md is exactly what ``bench/results/NAME.json``
 renders (its stamp and table, as ``bench.report.save`` wrote them); every results file the
 report draws from carries its date, machine (CPU model, cores) and the load at start and end;
 the committed ``bench/RESULTS.md`` is what ``make bench-results`` draws from the committed
@@ -46,7 +46,7 @@ def test_each_readme_block_is_its_saved_figures(name: str) -> None:
     # GIVEN the figures saved by the benchmark
     document = _saved(name)
     assert "readme_table" in document, f"saved before README blocks were recorded: re-run {name}"
-    # THEN the README's block is exactly their stamp and table
+    # THEN the page's block is exactly their stamp and table
     assert _blocks()[name].strip() == readme_block(document).strip()
 
 

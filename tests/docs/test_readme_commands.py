@@ -1,12 +1,14 @@
-"""The README's local-stack session, run as written: its ``bash`` block, read from the README.
+"""The commands the README and docs/ show work as written.
 
-``### The local stack as an operator`` holds one block for two shells. Shell 1's command
-(``local up``) runs as a process of its own, stopped at the end with SIGINT as Ctrl-C would;
-shell 2's lines run in order in one ``bash`` with ``set -e`` (its ``&`` and ``wait`` as they
-are), in a fresh folder, the CLI of this checkout first on PATH and no AWS credentials of the
-machine's. Each command's output is judged from outside: the tail's events in its file, the
-results on disk, the audit's counts. An edit of the block changes what runs here. About 40 s
-on an idle 2-core machine (the stack's start and the jobs' own 1-20 s).
+Every ``make TARGET`` they name is a target of the Makefile, and every ``scrape-pipeline``
+line of their ``bash`` blocks parses with the CLI's own parser. The local-stack session of
+``docs/cli.md`` (``## The local stack as an operator``: one block for two shells) runs as
+written: shell 1's command (``local up``) as a process of its own, stopped at the end with
+SIGINT as Ctrl-C would; shell 2's lines in order in one ``bash`` with ``set -e`` (its ``&``
+and ``wait`` as they are), in a fresh folder, the CLI of this checkout first on PATH and no
+AWS credentials of the machine's. Each command's output is judged from outside: the tail's
+events in its file, the results on disk, the audit's counts. About 40 s on an idle 2-core
+machine (the stack's start and the jobs' own 1-20 s).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -25,7 +28,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HEADING = "### The local stack as an operator"
+PAGE = REPO / "docs" / "cli.md"
+HEADING = "## The local stack as an operator"
+SHOWN = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+MAKE = re.compile(r"(?:^|[\s`(])make (?:-s )?([a-z][\w-]*)")
+BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+CODE_SPAN = re.compile(r"`([^`]+)`")
 SHELL = re.compile(r"^# shell (\d)\b")
 MARK = "@@readme-command@@"
 STARTED_WITHIN_S = 120.0
@@ -45,8 +53,8 @@ class Session:
 
 def readme_session() -> Session:
     """The first ``bash`` block under the heading, split by its ``# shell N`` comments."""
-    text = (REPO / "README.md").read_text()
-    assert HEADING in text, f"the README has no {HEADING!r}"
+    text = PAGE.read_text()
+    assert HEADING in text, f"docs/cli.md has no {HEADING!r}"
     section = text.split(HEADING, 1)[1]
     match = re.search(r"```bash\n(.*?)```", section, re.S)
     assert match, f"no bash block under {HEADING!r}"
@@ -88,7 +96,7 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def stack(folder: Path) -> Iterator[subprocess.Popen[str]]:
-    """Shell 1: the README's ``local up``, until the env file it names exists."""
+    """Shell 1: the page's ``local up``, until the env file it names exists."""
     session = readme_session()
     process = subprocess.Popen(
         ["bash", "-c", f"exec {session.stack}"],  # exec: the SIGINT reaches the CLI itself
@@ -157,10 +165,10 @@ def _output(outputs: dict[str, tuple[str, str]], start: str) -> str:
     return found
 
 
-def test_the_readmes_local_stack_session_runs_as_written(
+def test_the_docs_local_stack_session_runs_as_written(
     stack: subprocess.Popen[str], folder: Path
 ) -> None:
-    # GIVEN the README's shell 1 running the stack
+    # GIVEN the page's shell 1 running the stack
     session = readme_session()
     # WHEN shell 2's lines run as written
     outputs = _run_shell_two(session.lines, folder)
@@ -196,3 +204,64 @@ def test_the_readmes_local_stack_session_runs_as_written(
     out, err = stack.communicate(timeout=STOPPED_WITHIN_S)
     assert stack.returncode == 0, err
     assert "its data is gone" in out + err
+
+
+def _makefile_targets() -> set[str]:
+    text = (REPO / "Makefile").read_text()
+    return {name for line in re.findall(r"^([\w .-]+):(?!=)", text, re.M) for name in line.split()}
+
+
+def _shown_code(page: Path) -> list[str]:
+    """The page's ``bash`` blocks' lines and its code spans outside code blocks."""
+    text = page.read_text()
+    lines = [line for block in BASH_BLOCK.findall(text) for line in block.splitlines()]
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return lines + CODE_SPAN.findall(prose)
+
+
+def test_every_make_target_shown_is_in_the_makefile() -> None:
+    # GIVEN every `make TARGET` the README and docs/ show, in blocks and code spans
+    shown = {
+        (page.relative_to(REPO).as_posix(), target)
+        for page in SHOWN
+        for code in _shown_code(page)
+        for target in MAKE.findall(code)
+    }
+    assert {target for _, target in shown} >= {"demo", "test", "docs"}
+    # THEN each is a target a reader can run
+    missing = sorted(f"{page}: make {t}" for page, t in shown if t not in _makefile_targets())
+    assert not missing, "\n".join(missing)
+
+
+def _cli_lines(page: Path) -> list[list[str]]:
+    """Each ``scrape-pipeline`` command of the page's ``bash`` blocks, as its argv."""
+    found = []
+    for block in BASH_BLOCK.findall(page.read_text()):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            while words and re.fullmatch(r"\w+=.*", words[0]):
+                words = words[1:]  # VAR=value before the command
+            if words[:1] != ["scrape-pipeline"]:
+                continue
+            cut = [i for i, w in enumerate(words) if w in {"&", "&&", "|", ">", ";"}]
+            found.append(words[1 : cut[0] if cut else None])
+    return found
+
+
+def test_every_cli_command_shown_parses() -> None:
+    from scrape_pipeline_ops.cli.config import UsageError
+    from scrape_pipeline_ops.cli.main import build_parser
+
+    # GIVEN every scrape-pipeline line of the README's and docs' bash blocks
+    shown = [(page, argv) for page in SHOWN for argv in _cli_lines(page)]
+    assert len(shown) >= 15, shown
+    # THEN the CLI's parser takes each as written (a renamed command or option fails here)
+    wrong = []
+    for page, argv in shown:
+        try:
+            args, extra = build_parser().parse_known_args(argv)
+        except (SystemExit, UsageError):
+            extra, args = ["(refused)"], None
+        if extra and not getattr(args, "passthrough", False):  # as the CLI's main refuses them
+            wrong.append(f"{page.relative_to(REPO)}: scrape-pipeline {shlex.join(argv)}")
+    assert not wrong, "\n".join(wrong)

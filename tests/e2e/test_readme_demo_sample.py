@@ -1,7 +1,8 @@
-"""The README's sample of ``make demo``'s report is a real run's: the same rows in the same order,
-and the same figures where a seeded run repeats them (counts, must-be-zero rows, events).
+"""docs/getting-started.md's sample of ``make demo``'s report is a real run's: the same rows
+in the same order, and the same figures where a seeded run repeats them (counts, must-be-zero
+rows, events).
 
-``UPDATE_DEMO_SAMPLE=1`` writes the run's table into the README (120 columns, as the sample
+``UPDATE_DEMO_SAMPLE=1`` writes the run's table into the page (120 columns, as the sample
 says). Figures that follow wall time or thread timing (latencies, wall time, AWS calls, the
 reconciler's recoveries) are the run's own and are not compared.
 """
@@ -18,7 +19,7 @@ import pytest
 from scrape_pipeline_local.demo import Demo, report_table
 from scrape_pipeline_local.function_env import functions_write_to
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "getting-started.md"
 SAMPLE = re.compile(
     r"(A run of `make demo` on this 2-core machine.*?\n```\n)(.*?)(```\n)", re.DOTALL
 )
@@ -47,15 +48,15 @@ def rows(table: str) -> list[tuple[str, str]]:
 
 
 def _sample() -> tuple[str, re.Match[str]]:
-    text = README.read_text()
+    text = PAGE.read_text()
     match = SAMPLE.search(text)
-    assert match, "README.md has no sample of the demo's report"
+    assert match, "docs/getting-started.md has no sample of the demo's report"
     return text, match
 
 
 @pytest.mark.timeout(900)
 def test_the_readmes_demo_sample_is_a_real_runs_report(tmp_path: Path):
-    # GIVEN the README's sample, and the demo run as `make demo` runs it (its defaults)
+    # GIVEN the page's sample, and the demo run as `make demo` runs it (its defaults)
     text, match = _sample()
     with (tmp_path / "functions.log").open("w") as log, functions_write_to(log):
         report = Demo(jobs=200, chaos="default", seed=7).run()
@@ -67,7 +68,7 @@ def test_the_readmes_demo_sample_is_a_real_runs_report(tmp_path: Path):
     )
     table = "".join(f"{line.rstrip()}\n" for line in out.getvalue().splitlines())
     if os.environ.get("UPDATE_DEMO_SAMPLE"):
-        README.write_text(text[: match.start(2)] + table + text[match.end(2) :])
+        PAGE.write_text(text[: match.start(2)] + table + text[match.end(2) :])
         return
     # THEN the sample has the run's rows, in order, and the figures a seeded run repeats
     sample, real = rows(match.group(2)), rows(table)

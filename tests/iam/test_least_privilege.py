@@ -8,7 +8,7 @@ a 429 storm, a poison message into the DLQ, a long-running job closed as unknown
 batches and crawls, a secret rotation with its 401s replayed. Then the operator CLI's AWS
 commands run on it (``events tail`` too, until an event comes through its rule and queue).
 Each call is evaluated against its function's role in the translated template (resolved to
-the stack's ARNs), the CLI's against the README's operator policy.
+the stack's ARNs), the CLI's against the operator policy of docs/security.md.
 
 ``IAM_REPORT=bench/results/iam.json`` saves the report (calls per function, unused actions).
 """
@@ -59,7 +59,7 @@ from tests.support import iam
 
 OPERATOR = "operator"
 STACK_NAME = "scrape-pipeline"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "security.md"
 POLICY_BLOCK = re.compile(r"<!-- operator-iam-policy -->\s*```json\n(.*?)```", re.DOTALL)
 # Template metadata naming the allowed actions no test uses, each with why it stays.
 JUSTIFIED_KEY = "IamJustified"
@@ -490,7 +490,7 @@ def _report(runs: list[Recorded]) -> dict[str, Any]:
     requests: dict[str, dict[str, dict[str, Any]]] = {name: {} for name, _ in functions}
     allowed: dict[str, set[str]] = {name: set() for name, _ in functions}
     unused_grants: dict[str, set[str]] = {name: set() for name, _ in functions}
-    role_names: dict[str, str] = {OPERATOR: "README.md operator policy"}
+    role_names: dict[str, str] = {OPERATOR: "docs/security.md operator policy"}
     for run in runs:
         report["unattributed"][run.name] = run.unattributed
         report["denied"] += [
@@ -564,9 +564,9 @@ def _generic_grant(grant: str, resources: StackResources) -> str:
 
 
 def _operator_policy(resources: StackResources) -> dict[str, Any]:
-    """The README's operator policy, its ${placeholders} set to the local stack's values."""
-    match = POLICY_BLOCK.search(README.read_text())
-    assert match, "README.md has no operator IAM policy block (<!-- operator-iam-policy -->)"
+    """docs/security.md's operator policy, its ${placeholders} set to the local stack's values."""
+    match = POLICY_BLOCK.search(PAGE.read_text())
+    assert match, "docs/security.md has no operator IAM policy block (<!-- operator-iam-policy -->)"
     values = {
         "Region": REGION,
         "Account": ACCOUNT_ID,

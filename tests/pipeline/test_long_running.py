@@ -110,7 +110,7 @@ def test_long_running_job_closed_as_unknown_reopened_when_it_settles(
     # 404s; their webhooks arrive, or are all lost and only the job list shows them settled
     stack = make_stack(
         # The API lists a job as late as it answers its GET (300 s here): the job list's
-        # overlap must cover that lag, or no pass sees the job (README, reconciler settings).
+        # overlap must cover that lag, or no pass sees the job (docs/configuration.md).
         StackSettings(env={"NOT_FOUND_MAX_TRIES": "3", "RECONCILE_OVERLAP_SECONDS": "400"}),
         job_duration_min_s=600,
         job_duration_max_s=700,

@@ -30,8 +30,8 @@ def test_moves_table_has_one_move_per_verb_and_reaches_every_state():
     assert "| `expire` | posting | in_doubt |" in moves.markdown()
 
 
-def test_moves_table_in_the_readme_is_the_code_s():
-    readme = (REPO / "README.md").read_text()
+def test_moves_table_in_the_runs_page_is_the_code_s():
+    readme = (REPO / "docs" / "runs.md").read_text()
     begin = (
         "<!-- runs-moves: rendered from layers/shared/scrape_pipeline/runs/moves.py, "
         "checked by tests -->\n"

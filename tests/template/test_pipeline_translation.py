@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from scrape_pipeline_local.resolve import references
-from tests.support.readme import README
+from tests.support.readme import OPERATIONS
 from tests.template.helpers import (
     as_list,
     function_property,
@@ -683,12 +683,9 @@ def test_reconciler_alarms_name_only_metrics_the_reconciler_emits(cfn: dict[str,
 
 
 def _runbook_alarm_rows() -> dict[str, list[str]]:
-    """The README runbook's table of the reconciler's alarms: alarm -> its other cells."""
-    text = README.read_text()
-    section = text[text.index("## Operations runbook") :]
-    section = section[: section.index("\n## ", 1)]
+    """The runbook's table of the reconciler's alarms (docs/operations.md): alarm -> cells."""
     rows = {}
-    for line in section.splitlines():
+    for line in OPERATIONS.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[0].startswith("`") and cells[0].endswith("Alarm`"):
             rows[cells[0].strip("`")] = cells[1:]

@@ -312,7 +312,7 @@ def test_readme_sam_build_succeeds_in_a_fresh_clone_with_the_users_environment(
     built = clone / ".aws-sam" / "build"
     assert sorted(p.name for p in built.iterdir() if p.is_dir()) == sorted([*FUNCTIONS, LAYER])
     # AND SAM's "requirements.txt file not found" is once per function (they have none: the
-    # layer carries their dependencies), never the layer's, as the README explains it
+    # layer carries their dependencies), never the layer's, as docs/deploying.md explains it
     said = (result.stdout + result.stderr).count("requirements.txt file not found")
     assert said == len(FUNCTIONS), describe(result)
     # AND the layer holds the runtime's byte code (made by a CPython 3.12, whichever one)

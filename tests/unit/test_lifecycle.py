@@ -1,8 +1,9 @@
-"""The lifecycle table itself: pinned by a snapshot and by the README, and what it promises.
+"""The lifecycle table itself: pinned by a snapshot and by docs/lifecycle.md, and what it promises.
 
 The table is the state machine the ledger obeys (``tests/ledger/test_ledger_lifecycle.py``)
 and the property test checks moves against; a change to it must show as a diff of
-``tests/unit/lifecycle.md`` and of the README's copy. After a deliberate change, rewrite both:
+``tests/unit/lifecycle.md`` and of docs/lifecycle.md's copy. After a deliberate change,
+rewrite both:
 
     UPDATE_LIFECYCLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_lifecycle.py
 """
@@ -19,14 +20,14 @@ from scrape_pipeline.lifecycle import ABSENT, MOVES, WAITING, RowState, Verb, ma
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = Path(__file__).with_name("lifecycle.md")
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "lifecycle.md"
 BEGIN = "<!-- lifecycle: rendered from scrape_pipeline/lifecycle.py, checked by tests -->\n"
 END = "<!-- /lifecycle -->\n"
 UPDATE = "UPDATE_LIFECYCLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_lifecycle.py"
 
 
 def rendered() -> str:
-    """The table and its diagram as the README shows them."""
+    """The table and its diagram as docs/lifecycle.md shows them."""
     return f"{markdown()}\n```mermaid\n{mermaid()}```\n"
 
 
@@ -43,14 +44,14 @@ def test_lifecycle_table_matches_its_snapshot():
     )
 
 
-def test_lifecycle_readme_shows_the_rendered_table_and_diagram():
-    text = README.read_text()
-    assert _readme_block(text) is not None, f"README.md has no block between {BEGIN!r}, {END!r}"
+def test_lifecycle_page_shows_the_rendered_table_and_diagram():
+    text = PAGE.read_text()
+    assert _readme_block(text) is not None, f"{PAGE.name} has no block between {BEGIN!r}, {END!r}"
     if os.environ.get("UPDATE_LIFECYCLE"):
         text = text.replace(BEGIN + str(_readme_block(text)) + END, BEGIN + rendered() + END)
-        README.write_text(text)
-    assert _readme_block(README.read_text()) == rendered(), (
-        f"README.md's lifecycle differs from scrape_pipeline/lifecycle.py: run `{UPDATE}`"
+        PAGE.write_text(text)
+    assert _readme_block(PAGE.read_text()) == rendered(), (
+        f"{PAGE.name}'s lifecycle differs from scrape_pipeline/lifecycle.py: run `{UPDATE}`"
     )
 
 

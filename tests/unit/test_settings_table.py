@@ -1,33 +1,27 @@
-"""The README's configuration table is the settings' declarations, rendered.
+"""docs/configuration.md's table is the settings' declarations, rendered at every build.
 
-A declaration changed, added or removed must show as a diff of the README's table. After a
-deliberate change, rewrite it:
-
-    UPDATE_SETTINGS_TABLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_settings_table.py
+The page holds only the block's markers; the site's hook (docs/hooks.py) fills them from the
+declarations, so no copy can go stale. These tests render the page as the build does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import pkgutil
 import re
 from typing import Any
 
 import scrape_pipeline
+from docs.hooks import SETTINGS_BEGIN, SETTINGS_END, with_settings
 from scrape_pipeline.settings import Setting, declared
 from scrape_pipeline_ops.configuration import SOURCES, declared_settings, table
-from tests.support.readme import README, check_readme_block
-
-BEGIN = "<!-- settings: rendered from the declarations, checked by tests -->\n"
-END = "<!-- /settings -->\n"
-UPDATE = "UPDATE_SETTINGS_TABLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_settings_table.py"
+from tests.support.readme import CONFIGURATION
 
 
-def _configuration_section(text: str) -> str:
-    start = text.index("## Configuration reference")
-    return text[start : text.index("\n## ", start + 1)]
+def _rendered_page() -> str:
+    """docs/configuration.md as the site's build renders it."""
+    return with_settings(CONFIGURATION.read_text())
 
 
 def _runtime_declarations() -> tuple[list[type], list[Setting[Any]]]:
@@ -47,10 +41,12 @@ def _runtime_declarations() -> tuple[list[type], list[Setting[Any]]]:
     return classes, loose
 
 
-def test_readme_configuration_table_is_rendered_from_the_declarations():
-    # A declaration changed without the README following fails here, naming UPDATE.
-    update = bool(os.environ.get("UPDATE_SETTINGS_TABLE"))
-    check_readme_block(BEGIN, END, table(), update=update, fix=UPDATE)
+def test_the_configuration_page_renders_the_declarations_and_keeps_no_copy():
+    # GIVEN the page: its block's markers, with nothing between them to go stale
+    text = CONFIGURATION.read_text()
+    assert SETTINGS_BEGIN + SETTINGS_END in text, "docs/configuration.md has no empty block"
+    # THEN the build puts the declarations' table there
+    assert SETTINGS_BEGIN + table() + SETTINGS_END in _rendered_page()
 
 
 def test_every_declared_setting_is_in_the_table():
@@ -65,8 +61,8 @@ def test_every_declared_setting_is_in_the_table():
 
 
 def test_each_variable_is_in_the_configuration_reference_once():
-    # GIVEN the README's configuration section: the rendered table and the rows kept by hand
-    section = _configuration_section(README.read_text())
+    # GIVEN the rendered page: the declarations' table and any rows kept by hand
+    section = _rendered_page()
     rows = re.findall(r"^\| `([A-Z0-9_]+)`", section, re.MULTILINE)
     # THEN no variable has two rows (a declared one kept by hand as well, say)
     doubled = sorted({name for name in rows if rows.count(name) > 1})
