@@ -78,10 +78,11 @@ typecheck: venv
 	$(BIN)/mypy
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor,
-# or a link out of docs/ to a file the repository lacks, fails it. PYTHONPATH: the settings
-# table is rendered from this checkout's declarations (docs/hooks.py).
+# or a link out of docs/ to a file the repository lacks, fails it (never --quiet: it hides the
+# warnings --strict counts). PYTHONPATH: the settings table is rendered from this checkout's
+# declarations (docs/hooks.py).
 docs: venv
-	PYTHONPATH=layers/shared:. NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	PYTHONPATH=layers/shared:. NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Two workers on this 2-core machine; a file's tests stay together (module-scoped stacks).
 test: lint typecheck docs sam-tools
