@@ -7,6 +7,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from scrape_pipeline.freshness import Freshness
+from scrape_pipeline.geonode_settings import (
+    GEONODE_API_KEY_SECRET_ID,
+    GEONODE_SCRAPER_API_KEY,
+    GeonodeSettings,
+)
 from scrape_pipeline.joblist import JobListSettings
 from scrape_pipeline.payload import FieldLocations
 from scrape_pipeline.processor_settings import ProcessorSettings
@@ -15,13 +20,7 @@ from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.recovery import RecoverySettings
 from scrape_pipeline.resources import EVENT_BUS_NAME, QUEUE_URL, RESULTS_BUCKET, LedgerSettings
 from scrape_pipeline.runs.inside import InsideSettings
-from scrape_pipeline.settings import (
-    GEONODE_API_KEY_SECRET_ID,
-    GEONODE_SCRAPER_API_KEY,
-    GeonodeSettings,
-    Setting,
-    declared,
-)
+from scrape_pipeline.settings import Setting, declared
 from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline.watch import WatchSettings
 

@@ -14,6 +14,7 @@ import pytest
 
 from scrape_pipeline.attempt import Attempt
 from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
 from scrape_pipeline.item_retries import ItemRetrier, RetryRef, formats_of
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
@@ -22,7 +23,6 @@ from scrape_pipeline.resubmission import Resubmitter, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
-from scrape_pipeline.settings import LISTING_LAG_FLOOR
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 

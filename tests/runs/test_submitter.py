@@ -12,11 +12,11 @@ import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.geonode.models import SubmittedJob
+from scrape_pipeline.geonode_settings import GeonodeSettings
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind, RunReport
-from scrape_pipeline.settings import GeonodeSettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal

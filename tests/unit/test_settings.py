@@ -13,24 +13,22 @@ from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.freshness import Freshness
 from scrape_pipeline.geonode import GeonodeClient, ServerError
 from scrape_pipeline.geonode.retry import NO_RETRY
+from scrape_pipeline.geonode_settings import GeonodeSettings
 from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
 from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
 from scrape_pipeline.settings import (
-    GeonodeSettings,
     Kind,
     Setting,
     SettingsError,
     declared,
     integer,
-    read_choice,
-    read_float,
-    read_int,
-    read_list,
-    read_str,
+    number,
+    paths,
     require,
     required,
+    text,
 )
 from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline.watch import WatchSettings
@@ -43,24 +41,36 @@ RECEIVER_ENV = {"LEDGER_TABLE_NAME": "t", "QUEUE_URL": "q", "WEBHOOK_SECRET_ID":
 # --- the reader ---------------------------------------------------------------------------
 
 
+def read_float(env: Mapping[str, str], name: str, default: float, **limits: Any) -> float:
+    return number(name, default, "", **limits).read(env)
+
+
+def read_int(env: Mapping[str, str], name: str, default: int, **limits: Any) -> int:
+    return integer(name, default, "", **limits).read(env)
+
+
+def read_choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    return Setting(name, default, "", Kind.CHOICE, choices=choices).read(env)
+
+
 @pytest.mark.parametrize("env", [{}, {"X": ""}, {"X": "   "}])
 def test_read_unset_or_empty_is_the_default(env: dict[str, str]):
     # GIVEN a variable that is unset, empty (SAM's default for a parameter) or blank
     # WHEN each reader reads it THEN the default comes back
     assert read_float(env, "X", 2.5) == 2.5
     assert read_int(env, "X", 7) == 7
-    assert read_str(env, "X", "d") == "d"
+    assert text("X", "d", "").read(env) == "d"
     assert read_choice(env, "X", "a", ("a", "b")) == "a"
-    assert read_list(env, "X", ("p", "q")) == ("p", "q")
+    assert paths("X", ("p", "q"), "").read(env) == ("p", "q")
 
 
 def test_read_values_are_parsed_and_stripped():
     env = {"F": " 0.25 ", "I": "12", "S": " name ", "C": "B", "L": " a.b , ,c "}
     assert read_float(env, "F", 1.0) == 0.25
     assert read_int(env, "I", 1) == 12
-    assert read_str(env, "S", "") == "name"
+    assert text("S", "", "").read(env) == "name"
     assert read_choice(env, "C", "a", ("a", "b")) == "b"
-    assert read_list(env, "L", ()) == ("a.b", "c")
+    assert paths("L", (), "").read(env) == ("a.b", "c")
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import API_KEY_ENV
+from scrape_pipeline.geonode_settings import GEONODE_API_KEY_SECRET_ID
 from scrape_pipeline.secret_store import Fetch, fetch_secret
-from scrape_pipeline.settings import GEONODE_API_KEY_SECRET_ID, SettingsError, read_str
+from scrape_pipeline.settings import SettingsError
 
 SECRET_ID_ENV = GEONODE_API_KEY_SECRET_ID.name
 KEY_CACHE_SECONDS = 300
@@ -67,7 +68,7 @@ def api_key_store(
     env = os.environ if env is None else env
     if env.get(API_KEY_ENV):
         return ApiKeyStore(None, key=env[API_KEY_ENV], clock=clock)
-    secret_id = read_str(env, SECRET_ID_ENV, "")
+    secret_id = GEONODE_API_KEY_SECRET_ID.read(env)
     if not secret_id:
         raise SettingsError(
             f"set {SECRET_ID_ENV} (or {API_KEY_ENV} for local runs)",

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.settings import LISTING_LAG_FLOOR
+from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
 from scrape_pipeline.sweeps.job_list_state import JOBS_CHECKPOINT, LAG_MARGIN, Checkpoint
 
 

@@ -28,6 +28,7 @@ from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError
 from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
 from scrape_pipeline.geonode.retry import may_retry
+from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
 from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, Held, JobLister, find_created
 from scrape_pipeline.runs.evidence import CandidateSource, JobReader, evidenced
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
@@ -39,7 +40,6 @@ from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 from scrape_pipeline.runs.posting import Posting
 from scrape_pipeline.runs.report import Event, EventKind, Planned, RunReport
 from scrape_pipeline.runs.workers import _OutOfTimeError
-from scrape_pipeline.settings import LISTING_LAG_FLOOR
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)

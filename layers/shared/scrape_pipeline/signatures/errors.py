@@ -16,11 +16,8 @@ FailureReason = Literal[
 
 
 class SignatureError(PipelineError):
-    """The request is not authentically signed. ``reason`` is one short, stable phrase.
-
-    The message names headers at most: never their values, which are attacker
-    controlled, and never a secret or an expected signature.
-    """
+    """Not authentically signed; ``reason`` is one short phrase, the message names headers at
+    most (never their attacker-controlled values, a secret or an expected signature)."""
 
     def __init__(self, reason: FailureReason, detail: str = "") -> None:
         self.reason: FailureReason = reason

@@ -1,6 +1,7 @@
-"""The four schemes, one class each: its key, what a request presents, what a sender attaches.
+"""The four schemes: each one's key, what a request presents, and what a sender attaches.
 
 Every scheme signs through ``mac``, so signing and verifying cannot disagree on the bytes.
+Every problem with a header is a ``SignatureError`` that names the header, never its value.
 """
 
 from __future__ import annotations
@@ -8,26 +9,22 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from abc import ABC, abstractmethod
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
-from scrape_pipeline.signatures.config import Scheme, SignatureConfig
-from scrape_pipeline.signatures.errors import SignatureError
-from scrape_pipeline.signatures.headers import (
-    Headers,
-    decode,
-    encode,
-    prefixed_signature,
-    timestamp,
-    usable,
-)
+from scrape_pipeline.signatures.config import Encoding, Scheme, SignatureConfig
+from scrape_pipeline.signatures.errors import FailureReason, SignatureError
 
-_SW_ID_HEADER: Final = "webhook-id"
-_SW_TIMESTAMP_HEADER: Final = "webhook-timestamp"
+DIGEST_SIZE: Final = 32  # SHA-256
+_SW_ID: Final = "webhook-id"
+_SW_TIMESTAMP: Final = "webhook-timestamp"
 _SW_SECRET_PREFIX: Final = "whsec_"  # noqa: S105 (a prefix, not a secret)
 _GITHUB_PREFIX: Final = "sha256="
+_HEX: Final = re.compile(f"[0-9a-fA-F]{{{2 * DIGEST_SIZE}}}")
+# ASCII digits only (int() also takes "+1", "1_0", " 1"); twelve keep int() cheap on junk.
+_EPOCH_SECONDS: Final = re.compile("[0-9]{1,12}")
 
 
 @dataclass(frozen=True)
@@ -45,142 +42,158 @@ def mac(key: bytes, body: bytes, timestamp: str | None, msg_id: str | None) -> b
     return hmac.new(key, head + body, hashlib.sha256).digest()
 
 
-def utf8_key(secret: str) -> bytes:
-    """The secret's UTF-8 bytes; ``ValueError`` for an empty or non-text secret."""
+def key(scheme: Scheme, secret: str) -> bytes:
+    """The HMAC key of ``secret``: its UTF-8, or standard_webhooks' base64 after "whsec_";
+    ``ValueError`` when it cannot be one."""
     if not isinstance(secret, str) or not secret:
         raise ValueError("a webhook secret must be a non-empty string")
-    return secret.encode("utf-8")
+    if scheme is not Scheme.STANDARD_WEBHOOKS:
+        return secret.encode("utf-8")
+    encoded = secret.removeprefix(_SW_SECRET_PREFIX)
+    encoded += "=" * (-len(encoded) % 4)  # some senders publish unpadded base64
+    try:
+        decoded = base64.b64decode(encoded, validate=True)
+    except ValueError:  # binascii.Error and non-ASCII input are both ValueError
+        raise ValueError("the secret is not whsec_ followed by base64") from None
+    if not decoded:
+        raise ValueError("the secret decodes to an empty key")
+    return decoded
 
 
-class SchemeRules(ABC):
-    """One scheme. The base keys with the secret's UTF-8 bytes; each scheme reads and attaches."""
-
-    def key(self, secret: str) -> bytes:
-        """The HMAC key of ``secret``; ``ValueError`` when it cannot be one."""
-        return utf8_key(secret)
-
-    def usable_key(self, secret: str) -> bytes | None:
-        """The HMAC key of ``secret``, or None when it cannot be one."""
-        try:
-            return self.key(secret)
-        except ValueError:
-            return None  # one bad entry must not block the others during a rotation
-
-    @abstractmethod
-    def present(self, config: SignatureConfig, headers: Headers) -> Presented:
-        """What the request's headers claim, or ``SignatureError`` when they are malformed."""
-
-    @abstractmethod
-    def attach(
-        self, config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
-    ) -> dict[str, str]:
-        """The headers a sender adds to ``body`` signed at ``ts``."""
+def header(headers: Mapping[str, str], name: str) -> str:
+    """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
+    with different values are ambiguous, not chosen."""
+    wanted = name.lower()
+    values = list({v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted})
+    for broken, reason, detail in _VALUE_RULES:
+        if broken(values):
+            raise SignatureError(reason, detail.format(name=name))
+    return cast(str, values[0]).strip(" \t")
 
 
-class _Geonode(SchemeRules):
-    """Configurable: header, prefix, encoding, and an optional signed timestamp header."""
-
-    def present(self, config: SignatureConfig, headers: Headers) -> Presented:
-        encoding = config.encoding or "hex"
-        found = prefixed_signature(headers, config.signature_header, config.prefix, encoding)
-        name = config.timestamp_header
-        if name is None:
-            return Presented(found)
-        return Presented(found, timestamp=timestamp(headers.require(name), name))
-
-    def attach(
-        self, config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
-    ) -> dict[str, str]:
-        name = config.timestamp_header
-        digest = mac(key, body, ts if name is not None else None, None)
-        signed = {config.signature_header: config.prefix + encode(digest, config.encoding or "hex")}
-        return signed if name is None else {**signed, name: ts}
+# A header's distinct values: the first rule broken is raised, each assuming those before hold.
+_VALUE_RULES: Final[tuple[tuple[Callable[[list[object]], bool], FailureReason, str], ...]] = (
+    (lambda values: not values, "missing header", "{name}"),
+    (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
+    (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
+    (lambda values: not cast(str, values[0]).strip(" \t"), "malformed header", "{name} is empty"),
+)
 
 
-class _StandardWebhooks(SchemeRules):
-    """``webhook-id``, ``webhook-timestamp`` and a space-separated ``v1,<b64>`` list."""
-
-    def key(self, secret: str) -> bytes:
-        utf8_key(secret)  # the same refusal of an empty or non-text secret
-        encoded = secret.removeprefix(_SW_SECRET_PREFIX)
-        # Some senders publish unpadded base64; restore the padding rather than reject.
-        encoded += "=" * (-len(encoded) % 4)
-        try:
-            key = base64.b64decode(encoded, validate=True)
-        except ValueError:  # binascii.Error and non-ASCII input are both ValueError
-            raise ValueError("the secret is not whsec_ followed by base64") from None
-        if not key:
-            raise ValueError("the secret decodes to an empty key")
-        return key
-
-    def present(self, config: SignatureConfig, headers: Headers) -> Presented:
-        name = config.signature_header
-        msg_id = headers.require(_SW_ID_HEADER)
-        ts = timestamp(headers.require(_SW_TIMESTAMP_HEADER), _SW_TIMESTAMP_HEADER)
-        found: list[bytes | None] = []
-        for entry in headers.require(name).split():
-            # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
-            if entry.startswith("v1,"):
-                found.append(decode(entry.removeprefix("v1,"), "base64"))
-        return Presented(usable(found, name, "no v1 signature"), timestamp=ts, msg_id=msg_id)
-
-    def attach(
-        self, config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
-    ) -> dict[str, str]:
-        if not msg_id or not msg_id.isprintable() or msg_id != msg_id.strip():
-            raise ValueError("standard_webhooks needs a printable msg_id without outer spaces")
-        digest = mac(key, body, ts, msg_id)
-        return {
-            _SW_ID_HEADER: msg_id,
-            _SW_TIMESTAMP_HEADER: ts,
-            config.signature_header: "v1," + encode(digest, "base64"),
-        }
+def _timestamp(text: str, name: str) -> str:
+    """Integer epoch seconds exactly as sent (signed as sent: leading zeros still verify)."""
+    if not _EPOCH_SECONDS.fullmatch(text):
+        raise SignatureError("malformed header", f"{name} is not integer epoch seconds")
+    return text
 
 
-class _Stripe(SchemeRules):
-    """``Stripe-Signature: t=<ts>,v1=<hex>[,v1=<hex>]``; other labels (v0) are ignored."""
-
-    def present(self, config: SignatureConfig, headers: Headers) -> Presented:
-        name = config.signature_header
-        ts: str | None = None
-        found: list[bytes | None] = []
-        for item in headers.require(name).split(","):
-            label, sep, value = item.strip().partition("=")
-            field = label + sep  # "t=" or "v1=": a label without "=" is no field
-            if field == "t=":
-                if ts is not None:
-                    raise SignatureError("malformed header", f"{name} has two timestamps")
-                ts = timestamp(value, name)
-            elif field == "v1=":
-                found.append(decode(value, "hex"))
-            # Other labels (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
-        if ts is None:
-            raise SignatureError("malformed header", f"{name} has no t= timestamp")
-        return Presented(usable(found, name, "no v1 signature"), timestamp=ts)
-
-    def attach(
-        self, config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
-    ) -> dict[str, str]:
-        return {config.signature_header: f"t={ts},v1={mac(key, body, ts, None).hex()}"}
+def encode(digest: bytes, encoding: Encoding) -> str:
+    """A digest as a sender writes it."""
+    return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode("ascii")
 
 
-class _GitHub(SchemeRules):
-    """``X-Hub-Signature-256: sha256=<hex>`` over the body alone."""
-
-    def present(self, config: SignatureConfig, headers: Headers) -> Presented:
-        return Presented(
-            prefixed_signature(headers, config.signature_header, _GITHUB_PREFIX, "hex")
-        )
-
-    def attach(
-        self, config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
-    ) -> dict[str, str]:
-        return {config.signature_header: _GITHUB_PREFIX + mac(key, body, None, None).hex()}
+def _decode(text: str, encoding: Encoding) -> bytes | None:
+    """The 32 signature bytes, or None when ``text`` is not exactly that in ``encoding``."""
+    if encoding == "hex":
+        # bytes.fromhex alone would accept spaces between bytes.
+        return bytes.fromhex(text) if _HEX.fullmatch(text) else None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error, or non-ASCII text
+        return None
+    return raw if len(raw) == DIGEST_SIZE else None
 
 
-RULES: Final[Mapping[Scheme, SchemeRules]] = {
-    Scheme.GEONODE: _Geonode(),
-    Scheme.STANDARD_WEBHOOKS: _StandardWebhooks(),
-    Scheme.STRIPE: _Stripe(),
-    Scheme.GITHUB: _GitHub(),
+def _usable(candidates: list[bytes | None], name: str, problem: str) -> list[bytes]:
+    """The decodable candidates (any valid one suffices); a header with none is malformed."""
+    found = list(filter(None, candidates))
+    if not found:
+        raise SignatureError("malformed header", f"{name}: {problem}")
+    return found
+
+
+def _prefixed(headers: Mapping[str, str], name: str, prefix: str, enc: Encoding) -> list[bytes]:
+    value = header(headers, name)
+    if not value.startswith(prefix):
+        raise SignatureError("malformed header", f"{name} lacks its prefix")
+    return _usable([_decode(value[len(prefix) :], enc)], name, "not a signature")
+
+
+def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    found = _prefixed(headers, config.signature_header, config.prefix, config.encoding or "hex")
+    name = config.timestamp_header
+    return Presented(found, None if name is None else _timestamp(header(headers, name), name))
+
+
+def _standard_webhooks(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    name = config.signature_header
+    msg_id = header(headers, _SW_ID)
+    ts = _timestamp(header(headers, _SW_TIMESTAMP), _SW_TIMESTAMP)
+    # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
+    found = [_decode(e[3:], "base64") for e in header(headers, name).split() if e[:3] == "v1,"]
+    return Presented(_usable(found, name, "no v1 signature"), ts, msg_id)
+
+
+def _stripe(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    name = config.signature_header
+    ts: str | None = None
+    found: list[bytes | None] = []
+    for item in header(headers, name).split(","):
+        label, sep, value = item.strip().partition("=")
+        if label + sep == "t=":
+            if ts is not None:
+                raise SignatureError("malformed header", f"{name} has two timestamps")
+            ts = _timestamp(value, name)
+        elif label + sep == "v1=":
+            found.append(_decode(value, "hex"))
+        # Other labels (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
+    if ts is None:
+        raise SignatureError("malformed header", f"{name} has no t= timestamp")
+    return Presented(_usable(found, name, "no v1 signature"), ts)
+
+
+def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    return Presented(_prefixed(headers, config.signature_header, _GITHUB_PREFIX, "hex"))
+
+
+PRESENT: Final[Mapping[Scheme, Callable[[SignatureConfig, Mapping[str, str]], Presented]]] = {
+    Scheme.GEONODE: _geonode,
+    Scheme.STANDARD_WEBHOOKS: _standard_webhooks,
+    Scheme.STRIPE: _stripe,
+    Scheme.GITHUB: _github,
 }
+
+
+def _attach_geonode(c: SignatureConfig, key: bytes, body: bytes, ts: str) -> dict[str, str]:
+    stamp = c.timestamp_header
+    signed = c.prefix + encode(mac(key, body, stamp and ts, None), c.encoding or "hex")
+    return {c.signature_header: signed} | ({stamp: ts} if stamp else {})
+
+
+def _attach_standard(
+    c: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str
+) -> dict[str, str]:
+    signed = "v1," + encode(mac(key, body, ts, msg_id), "base64")
+    return {_SW_ID: msg_id, _SW_TIMESTAMP: ts, c.signature_header: signed}
+
+
+_ATTACH: Final[Mapping[Scheme, Callable[[SignatureConfig, bytes, bytes, str], dict[str, str]]]] = {
+    Scheme.GEONODE: _attach_geonode,
+    Scheme.STRIPE: lambda c, k, body, ts: {
+        c.signature_header: f"t={ts},v1={mac(k, body, ts, None).hex()}"
+    },
+    Scheme.GITHUB: lambda c, k, body, ts: {
+        c.signature_header: _GITHUB_PREFIX + mac(k, body, None, None).hex()
+    },
+}
+
+
+def attach(
+    config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
+) -> dict[str, str]:
+    """The headers a sender adds to ``body`` signed at ``ts`` (``msg_id``: standard_webhooks)."""
+    if config.kind is not Scheme.STANDARD_WEBHOOKS:
+        return _ATTACH[config.kind](config, key, body, ts)
+    if not msg_id or not msg_id.isprintable() or msg_id != msg_id.strip():
+        raise ValueError("standard_webhooks needs a printable msg_id without outer spaces")
+    return _attach_standard(config, key, body, ts, msg_id)

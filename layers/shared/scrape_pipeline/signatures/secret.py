@@ -1,29 +1,30 @@
-"""A signing secret with its rotation grace period, and the stored bundle of them."""
+"""Signing secrets with their rotation grace, and the Secrets Manager value that holds them.
+
+Errors name the position in the bundle, never its content: the content is the secret.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from datetime import datetime
+from typing import Any, Final, cast
+
+from scrape_pipeline.signatures.errors import SecretBundleError
 
 
 @dataclass(frozen=True, repr=False)
 class WebhookSecret:
-    """One signing secret; ``expires_at`` (epoch seconds) ends its rotation grace period.
-
-    Geonode's rotate-secret switches the sender at once, but the receiver's
-    cached copy and the deliveries already signed (in flight, or being retried)
-    switch later: keeping the previous secret until ``expires_at`` bridges that.
-    """
+    """One signing secret; ``expires_at`` (epoch seconds) ends its rotation grace, which covers
+    our cached copy and the deliveries already signed with it (in flight, or retried)."""
 
     value: str
     expires_at: float | None = None
 
     def __post_init__(self) -> None:
-        for broken, message in _SECRET_RULES:
-            if broken(self):
-                raise ValueError(message)
+        _check(self, _SECRET_RULES, ValueError)
 
     def is_active(self, now: float) -> bool:
         """True until ``expires_at``; the expiry instant itself is expired (as JWT ``exp``)."""
@@ -33,35 +34,10 @@ class WebhookSecret:
         return f"WebhookSecret(value=<redacted>, expires_at={self.expires_at!r})"
 
 
-def _finite_number(value: object) -> bool:
-    """A real int or float (a bool is not a time) that is neither NaN nor infinite."""
-    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
-
-
-# What a secret must hold, checked when it is made: the first broken is the ValueError.
-_SECRET_RULES: Final[tuple[tuple[Callable[[WebhookSecret], bool], str], ...]] = (
-    # An empty HMAC key is a valid key that anyone can use.
-    (
-        lambda s: not isinstance(s.value, str) or not s.value,
-        "a webhook secret must be a non-empty string",
-    ),
-    # NaN would compare False against every `now` and never expire.
-    (
-        lambda s: s.expires_at is not None and not _finite_number(s.expires_at),
-        "expires_at must be finite epoch seconds or None",
-    ),
-)
-
-
 @dataclass(frozen=True)
 class WebhookSecrets:
-    """The stored bundle: each subscription's secrets by webhook id, and secrets shared by all.
-
-    Each subscription has its own secret at Geonode, so a rotation retires one subscription's
-    previous secret only. ``shared`` is what an old flat bundle held: one list for every
-    subscription, which one signs with which unknown; the next rotation gives each
-    subscription its own copy (``scrape_pipeline_ops.rotation``).
-    """
+    """Each subscription's secrets by webhook id, and ``shared``: an old flat bundle's list for
+    every subscription, split per subscription by the next rotation (``scrape_pipeline_ops``)."""
 
     subscriptions: Mapping[str, tuple[WebhookSecret, ...]] = field(default_factory=dict)
     shared: tuple[WebhookSecret, ...] = ()
@@ -75,12 +51,134 @@ class WebhookSecrets:
         return [s for s in self.of(webhook_id) if s.is_active(now)]
 
     def every(self) -> list[WebhookSecret]:
-        """Every subscription's secrets once each, the current (unexpiring) ones first.
-
-        The receiver tries them all: the subscription that sent a delivery is named only in
-        the body, which is parsed after the signature is verified, never before.
-        """
+        """Every secret once, unexpiring first: the receiver tries them all, because the body
+        that names the subscription is parsed only after the signature is verified."""
         unique = dict.fromkeys(
             [*(s for group in self.subscriptions.values() for s in group), *self.shared]
         )
         return sorted(unique, key=lambda s: s.expires_at is not None)
+
+
+def parse_secret_bundle(raw: str) -> WebhookSecrets:
+    """A plain secret, or ``{"subscriptions": {"<webhook id>": [{"value", "expires_at"}]}}``
+    and/or the old shared ``{"secrets": [...]}``; ``expires_at`` is ISO 8601 with a zone, or null.
+    """
+    if not isinstance(raw, str):
+        raise TypeError("the secret bundle must be a str")
+    text = raw.strip()  # a trailing newline sneaks in when the secret is stored from a file
+    if not text:
+        raise SecretBundleError("the secret bundle is empty")
+    if not text.startswith(("{", "[")):
+        return WebhookSecrets(shared=(WebhookSecret(text),))
+    document = _document(text)
+    _check(document, _SUBSCRIPTIONS_RULES)
+    shared = _secret_list(document["secrets"], "secrets") if "secrets" in document else ()
+    parsed: dict[str, tuple[WebhookSecret, ...]] = {}
+    for index, (webhook_id, entries) in enumerate(document.get("subscriptions", {}).items()):
+        _check(webhook_id, _WEBHOOK_ID_RULES, where=f"#{index}")
+        parsed[webhook_id] = _secret_list(entries, f"subscriptions[#{index}]")
+    return WebhookSecrets(parsed, shared)
+
+
+def _document(text: str) -> dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        document = _UNPARSABLE
+    # Checked outside the handler: the JSON error keeps the whole document (the secret) in
+    # `.doc`, and a chained context would carry it into error reporters.
+    _check(document, _DOCUMENT_RULES)
+    return cast("dict[str, Any]", document)
+
+
+def _secret_list(entries: Any, where: str) -> tuple[WebhookSecret, ...]:
+    _check(entries, _LIST_RULES, where=where)
+    return tuple(_secret(entry, f"{where}[{i}]") for i, entry in enumerate(entries))
+
+
+def _secret(entry: Any, where: str) -> WebhookSecret:
+    _check(entry, _ENTRY_RULES, where=where)
+    expires = entry.get("expires_at")
+    return WebhookSecret(entry["value"], None if expires is None else _expiry(expires, where))
+
+
+def _expiry(expires: Any, where: str) -> float:
+    try:
+        moment = datetime.fromisoformat(expires)
+    except (TypeError, ValueError):  # TypeError: not a string
+        moment = None
+    if moment is None or moment.tzinfo is None:  # a naive time would depend on the Lambda's TZ
+        raise SecretBundleError(
+            f"{where}.expires_at must be an ISO 8601 date-time with a time zone, or null"
+        )
+    return moment.timestamp()
+
+
+def _check(
+    part: Any, rules: _Rules, error: type[ValueError] = SecretBundleError, where: str = ""
+) -> None:
+    """Raise ``error`` with the message of the first rule ``part`` breaks."""
+    for broken, message in rules:
+        if broken(part):
+            raise error(message.format(where=where))
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+_Rules = tuple[tuple[Callable[[Any], bool], str], ...]
+_UNPARSABLE: Final = object()
+_BUNDLE_KEYS: Final = frozenset({"secrets", "subscriptions"})
+_ENTRY_KEYS: Final = frozenset({"value", "expires_at"})
+_SECRET_RULES: Final[_Rules] = (
+    # An empty HMAC key is a valid key that anyone can use.
+    (
+        lambda s: not isinstance(s.value, str) or not s.value,
+        "a webhook secret must be a non-empty string",
+    ),
+    # NaN would compare False against every `now` and never expire; a bool is not a time.
+    (
+        lambda s: (
+            (
+                s.expires_at is not None
+                and (isinstance(s.expires_at, bool) or not isinstance(s.expires_at, int | float))
+            )
+            or not math.isfinite(s.expires_at or 0)
+        ),
+        "expires_at must be finite epoch seconds or None",
+    ),
+)
+_DOCUMENT_RULES: Final[_Rules] = (
+    (lambda d: d is _UNPARSABLE, "the secret bundle looks like JSON but does not parse"),
+    (
+        lambda d: not isinstance(d, dict) or not d or not set(d) <= _BUNDLE_KEYS,
+        'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"',
+    ),
+)
+_SUBSCRIPTIONS_RULES: Final[_Rules] = (
+    (
+        lambda d: (
+            not isinstance(d.get("subscriptions", {}), dict)
+            or not (d.get("subscriptions") or "secrets" in d)
+        ),
+        '"subscriptions" must be a non-empty object of webhook ids',
+    ),
+)
+_WEBHOOK_ID_RULES: Final[_Rules] = (
+    (lambda webhook_id: not webhook_id.strip(), "subscription {where} has an empty webhook id"),
+)
+_LIST_RULES: Final[_Rules] = (
+    (lambda e: not isinstance(e, list) or not e, "{where} must be a non-empty list"),
+)
+# Unknown keys are refused: a misspelt "expire_at" would otherwise keep an old secret forever.
+_ENTRY_RULES: Final[_Rules] = (
+    (
+        lambda e: not isinstance(e, dict) or "value" not in e or not set(e) <= _ENTRY_KEYS,
+        '{where} must be an object with "value" and optional "expires_at"',
+    ),
+    (
+        lambda e: not isinstance(e["value"], str) or not e["value"],
+        "{where}.value must be a non-empty string",
+    ),
+)

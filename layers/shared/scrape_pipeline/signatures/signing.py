@@ -6,9 +6,10 @@ every candidate in constant time (``hmac.compare_digest``).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 from scrape_pipeline.signatures.config import SignatureConfig
 from scrape_pipeline.signatures.errors import (
@@ -16,21 +17,17 @@ from scrape_pipeline.signatures.errors import (
     SignatureError,
     SignatureMismatchError,
 )
-from scrape_pipeline.signatures.headers import Headers
-from scrape_pipeline.signatures.schemes import RULES, SchemeRules, mac
+from scrape_pipeline.signatures.schemes import PRESENT, attach, key, mac
 from scrape_pipeline.signatures.secret import WebhookSecret
 
 
 def sign(
     config: SignatureConfig, body: bytes, secret: str, now: float, msg_id: str | None = None
 ) -> dict[str, str]:
-    """The headers a sender attaches to ``body`` at ``now``. ``msg_id`` is for standard_webhooks.
-
-    Raises ``ValueError`` for an unusable secret or a missing ``msg_id``.
-    """
+    """The headers a sender attaches to ``body`` at ``now``; ``ValueError`` for an unusable
+    secret or a missing ``msg_id`` (standard_webhooks)."""
     _check_inputs(body, now)
-    rules = RULES[config.kind]
-    return rules.attach(config, rules.key(secret), body, str(math.floor(now)), msg_id)
+    return attach(config, key(config.kind, secret), body, str(math.floor(now)), msg_id)
 
 
 def verify(
@@ -40,42 +37,38 @@ def verify(
     secrets: Iterable[WebhookSecret],
     now: float,
 ) -> None:
-    """Return if an active secret signed ``body`` as ``headers`` claim, else ``SignatureError``.
-
-    ``body`` is the raw request bytes, hashed as they are. Header names match in
-    any case. Several secrets (rotation) and several signatures are accepted.
-    """
+    """Return if an active secret signed the raw ``body`` as ``headers`` (any case) claim, else
+    ``SignatureError``; several secrets (rotation) and several signatures are accepted."""
     _check_inputs(body, now)
-    rules = RULES[config.kind]
     # Our own misconfiguration first: with no usable key no request can pass, whatever it holds.
-    keys = _active_keys(rules, secrets, now)
-    presented = rules.present(config, Headers(headers))
+    keys = _active_keys(config, secrets, now)
+    presented = PRESENT[config.kind](config, headers)
     if presented.timestamp is not None:
         _check_tolerance(int(presented.timestamp), now, config.tolerance_seconds)
-    for key in keys:
-        expected = mac(key, body, presented.timestamp, presented.msg_id)
+    for k in keys:
+        expected = mac(k, body, presented.timestamp, presented.msg_id)
         if any(hmac.compare_digest(expected, candidate) for candidate in presented.candidates):
             return
     raise SignatureMismatchError()
 
 
-def _active_keys(rules: SchemeRules, secrets: Iterable[WebhookSecret], now: float) -> list[bytes]:
+def _active_keys(
+    config: SignatureConfig, secrets: Iterable[WebhookSecret], now: float
+) -> list[bytes]:
     """The keys of the secrets active at ``now``; ``NoValidSecretError`` when there is none."""
-    active = (secret.value for secret in _secrets(secrets) if secret.is_active(now))
-    keys = list(filter(None, map(rules.usable_key, active)))
-    if not keys:
-        raise NoValidSecretError("no unexpired, well-formed secret is configured")
-    return keys
-
-
-def _secrets(secrets: Iterable[WebhookSecret]) -> Iterator[WebhookSecret]:
-    """Each of ``secrets``; ``TypeError`` for a str, a lone secret, or anything else in it."""
     if isinstance(secrets, str | WebhookSecret):
         raise TypeError("secrets must be an iterable of WebhookSecret")
+    keys = []
     for secret in secrets:
         if not isinstance(secret, WebhookSecret):
             raise TypeError("secrets must be an iterable of WebhookSecret")
-        yield secret
+        if secret.is_active(now):
+            # One bad entry must not block the others during a rotation.
+            with contextlib.suppress(ValueError):
+                keys.append(key(config.kind, secret.value))
+    if not keys:
+        raise NoValidSecretError("no unexpired, well-formed secret is configured")
+    return keys
 
 
 def _check_tolerance(signed_at: int, now: float, tolerance: int) -> None:

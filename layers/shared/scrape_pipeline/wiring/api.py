@@ -8,9 +8,9 @@ from scrape_pipeline.api_key import api_key_store
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.retry import RetryPolicy
+from scrape_pipeline.geonode_settings import GeonodeSettings
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.listing_lag import ListingLag
-from scrape_pipeline.settings import GeonodeSettings
 
 
 def geonode_client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> GeonodeClient:
