@@ -11,6 +11,7 @@ import botocore.handlers
 import pytest
 
 from scrape_pipeline import clock as clocks
+from scrape_pipeline import receiver as receiver_module
 from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import (
@@ -45,6 +46,23 @@ def test_receiver_duplicate_answers_2xx_and_enqueues_nothing_more(stack: Stack, 
     assert again["statusCode"] == 200
     assert response_json(again)["status"] == "duplicate"
     assert len(stack.rows()) == 1
+    assert len(stack.messages()) == 1
+
+
+def test_receiver_asks_decide_only_about_a_row_it_found(
+    stack: Stack, invoke: Invoke, monkeypatch: pytest.MonkeyPatch
+):
+    # GIVEN the real decide, with its calls counted
+    asked: list[object] = []
+    real = receiver_module.decide
+    monkeypatch.setattr(
+        receiver_module, "decide", lambda row, *a: asked.append(row) or real(row, *a)
+    )
+    # WHEN a new job's delivery and a duplicate arrive
+    invoke(delivery_body("job-1"))
+    invoke(delivery_body("job-1"), headers={"X-Webhook-Delivery-Id": "dlv_2"})
+    # THEN the conditional put decided the new row; decide was asked once, about the row found
+    assert [row is not None for row in asked] == [True]
     assert len(stack.messages()) == 1
 
 

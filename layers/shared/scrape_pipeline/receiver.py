@@ -3,26 +3,16 @@
 Independent of Lambda and API Gateway, so the handler, the local stack and the tests run the
 same code. Every outcome is an ``Answer``; errors become statuses here and nowhere else:
 
-    body not base64           400   the API Gateway body as sent is broken: nothing built
-    settings invalid          503   the receiver cannot be built (SettingsError names it)
-    body too large            413   nothing read further
-    signature invalid         401   nothing parsed, nothing written (SignatureError)
-    no valid secret           503   ours to fix, not the sender's (NoValidSecretError)
-    secret unreadable         503   Secrets Manager failing, or the bundle malformed
-    body or job id invalid    400   nothing written (PayloadError); the event from the body only
-    no usable timestamp       400   while the window is on (freshness): nothing written
-    stamped outside window    401   a capture replayed (StaleDeliveryError): nothing written
-    test event ("ping")       200 test        after the signature: nothing written or sent
-    new job                   200 accepted    ledger put + SQS send (2 AWS calls)
-    known job                 200 duplicate   ledger put only (1 AWS call)
-    RECEIVED row gone stale   200 accepted    a crashed earlier delivery is re-enqueued
-    row from a submission     200 accepted    the batch/crawl its submitter announced
-    WATCHING row              200 accepted    a long-running job settled: woken, enqueued
-    closed as unknown/never   200 reopened    it did settle after all: reopened, enqueued
-    ... by a delivery seen    200 duplicate   its delivery id moved the row once: never again
-    ... reopened 3 times      200 duplicate   MAX_REOPENS: the dead-letter record stands
-    job recovered without it  200 late        first one only: the gap was a late webhook
-    AWS failing               503   the sender retries; no orphan row is left
+    body not base64, or unusable    400   nothing written (PayloadError; no usable timestamp)
+    body too large                  413   nothing read further
+    signature invalid, or stale     401   nothing parsed, nothing written (SignatureError)
+    settings invalid, no valid      503   ours to fix, not the sender's; the sender retries
+      secret, secrets or AWS failing      (and no orphan row is left)
+    test event ("ping")             200 test       after the signature: nothing written or sent
+    new job                         200 accepted   ledger put + SQS send (2 AWS calls)
+    known job                       200 duplicate  ledger put only (1 AWS call)
+    a row this delivery moves on    200 accepted, recovered or reopened (``decisions``)
+    job recovered without it        200 late       first one only: the gap was a late webhook
 """
 
 from __future__ import annotations
@@ -40,7 +30,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.freshness import Freshness
-from scrape_pipeline.jobs import JobKey, Source
+from scrape_pipeline.jobs import JobKey, JobState, Source
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.lifecycle import Move
 from scrape_pipeline.payload import (
@@ -63,11 +53,8 @@ from scrape_pipeline.signatures import (
     verify,
 )
 
-# The largest body the platform can hand us. A REST API proxy integration with binary media
-# "*/*" puts the body base64-encoded (4 bytes per 3) inside the event JSON, and a synchronous
-# Lambda invocation takes at most 6 MiB of event; API Gateway's own 10 MB limit is looser.
-# The rest of the event (headers twice, as headers and multiValueHeaders, at API Gateway's
-# 10,240-byte header limit; the request context; JSON quoting) is reserved generously.
+# The largest body the platform hands us: base64 (4 bytes per 3) inside a synchronous Lambda
+# event of at most 6 MiB, the rest of the event (headers twice, context) reserved generously.
 LAMBDA_SYNC_PAYLOAD_BYTES = 6_291_456
 PROXY_EVENT_OVERHEAD_BYTES = 32_768
 PLATFORM_MAX_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_OVERHEAD_BYTES) * 3 // 4
@@ -75,9 +62,7 @@ PLATFORM_MAX_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_OVERHEAD_BYTE
 
 @dataclass(frozen=True)
 class ReceiverSettings:
-    """The receiver's configuration: the fields are its declarations (``settings``), and the
-    signature's (``signatures``), the field locations' (``payload``) and the window's
-    (``freshness``) are their classes'."""
+    """The receiver's configuration: its declarations, and those of its parts' classes."""
 
     table_name: str = LEDGER_TABLE_NAME.field()
     queue_url: str = QUEUE_URL.field()
@@ -182,14 +167,10 @@ _METRICS: Mapping[WebhookOutcome, str] = {
 
 # What the receiver answers when this delivery moved the row, by why it did.
 _MOVED_OUTCOMES: Mapping[Why, WebhookOutcome] = {
-    # closed as unknown or never settled: it did settle
-    Why.SETTLED_AFTER_ALL: WebhookOutcome.REOPENED,
-    # the batch or crawl its submitter recorded, waiting for this
-    Why.ANNOUNCED: WebhookOutcome.ACCEPTED,
-    # a long-running job parked WATCHING: woken
-    Why.WOKEN: WebhookOutcome.RECOVERED,
-    # an earlier delivery's writer died between its put and its send
-    Why.STALE: WebhookOutcome.RECOVERED,
+    Why.SETTLED_AFTER_ALL: WebhookOutcome.REOPENED,  # closed as unknown or never settled
+    Why.ANNOUNCED: WebhookOutcome.ACCEPTED,  # the batch or crawl its submitter recorded
+    Why.WOKEN: WebhookOutcome.RECOVERED,  # a long-running job parked WATCHING
+    Why.STALE: WebhookOutcome.RECOVERED,  # an earlier delivery's writer died before its send
 }
 
 
@@ -228,10 +209,8 @@ def bad_request(exc: PayloadError) -> Answer:
 
 
 def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
-    """The exact bytes of an API Gateway proxy body: with binary media types they are base64.
-
-    Signatures are over these bytes, so nothing is decoded as text on the way.
-    """
+    """The exact bytes of an API Gateway proxy body (base64 with binary media types): the
+    signature is over these bytes, so nothing is decoded as text on the way."""
     text = body or ""
     if not base64_encoded:
         return text.encode()
@@ -248,11 +227,8 @@ def answer_proxy(
     headers: Mapping[str, str],
     receiver: Callable[[], Receiver],
 ) -> Answer:
-    """One API Gateway delivery answered; the handler calls this and decides nothing itself.
-
-    ``receiver`` returns the container's receiver, building it on first use: a body that is
-    not base64 is refused before that, and settings it cannot be built from are a 503.
-    """
+    """One API Gateway delivery answered; ``receiver`` builds the container's receiver on first
+    use, after a body not base64 is refused, and settings it cannot be built from are a 503."""
     try:
         raw = proxy_body(body, base64_encoded)
     except PayloadError as exc:
@@ -288,9 +264,8 @@ class Receiver:
             return Answer(
                 413, {"error": "body too large"}, WebhookOutcome.TOO_LARGE, reason="body too large"
             )
-        # Each refusal is answered by its kind, whichever step raised it: only the signature
-        # check reads secrets, only reading the body and judging its time raise PayloadError,
-        # and a stale delivery (StaleDeliveryError) is refused like a bad signature.
+        # Each refusal is answered by its kind, whichever step raised it; a stale delivery
+        # (StaleDeliveryError) is refused like a bad signature.
         try:
             self._verify(body, headers)
             note = parse_delivery(body, self.settings.fields)
@@ -312,8 +287,7 @@ class Receiver:
         except PayloadError as exc:
             return bad_request(exc)
         if isinstance(note, TestEvent):
-            # Verified above, so only a holder of a secret gets this far: the delivery path
-            # works end to end, and nothing is recorded for a job that does not exist.
+            # Only a secret's holder gets here; nothing is recorded for a job that does not exist.
             return Answer(200, {"status": "test", "event": note.event}, WebhookOutcome.TEST)
         key = JobKey(note.kind, note.job_id)
         try:
@@ -335,14 +309,13 @@ class Receiver:
 
     def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
         evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, note.delivery_id)
-        policy = Policy(resend_after_seconds=self.settings.resend_after_seconds)
         message = JobMessage(key, Source.WEBHOOK)
-        # No row read first: the conditional put is the decision for "no row", made atomically.
-        new = decide(None, evidence, self._clock.time(), policy)
+        # No row read first: the conditional put of a RECEIVED row is the decision for "no row"
+        # (``decisions``' first line), made atomically; ``decide`` judges only a row it found.
         recorded = self._ledger.record(
             key,
             source=evidence.source,
-            state=new.state,
+            state=JobState.RECEIVED,
             detail={"event": note.event},
             delivery_id=evidence.delivery_id,
         )
@@ -350,6 +323,7 @@ class Receiver:
             self._send_or_forget(message, recorded.row)
             return _answer(WebhookOutcome.ACCEPTED, key)
         row = recorded.row
+        policy = Policy(resend_after_seconds=self.settings.resend_after_seconds)
         decision = decide(row, evidence, self._clock.time(), policy)
         if decision.move in (lifecycle.REOPEN, lifecycle.ENQUEUE):
             if self._moved(decision.move, row, message, evidence):
@@ -373,11 +347,8 @@ class Receiver:
             raise
 
     def _moved(self, move: Move, row: LedgerRow, message: JobMessage, evidence: Evidence) -> bool:
-        """Make ``move`` (reopen or enqueue) and send the message; False if the row moved on.
-
-        Conditional on the row as read (and on the delivery id not seen), so one of several
-        concurrent deliveries wins; the others find it moved.
-        """
+        """Make ``move`` (reopen or enqueue), conditional on the row as read and the delivery id
+        not seen, and send the message; False if the row moved on (a concurrent delivery won)."""
         make = self._ledger.reopened if move is lifecycle.REOPEN else self._ledger.enqueue
         written = make(row, evidence=evidence.delivery_id)
         if written is None:
