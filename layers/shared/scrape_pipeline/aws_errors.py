@@ -1,11 +1,5 @@
-"""The one place botocore's errors become ours, so callers never match on error-code strings.
-
-    AWSError                   a PipelineError
-    ├── AWSUnavailableError    the call failed: retry later (the Lambdas answer 503 or retry)
-    └── AWSConfigurationError  no region or no credentials: nothing to retry until it is set
-
-The runtime wraps each call it makes (``unavailable``); a tool that calls boto3 itself, as the
-operator CLI does, turns what escapes into one of these with ``translate``.
+"""The one place botocore's errors become ours (``errors`` draws the tree), so callers never
+match on error-code strings: the runtime wraps each call (``unavailable``), the CLI ``translate``s.
 """
 
 from __future__ import annotations
@@ -39,10 +33,8 @@ class AWSError(PipelineError):
 
 
 class AWSUnavailableError(AWSError):
-    """An AWS call failed for a reason that is not the caller's input: retry later (5xx).
-
-    ``detail`` is AWS's own message, kept only where a person reads it (the CLI).
-    """
+    """An AWS call failed for a reason that is not the caller's input: retry later (5xx);
+    ``detail`` is AWS's own message only where a person reads it (the CLI)."""
 
     def __init__(self, service: str, operation: str, code: str, detail: str = "") -> None:
         super().__init__(
@@ -66,9 +58,8 @@ def error_code(exc: BaseException) -> str:
 
 
 def network_detail(exc: BaseException) -> str:
-    """Where and why a call never got an answer (``cannot reach HOST: connection refused``),
-    or "" when ``exc`` is not a network failure. Ours, from the endpoint and the socket's error:
-    never AWS's text, so the Lambdas may log it."""
+    """Where and why a call got no answer (``cannot reach HOST: connection refused``), or "";
+    ours, from the endpoint and the socket, never AWS's text, so the Lambdas may log it."""
     if not isinstance(exc, HTTPClientError | BotocoreConnectionError):
         return ""
     kwargs = getattr(exc, "kwargs", {})
@@ -77,8 +68,7 @@ def network_detail(exc: BaseException) -> str:
         return f"cannot reach {host}: no connection in time"
     if isinstance(exc, ReadTimeoutError):
         return f"{host}: no answer in time"
-    # Never connected, or connected and lost: where it failed, and its cause if the socket
-    # says none.
+    # Never connected, or connected and lost: where, and a cause if the socket says none.
     where, fallback = (
         (f"cannot reach {host}", "no connection")
         if isinstance(exc, BotocoreConnectionError)
@@ -89,8 +79,7 @@ def network_detail(exc: BaseException) -> str:
 
 
 def _socket_cause(kwargs: dict[str, Any]) -> str:
-    """The socket's own words (refused, unknown name), which sit in the wrapped urllib3
-    error's text; "" when it has none."""
+    """The socket's own words (refused, unknown name) in the wrapped urllib3 error, or ""."""
     found = _ERRNO.search(str(kwargs.get("error") or ""))
     return " ".join(found.group(1).split()) if found else ""
 
@@ -98,8 +87,7 @@ def _socket_cause(kwargs: dict[str, Any]) -> str:
 def unavailable(
     service: str, operation: str, exc: ClientError | BotoCoreError
 ) -> AWSUnavailableError:
-    """Wrap a botocore failure; the caller raises it ``from exc``. A network failure keeps its
-    host and cause (``network_detail``); AWS's own message is left out."""
+    """Wrap a botocore failure (the caller raises it ``from exc``), without AWS's message."""
     return AWSUnavailableError(service, operation, error_code(exc), network_detail(exc))
 
 
@@ -110,25 +98,20 @@ def translate(exc: ClientError | BotoCoreError) -> AWSError:
     if isinstance(exc, ClientError):
         detail = str(exc.response.get("Error", {}).get("Message") or "")
         return AWSUnavailableError("AWS", exc.operation_name, error_code(exc), detail)
-    # A BotoCoreError: the endpoint's host and the socket's cause when the network failed, else
-    # its text, which names what failed.
+    # A BotoCoreError: the network's host and cause, else its text, which names what failed.
     return AWSUnavailableError("AWS", "call", error_code(exc), network_detail(exc) or str(exc))
 
 
 AWS_ERRORS = (ClientError, BotoCoreError)
 
-# The refusals a conditional write expects: not failures, answers. DynamoDB says the condition
-# did not hold; S3 says an object is already at the key (412) or another conditional write to
-# it is in flight (409).
+# The refusals a conditional write expects: not failures, answers.
 _CONDITION_FAILED = frozenset({"ConditionalCheckFailedException"})
-_PRECONDITION_FAILED = frozenset({"PreconditionFailed", "412"})
-_WRITE_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})
-# A transaction refused as a whole (one of its conditions, or a conflict); S3 found no object
-# at the key (404 when the caller may list the bucket, else S3 answers 403).
+_PRECONDITION_FAILED = frozenset({"PreconditionFailed", "412"})  # S3: an object at the key
+_WRITE_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})  # S3: a write in flight
 _TRANSACTION_CANCELED = frozenset({"TransactionCanceledException"})
 # A cancelled transaction's reason for the item whose own condition failed.
 CANCELLED_BY_CONDITION = "ConditionalCheckFailed"
-_NO_SUCH_KEY = frozenset({"NoSuchKey", "404"})
+_NO_SUCH_KEY = frozenset({"NoSuchKey", "404"})  # 404 when the caller may list the bucket
 
 
 def is_condition_failed(exc: BaseException) -> bool:
@@ -137,8 +120,7 @@ def is_condition_failed(exc: BaseException) -> bool:
 
 
 def refused_item(exc: BaseException) -> dict[str, Any] | None:
-    """The item a refused DynamoDB write found, when it asked for it
-    (``ReturnValuesOnConditionCheckFailure="ALL_OLD"``); None when there was no item."""
+    """The item a refused DynamoDB write found (``ReturnValuesOnConditionCheckFailure``)."""
     if not is_condition_failed(exc):
         return None
     item = getattr(exc, "response", {}).get("Item")
@@ -161,8 +143,7 @@ def is_transaction_canceled(exc: BaseException) -> bool:
 
 
 def cancellation_codes(exc: BaseException, items: int) -> list[str] | None:
-    """A cancelled transaction's reason per item (``"None"`` where that item was fine), padded
-    to ``items``; None when the failure was not a cancellation."""
+    """A cancelled transaction's reason per item, ``"None"`` where fine (None: no cancellation)."""
     if not is_transaction_canceled(exc):
         return None
     reasons = getattr(exc, "response", {}).get("CancellationReasons") or []

@@ -1,18 +1,8 @@
 """How old a delivery may be when its signature covers no timestamp.
 
-The default scheme signs the raw body only, so a captured delivery verifies for ever. Its
-envelope carries a ``timestamp`` inside the signed bytes: a delivery stamped outside the window
-is refused like a bad signature (401), before anything is recorded. Schemes that sign their
-own timestamp (Standard Webhooks, Stripe, geonode with ``SIGNATURE_TIMESTAMP_HEADER``) keep
-``verify``'s check of it instead; the envelope is not checked a second time.
-
-The window is ``WEBHOOK_MAX_AGE_SECONDS`` (``Freshness.max_age``'s declaration says why 36 h);
-a delivery may be ahead by at most ``SIGNATURE_TOLERANCE_SECONDS`` (``signatures``).
-
-A body without a timestamp, or with one that is not ISO 8601 with a zone or epoch seconds, is
-a bad request (400) while the window is on: it cannot be told from a capture of any age. What a
-late retry refused here costs is a failed attempt in the delivery log, which the reconciler's
-delivery-log sweep replays without going through the receiver.
+The default scheme signs the body only, so a capture verifies for ever: the envelope's signed
+``timestamp`` must fall in the window (401 outside, 400 when absent or unreadable). A late retry
+refused here is replayed from the delivery log by the reconciler, not through the receiver.
 """
 
 from __future__ import annotations
@@ -63,16 +53,13 @@ class Freshness:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], signature: SignatureConfig) -> Freshness:
-        """``WEBHOOK_MAX_AGE_SECONDS``; no window where ``signature`` checks its own timestamp.
-        ``SettingsError`` for anything but a whole number or ``off``.
-        """
+        """``WEBHOOK_MAX_AGE_SECONDS``; no window where ``signature`` checks its own timestamp."""
         max_age = read_declared(cls, env)["max_age"]
         return cls(None if signature.signs_timestamp else max_age, signature.tolerance_seconds)
 
     def check(self, stamp: object, now: float) -> None:
-        """Return if ``stamp`` (the body's timestamp field as sent) is inside the window;
-        ``PayloadError`` when it is absent or unreadable, ``StaleDeliveryError`` when outside.
-        """
+        """Return if ``stamp`` (as sent) is inside the window; ``PayloadError`` when it is absent
+        or unreadable, ``StaleDeliveryError`` when outside."""
         if self.max_age is None:
             return
         if stamp is None:

@@ -1,14 +1,10 @@
-"""What a job is to the pipeline: its identity, where it stands, how it ended and why.
-
-These are the domain's words, shared by the receiver, the processor, the reconciler and the
-tools; how a job is stored is the ledger's business (``scrape_pipeline.ledger``), and the
-API's own shapes are ``scrape_pipeline.geonode.models``.
-"""
+"""What a job is to the pipeline: its identity, where it stands, how it ended and why (the
+domain's words; the ledger stores them, ``geonode.models`` are the API's own shapes)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, NamedTuple, TypeGuard
@@ -23,10 +19,7 @@ class JobKind(StrEnum):
 
 
 class JobState(StrEnum):
-    """Where a job's row is in the pipeline (no row: ``lifecycle.ABSENT``).
-
-    Its moves, not all of them forward, are the table ``scrape_pipeline.lifecycle.MOVES``.
-    """
+    """Where a job's row is in the pipeline (no row: ``lifecycle.ABSENT``; moves: its ``MOVES``)."""
 
     RECEIVED = "RECEIVED"
     ENQUEUED = "ENQUEUED"
@@ -59,13 +52,8 @@ DETAIL_RESUBMITTED_AS: Final = "resubmitted_as"
 
 
 class Source(StrEnum):
-    """Where a job became known: a row's ``source`` (set when the row is created) and who sent
-    a message. Each member states both traits below (``_TRAITS``): a new one must choose.
-
-    Rows and messages may carry labels that are not members (an operator's, an older
-    version's): ``Source.read`` returns None for them, and ``source_proven`` and
-    ``source_recovers`` say what such a label counts as.
-    """
+    """Where a job became known (a row's ``source``) and who sent a message; each member states
+    both ``_TRAITS``. A label that is not a member (an operator's) reads as None."""
 
     WEBHOOK = "webhook"  # a delivery whose signature was verified
     SUBMITTED = "submitted"  # our own submitter, after the API's 202
@@ -129,8 +117,7 @@ def source_recovers(label: str) -> bool:
     return source is None or source.recovers
 
 
-# The names (and the type) these had as bare strings, for the operator tools, tests, benchmarks
-# and the reconciler's sweep names.
+# The names (and the type) these had as bare strings (the tools' and the sweeps' names).
 SOURCE_WEBHOOK: Final[str] = Source.WEBHOOK
 SOURCE_SUBMITTED: Final[str] = Source.SUBMITTED
 SOURCE_JOB_LIST: Final[str] = Source.JOB_LIST
@@ -166,28 +153,3 @@ class JobKey:
         """Read ``kind#job_id`` back."""
         kind, _, job_id = pk.partition("#")
         return cls(JobKind(kind), job_id)
-
-
-__all__: Sequence[str] = (
-    "DETAIL_RESUBMITTED_AS",
-    "DETAIL_TOKENS",
-    "REASON_NEVER_SETTLED",
-    "REASON_POISON",
-    "REASON_UNKNOWN_JOB",
-    "REOPENABLE_REASONS",
-    "SOURCE_CLI_REPLAY",
-    "SOURCE_DELIVERY_LOG",
-    "SOURCE_JOB_LIST",
-    "SOURCE_ROTATION",
-    "SOURCE_SUBMITTED",
-    "SOURCE_WATCH",
-    "SOURCE_WEBHOOK",
-    "JobKey",
-    "JobKind",
-    "JobState",
-    "Outcome",
-    "Source",
-    "is_job_id",
-    "source_proven",
-    "source_recovers",
-)

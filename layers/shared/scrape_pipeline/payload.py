@@ -1,17 +1,8 @@
 """Reading a delivery's job id, event and job kind from configurable field locations.
 
-Defaults follow the contract's envelope (``event``, ``data.job_id``, ``delivery_id``,
-``timestamp``) and fall back to the seed article's flat fields (``event_type``, ``job_id``,
-``id``): the real payload is unpublished.
-
-Everything is read from the body, never from a header: with the default scheme only the body
-is signed, so a header such as ``X-Webhook-Event`` is anyone's to change, and a captured body
-re-keyed by it would become a new job. A body that names no event is refused (400).
-
-A test delivery is ours, not Geonode's (the contract has no ping event): the event ``ping`` in
-the envelope, e.g. ``{"event": "ping", "delivery_id": "doctor-...", "timestamp": "...",
-"data": {}}``. ``scrape-pipeline doctor`` sends one, signed like a real delivery; the receiver
-answers it after verifying the signature and records nothing.
+Everything is read from the signed body, never from a header: with the default scheme only the
+body is signed, so a captured body re-keyed by an unsigned header would become a new job. The
+event ``ping`` is our test delivery (``scrape-pipeline doctor``): answered, never recorded.
 """
 
 from __future__ import annotations
@@ -30,8 +21,6 @@ EVENT_KINDS: Mapping[str, JobKind] = {
     "batch_completed": JobKind.BATCH,
     "crawl_completed": JobKind.CRAWL,
 }
-
-
 TEST_EVENT = "ping"
 
 
@@ -41,10 +30,8 @@ class PayloadError(PipelineError, ValueError):
 
 @dataclass(frozen=True)
 class FieldLocations(FromEnv):
-    """Dotted paths tried in order, from the signed body; the first present value wins.
-
-    The fields are the ``*_FIELDS`` declarations (``scrape_pipeline.settings``).
-    """
+    """Dotted paths tried in order; the first present value wins. The defaults are the
+    contract's envelope, then the seed article's flat fields (the real payload is unpublished)."""
 
     job_id: Sequence[str] = paths(
         "JOB_ID_FIELDS",
@@ -79,11 +66,8 @@ class FieldLocations(FromEnv):
 
 @dataclass(frozen=True)
 class Notification:
-    """What the receiver needs from a delivery: which job, of what kind, which attempt, when.
-
-    ``delivery_id`` is None when the body names none; ``stamp`` is the timestamp field as
-    sent (None when absent), for ``scrape_pipeline.freshness`` to judge.
-    """
+    """Which job, of what kind, which attempt (None: unnamed), and when: ``stamp`` is the
+    timestamp field as sent (None: absent), for ``freshness`` to judge."""
 
     kind: JobKind
     job_id: str
@@ -121,8 +105,7 @@ def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
 
 @dataclass(frozen=True)
 class _Field:
-    """How a read field is judged: ``valid``, else ``malformed``; absent, ``missing`` (the
-    ``PayloadError``'s message; None: the field is optional)."""
+    """A field is ``valid``, else ``malformed``; absent, ``missing`` (None: optional)."""
 
     valid: Callable[[Any], bool]
     malformed: str

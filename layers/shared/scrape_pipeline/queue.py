@@ -59,8 +59,7 @@ def _json_object(body: object) -> dict[str, Any]:
 
 
 def _label(source: object) -> str:
-    """A message's source as a label for logs and metrics only: never a reason to refuse the
-    job, so one that is not ours is kept as nothing."""
+    """A source label for logs and metrics only: one that is not ours is kept as nothing."""
     return source if isinstance(source, str) and len(source) <= MAX_SOURCE_CHARS else ""
 
 
@@ -72,10 +71,8 @@ class UnsentError(AWSUnavailableError):
         self.unsent = list(unsent)
 
 
-# SQS caps DelaySeconds at 15 minutes.
-MAX_DELAY_SECONDS = 900
-# SQS caps SendMessageBatch at 10 entries.
-BATCH_MAX = 10
+MAX_DELAY_SECONDS = 900  # SQS's cap on DelaySeconds
+BATCH_MAX = 10  # SQS's cap on a batch's entries
 
 
 class JobQueue:
@@ -102,13 +99,8 @@ class JobQueue:
         return response["MessageId"]
 
     def send_many(self, messages: Sequence[JobMessage]) -> None:
-        """Enqueue jobs ten to a SendMessageBatch call.
-
-        An entry SQS reports ``Failed`` (or whose whole call failed) is sent once more with the
-        others that failed; those that fail again raise ``UnsentError`` naming them, after
-        every other entry was tried, so the caller never takes a job for enqueued when it is
-        not, and knows which ones are not.
-        """
+        """Enqueue jobs ten to a SendMessageBatch call; the entries that failed are sent once
+        more, and those that fail again raise ``UnsentError`` naming them, after every other."""
         failed = self._send_chunks(messages)
         still = self._send_chunks(failed)
         if still:
@@ -126,8 +118,7 @@ class JobQueue:
         return failed
 
     def _send_batch(self, batch: Sequence[JobMessage]) -> list[JobMessage]:
-        """One SendMessageBatch call (``batch`` not empty); returns the messages SQS reported
-        failed."""
+        """One SendMessageBatch call; returns the messages SQS reported failed."""
         entries: list[SendMessageBatchRequestEntryTypeDef] = [
             {"Id": str(index), "MessageBody": message.to_json()}
             for index, message in enumerate(batch)
@@ -139,10 +130,7 @@ class JobQueue:
         return [batch[int(entry["Id"])] for entry in response.get("Failed", [])]
 
     def acknowledge(self, receipt_handles: Sequence[str]) -> None:
-        """Delete received messages now, ten a DeleteMessageBatch, instead of at the batch's end.
-
-        A handle SQS no longer knows is skipped: the message is gone either way.
-        """
+        """Delete received messages now, ten a DeleteMessageBatch (an unknown handle is skipped)."""
         for start in range(0, len(receipt_handles), BATCH_MAX):
             chunk = receipt_handles[start : start + BATCH_MAX]
             try:
@@ -162,12 +150,8 @@ class JobQueue:
         receive_count: int,
         max_receive_count: int,
     ) -> bool:
-        """Make a received message come back in ``seconds``; True when it was sent anew.
-
-        Normally the message's visibility is changed and the caller reports it failed. Near
-        the redrive limit that would move a healthy job to the DLQ, so a delayed copy is sent
-        instead and the caller acknowledges the original (True).
-        """
+        """Make a received message come back in ``seconds`` (its visibility); near the redrive
+        limit, which would move a healthy job to the DLQ, a delayed copy is sent instead (True)."""
         if receive_count + 1 >= max_receive_count:
             self.send(message, delay_seconds=min(seconds, MAX_DELAY_SECONDS))
             return True

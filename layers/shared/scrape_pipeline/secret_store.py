@@ -1,10 +1,6 @@
-"""The receiver's webhook secrets, read from Secrets Manager through Powertools Parameters.
-
-A short cache keeps the hot path free of AWS calls; one forced refresh when no secret
-matches lets a just-rotated secret verify at once, without a restart or a redeploy. The
-receiver tries every subscription's valid secrets (``WebhookSecrets.every``): at most ten
-subscriptions, each with its current secret and at most a few in their grace.
-"""
+"""The receiver's webhook secrets from Secrets Manager (Powertools Parameters): a short cache
+keeps the hot path free of AWS calls; one forced refresh when no secret matches lets a secret
+just rotated verify at once, without a restart."""
 
 from __future__ import annotations
 
@@ -18,8 +14,8 @@ from scrape_pipeline.signatures import WebhookSecret, parse_secret_bundle
 Fetch = Callable[[str, float, bool], str]
 
 
-def _powertools_fetch(secret_id: str, max_age: float, force: bool) -> str:
-    """The secret's text; ``AWSUnavailableError`` when Secrets Manager cannot give it."""
+def fetch_secret(secret_id: str, max_age: float, force: bool) -> str:
+    """The secret's text (the API key's too); ``AWSUnavailableError`` when unavailable."""
     from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - cold start
 
     try:
@@ -33,10 +29,6 @@ def _powertools_fetch(secret_id: str, max_age: float, force: bool) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8")
     return str(value)
-
-
-# The same read for the other secrets (the Geonode API key): Powertools' errors mapped once.
-fetch_secret: Fetch = _powertools_fetch
 
 
 class SecretStore:
@@ -56,13 +48,11 @@ class SecretStore:
         # Forged requests must not turn into one Secrets Manager call each.
         self._min_refresh_interval = min_refresh_interval
         self._last_refresh = float("-inf")
-        self._fetch = fetch or _powertools_fetch
+        self._fetch = fetch or fetch_secret
         self._clock = clock
-        # Parsed secrets and when they were read: the hot path skips both the provider's
-        # cache lookup and the JSON parse (about a third of the handler's own time).
+        # Parsed secrets and when read: the hot path skips the provider's cache and the parse.
         self._cached: tuple[float, list[WebhookSecret]] | None = None
-        # The secrets last handed out came straight from Secrets Manager: a refresh now would
-        # read the same bundle again (a cold start's first delivery that does not verify).
+        # The secrets last handed out were just read: a refresh would read the same bundle.
         self._just_read = False
 
     def secrets(self) -> list[WebhookSecret]:
@@ -74,9 +64,7 @@ class SecretStore:
         return self._load(now)
 
     def _load(self, now: float) -> list[WebhookSecret]:
-        # Always past Powertools' own cache: this one is the only cache, so what a load returns
-        # is what Secrets Manager holds now (Powertools ages its entries on the system clock,
-        # not on the injected one, and could hand back a bundle older than ``max_age``).
+        # Past Powertools' cache (aged on the system clock, not ours): this one is the only one.
         secrets = parse_secret_bundle(self._fetch(self.secret_id, self._max_age, True)).every()
         self._cached = (now, secrets)
         self._just_read = True

@@ -12,7 +12,7 @@ import hmac
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from scrape_pipeline.signatures.config import Encoding, Scheme, SignatureConfig
 from scrape_pipeline.signatures.errors import FailureReason, SignatureError
@@ -47,8 +47,10 @@ def key(scheme: Scheme, secret: str) -> bytes:
     ``ValueError`` when it cannot be one."""
     if not isinstance(secret, str) or not secret:
         raise ValueError("a webhook secret must be a non-empty string")
-    if scheme is not Scheme.STANDARD_WEBHOOKS:
-        return secret.encode("utf-8")
+    return _sw_key(secret) if scheme is Scheme.STANDARD_WEBHOOKS else secret.encode("utf-8")
+
+
+def _sw_key(secret: str) -> bytes:
     encoded = secret.removeprefix(_SW_SECRET_PREFIX)
     encoded += "=" * (-len(encoded) % 4)  # some senders publish unpadded base64
     try:
@@ -65,14 +67,25 @@ def header(headers: Mapping[str, str], name: str) -> str:
     with different values are ambiguous, not chosen."""
     wanted = name.lower()
     values = list({v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted})
-    for broken, reason, detail in _VALUE_RULES:
-        if broken(values):
-            raise SignatureError(reason, detail.format(name=name))
+    _check(values, _VALUE_RULES, name)
     return cast(str, values[0]).strip(" \t")
 
 
-# A header's distinct values: the first rule broken is raised, each assuming those before hold.
-_VALUE_RULES: Final[tuple[tuple[Callable[[list[object]], bool], FailureReason, str], ...]] = (
+def _check(values: list[object] | list[str], rules: _Rules, name: str) -> None:
+    """Raise the first rule ``values`` break as a ``SignatureError`` naming the header."""
+    for broken, reason, detail in rules:
+        if broken(values):
+            raise SignatureError(reason, detail.format(name=name))
+
+
+# The first rule broken is raised, each assuming those before hold.
+_Rules = tuple[tuple[Callable[[Any], bool], FailureReason, str], ...]
+_STRIPE_STAMP_RULES: Final[_Rules] = (
+    (lambda stamps: not stamps, "malformed header", "{name} has no t= timestamp"),
+    (lambda stamps: len(stamps) > 1, "malformed header", "{name} has two timestamps"),
+)
+# A header's distinct values.
+_VALUE_RULES: Final[_Rules] = (
     (lambda values: not values, "missing header", "{name}"),
     (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
     (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
@@ -136,20 +149,12 @@ def _standard_webhooks(config: SignatureConfig, headers: Mapping[str, str]) -> P
 
 def _stripe(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
     name = config.signature_header
-    ts: str | None = None
-    found: list[bytes | None] = []
-    for item in header(headers, name).split(","):
-        label, sep, value = item.strip().partition("=")
-        if label + sep == "t=":
-            if ts is not None:
-                raise SignatureError("malformed header", f"{name} has two timestamps")
-            ts = _timestamp(value, name)
-        elif label + sep == "v1=":
-            found.append(_decode(value, "hex"))
-        # Other labels (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
-    if ts is None:
-        raise SignatureError("malformed header", f"{name} has no t= timestamp")
-    return Presented(_usable(found, name, "no v1 signature"), ts)
+    # By label; others (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
+    fields = [item.strip().partition("=") for item in header(headers, name).split(",")]
+    stamps = [value for label, sep, value in fields if label + sep == "t="]
+    found = [_decode(value, "hex") for label, sep, value in fields if label + sep == "v1="]
+    _check(stamps, _STRIPE_STAMP_RULES, name)
+    return Presented(_usable(found, name, "no v1 signature"), _timestamp(stamps[0], name))
 
 
 def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from scrape_pipeline.signatures.config import SignatureConfig
 from scrape_pipeline.signatures.errors import (
@@ -56,12 +56,8 @@ def _active_keys(
     config: SignatureConfig, secrets: Iterable[WebhookSecret], now: float
 ) -> list[bytes]:
     """The keys of the secrets active at ``now``; ``NoValidSecretError`` when there is none."""
-    if isinstance(secrets, str | WebhookSecret):
-        raise TypeError("secrets must be an iterable of WebhookSecret")
     keys = []
-    for secret in secrets:
-        if not isinstance(secret, WebhookSecret):
-            raise TypeError("secrets must be an iterable of WebhookSecret")
+    for secret in _checked(secrets):
         if secret.is_active(now):
             # One bad entry must not block the others during a rotation.
             with contextlib.suppress(ValueError):
@@ -69,6 +65,16 @@ def _active_keys(
     if not keys:
         raise NoValidSecretError("no unexpired, well-formed secret is configured")
     return keys
+
+
+def _checked(secrets: Iterable[WebhookSecret]) -> Iterator[WebhookSecret]:
+    """Each of ``secrets``; ``TypeError`` for a str, a lone secret, or anything else in it."""
+    if isinstance(secrets, str | WebhookSecret):
+        raise TypeError("secrets must be an iterable of WebhookSecret")
+    for secret in secrets:
+        if not isinstance(secret, WebhookSecret):
+            raise TypeError("secrets must be an iterable of WebhookSecret")
+        yield secret
 
 
 def _check_tolerance(signed_at: int, now: float, tolerance: int) -> None:

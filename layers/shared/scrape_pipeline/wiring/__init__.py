@@ -1,20 +1,6 @@
-"""Building each Lambda's logic from the environment, with real AWS clients: one module each.
-
-    scrape_pipeline.wiring.receiver     build_receiver
-    scrape_pipeline.wiring.processor    build_processor
-    scrape_pipeline.wiring.reconciler   build_reconciler
-    scrape_pipeline.wiring.submitter    build_inside
-
-Each ``functions/*/app.py`` imports its own module, so a function imports only what it runs:
-the receiver's cold start never pays for the processor's or the reconciler's modules. This
-package therefore imports nothing itself; ``from scrape_pipeline.wiring import
-build_reconciler`` (the operator CLI) still works, resolved on first use.
-
-The resources they need (table, queue, bucket, the ledger's two knobs) are declared once in
-``scrape_pipeline.resources``; each Lambda's own knobs are its settings class's
-(``ReceiverSettings``, ``ProcessorSettings``, ``ReconcilerSettings``, ``InsideSettings``).
-
-boto3 honours ``AWS_ENDPOINT_URL``, so the same wiring serves Lambda and the local stack.
+"""Each Lambda's logic built from the environment on real AWS clients (boto3 honours
+``AWS_ENDPOINT_URL``), one module each, so a function imports only what it runs; this package
+imports nothing itself and resolves ``from scrape_pipeline.wiring import build_x`` on first use.
 """
 
 from __future__ import annotations
