@@ -12,6 +12,7 @@ import pytest
 
 from scrape_pipeline import clock as clocks
 from scrape_pipeline import receiver as receiver_module
+from scrape_pipeline.decisions import decide
 from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import (
@@ -54,10 +55,12 @@ def test_receiver_asks_decide_only_about_a_row_it_found(
 ):
     # GIVEN the real decide, with its calls counted
     asked: list[object] = []
-    real = receiver_module.decide
-    monkeypatch.setattr(
-        receiver_module, "decide", lambda row, *a: asked.append(row) or real(row, *a)
-    )
+
+    def counted(row: object, *rest: object) -> object:
+        asked.append(row)
+        return decide(row, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(receiver_module, "decide", counted)
     # WHEN a new job's delivery and a duplicate arrive
     invoke(delivery_body("job-1"))
     invoke(delivery_body("job-1"), headers={"X-Webhook-Delivery-Id": "dlv_2"})

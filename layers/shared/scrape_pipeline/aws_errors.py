@@ -64,6 +64,10 @@ def network_detail(exc: BaseException) -> str:
         return ""
     kwargs = getattr(exc, "kwargs", {})
     host = urlsplit(str(kwargs.get("endpoint_url") or "")).netloc or "the AWS endpoint"
+    return _where_and_why(exc, host, kwargs)
+
+
+def _where_and_why(exc: BaseException, host: str, kwargs: dict[str, Any]) -> str:
     if isinstance(exc, ConnectTimeoutError):
         return f"cannot reach {host}: no connection in time"
     if isinstance(exc, ReadTimeoutError):

@@ -64,9 +64,11 @@ class Freshness:
             return
         if stamp is None:
             raise PayloadError("missing timestamp")
-        age = now - sent_at(stamp)
-        if age > self.max_age:
-            raise StaleDeliveryError(f"more than {self.max_age} s old")
+        self._judge(now - sent_at(stamp), self.max_age)
+
+    def _judge(self, age: float, max_age: int) -> None:
+        if age > max_age:
+            raise StaleDeliveryError(f"more than {max_age} s old")
         if -age > self.max_ahead:
             raise StaleDeliveryError(f"more than {self.max_ahead} s in the future")
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
     from types_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
-_KINDS = frozenset(kind.value for kind in JobKind)
+_KINDS = tuple(kind.value for kind in JobKind)  # a tuple: any JSON value may be looked up
 # Our sources are short words (webhook, job_list, watch, ...); a longer one is not ours.
 MAX_SOURCE_CHARS = 64
 
@@ -39,7 +39,7 @@ class JobMessage:
         data = _json_object(body)
         job_id, kind = data.get("job_id"), data.get("kind")
         # The job id goes into DynamoDB keys, URL paths and logs: only the API's shape of id.
-        if not is_job_id(job_id) or not isinstance(kind, str) or kind not in _KINDS:
+        if not is_job_id(job_id) or kind not in _KINDS:
             raise ValueError("not a job message: no valid kind and job id")
         source = _label(data.get("source", ""))
         return cls(JobKey(JobKind(kind), job_id), Source.read(source) or source)

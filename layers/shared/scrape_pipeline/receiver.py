@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
@@ -182,8 +183,8 @@ MAX_CORRELATION_CHARS = 128
 def correlation_id(headers: Mapping[str, str]) -> str | None:
     """The delivery's id from its headers, to correlate its log lines; None when it has none."""
     lowered = {k.lower(): v for k, v in headers.items()}
-    found = next((lowered[h] for h in _DELIVERY_ID_HEADERS if lowered.get(h)), None)
-    return found[:MAX_CORRELATION_CHARS] if found else None
+    found = next(filter(None, map(lowered.get, _DELIVERY_ID_HEADERS)), "")
+    return found[:MAX_CORRELATION_CHARS] or None
 
 
 def _answer(outcome: WebhookOutcome, key: JobKey) -> Answer:
@@ -206,6 +207,36 @@ def unavailable_answer(reason: str, job: JobKey | None = None) -> Answer:
 def bad_request(exc: PayloadError) -> Answer:
     """400: the delivery itself is unusable; its error says why, to the sender too."""
     return Answer(400, {"error": str(exc)}, WebhookOutcome.BAD_REQUEST, reason=str(exc))
+
+
+# A refusal before anything is written, answered by its kind whichever step raised it (the
+# first kind it is wins); a stale delivery (StaleDeliveryError) is refused like a bad signature.
+_REFUSALS: tuple[
+    tuple[type[Exception] | tuple[type[Exception], ...], Callable[[Any], Answer]], ...
+] = (
+    # Our configuration, not the sender's fault: make it retry, and alarm.
+    (NoValidSecretError, lambda exc: unavailable_answer("no valid secret configured")),
+    (
+        SignatureError,
+        lambda exc: Answer(
+            401,
+            {"error": "invalid signature"},
+            WebhookOutcome.SIGNATURE_REJECTED,
+            reason=exc.reason,
+        ),
+    ),
+    # A malformed stored bundle: a retry after it is fixed succeeds.
+    (
+        (AWSUnavailableError, SecretBundleError),
+        lambda exc: unavailable_answer(f"secret unavailable: {type(exc).__name__}"),
+    ),
+    (PayloadError, bad_request),
+)
+_REFUSED = (SignatureError, AWSUnavailableError, SecretBundleError, PayloadError)
+
+
+def _refusal(exc: Exception) -> Answer:
+    return next(answer for kind, answer in _REFUSALS if isinstance(exc, kind))(exc)
 
 
 def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
@@ -264,28 +295,13 @@ class Receiver:
             return Answer(
                 413, {"error": "body too large"}, WebhookOutcome.TOO_LARGE, reason="body too large"
             )
-        # Each refusal is answered by its kind, whichever step raised it; a stale delivery
-        # (StaleDeliveryError) is refused like a bad signature.
         try:
             self._verify(body, headers)
             note = parse_delivery(body, self.settings.fields)
             # Verified bytes, but maybe captured long ago: the signed time says.
             self.settings.freshness.check(note.stamp, self._clock.time())
-        except NoValidSecretError:
-            # Our configuration, not the sender's fault: make it retry, and alarm.
-            return unavailable_answer("no valid secret configured")
-        except SignatureError as exc:
-            return Answer(
-                401,
-                {"error": "invalid signature"},
-                WebhookOutcome.SIGNATURE_REJECTED,
-                reason=exc.reason,
-            )
-        except (AWSUnavailableError, SecretBundleError) as exc:
-            # A malformed stored bundle: a retry after it is fixed succeeds.
-            return unavailable_answer(f"secret unavailable: {type(exc).__name__}")
-        except PayloadError as exc:
-            return bad_request(exc)
+        except _REFUSED as exc:
+            return _refusal(exc)
         if isinstance(note, TestEvent):
             # Only a secret's holder gets here; nothing is recorded for a job that does not exist.
             return Answer(200, {"status": "test", "event": note.event}, WebhookOutcome.TEST)
@@ -322,7 +338,12 @@ class Receiver:
         if recorded.created:
             self._send_or_forget(message, recorded.row)
             return _answer(WebhookOutcome.ACCEPTED, key)
-        row = recorded.row
+        return self._known(key, recorded.row, evidence, message)
+
+    def _known(
+        self, key: JobKey, row: LedgerRow, evidence: Evidence, message: JobMessage
+    ) -> Answer:
+        """A delivery for a job with a row: move it on if it waits for this, else a duplicate."""
         policy = Policy(resend_after_seconds=self.settings.resend_after_seconds)
         decision = decide(row, evidence, self._clock.time(), policy)
         if decision.move in (lifecycle.REOPEN, lifecycle.ENQUEUE):

@@ -10,7 +10,7 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -66,12 +66,14 @@ def header(headers: Mapping[str, str], name: str) -> str:
     """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
     with different values are ambiguous, not chosen."""
     wanted = name.lower()
-    values = list({v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted})
+    values: list[object] = list(
+        {v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted}
+    )
     _check(values, _VALUE_RULES, name)
     return cast(str, values[0]).strip(" \t")
 
 
-def _check(values: list[object] | list[str], rules: _Rules, name: str) -> None:
+def _check(values: Sequence[object], rules: _Rules, name: str) -> None:
     """Raise the first rule ``values`` break as a ``SignatureError`` naming the header."""
     for broken, reason, detail in rules:
         if broken(values):
@@ -105,16 +107,24 @@ def encode(digest: bytes, encoding: Encoding) -> str:
     return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode("ascii")
 
 
-def _decode(text: str, encoding: Encoding) -> bytes | None:
-    """The 32 signature bytes, or None when ``text`` is not exactly that in ``encoding``."""
-    if encoding == "hex":
-        # bytes.fromhex alone would accept spaces between bytes.
-        return bytes.fromhex(text) if _HEX.fullmatch(text) else None
+def _from_hex(text: str) -> bytes | None:
+    # bytes.fromhex alone would accept spaces between bytes.
+    return bytes.fromhex(text) if _HEX.fullmatch(text) else None
+
+
+def _from_base64(text: str) -> bytes | None:
     try:
         raw = base64.b64decode(text, validate=True)
     except ValueError:  # binascii.Error, or non-ASCII text
         return None
     return raw if len(raw) == DIGEST_SIZE else None
+
+
+# The 32 signature bytes, or None when the text is not exactly that in the encoding.
+_DECODE: Final[Mapping[Encoding, Callable[[str], bytes | None]]] = {
+    "hex": _from_hex,
+    "base64": _from_base64,
+}
 
 
 def _usable(candidates: list[bytes | None], name: str, problem: str) -> list[bytes]:
@@ -129,7 +139,7 @@ def _prefixed(headers: Mapping[str, str], name: str, prefix: str, enc: Encoding)
     value = header(headers, name)
     if not value.startswith(prefix):
         raise SignatureError("malformed header", f"{name} lacks its prefix")
-    return _usable([_decode(value[len(prefix) :], enc)], name, "not a signature")
+    return _usable([_DECODE[enc](value[len(prefix) :])], name, "not a signature")
 
 
 def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
@@ -143,18 +153,22 @@ def _standard_webhooks(config: SignatureConfig, headers: Mapping[str, str]) -> P
     msg_id = header(headers, _SW_ID)
     ts = _timestamp(header(headers, _SW_TIMESTAMP), _SW_TIMESTAMP)
     # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
-    found = [_decode(e[3:], "base64") for e in header(headers, name).split() if e[:3] == "v1,"]
+    found = [_from_base64(e[3:]) for e in header(headers, name).split() if e[:3] == "v1,"]
     return Presented(_usable(found, name, "no v1 signature"), ts, msg_id)
 
 
 def _stripe(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
     name = config.signature_header
     # By label; others (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
-    fields = [item.strip().partition("=") for item in header(headers, name).split(",")]
-    stamps = [value for label, sep, value in fields if label + sep == "t="]
-    found = [_decode(value, "hex") for label, sep, value in fields if label + sep == "v1="]
+    stamps, found = _stripe_fields(header(headers, name))
     _check(stamps, _STRIPE_STAMP_RULES, name)
     return Presented(_usable(found, name, "no v1 signature"), _timestamp(stamps[0], name))
+
+
+def _stripe_fields(value: str) -> tuple[list[str], list[bytes | None]]:
+    fields = [item.strip().partition("=") for item in value.split(",")]
+    stamps = [value for label, sep, value in fields if label + sep == "t="]
+    return stamps, [_from_hex(value) for label, sep, value in fields if label + sep == "v1="]
 
 
 def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
@@ -176,8 +190,10 @@ def _attach_geonode(c: SignatureConfig, key: bytes, body: bytes, ts: str) -> dic
 
 
 def _attach_standard(
-    c: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str
+    c: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
 ) -> dict[str, str]:
+    if not msg_id or not msg_id.isprintable() or msg_id != msg_id.strip():
+        raise ValueError("standard_webhooks needs a printable msg_id without outer spaces")
     signed = "v1," + encode(mac(key, body, ts, msg_id), "base64")
     return {_SW_ID: msg_id, _SW_TIMESTAMP: ts, c.signature_header: signed}
 
@@ -197,8 +213,6 @@ def attach(
     config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
 ) -> dict[str, str]:
     """The headers a sender adds to ``body`` signed at ``ts`` (``msg_id``: standard_webhooks)."""
-    if config.kind is not Scheme.STANDARD_WEBHOOKS:
-        return _ATTACH[config.kind](config, key, body, ts)
-    if not msg_id or not msg_id.isprintable() or msg_id != msg_id.strip():
-        raise ValueError("standard_webhooks needs a printable msg_id without outer spaces")
-    return _attach_standard(config, key, body, ts, msg_id)
+    if config.kind is Scheme.STANDARD_WEBHOOKS:
+        return _attach_standard(config, key, body, ts, msg_id)
+    return _ATTACH[config.kind](config, key, body, ts)

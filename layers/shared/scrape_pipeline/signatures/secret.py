@@ -70,7 +70,10 @@ def parse_secret_bundle(raw: str) -> WebhookSecrets:
         raise SecretBundleError("the secret bundle is empty")
     if not text.startswith(("{", "[")):
         return WebhookSecrets(shared=(WebhookSecret(text),))
-    document = _document(text)
+    return _bundle(_document(text))
+
+
+def _bundle(document: dict[str, Any]) -> WebhookSecrets:
     _check(document, _SUBSCRIPTIONS_RULES)
     shared = _secret_list(document["secrets"], "secrets") if "secrets" in document else ()
     parsed: dict[str, tuple[WebhookSecret, ...]] = {}

@@ -17,7 +17,7 @@ from scrape_pipeline.signatures.errors import (
     SignatureError,
     SignatureMismatchError,
 )
-from scrape_pipeline.signatures.schemes import PRESENT, attach, key, mac
+from scrape_pipeline.signatures.schemes import PRESENT, Presented, attach, key, mac
 from scrape_pipeline.signatures.secret import WebhookSecret
 
 
@@ -45,11 +45,14 @@ def verify(
     presented = PRESENT[config.kind](config, headers)
     if presented.timestamp is not None:
         _check_tolerance(int(presented.timestamp), now, config.tolerance_seconds)
-    for k in keys:
-        expected = mac(k, body, presented.timestamp, presented.msg_id)
-        if any(hmac.compare_digest(expected, candidate) for candidate in presented.candidates):
-            return
-    raise SignatureMismatchError()
+    if not any(_signed_by(k, body, presented) for k in keys):
+        raise SignatureMismatchError()
+
+
+def _signed_by(key: bytes, body: bytes, presented: Presented) -> bool:
+    """``key`` made one of the candidates, compared in constant time."""
+    expected = mac(key, body, presented.timestamp, presented.msg_id)
+    return any(hmac.compare_digest(expected, candidate) for candidate in presented.candidates)
 
 
 def _active_keys(
@@ -89,6 +92,10 @@ def _check_inputs(body: bytes, now: float) -> None:
     if not isinstance(body, bytes | bytearray):
         # A str body was already decoded (or is still base64): the caller must pass raw bytes.
         raise TypeError("body must be the raw request bytes")
+    _check_now(now)
+
+
+def _check_now(now: float) -> None:
     if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
         # NaN would make every tolerance and expiry comparison False, i.e. pass.
         raise ValueError("now must be finite epoch seconds")
