@@ -1,6 +1,6 @@
 """Webhook signature signing and verification: pure, standard library only (cold start).
 
-``verify`` and ``sign`` compute through one primitive (``schemes.mac``), so what the simulator
+``verify`` and ``sign`` compute through one primitive (``signing.mac``), so what the simulator
 and tests sign is by construction what the receiver checks. Every scheme is HMAC-SHA256::
 
     geonode (default)  X-Webhook-Signature: <prefix><hex|base64>
@@ -18,30 +18,29 @@ No message or repr here carries a secret, a received header value or a computed 
 
 from scrape_pipeline.signatures.config import (
     DEFAULT_TOLERANCE_SECONDS,
-    SCHEMES,
-    Encoding,
     Scheme,
-    SchemeName,
     SignatureConfig,
 )
-from scrape_pipeline.signatures.errors import (
+from scrape_pipeline.signatures.secret import (
+    SecretBundleError,
+    WebhookSecret,
+    WebhookSecrets,
+    parse_secret_bundle,
+)
+from scrape_pipeline.signatures.signing import (
     FailureReason,
     NoValidSecretError,
-    SecretBundleError,
     SignatureError,
     SignatureMismatchError,
+    sign,
+    verify,
 )
-from scrape_pipeline.signatures.secret import WebhookSecret, WebhookSecrets, parse_secret_bundle
-from scrape_pipeline.signatures.signing import sign, verify
 
 __all__ = [
     "DEFAULT_TOLERANCE_SECONDS",
-    "SCHEMES",
-    "Encoding",
     "FailureReason",
     "NoValidSecretError",
     "Scheme",
-    "SchemeName",
     "SecretBundleError",
     "SignatureConfig",
     "SignatureError",

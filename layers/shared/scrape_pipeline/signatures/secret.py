@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, cast
 
-from scrape_pipeline.signatures.errors import SecretBundleError
+from scrape_pipeline.errors import PipelineError
+
+
+class SecretBundleError(PipelineError, ValueError):
+    """The stored secret bundle is malformed; the message names the position, never the content."""
 
 
 @dataclass(frozen=True, repr=False)

@@ -1,24 +1,256 @@
-"""``sign`` and ``verify``, side by side, through the scheme's rules and one ``mac``.
-
-``verify`` works on the raw request bytes, before anything reads the body, and compares
-every candidate in constant time (``hmac.compare_digest``).
+"""``sign`` and ``verify`` through each scheme's rules and one ``mac``, so signing and verifying
+cannot disagree on the bytes. ``verify`` works on the raw request bytes, before anything reads
+the body, and compares every candidate in constant time; a header's problem names the header,
+never its value.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import hmac
 import math
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
 
-from scrape_pipeline.signatures.config import SignatureConfig
-from scrape_pipeline.signatures.errors import (
-    NoValidSecretError,
-    SignatureError,
-    SignatureMismatchError,
-)
-from scrape_pipeline.signatures.schemes import PRESENT, Presented, attach, key, mac
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.signatures.config import Encoding, Scheme, SignatureConfig
 from scrape_pipeline.signatures.secret import WebhookSecret
+
+FailureReason = Literal[
+    "missing header",
+    "malformed header",
+    "timestamp outside tolerance",
+    "no matching signature",
+    "no valid secret",
+]
+
+
+class SignatureError(PipelineError):
+    """Not authentically signed; ``reason`` is one short phrase, the message names headers at
+    most (never their attacker-controlled values, a secret or an expected signature)."""
+
+    def __init__(self, reason: FailureReason, detail: str = "") -> None:
+        self.reason: FailureReason = reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+class SignatureMismatchError(SignatureError):
+    """Well-formed and in time, but no active secret signed it (a rotation may explain it)."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("no matching signature", detail)
+
+
+class NoValidSecretError(SignatureError):
+    """No unexpired, well-formed secret is configured: no request can pass, whatever it holds."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("no valid secret", detail)
+
+
+DIGEST_SIZE: Final = 32  # SHA-256
+_SW_ID: Final = "webhook-id"
+_SW_TIMESTAMP: Final = "webhook-timestamp"
+_SW_SECRET_PREFIX: Final = "whsec_"  # noqa: S105 (a prefix, not a secret)
+_GITHUB_PREFIX: Final = "sha256="
+_HEX: Final = re.compile(f"[0-9a-fA-F]{{{2 * DIGEST_SIZE}}}")
+# ASCII digits only (int() also takes "+1", "1_0", " 1"); twelve keep int() cheap on junk.
+_EPOCH_SECONDS: Final = re.compile("[0-9]{1,12}")
+
+
+@dataclass(frozen=True)
+class Presented:
+    """What a request claims: its candidate signatures, and the timestamp and id they sign."""
+
+    candidates: list[bytes]
+    timestamp: str | None = None
+    msg_id: str | None = None
+
+
+def mac(key: bytes, body: bytes, timestamp: str | None, msg_id: str | None) -> bytes:
+    """HMAC-SHA256 of ``[msg_id "."][timestamp "."]body``; the body is never decoded."""
+    head = b"".join(part.encode() + b"." for part in (msg_id, timestamp) if part is not None)
+    return hmac.new(key, head + body, hashlib.sha256).digest()
+
+
+def key(scheme: Scheme, secret: str) -> bytes:
+    """The HMAC key of ``secret``: its UTF-8, or standard_webhooks' base64 after "whsec_";
+    ``ValueError`` when it cannot be one."""
+    if not isinstance(secret, str) or not secret:
+        raise ValueError("a webhook secret must be a non-empty string")
+    return _sw_key(secret) if scheme is Scheme.STANDARD_WEBHOOKS else secret.encode("utf-8")
+
+
+def _sw_key(secret: str) -> bytes:
+    encoded = secret.removeprefix(_SW_SECRET_PREFIX)
+    encoded += "=" * (-len(encoded) % 4)  # some senders publish unpadded base64
+    try:
+        decoded = base64.b64decode(encoded, validate=True)
+    except ValueError:  # binascii.Error and non-ASCII input are both ValueError
+        raise ValueError("the secret is not whsec_ followed by base64") from None
+    if not decoded:
+        raise ValueError("the secret decodes to an empty key")
+    return decoded
+
+
+def header(headers: Mapping[str, str], name: str) -> str:
+    """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
+    with different values are ambiguous, not chosen."""
+    wanted = name.lower()
+    values: list[object] = list(
+        {v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted}
+    )
+    _check(values, _VALUE_RULES, name)
+    return cast(str, values[0]).strip(" \t")
+
+
+def _check(values: Sequence[object], rules: _Rules, name: str) -> None:
+    """Raise the first rule ``values`` break as a ``SignatureError`` naming the header."""
+    for broken, reason, detail in rules:
+        if broken(values):
+            raise SignatureError(reason, detail.format(name=name))
+
+
+# The first rule broken is raised, each assuming those before hold.
+_Rules = tuple[tuple[Callable[[Any], bool], FailureReason, str], ...]
+_STRIPE_STAMP_RULES: Final[_Rules] = (
+    (lambda stamps: not stamps, "malformed header", "{name} has no t= timestamp"),
+    (lambda stamps: len(stamps) > 1, "malformed header", "{name} has two timestamps"),
+)
+# A header's distinct values.
+_VALUE_RULES: Final[_Rules] = (
+    (lambda values: not values, "missing header", "{name}"),
+    (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
+    (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
+    (lambda values: not cast(str, values[0]).strip(" \t"), "malformed header", "{name} is empty"),
+)
+
+
+def _timestamp(text: str, name: str) -> str:
+    """Integer epoch seconds exactly as sent (signed as sent: leading zeros still verify)."""
+    if not _EPOCH_SECONDS.fullmatch(text):
+        raise SignatureError("malformed header", f"{name} is not integer epoch seconds")
+    return text
+
+
+def encode(digest: bytes, encoding: Encoding) -> str:
+    """A digest as a sender writes it."""
+    return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode("ascii")
+
+
+def _from_hex(text: str) -> bytes | None:
+    # bytes.fromhex alone would accept spaces between bytes.
+    return bytes.fromhex(text) if _HEX.fullmatch(text) else None
+
+
+def _from_base64(text: str) -> bytes | None:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error, or non-ASCII text
+        return None
+    return raw if len(raw) == DIGEST_SIZE else None
+
+
+# The 32 signature bytes, or None when the text is not exactly that in the encoding.
+_DECODE: Final[Mapping[Encoding, Callable[[str], bytes | None]]] = {
+    "hex": _from_hex,
+    "base64": _from_base64,
+}
+
+
+def _usable(candidates: list[bytes | None], name: str, problem: str) -> list[bytes]:
+    """The decodable candidates (any valid one suffices); a header with none is malformed."""
+    found = list(filter(None, candidates))
+    if not found:
+        raise SignatureError("malformed header", f"{name}: {problem}")
+    return found
+
+
+def _prefixed(headers: Mapping[str, str], name: str, prefix: str, enc: Encoding) -> list[bytes]:
+    value = header(headers, name)
+    if not value.startswith(prefix):
+        raise SignatureError("malformed header", f"{name} lacks its prefix")
+    return _usable([_DECODE[enc](value[len(prefix) :])], name, "not a signature")
+
+
+def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    found = _prefixed(headers, config.signature_header, config.prefix, config.encoding or "hex")
+    name = config.timestamp_header
+    return Presented(found, None if name is None else _timestamp(header(headers, name), name))
+
+
+def _standard_webhooks(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    name = config.signature_header
+    msg_id = header(headers, _SW_ID)
+    ts = _timestamp(header(headers, _SW_TIMESTAMP), _SW_TIMESTAMP)
+    # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
+    found = [_from_base64(e[3:]) for e in header(headers, name).split() if e[:3] == "v1,"]
+    return Presented(_usable(found, name, "no v1 signature"), ts, msg_id)
+
+
+def _stripe(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    name = config.signature_header
+    # By label; others (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
+    stamps, found = _stripe_fields(header(headers, name))
+    _check(stamps, _STRIPE_STAMP_RULES, name)
+    return Presented(_usable(found, name, "no v1 signature"), _timestamp(stamps[0], name))
+
+
+def _stripe_fields(value: str) -> tuple[list[str], list[bytes | None]]:
+    fields = [item.strip().partition("=") for item in value.split(",")]
+    stamps = [value for label, sep, value in fields if label + sep == "t="]
+    return stamps, [_from_hex(value) for label, sep, value in fields if label + sep == "v1="]
+
+
+def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    return Presented(_prefixed(headers, config.signature_header, _GITHUB_PREFIX, "hex"))
+
+
+PRESENT: Final[Mapping[Scheme, Callable[[SignatureConfig, Mapping[str, str]], Presented]]] = {
+    Scheme.GEONODE: _geonode,
+    Scheme.STANDARD_WEBHOOKS: _standard_webhooks,
+    Scheme.STRIPE: _stripe,
+    Scheme.GITHUB: _github,
+}
+
+
+def _attach_geonode(c: SignatureConfig, key: bytes, body: bytes, ts: str) -> dict[str, str]:
+    stamp = c.timestamp_header
+    signed = c.prefix + encode(mac(key, body, stamp and ts, None), c.encoding or "hex")
+    return {c.signature_header: signed} | ({stamp: ts} if stamp else {})
+
+
+def _attach_standard(
+    c: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
+) -> dict[str, str]:
+    if not msg_id or not msg_id.isprintable() or msg_id != msg_id.strip():
+        raise ValueError("standard_webhooks needs a printable msg_id without outer spaces")
+    signed = "v1," + encode(mac(key, body, ts, msg_id), "base64")
+    return {_SW_ID: msg_id, _SW_TIMESTAMP: ts, c.signature_header: signed}
+
+
+_ATTACH: Final[Mapping[Scheme, Callable[[SignatureConfig, bytes, bytes, str], dict[str, str]]]] = {
+    Scheme.GEONODE: _attach_geonode,
+    Scheme.STRIPE: lambda c, k, body, ts: {
+        c.signature_header: f"t={ts},v1={mac(k, body, ts, None).hex()}"
+    },
+    Scheme.GITHUB: lambda c, k, body, ts: {
+        c.signature_header: _GITHUB_PREFIX + mac(k, body, None, None).hex()
+    },
+}
+
+
+def attach(
+    config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
+) -> dict[str, str]:
+    """The headers a sender adds to ``body`` signed at ``ts`` (``msg_id``: standard_webhooks)."""
+    if config.kind is Scheme.STANDARD_WEBHOOKS:
+        return _attach_standard(config, key, body, ts, msg_id)
+    return _ATTACH[config.kind](config, key, body, ts)
 
 
 def sign(
