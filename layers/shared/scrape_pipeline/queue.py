@@ -1,66 +1,26 @@
-"""The job queue: messages carry only ``{kind, job_id}``; the processor fetches the real state."""
+"""The job queue: sends in batches, and brings received messages back later or acknowledges them
+(``job_message`` has the message and the one send the receiver uses)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
-from scrape_pipeline.jobs import JobKey, JobKind, Source, is_job_id
+from scrape_pipeline.job_message import MAX_SOURCE_CHARS, JobMessage, JobSender
 
 if TYPE_CHECKING:
-    from types_boto3_sqs.client import SQSClient
     from types_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
-_KINDS = tuple(kind.value for kind in JobKind)  # a tuple: any JSON value may be looked up
-# Our sources are short words (webhook, job_list, watch, ...); a longer one is not ours.
-MAX_SOURCE_CHARS = 64
-
-
-@dataclass(frozen=True)
-class JobMessage:
-    """A queue message: which job, and who enqueued it (for the gap metrics)."""
-
-    key: JobKey
-    source: Source | str  # a label that is not a ``Source`` is kept as it came
-
-    def to_json(self) -> str:
-        """The message body."""
-        return json.dumps(
-            {"kind": self.key.kind.value, "job_id": self.key.job_id, "source": self.source},
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def from_json(cls, body: object) -> JobMessage:
-        """Read a message body; ``ValueError``, and nothing else, for any body not one of ours."""
-        data = _json_object(body)
-        job_id, kind = data.get("job_id"), data.get("kind")
-        # The job id goes into DynamoDB keys, URL paths and logs: only the API's shape of id.
-        if not is_job_id(job_id) or kind not in _KINDS:
-            raise ValueError("not a job message: no valid kind and job id")
-        source = _label(data.get("source", ""))
-        return cls(JobKey(JobKind(kind), job_id), Source.read(source) or source)
-
-
-def _json_object(body: object) -> dict[str, Any]:
-    if not isinstance(body, str):
-        raise ValueError("not a job message: no text body")
-    try:
-        data: Any = json.loads(body)
-    except RecursionError:
-        # Nesting deeper than the parser's stack: a body, not a fault of the handler.
-        raise ValueError("not a job message: nested too deep") from None
-    if not isinstance(data, dict):
-        raise ValueError("not a job message: not a JSON object")
-    return data
-
-
-def _label(source: object) -> str:
-    """A source label for logs and metrics only: one that is not ours is kept as nothing."""
-    return source if isinstance(source, str) and len(source) <= MAX_SOURCE_CHARS else ""
+# The message is ``job_message``'s; callers import it from here too.
+__all__ = [
+    "BATCH_MAX",
+    "MAX_DELAY_SECONDS",
+    "MAX_SOURCE_CHARS",
+    "JobMessage",
+    "JobQueue",
+    "UnsentError",
+]
 
 
 class UnsentError(AWSUnavailableError):
@@ -75,28 +35,8 @@ MAX_DELAY_SECONDS = 900  # SQS's cap on DelaySeconds
 BATCH_MAX = 10  # SQS's cap on a batch's entries
 
 
-class JobQueue:
+class JobQueue(JobSender):
     """Sends job messages to SQS, and brings received ones back later."""
-
-    def __init__(self, queue_url: str, *, client: SQSClient | None = None) -> None:
-        if client is None:
-            import boto3  # noqa: PLC0415 - only when no client is injected
-
-            client = boto3.client("sqs")
-        self.queue_url = queue_url
-        self._sqs = client
-
-    def send(self, message: JobMessage, *, delay_seconds: int = 0) -> str:
-        """Enqueue one job; returns the SQS message id."""
-        try:
-            response = self._sqs.send_message(
-                QueueUrl=self.queue_url,
-                MessageBody=message.to_json(),
-                DelaySeconds=delay_seconds,
-            )
-        except AWS_ERRORS as exc:
-            raise unavailable("sqs", "SendMessage", exc) from exc
-        return response["MessageId"]
 
     def send_many(self, messages: Sequence[JobMessage]) -> None:
         """Enqueue jobs ten to a SendMessageBatch call; the entries that failed are sent once

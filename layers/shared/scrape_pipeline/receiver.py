@@ -31,6 +31,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.freshness import Freshness
+from scrape_pipeline.job_message import JobMessage, JobSender
 from scrape_pipeline.jobs import JobKey, JobState, Source
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.lifecycle import Move
@@ -41,7 +42,6 @@ from scrape_pipeline.payload import (
     TestEvent,
     parse_delivery,
 )
-from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline.resources import LEDGER_TABLE_NAME, LEDGER_TTL_DAYS, MAX_REOPENS, QUEUE_URL
 from scrape_pipeline.secret_store import SecretStore
 from scrape_pipeline.settings import SettingsError, integer, number, read_declared, required
@@ -279,7 +279,7 @@ class Receiver:
         settings: ReceiverSettings,
         *,
         ledger: Ledger,
-        queue: JobQueue,
+        queue: JobSender,
         secrets: SecretStore,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:

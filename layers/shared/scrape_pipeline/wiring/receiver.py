@@ -1,33 +1,35 @@
-"""The receiver wired to AWS from the environment."""
+"""The receiver wired to AWS from the environment (not through ``stores``, whose full queue it
+does not need)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import boto3
+
 from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.job_message import JobSender
+from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.receiver import Receiver, ReceiverSettings
 from scrape_pipeline.secret_store import SecretStore
-from scrape_pipeline.wiring import stores
 
 
 def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Receiver:
     """The receiver on real clients (boto3 honours ``AWS_ENDPOINT_URL``)."""
     settings = ReceiverSettings.from_env(env)
     clock = clock or active_clock()
-    return Receiver(
-        settings,
-        ledger=stores.ledger(
-            settings.table_name,
-            ttl_days=settings.ttl_days,
-            max_reopens=settings.max_reopens,
-            clock=clock,
-        ),
-        queue=stores.queue(settings.queue_url),
-        secrets=SecretStore(
-            settings.secret_id,
-            max_age=settings.secret_cache_seconds,
-            min_refresh_interval=settings.secret_refresh_min_seconds,
-            clock=clock,
-        ),
+    ledger = Ledger(
+        settings.table_name,
+        client=boto3.client("dynamodb"),
+        ttl_days=settings.ttl_days,
+        max_reopens=settings.max_reopens,
         clock=clock,
     )
+    secrets = SecretStore(
+        settings.secret_id,
+        max_age=settings.secret_cache_seconds,
+        min_refresh_interval=settings.secret_refresh_min_seconds,
+        clock=clock,
+    )
+    queue = JobSender(settings.queue_url, client=boto3.client("sqs"))
+    return Receiver(settings, ledger=ledger, queue=queue, secrets=secrets, clock=clock)

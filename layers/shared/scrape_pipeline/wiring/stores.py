@@ -1,7 +1,4 @@
-"""The ledger and the job queue on real AWS clients: what every function's wiring shares.
-
-Imports only what the receiver imports anyway, so its cold start gains no module from it.
-"""
+"""The ledger and the job queue on real AWS clients: what the other functions' wiring shares."""
 
 from __future__ import annotations
 
