@@ -82,7 +82,8 @@ def make_plan(
     """``deliveries`` signed deliveries, ``duplicate_share`` of them repeating an earlier job."""
     from scrape_pipeline.jobs import JobKey
     from scrape_pipeline.payload import EVENT_KINDS
-    from scrape_pipeline.signatures import SignatureConfig, sign
+    from scrape_pipeline.signatures import SignatureConfig
+    from scrape_pipeline.signatures.sending import sign
 
     if deliveries < 1 or senders < 1:
         raise ValueError("deliveries and senders must be at least 1")

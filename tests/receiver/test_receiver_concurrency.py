@@ -15,7 +15,8 @@ import pytest
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.receiver import Receiver, ReceiverSettings
-from scrape_pipeline.signatures import SignatureConfig, sign
+from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline.signatures.sending import sign
 from scrape_pipeline.wiring.receiver import build_receiver
 from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import SECRET, bundle, delivery_body

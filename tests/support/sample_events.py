@@ -13,7 +13,8 @@ from typing import Any
 
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind
 from scrape_pipeline.queue import JobMessage
-from scrape_pipeline.signatures import SignatureConfig, sign
+from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline.signatures.sending import sign
 from scrape_pipeline_local.translate import template
 from scrape_pipeline_ops.samples import SAMPLE_FORGED_SECRET, SAMPLE_SECRET
 from tests.support.events import api_gateway_event, sqs_event

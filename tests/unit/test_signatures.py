@@ -21,9 +21,9 @@ from scrape_pipeline.signatures import (
     SignatureMismatchError,
     WebhookSecret,
     parse_secret_bundle,
-    sign,
     verify,
 )
+from scrape_pipeline.signatures.sending import sign
 
 NOW = 1_700_000_000.0
 BODY = b'{"event": "extract_completed", "data": {"job_id": "j-1", "status": "completed"}}'

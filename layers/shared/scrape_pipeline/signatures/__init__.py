@@ -1,7 +1,7 @@
 """Webhook signature signing and verification: pure, standard library only (cold start).
 
-``verify`` and ``sign`` compute through one primitive (``signing.mac``), so what the simulator
-and tests sign is by construction what the receiver checks. Every scheme is HMAC-SHA256::
+``verify`` and ``sending.sign`` compute through one primitive (``signing.mac``), so what the
+simulator and tests sign is by construction what the receiver checks. Every scheme is HMAC-SHA256::
 
     geonode (default)  X-Webhook-Signature: <prefix><hex|base64>
                        signed: body, or ts "." body with a timestamp header; key: secret UTF-8
@@ -32,7 +32,6 @@ from scrape_pipeline.signatures.signing import (
     NoValidSecretError,
     SignatureError,
     SignatureMismatchError,
-    sign,
     verify,
 )
 
@@ -48,6 +47,5 @@ __all__ = [
     "WebhookSecret",
     "WebhookSecrets",
     "parse_secret_bundle",
-    "sign",
     "verify",
 ]

@@ -53,10 +53,10 @@ class NoValidSecretError(SignatureError):
 
 
 DIGEST_SIZE: Final = 32  # SHA-256
-_SW_ID: Final = "webhook-id"
-_SW_TIMESTAMP: Final = "webhook-timestamp"
+SW_ID: Final = "webhook-id"
+SW_TIMESTAMP: Final = "webhook-timestamp"
 _SW_SECRET_PREFIX: Final = "whsec_"  # noqa: S105 (a prefix, not a secret)
-_GITHUB_PREFIX: Final = "sha256="
+GITHUB_PREFIX: Final = "sha256="
 _HEX: Final = re.compile(f"[0-9a-fA-F]{{{2 * DIGEST_SIZE}}}")
 # ASCII digits only (int() also takes "+1", "1_0", " 1"); twelve keep int() cheap on junk.
 _EPOCH_SECONDS: Final = re.compile("[0-9]{1,12}")
@@ -137,11 +137,6 @@ def _timestamp(text: str, name: str) -> str:
     return text
 
 
-def encode(digest: bytes, encoding: Encoding) -> str:
-    """A digest as a sender writes it."""
-    return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode("ascii")
-
-
 def _from_hex(text: str) -> bytes | None:
     # bytes.fromhex alone would accept spaces between bytes.
     return bytes.fromhex(text) if _HEX.fullmatch(text) else None
@@ -185,8 +180,8 @@ def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
 
 def _standard_webhooks(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
     name = config.signature_header
-    msg_id = header(headers, _SW_ID)
-    ts = _timestamp(header(headers, _SW_TIMESTAMP), _SW_TIMESTAMP)
+    msg_id = header(headers, SW_ID)
+    ts = _timestamp(header(headers, SW_TIMESTAMP), SW_TIMESTAMP)
     # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
     found = [_from_base64(e[3:]) for e in header(headers, name).split() if e[:3] == "v1,"]
     return Presented(_usable(found, name, "no v1 signature"), ts, msg_id)
@@ -207,7 +202,7 @@ def _stripe_fields(value: str) -> tuple[list[str], list[bytes | None]]:
 
 
 def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
-    return Presented(_prefixed(headers, config.signature_header, _GITHUB_PREFIX, "hex"))
+    return Presented(_prefixed(headers, config.signature_header, GITHUB_PREFIX, "hex"))
 
 
 PRESENT: Final[Mapping[Scheme, Callable[[SignatureConfig, Mapping[str, str]], Presented]]] = {
@@ -216,50 +211,6 @@ PRESENT: Final[Mapping[Scheme, Callable[[SignatureConfig, Mapping[str, str]], Pr
     Scheme.STRIPE: _stripe,
     Scheme.GITHUB: _github,
 }
-
-
-def _attach_geonode(c: SignatureConfig, key: bytes, body: bytes, ts: str) -> dict[str, str]:
-    stamp = c.timestamp_header
-    signed = c.prefix + encode(mac(key, body, stamp and ts, None), c.encoding or "hex")
-    return {c.signature_header: signed} | ({stamp: ts} if stamp else {})
-
-
-def _attach_standard(
-    c: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
-) -> dict[str, str]:
-    if not msg_id or not msg_id.isprintable() or msg_id != msg_id.strip():
-        raise ValueError("standard_webhooks needs a printable msg_id without outer spaces")
-    signed = "v1," + encode(mac(key, body, ts, msg_id), "base64")
-    return {_SW_ID: msg_id, _SW_TIMESTAMP: ts, c.signature_header: signed}
-
-
-_ATTACH: Final[Mapping[Scheme, Callable[[SignatureConfig, bytes, bytes, str], dict[str, str]]]] = {
-    Scheme.GEONODE: _attach_geonode,
-    Scheme.STRIPE: lambda c, k, body, ts: {
-        c.signature_header: f"t={ts},v1={mac(k, body, ts, None).hex()}"
-    },
-    Scheme.GITHUB: lambda c, k, body, ts: {
-        c.signature_header: _GITHUB_PREFIX + mac(k, body, None, None).hex()
-    },
-}
-
-
-def attach(
-    config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
-) -> dict[str, str]:
-    """The headers a sender adds to ``body`` signed at ``ts`` (``msg_id``: standard_webhooks)."""
-    if config.kind is Scheme.STANDARD_WEBHOOKS:
-        return _attach_standard(config, key, body, ts, msg_id)
-    return _ATTACH[config.kind](config, key, body, ts)
-
-
-def sign(
-    config: SignatureConfig, body: bytes, secret: str, now: float, msg_id: str | None = None
-) -> dict[str, str]:
-    """The headers a sender attaches to ``body`` at ``now``; ``ValueError`` for an unusable
-    secret or a missing ``msg_id`` (standard_webhooks)."""
-    _check_inputs(body, now)
-    return attach(config, key(config.kind, secret), body, str(math.floor(now)), msg_id)
 
 
 def verify(
@@ -271,7 +222,7 @@ def verify(
 ) -> None:
     """Return if an active secret signed the raw ``body`` as ``headers`` (any case) claim, else
     ``SignatureError``; several secrets (rotation) and several signatures are accepted."""
-    _check_inputs(body, now)
+    check_inputs(body, now)
     # Our own misconfiguration first: with no usable key no request can pass, whatever it holds.
     keys = _active_keys(config, secrets, now)
     presented = PRESENT[config.kind](config, headers)
@@ -320,7 +271,8 @@ def _check_tolerance(signed_at: int, now: float, tolerance: int) -> None:
         raise SignatureError("timestamp outside tolerance", f"more than {tolerance} s {direction}")
 
 
-def _check_inputs(body: bytes, now: float) -> None:
+def check_inputs(body: bytes, now: float) -> None:
+    """Raw bytes, and a finite time: the two inputs ``sign`` and ``verify`` refuse otherwise."""
     if not isinstance(body, bytes | bytearray):
         # A str body was already decoded (or is still base64): the caller must pass raw bytes.
         raise TypeError("body must be the raw request bytes")
