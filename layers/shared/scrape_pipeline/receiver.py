@@ -336,7 +336,7 @@ class Receiver:
             delivery_id=evidence.delivery_id,
         )
         if recorded.created:
-            self._send_or_forget(message, recorded.row)
+            self._send_or_undo(message, lambda: self._ledger.forget_unsent(recorded.row))
             return _answer(WebhookOutcome.ACCEPTED, key)
         return self._known(key, recorded.row, evidence, message)
 
@@ -357,14 +357,14 @@ class Receiver:
             return _answer(WebhookOutcome.LATE, key)
         return _answer(WebhookOutcome.DUPLICATE, key)
 
-    def _send_or_forget(self, message: JobMessage, row: LedgerRow) -> None:
+    def _send_or_undo(self, message: JobMessage, undo: Callable[[], object]) -> None:
         try:
             self._queue.send(message)
         except AWSUnavailableError:
-            # Undo our row so the sender's retry records it afresh; if the undo fails too,
-            # the stale RECEIVED row is re-enqueued by a later delivery or the reconciler.
+            # Undo the write so the sender's retry (this answer is a 503) makes it afresh; if
+            # the undo fails too, the stale row is re-enqueued by a delivery or the reconciler.
             with contextlib.suppress(AWSUnavailableError):
-                self._ledger.forget_unsent(row)
+                undo()
             raise
 
     def _moved(self, move: Move, row: LedgerRow, message: JobMessage, evidence: Evidence) -> bool:
@@ -374,15 +374,5 @@ class Receiver:
         written = make(row, evidence=evidence.delivery_id)
         if written is None:
             return False
-        self._send_or_unclaim(message, row, written)
+        self._send_or_undo(message, lambda: self._ledger.unclaim(row, written))
         return True
-
-    def _send_or_unclaim(self, message: JobMessage, before: LedgerRow, written: LedgerRow) -> None:
-        try:
-            self._queue.send(message)
-        except AWSUnavailableError:
-            # Put the row back as it was, so the sender's retry (this answer is a 503) moves it
-            # again, instead of a row ENQUEUED with no message until the stale-row sweep.
-            with contextlib.suppress(AWSUnavailableError):
-                self._ledger.unclaim(before, written)
-            raise
