@@ -83,7 +83,7 @@ def make_plan(
     from scrape_pipeline.jobs import JobKey
     from scrape_pipeline.payload import EVENT_KINDS
     from scrape_pipeline.signatures import SignatureConfig
-    from scrape_pipeline.signatures.sending import sign
+    from scrape_pipeline_ops.signing import sign
 
     if deliveries < 1 or senders < 1:
         raise ValueError("deliveries and senders must be at least 1")

@@ -72,7 +72,7 @@ def run_handler(deliveries: int) -> dict[str, Any]:
     from moto import mock_aws
 
     from scrape_pipeline.signatures import SignatureConfig
-    from scrape_pipeline.signatures.sending import sign
+    from scrape_pipeline_ops.signing import sign
     from tests.support.events import api_gateway_event
     from tests.support.template import create_ledger_table, create_queues, create_secret
 
@@ -195,7 +195,7 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
     from scrape_pipeline.receiver import Receiver, ReceiverSettings
     from scrape_pipeline.secret_store import SecretStore
     from scrape_pipeline.signatures import SignatureConfig
-    from scrape_pipeline.signatures.sending import sign
+    from scrape_pipeline_ops.signing import sign
     from tests.support.events import api_gateway_event
 
     bundle = json.dumps({"secrets": [{"value": SECRET, "expires_at": None}]})

@@ -30,10 +30,10 @@ from scrape_pipeline.geonode.errors import AuthError, GeonodeError
 from scrape_pipeline.geonode.models import Delivery, Webhook, format_time
 from scrape_pipeline.payload import EVENT_KINDS, TEST_EVENT
 from scrape_pipeline.signatures import SecretBundleError, SignatureConfig, WebhookSecret
-from scrape_pipeline.signatures.sending import sign
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.webhooks import WEBHOOK_SECRET_ENV, WEBHOOK_URL_ENV
 from scrape_pipeline_ops.samples import PUBLISHED_SECRETS, is_public_receiver
+from scrape_pipeline_ops.signing import sign
 
 if TYPE_CHECKING:
     import argparse

@@ -29,10 +29,9 @@ NOT_IMPORTED = {
         "scrape_pipeline.wiring.processor",
         "scrape_pipeline.wiring.reconciler",
         "httpx",
-        # What it never runs of its own modules: the queue's batch sends, signing, the API's
-        # settings, and the other functions' shared wiring.
+        # What it never runs of its own modules: the queue's batch sends, the API's settings,
+        # and the other functions' shared wiring.
         "scrape_pipeline.queue",
-        "scrape_pipeline.signatures.sending",
         "scrape_pipeline.geonode_settings",
         "scrape_pipeline.wiring.stores",
     },

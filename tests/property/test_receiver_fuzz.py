@@ -33,8 +33,8 @@ from functions.receiver import app as receiver_app
 from scrape_pipeline.freshness import DEFAULT_MAX_AGE_SECONDS, Freshness, StaleDeliveryError
 from scrape_pipeline.payload import EVENT_KINDS, FieldLocations, PayloadError, read_notification
 from scrape_pipeline.signatures import SignatureConfig
-from scrape_pipeline.signatures.sending import sign
 from scrape_pipeline_local.events import api_gateway_event, response_json
+from scrape_pipeline_ops.signing import sign
 from tests.property.conftest import MAX_BODY_BYTES, SECRET, TABLE, FakeContext, ReceiverStack
 
 CONFIG = SignatureConfig()

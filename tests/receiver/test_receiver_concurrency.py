@@ -16,9 +16,9 @@ from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.receiver import Receiver, ReceiverSettings
 from scrape_pipeline.signatures import SignatureConfig
-from scrape_pipeline.signatures.sending import sign
 from scrape_pipeline.wiring.receiver import build_receiver
 from scrape_pipeline_local.clock import ManualClock
+from scrape_pipeline_ops.signing import sign
 from tests.receiver.conftest import SECRET, bundle, delivery_body
 from tests.support.template import create_ledger_table, create_queues, create_secret, moto_server
 

@@ -102,7 +102,7 @@ def test_receiver_rejects_bad_signature_without_side_effect(
 
 def test_receiver_rejects_tampered_body(stack: Stack, invoke: Invoke):
     body = delivery_body("job-1")
-    from scrape_pipeline.signatures.sending import sign
+    from scrape_pipeline_ops.signing import sign
 
     headers = sign(SignatureConfig(), body, SECRET, time.time())
     response = invoke(delivery_body("job-2"), secret=None, headers=headers)

@@ -14,9 +14,9 @@ from typing import Any
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.signatures import SignatureConfig
-from scrape_pipeline.signatures.sending import sign
 from scrape_pipeline_local.translate import template
 from scrape_pipeline_ops.samples import SAMPLE_FORGED_SECRET, SAMPLE_SECRET
+from scrape_pipeline_ops.signing import sign
 from tests.support.events import api_gateway_event, sqs_event
 
 EVENTS_DIR = Path(__file__).resolve().parents[2] / "events"

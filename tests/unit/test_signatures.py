@@ -23,7 +23,7 @@ from scrape_pipeline.signatures import (
     parse_secret_bundle,
     verify,
 )
-from scrape_pipeline.signatures.sending import sign
+from scrape_pipeline_ops.signing import sign
 
 NOW = 1_700_000_000.0
 BODY = b'{"event": "extract_completed", "data": {"job_id": "j-1", "status": "completed"}}'

@@ -1,7 +1,7 @@
 """Webhook signature signing and verification: pure, standard library only (cold start).
 
-``verify`` and ``sending.sign`` compute through one primitive (``signing.mac``), so what the
-simulator and tests sign is by construction what the receiver checks. Every scheme is HMAC-SHA256::
+``verify`` and ``scrape_pipeline_ops.signing.sign`` compute through one ``signing.mac``: what
+doctor and the tests sign is by construction what the receiver checks. Every scheme is HMAC-SHA256::
 
     geonode (default)  X-Webhook-Signature: <prefix><hex|base64>
                        signed: body, or ts "." body with a timestamp header; key: secret UTF-8

@@ -1,5 +1,5 @@
-"""``sign``: the headers a sender attaches, through ``signing.mac`` as ``verify`` checks them;
-for the simulator, the tests and ``scrape-pipeline doctor`` (the receiver never signs)."""
+"""``sign``: the headers a sender attaches, through ``signatures.signing.mac`` as ``verify``
+checks them; for ``scrape-pipeline doctor``, the tests and the benchmarks (no Lambda signs)."""
 
 from __future__ import annotations
 
