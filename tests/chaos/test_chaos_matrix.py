@@ -228,10 +228,14 @@ def check(report: Report, scenario: str) -> None:
         check_runs(report, scenario)
     if scenario.startswith("crash-"):
         assert sum(report.crashes.values()) > 0, "the crash never happened"
-    if scenario in ("drop-50", "webhooks-off"):
+    if scenario in ("drop-20", "drop-50", "webhooks-off"):  # the job list found what was lost
         assert report.recovered["job_list"] > 0
     if scenario == "webhooks-off":
         assert report.duplicates_suppressed == 0
+    if scenario == "duplicates-30":  # the second delivery answered 200 and enqueued nothing
+        assert report.duplicates_suppressed > 0
+    if scenario == "rotation":
+        assert report.rotated == 1, report.rotated
     if scenario == "large-payloads":
         large = report.large
         print(f"{scenario}: {large.line()[1]}; requests/job {report.requests_per_job:.3f}")
