@@ -228,6 +228,8 @@ def check(report: Report, scenario: str) -> None:
         check_runs(report, scenario)
     if scenario.startswith("crash-"):
         assert sum(report.crashes.values()) > 0, "the crash never happened"
+    if scenario == "crash-put-send":  # the rows the receiver left RECEIVED were swept up
+        assert report.recovered["stuck_rows"] > 0, report.recovered
     if scenario in ("drop-20", "drop-50", "webhooks-off"):  # the job list found what was lost
         assert report.recovered["job_list"] > 0
     if scenario == "webhooks-off":
