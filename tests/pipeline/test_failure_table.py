@@ -11,7 +11,6 @@ from typing import Any
 
 import boto3
 import httpx
-import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
@@ -79,9 +78,11 @@ def test_failure_poison_message_reaches_dlq(make_stack: MakeStack):
     assert message["Body"] == "{not a job"
 
 
-@pytest.mark.parametrize("scheme", ["standard_webhooks", "stripe", "github"])
-def test_pipeline_other_signature_schemes(make_stack: MakeStack, scheme: str):
-    stack = make_stack(StackSettings(signature_scheme=scheme))
+def test_pipeline_other_signature_schemes(make_stack: MakeStack):
+    # One scheme other than Geonode's proves the stack passes its scheme to the sender and the
+    # receiver alike; each scheme's signing (tests/simulator/test_sim_deliveries.py) and its
+    # verifying (tests/unit/test_signatures.py, published vectors) are pinned on their own.
+    stack = make_stack(StackSettings(signature_scheme="standard_webhooks"))
     submit(stack, 4)
     stack.run_until(all_settled_and_done(stack, 4), step=1.0, limit=300)
     assert check_exactly_once(stack) == {"stored": 4}
