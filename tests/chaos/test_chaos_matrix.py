@@ -63,6 +63,9 @@ MATRIX = [
 # its job_id is refused like an extract job's).
 KNOWN_GAPS: dict[str, str] = {}
 KNOWN_GAPS_1000: dict[str, str] = {**KNOWN_GAPS}
+# Scenarios run at 1,000 jobs only: at 100 their fault is another scenario's already (drops:
+# drop-50 alone, and 20 % drops amid other faults in poison, long-running, large-payloads).
+ONLY_AT_1000 = frozenset({"drop-20"})
 
 
 def params(gaps: dict[str, str], names: list[str]) -> list[Any]:
@@ -228,10 +231,16 @@ def check(report: Report, scenario: str) -> None:
         check_runs(report, scenario)
     if scenario.startswith("crash-"):
         assert sum(report.crashes.values()) > 0, "the crash never happened"
-    if scenario in ("drop-50", "webhooks-off"):
+    if scenario == "crash-put-send":  # the rows the receiver left RECEIVED were swept up
+        assert report.recovered["stuck_rows"] > 0, report.recovered
+    if scenario in ("drop-20", "drop-50", "webhooks-off"):  # the job list found what was lost
         assert report.recovered["job_list"] > 0
     if scenario == "webhooks-off":
         assert report.duplicates_suppressed == 0
+    if scenario == "duplicates-30":  # the second delivery answered 200 and enqueued nothing
+        assert report.duplicates_suppressed > 0
+    if scenario == "rotation":
+        assert report.rotated == 1, report.rotated
     if scenario == "large-payloads":
         large = report.large
         print(f"{scenario}: {large.line()[1]}; requests/job {report.requests_per_job:.3f}")
@@ -284,7 +293,9 @@ def matrix_tests(names: list[str]) -> tuple[Callable[[str], None], Callable[[str
     """The 100-job and the (slow) 1,000-job tests of the scenarios ``names``."""
 
     @pytest.mark.timeout(600)
-    @pytest.mark.parametrize("scenario", params(KNOWN_GAPS, names))
+    @pytest.mark.parametrize(
+        "scenario", params(KNOWN_GAPS, [n for n in names if n not in ONLY_AT_1000])
+    )
     def at_100(scenario: str) -> None:
         check(run(scenario, jobs=100, seed=MATRIX.index(scenario) + 1), scenario)
 

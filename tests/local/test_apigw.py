@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline_local import lambda_runtime
-from scrape_pipeline_local.apigw import ApiGatewayFront, LambdaContext
+from scrape_pipeline_local.apigw import ApiGatewayFront
 from scrape_pipeline_local.events import api_gateway_event
 from scrape_pipeline_local.limits import (
     API_GATEWAY_MAX_PAYLOAD_BYTES,
@@ -80,10 +79,6 @@ def largest_body_that_fits(front: ApiGatewayFront) -> int:
     }
     overhead = event_bytes(api_gateway_event(b"", headers, path=PATH, stage=front.stage))
     return BASE64_QUANTUM * ((LAMBDA_SYNC_MAX_PAYLOAD_BYTES - overhead) // 4)
-
-
-def test_the_context_is_still_importable_from_here():
-    assert LambdaContext is lambda_runtime.LambdaContext
 
 
 def test_a_body_over_api_gateways_10_mb_gets_413_without_an_invocation(front, receiver):

@@ -1,5 +1,5 @@
-"""Outcome events on the local stack: one per outcome by id, a crash before the emit included,
-and ``events tail`` following the bus.
+"""Outcome events on the local stack: one per outcome by id, and ``events tail`` following the
+bus (a crash before the emit: tests/local/test_emit_crash.py).
 
 The stack's bus is created in moto from the template; the tests subscribe to it the way a
 user would (a rule with an SQS target) and judge what arrives there, by ``event_id``.
@@ -17,7 +17,6 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.reconciler import ReconcilerSettings
 from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
@@ -25,7 +24,7 @@ from scrape_pipeline_local.stack import LocalStack
 from scrape_pipeline_ops.cli.main import main
 from scrape_pipeline_ops.events_tail import TAIL_PREFIX, BusTail
 from tests.events.bus_fixture import Subscriber, subscribe
-from tests.pipeline.conftest import QUIET, all_settled_and_done, truth
+from tests.pipeline.conftest import QUIET, all_settled_and_done
 
 JOBS = 20
 
@@ -35,10 +34,6 @@ def stack() -> Iterator[LocalStack]:
     stack = LocalStack(ManualClock(), SimConfig(**QUIET)).start()
     yield stack
     stack.stop()
-
-
-class _Killed(BaseException):
-    """The processor killed after its batch's outcomes were written, before their emit."""
 
 
 def _subscriber(stack: Any) -> Subscriber:
@@ -95,40 +90,6 @@ def test_every_outcome_of_a_run_is_one_event_on_the_bus() -> None:
     )
     print(f"PutEvents calls by the processor: {puts} for {JOBS} outcomes")
     assert 1 <= puts <= JOBS // 2
-
-
-def test_a_crash_between_done_and_the_emit_still_yields_each_event_once(
-    stack: LocalStack,
-) -> None:
-    # GIVEN the local stack whose processor dies after writing its batch's outcomes, before
-    # emitting their events, every time until the kill is lifted
-    subscriber = _subscriber(stack)
-    processor = stack.handlers["processor"].get_processor()[0]
-    emit = processor.emit_events
-    kills = Counter[str]()
-
-    def killed() -> Any:
-        kills["emit"] += 1
-        raise _Killed
-
-    processor.emit_events = killed
-    ids = _submit(stack, "c")
-    stack.run_until(all_settled_and_done(stack, JOBS), step=1.0, limit=600)
-    stack.settle_now()
-    assert kills["emit"] >= 1
-    # THEN no event came yet: the outcomes wait in the rows' outbox
-    assert subscriber.received() == []
-    assert all(job["status"] == "completed" for job in truth(stack))
-    # WHEN the processor lives again and the reconciler's schedule runs past the grace
-    processor.emit_events = emit
-    # One reconciler interval (the schedule: a minute) past the outbox's grace.
-    until = stack.clock.time() + ReconcilerSettings().outbox_grace_seconds + 60.0 + 1.0
-    stack.run_until(lambda: stack.clock.time() >= until, step=10.0)
-    stack.settle_now()
-    # THEN each outcome's event came, once by id
-    by_job = _by_job(subscriber.received())
-    assert sorted(by_job) == sorted(ids)
-    assert all(list(counts.values()) == [1] for counts in by_job.values())
 
 
 def _tails(stack: LocalStack) -> tuple[list[str], list[str]]:

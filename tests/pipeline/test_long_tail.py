@@ -138,6 +138,7 @@ def test_long_tail_throttles_do_not_count_toward_unknown_job(make_stack: MakeSta
     # THEN every job is stored, none dead-lettered as unknown: the throttles were not 404s
     assert check_exactly_once(stack) == {"stored": 5}
     assert all(outcome_keys(job_id)[0] in versions(stack) for job_id in ids)
+    assert stack.clock.sleeps == []  # nobody slept: messages came back on SQS's clock
 
 
 # -- S3 409: a conditional write conflict is not "already there" ---------------------------------

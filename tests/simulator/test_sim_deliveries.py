@@ -71,31 +71,6 @@ def test_delivery_default_envelope_headers_and_signature(
     assert envelope["data"]["status"] == "completed"
 
 
-def test_delivery_flat_fields_option_adds_top_level_ids(make_server, make_client, receiver, settle):
-    server = make_server(webhook_flat_fields=True, **FIXED)
-    api = make_client(server)
-    _subscribe(api, receiver.url)
-    job_id = _submit(api)
-    settle(server, 2)
-    envelope = receiver.requests[0].json()
-    assert envelope["job_id"] == job_id == envelope["data"]["job_id"]
-    assert envelope["event_type"] == "extract_completed"
-    assert envelope["id"] == envelope["delivery_id"]
-
-
-def test_delivery_geonode_scheme_honours_header_and_prefix(
-    make_server, make_client, receiver, settle
-):
-    server = make_server(signature_header="X-Sig", signature_prefix="sha256=", **FIXED)
-    api = make_client(server)
-    hook = _subscribe(api, receiver.url)
-    _submit(api)
-    settle(server, 2)
-    delivery = receiver.requests[0]
-    assert "x-webhook-signature" not in delivery.headers
-    assert delivery.headers["x-sig"] == "sha256=" + _hex(hook["secret"].encode(), delivery.body)
-
-
 def test_delivery_standard_webhooks_scheme(make_server, make_client, receiver, settle, clock):
     server = make_server(signature_scheme="standard_webhooks", **FIXED)
     api = make_client(server)
