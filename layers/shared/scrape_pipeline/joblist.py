@@ -91,8 +91,6 @@ class JobListResult(SweepResult):
     jobs_seen: int = 0
     watermark: float = 0.0
     listing_lag: float = 0.0
-    count_queries: int = 0  # one-job pages asked for their count (the count check)
-    late_checks_found: int = 0  # count checks that found jobs listed late below the overlap
 
     def add_to(self, report: ReconcileReport) -> None:
         report.newly_watched += self.watched
@@ -152,7 +150,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
 
     def _pending_pass(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
         """Resume the oldest pending pass; True when cut short (it stays pending)."""
-        if self._stopped(budget, result):
+        if budget.spent(result.list_pages):
             return True
         result.resumed_passes += 1
         current = mark.pending[0]
@@ -165,7 +163,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         fresh_end = self._new_ground(mark)
         if fresh_end is None:
             return False
-        if self._stopped(budget, result):
+        if budget.spent(result.list_pages):
             return True
         current, confirming, counting = self._fresh(mark, fresh_end, result)
         # Older passes wait: fresh ground gets half of what is left, so a backlog drains
@@ -179,7 +177,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             mark.counted = counting.after(current, next_start, floor, mark.watermark)
         mark.drop_finished()
         # Cut short by its half, not by the run's budget: on to the oldest pass.
-        return not current.done and self._stopped(budget, result)
+        return not current.done and budget.spent(result.list_pages)
 
     def _fresh(
         self, mark: Checkpoint, end: float, result: JobListResult
@@ -188,7 +186,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         and the count check's range after the check."""
         s = self.settings
         overlap = mark.overlap(s.overlap_seconds)
-        counting = self._count_check(mark, mark.watermark - overlap, result)
+        counting = self._count_check(mark, mark.watermark - overlap)
         current = Pass(mark.watermark - overlap, end, fresh=True)
         # Read again once the spread of the lag has passed since the watermark moved, the
         # overlap is done with, unless this pass moves it again.
@@ -197,7 +195,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         result.fresh_passes += 1
         return current, bool(overlap) and since_moved >= overlap, counting
 
-    def _count_check(self, mark: Checkpoint, start: float, result: JobListResult) -> Counted:
+    def _count_check(self, mark: Checkpoint, start: float) -> Counted:
         """The count check before a fresh pass from ``start`` (``Checkpoint.count_step``): a
         range with more jobs than counted is read again first; returns the range to extend."""
         window = self._late_window(mark)
@@ -211,32 +209,26 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             return Counted.begin(split)
         if step is CountStep.EXTEND:
             return counted
-        recount = self._count(counted.low, counted.top, result)
+        recount = self._count(counted.low, counted.top)
         if recount > counted.count:
-            result.late_checks_found += 1
             mark.pending.insert(0, counted.reread())
         mark.counted_at = now
         if step is CountStep.RECOUNT:
             return counted.recounted(recount, mark.watermark)
         floor = int(mark.watermark - window)
-        base = Counted(floor, split, self._count(floor, split, result))
+        base = Counted(floor, split, self._count(floor, split))
         return base.recounted(base.count, mark.watermark)
 
     def _late_window(self, mark: Checkpoint) -> float:
         """How far below the watermark the count check reaches."""
         return max(LATE_CHECK_SECONDS, LAG_MARGIN * mark.overlap(self.settings.overlap_seconds))
 
-    def _count(self, start: int, end: int, result: JobListResult) -> int:
+    def _count(self, start: int, end: int) -> int:
         """The jobs listed created in [start, end]: a one-job page's page count."""
         if start > end:
             return 0
-        result.count_queries += 1
         page = self._client.list_jobs(start_date=start, end_date=end, page=1, page_size=1)
         return page.page_count if page.items else 0
-
-    def _stopped(self, budget: Budget, result: JobListResult) -> bool:
-        """Out of time, or at the page cap in list pages."""
-        return budget.spent(result.list_pages)
 
     def _read(
         self,
@@ -252,7 +244,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         # A fresh pass measures from the watermark it began at, a re-read from its parts'.
         began_at = mark.watermark
         lag_base = (lambda _: began_at) if current.fresh else current.lag_base
-        while not self._stopped(budget, result):
+        while not budget.spent(result.list_pages):
             listing = self._client.list_jobs(
                 start_date=current.start,
                 end_date=current.end,

@@ -67,7 +67,6 @@ class WatchSettings:
 class WatchResult(SweepResult):
     """What one sweep did (``recovered``: the jobs woken)."""
 
-    watched: int = 0  # rows read this run
     row_pages: int = 0
     list_pages: int = 0
     listings: int = 0  # listings of the unsettled jobs finished this run
@@ -148,7 +147,6 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
                 cursor=cursor,
             )
             result.row_pages += 1
-            result.watched += len(rows)
             extract_rows += self._poll(rows, now, result)
             if cursor is None or not rows:
                 return extract_rows, fields(finished=True)
