@@ -22,7 +22,7 @@ from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.reconciler import ReconcileReport
+from scrape_pipeline.reconcile_report import ReconcileReport
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.sweeps.watch_listing import WATCH_CHECKPOINT
 from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings

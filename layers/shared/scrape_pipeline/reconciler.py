@@ -25,28 +25,12 @@ from scrape_pipeline.recovery import Recoverer, RecoverySettings
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.settings import FromEnv, declared, integer, number, read_declared
 from scrape_pipeline.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
-from scrape_pipeline.sweeps.delivery_log import (
-    DELIVERIES_CHECKPOINT_PREFIX,
-    DeliveryLogResult,
-    DeliveryLogSweep,
-)
+from scrape_pipeline.sweeps.delivery_log import DeliveryLogResult, DeliveryLogSweep
 from scrape_pipeline.sweeps.outbox import OutboxSweep
 from scrape_pipeline.sweeps.runs import RunsSweep
-from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS, StuckRowsSweep
+from scrape_pipeline.sweeps.stuck_rows import StuckRowsSweep
 from scrape_pipeline.unsettled import oldest_unsettled_age
 from scrape_pipeline.watch import Watcher, WatchSettings
-
-__all__ = [
-    "DELIVERIES_CHECKPOINT_PREFIX",
-    "SOURCE_STUCK_ROWS",
-    "SWEEPS",
-    "SWEEP_ERRORS",
-    "SWEEP_TABLE",
-    "ReconcileReport",
-    "Reconciler",
-    "ReconcilerSettings",
-    "SweepRow",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -127,29 +111,25 @@ class ReconcilerSettings(FromEnv):
         "most 60), whose batch's events are still to be emitted by it",
     ).field()
 
+    # The nested settings' values the sweeps built on these settings read.
     @property
     def threshold_seconds(self) -> float:
-        """RECONCILE_THRESHOLD_SECONDS."""
         return self.job_list.threshold_seconds
 
     @property
     def overlap_seconds(self) -> float:
-        """RECONCILE_OVERLAP_SECONDS."""
         return self.job_list.overlap_seconds
 
     @property
     def lookback_seconds(self) -> float:
-        """RECONCILE_LOOKBACK_SECONDS."""
         return self.job_list.lookback_seconds
 
     @property
     def max_pages(self) -> int:
-        """RECONCILE_MAX_PAGES."""
         return self.job_list.max_pages
 
     @property
     def stale_after_seconds(self) -> float:
-        """STALE_AFTER_SECONDS (``RecoverySettings``)."""
         return self.recovery.stale_after_seconds
 
     @classmethod

@@ -129,7 +129,7 @@ class Recoverer:
         if row is None or decision.move is None:
             return None  # finished, fresh, held, or parked sick
         if decision.move is lifecycle.TAKE_OVER:
-            return _NOTHING_WRITTEN  # the processor the message reaches takes the lease over
+            return lambda: True  # nothing written: the processor it reaches takes the lease over
         if decision.move is lifecycle.REOPEN:
             return self._unclaim(row, self._ledger.reopened(row))
         # None when someone else moved it just now.
@@ -152,13 +152,6 @@ class Recoverer:
 
 # Undoes a claim's ledger write, on the exact row written (False: it moved on since).
 Undo = Callable[[], bool]
-
-
-def _nothing_written() -> bool:
-    return True
-
-
-_NOTHING_WRITTEN: Undo = _nothing_written
 
 
 def _quietly(undo: Undo) -> None:
