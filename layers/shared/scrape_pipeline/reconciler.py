@@ -175,6 +175,16 @@ SWEEP_TABLE: tuple[SweepRow, ...] = (
 SWEEPS = tuple(row.name for row in SWEEP_TABLE)
 
 
+def _due(cadence: CadenceRow, now: float, *, full: bool) -> list[SweepRow]:
+    """The table's sweeps due at ``now`` (all of them when ``full``), in order."""
+    return [row for row in SWEEP_TABLE if full or cadence.due(row, now)]
+
+
+def _recovering() -> list[str]:
+    """The table's sweeps that recover jobs (read when asked: a test may run its own table)."""
+    return [row.name for row in SWEEP_TABLE if row.sweep.recovers]
+
+
 class Reconciler:
     """One reconciliation run at a time (the template reserves a concurrency of one)."""
 
@@ -204,8 +214,7 @@ class Reconciler:
 
         Nothing is raised: a raise makes Lambda retry the whole run, and a failed sweep resumes
         from its checkpoint on the next run anyway (its failure is in ``report.errors``)."""
-        recovering = [row.name for row in SWEEP_TABLE if row.sweep.recovers]
-        report = ReconcileReport(recovered=dict.fromkeys(recovering, 0))
+        report = ReconcileReport(recovered=dict.fromkeys(_recovering(), 0))
         margin = safety_margin(remaining, self.settings.safety_margin_seconds)
 
         def usable() -> float:
@@ -218,7 +227,7 @@ class Reconciler:
         cadence = CadenceRow(
             books.read(CADENCE_CHECKPOINT) or {}, s.full_sweep_seconds, s.gap_memory_seconds
         )
-        due = [row for row in SWEEP_TABLE if full or cadence.due(row, started)]
+        due = _due(cadence, started, full=full)
         report.skipped = [row.name for row in SWEEP_TABLE if row not in due]
         weights = [row.share(s) for row in due]
         for index, row in enumerate(due):

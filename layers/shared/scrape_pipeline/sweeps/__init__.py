@@ -40,6 +40,11 @@ class SweepResult:
     def add_to(self, report: ReconcileReport) -> None:
         """Add this sweep's own counts to the run's report (``ReconcileReport.add`` the rest)."""
 
+    def failed(self, error: str | None) -> None:
+        """Note ``error`` (None: none) unless an earlier one is noted: the first cause is kept."""
+        if error and self.error is None:
+            self.error = error
+
 
 class SweepParts(TypedDict):
     """The pipeline's parts every sweep is built with (keyword arguments)."""

@@ -53,5 +53,4 @@ class OutboxSweep(Sweep[ReconcilerKnobs, OutboxResult]):
             emitted = self._emitter.emit(pending)
             result.events_sent += emitted.sent
             result.events_left += emitted.left
-            if emitted.errors and result.error is None:
-                result.error = emitted.errors[0]
+            result.failed(next(iter(emitted.errors), None))

@@ -13,7 +13,7 @@ from scrape_pipeline.geonode.models import Delivery, JobSummary, Page
 # The sweep's bookkeeping field holding its passes cut short: one JSON list, oldest first.
 PENDING = "pending"
 
-Raw = Sequence[float | int | None]
+Raw = Sequence[Any]  # [start, end, page], or with [null, lag_from] after it
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,9 @@ class SavedPass:
     def decode(cls, raw: Raw) -> SavedPass:
         """From its JSON form."""
         start, end, page, _, lag_from = (*raw, None, None)[:5]
-        lag = None if lag_from is None else float(lag_from)
-        return cls(float(start or 0.0), float(end or 0.0), int(page or 1), lag)
+        return cls(
+            float(start), float(end), int(page), None if lag_from is None else float(lag_from)
+        )
 
 
 def decode(saved: Mapping[str, str]) -> list[SavedPass]:

@@ -81,8 +81,7 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
             return
         assert self._emitter is not None
         put = self._emitter.bus.put([OutcomeEvent.from_json(event)])
-        if put.error and result.error is None:
-            result.error = put.error
+        result.failed(put.error)
         if put.sent:
             result.run_events_sent += 1
             self._heads.told(name, event)
