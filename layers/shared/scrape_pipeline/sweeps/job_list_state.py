@@ -79,7 +79,7 @@ class Checkpoint:
     moved_at: float = 0.0  # when the watermark last moved (Lambda's clock)
     fresh_end: float = 0.0  # the end of the last fresh pass read (Lambda's clock)
     confirmed: bool = False  # the overlap below it was read again once the lag spread passed
-    # The count check's range (module docstring), and when it was last counted (Lambda's clock).
+    # The count check's range [low, top] and when it was last counted (Lambda's clock).
     counted: Counted | None = None
     counted_at: float = 0.0
 
