@@ -13,7 +13,8 @@ import boto3
 
 from bench.aws_calls import AwsCalls, event_source_on
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.reconciler import Reconciler, ReconcileReport
+from scrape_pipeline.reconcile_report import ReconcileReport
+from scrape_pipeline.reconciler import Reconciler
 from scrape_pipeline.wiring import build_reconciler
 from scrape_pipeline_local.resolve import references
 from scrape_pipeline_local.settings import local_settings, schedule_seconds

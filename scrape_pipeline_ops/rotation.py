@@ -34,7 +34,7 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavaila
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_ROTATION
-from scrape_pipeline.reconciler import Reconciler, ReconcileReport
+from scrape_pipeline.reconciler import Reconciler
 from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets, parse_secret_bundle
 
 if TYPE_CHECKING:
@@ -225,10 +225,9 @@ def rotate_webhook_secret(
         replayed = replay_with.replay_failed(
             webhook_id,
             since=started - 60.0,
-            report=ReconcileReport(),
             only_status=401,
             source=SOURCE_ROTATION,
-        )
+        ).recovered
     return RotationResult(
         webhook_id=webhook_id,
         started_at=started,

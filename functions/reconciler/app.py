@@ -1,7 +1,5 @@
 """Reconciler Lambda (EventBridge schedule): find what the webhooks missed, enqueue it, count it.
-
-Wiring only: the logic is ``scrape_pipeline.reconciler``.
-"""
+Wiring only: the logic is ``scrape_pipeline.reconciler``."""
 
 from __future__ import annotations
 
@@ -37,12 +35,8 @@ def reset_reconciler() -> None:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """One run; the counts by source are the measured webhook gap.
-
-    The sweeps share the invocation's remaining time (less the reconciler's safety margin). A
-    failed sweep is a metric and a log line, not a raise: a raise makes Lambda retry the whole
-    run twice, and the failed sweep resumes from its checkpoint on the next scheduled run.
-    """
+    """One run in the invocation's remaining time; the counts by source are the webhook gap.
+    A failed sweep is a metric and a log line, not a raise (``Reconciler.run``)."""
     report = get_reconciler().run(lambda: context.get_remaining_time_in_millis() / 1000.0)
     emit_run(metrics, report, os.environ.get("POWERTOOLS_SERVICE_NAME", "reconciler"))
     summary = report.summary()

@@ -102,16 +102,13 @@ def since_time(args: argparse.Namespace, now: float) -> float:
 
 
 def replay(ctx: Context, args: argparse.Namespace) -> int:
-    from scrape_pipeline.reconciler import ReconcileReport  # noqa: PLC0415
     from scrape_pipeline.wiring import build_reconciler  # noqa: PLC0415
 
     since = since_time(args, ctx.clock.time())
     reconciler = build_reconciler(ctx.wiring_env("LEDGER_TABLE_NAME", "QUEUE_URL"), clock=ctx.clock)
-    report = ReconcileReport()
-    enqueued = reconciler.replay_failed(
+    result = reconciler.replay_failed(
         args.webhook_id,
         since=since,
-        report=report,
         only_status=args.status_code,
         source=SOURCE_CLI_REPLAY,
     )
@@ -120,9 +117,9 @@ def replay(ctx: Context, args: argparse.Namespace) -> int:
             "webhook_id": args.webhook_id,
             "since": format_time(since),
             "status_code": args.status_code,
-            "enqueued": enqueued,
-            "delivery_pages": report.delivery_pages,
-            "complete": report.complete,
+            "enqueued": result.recovered,
+            "delivery_pages": result.delivery_pages,
+            "complete": result.complete,
         }
     )
     return 0

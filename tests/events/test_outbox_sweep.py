@@ -18,7 +18,8 @@ from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.reconciler import Reconciler, ReconcileReport, ReconcilerSettings
+from scrape_pipeline.reconcile_report import ReconcileReport
+from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
 from scrape_pipeline.sweeps.outbox import SWEEP_OUTBOX
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe

@@ -27,7 +27,8 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.manifest import manifest_key
-from scrape_pipeline.reconciler import Reconciler, ReconcileReport, ReconcilerSettings
+from scrape_pipeline.reconcile_report import ReconcileReport
+from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
 from scrape_pipeline.resubmission import hand_on
 from scrape_pipeline.results import ResultStore
 from scrape_pipeline.runs.dynamodb import DynamoJournal

@@ -11,9 +11,11 @@ import pytest
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.reconciler import SOURCE_STUCK_ROWS, Reconciler, ReconcileReport
+from scrape_pipeline.reconcile_report import ReconcileReport
+from scrape_pipeline.reconciler import Reconciler
 from scrape_pipeline.sweeps import passes
 from scrape_pipeline.sweeps.job_list_state import JOBS_CHECKPOINT
+from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS
 from scrape_pipeline_local.apigw import LambdaContext
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, truth
@@ -299,11 +301,11 @@ def test_reconciler_sweep_out_of_time_saves_its_page_and_next_run_resumes(
     assert check_exactly_once(stack) == {"stored": 30}
 
 
-def test_reconciler_delivery_log_resumes_a_pass_saved_by_an_earlier_version(
+def test_reconciler_delivery_log_resumes_a_saved_pass_then_reads_afresh(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ):
-    # GIVEN 60 failed attempts (30 jobs, all 401) in pages of 5, and the subscription's row as
-    # an earlier version saved it: a pass over all of them cut short before its third page
+    # GIVEN 60 failed attempts (30 jobs, all 401) in pages of 5, and the subscription's row
+    # saved by a run cut short: a pass over all of them stopped before its third page
     stack = make_stack(
         StackSettings(reconcile_interval=NO_SCHEDULE, env={"DELIVERY_PAGE_SIZE": "5"})
     )
@@ -315,7 +317,7 @@ def test_reconciler_delivery_log_resumes_a_pass_saved_by_an_earlier_version(
     settle(stack, 60)
     found = reconciler(stack)
     long_ago = f"{stack.clock.time() - 3600.0:.3f}"
-    old = {"checkpoint": long_ago, "pass_low": long_ago, "pass_high": long_ago, "pass_page": "3"}
+    old = {"checkpoint": long_ago, "pending": f"[[{long_ago},{long_ago},3]]"}
     Bookkeeping(ledger(stack)).write(f"deliveries-{hook}", old)
     pages: list[int] = []
     real = found._client.list_deliveries
@@ -329,10 +331,10 @@ def test_reconciler_delivery_log_resumes_a_pass_saved_by_an_earlier_version(
     # WHEN the delivery-log sweep runs
     report = ReconcileReport()
     found.run_sweep(SOURCE_DELIVERY_LOG, report)
-    # THEN it took the old pass up at its third page, then read the log afresh from the top
+    # THEN it took the saved pass up at its third page, then read the log afresh from the top
     assert pages == [*range(3, 13), *range(1, 13)]
     assert (report.resumed_passes, report.errors) == (1, {})
-    # AND every job is stored once, and the row is saved in today's format, no pass pending
+    # AND every job is stored once, and the row is saved with no pass pending
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 30}
     saved = checkpoint(stack, f"deliveries-{hook}")

@@ -22,7 +22,7 @@ from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
 from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.reconciler import ReconcileReport
+from scrape_pipeline.reconcile_report import ReconcileReport
 from scrape_pipeline.recovery import Recoverer
 from scrape_pipeline.sweeps.watch_listing import WATCH_CHECKPOINT
 from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings
@@ -112,15 +112,19 @@ def test_watch_sweep_polls_due_batches_page_by_page_and_resumes(aws: dict[str, A
     results = [watcher.run(PagesBudget(1)) for _ in range(3)]
 
     # THEN each run woke one page more, the last one finished, and each batch was woken once
-    assert [r.woken for r in results] == [ROWS_PER_PAGE, ROWS_PER_PAGE, WATCHED - 2 * ROWS_PER_PAGE]
+    assert [r.recovered for r in results] == [
+        ROWS_PER_PAGE,
+        ROWS_PER_PAGE,
+        WATCHED - 2 * ROWS_PER_PAGE,
+    ]
     assert [r.complete for r in results] == [False, False, True]
     woken = sent(aws)
     assert len(woken) == WATCHED and set(woken.values()) == {1}
     # AND a batch parked just now is not due before its poll interval has passed
     ledger.record(JobKey(JobKind.BATCH, "fresh"), source="test", state=JobState.WATCHING)
-    assert watcher.run(PagesBudget(10)).woken == 0
+    assert watcher.run(PagesBudget(10)).recovered == 0
     clock.advance(POLL)
-    assert watcher.run(PagesBudget(10)).woken == 1
+    assert watcher.run(PagesBudget(10)).recovered == 1
     assert sent(aws) == Counter({"fresh": 1})
 
 

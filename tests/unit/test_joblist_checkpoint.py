@@ -1,4 +1,4 @@
-"""The job-list checkpoint's durable format: old rows still read, the pending list bounded."""
+"""The job-list checkpoint's durable format: rows round-trip, the pending list is bounded."""
 
 from __future__ import annotations
 
@@ -10,36 +10,12 @@ from scrape_pipeline.sweeps.job_list_state import Pass as _Pass
 EVERY = 600.0  # seconds between count checks in these tests
 
 
-def test_checkpoint_reads_the_single_resumable_pass_of_earlier_versions():
-    # GIVEN a row written before pending passes existed
-    saved = {
-        "watermark": "1000.000",
-        "resume_start": "100.000",
-        "resume_end": "900.000",
-        "resume_page": "4",
-        "resume_oldest": "",
-    }
-    # WHEN it is read
-    mark = _Checkpoint.read(saved, default_watermark=0.0)
-    # THEN its pass is pending, resumed at its page
-    assert mark.watermark == 1000.0
-    assert [(p.start, p.end, p.page) for p in mark.pending] == [(100.0, 900.0, 4)]
-
-
 def test_checkpoint_round_trips_pending_passes():
     mark = _Checkpoint(500.0, [_Pass(10.0, 20.0, 3), _Pass(20.0, 30.0)])
     again = _Checkpoint.read(mark.fields(), default_watermark=0.0)
     assert again.watermark == 500.0
     assert [(p.start, p.end, p.page) for p in again.pending] == [(10.0, 20.0, 3), (20.0, 30.0, 1)]
     assert "pending" not in _Checkpoint(500.0).fields()
-
-
-def test_checkpoint_reads_the_pinning_field_of_earlier_versions():
-    # GIVEN a pending pass saved with the oldest unsettled job it had seen (no longer kept)
-    saved = {"watermark": "500.000", "pending": "[[10.0,20.0,3,15.5],[20.0,30.0,1,null]]"}
-    # THEN both passes resume where they were
-    mark = _Checkpoint.read(saved, default_watermark=0.0)
-    assert [(p.start, p.end, p.page) for p in mark.pending] == [(10.0, 20.0, 3), (20.0, 30.0, 1)]
 
 
 def test_checkpoint_merges_the_newest_passes_beyond_its_bound():
@@ -55,8 +31,8 @@ def test_checkpoint_merges_the_newest_passes_beyond_its_bound():
     assert (merged.start, merged.end, merged.page) == (last - 1, last + 1, 1)
 
 
-def test_checkpoint_of_earlier_versions_reads_without_lag_and_unconfirmed():
-    # GIVEN a row written before the watermark followed the API's timestamps
+def test_checkpoint_without_lag_reads_unconfirmed():
+    # GIVEN a row saved with no lag measured and the overlap not confirmed
     saved = {"watermark": "500.000", "pending": "[[10.0,20.0,3]]"}
     # WHEN it is read
     mark = _Checkpoint.read(saved, default_watermark=0.0, now=1000.0)
@@ -90,16 +66,6 @@ def test_checkpoint_round_trips_the_count_check_and_a_range_read_again():
         (20.0, 30.0, 1, None),
     ]
     assert (again.counted, again.counted_at) == (counted, 1000.0)
-
-
-def test_checkpoint_reads_the_count_check_of_earlier_versions_and_checks_at_once():
-    # GIVEN a row saved before the count check was timed: one watermark for the whole range
-    saved = {"watermark": "500.000", "counted": "[80, 480, 12, 450.0]"}
-    # WHEN it is read
-    mark = _Checkpoint.read(saved, default_watermark=0.0, now=1000.0)
-    # THEN the range is one part, and the next fresh pass counts it again
-    assert mark.counted == _Counted(80, 480, 12, ((480, 450.0),))
-    assert mark.count_step(1000.0, 470, EVERY, deepest=0.0) is CountStep.RECOUNT
 
 
 def passed(*created: float) -> _Pass:

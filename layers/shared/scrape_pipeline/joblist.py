@@ -1,75 +1,7 @@
-"""The reconciler's job-list sweep: settled jobs the ledger has not finished, at the list's pace.
+"""The job-list sweep: settled jobs the ledger has not finished, read from the extract job list.
 
-The extract job list is read in passes, each a time range read newest first page by page. A
-range lies wholly in the past (its end is ``now - threshold``, and jobs are listed by
-creation), so its pages never move, and a page number is a valid point to resume it from.
-
-The durable state (one bookkeeping row, written after every page, so a run killed mid-pass
-keeps the pages it read) is the watermark, the measured listing lag, the pending passes and
-the count check's last count:
-
-    watermark   the newest ``created_at`` a fresh pass has listed, on the API's own clock:
-                every job created before it is read by a finished pass, inside a pending
-                pass, or listed late (below); the next fresh pass starts there less the overlap
-    lag         the measured listing lag: how far below the watermark the jobs a fresh pass
-                found for the first time were created (the API lists some jobs late). The
-                overlap is the larger of RECONCILE_OVERLAP_SECONDS and twice it, for a day
-    pending     passes cut short (time or page cap), oldest first, each with its next page
-    counted     the count check's range, the jobs listed in it, the watermark each part's
-                unlisted jobs were unlisted at, and when it was last counted
-
-A job created after the newest listed one is read by the next fresh pass however late the API
-lists it, and whatever the offset between the API's clock and Lambda's (only the range's end,
-``now - threshold``, is on Lambda's clock): the overlap has to cover only the spread of the
-lag, a job listed later than one created after it.
-
-The overlap only covers a lag it has measured, and it measures only what it re-reads: a lag
-that grows (or jumps) past twice the overlap leaves jobs below it that no pass reads again (11
-of 60 lost in a test where the lag rose from nothing to five minutes in a quarter of an hour).
-The count check sees them. It keeps a range, [low, top], and how many jobs the API listed in
-it; each fresh pass extends it up to where the next fresh pass starts (``Counted.after``), the
-jobs the pass saw above the old top counted in: a job listed too late for the page that should
-have shown it is not. A first pass's range is what it saw (no page asked). Once every
-RECONCILE_COUNT_CHECK_SECONDS (Lambda's clock), before a fresh pass, the check counts the range
-again (one page of one job: its page count is the count). More jobs there now were listed late,
-below any fresh pass: the range is read again, first of the pending passes, and each job it
-finds that the ledger does not know is a lag sample, measured from the watermark of the part of
-the range it is in (the watermark at which it was still unlisted: the pass that extended the
-range over it, or the last check), so the overlap widens to cover the lag. So a late-listed job
-whose webhook was lost is found within RECONCILE_COUNT_CHECK_SECONDS and one more job-list run.
-The range is counted anew from LATE_CHECK_SECONDS (or twice the overlap) below the watermark
-(a second page) when it reaches deeper than twice that, and when the pass would start above
-its top (a pass cut short leaves its range to its pending copy, and the range ends where it
-was; the next pass starts higher): no gap, the check runs then even inside its interval. A lag
-that stays within the overlap costs nothing but the check's page: a job listed late above where
-the next pass starts is read by it. (A job listed late on a page of a pass cut short, below the
-next start, read by neither, is missed: not closed.)
-
-A run works until its time budget (or the optional page cap) is spent, in this order:
-
-    1. fresh pass     [watermark - overlap, now - threshold], when there is new ground
-                      (now - threshold beyond the watermark); its first page moves the
-                      watermark to the newest job listed. Newest first, so the jobs that
-                      just settled are the first recovered even on the very first run, whose
-                      range reaches back RECONCILE_LOOKBACK (24 h): its rest becomes a pending
-                      pass, and every later run reads its own fresh ground before resuming it.
-    2. pending passes oldest first, each resumed at its saved page. While any wait, the
-                      fresh pass gets at most half of the run's time, so an old backlog is never
-                      starved by fresh work: it gets at least the other half.
-    3. closing pass   once a run has finished a pending pass, one more fresh pass over the
-                      ground that came due while it worked (nothing, on a stopped clock).
-
-Unsettled jobs pin nothing: a pass that lists a job not yet settled records it WATCHING
-(unless the ledger knows it already), and the watch sweep, which runs every run, wakes it once
-the API no longer lists it unsettled. So the watermark only ever moves forward and no run
-re-reads listings it has read (the overlap aside): pinning it at a slow job instead would
-re-read everything since that job every minute. A known row closed as "unknown job" or "never
-settled" is reopened: the list proves the job exists.
-
-Cost when the account is healthy (every job already DONE): one list page and one BatchGetItem
-per 100 jobs examined, plus the checkpoint's one read a run and one write a page (saved as it
-goes), and the count check's one-job page every RECONCILE_COUNT_CHECK_SECONDS (two when the
-range is counted anew).
+Passes (time ranges read newest first, resumable by page) from the watermark less the overlap;
+a count check finds jobs the API listed too late for them. Unsettled jobs are parked WATCHING.
 """
 
 from __future__ import annotations
@@ -96,16 +28,15 @@ from scrape_pipeline.sweeps.job_list_state import (
 )
 
 if TYPE_CHECKING:
-    from scrape_pipeline.reconciler import ReconcileReport
+    from scrape_pipeline.reconcile_report import ReconcileReport
 
-# How far below the watermark the count check reaches (at least twice the overlap): a job
-# listed later than this after the newest listed one is beyond it.
+# How far below the watermark the count check reaches (at least twice the overlap).
 LATE_CHECK_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
 class JobListSettings(FromEnv):
-    """The job-list sweep's knobs (each field is its declaration)."""
+    """The job-list sweep's knobs."""
 
     threshold_seconds: float = number(
         "RECONCILE_THRESHOLD_SECONDS",
@@ -155,13 +86,11 @@ class JobListResult(SweepResult):
 
     watched: int = 0  # unsettled jobs recorded WATCHING for the watch sweep
     list_pages: int = 0
-    fresh_passes: int = 0  # passes begun at the watermark this run (opening, closing)
-    resumed_passes: int = 0  # pending passes taken up where an earlier run left them
+    fresh_passes: int = 0  # passes begun at the watermark this run
+    resumed_passes: int = 0
     jobs_seen: int = 0
     watermark: float = 0.0
-    listing_lag: float = 0.0  # the measured listing lag (module docstring), seconds
-    count_queries: int = 0  # one-job pages asked for their count (the count check)
-    late_checks_found: int = 0  # count checks that found jobs listed late below the overlap
+    listing_lag: float = 0.0
 
     def add_to(self, report: ReconcileReport) -> None:
         report.newly_watched += self.watched
@@ -174,7 +103,7 @@ class JobListResult(SweepResult):
 
 
 class JobListSweep(Sweep[JobListSettings, JobListResult]):
-    """Reads the job list in passes (module docstring) and ensures the settled jobs."""
+    """Reads the job list in passes and ensures the settled jobs."""
 
     name = SOURCE_JOB_LIST
 
@@ -182,11 +111,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         return JobListResult()
 
     def work(self, budget: Budget, result: JobListResult) -> None:
-        """Work through fresh and pending passes until done or ``budget`` is spent.
-
-        The checkpoint is saved whatever happens, so a page that failed (API or AWS) is where
-        the next run resumes, and the pages read before it are not read again.
-        """
+        """Fresh ground, then pending passes; the checkpoint saved whatever happens."""
         now = self._clock.time()
         saved = self._books.read(JOBS_CHECKPOINT)
         mark = Checkpoint.read(saved, now - self.settings.lookback_seconds, now)
@@ -204,8 +129,8 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             self._books.write(JOBS_CHECKPOINT, mark.fields())
 
     def _passes(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
-        """Fresh ground, the pending passes, then the closing pass (module docstring) while
-        ``budget`` lasts; True when cut short."""
+        """Fresh ground, the pending passes oldest first, then one closing fresh pass over the
+        ground that came due meanwhile; True when cut short."""
         if self._fresh_pass(mark, budget, result):
             return True
         closing_left = True
@@ -219,15 +144,13 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         return False
 
     def _new_ground(self, mark: Checkpoint) -> float | None:
-        """The end of a fresh pass, if time passed since the last one (the watermark is a
-        job's time, on the API's clock, so it says nothing of whether time passed)."""
+        """The end of a fresh pass, if time passed since the last one (Lambda's clock)."""
         end = self._clock.time() - self.settings.threshold_seconds
         return end if end > max(mark.watermark, mark.fresh_end) else None
 
     def _pending_pass(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
-        """Resume the oldest pending pass (left by an earlier run); True when cut short: it
-        had the whole budget, so it stays pending where the budget ran out."""
-        if self._stopped(budget, result):
+        """Resume the oldest pending pass; True when cut short (it stays pending)."""
+        if budget.spent(result.list_pages):
             return True
         result.resumed_passes += 1
         current = mark.pending[0]
@@ -240,7 +163,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         fresh_end = self._new_ground(mark)
         if fresh_end is None:
             return False
-        if self._stopped(budget, result):
+        if budget.spent(result.list_pages):
             return True
         current, confirming, counting = self._fresh(mark, fresh_end, result)
         # Older passes wait: fresh ground gets half of what is left, so a backlog drains
@@ -254,16 +177,16 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             mark.counted = counting.after(current, next_start, floor, mark.watermark)
         mark.drop_finished()
         # Cut short by its half, not by the run's budget: on to the oldest pass.
-        return not current.done and self._stopped(budget, result)
+        return not current.done and budget.spent(result.list_pages)
 
     def _fresh(
         self, mark: Checkpoint, end: float, result: JobListResult
     ) -> tuple[Pass, bool, Counted]:
-        """A fresh pass up to ``end``, pending until it completes (after the count check);
-        with whether it confirms the overlap, and the count check under way."""
+        """A fresh pass up to ``end`` (pending until done), whether it confirms the overlap,
+        and the count check's range after the check."""
         s = self.settings
         overlap = mark.overlap(s.overlap_seconds)
-        counting = self._count_check(mark, mark.watermark - overlap, result)
+        counting = self._count_check(mark, mark.watermark - overlap)
         current = Pass(mark.watermark - overlap, end, fresh=True)
         # Read again once the spread of the lag has passed since the watermark moved, the
         # overlap is done with, unless this pass moves it again.
@@ -272,12 +195,9 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         result.fresh_passes += 1
         return current, bool(overlap) and since_moved >= overlap, counting
 
-    def _count_check(self, mark: Checkpoint, start: float, result: JobListResult) -> Counted:
-        """Before a fresh pass from ``start``, as ``Checkpoint.count_step`` says: count again
-        the range counted last, if due (more jobs there now were listed late, below any fresh
-        pass: the range is read again, first of the pending passes), and the late window below
-        ``start`` anew if the range reaches too deep or stops short of ``start`` (module
-        docstring); the range the pass extends."""
+    def _count_check(self, mark: Checkpoint, start: float) -> Counted:
+        """The count check before a fresh pass from ``start`` (``Checkpoint.count_step``): a
+        range with more jobs than counted is read again first; returns the range to extend."""
         window = self._late_window(mark)
         split = int(start // 1)  # whole seconds: the API's date filters have no fraction
         now = self._clock.time()
@@ -289,34 +209,26 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             return Counted.begin(split)
         if step is CountStep.EXTEND:
             return counted
-        recount = self._count(counted.low, counted.top, result)
+        recount = self._count(counted.low, counted.top)
         if recount > counted.count:
-            result.late_checks_found += 1
             mark.pending.insert(0, counted.reread())
         mark.counted_at = now
         if step is CountStep.RECOUNT:
             return counted.recounted(recount, mark.watermark)
         floor = int(mark.watermark - window)
-        base = Counted(floor, split, self._count(floor, split, result))
+        base = Counted(floor, split, self._count(floor, split))
         return base.recounted(base.count, mark.watermark)
 
     def _late_window(self, mark: Checkpoint) -> float:
-        """How far below the watermark the count check reaches (LATE_CHECK_SECONDS, or twice
-        the overlap)."""
+        """How far below the watermark the count check reaches."""
         return max(LATE_CHECK_SECONDS, LAG_MARGIN * mark.overlap(self.settings.overlap_seconds))
 
-    def _count(self, start: int, end: int, result: JobListResult) -> int:
-        """The jobs the API lists created in [start, end] (whole seconds, both counted): one
-        page of one job, whose page count is the count; none asked for an empty range."""
+    def _count(self, start: int, end: int) -> int:
+        """The jobs listed created in [start, end]: a one-job page's page count."""
         if start > end:
             return 0
-        result.count_queries += 1
         page = self._client.list_jobs(start_date=start, end_date=end, page=1, page_size=1)
         return page.page_count if page.items else 0
-
-    def _stopped(self, budget: Budget, result: JobListResult) -> bool:
-        """Out of time, or at the page cap (the budget's, ``work`` sets it) in list pages."""
-        return budget.spent(result.list_pages)
 
     def _read(
         self,
@@ -327,19 +239,12 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         *,
         confirming: bool = False,
     ) -> None:
-        """Read ``current`` from its page while time and pages last; a page counts as read
-        only once its jobs are handled, so a failure leaves ``current.page`` on it, and the
-        checkpoint is saved after each page (a run killed mid-pass loses at most that page).
-
-        One BatchGetItem a page (a page holds at most 100 jobs, BatchGetItem's limit): settled
-        jobs the ledger has not finished are enqueued, unsettled ones it does not know are
-        recorded WATCHING. In a fresh pass, a job the ledger does not know created below the
-        watermark it began at was listed late: how far below is a listing-lag sample.
-        """
+        """Read ``current`` from its page while the budget lasts, the checkpoint saved after
+        each page; a page counts as read only once its jobs are handled."""
         # A fresh pass measures from the watermark it began at, a re-read from its parts'.
         began_at = mark.watermark
         lag_base = (lambda _: began_at) if current.fresh else current.lag_base
-        while not self._stopped(budget, result):
+        while not budget.spent(result.list_pages):
             listing = self._client.list_jobs(
                 start_date=current.start,
                 end_date=current.end,
@@ -367,9 +272,8 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         mark: Checkpoint,
         result: JobListResult,
     ) -> dict[JobKey, float]:
-        """One page's jobs handled with one BatchGetItem: the settled ones ensured (the
-        recoverer decides), the running ones as ``decide`` says (parked WATCHING, or
-        reopened); returns when each job was created."""
+        """One page's jobs, one BatchGetItem: settled ones ensured, running ones parked
+        WATCHING or reopened; returns when each was created."""
         settled, running, created_at = _sorted(items, current)
         rows = self._ledger.get_many([*settled, *running])
         lag = _listing_lag(lag_base, created_at, rows)
@@ -400,8 +304,7 @@ _POLICY = Policy()
 def _sorted(
     items: Sequence[JobSummary], current: Pass
 ) -> tuple[list[JobKey], dict[JobKey, float], dict[JobKey, float]]:
-    """A page's settled jobs, its running ones and every job's creation time (``current``
-    notes each job it saw, for a fresh pass's count check)."""
+    """A page's settled jobs, its running ones and every job's creation time."""
     settled: list[JobKey] = []
     running: dict[JobKey, float] = {}
     created_at: dict[JobKey, float] = {}
@@ -422,9 +325,7 @@ def _listing_lag(
     created_at: Mapping[JobKey, float],
     known: Container[JobKey],
 ) -> float:
-    """A listing-lag sample: how far below its ``lag_base`` (the watermark it was unlisted at;
-    None: no sample) the job the ledger does not know furthest below was created; 0 when none
-    was listed late."""
+    """How far below its ``lag_base`` the unknown job furthest below was created (0: none)."""
     samples = [
         base - c
         for key, c in created_at.items()

@@ -1,8 +1,5 @@
-"""The reconciler's cadence: which sweeps are due this run, and its memory between runs.
-
-``scrape_pipeline.reconciler``'s docstring explains the cadences; this module keeps when each
-cadenced sweep last finished a run and when a run last recovered a job, in one bookkeeping row.
-"""
+"""The reconciler's cadence: which sweeps are due this run, remembered in one bookkeeping row
+(when each cadenced sweep last finished a run, and when a run last recovered a job)."""
 
 from __future__ import annotations
 
@@ -14,24 +11,21 @@ if TYPE_CHECKING:
     from scrape_pipeline.ledger import Bookkeeping
     from scrape_pipeline.sweeps import SweepResult
 
-__all__ = ["CADENCE_CHECKPOINT", "CADENCE_SLACK", "GAP_SEEN", "Cadence", "CadenceRow", "Scheduled"]
-
-# When each cadenced sweep last finished a run (bookkeeping row): the cadence's memory.
 CADENCE_CHECKPOINT = "reconciler-cadence"
-# Cadence row field: when a run last recovered a job (the measured gap was open).
-GAP_SEEN = "gap_seen_at"
-# Schedules fire a little early or late: a sweep due "every 600 s" at runs 599.5 s apart
-# must not wait for the next run, a whole schedule period later.
+GAP_SEEN = "gap_seen_at"  # its field: when a run last recovered a job (the gap was open)
+# Schedules fire a little early or late: a sweep due every 600 s is due at runs 599.5 s apart.
 CADENCE_SLACK = 5.0
 
 
 class Cadence(StrEnum):
-    """How often a sweep runs (module docstring)."""
+    """How often a sweep runs."""
 
     EVERY_RUN = "every run"
-    # Once every RECONCILE_FULL_SWEEP seconds, and every run while its last one is unfinished.
+    # Every RECONCILE_FULL_SWEEP seconds, and every run while its last one is unfinished: a lost
+    # message waits STALE_AFTER anyway, a failed delivery is retried by the sender for minutes.
     FULL_SWEEP = "full sweep"
-    # Every run while the webhook gap is open (RECONCILE_GAP_MEMORY), else as FULL_SWEEP.
+    # Every run while a run recovered a job within RECONCILE_GAP_MEMORY (a first run too: a new
+    # deployment is watched closely), else as FULL_SWEEP.
     ADAPTIVE = "adaptive"
 
 
@@ -47,8 +41,7 @@ class Scheduled(Protocol):
 
 @dataclass
 class CadenceRow:
-    """The cadence's memory: when each cadenced sweep last finished a run it began at, and
-    when a run last recovered a job (``GAP_SEEN``)."""
+    """The cadence's memory, as saved, and what this run adds to it (``finished``)."""
 
     saved: dict[str, str]
     full_sweep_seconds: float
@@ -56,10 +49,8 @@ class CadenceRow:
     finished: dict[str, str] = field(default_factory=dict)
 
     def due(self, row: Scheduled, now: float) -> bool:
-        """The watch sweep always; the job list always while the gap is open; the others (and
-        the job list when webhooks have been complete for ``gap_memory_seconds``) once
-        ``full_sweep_seconds`` after their last finished run began, so also at every run
-        while their last one is unfinished."""
+        """``row`` is due at ``now``: by its cadence, the gap, and when its last finished run
+        began."""
         if row.cadence is Cadence.ADAPTIVE and self.gap_open(now):
             return True
         last = self.saved.get(row.name)
@@ -82,8 +73,7 @@ class CadenceRow:
     def close(self, recovered: int, started: float, books: Bookkeeping) -> bool:
         """Save what this run learned; whether the gap is open now."""
         if recovered or GAP_SEEN not in self.saved:
-            # A first run knows nothing of the gap yet: it starts open, so a new deployment
-            # is watched closely until its webhooks have proved complete.
+            # A first run knows nothing of the gap yet: it starts open.
             self.finished[GAP_SEEN] = f"{started:.3f}"
         if self.finished:
             books.write(CADENCE_CHECKPOINT, {**self.saved, **self.finished})

@@ -1,8 +1,5 @@
-"""The metrics a reconciler run emits (namespace ScrapePipeline, dimension ``service``).
-
-template.yaml's alarms and dashboard name these strings; ``tests/pipeline`` checks that the
-names a real run emits and the names the template alarms on are the same.
-"""
+"""The metrics a reconciler run emits (namespace ScrapePipeline, dimension ``service``): the
+template's alarms and dashboard name these strings (``tests/pipeline`` checks they match)."""
 
 from __future__ import annotations
 
@@ -14,14 +11,12 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 if TYPE_CHECKING:
     from aws_lambda_powertools import Metrics
 
-    from scrape_pipeline.reconciler import ReconcileReport
-
-__all__ = ["ReconcilerMetric", "emit_run"]
+    from scrape_pipeline.reconcile_report import ReconcileReport
 
 
 class ReconcilerMetric(StrEnum):
-    """One series of the reconciler's; each run emits every one (a zero too) but the lag,
-    which a run that could not read the ledger leaves out."""
+    """One series of the reconciler's; each run emits every one (a zero too) but a lag it could
+    not measure."""
 
     # The run's total (service only: ReconcilerRecoveriesAlarm), and one per source.
     JOBS_RECOVERED = "JobsRecovered"
@@ -35,8 +30,8 @@ class ReconcilerMetric(StrEnum):
 
 
 def emit_run(metrics: Metrics, report: ReconcileReport, service: str) -> None:
-    """Every series of one run: its totals with the service dimension alone (the alarms'
-    series), then one series per source and per failed sweep (the dashboard's split)."""
+    """Every series of one run: its totals by service (the alarms'), then one per source and per
+    failed sweep (the dashboard's)."""
     count = MetricUnit.Count
     metrics.add_metric(
         name=ReconcilerMetric.JOBS_RECOVERED, unit=count, value=report.total_recovered

@@ -1,8 +1,6 @@
 """Making sure a job the webhooks missed is in the pipeline: recorded once, enqueued.
 
-Shared by the reconciler (job list, stuck rows, delivery log) and secret rotation (replaying
-deliveries rejected during the switch-over), so "recovered" means the same everywhere.
-"""
+Shared by the reconciler's sweeps and secret rotation, so "recovered" means the same everywhere."""
 
 from __future__ import annotations
 
@@ -20,14 +18,14 @@ from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
 from scrape_pipeline.queue import JobMessage, JobQueue, UnsentError
 from scrape_pipeline.settings import FromEnv, number
 
-# Concurrent conditional writes in ``ensure_many``: enough to hide DynamoDB's round trip,
-# few enough not to crowd a small Lambda (boto3 clients are thread-safe; resources are not).
+# Concurrent conditional writes in ``ensure_many``: enough to hide DynamoDB's round trip, few
+# enough not to crowd a small Lambda.
 WRITE_WORKERS = 8
 
 
 @dataclass(frozen=True)
 class RecoverySettings(FromEnv):
-    """When a job in flight counts as stuck (the field is its declaration)."""
+    """When a job in flight counts as stuck."""
 
     stale_after_seconds: float = number(
         "STALE_AFTER_SECONDS",
@@ -55,11 +53,8 @@ class Recoverer:
         self._clock = clock
 
     def ensure(self, key: JobKey, row: LedgerRow | None, *, source: str) -> bool:
-        """Enqueue ``key`` if it needs it, given its row as just read; True when enqueued.
-
-        Callers call it with evidence that the job settled (job list, delivery log) or that
-        its row is stuck; a WATCHING row is only passed when its job was found settled.
-        """
+        """Enqueue ``key`` if it needs it, given its row as just read (and evidence that it
+        settled, or is stuck); True when enqueued."""
         undo = self._claim(key, row, source=source)
         if undo is None:
             return False
@@ -73,14 +68,8 @@ class Recoverer:
     def ensure_many(
         self, keys: Sequence[JobKey], rows: Mapping[JobKey, LedgerRow], *, source: str
     ) -> int:
-        """``ensure`` for many jobs at once, given their rows as ``Ledger.get_many`` returned
-        them (a key missing from ``rows`` has no row); returns how many were enqueued.
-
-        The same decision per job as ``ensure``; only the calls are batched: the ledger writes
-        run concurrently, then every job claimed goes out ten to a SendMessageBatch. A write
-        that fails does not stop the others, and the jobs claimed are still sent before the
-        first error is raised, so nothing claimed waits for the stuck-rows sweep needlessly.
-        """
+        """``ensure`` for many jobs, their rows as ``Ledger.get_many`` gave them; how many were
+        enqueued. Writes run concurrently; every job claimed is sent before the first error."""
         claimed, errors = self._claim_many(keys, rows, source=source)
         try:
             self._queue.send_many([JobMessage(key, source) for key in claimed])
@@ -97,8 +86,8 @@ class Recoverer:
     def _claim_many(
         self, keys: Sequence[JobKey], rows: Mapping[JobKey, LedgerRow], *, source: str
     ) -> tuple[dict[JobKey, Undo], list[Exception]]:
-        """``_claim`` each job once, the ledger writes concurrently: the undo of each claim
-        made, and the errors of the writes that failed (the others go on), in ``keys`` order."""
+        """``_claim`` each job once, concurrently: the undo of each claim made, and the errors
+        of the writes that failed (the others go on)."""
         claimed: dict[JobKey, Undo] = {}
         errors: list[Exception] = []
         with ThreadPoolExecutor(max_workers=WRITE_WORKERS) as pool:
@@ -117,12 +106,8 @@ class Recoverer:
         return claimed, errors
 
     def watch_many(self, jobs: Mapping[JobKey, float], *, source: str) -> int:
-        """Record WATCHING the unsettled jobs of ``jobs`` (key: the job's creation time) that
-        have no row, concurrently; returns how many rows were created.
-
-        No message: the watch sweep wakes each once the API stops listing it unsettled, and
-        its webhook, if one comes, wakes it first. A row someone else wrote meanwhile stays.
-        """
+        """Record WATCHING (no message: the watch sweep or its webhook wakes it) each of ``jobs``
+        (key: its creation time) that has no row; how many rows were created."""
         if not jobs:
             return 0
 
@@ -136,19 +121,15 @@ class Recoverer:
             return sum(pool.map(record, jobs))
 
     def _claim(self, key: JobKey, row: LedgerRow | None, *, source: str) -> Undo | None:
-        """Make the ledger write ``decide`` names for ``key``. None when no message is due,
-        else the undo of that write, for when the message cannot be sent.
-
-        Every path that claims has moved the row (or found a dead lease) so that no concurrent
-        recoverer also claims it; the caller sends the message.
-        """
+        """Make the ledger write ``decide`` names for ``key`` (so no concurrent recoverer claims
+        it too): None when no message is due, else the write's undo, if the send fails."""
         decision = decide(row, recovery_evidence(source), self._clock.time(), self._policy)
         if decision.move is lifecycle.RECORD:
             return self._record(key, decision.state, source=source)
         if row is None or decision.move is None:
             return None  # finished, fresh, held, or parked sick
         if decision.move is lifecycle.TAKE_OVER:
-            return _NOTHING_WRITTEN  # the processor the message reaches takes the lease over
+            return lambda: True  # nothing written: the processor it reaches takes the lease over
         if decision.move is lifecycle.REOPEN:
             return self._unclaim(row, self._ledger.reopened(row))
         # None when someone else moved it just now.
@@ -171,13 +152,6 @@ class Recoverer:
 
 # Undoes a claim's ledger write, on the exact row written (False: it moved on since).
 Undo = Callable[[], bool]
-
-
-def _nothing_written() -> bool:
-    return True
-
-
-_NOTHING_WRITTEN: Undo = _nothing_written
 
 
 def _quietly(undo: Undo) -> None:

@@ -1,55 +1,7 @@
-"""Watching long-running jobs: parked WATCHING rows, woken once they settle, at a shared cost.
+"""The watch sweep: parked WATCHING rows woken once their job settles, at a shared cost.
 
-A job unsettled for WATCH_AFTER seconds is parked WATCHING (by the processor, or by the
-job-list sweep for a job it saw unsettled): no message, no poll of its own. Its webhook wakes
-it (the receiver); if the webhook is lost, this sweep does:
-
-    batches, crawls   the API lists neither: each is woken (the processor polls it once, and
-                      parks it again if it still runs) on a schedule that follows its age:
-                      first once it is RECONCILE_THRESHOLD_SECONDS old (the reconciler passes
-                      its threshold as ``first_poll_seconds``), then whenever it has been parked
-                      for half its age, at most WATCH_POLL apart. A batch submitted through
-                      ``scrape_pipeline_ops.submissions`` is recorded WATCHING at once, so one
-                      whose webhook is lost is found about a threshold after it settles if it
-                      settles fast, and within its own age otherwise: polls at 1, 2, 4, 8
-                      minutes... then hourly, a dozen GETs for a day-long crawl. Woken as their
-                      rows are read, whatever the list below costs.
-    extract jobs      the API lists the account's unsettled jobs (status queued, then
-                      processing); a watched job missing from a complete listing has settled
-                      and is woken. One list page per 100 unsettled jobs a listing, however
-                      many jobs are watched; a busy account's listing spans runs (below).
-
-Watched rows are read page by page from the pending index, oldest ``state_since`` first. A run
-cut short by its budget saves the ``state_since`` it reached and the next run goes on from
-there (a row re-parked meanwhile has a newer one and is met again later: never skipped).
-
-The listing of unsettled jobs is a pass of its own, read while extract jobs are watched, with
-the time the rows leave (at least half the sweep's share). Each status is read newest first; a
-run that stops saves where: the oldest ``created_at`` it reached (on the API's clock, whole
-seconds, so a job sharing that second is read again, never skipped) or, when a whole page
-shared that second, the next page of it. That resume point is saved after every page, with the
-page's ids (8 bytes each) in a row of their own, so a run killed mid-listing (its Lambda
-timeout) loses only the page under way, and a page costs one small write however long the
-listing has grown (one row holding every id so far would be rewritten whole each page: the
-bytes written would grow with the square of the listing). Extract rows are judged against the
-newest complete listing: a row parked before that listing began, less the overlap (the API
-lists a new job late), and missing from it, has settled. A listing read within one run is used
-at once; one that took several runs is gathered from its pages' rows (one BatchGetItem per 100
-pages) and kept (a bookkeeping row of its own) for the runs until the next is complete; a
-page's row is overwritten by the next listing's page of the same number. Larger than MAX_LISTED
-ids, a listing is given up: extract rows are then polled by age like batches, and the next
-listing waits WATCH_POLL. A run with nothing new to save writes nothing.
-
-A job woken by mistake (the list read while it moved) costs one GET: the processor finds it
-unsettled and parks it again. The opposite mistake cannot happen: a listed job was unsettled,
-and a job missing from the list was settled when its stretch of the list was read.
-
-    sick jobs         a job the processor parked because its own calls kept failing (5xx,
-                      timeouts, 404s of a job proven to exist) is polled on the batches'
-                      schedule, counted from the start of its failing run, whatever the list
-                      says (settled, it would be woken every run; missing, never). Parked
-                      about eight minutes into the run, it is polled at about 12, 18, 27,
-                      40... minutes, then hourly, until its GET answers.
+Batches, crawls and sick jobs are polled by age; extract jobs missing from one listing of the
+account's unsettled jobs (resumable across runs, ids saved a page at a time) have settled.
 """
 
 from __future__ import annotations
@@ -79,7 +31,7 @@ from scrape_pipeline.sweeps.watch_listing import (
 )
 
 if TYPE_CHECKING:
-    from scrape_pipeline.reconciler import ReconcileReport
+    from scrape_pipeline.reconcile_report import ReconcileReport
 
 ROWS_PER_PAGE = 100
 # What the rows pass shows ``decide`` of a parked row: whether its poll is due by age (``_due``).
@@ -115,19 +67,9 @@ class WatchSettings:
 class WatchResult(SweepResult):
     """What one sweep did (``recovered``: the jobs woken)."""
 
-    watched: int = 0  # rows read this run
     row_pages: int = 0
     list_pages: int = 0
     listings: int = 0  # listings of the unsettled jobs finished this run
-
-    @property
-    def woken(self) -> int:
-        """The jobs woken: this sweep's recoveries."""
-        return self.recovered
-
-    @woken.setter
-    def woken(self, value: int) -> None:
-        self.recovered = value
 
     def add_to(self, report: ReconcileReport) -> None:
         report.row_pages += self.row_pages
@@ -145,12 +87,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         return WatchResult()
 
     def work(self, budget: Budget, result: WatchResult) -> None:
-        """Wake the batches and crawls due a poll and the watched jobs that have settled.
-
-        The rows first (batches and crawls woken as they are read), then the listing of
-        unsettled jobs with what is left, then the extract rows read, judged against the
-        newest complete listing.
-        """
+        """The rows (due polls woken), then the listing, then the extract rows judged."""
         saved = self._books.read(WATCH_CHECKPOINT) or {}
         listing = Listing.read(saved)
         # Extract rows seen by the rows pass under way, or by the last finished one.
@@ -181,8 +118,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
     def _read_rows(
         self, saved: Mapping[str, str], budget: Budget, result: WatchResult
     ) -> tuple[list[LedgerRow], dict[str, str]]:
-        """The rows pass: batches and crawls due are woken; the extract rows read are
-        returned, with the checkpoint's rows fields to save."""
+        """The rows pass, due polls woken: the extract rows read, and the fields to save."""
         now = self._clock.time()
         after = float(saved["after"]) if saved.get("after") else None
         seen_extract = saved.get("extracts_seen") == "1"
@@ -211,7 +147,6 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
                 cursor=cursor,
             )
             result.row_pages += 1
-            result.watched += len(rows)
             extract_rows += self._poll(rows, now, result)
             if cursor is None or not rows:
                 return extract_rows, fields(finished=True)
@@ -222,12 +157,8 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         return extract_rows, fields(finished=False)
 
     def _poll(self, rows: list[LedgerRow], now: float, result: WatchResult) -> list[LedgerRow]:
-        """Wake the rows due a poll by age; the healthy extract rows, which the listing
-        judges, are returned.
-
-        A sick job is polled on its schedule whatever the listing says (settled, it would be
-        woken every run; missing, never): ``decide`` leaves only healthy extract jobs to the
-        listing."""
+        """Wake the rows due a poll by age; returns the healthy extract rows, the listing's
+        to judge (a sick job is polled on its schedule whatever the listing says)."""
         by_listing: list[LedgerRow] = []
         due: list[LedgerRow] = []
         for row in rows:
@@ -243,11 +174,10 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
     def _wake(self, rows: list[LedgerRow], result: WatchResult) -> None:
         """Wake ``rows`` (each job once), counted in ``result``."""
         due = {row.key: row for row in rows}
-        result.woken += self._recoverer.ensure_many(list(due), due, source=Source.WATCH)
+        result.recovered += self._recoverer.ensure_many(list(due), due, source=Source.WATCH)
 
     def _due(self, row: LedgerRow, now: float) -> bool:
-        """A batch's or crawl's poll (or a sick job's, or an extract job's with the listing
-        given up) is due. A sick job's age counts from the start of its failing run."""
+        """A poll by age is due (a sick job's age counts from the start of its failing run)."""
         age = now - (row.failing_since or row.job_created_at or row.created_at)
         # Parked for half its age: polls at ages 1, 2, 4, 8... x first_poll, then capped.
         interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
@@ -261,8 +191,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         self._wake([row for row in rows if self._settled(row, listed, now)], result)
 
     def _settled(self, row: LedgerRow, listed: Listed, now: float) -> bool:
-        """``listed`` shows the extract ``row``'s job settled; a listing given up (oversize)
-        shows nothing, and the row is polled by age like a batch's."""
+        """``listed`` shows ``row``'s job settled (given up, oversize: polled by age)."""
         if listed.oversize:
             return self._due(row, now)
         return listed.missing(row, self.settings.listing_lag_seconds)
@@ -274,10 +203,8 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         result: WatchResult,
         save: Callable[[Listing], None],
     ) -> tuple[Listing | None, Listed | None]:
-        """Go on with the listing while ``budget`` lasts: the listing still under way, and
-        the newest complete one (read back only when this run finishes none). After every
-        page, its ids and the resume point are saved (``save``), so a run killed mid-listing
-        loses at most the page under way."""
+        """Go on with the listing while ``budget`` lasts, saved after every page: the listing
+        still under way, and the newest complete one."""
         now = self._clock.time()
         if listing is None:
             listed = Listed.read(self._books.read(LISTED_CHECKPOINT))
@@ -304,8 +231,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
     def _take(
         self, listing: Listing, page: Page[JobSummary], result: WatchResult, now: float
     ) -> Listed | None:
-        """Add ``page`` to ``listing``: the listing it completes (or, past MAX_LISTED, gives
-        up), or None while it goes on."""
+        """Add ``page``: the listing it completes (or gives up, oversize), else None."""
         ids = {digest(job.job_id) for job in page.items}
         listing.ids |= ids
         if listing.count + len(ids) > self.settings.max_listed:
@@ -321,10 +247,9 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         return None
 
     def _complete(self, listing: Listing, result: WatchResult) -> Listed:
-        """The finished ``listing``: this run's ids and those earlier runs saved, chunk by chunk
-        (kept for the runs until the next is complete, when it took more than this one)."""
+        """The finished ``listing``, with the ids earlier runs saved (then kept till the next)."""
         result.listings += 1
-        ids = listing.ids | unpack(listing.inline)
+        ids = set(listing.ids)
         if listing.read_this_run:
             return Listed(listing.started, frozenset(ids))  # read within this run: used at once
         names = [chunk_name(n) for n in range(listing.chunks_before)]

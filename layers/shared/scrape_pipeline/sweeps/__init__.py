@@ -1,34 +1,27 @@
-"""The reconciler's sweeps: one shape for all of them.
-
-A sweep is a class built from its settings and the pipeline's parts (``Sweep``), whose
-``run(budget)`` works until done or the budget (time and pages) is spent and returns a
-``SweepResult``: how many jobs it recovered, whether it finished, the failure that cut it
-short (an API or AWS error: the work done before it is kept and counted), and its own counts,
-which it adds to the run's report (``SweepResult.add_to``). The reconciler's table
-(``scrape_pipeline.reconciler.SWEEP_TABLE``) says which sweeps run, in which order, with
-which share of the run's time and at which cadence.
-"""
+"""The reconciler's sweeps: one shape for all of them (``Sweep``, its ``SweepResult``), and
+the paged loop most of them read their index with."""
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, NotRequired, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, Protocol, TypedDict, Unpack
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.ledger import Bookkeeping
 
-# Names only the annotations use: a module of this package that another function needs
-# (``job_list_state``: the listing lag the processor and submitter allow for) then loads none
-# of the reconciler's recovery, client or result store with it.
+# Only for annotations: ``job_list_state`` (which the processor and submitter load for the
+# listing lag) then loads none of the reconciler's recovery, client or result store.
 if TYPE_CHECKING:
     from scrape_pipeline.budget import Budget
     from scrape_pipeline.clock import Clock
     from scrape_pipeline.events.outbox import Emitter
     from scrape_pipeline.geonode.client import GeonodeClient
     from scrape_pipeline.ledger import Ledger
-    from scrape_pipeline.reconciler import ReconcileReport
+    from scrape_pipeline.reconcile_report import ReconcileReport
     from scrape_pipeline.recovery import Recoverer
     from scrape_pipeline.results import ResultStore
 
@@ -45,7 +38,12 @@ class SweepResult:
     error: str | None = None  # what failed ("ErrorType: message"), after the work before it
 
     def add_to(self, report: ReconcileReport) -> None:
-        """Add this sweep's own counts to the run's report (the common ones are the report's)."""
+        """Add this sweep's own counts to the run's report (``ReconcileReport.add`` the rest)."""
+
+    def failed(self, error: str | None) -> None:
+        """Note ``error`` (None: none) unless an earlier one is noted: the first cause is kept."""
+        if error and self.error is None:
+            self.error = error
 
 
 class SweepParts(TypedDict):
@@ -55,8 +53,27 @@ class SweepParts(TypedDict):
     client: GeonodeClient
     recoverer: Recoverer
     clock: Clock
-    emitter: NotRequired[Emitter | None]  # the outcome events' (None: the stack has no bus)
-    results: NotRequired[ResultStore | None]  # the results bucket (runs' manifests go there)
+    emitter: NotRequired[Emitter | None]  # None: the stack has no bus
+    results: NotRequired[ResultStore | None]  # the results bucket (runs' manifests)
+
+
+class ReconcilerKnobs(Protocol):
+    """What the outbox, runs, stuck-rows and delivery-log sweeps read of ``ReconcilerSettings``."""
+
+    @property
+    def max_pages(self) -> int: ...
+    @property
+    def lookback_seconds(self) -> float: ...
+    @property
+    def stale_after_seconds(self) -> float: ...
+    @property
+    def rows_per_state(self) -> int: ...
+    @property
+    def delivery_overlap_seconds(self) -> float: ...
+    @property
+    def delivery_page_size(self) -> int: ...
+    @property
+    def outbox_grace_seconds(self) -> float: ...
 
 
 class Sweep[SettingsT, ResultT: SweepResult](ABC):
@@ -73,6 +90,8 @@ class Sweep[SettingsT, ResultT: SweepResult](ABC):
         self._client = parts["client"]
         self._recoverer = parts["recoverer"]
         self._clock = parts["clock"]
+        self._emitter = parts.get("emitter")
+        self._results = parts.get("results")
 
     def run(self, budget: Budget) -> ResultT:
         """Work while ``budget`` lasts; an API or AWS failure ends the run, named in the result."""
@@ -91,3 +110,22 @@ class Sweep[SettingsT, ResultT: SweepResult](ABC):
     @abstractmethod
     def work(self, budget: Budget, result: ResultT) -> None:
         """The sweep itself, counting into ``result`` as it goes (so a failure keeps them)."""
+
+
+Cursor = dict[str, Any] | None
+
+
+def paged[T](
+    budget: Budget, read: Callable[..., tuple[T, Cursor]], result: SweepResult
+) -> Iterator[T]:
+    """Each page ``read(cursor=...)`` gives, from the first, while ``budget`` lasts (its page cap
+    counted here); one cut short leaves ``result`` incomplete."""
+    cursor: Cursor = None
+    for count in itertools.count():
+        if budget.spent(count):
+            result.complete = False
+            return
+        page, cursor = read(cursor=cursor)
+        yield page
+        if cursor is None:
+            return

@@ -1,55 +1,28 @@
-"""The delivery-log sweep: per subscription, every job whose delivery failed is made sure of.
+"""The delivery-log sweep: per subscription, the job of every failed delivery is made sure of.
 
-Only attempts the log marks ``failed`` are read (the API filters them), so a run costs one page
-per subscription when deliveries go well; every abandoned delivery had failed attempts before
-it. Each subscription gets an equal share of the sweep's time (what one leaves flows to the
-next), so one deep backlog cannot starve the others.
-
-One subscription's log is read in passes that resume where the last run stopped. A pass covers
-[checkpoint - overlap, the newest attempt on its first page], newest first. Cut short (pages or
-time), it saves its bounds and next page (``scrape_pipeline.sweeps.passes``); the next run
-resumes there before anything else. The log grows at the top while a pass is under way: new
-failures push older rows down, so the saved page number now shows rows a little newer than
-where the pass stopped. Resuming by page number therefore re-reads a few rows and never skips
-one: rows are only ever added, never removed, so a row can move down a page and never up one
-(an attempt that fails late lands among older rows, which again only pushes rows down). Only a
-pass that reaches its lower bound moves the checkpoint, to its upper bound. A run that finishes
-a resumed pass starts a fresh one (the failures since) while its budget lasts.
+Each log is read in passes from its checkpoint less an overlap, resumed by page number: rows
+are only added at the top, so a row can move down a page, never up: a resume never skips one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.budget import Budget
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import Delivery, Page
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey
 from scrape_pipeline.payload import EVENT_KINDS
-from scrape_pipeline.sweeps import Sweep, SweepResult, passes
+from scrape_pipeline.sweeps import ReconcilerKnobs, Sweep, SweepResult, passes
 from scrape_pipeline.sweeps.passes import SavedPass
 
 if TYPE_CHECKING:
-    from scrape_pipeline.reconciler import ReconcileReport
+    from scrape_pipeline.reconcile_report import ReconcileReport
 
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
-# Keys ensured at a time: one BatchGetItem's worth.
-ENSURE_CHUNK = 100
-
-
-class DeliveryLogSettings(Protocol):
-    """What the sweep reads of ``ReconcilerSettings`` (documented there)."""
-
-    @property
-    def lookback_seconds(self) -> float: ...
-    @property
-    def delivery_overlap_seconds(self) -> float: ...
-    @property
-    def delivery_page_size(self) -> int: ...
-    @property
-    def max_pages(self) -> int: ...
+ENSURE_CHUNK = 100  # keys ensured at a time: one BatchGetItem's worth
 
 
 @dataclass
@@ -57,7 +30,7 @@ class DeliveryLogResult(SweepResult):
     """What one delivery-log sweep (or replay) did."""
 
     delivery_pages: int = 0
-    resumed_passes: int = 0  # passes taken up where an earlier run saved them
+    resumed_passes: int = 0
 
     def add_to(self, report: ReconcileReport) -> None:
         report.delivery_pages += self.delivery_pages
@@ -66,8 +39,8 @@ class DeliveryLogResult(SweepResult):
 
 @dataclass(frozen=True)
 class _DeliveryCheckpoint:
-    """One subscription's sweep state, one bookkeeping row: ``checkpoint`` (attempts older
-    than it less the overlap were read) and the pass cut short, if any."""
+    """One subscription's state, one bookkeeping row: attempts older than ``checkpoint`` (less
+    the overlap) were read; ``resume``: the pass cut short, if any."""
 
     checkpoint: float
     resume: SavedPass | None = None
@@ -85,15 +58,15 @@ class _DeliveryCheckpoint:
         return out
 
     def next_pass(self, overlap: float) -> tuple[float, float | None, int]:
-        """The range and page the next pass reads: the pass cut short, or a fresh one from the
-        checkpoint less ``overlap`` up to the newest attempt it meets (None until then)."""
+        """The range and page the next pass reads: the pass cut short, or a fresh one (its top,
+        None, is the newest attempt it meets)."""
         if self.resume is None:
             return self.checkpoint - overlap, None, 1
         return self.resume.start, self.resume.end, self.resume.page
 
     def after(self, low: float, high: float | None, next_page: int | None) -> _DeliveryCheckpoint:
-        """The state once a pass over [low, high] stopped before ``next_page``: saved to resume
-        there, or, the pass finished (None), the checkpoint moved up to ``high``."""
+        """The state once a pass over [low, high] stopped before ``next_page`` (None: finished,
+        the checkpoint moves up to ``high``)."""
         if high is None:  # nothing read: nothing to resume, nothing to move
             return self
         if next_page is None:
@@ -127,8 +100,8 @@ def _key(delivery: Delivery) -> list[JobKey]:
     return [JobKey(kind, delivery.job_id)] if kind is not None and delivery.job_id else []
 
 
-class DeliveryLogSweep(Sweep[DeliveryLogSettings, DeliveryLogResult]):
-    """Make sure of every job whose delivery failed, subscription by subscription."""
+class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
+    """Make sure of every job whose delivery failed, each subscription in an equal share."""
 
     name = SOURCE_DELIVERY_LOG
 
@@ -158,7 +131,7 @@ class DeliveryLogSweep(Sweep[DeliveryLogSettings, DeliveryLogResult]):
     def _sweep_subscription(
         self, webhook_id: str, result: DeliveryLogResult, budget: Budget
     ) -> None:
-        """One subscription's log, in passes (module docstring), the checkpoint saved once."""
+        """One subscription's log, in passes, the checkpoint saved once."""
         name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
         saved = self._books.read(name)
         default = self._clock.time() - self.settings.lookback_seconds
@@ -181,7 +154,7 @@ class DeliveryLogSweep(Sweep[DeliveryLogSettings, DeliveryLogResult]):
         read_before: int,
     ) -> tuple[_DeliveryCheckpoint, GeonodeError | None, bool]:
         """One pass, resumed or fresh: the checkpoint after it, the failure that cut it short,
-        and whether to go on with a fresh one (a resumed pass finished, time left)."""
+        and whether to go on with a fresh one."""
         resumed = mark.resume is not None
         if resumed:
             result.resumed_passes += 1
@@ -205,9 +178,8 @@ class DeliveryLogSweep(Sweep[DeliveryLogSettings, DeliveryLogResult]):
         read_before: int = 0,
         only_status: int | None = None,
     ) -> _Scan:
-        """Jobs of failed attempts from ``page`` down to ``low``, while ``budget`` lasts (its
-        pages counted from ``read_before``). A failing page read ends the scan with the error,
-        keeping what the pages before gave."""
+        """Jobs of failed attempts from ``page`` down to ``low`` while ``budget`` lasts; a
+        failing page ends the scan with its error, keeping what the pages before gave."""
         scan = _Scan(page)
         while scan.next_page is not None and not budget.spent(result.delivery_pages - read_before):
             try:
@@ -226,7 +198,7 @@ class DeliveryLogSweep(Sweep[DeliveryLogSettings, DeliveryLogResult]):
         return scan
 
     def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
-        """Ensure ``keys`` a hundred at a time: one BatchGetItem, then batched recovery."""
+        """Ensure ``keys`` a hundred at a time."""
         recovered = 0
         for start in range(0, len(keys), ENSURE_CHUNK):
             chunk = keys[start : start + ENSURE_CHUNK]

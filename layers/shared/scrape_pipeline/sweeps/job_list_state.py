@@ -1,9 +1,6 @@
-"""The job-list sweep's durable state: its passes, its checkpoint row, the count check under way.
+"""The job-list sweep's durable state: its passes, its checkpoint row, the count check's range.
 
-What each field means and why is in the job-list sweep's module docstring
-(``scrape_pipeline.joblist``); this module is how that state is held and saved, so the sweep
-reads as the algorithm alone.
-"""
+Its own module so the sweep reads as the algorithm alone (``scrape_pipeline.joblist``)."""
 
 from __future__ import annotations
 
@@ -20,25 +17,21 @@ from scrape_pipeline.sweeps.passes import SavedPass
 # its measured lag too (``scrape_pipeline.listing_lag``).
 JOBS_CHECKPOINT = "reconciler-jobs"
 # Pending passes kept at most; beyond it the two newest are merged and read again from their
-# first page. Only a reconciler far behind a heavy account reaches it (each run adds at most
-# one pending pass: its fresh one, when cut short).
+# first page (each run adds at most one: its fresh pass, cut short).
 MAX_PENDING_PASSES = 16
-# The overlap covers this many times the measured listing lag: a lag measured is a lower bound
-# (a job listed later still was not seen at all).
+# The overlap covers this many times the measured listing lag: a measured lag is a lower bound.
 LAG_MARGIN = 2.0
 # A measured lag is remembered this long after it was last seen (Lambda's clock).
 LAG_MEMORY_SECONDS = 86_400.0
 # Parts of the count check's range kept at most (one a fresh pass between checks); beyond it the
 # two oldest are merged, the lower watermark kept (a lag sample can only come out smaller).
 MAX_MARKS = 16
-# A run starts a few seconds early or late on its schedule (as
-# ``reconcile_cadence.CADENCE_SLACK``): a count check due every 600 s is due at a run 598 s
-# after the last one.
+# A run starts a few seconds early or late on its schedule (as ``CADENCE_SLACK``).
 CHECK_SLACK = 5.0
 
 
 class CountStep(Enum):
-    """What the count check does before a fresh pass (``scrape_pipeline.joblist``)."""
+    """What the count check does before a fresh pass."""
 
     BEGIN = "begin"  # nothing counted yet: the pass's own reading is the first count
     EXTEND = "extend"  # checked less than the interval ago: the pass extends the range, no page
@@ -57,19 +50,14 @@ class Pass:
     page: int = 1
     done: bool = False  # not saved: a finished pass leaves the checkpoint
     fresh: bool = False  # begun at the watermark this run: its first page moves the watermark
-    # A range read again because the count check found jobs listed in it late: a job it finds
-    # the ledger does not know was created this far below this watermark (a lag sample).
+    # A range re-read for jobs listed late: the watermark an unknown job found was unlisted at.
     lag_from: float | None = None
-    # Not saved: the jobs the pass read, by id, with their created_at (a fresh pass's count
-    # check counts them).
-    seen: dict[str, float] = field(default_factory=dict)
-    # Not saved: a re-read range's parts (``Counted.marks``); resumed in a later run, it
-    # measures from ``lag_from``, the lowest of their watermarks.
+    seen: dict[str, float] = field(default_factory=dict)  # not saved: job id -> created_at
+    # Not saved: a re-read range's parts (``Counted.marks``); resumed later, ``lag_from`` serves.
     marks: Marks = ()
 
     def lag_base(self, created: float) -> float | None:
-        """The watermark a job created then, found here unknown, was unlisted at (None: no
-        lag sample)."""
+        """The watermark a job created then, found here unknown, was unlisted at (None: none)."""
         return next((w for top, w in self.marks if created <= top), self.lag_from)
 
     def saved(self) -> SavedPass:
@@ -91,7 +79,7 @@ class Checkpoint:
     moved_at: float = 0.0  # when the watermark last moved (Lambda's clock)
     fresh_end: float = 0.0  # the end of the last fresh pass read (Lambda's clock)
     confirmed: bool = False  # the overlap below it was read again once the lag spread passed
-    # The count check's range (module docstring), and when it was last counted (Lambda's clock).
+    # The count check's range [low, top] and when it was last counted (Lambda's clock).
     counted: Counted | None = None
     counted_at: float = 0.0
 
@@ -99,8 +87,7 @@ class Checkpoint:
     def read(
         cls, saved: Mapping[str, str] | None, default_watermark: float, now: float = 0.0
     ) -> Checkpoint:
-        """The saved state; rows of earlier versions (no lag, a watermark on Lambda's clock,
-        one resumable pass) read as they were meant."""
+        """The saved state (absent fields are 0)."""
         if not saved:
             return cls(default_watermark)
         lag, seen_at = number_field(saved, "lag"), number_field(saved, "lag_seen_at")
@@ -119,7 +106,7 @@ class Checkpoint:
         )
 
     def overlap(self, configured: float) -> float:
-        """How far below the watermark a fresh pass starts (module docstring)."""
+        """How far below the watermark a fresh pass starts (none once confirmed)."""
         return 0.0 if self.confirmed else max(configured, LAG_MARGIN * self.lag)
 
     def measured(self, lag: float, now: float) -> None:
@@ -130,9 +117,8 @@ class Checkpoint:
     def first_page(
         self, end: float, created: Iterable[float], now: float, *, confirming: bool
     ) -> None:
-        """A fresh pass up to ``end`` read its first page, jobs ``created`` then (newest first:
-        the newest job the API lists is among them). The watermark moves up to it; one that
-        stays where it is confirms the overlap below it, if the pass was ``confirming``."""
+        """A fresh pass up to ``end`` read its first page (the newest jobs, ``created`` then):
+        the watermark moves up to them; one that stays confirms the overlap if ``confirming``."""
         newest = max(created, default=self.watermark)
         self.fresh_end = max(self.fresh_end, end)
         if newest > self.watermark:
@@ -141,8 +127,8 @@ class Checkpoint:
             self.confirmed = True
 
     def count_step(self, now: float, split: int, every: float, deepest: float) -> CountStep:
-        """The count check before a fresh pass from ``split`` at ``now`` (Lambda's clock): one
-        every ``every`` seconds; a range reaching below ``deepest`` is counted anew."""
+        """The count check before a fresh pass from ``split``: one every ``every`` seconds; a
+        range reaching below ``deepest``, or stopping short of ``split``, is counted anew."""
         if self.counted is None:
             return CountStep.BEGIN
         if split > self.counted.top:
@@ -153,11 +139,11 @@ class Checkpoint:
         return CountStep.REBASE if self.counted.low < deepest else CountStep.RECOUNT
 
     def drop_finished(self) -> None:
-        """A pass read to its end (the one just read, if any) leaves the pending list."""
+        """A pass read to its end leaves the pending list."""
         self.pending = [p for p in self.pending if not p.done]
 
     def bound(self) -> None:
-        """Merge the two newest pending passes while there are too many (see the constant)."""
+        """Merge the two newest pending passes while there are too many."""
         while len(self.pending) > MAX_PENDING_PASSES:
             older, newer = self.pending[-2], self.pending[-1]
             self.pending[-2:] = [Pass(min(older.start, newer.start), max(older.end, newer.end))]
@@ -177,27 +163,24 @@ class Checkpoint:
 
 
 def _times_set(**times: float) -> dict[str, str]:
-    """The times among ``times`` that are set, as fields (an unset one, 0, is left out)."""
+    """The times among ``times`` that are set (not 0), as fields."""
     return {name: f"{value:.3f}" for name, value in times.items() if value}
 
 
 def number_field(saved: Mapping[str, str], name: str) -> float:
-    """A number field of the checkpoint; absent (rows of earlier versions) or empty is 0."""
+    """A number field of the checkpoint; absent or empty is 0."""
     return float(saved.get(name) or 0.0)
 
 
-# The count check's range in parts, oldest first: each part's top and the watermark its jobs not
-# listed yet were unlisted at.
+# The count check's range in parts, oldest first: each part's top and the watermark its unlisted
+# jobs were unlisted at.
 Marks = tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
 class Counted:
-    """The count check's range [low, top] (whole seconds, both in), the jobs the API listed in
-    it when counted plus those each fresh pass since saw in the part it added, and its parts
-    (``Marks``): a job found there listed late was unlisted at its part's watermark, so it
-    was created at least that far below it (a lag sample). Empty when ``low`` is above
-    ``top``."""
+    """The count check's range [low, top] (whole seconds, empty when low > top), the jobs listed
+    in it, and its parts (``Marks``): a job found late was unlisted at its part's watermark."""
 
     low: int
     top: int
@@ -206,16 +189,12 @@ class Counted:
 
     @classmethod
     def begin(cls, split: int) -> Counted:
-        """Nothing counted below a fresh pass from ``split``: its own reading is the first count."""
+        """Nothing counted yet: the fresh pass from ``split`` is the first count."""
         return cls(split, split - 1, 0)
 
     def after(self, read: Pass, next_start: float, floor: int, watermark: float) -> Counted:
-        """This range once ``read`` (a fresh pass from at most ``top``) has been read: up to
-        where the next fresh pass starts, the jobs it saw above ``top`` counted in (a job it
-        did not see, listed later, makes the count grow), unlisted at ``watermark`` (the one it
-        moved to). An empty range begins at ``floor`` (the late window's bottom) or the pass's
-        start, whichever is higher: the pass saw all of it. A pass cut short leaves its unread
-        pages to its pending copy, and the range as it was."""
+        """This range extended by the finished fresh pass ``read`` up to ``next_start``, the
+        jobs it saw counted in (an empty range starts at ``floor``); unfinished: unchanged."""
         if not read.done:
             return self
         top = max(self.top, int(next_start // 1))
@@ -232,12 +211,11 @@ class Counted:
         return Counted(self.low, top, self.count + seen, tuple(marks))
 
     def recounted(self, count: int, watermark: float) -> Counted:
-        """The range counted again at ``watermark``: every job of it not listed was unlisted
-        then."""
+        """The range counted again at ``watermark``."""
         return Counted(self.low, self.top, count, ((self.top, watermark),))
 
     def reread(self) -> Pass:
-        """The range read again (its count grew), its lag samples from its parts' watermarks."""
+        """The range read again (its count grew)."""
         lowest = self.marks[0][1] if self.marks else None
         return Pass(self.low, self.top, lag_from=lowest, marks=self.marks)
 
@@ -248,9 +226,7 @@ class Counted:
 
     @classmethod
     def decode(cls, raw: Sequence[Any]) -> Counted:
-        """From its JSON form, or an earlier version's ``[low, top, count, watermark]``."""
+        """From its JSON form."""
         low, top, count, marks = raw
-        if not isinstance(marks, list):  # one watermark for the whole range
-            marks = [[top, marks]]
         parts = tuple((int(t), float(w)) for t, w in marks)
         return cls(int(low), int(top), int(count), parts)

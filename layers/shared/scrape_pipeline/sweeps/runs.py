@@ -1,60 +1,33 @@
-"""The run sweep: a run complete gets its manifest, once, and its ``Run Completed`` event.
+"""The run sweep: a complete run gets its manifest, once, and its ``Run Completed`` event.
 
-Every run, this reads the runs still owing their event from the sparse outbox index (their
-heads sit there from planning until the bus took it: ``scrape_pipeline.runs.heads``). For
-each, it goes on from the head's ``checked`` index, 100 entries and their 100 job rows a read,
-each resubmitted job followed to the job that carries on for it (``scrape_pipeline.chains``,
-one read more a link), and stops at the first entry whose chain has not ended (the rule
-``runs show`` exits 0 on) or whose final job's event is still in the outbox (the outbox sweep,
-run first, sends it; for a stored batch, its retried items' too: one GetObject of its
-manifest, ``scrape_pipeline.runs.owing``), saving how far it got. A run checked to its end is
-complete:
-
-    manifest    ``runs/<run>/manifest.json`` put with If-None-Match (a repeat keeps the first)
-    event       written on the head once (conditional), so every repeat carries its event_id
-    emit        PutEvents; once taken, the head leaves the index (a crash before: sent again)
-
-Cost: an open run, two GetItems of its head (the run, and how far it is checked) and one
-BatchGetItem each of its next entries and their rows a run (stopping at the first open one);
-each entry and row is read about twice over the run's life (once settled, once for the
-manifest), and a batch's own manifest once: 2 million reads of 1 KB each, 3.5 million read
-units (the first entry read only is eventually consistent) per million extract jobs, $0.44 on
-demand, and one PutObject and one PutEvents per run. The manifest is built in one go (its
-entries and rows read again, held in memory): runs of tens of thousands of URLs.
+Open runs are read from the sparse outbox index and checked from their head's ``checked`` index
+to the first entry whose chain has not ended (or whose event is still owed), saving how far.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, Unpack
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from scrape_pipeline import chains
 from scrape_pipeline.budget import Budget
 from scrape_pipeline.chains import Chain
 from scrape_pipeline.events.detail import OutcomeEvent
-from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.manifest import manifest_key
-from scrape_pipeline.results import ResultStore
 from scrape_pipeline.runs import completion, owing
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.heads import Head, RunHeads
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.plan import Run
-from scrape_pipeline.sweeps import Sweep, SweepParts, SweepResult
+from scrape_pipeline.sweeps import ReconcilerKnobs, Sweep, SweepParts, SweepResult, paged
 
 if TYPE_CHECKING:
-    from scrape_pipeline.reconciler import ReconcileReport
+    from scrape_pipeline.reconcile_report import ReconcileReport
 
 SWEEP_RUNS: Final = "runs"
 RUN_PAGE: Final = 100  # heads a page of the index; entries (and rows) a read
-
-
-class RunsSettings(Protocol):
-    """What the sweep reads of ``ReconcilerSettings`` (documented there)."""
-
-    @property
-    def max_pages(self) -> int: ...
 
 
 @dataclass
@@ -71,16 +44,14 @@ class RunsResult(SweepResult):
         report.events_sent += self.run_events_sent
 
 
-class RunsSweep(Sweep[RunsSettings, RunsResult]):
+class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
     """Complete the runs whose every URL is settled; nothing without a bus and a bucket."""
 
     name = SWEEP_RUNS
     recovers = False
 
-    def __init__(self, settings: RunsSettings, **parts: Unpack[SweepParts]) -> None:
+    def __init__(self, settings: ReconcilerKnobs, **parts: Unpack[SweepParts]) -> None:
         super().__init__(settings, **parts)
-        self._emitter: Emitter | None = parts.get("emitter")
-        self._results: ResultStore | None = parts.get("results")
         self._heads = RunHeads(self._ledger.table_name, client=self._ledger.client)
         self._journal = DynamoJournal(self._ledger.table_name, client=self._ledger.client)
 
@@ -91,20 +62,13 @@ class RunsSweep(Sweep[RunsSettings, RunsResult]):
         """The open runs page by page, each checked while the budget lasts."""
         if self._emitter is None or self._results is None:
             return
-        pages = budget.capped(self.settings.max_pages)
-        cursor: dict[str, Any] | None = None
-        read = 0
-        while not pages.spent(read):
-            names, cursor = self._heads.owing(limit=RUN_PAGE, cursor=cursor)
-            read += 1
+        read = partial(self._heads.owing, limit=RUN_PAGE)
+        for names in paged(budget.capped(self.settings.max_pages), read, result):
             for name in names:
                 if budget.spent():
                     result.complete = False
                     return
                 self._one(name, result)
-            if cursor is None:
-                return
-        result.complete = False
 
     def _one(self, name: str, result: RunsResult) -> None:
         head = self._heads.get(name)
@@ -117,8 +81,7 @@ class RunsSweep(Sweep[RunsSettings, RunsResult]):
             return
         assert self._emitter is not None
         put = self._emitter.bus.put([OutcomeEvent.from_json(event)])
-        if put.error and result.error is None:
-            result.error = put.error
+        result.failed(put.error)
         if put.sent:
             result.run_events_sent += 1
             self._heads.told(name, event)

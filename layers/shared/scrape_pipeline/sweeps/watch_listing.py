@@ -1,10 +1,5 @@
-"""The watch sweep's listing of the unsettled jobs, as saved between runs.
-
-A listing under way (``Listing``) is saved in the watch checkpoint's ``list_`` fields, its ids
-a page at a time in chunk rows of their own; the last complete listing that took more than one
-run (``Listed``) has a row of its own. Ids are kept as short digests (see
-``scrape_pipeline.watch`` for why, and for how the listing is read).
-"""
+"""The watch sweep's listing of the unsettled jobs, as saved between runs: the listing under way
+(its ids a page at a time in chunk rows, so a page costs one small write) and the last complete."""
 
 from __future__ import annotations
 
@@ -49,11 +44,7 @@ def unpack(text: str | None) -> set[bytes]:
 
 @dataclass
 class Listing:
-    """A listing of the unsettled jobs under way: where each status's read stands.
-
-    Its ids are saved a page at a time, each page's in a chunk row of its own (``chunks`` of
-    them so far), so a page costs one small write however long the listing has grown.
-    """
+    """A listing of the unsettled jobs under way: where each status's read stands."""
 
     started: float  # Lambda's clock, when its first page was read
     status: int = 0  # index in UNSETTLED_STATUSES
@@ -61,10 +52,8 @@ class Listing:
     page: int = 1
     chunks: int = 0  # pages whose ids are saved in chunk rows
     count: int = 0  # ids saved so far (a job read again is counted again)
-    # Read by earlier runs: only the chunk count is loaded; ``ids`` are this run's pages'.
-    chunks_before: int = 0
-    ids: set[bytes] = field(default_factory=set)
-    inline: str = ""  # ids an earlier version kept in the checkpoint row itself
+    chunks_before: int = 0  # chunks saved by earlier runs (their ids are not loaded)
+    ids: set[bytes] = field(default_factory=set)  # this run's pages'
     # Not saved: the created_at of every job read under the current bound, this run.
     times: list[float] = field(default_factory=list)
 
@@ -75,16 +64,14 @@ class Listing:
             return None
         end = saved.get("list_end")
         chunks = _whole(saved, "list_chunks")
-        inline = saved.get("list_ids") or ""
         return cls(
             float(saved["list_started"]),
             _whole(saved, "list_status"),
             int(end) if end else None,
             _whole(saved, "list_page", 1),
             chunks,
-            _whole(saved, "list_count", len(unpack(inline))),
+            _whole(saved, "list_count"),
             chunks_before=chunks,
-            inline=inline,
         )
 
     @property
@@ -99,8 +86,8 @@ class Listing:
 
     @property
     def read_this_run(self) -> bool:
-        """Every page of it so far was read by this run: none is saved in an earlier one's rows."""
-        return not (self.chunks_before or self.inline)
+        """Every page of it so far was read by this run."""
+        return not self.chunks_before
 
     def completed_by(self, page: Page[JobSummary]) -> bool:
         """``page`` is the last of the last status: the listing is complete."""
@@ -124,14 +111,8 @@ class Listing:
         self.status, self.end, self.page, self.times = self.status + 1, None, 1, []
 
     def resume_point(self) -> tuple[int | None, int]:
-        """The bound and page a later run resumes at: the oldest second reached.
-
-        Within a run the pages of one bound go on (jobs settling meanwhile shift a few unread
-        rows up a page: a job missed so is woken by mistake, one GET); across runs a bound in
-        the list's own timestamps is a resume point that stays valid however the list moved.
-        Whole seconds, rounded up, from the page that holds the first job of that second not
-        read yet: the jobs of that second already read are read again, never one skipped.
-        """
+        """The bound and page a later run resumes at: the oldest second reached (rounded up, so
+        its jobs are read again, never skipped), which stays valid however the list moved."""
         if not self.times:
             return self.end, self.page
         bound = int(-(-min(self.times) // 1))
@@ -142,7 +123,7 @@ class Listing:
 
     def fields(self) -> dict[str, str]:
         end, page = self.resume_point()
-        out = {
+        return {
             "list_started": f"{self.started:.3f}",
             "list_status": str(self.status),
             "list_end": "" if end is None else str(end),
@@ -150,9 +131,6 @@ class Listing:
             "list_chunks": str(self.chunks),
             "list_count": str(self.count),
         }
-        if self.inline:
-            out["list_ids"] = self.inline
-        return out
 
 
 @dataclass(frozen=True)
@@ -175,8 +153,8 @@ class Listed:
         return self.oversize and now - self.started < retry_after
 
     def missing(self, row: LedgerRow, lag_seconds: float) -> bool:
-        """``row``'s job was parked before this listing began, less ``lag_seconds`` (the API
-        lists a new job late), and is not in it: it has settled."""
+        """``row``'s job, parked before this listing began less ``lag_seconds`` (the API lists a
+        new job late), is not in it: it has settled."""
         parked_before = self.started - lag_seconds
         return row.state_since <= parked_before and digest(row.key.job_id) not in self.ids
 
@@ -188,8 +166,7 @@ class Listed:
 
 
 def _whole(saved: Mapping[str, str], name: str, default: int = 0) -> int:
-    """A whole-number field of the checkpoint; absent or empty (rows of earlier versions) is
-    ``default``."""
+    """A whole-number field of the checkpoint; absent or empty is ``default``."""
     return int(saved.get(name) or default)
 
 

@@ -29,12 +29,9 @@ def build_reconciler(
     settings = ReconcilerSettings.from_env(env)
     ledger = stores.ledger_from_env(env, clock)
     client = geonode_client(env, RECONCILER_RETRY, clock)
-    recoverer = Recoverer(
-        ledger,
-        stores.queue_from_env(env),
-        settings.recovery,
-        clock=clock,
-    )
+    recoverer = Recoverer(ledger, stores.queue_from_env(env), settings.recovery, clock=clock)
+    # No bucket (the CLI's ``reconcile`` given only the ledger and the queue): no run sweep.
+    bucket = env.get(RESULTS_BUCKET.name, "")
     return Reconciler(
         settings,
         ledger=ledger,
@@ -42,12 +39,5 @@ def build_reconciler(
         recoverer=recoverer,
         clock=clock,
         emitter=emitter_from_env(env, ledger),
-        results=results_from_env(env),
+        results=ResultStore(bucket) if bucket else None,
     )
-
-
-def results_from_env(env: Mapping[str, str]) -> ResultStore | None:
-    """The results bucket ``RESULTS_BUCKET`` names, where runs' manifests go; None when it
-    names none (the CLI's ``reconcile`` given only the ledger and the queue): no run sweep."""
-    bucket = env.get(RESULTS_BUCKET.name, "")
-    return ResultStore(bucket) if bucket else None
