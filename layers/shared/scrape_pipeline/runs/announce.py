@@ -1,11 +1,9 @@
-"""A job born announced: the journal move that records its job id and the job's ledger row,
-written in one transaction (``scrape_pipeline.runs.dynamodb`` explains why).
+"""A job born announced: the move that records its job id and the job's ledger row, in one
+transaction, so a batch or crawl (no API lists them) is never recorded without its row.
 
 A row that exists already (its webhook came first) cancels the put, never the move: the move
 is written again beside an update of the row's ``run`` alone (``link_run``), and a row that
 had settled by then has its event owed again naming the run (``retell``, the same event id).
-A conflict with a concurrent write or throttling is tried again a few times, then a retryable
-``AWSUnavailableError``.
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ class Announcer:
 
     def write(self, update: dict[str, Any], key: JobKey, run: str, what: str) -> bool:
         """The move's ``update`` and ``key``'s ledger row in one transaction; False if the
-        move is refused (the entry was not where the move starts). ``what`` names the entry."""
+        move is refused. ``what`` names the entry."""
         now = float(update["ExpressionAttributeValues"][":updated_at"]["N"])
         put = self._ledger.submitted_put(key, now, run=run)
         link = self._ledger.link_run_update(key, run)
@@ -91,8 +89,7 @@ class Announcer:
         return True
 
     def _retell(self, key: JobKey, run: str) -> None:
-        """A row linked to its run after it settled: its event, written without the run, is
-        owed again naming it (the same id). A row not settled yet names it when it does."""
+        """A row linked to its run after it settled: its event is owed again naming it."""
         row = self._ledger.get(key)
         if row is not None and row.run == run:
             retell_with_run(self._ledger, row)
@@ -104,7 +101,6 @@ class Announcer:
         try:
             self._db.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
         except AWS_ERRORS as exc:
-            # Per item of the entry-and-row transaction, why it was cancelled (see aws_errors).
             codes = cancellation_codes(exc, 2)
             if codes is None:
                 raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
@@ -120,6 +116,3 @@ def _unwritten(codes: Sequence[str], key: JobKey, what: str) -> AWSUnavailableEr
         next((c for c in codes if c != "None"), "TransactionCanceled"),
         f"{what} and the ledger row of {key.pk} were not written; run the same command again",
     )
-
-
-__all__: Sequence[str] = ("Announcer",)

@@ -1,24 +1,17 @@
 """When a run is complete, and what it says then: its manifest and its ``Run Completed`` event.
 
-A run is complete when nothing of it is planned, posting or in doubt (a rejected URL is
-settled: the API said no) and the chain of every job it made has ended: a job resubmitted is
-followed to the job that carries on for it (``scrape_pipeline.chains``), as far as the one
-that settled for good (the rule ``runs show`` exits 0 on), and the bus has taken that job's
-outcome event: one still in its row's outbox (a processor killed before its emit, an event
-retold naming the run, or a batch's item retried as an extract job whose event is owed,
-``scrape_pipeline.runs.owing``) holds the run open, so ``Run Completed`` never comes before a
-URL's final outcome (the outbox sweep runs first and sends it after its grace). Its manifest,
-``runs/<run>/manifest.json``, lists every URL with its entry, its final job's id, outcome and
-keys (an extract's from that row's kept event, a batch item's from the batch's own manifest,
-a crawl's its manifest), and the chain's job ids where it had more than one; then the counts
-by outcome, the jobs made and the tokens charged (every job of every chain).
+Complete: nothing planned, posting or in doubt, and every job's chain (``chains``: a job
+resubmitted is followed to the one that settled for good) ended with its outcome event on the
+bus, a batch's item retries too (``owing``): ``Run Completed`` never comes before a URL's
+final outcome. The manifest (``runs/<run>/manifest.json``) lists every URL with its entry,
+final job, outcome and keys, and the chain where it had more than one; then counts and tokens.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -28,6 +21,7 @@ from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import LedgerRow
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.owing import BatchItems
 from scrape_pipeline.runs.plan import Run, RunMode
 
 S = EntryState
@@ -37,8 +31,6 @@ RUNS_PREFIX: Final = "runs"
 MANIFEST_VERSION: Final = 1
 REJECTED: Final = "rejected"
 NO_ITEM: Final = "no_item"  # a batch URL the API kept no item for (it dropped it as invalid)
-# A stored batch's own manifest by job id (None: not there): its items' URLs and keys.
-type BatchItems = Callable[[str], Mapping[str, Any] | None]
 
 
 def run_manifest_key(run: str) -> str:
@@ -59,10 +51,8 @@ def submitted_key(run: Run, entry: Entry) -> JobKey | None:
 def settled(
     run: Run, entry: Entry, chains: Mapping[JobKey, Chain], owing: Set[JobKey] = frozenset()
 ) -> bool:
-    """``entry`` is settled for good: rejected, or submitted, its job's chain ended and the
-    final job's event on the bus (``chains``: by the entry's own job, as
-    ``scrape_pipeline.chains.follow`` gives them; ``owing``: entries whose batch's item
-    retries still owe theirs, ``scrape_pipeline.runs.owing``)."""
+    """``entry`` is rejected, or submitted with its chain (``chains``, by its own job) ended
+    and the final job's event on the bus, and is not ``owing`` a batch item retry's."""
     if entry.state in OPEN:
         return False
     key = submitted_key(run, entry)
@@ -178,8 +168,8 @@ def build(
     batch_items: BatchItems,
     completed_at: float,
 ) -> RunManifest:
-    """The manifest of ``run``, complete: every URL in entry order (each with the job that
-    ended its chain), counts and tokens (every job of every chain)."""
+    """The manifest of ``run``: every URL in entry order, counts and tokens (every job of
+    every chain)."""
     urls: list[dict[str, Any]] = []
     tokens = 0
     jobs = 0
@@ -233,17 +223,3 @@ def completed_event(run: Run, manifest: RunManifest, bucket: str) -> OutcomeEven
             "completed_at": manifest.body["completed_at"],
         },
     )
-
-
-__all__: Sequence[str] = (
-    "OPEN",
-    "RunManifest",
-    "build",
-    "completed_event",
-    "first_unsettled",
-    "job_key",
-    "run_event_id",
-    "run_manifest_key",
-    "settled",
-    "submitted_key",
-)

@@ -1,17 +1,9 @@
 """Finding the extract job a POST in doubt created, and never another job of the same URL.
 
-Three callers may have made a job they never heard of: a run's extract whose answer was lost
-(``runs.engine``), a resubmission whose holder died (``resubmission``) and a batch item's retry
-whose holder died (``item_retries``). The API lists extract jobs by ``url`` (newest first). A
-candidate is a job of the URL created at or after ``since`` (the POST less ``skew_s``: the
-API's clock may run a little behind ours) that no one holds (``Claims``: an entry of any run,
-``Held``; a ledger row naming a run or another item, ``LedgerClaims``), and whose own
-``GET /v1/extract/{id}`` says it was posted with every option the POST set (``Posted``). The
-earliest candidate is adopted.
-
-An answer that does not echo an option the POST set is no match: a wrong adoption leaves the
-caller's own job in no run (or two chains on one job), while no adoption leaves the entry in
-doubt for the operator, or posts again. No API lists batches or crawls (``runs.evidence``).
+A run's extract with a lost answer, a dead holder's resubmission or item retry: the API lists
+extract jobs by ``url``; the earliest created since the POST (less ``skew_s``) that no one
+holds (``Claims``) and whose own answer echoes every option the POST set (``Posted``) is the
+one. A wrong adoption would give one job two owners; no adoption leaves the doubt for later.
 """
 
 from __future__ import annotations
@@ -106,7 +98,7 @@ def find_created(
     listed.sort(key=lambda job: job.created_at.timestamp() if job.created_at else since)
     for job in listed:
         if job.job_id in claims:
-            continue  # another run's or another item's: never two owners of one job
+            continue  # never two owners of one job
         try:
             answer = client.get_job(job.job_id)
         except NotFoundError:
@@ -127,10 +119,8 @@ class _HolderReader(Protocol):
 
 
 class Held:
-    """The job ids any run holds, and those ``add``ed since: a run's job is never adopted by
-    another. The stack's journal is asked per job (its ledger row names its run: the
-    submitter's role may not Scan for the runs); a file journal's entries of every run are
-    read once, when first asked; a journal that can do neither answers for ``run`` alone."""
+    """The job ids any run holds, and those ``add``ed since. The stack's journal is asked per
+    job (its ledger row names its run: no Scan); a file journal's runs are read once."""
 
     def __init__(self, journal: Journal, run: Run) -> None:
         self._journal, self._run = journal, run
@@ -155,17 +145,15 @@ class Held:
 
 
 class RowReader(Protocol):
-    """The ledger's read the processor's lookups need (``Ledger.get_many``: BatchGetItem,
-    the processor's one read)."""
+    """The ledger's read the processor's lookups need (``Ledger.get_many``)."""
 
     def get_many(self, keys: Sequence[JobKey]) -> Mapping[JobKey, LedgerRow]: ...
 
 
 class LedgerClaims:
-    """Extract jobs the ledger says are someone else's, for the processor's lookups: a row
-    naming a run, or retrying another item than ``item`` (the one the caller retries) or
-    than the item ``like``'s row retries (a failed job the caller resubmits), and ``own``;
-    never the job ``like``'s row notes as its resubmission (its run or item handed on)."""
+    """Extract jobs the ledger says are someone else's, for the processor's lookups: ``own``,
+    a row naming a run, or retrying another item than ``item`` (or than ``like``'s row
+    retries); never the job ``like``'s row notes as its resubmission (handed on to us)."""
 
     def __init__(
         self,
@@ -189,8 +177,7 @@ class LedgerClaims:
         rows = self._rows.get_many(keys)
         if self._like is not None:
             like = rows.get(keys[1])
-            # The job a holder of ``like`` noted before it died: ours, though it carries the
-            # run or item ``like`` handed on (``resubmission.hand_on``).
+            # The job a holder of ``like`` noted before it died: ours (``resubmission.hand_on``).
             self._item, self._noted = (
                 (like.retry_of, like.detail.get(DETAIL_RESUBMITTED_AS)) if like else (None, None)
             )
@@ -201,15 +188,3 @@ class LedgerClaims:
         if row is None:
             return False  # unknown to the ledger: a lost POST's job, as its webhook may be late
         return row.run is not None or (row.retry_of is not None and row.retry_of != self._item)
-
-
-__all__: Sequence[str] = (
-    "DEFAULT_SKEW_S",
-    "Claims",
-    "Held",
-    "JobLister",
-    "LedgerClaims",
-    "Posted",
-    "RowReader",
-    "find_created",
-)

@@ -1,69 +1,158 @@
-"""The run journal in DynamoDB: a key space of the ledger's table, for runs with a stack.
+"""The run journal in DynamoDB: a ``run#`` key space of the ledger's table, for runs with a stack.
 
-Why the ledger's table and not a table of its own: the ledger already holds bookkeeping
-rows under key prefixes that every scan skips (``RowPrefix``: ``meta#``, ``chain#``, and
-now ``run#``), and the sparse ``pending-by-state`` index never sees them (they carry no
-``pending_state``); so a journal there needs no new table to provision, protect (deletion
-protection, point-in-time recovery, encryption), grant and create in the local stack, its
-items expire by the ledger's TTL (``expires_at``, pushed by every write), and announcing a
-batch or crawl can join the write of its job id in one transaction on one table. The cost:
-the ledger has no sort key, so a run's entries are read by key (the run's head item says how
-many there are), 100 per ``BatchGetItem``, not by one ``Query``.
+The ledger's table, not one of its own: nothing new to provision, protect or grant, items
+expire by its TTL, the ledger's scans and pending index never see them, and recording a
+batch's job id joins the write of its ledger row in one transaction (``announce``). The table
+has no sort key, so a run's entries are read by key, 100 per ``BatchGetItem``.
 
     run#<name>            the head: mode, fingerprint, options, entry count, planned
-    run#<name>#<index>    one entry: its URLs (zlib-compressed JSON: a chunk of 1,000 long
-                          URLs stays under DynamoDB's 400 KB item limit), state and fields
+    run#<name>#<index>    one entry: its URLs (zlib-compressed JSON, under the 400 KB item
+                          limit for 1,000 long URLs), state and fields
 
 A run is planned head first (conditional: one planner wins), then its entries, 100 per
-``TransactWriteItems`` each conditional on the entry's absence, then ``planned`` is set; a
-planner that finds a head not yet planned (its planner crashed) finishes the job. Each move
-is one ``UpdateItem`` whose condition is the move's sources and guard.
-
-A job of a run is born announced, with its run: the move that records its job id
-(``submit``, ``adopt``) is one ``TransactWriteItems`` of that update and the ledger row
-``submissions.expect`` would put, naming the run (the ledger's ``submitted_put``,
-conditional: only where no row is). A batch or crawl needs the row (no API lists them); an
-extract's row is how its outcome's event names its run, at no read when it is emitted. A
-row that exists already (its webhook came first) cancels the put, never the move: the move
-is written again beside an update of the row's ``run`` alone (``link_run``), so a settled
-row keeps its state (an update with ``if_not_exists`` would not do: a settled row has no
-``pending_state``, and would get one back). A row that had settled by then wrote its event
-without the run: it is owed again naming it (``retell``, the same event id). The entry's
-condition is the move table's, as for every other move; a conflict with a concurrent write
-(``TransactionConflict``) or throttling is tried again a few times, then
-a retryable ``AWSUnavailableError``.
+conditional ``TransactWriteItems``, then ``planned``: a planner that finds a head not yet
+planned finishes the job. Each move is one ``UpdateItem`` under the move's condition.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, is_transaction_canceled, unavailable
+from botocore import xform_name
+
+from scrape_pipeline.aws_errors import (
+    AWS_ERRORS,
+    is_condition_failed,
+    is_transaction_canceled,
+    unavailable,
+)
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, OUTBOX_AT, Ledger, RowPrefix
+from scrape_pipeline.ledger import (
+    DEFAULT_TTL_DAYS,
+    OUTBOX_AT,
+    PARTITION_KEY,
+    TTL_ATTRIBUTE,
+    Ledger,
+    RowPrefix,
+)
 from scrape_pipeline.runs import moves
 from scrape_pipeline.runs.announce import Announcer
-from scrape_pipeline.runs.dynamo_items import (
-    PK,
-    TTL,
-    _RefusedError,
-    condition,
-    encode,
-    entry_item,
-    entry_key,
-    entry_of,
-    head_key,
-    send,
-)
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
-from scrape_pipeline.runs.moves import EntryState, Move
+from scrape_pipeline.runs.moves import EntryState, Guard, Move
 from scrape_pipeline.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from types_boto3_dynamodb.client import DynamoDBClient
+
+PK: Final = str(PARTITION_KEY)
+TTL: Final = str(TTL_ATTRIBUTE)
+_NUMBERS: Final = frozenset({"lease_until", "posted_at", "doubted_at", "updated_at"})
+_GUARDS: Final[Mapping[Guard, str]] = {
+    Guard.NONE: "",
+    Guard.HOLDER: " AND #owner = :guard",
+    Guard.LEASE_EXPIRED: " AND lease_until <= :guard",
+    Guard.NOT_ANNOUNCED: " AND announced = :false",
+}
+
+
+def head_key(name: str) -> str:
+    """The key of a run's head item."""
+    return f"{RowPrefix.RUN}{name}"
+
+
+def entry_key(name: str, index: int) -> str:
+    """The key of one entry of a run."""
+    return f"{RowPrefix.RUN}{name}#{index}"
+
+
+def written(db: DynamoDBClient, operation: str, **request: Any) -> bool:
+    """One conditional write (``send``); False if its condition did not hold."""
+    try:
+        send(db, operation, **request)
+    except _RefusedError:
+        return False
+    return True
+
+
+def send(db: DynamoDBClient, operation: str, **request: Any) -> dict[str, Any]:
+    """One DynamoDB call; a refused condition is ``_RefusedError``, any other failure
+    ``AWSUnavailableError``."""
+    try:
+        return dict(getattr(db, xform_name(operation))(**request))
+    except AWS_ERRORS as exc:
+        if is_condition_failed(exc):
+            raise _RefusedError(operation) from exc
+        raise unavailable("dynamodb", operation, exc) from exc
+
+
+class _RefusedError(Exception):
+    """A conditional write's condition did not hold (answered inside the journal)."""
+
+
+def condition(move: Move, guard_value: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A move's condition: its sources, then its guard's clause, with their placeholders."""
+    sources = {f":from{i}": {"S": s.value} for i, s in enumerate(move.sources)}
+    values: dict[str, Any] = dict(sources)
+    names = {"#st": "state"}
+    if move.guard is Guard.HOLDER:
+        names["#owner"] = "owner"
+        values[":guard"] = encode({"owner": guard_value})["owner"]
+    elif move.guard is Guard.LEASE_EXPIRED:
+        values[":guard"] = {"N": repr(float(guard_value))}
+    elif move.guard is Guard.NOT_ANNOUNCED:
+        values[":false"] = {"BOOL": False}
+    return f"#st IN ({', '.join(sources)}){_GUARDS[move.guard]}", names, values
+
+
+def encode(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Entry fields as DynamoDB attribute values (None: NULL, so a move can clear a field)."""
+    encoded: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        if value is None:
+            encoded[name] = {"NULL": True}
+        elif isinstance(value, bool):
+            encoded[name] = {"BOOL": value}
+        elif name in _NUMBERS:
+            encoded[name] = {"N": repr(float(value))}
+        else:
+            encoded[name] = {"S": str(value)}
+    return encoded
+
+
+def entry_item(entry: Entry, ttl_s: float) -> dict[str, Any]:
+    """A new entry's item: its URLs compressed, its state, not announced, its expiry."""
+    urls = zlib.compress(json.dumps(entry.urls).encode())
+    item = {PK: {"S": entry_key(entry.run, entry.index)}, "urls": {"B": urls}}
+    item.update(encode({"state": entry.state, "announced": False}))
+    item.update(encode({"updated_at": entry.updated_at}))
+    item[TTL] = {"N": str(int((entry.updated_at or 0.0) + ttl_s))}
+    return item
+
+
+def _decode(name: str, value: Mapping[str, Any]) -> Any:
+    if "NULL" in value:
+        return None
+    if "BOOL" in value:
+        return bool(value["BOOL"])
+    if "N" in value:
+        return float(value["N"])
+    return value.get("S")
+
+
+def entry_of(run: str, item: Mapping[str, Any]) -> Entry:
+    index = int(item[PK]["S"].rsplit("#", 1)[1])
+    fields = {name: _decode(name, item[name]) for name in FIELDS if name in item}
+    fields["state"] = EntryState(fields["state"])
+    fields["announced"] = bool(fields.get("announced", False))
+    urls = tuple(json.loads(zlib.decompress(bytes(item["urls"]["B"]))))
+    return Entry(run=run, index=index, urls=urls, **fields)
+
 
 _BATCH: Final = 100  # BatchGetItem's and TransactWriteItems' limit
 # The moves that record a job id: for a batch or crawl, the ledger row joins their write.
@@ -91,9 +180,7 @@ class DynamoJournal(BaseJournal):
         self._modes: dict[str, RunMode] = {}  # a run's mode never changes: read once
 
     def close(self) -> None:
-        """Nothing to close (the client is the caller's); here so both journals close alike."""
-
-    # -- planning --------------------------------------------------------------------------
+        """Nothing to close (the client is the caller's)."""
 
     def _insert_run(self, run: Run, entries: Sequence[Entry]) -> bool:
         head = {
@@ -106,8 +193,7 @@ class DynamoJournal(BaseJournal):
             "created_at": {"N": repr(run.created_at)},
             "planned": {"BOOL": False},
             TTL: {"N": str(int(run.created_at + self._ttl_s))},
-            # Owing its Run Completed from the start: in the sparse outbox index until the bus
-            # took it (``scrape_pipeline.runs.heads``, the reconciler's run sweep).
+            # Owing its Run Completed from the start: in the outbox index until the bus took it.
             str(OUTBOX_AT): {"N": f"{run.created_at:.3f}"},
         }
         try:
@@ -149,8 +235,6 @@ class DynamoJournal(BaseJournal):
                 self._call("PutItem", Item=item, ConditionExpression=absent)
             except _RefusedError:
                 continue
-
-    # -- reads -----------------------------------------------------------------------------
 
     def run(self, name: str) -> Run | None:
         found = self._get(head_key(name))
@@ -194,7 +278,7 @@ class DynamoJournal(BaseJournal):
 
     def entries_between(self, name: str, start: int, stop: int) -> list[Entry]:
         """The run's entries ``start`` to ``stop`` (excluded) that exist, in index order, read
-        eventually consistent: a stale entry is one an earlier move left, never a later one."""
+        eventually consistent (a stale entry is an earlier move's, never a later one's)."""
         found = self._read_all(name, stop, start=start, consistent=False)
         return sorted(found, key=lambda e: e.index)
 
@@ -219,16 +303,14 @@ class DynamoJournal(BaseJournal):
         return None if found is None else entry_of(name, found)
 
     def holder(self, kind: str, job_id: str) -> str | None:
-        """The run holding the ``kind`` job ``job_id``, as its ledger row names it (written by
-        the move that recorded the id): one GetItem, where listing every run is a Scan."""
+        """The run holding the ``kind`` job ``job_id``, as its ledger row names it: one GetItem,
+        where listing every run is a Scan."""
         row = self._ledger.get(JobKey(JobKind(kind), job_id))
         return row.run if row is not None else None
 
     def _get(self, key: str) -> dict[str, Any] | None:
         found = self._call("GetItem", Key={PK: {"S": key}}, ConsistentRead=True).get("Item")
         return dict(found) if found else None
-
-    # -- moves -----------------------------------------------------------------------------
 
     def _write(
         self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
@@ -279,6 +361,3 @@ class DynamoJournal(BaseJournal):
 
     def _send(self, operation: str, **request: Any) -> dict[str, Any]:
         return send(self._db, operation, **request)
-
-
-__all__: Sequence[str] = ("DynamoJournal",)

@@ -1,16 +1,8 @@
-"""The submitter: works a run through its journal, posting each entry until it is settled.
+"""The submitter: works a run through its journal until each entry is settled.
 
-One ``submit`` call plans the run (a rerun adds nothing), announces batches and crawls a
-crash left unannounced, settles what an earlier submitter left in doubt, posts every planned
-entry, then waits out the leases of entries another submitter left mid-POST. Each POST's
-failure is classified by ``outcomes.classify``: an entry goes back to planned only when the
-API certainly did not act. Time is the injected clock's and every wait goes through the
-injected ``sleep``: nothing here sleeps on its own, prints or reads the environment.
-
-With a ``Pace`` (``runs.pace``) several workers post at once (``runs.workers``), each entry
-claimed by one of them under the journal's conditional write, at the rate the pace finds the
-API allows. Posting an entry and recording its answer is ``runs.posting.Posting``'s, the
-submitter's base; the run's flow and the settling of doubts are here.
+One ``submit`` plans the run (a rerun adds nothing), announces what a crash left unannounced,
+settles what was left in doubt, posts every planned entry (``posting``), then waits out the
+leases another submitter holds. Time and every wait are the injected clock's and ``sleep``'s.
 """
 
 from __future__ import annotations
@@ -20,7 +12,7 @@ import math
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,12 +26,10 @@ from scrape_pipeline.runs.evidence import CandidateSource, JobReader, evidenced
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Outcome, Verdict
-from scrape_pipeline.runs.owners import holder_gone, new_owner
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
-from scrape_pipeline.runs.posting import Posting
+from scrape_pipeline.runs.posting import Posting, _OutOfTimeError, holder_gone, new_owner
 from scrape_pipeline.runs.report import Event, EventKind, Planned, RunReport
-from scrape_pipeline.runs.workers import _OutOfTimeError
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
@@ -70,8 +60,7 @@ class SubmitterSettings:
 
 class Submitter(Posting):
     """Posts runs through ``journal`` with ``client``; ``announce(kind, job_id)`` tells the
-    ledger of each batch or crawl the moment its id is recorded. With ``pace``, several
-    workers post at its rate (give it a client that leaves 429s to the submitter)."""
+    ledger of each batch or crawl once its id is recorded; ``pace``: several workers."""
 
     def __init__(
         self,
@@ -109,8 +98,6 @@ class Submitter(Posting):
         self._post_unfound = True  # an extract the lookup did not find is posted again
         self._time_left: Callable[[], float] = lambda: math.inf
 
-    # -- the run ---------------------------------------------------------------------------
-
     def submit(self, spec: RunSpec, name: str | None = None) -> RunReport:
         """Plan ``spec`` (as ``name`` or its derived name) and post what is not submitted."""
         return self.work(self.plan(spec, name))
@@ -122,12 +109,8 @@ class Submitter(Posting):
         return Planned(run, created, found)
 
     def work(self, planned: Planned, time_left: Callable[[], float] | None = None) -> RunReport:
-        """Post every entry of a planned run that is not settled yet, as far as the API lets.
-
-        ``time_left`` (seconds), for a caller with a deadline of its own: no entry is claimed
-        once it is spent and no wait is begun that would outlast it; the call then ends with
-        the rest left as it was (``cut``).
-        """
+        """Post every entry of a planned run not settled yet; past ``time_left`` (seconds) no
+        entry is claimed nor wait begun, and the rest is left as it was (``cut``)."""
         run = planned.run
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up = set()
@@ -165,9 +148,8 @@ class Submitter(Posting):
         return was_cut
 
     def settle(self, run: Run, *, post_unfound: bool = False) -> list[Entry]:
-        """Resolve what is in doubt without posting planned entries (``runs resolve``): leases
-        run out expired, extracts in doubt looked up and the job found adopted; one not found
-        is posted again only with ``post_unfound``. The run's entries after."""
+        """Resolve what is in doubt without posting planned entries (``runs resolve``); an
+        extract not found is posted again only with ``post_unfound``. The entries after."""
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up, self._post_unfound = set(), post_unfound
         self._time_left = lambda: math.inf
@@ -178,17 +160,10 @@ class Submitter(Posting):
             self._post_unfound = True
         return self.journal.entries(run.name)
 
-    # -- doubt and leases ------------------------------------------------------------------
-
     def _settle_doubts(self, run: Run, *, ready_only: bool = False) -> None:
-        """Expire leases run out; for extracts in doubt, adopt the job found, else post again.
-
-        Each entry is looked up once per call; a batch or crawl in doubt is adopted when the
-        evidence source names its job, else left for the operator (its report names it).
-        ``ready_only``: skip extracts the list may not show yet (posted less than
-        ``listing_delay_s`` ago; so does ``wait_for_doubts`` off), and batches and crawls
-        (their evidence is read once, after posting: a rerun killed again would pay for it).
-        """
+        """Expire leases run out; adopt the job found for an entry in doubt, else post an
+        extract again. ``ready_only``: skip extracts the list may not show yet, and batches and
+        crawls (their evidence is read once, after posting)."""
         self._expire_leases(run)
         if run.mode is not RunMode.ASYNC:
             if ready_only:
@@ -212,8 +187,8 @@ class Submitter(Posting):
             self._resolve(run, entry, taken)
 
     def _expire_leases(self, run: Run) -> None:
-        """Entries another submitter left posting past its lease, or whose submitter's process
-        is gone: in doubt, never planned."""
+        """Entries another submitter left posting past its lease, or whose process is gone:
+        in doubt, never planned."""
         for entry in self.journal.entries(run.name, [S.POSTING]):
             if entry.owner == self.owner:
                 continue
@@ -251,8 +226,8 @@ class Submitter(Posting):
             self._post_planned(run, released)
 
     def _look_up(self, url: str, posted_at: float, taken: Held) -> JobSummary | None:
-        """``find_created`` at the pace's rate, tried again as the client would a read (with a
-        pace the client does not retry): a 429 pauses every worker, other errors back off."""
+        """``find_created`` at the pace's rate, tried again as the client would a read: a 429
+        pauses every worker, other errors back off."""
         tries = LOOKUP_TRIES if self.pace is not None else 1
         for attempt in range(1, tries + 1):
             sent_at = self._turn()
@@ -281,6 +256,3 @@ class Submitter(Posting):
         for entry in held:
             self._tell(EventKind.WAITING, entry)
         self._wait_until(max(e.lease_until or 0.0 for e in held))
-
-
-__all__: Sequence[str] = ("SubmitClient", "Submitter", "SubmitterSettings")

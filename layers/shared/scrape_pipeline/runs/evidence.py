@@ -1,21 +1,15 @@
 """Adopting a batch or crawl in doubt from later evidence: a job of its kind someone else saw.
 
-No API lists batches or crawls, but something else may hear of the one a lost POST created:
-its webhook makes a ledger row (a stack: ``LedgerCandidates``), and the account's webhook
-delivery log names it, delivered or not (no stack: ``delivery_evidence``); any other
-``CandidateSource`` will do. A candidate is a job id of the entry's kind that such a source
-first saw after the entry's POST less the skew margin and that no entry holds; it is looked up
-(``GET /v1/batch/{id}``, ``GET /v1/crawl/{id}``) and adopted only when it is the entry's: a
-batch with the entry's URLs (the valid ones as items, the rest counted invalid), a crawl
-from the entry's start URL. Nothing else is a match: a wrong adoption would leave URLs never
-posted, so any doubt leaves the entry in doubt. (Two runs of the same URLs with other
-options, both in doubt at once, could still take each other's job: the API's answer does
-not say which options a batch was posted with.)
+No API lists batches or crawls, but their ledger rows (``LedgerCandidates``, a stack) and the
+account's webhook delivery log (``DeliveryLogCandidates``, failed deliveries too) name them. A
+candidate first seen since the entry's POST (less the skew) that no entry holds is adopted
+only when the API's answer fits: a batch of exactly the entry's URLs, a crawl of its start
+URL. Any doubt leaves the entry in doubt: a wrong adoption would leave URLs never posted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cache, partial
 from itertools import chain
@@ -24,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind, JobState
+from scrape_pipeline.payload import EVENT_KINDS
 from scrape_pipeline.runs.doubt import Held
 from scrape_pipeline.runs.journal import Entry, Journal
 from scrape_pipeline.runs.moves import EntryState
@@ -33,8 +29,7 @@ from scrape_pipeline.runs.plan import Run, RunMode
 if TYPE_CHECKING:
     from scrape_pipeline.ledger import Ledger
 
-# A batch's first page is read with its counters: most candidates that are not the entry's
-# are told apart by their counters or first URLs for one request.
+# A batch's first page, with its counters: most wrong candidates are told apart by it.
 _FIRST_PAGE: Final = 50
 
 
@@ -90,17 +85,14 @@ def evidenced(
     *,
     skew_s: float,
 ) -> Iterator[tuple[Entry, str]]:
-    """Each batch or crawl of ``run`` in doubt that ``source`` names, with its job's id.
-
-    A lookup that fails leaves its entry in doubt, for the next call to look up again.
-    """
+    """Each batch or crawl of ``run`` in doubt that ``source`` names, with its job's id (a
+    lookup that fails leaves its entry in doubt)."""
     doubted = journal.entries(run.name, [EntryState.IN_DOUBT])
     if source is None or run.mode is RunMode.ASYNC or not doubted:
         return
     taken = {e.job_id for e in journal.entries(run.name) if e.job_id}
     sinces = [_since(entry, skew_s) for entry in doubted]
-    # One read of the source, and one of each candidate, serve every entry in doubt: each
-    # entry's own ``since`` is checked against the candidate's creation time.
+    # One read of the source, and one of each candidate, serve every entry in doubt.
     try:
         named = _Named(list(source.candidates(JobKind(run.mode.kind), min(sinces))))
     except PipelineError:
@@ -215,16 +207,9 @@ _NOT_DONE: Final = tuple(state for state in JobState if state is not JobState.DO
 
 
 class LedgerCandidates:
-    """Batches and crawls the ledger has rows for (webhooks, announcements, the reconciler).
-
-    The ledger has no index by kind or creation time. Its sparse ``pending-by-state`` index
-    holds every row not DONE by state and ``state_since``: one bounded Query per state, of
-    the rows (any kind) that entered it since ``since``, finds a recent webhook's row for the
-    cost of those rows alone. A row already DONE has left that index; ``scan_done`` also
-    Scans the table filtered to the kind's key prefix, which DynamoDB bills as reading the
-    whole table (its size / 4 KB read units, halved for eventual consistency): for an
-    operator's ``runs resolve``, never a submitter's loop.
-    """
+    """Batches and crawls the ledger has rows for: one bounded Query of the pending index per
+    state not DONE; ``scan_done`` also Scans the table (billed as reading all of it) for rows
+    DONE already: for an operator's ``runs resolve``, never a submitter's loop."""
 
     def __init__(self, ledger: Ledger, *, scan_done: bool = False, page: int = 100) -> None:
         self.ledger = ledger
@@ -253,11 +238,68 @@ class LedgerCandidates:
         return self.ledger.created_since(kind, since)
 
 
-__all__: Sequence[str] = (
-    "CandidateSource",
-    "JobReader",
-    "LedgerCandidates",
-    "evidenced",
-    "find_by_evidence",
-    "first_seen",
-)
+EVENT_OF_KIND: Final[Mapping[JobKind, str]] = {kind: event for event, kind in EVENT_KINDS.items()}
+
+
+class DeliveryLog(Protocol):
+    """The reads of the delivery log this needs (``GeonodeClient`` has them)."""
+
+    def list_webhooks(self) -> list[Webhook]: ...
+
+    def iter_deliveries(
+        self, webhook_id: str, *, status: str | None = None, start_page: int = 1
+    ) -> Iterator[Delivery]: ...
+
+
+class DeliveryLogCandidates:
+    """Job ids the delivery log of the kind's subscriptions (active or not) names since
+    ``since``: one ``GET /v1/webhooks``, then each log's pages newest first down to ``since``.
+    No subscription (or a 404) is no evidence; any other failure is raised (still in doubt)."""
+
+    def __init__(self, log: DeliveryLog) -> None:
+        self.log = log
+
+    def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
+        event = EVENT_OF_KIND.get(kind)
+        if event is None:
+            return
+        try:
+            hooks = [h for h in self.log.list_webhooks() if h.event_type == event]
+        except NotFoundError:
+            return
+        yield from first_seen(
+            chain.from_iterable(self._named(hook.id, event, since) for hook in hooks)
+        )
+
+    def _named(self, webhook_id: str, event: str, since: float) -> Iterator[str]:
+        """The job ids of one subscription's attempts since ``since``, newest first."""
+        try:
+            for delivery in self.log.iter_deliveries(webhook_id):
+                # An attempt listed without its time counts as inside the range.
+                created = delivery.created_at
+                if created is not None and created.timestamp() < since:
+                    return  # every attempt after it is older still
+                if delivery.event_type == event and delivery.job_id:
+                    yield delivery.job_id
+        except NotFoundError:
+            return  # deleted while being read: what it named before is kept
+
+
+class AnyOf:
+    """The candidates of several sources, each id once; a source that fails gives nothing,
+    unless every source failed (the first failure is raised: the entries stay in doubt)."""
+
+    def __init__(self, *sources: CandidateSource) -> None:
+        self.sources: Sequence[CandidateSource] = sources
+
+    def candidates(self, kind: JobKind, since: float) -> Iterable[str]:
+        named: list[str] = []
+        failures: list[PipelineError] = []
+        for source in self.sources:
+            try:
+                named += source.candidates(kind, since)
+            except PipelineError as exc:
+                failures.append(exc)
+        if failures and len(failures) == len(self.sources):
+            raise failures[0]
+        return list(dict.fromkeys(named))

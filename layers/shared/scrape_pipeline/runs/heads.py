@@ -1,14 +1,10 @@
 """A run's head as its completion reads and writes it: what it owes, how far it is checked.
 
-A run is planned owing its ``Run Completed`` event: its head carries ``outbox_at`` (its
-planning time) and so sits in the ledger's sparse ``outbox-by-time`` index, beside the job
-rows owing theirs, until the bus has taken that event. The run sweep finds the runs still
-open there (a scan of the sparse index reads only what it holds; the outbox sweep skips run
-heads), never by a scan of the table.
+A run is planned owing its ``Run Completed``: its head's ``outbox_at`` keeps it in the
+ledger's sparse outbox index (where the run sweep finds it) until the bus took the event.
 
-    checked        entries before it are settled for good (submitted and DONE, or rejected)
+    checked        entries before it are settled for good
     outbox_event   the Run Completed event, written once (conditional) with ``completed_at``
-    outbox_at      removed once the bus took it: the head leaves the index
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.ledger import OUTBOX_AT, OUTBOX_EVENT, OUTBOX_INDEX, PARTITION_KEY, RowPrefix
-from scrape_pipeline.runs.dynamo_items import head_key, send, written
+from scrape_pipeline.runs.dynamodb import head_key, send, written
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -124,6 +120,3 @@ class RunHeads:
             "ExpressionAttributeValues": dict(values),
         }
         return written(self._db, "UpdateItem", **request)
-
-
-__all__ = ("CHECKED", "COMPLETED_AT", "Head", "RunHeads")

@@ -1,14 +1,10 @@
 """One message of the submitter function: a run started or continued, worked until the
-invocation's time is nearly up, then handed to the next invocation.
+invocation's time is nearly up, then handed on by a continuation message.
 
-A run outlives an invocation: near its end (``margin_s`` left) the submitter stops claiming
-and begins no wait (a Retry-After pause, a lookup's listing delay) that would outlast it, and
-a continuation message for the run goes to the submissions queue, delayed by what is left of
-the API's pause. An invocation killed by its timeout leaves its message to come back after
-the queue's visibility timeout, by which time its posting leases (``lease_s``, shorter) have
-run out: the next invocation expires them to in doubt and looks them up, never posts them
-blind. Nothing here waits for another submitter's lease, nor for the job list to cover an
-entry in doubt (``doubt_wait``): a continuation delayed until then is sent instead.
+Near the end (``margin_s`` left) no entry is claimed nor wait begun; an invocation killed by
+its timeout leaves its message to come back after the queue's visibility timeout, when its
+leases (``lease_s``, shorter) have run out: the next one puts them in doubt and looks them
+up. Nothing here waits for another's lease or the job list's lag: a delayed continuation does.
 """
 
 from __future__ import annotations
@@ -21,13 +17,12 @@ from enum import StrEnum
 from typing import Final, Protocol
 
 from scrape_pipeline.clock import Clock
-from scrape_pipeline.runs.doubt_wait import catching_up
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import BadPlanError, RunMode
-from scrape_pipeline.runs.report import Planned, RunReport
+from scrape_pipeline.runs.report import Planned, RunReport, catching_up
 from scrape_pipeline.runs.request import (
     BadRequestError,
     Request,
@@ -118,11 +113,8 @@ class Sender(Protocol):
 
 
 class Inside:
-    """Works the runs the submissions queue asks for, one invocation's worth at a time.
-
-    ``submitter(journal)`` builds a submitter of its own for each round: a warm container's
-    next invocation must not take the leases of one that was killed for its own.
-    """
+    """Works the runs the submissions queue asks for, one invocation's worth at a time; a new
+    ``submitter(journal)`` each round, so no leases of a killed invocation are taken as its own."""
 
     def __init__(
         self,
@@ -193,8 +185,8 @@ class Inside:
         return self._continue(report, delay, idle, why)
 
     def _waiting(self, report: RunReport, lag_s: float) -> tuple[int, str] | None:
-        """What a run that went as far as it could still waits for: how long until its next
-        round, and why; None when every entry is settled."""
+        """How long a run that went as far as it could waits for its next round, and why; None
+        when every entry is settled."""
         now = self._clock.time()
         held = [e.lease_until or now for e in report.where(S.POSTING)]
         if held:
@@ -202,9 +194,7 @@ class Inside:
         doubts = report.where(S.IN_DOUBT)
         if doubts:
             if report.run.mode is not RunMode.ASYNC:
-                # No API lists batches or crawls: the delivery log names one once it settles,
-                # so the run is looked at again (``max_idle_rounds`` times); posting one again
-                # is the operator's decision (``runs resolve --repost-in-doubt``).
+                # The delivery log names one once it settles; a repost is the operator's call.
                 why = f"{len(doubts)} {report.run.mode.kind}(s) in doubt, awaiting evidence"
                 return self.settings.evidence_delay_s, why
             waiting = catching_up(doubts, lag_s, now)
@@ -224,6 +214,3 @@ class Inside:
         delay = max(0, min(SQS_MAX_DELAY_S, delay_s))
         self._send(continuation(name, idle), delay)
         return Round(name, Next.CONTINUED, why, report, delay)
-
-
-__all__ = ("Inside", "InsideSettings", "Next", "Round")

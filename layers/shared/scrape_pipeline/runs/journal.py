@@ -1,14 +1,5 @@
-"""The run journal: what a submitter needs from it (``Journal``) and the verbs every journal
-shares (``BaseJournal``), each one conditional write of the move table (``moves``).
-
-    JournalError            a PipelineError
-    ├── RunMismatchError    a run of that name was planned from other URLs, mode or options
-    └── MoveRefusedError    the entry was not where the move starts (or its guard failed)
-
-A backend implements five small methods: plan a run atomically, read a run, read entries,
-read one entry, and write one move under its condition (state in the move's sources, and its
-guard), answering the entry as written or None when the condition failed.
-"""
+"""The run journal: every verb is one conditional write of the move table (``moves``); a
+store (the stack's table, or the CLI's file) implements the reads and that one write."""
 
 from __future__ import annotations
 
@@ -70,7 +61,7 @@ class Entry:
     announced: bool = False
 
     def label(self) -> str:
-        """``#3 https://...`` or ``#0 (1000 URLs from https://...)``, for messages."""
+        """``#3 https://...`` or ``#0 (1000 URLs from https://...)``."""
         if len(self.urls) == 1:
             return f"#{self.index} {self.urls[0]}"
         return f"#{self.index} ({len(self.urls)} URLs from {self.urls[0]})"
@@ -160,8 +151,6 @@ class BaseJournal(ABC):
             raise ValueError("lease_s must be positive")
         self.lease_s = lease_s
 
-    # -- planning --------------------------------------------------------------------------
-
     def plan(self, spec: RunSpec, name: str, now: float) -> tuple[Run, bool]:
         """Plan ``spec`` as ``name`` in one atomic write; an existing run must be the same."""
         run = Run.planned(name, spec, now)
@@ -175,8 +164,6 @@ class BaseJournal(ABC):
         if existing is None or existing.fingerprint != run.fingerprint:
             raise RunMismatchError(name)
         return existing, False
-
-    # -- the moves -------------------------------------------------------------------------
 
     def claim(self, entry: Entry, owner: str, now: float) -> Entry:
         values = {"owner": owner, "lease_until": now + self.lease_s, "posted_at": now}
@@ -244,8 +231,6 @@ class BaseJournal(ABC):
             raise MoveRefusedError(move, entry.run, entry.index, self.entry(entry.run, entry.index))
         return moved
 
-    # -- what a backend implements ---------------------------------------------------------
-
     @abstractmethod
     def _insert_run(self, run: Run, entries: Sequence[Entry]) -> bool:
         """Store the run and its entries if no run has its name, atomically; True if stored."""
@@ -267,19 +252,4 @@ class BaseJournal(ABC):
         self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
     ) -> Entry | None:
         """Write ``values`` if the entry's state is in ``move.sources`` and ``move.guard`` holds
-        (HOLDER: owner == guard_value; LEASE_EXPIRED: lease_until <= guard_value;
-        NOT_ANNOUNCED: not announced); the entry as written, or None."""
-
-
-__all__: Sequence[str] = (
-    "DEFAULT_LEASE_S",
-    "FIELDS",
-    "HOLDER_GONE",
-    "LEASE_LOST",
-    "BaseJournal",
-    "Entry",
-    "Journal",
-    "JournalError",
-    "MoveRefusedError",
-    "RunMismatchError",
-)
+        against ``guard_value``; the entry as written, or None."""

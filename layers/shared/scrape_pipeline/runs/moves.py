@@ -1,20 +1,12 @@
-"""A journal entry's states and every move a journal makes: the run journal's one move table.
+"""The run journal's one move table: an entry's states and every write that moves it.
 
-``MOVES`` is the state machine's one home. Each journal (``sqlite``, and any other) builds
-the condition of its conditional write from a move's ``sources`` and its named ``guard``, so
-no journal spells a state condition of its own; the contract tests
-(``tests/runs/journal_contract.py``) check every verb against this table.
-
-An entry is one POST: one URL (async, crawl) or one chunk of at most ``--batch-size`` URLs
-(batch). ``POSTING`` is held under a lease: a submitter that crashed mid-POST leaves its
-entry there, and once the lease has run out anyone may move it to ``IN_DOUBT`` (the API may
-have acted), never back to ``PLANNED`` (that would re-post it silently). A submitter on the
-same host that sees the holder's process gone may make that move at once (``ABANDON``).
+An entry is one POST. ``POSTING`` is held under a lease: once it has run out (or the holder's
+process is seen gone, ``ABANDON``) the entry goes to ``IN_DOUBT``, never back to ``PLANNED``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -44,8 +36,7 @@ class Guard(StrEnum):
     BATCH_OR_CRAWL_RUN = "the run posts batches or crawls"
 
 
-# The guards on the run, not the entry: a run's mode is fixed when it is planned, so the
-# journal checks them against the run record before it writes (no backend stores a mode).
+# Guards on the run's mode (fixed at planning): checked against the run record, not stored.
 RUN_GUARDS: Final[Mapping[Guard, frozenset[RunMode]]] = {
     Guard.EXTRACT_RUN: frozenset({RunMode.ASYNC}),
     Guard.BATCH_OR_CRAWL_RUN: frozenset({RunMode.BATCH, RunMode.CRAWL}),
@@ -71,10 +62,7 @@ class Verb(StrEnum):
 
 @dataclass(frozen=True)
 class Move:
-    """A write that takes an entry from one of ``sources`` to ``target``, if ``guard`` holds.
-
-    No ``target``: the entry keeps its state (the write notes something on it).
-    """
+    """A write from one of ``sources`` to ``target`` (None: unchanged), if ``guard`` holds."""
 
     verb: Verb
     sources: tuple[EntryState, ...]
@@ -102,12 +90,10 @@ REJECT = Move(V.REJECT, (S.POSTING,), S.REJECTED, G.HOLDER, "the API refused it 
 RELEASE = Move(V.RELEASE, (S.POSTING,), S.PLANNED, G.HOLDER, "certainly not acted on (429, 402)")
 DOUBT = Move(V.DOUBT, (S.POSTING,), S.IN_DOUBT, G.HOLDER, "answer lost (timeout, 5xx)")
 EXPIRE = Move(V.EXPIRE, (S.POSTING,), S.IN_DOUBT, G.LEASE_EXPIRED, "its submitter died mid-POST")
-# The lease's sibling: the caller saw the holder's process gone (same host, pid not alive) and
-# names that holder, so the write fails if the entry changed hands since; no 300 s wait.
+# The lease's sibling: the holder's process is seen gone (same host); no 300 s wait.
 ABANDON = Move(V.ABANDON, (S.POSTING,), S.IN_DOUBT, G.HOLDER, "its holder's process is gone")
 ADOPT = Move(V.ADOPT, (S.IN_DOUBT,), S.SUBMITTED, why="a lookup or later evidence found its job")
-# No API lists batches or crawls: posting one again could pay for all of it twice, and an
-# extract is looked up in the job list (reclaim), never re-posted blind.
+# No API lists batches or crawls (posting one again may pay twice); an extract is looked up.
 RECLAIM = Move(V.RECLAIM, (S.IN_DOUBT,), S.POSTING, G.EXTRACT_RUN, "the lookup found no job")
 ANNOUNCE = Move(
     V.ANNOUNCE, (S.SUBMITTED,), None, G.NOT_ANNOUNCED, "a batch or crawl, to the ledger"
@@ -133,28 +119,3 @@ def markdown() -> str:
         row = (f"`{move.verb}`", sources, target, move.guard.value or "—", move.why)
         lines.append(f"| {' | '.join(row)} |")
     return "\n".join(lines) + "\n"
-
-
-__all__: Sequence[str] = (
-    "ABANDON",
-    "ADOPT",
-    "ANNOUNCE",
-    "BY_VERB",
-    "CLAIM",
-    "DOUBT",
-    "EXPIRE",
-    "FINAL",
-    "MOVES",
-    "PLAN",
-    "RECLAIM",
-    "REJECT",
-    "RELEASE",
-    "REPOST",
-    "RUN_GUARDS",
-    "SUBMIT",
-    "EntryState",
-    "Guard",
-    "Move",
-    "Verb",
-    "markdown",
-)

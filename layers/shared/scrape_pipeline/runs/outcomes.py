@@ -1,29 +1,18 @@
-"""What a failed POST means for its entry: the one pure function from an error to a verdict.
+"""What a failed POST means for its entry: certainly not acted on (posted again), or the
+answer lost after sending (in doubt: looked up, never re-posted blind).
 
-The line that matters is between "the API certainly did not act" (the entry goes back to
-planned and is posted again) and "the answer was lost after the request was sent" (the job
-may exist: the entry is in doubt, resolved by a lookup, never by a blind re-post).
-
-    429, 408, connection never made     NOT_ACTED       posted again, after Retry-After
-    402 balance exhausted               OUT_OF_BALANCE  the run stops, resumable
-    401/403                             UNAUTHORIZED    the run stops
-    other 4xx (422 validation...)       REJECTED        with the API's reason
-    timeout after sending, 5xx          IN_DOUBT
-    a 2xx that cannot be read           IN_DOUBT
+    429, 408, never connected  NOT_ACTED    401/403  UNAUTHORIZED   402  OUT_OF_BALANCE
+    other 4xx                  REJECTED     5xx, timeout after sending, unreadable 2xx  IN_DOUBT
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from scrape_pipeline.geonode.errors import (
-    APIError,
-    GeonodeError,
-    TransportError,
-)
+from scrape_pipeline.geonode.errors import APIError, GeonodeError, TransportError
 
 
 class Verdict(StrEnum):
@@ -41,8 +30,7 @@ class Verdict(StrEnum):
         return self in (Verdict.OUT_OF_BALANCE, Verdict.UNAUTHORIZED)
 
 
-# The 4xx answers that are not a rejection of this POST; every other 4xx is.
-# 408: the server gave up reading the request, so it never acted on it.
+# The 4xx answers that are not a rejection of this POST (408: the request was never read).
 _BY_STATUS: Final[Mapping[int, Verdict]] = {
     401: Verdict.UNAUTHORIZED,
     402: Verdict.OUT_OF_BALANCE,
@@ -72,16 +60,13 @@ def classify(error: GeonodeError) -> Outcome:
 
 
 def _verdict(status: int) -> Verdict:
-    """A 2xx the client could not read (not JSON, no job id) or a 5xx: the API may have acted."""
+    """A 2xx the client could not read or a 5xx: the API may have acted."""
     if status < 400 or status >= 500:
         return Verdict.IN_DOUBT
     return _BY_STATUS.get(status, Verdict.REJECTED)
 
 
 def _reason(error: APIError) -> str:
-    """``HTTP 422 VALIDATION_ERROR: url: ...``: the status, the API's code and message."""
+    """``HTTP 422 VALIDATION_ERROR: url: ...``."""
     text = f"HTTP {error.status_code}" + (f" {error.code}" if error.code else "")
     return f"{text}: {error.message}" if error.message else text
-
-
-__all__: Sequence[str] = ("Outcome", "Verdict", "classify")

@@ -1,17 +1,10 @@
-"""A run's batches whose retried items still owe their outcome event.
-
-A batch's item that failed retryably is retried as an extract job (``item_retries``); the
-batch is DONE once those jobs settled, but a retry's own ``Job Stored`` may still wait in its
-row's outbox (its processor killed before the emit). The batch's manifest names each retried
-item's final job (``retry_job``): a run whose batch has one still owing its event is not
-complete yet, so ``Run Completed`` never comes before that URL's final outcome. Cost: one
-GetObject of each stored batch's manifest and one BatchGetItem a hundred retries, once per
-batch entry as the run sweep checks past it.
+"""A run's stored batches whose retried items still owe their outcome event: the run is not
+complete before that URL's final outcome is on the bus (the batch's manifest names each retry).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scrape_pipeline import chains
@@ -41,7 +34,7 @@ def retries_owing(
     chains_by_key: Mapping[JobKey, Chain], batch_items: BatchItems, ledger: RowReader
 ) -> frozenset[JobKey]:
     """The entries (by their own job) whose chain ended at a stored batch with an item's
-    retry whose outcome event the bus has not taken yet."""
+    retry whose event the bus has not taken yet."""
     retries: dict[JobKey, list[JobKey]] = {}
     for start, chain in chains_by_key.items():
         batch = _stored_batch(chain)
@@ -51,6 +44,3 @@ def retries_owing(
     rows = chains.rows_of(ledger, (key for keys in retries.values() for key in keys))
     owing = {key for key, row in rows.items() if row.outbox_at is not None}
     return frozenset(start for start, keys in retries.items() if owing.intersection(keys))
-
-
-__all__: Sequence[str] = ("BatchItems", "retries_owing")

@@ -1,20 +1,16 @@
 """The submitter's pace: one send rate shared by its workers, found by AIMD against the API.
 
-The API throttles each key with a token bucket and answers 429 with ``Retry-After`` past it.
-``Pace`` hands out send slots ``1/rate`` apart. The rate doubles each second of clean answers
-until the first 429 (slow start), then grows by a fixed step per second (additive: a share
-of the rate last cut from) and is halved on a 429 (multiplicative); the 429's
-``Retry-After`` pauses every worker, so one throttled answer is not followed by a storm of
-others. 429s answering requests sent before the last cut are the same congestion and do
-not cut again. How many POSTs are in flight follows the rate and the answers' latency
-(``concurrency``), up to ``workers``. The clock and sleep are injected.
+Slow start doubles the rate each second of clean answers until the first 429, then it grows
+by a fixed step per second and halves on a 429, whose ``Retry-After`` pauses every worker;
+429s to requests sent before the last cut do not cut again. In flight: what the rate needs at
+the answers' latency (``concurrency``), up to ``workers``.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrape_pipeline.clock import Clock
@@ -30,8 +26,7 @@ class PaceSettings:
     start_rate: float = 20.0  # sends per second before any answer
     min_rate: float = 0.5
     max_rate: float = 2000.0
-    # After slow start, the rate grows each second of clean answers by this share of the rate
-    # it was cut from: a step in proportion to the limit found (at 50/s: 2.4/s per second).
+    # After slow start, growth per second of clean answers: this share of the rate cut from.
     increase: float = 0.04
     decrease: float = 0.5  # the rate is multiplied by this on a 429
     slow_s: float = 5.0  # an answer slower than this is not "fast": the rate does not grow
@@ -76,10 +71,8 @@ class Pace:
             return self._rate
 
     def concurrency(self) -> int:
-        """How many POSTs may be in flight: what the rate needs at the answers' latency.
-
-        One while no answer has taken time (a manual clock), so a run keeps its order.
-        """
+        """How many POSTs may be in flight: what the rate needs at the answers' latency (one
+        while no answer took time: a manual clock keeps a run's order)."""
         with self._lock:
             needed = math.ceil(self._rate * self._latency * self.settings.headroom)
         return max(1, min(self.settings.workers, needed))
@@ -96,8 +89,7 @@ class Pace:
         return slot
 
     def turn_before(self, latest: float) -> float | None:
-        """``turn``, or None at once with no slot taken when the next slot is later than
-        ``latest`` (a Lambda near its end hands the run on rather than sleep past it)."""
+        """``turn``, or None at once with no slot taken when the next slot is after ``latest``."""
         while True:
             with self._lock:
                 now = self.clock.time()
@@ -140,6 +132,3 @@ class Pace:
                 self.cuts += 1
             self._paused_until = max(self._paused_until, now + max(pause_s, 0.0))
             self._next = max(self._next, self._paused_until)
-
-
-__all__: Sequence[str] = ("Pace", "PaceSettings")

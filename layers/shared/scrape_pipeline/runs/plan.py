@@ -1,9 +1,7 @@
 """What a run is before anything is posted: its mode, options, name and one entry per POST.
 
-A run's fingerprint hashes its URLs (deduplicated, in file order), mode and options, so the
-same file submitted the same way is the same run whatever its path: without ``--run``, its
-name is derived from the fingerprint, and a rerun after a crash finds the journal it left.
-"""
+Its fingerprint hashes its URLs, mode and options: the same file submitted the same way is the
+same run, found again by a rerun after a crash."""
 
 from __future__ import annotations
 
@@ -97,8 +95,7 @@ def is_url(text: str) -> bool:
 def post_options(
     formats: Sequence[str], render_js: bool, max_pages: int | None = None
 ) -> dict[str, Any]:
-    """The options every POST of a run sends, built one way for the CLI and the submitter
-    function: the same file submitted both ways is the same run (its fingerprint hashes them)."""
+    """The options every POST of a run sends, built one way for the CLI and the function."""
     options: dict[str, Any] = {"formats": list(dict.fromkeys(formats)), "render_js": render_js}
     if max_pages is not None:
         options["max_pages"] = max_pages
@@ -136,16 +133,3 @@ class Run:
             urls=len(spec.urls),
             created_at=now,
         )
-
-
-__all__: Sequence[str] = (
-    "BATCH_MAX_URLS",
-    "FORMATS",
-    "BadPlanError",
-    "Run",
-    "RunMode",
-    "RunSpec",
-    "check_name",
-    "is_url",
-    "post_options",
-)

@@ -1,8 +1,8 @@
-"""What a submitter tells: each entry's news as it happens (``Event``), and where a run stands
-after one ``submit`` call (``RunReport``)."""
+"""What a submitter tells: each entry's news (``Event``), a run after one call (``RunReport``)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,4 +70,29 @@ class RunReport:
         return self.counts.get(EntryState.SUBMITTED, 0) == len(self.entries)
 
 
-__all__: Sequence[str] = ("Event", "EventKind", "Planned", "RunReport")
+@dataclass(frozen=True)
+class CatchingUp:
+    """``count`` entries in doubt whose look-up waits for the job list, the last until
+    ``until`` (our clock), under a listing lag of ``lag_s`` seconds."""
+
+    count: int
+    until: float
+    lag_s: float
+
+    @property
+    def why(self) -> str:
+        """The line a user reads."""
+        clock = time.strftime("%H:%M:%S", time.gmtime(self.until))
+        return (
+            f"{self.count} URL(s) in doubt: waiting until {clock} UTC for the job list to "
+            f"catch up (listing lag {self.lag_s:.0f} s)"
+        )
+
+
+def catching_up(doubts: Sequence[Entry], lag_s: float, now: float) -> CatchingUp | None:
+    """The entries of ``doubts`` posted less than ``lag_s`` before ``now`` (None: none is)."""
+    ready = [(e.posted_at if e.posted_at is not None else now) + lag_s for e in doubts]
+    waiting = [at for at in ready if at > now]
+    if not waiting:
+        return None
+    return CatchingUp(len(waiting), max(waiting), lag_s)

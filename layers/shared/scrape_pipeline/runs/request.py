@@ -1,19 +1,15 @@
 """What asks the submitter function for work: a run file uploaded, or a run to continue.
 
-    submissions/<run>.txt    the URLs, one a line (blank lines and ``#`` comments skipped);
-                             its upload starts the run ``<run>`` (S3 -> the submissions queue)
-    submissions/<run>.json   optional, uploaded before the .txt: {"mode": "async"|"batch"|
-                             "crawl", "formats": [...], "render_js": false, "batch_size": 1000,
-                             "max_pages": N}
-    {"continue": "<run>"}    the function's own message: the run is planned, work on
-
-The options take the CLI's defaults and shape, so a file submitted both ways is one run.
+submissions/<run>.txt    the URLs, one a line (blank lines and ``#`` comments skipped)
+submissions/<run>.json   optional, uploaded first: {"mode", "formats", "render_js",
+                         "batch_size", "max_pages"}, the CLI's defaults and shape
+{"continue": "<run>"}    the function's own message: the run is planned, work on
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote_plus
@@ -187,19 +183,3 @@ def _whole(raw: Mapping[str, Any], name: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadRequestError(f"{name} is a whole number of at least 1")
     return value
-
-
-__all__: Sequence[str] = (
-    "PREFIX",
-    "BadRequestError",
-    "Continue",
-    "Request",
-    "Start",
-    "continuation",
-    "options_key",
-    "parse_urls",
-    "requests_of",
-    "run_name",
-    "spec_of",
-    "urls_key",
-)
