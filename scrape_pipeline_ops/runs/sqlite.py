@@ -122,6 +122,12 @@ class SqliteJournal(BaseJournal):
             row = self._db.execute(sql, (name, index)).fetchone()
         return None if row is None else _entry(row)
 
+    def holder(self, kind: str, job_id: str) -> str | None:
+        sql = "SELECT r.name, r.mode FROM entries e JOIN runs r ON r.name = e.run WHERE job_id = ?"
+        with self._lock:
+            rows = self._db.execute(sql, (job_id,)).fetchall()
+        return next((name for name, mode in rows if RunMode(mode).kind == kind), None)
+
     def _write(
         self, run: str, index: int, move: Move, guard_value: Any, values: Mapping[str, Any]
     ) -> Entry | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.models import Job, JobSummary
@@ -108,23 +108,11 @@ def find_created(
     return None
 
 
-@runtime_checkable
-class _RunLister(Protocol):
-    def runs(self) -> list[Run]: ...
-
-
-@runtime_checkable
-class _HolderReader(Protocol):
-    def holder(self, kind: str, job_id: str) -> str | None: ...
-
-
 class Held:
-    """The job ids any run holds, and those ``add``ed since. The stack's journal is asked per
-    job (its ledger row names its run: no Scan); a file journal's runs are read once."""
+    """The job ids any run holds (``Journal.holder``), and those ``add``ed since."""
 
     def __init__(self, journal: Journal, run: Run) -> None:
         self._journal, self._run = journal, run
-        self._ids: set[str] | None = None
         self._added: set[str] = set()
         self.posted = Posted.of(run.options)
 
@@ -133,15 +121,10 @@ class Held:
         self._added.add(job_id)
 
     def __contains__(self, job_id: object) -> bool:
-        if job_id in self._added:
-            return True
-        if isinstance(self._journal, _HolderReader) and isinstance(job_id, str):
-            return self._journal.holder(self._run.mode.kind, job_id) is not None
-        if self._ids is None:
-            journal = self._journal
-            runs = journal.runs() if isinstance(journal, _RunLister) else [self._run]
-            self._ids = {e.job_id for r in runs for e in journal.entries(r.name) if e.job_id}
-        return job_id in self._ids
+        if not isinstance(job_id, str):
+            return False
+        kind = self._run.mode.kind
+        return job_id in self._added or self._journal.holder(kind, job_id) is not None
 
 
 class RowReader(Protocol):

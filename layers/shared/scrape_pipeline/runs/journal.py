@@ -82,69 +82,30 @@ FIELDS: Final = (
 
 
 class Journal(Protocol):
-    """What the submitter engine needs from a journal."""
+    """What the submitter needs of a journal; ``moves.MOVES`` says why each verb is made."""
 
     lease_s: float
 
-    def plan(self, spec: RunSpec, name: str, now: float) -> tuple[Run, bool]:
-        """The run ``name`` of ``spec``, and whether this call planned it (False: it existed)."""
-        ...
-
-    def run(self, name: str) -> Run | None:
-        """The run record, or None."""
-        ...
-
-    def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
-        """The run's entries in index order, only those in ``states`` when given."""
-        ...
-
-    def claim(self, entry: Entry, owner: str, now: float) -> Entry:
-        """PLANNED -> POSTING for ``owner`` until ``now + lease_s``."""
-        ...
-
-    def submit(self, entry: Entry, owner: str, job_id: str, now: float) -> Entry:
-        """POSTING -> SUBMITTED with the job id the API answered."""
-        ...
-
-    def reject(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
-        """POSTING -> REJECTED with the API's reason."""
-        ...
-
-    def release(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
-        """POSTING -> PLANNED: the API certainly did not act on the POST."""
-        ...
-
-    def doubt(self, entry: Entry, owner: str, reason: str, now: float) -> Entry:
-        """POSTING -> IN_DOUBT: the answer was lost after the request was sent."""
-        ...
-
-    def expire(self, entry: Entry, now: float) -> Entry:
-        """POSTING -> IN_DOUBT once the lease has run out (its submitter is gone)."""
-        ...
-
-    def abandon(self, entry: Entry, holder: str, now: float) -> Entry:
-        """POSTING -> IN_DOUBT while ``holder`` (whose process is gone) still holds it."""
-        ...
-
-    def adopt(self, entry: Entry, job_id: str, now: float) -> Entry:
-        """IN_DOUBT -> SUBMITTED with the job a lookup found."""
-        ...
-
-    def reclaim(self, run: Run, entry: Entry, owner: str, now: float) -> Entry:
-        """IN_DOUBT -> POSTING, for an extract the lookup did not find (never a batch, crawl)."""
-        ...
-
-    def announce(self, entry: Entry, now: float) -> Entry:
-        """Note that the submitted batch or crawl was announced to the ledger."""
-        ...
-
-    def repost(self, run: Run, entry: Entry, now: float) -> Entry:
-        """IN_DOUBT -> PLANNED for a batch or crawl, on an operator's explicit order only."""
-        ...
+    def plan(self, spec: RunSpec, name: str, now: float) -> tuple[Run, bool]: ...
+    def run(self, name: str) -> Run | None: ...
+    def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]: ...
+    def holder(self, kind: str, job_id: str) -> str | None: ...
+    def claim(self, entry: Entry, owner: str, now: float) -> Entry: ...
+    def submit(self, entry: Entry, owner: str, job_id: str, now: float) -> Entry: ...
+    def reject(self, entry: Entry, owner: str, reason: str, now: float) -> Entry: ...
+    def release(self, entry: Entry, owner: str, reason: str, now: float) -> Entry: ...
+    def doubt(self, entry: Entry, owner: str, reason: str, now: float) -> Entry: ...
+    def expire(self, entry: Entry, now: float) -> Entry: ...
+    def abandon(self, entry: Entry, holder: str, now: float) -> Entry: ...
+    def adopt(self, entry: Entry, job_id: str, now: float) -> Entry: ...
+    def reclaim(self, run: Run, entry: Entry, owner: str, now: float) -> Entry: ...
+    def announce(self, entry: Entry, now: float) -> Entry: ...
+    def repost(self, run: Run, entry: Entry, now: float) -> Entry: ...
 
 
 class BaseJournal(ABC):
-    """Every verb of ``Journal``, each one ``_write`` of its move; backends store and read."""
+    """Every verb of ``Journal``, each one ``_write`` of its move; a store implements the
+    reads and that write."""
 
     def __init__(self, *, lease_s: float = DEFAULT_LEASE_S) -> None:
         if lease_s <= 0:
@@ -246,6 +207,10 @@ class BaseJournal(ABC):
     @abstractmethod
     def entry(self, name: str, index: int) -> Entry | None:
         """One entry, or None."""
+
+    @abstractmethod
+    def holder(self, kind: str, job_id: str) -> str | None:
+        """The run whose entry holds the ``kind`` job ``job_id`` (None: no run's)."""
 
     @abstractmethod
     def _write(
