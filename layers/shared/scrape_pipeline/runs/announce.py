@@ -1,10 +1,5 @@
-"""A job born announced: the move that records its job id and the job's ledger row, in one
-transaction, so a batch or crawl (no API lists them) is never recorded without its row.
-
-A row that exists already (its webhook came first) cancels the put, never the move: the move
-is written again beside an update of the row's ``run`` alone (``link_run``), and a row that
-had settled by then has its event owed again naming the run (``retell``, the same event id).
-"""
+"""A recording move and its job's ledger row in one transaction: a batch or crawl (no API
+lists them) is never recorded without its row; a row that exists already is linked, not put."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""When a run is complete, and what it says then: its manifest and its ``Run Completed`` event.
-
-Complete: nothing planned, posting or in doubt, and every job's chain (``chains``: a job
-resubmitted is followed to the one that settled for good) ended with its outcome event on the
-bus, a batch's item retries too (``owing``): ``Run Completed`` never comes before a URL's
-final outcome. The manifest (``runs/<run>/manifest.json``) lists every URL with its entry,
-final job, outcome and keys, and the chain where it had more than one; then counts and tokens.
-"""
+"""When a run is complete (nothing open, every chain ended with its event on the bus), and what
+it says then: its manifest (every URL's final job, outcome and keys) and ``Run Completed``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Finding the extract job a POST in doubt created, and never another job of the same URL.
-
-A run's extract with a lost answer, a dead holder's resubmission or item retry: the API lists
-extract jobs by ``url``; the earliest created since the POST (less ``skew_s``) that no one
-holds (``Claims``) and whose own answer echoes every option the POST set (``Posted``) is the
-one. A wrong adoption would give one job two owners; no adoption leaves the doubt for later.
-"""
+"""Finding the extract job a POST in doubt created: the earliest of its URL since the POST that
+no one holds and that echoes every option the POST set; never another job of the same URL."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""The run journal in DynamoDB: a ``run#`` key space of the ledger's table, for runs with a stack.
-
-The ledger's table, not one of its own: nothing new to provision, protect or grant, items
-expire by its TTL, the ledger's scans and pending index never see them, and recording a
-batch's job id joins the write of its ledger row in one transaction (``announce``). The table
-has no sort key, so a run's entries are read by key, 100 per ``BatchGetItem``.
-
-    run#<name>            the head: mode, fingerprint, options, entry count, planned
-    run#<name>#<index>    one entry: its URLs (zlib-compressed JSON, under the 400 KB item
-                          limit for 1,000 long URLs), state and fields
-
-A run is planned head first (conditional: one planner wins), then its entries, 100 per
-conditional ``TransactWriteItems``, then ``planned``: a planner that finds a head not yet
-planned finishes the job. Each move is one ``UpdateItem`` under the move's condition.
-"""
+"""The run journal in the ledger's table (``run#<name>`` heads, ``run#<name>#<index>`` entries):
+nothing new to provision or grant, and a batch's job id is written with its ledger row."""
 
 from __future__ import annotations
 

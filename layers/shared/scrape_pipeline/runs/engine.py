@@ -1,9 +1,5 @@
-"""The submitter: works a run through its journal until each entry is settled.
-
-One ``submit`` plans the run (a rerun adds nothing), announces what a crash left unannounced,
-settles what was left in doubt, posts every planned entry (``posting``), then waits out the
-leases another submitter holds. Time and every wait are the injected clock's and ``sleep``'s.
-"""
+"""The submitter: plans a run, settles what a crash left (unannounced, in doubt, leases run
+out), posts every planned entry (``posting``); time and waits are the injected clock's."""
 
 from __future__ import annotations
 

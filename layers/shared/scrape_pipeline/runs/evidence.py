@@ -1,11 +1,5 @@
-"""Adopting a batch or crawl in doubt from later evidence: a job of its kind someone else saw.
-
-No API lists batches or crawls, but their ledger rows (``LedgerCandidates``, a stack) and the
-account's webhook delivery log (``DeliveryLogCandidates``, failed deliveries too) name them. A
-candidate first seen since the entry's POST (less the skew) that no entry holds is adopted
-only when the API's answer fits: a batch of exactly the entry's URLs, a crawl of its start
-URL. Any doubt leaves the entry in doubt: a wrong adoption would leave URLs never posted.
-"""
+"""Adopting a batch or crawl in doubt from later evidence (ledger rows, the webhook delivery
+log), only when the API's answer fits the entry exactly: a wrong adoption leaves URLs unposted."""
 
 from __future__ import annotations
 

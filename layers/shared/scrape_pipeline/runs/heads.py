@@ -1,11 +1,5 @@
-"""A run's head as its completion reads and writes it: what it owes, how far it is checked.
-
-A run is planned owing its ``Run Completed``: its head's ``outbox_at`` keeps it in the
-ledger's sparse outbox index (where the run sweep finds it) until the bus took the event.
-
-    checked        entries before it are settled for good
-    outbox_event   the Run Completed event, written once (conditional) with ``completed_at``
-"""
+"""A run's head as its completion reads and writes it: owing ``Run Completed`` (in the outbox
+index from planning until the bus took it), and how far its entries are checked."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""One message of the submitter function: a run started or continued, worked until the
-invocation's time is nearly up, then handed on by a continuation message.
-
-Near the end (``margin_s`` left) no entry is claimed nor wait begun; an invocation killed by
-its timeout leaves its message to come back after the queue's visibility timeout, when its
-leases (``lease_s``, shorter) have run out: the next one puts them in doubt and looks them
-up. Nothing here waits for another's lease or the job list's lag: a delayed continuation does.
-"""
+"""One message of the submitter function: a run worked until the invocation's time is nearly
+up, then handed on by a (delayed) continuation; nothing here waits out a lease or a lag."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The run journal's one move table: an entry's states and every write that moves it.
-
-An entry is one POST. ``POSTING`` is held under a lease: once it has run out (or the holder's
-process is seen gone, ``ABANDON``) the entry goes to ``IN_DOUBT``, never back to ``PLANNED``.
-"""
+"""The run journal's one move table: an entry's states and every write that moves it (a lease
+run out goes to in doubt, never back to planned)."""
 
 from __future__ import annotations
 

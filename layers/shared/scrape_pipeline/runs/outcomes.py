@@ -1,9 +1,5 @@
-"""What a failed POST means for its entry: certainly not acted on (posted again), or the
-answer lost after sending (in doubt: looked up, never re-posted blind).
-
-    429, 408, never connected  NOT_ACTED    401/403  UNAUTHORIZED   402  OUT_OF_BALANCE
-    other 4xx                  REJECTED     5xx, timeout after sending, unreadable 2xx  IN_DOUBT
-"""
+"""What a failed POST means for its entry: not acted on (posted again), refused, or in doubt
+(the answer lost after sending: looked up, never re-posted blind)."""
 
 from __future__ import annotations
 

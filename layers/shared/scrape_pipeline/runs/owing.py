@@ -1,6 +1,5 @@
-"""A run's stored batches whose retried items still owe their outcome event: the run is not
-complete before that URL's final outcome is on the bus (the batch's manifest names each retry).
-"""
+"""A run's stored batches whose item retries still owe their outcome event: the run is not
+complete before each URL's final outcome is on the bus."""
 
 from __future__ import annotations
 

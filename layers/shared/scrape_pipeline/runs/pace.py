@@ -1,10 +1,5 @@
-"""The submitter's pace: one send rate shared by its workers, found by AIMD against the API.
-
-Slow start doubles the rate each second of clean answers until the first 429, then it grows
-by a fixed step per second and halves on a 429, whose ``Retry-After`` pauses every worker;
-429s to requests sent before the last cut do not cut again. In flight: what the rate needs at
-the answers' latency (``concurrency``), up to ``workers``.
-"""
+"""The submitter's pace: one send rate shared by its workers, found by AIMD against the API
+(slow start, halved on a 429 whose ``Retry-After`` pauses every worker)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What a run is before anything is posted: its mode, options, name and one entry per POST.
-
-Its fingerprint hashes its URLs, mode and options: the same file submitted the same way is the
-same run, found again by a rerun after a crash."""
+"""What a run is before anything is posted; its fingerprint (URLs, mode, options) makes the same
+file submitted the same way the same run, found again by a rerun."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The submitter's posting: claim each planned entry, POST it, record what the answer says
-(submitted, rejected, in doubt, or planned again when the API did not act); several workers
-post at once (``PostingPool``), each entry claimed by one under the journal's condition.
-"""
+"""The submitter's posting: claim each planned entry, POST it, record what its answer says;
+several workers at once (``PostingPool``), each entry claimed by one."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What asks the submitter function for work: a run file uploaded, or a run to continue.
-
-submissions/<run>.txt    the URLs, one a line (blank lines and ``#`` comments skipped)
-submissions/<run>.json   optional, uploaded first: {"mode", "formats", "render_js",
-                         "batch_size", "max_pages"}, the CLI's defaults and shape
-{"continue": "<run>"}    the function's own message: the run is planned, work on
-"""
+"""What asks the submitter function for work: ``submissions/<run>.txt`` uploaded (with an
+optional ``<run>.json`` of options, the CLI's shape), or ``{"continue": "<run>"}``."""
 
 from __future__ import annotations
 
