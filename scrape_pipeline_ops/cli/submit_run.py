@@ -23,15 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLog, DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
-from scrape_pipeline.runs.evidence import (
-    AnyOf,
-    CandidateSource,
-    DeliveryLog,
-    DeliveryLogCandidates,
-    LedgerCandidates,
-)
+from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.pace import Pace

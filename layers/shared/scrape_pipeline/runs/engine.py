@@ -24,8 +24,9 @@ from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Outcome, Verdict
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
-from scrape_pipeline.runs.posting import Posting, _OutOfTimeError, holder_gone, new_owner
+from scrape_pipeline.runs.posting import Posting
 from scrape_pipeline.runs.report import Event, EventKind, Planned, RunReport
+from scrape_pipeline.runs.workers import _OutOfTimeError, holder_gone, new_owner
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.ledger import OUTBOX_AT, OUTBOX_EVENT, OUTBOX_INDEX, PARTITION_KEY, RowPrefix
-from scrape_pipeline.runs.dynamodb import head_key, send, written
+from scrape_pipeline.runs.dynamo_items import head_key, send, written
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient

@@ -1,14 +1,16 @@
-"""The submitter's posting: claim each planned entry, POST it, record what its answer says;
-several workers at once (``PostingPool``), each entry claimed by one."""
+"""The submitter's posting: claim each planned entry, POST it, and record what the answer says
+in the journal (submitted, rejected, in doubt, or planned again when the API did not act).
+
+``Posting`` is the part of ``runs.engine.Submitter`` that posts; the engine adds the run's
+flow and the settling of entries left in doubt. Every wait goes through the submitter's
+injected ``sleep`` and none outlasts the caller's time (``_OutOfTimeError``).
+"""
 
 from __future__ import annotations
 
-import os
 import random
-import socket
 import threading
-import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.clock import Clock
@@ -20,6 +22,7 @@ from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode
 from scrape_pipeline.runs.report import Event, EventKind
+from scrape_pipeline.runs.workers import PostingPool, _OutOfTimeError
 
 if TYPE_CHECKING:
     from scrape_pipeline.runs.engine import SubmitClient, SubmitterSettings
@@ -28,141 +31,9 @@ S = EntryState
 _INTERRUPTED = "interrupted mid-POST (Ctrl-C): the answer may be lost"
 
 
-class _OutOfTimeError(Exception):
-    """A wait would end past the caller's time: the call ends, with nothing held."""
-
-
-class PostingPool:
-    """Hands ``entries`` out to workers that ``post`` them, at most ``concurrency()`` at once,
-    until ``stopped`` or ``out_of_time`` (read under the submitter's ``lock``); a worker's crash
-    stops the others and is raised in the calling thread."""
-
-    def __init__(
-        self,
-        entries: Iterable[Entry],
-        *,
-        post: Callable[[Entry], None],
-        concurrency: Callable[[], int],
-        stopped: Callable[[], bool],
-        out_of_time: Callable[[], bool],
-        lock: threading.RLock,
-    ) -> None:
-        self._todo = iter(entries)
-        self._post = post
-        self._concurrency = concurrency
-        self._stopped = stopped
-        self._out_of_time = out_of_time
-        self._lock = lock
-        self._gate = threading.Condition()  # at most concurrency() entries in flight
-        self._in_flight = 0
-        self._halt = threading.Event()
-        self._cut = threading.Event()
-        self._crashes: list[BaseException] = []
-
-    def run(self, workers: int, on_interrupt: Callable[[], None]) -> bool:
-        """Post every entry with ``workers`` threads; True when the caller's time ended it."""
-        run_threads(self._worker, workers, self._halt, on_interrupt)
-        if self._crashes:
-            raise self._crashes[0]
-        return self._cut.is_set()
-
-    def _next(self) -> Entry | None:
-        with self._gate:
-            while self._in_flight >= self._concurrency() and not self._halt.is_set():
-                self._gate.wait()
-            with self._lock:
-                entry = next(self._todo, None) if self._may_claim() else None
-            if entry is not None:
-                self._in_flight += 1
-            return entry
-
-    def _may_claim(self) -> bool:
-        """Nothing halted or stopped the run, and the caller's time is not spent."""
-        if self._halt.is_set() or self._stopped():
-            return False
-        if self._out_of_time():
-            self._cut.set()
-            return False
-        return True
-
-    def _done(self) -> None:
-        with self._gate:
-            self._in_flight -= 1
-            self._gate.notify_all()
-
-    def _worker(self) -> None:
-        try:
-            while (entry := self._next()) is not None:
-                try:
-                    self._post(entry)
-                finally:
-                    self._done()
-        except _OutOfTimeError:
-            self._cut.set()  # what the others hold is answered; nothing more is claimed
-            self._halt_all()
-        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-            self._crashes.append(exc)
-            self._halt_all()
-
-    def _halt_all(self) -> None:
-        self._halt.set()
-        with self._gate:
-            self._gate.notify_all()
-
-
-def run_threads(
-    worker: Callable[[], None],
-    workers: int,
-    halt: threading.Event,
-    on_interrupt: Callable[[], None],
-) -> None:
-    """``workers`` threads of ``worker``, joined; anything raised here halts them, and Ctrl-C
-    hands what is in flight to ``on_interrupt`` (in doubt at once)."""
-    threads = [
-        threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(workers)
-    ]
-    for thread in threads:
-        thread.start()
-    try:
-        for thread in threads:
-            thread.join()
-    except BaseException as exc:
-        halt.set()
-        if isinstance(exc, KeyboardInterrupt):
-            on_interrupt()
-        raise
-
-
-def new_owner() -> str:
-    """A submitter's token: host, process and a random part (a restarted pid is not reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def holder_gone(owner: str | None) -> bool:
-    """``owner`` (a ``new_owner`` token) names a process of this host no longer alive (a pid
-    reused since reads as alive: the lease is waited out)."""
-    pid = _pid_of_this_host(owner)
-    if pid is None or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # it exists, under another user
-    return False
-
-
-def _pid_of_this_host(owner: str | None) -> int | None:
-    """The pid a token names when it names this host, else None."""
-    host, _, rest = (owner or "").rpartition(":")[0].rpartition(":")
-    if host != socket.gethostname() or not rest.isdigit():
-        return None
-    return int(rest)
-
-
 class Posting:
-    """Posts a run's entries and records each answer (``Submitter.__init__`` sets the state)."""
+    """Posts a run's entries and records each answer; the state is the submitter's own
+    (``Submitter.__init__`` sets it)."""
 
     journal: Journal
     client: SubmitClient
@@ -199,7 +70,8 @@ class Posting:
         return False
 
     def _post_in_parallel(self, run: Run, entries: Sequence[Entry], workers: int) -> bool:
-        """Post ``entries`` with up to ``workers`` threads; True when the caller's time ended it."""
+        """Post ``entries`` with up to ``workers`` threads (``workers.PostingPool``); True when
+        the caller's time ended it."""
         pace = self.pace
         assert pace is not None
         pool = PostingPool(
@@ -242,7 +114,10 @@ class Posting:
                 return
 
     def _turn(self) -> float:
-        """Wait for the pace's next send slot (no pace: now), never past the caller's time."""
+        """Wait for the pace's next send slot (no pace: now); the time it is sent at.
+
+        A slot past the caller's time is not waited for (``_OutOfTimeError``).
+        """
         if self.pace is None:
             return self._t()
         slot = self.pace.turn_before(self._t() + self._time_left())
@@ -290,6 +165,8 @@ class Posting:
         if run.mode is RunMode.CRAWL:
             return self.client.create_crawl(urls[0], **options)
         return self.client.submit_extract(urls[0], **options)
+
+    # -- recording answers -----------------------------------------------------------------
 
     def _failed(self, claimed: Entry, outcome: Outcome, sent_at: float) -> Entry:
         verdict, now = outcome.verdict, self._t()
@@ -365,6 +242,8 @@ class Posting:
         for entry in entries:
             if entry.state is S.SUBMITTED and not entry.announced:
                 self._announced(run, entry)
+
+    # -- small helpers ---------------------------------------------------------------------
 
     def _t(self) -> float:
         return self.clock.time()

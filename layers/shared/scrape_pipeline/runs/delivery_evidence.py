@@ -1,0 +1,81 @@
+"""Evidence without a stack: the account's webhook delivery log names a batch or crawl once it
+settles, failed deliveries too (``evidence.evidenced`` checks each against the entry)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain
+from typing import Final, Protocol
+
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.geonode.errors import NotFoundError
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
+from scrape_pipeline.jobs import JobKind
+from scrape_pipeline.payload import EVENT_KINDS
+from scrape_pipeline.runs.evidence import CandidateSource, first_seen
+
+EVENT_OF_KIND: Final[Mapping[JobKind, str]] = {kind: event for event, kind in EVENT_KINDS.items()}
+
+
+class DeliveryLog(Protocol):
+    """The reads of the delivery log this needs (``GeonodeClient`` has them)."""
+
+    def list_webhooks(self) -> list[Webhook]: ...
+
+    def iter_deliveries(
+        self, webhook_id: str, *, status: str | None = None, start_page: int = 1
+    ) -> Iterator[Delivery]: ...
+
+
+class DeliveryLogCandidates:
+    """Job ids the delivery log of the kind's subscriptions (active or not) names since
+    ``since``: one ``GET /v1/webhooks``, then each log's pages newest first down to ``since``.
+    No subscription (or a 404) is no evidence; any other failure is raised (still in doubt)."""
+
+    def __init__(self, log: DeliveryLog) -> None:
+        self.log = log
+
+    def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
+        event = EVENT_OF_KIND.get(kind)
+        if event is None:
+            return
+        try:
+            hooks = [h for h in self.log.list_webhooks() if h.event_type == event]
+        except NotFoundError:
+            return
+        yield from first_seen(
+            chain.from_iterable(self._named(hook.id, event, since) for hook in hooks)
+        )
+
+    def _named(self, webhook_id: str, event: str, since: float) -> Iterator[str]:
+        """The job ids of one subscription's attempts since ``since``, newest first."""
+        try:
+            for delivery in self.log.iter_deliveries(webhook_id):
+                # An attempt listed without its time counts as inside the range.
+                created = delivery.created_at
+                if created is not None and created.timestamp() < since:
+                    return  # every attempt after it is older still
+                if delivery.event_type == event and delivery.job_id:
+                    yield delivery.job_id
+        except NotFoundError:
+            return  # deleted while being read: what it named before is kept
+
+
+class AnyOf:
+    """The candidates of several sources, each id once; a source that fails gives nothing,
+    unless every source failed (the first failure is raised: the entries stay in doubt)."""
+
+    def __init__(self, *sources: CandidateSource) -> None:
+        self.sources: Sequence[CandidateSource] = sources
+
+    def candidates(self, kind: JobKind, since: float) -> Iterable[str]:
+        named: list[str] = []
+        failures: list[PipelineError] = []
+        for source in self.sources:
+            try:
+                named += source.candidates(kind, since)
+            except PipelineError as exc:
+                failures.append(exc)
+        if failures and len(failures) == len(self.sources):
+            raise failures[0]
+        return list(dict.fromkeys(named))
