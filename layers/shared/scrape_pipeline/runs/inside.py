@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Protocol
+from typing import Final
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.runs.engine import Submitter
@@ -94,16 +94,9 @@ class Round:
     delay_s: int = 0
 
 
-class ObjectReader(Protocol):
-    """Reads one object's text; None when there is no such object."""
-
-    def __call__(self, bucket: str, key: str) -> str | None: ...
-
-
-class Sender(Protocol):
-    """Sends one message to the submissions queue, delivered ``delay_s`` later."""
-
-    def __call__(self, body: str, delay_s: int) -> None: ...
+# An object's text by bucket and key (None: no such object); a message sent ``delay_s`` later.
+type ObjectReader = Callable[[str, str], str | None]
+type Sender = Callable[[str, int], None]
 
 
 class Inside:
