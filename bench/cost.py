@@ -155,7 +155,11 @@ class Line:
     unit: str
     unit_price: float
     basis: str
-    category: str  # "geonode" or "aws"
+
+    @property
+    def category(self) -> str:
+        """ "geonode" or "aws": whose bill the line is on."""
+        return "geonode" if self.component == "Geonode" else "aws"
 
     @property
     def per_million(self) -> float:
@@ -198,14 +202,14 @@ _S3_PUT_TIER = {"PutObject", "CopyObject", "ListObjects", "ListObjectsV2", "List
 
 
 def aws_call_line(
-    mode: str,
-    *,
     component: str,
     call: str,
     per_job: float,
+    basis: str,
+    *,
+    mode: str,
     prices: Prices,
     assumptions: Assumptions,
-    basis: str,
 ) -> Line | None:
     """The line for ``per_job`` calls of ``service:Operation``; None for calls priced elsewhere."""
     service, operation = call.split(":", 1)
@@ -221,15 +225,9 @@ def aws_call_line(
         units, unit, price = 1.0, "GET-tier request", "s3_get"
     else:
         return None
+    price_per_unit = getattr(prices, price)
     return Line(
-        mode,
-        component,
-        f"{service} {operation}",
-        per_job * units,
-        unit,
-        getattr(prices, price),
-        basis,
-        "aws",
+        mode, component, f"{service} {operation}", per_job * units, unit, price_per_unit, basis
     )
 
 
@@ -254,60 +252,43 @@ def pipeline_lines(
     fixed_reads_per_run = measure.reconciler_fixed_reads / max(1, measure.reconciler_runs)
     volume = f"{a.jobs_per_month:,.0f} jobs/month"
     measured = f"measured: {measure.settled_jobs} settled jobs"
+    outcomes = measure.settled_jobs if measure.outcomes is None else measure.outcomes
+    idle_polls = a.esm_pollers * SECONDS_PER_MONTH / a.esm_wait_s / a.jobs_per_month
+    refreshes = (
+        a.warm_containers
+        * SECONDS_PER_MONTH
+        * (1 / a.receiver_secret_cache_s + 1 / a.processor_secret_cache_s)
+        + SECONDS_PER_MONTH / a.reconcile_interval_s
+    )
+
+    def geonode(item: str, per_job: float, basis: str) -> Line:
+        return Line(mode, "Geonode", item, per_job, "request", p.geonode_request, basis)
+
     lines = [
-        Line(
-            mode,
-            "Geonode",
-            "submission POST",
-            1.0,
-            "request",
-            p.geonode_request,
-            "one per settled job (a resubmission is a new job)",
-            "geonode",
-        ),
-        Line(
-            mode,
-            "Geonode",
+        geonode("submission POST", 1.0, "one per settled job (a resubmission is a new job)"),
+        geonode(
             "job fetch GET /v1/extract/{id}",
             measure.job_reads / jobs,
-            "request",
-            p.geonode_request,
             f"{measured}, {measure.job_reads} fetches",
-            "geonode",
         ),
-        Line(
-            mode,
-            "Geonode",
+        geonode(
             "reconciler job-list pages",
             pages_per_listing * listings_per_job,
-            "request",
-            p.geonode_request,
             f"assumed: {pages_per_listing} page(s) of {a.jobs_page_size} per listing at "
             f"{volume}, one listing every {a.job_list_interval_s:g} s while webhooks arrive "
             f"complete ({listings_per_job * PER_MILLION:,.0f} per million jobs)",
-            "geonode",
         ),
-        Line(
-            mode,
-            "Geonode",
+        geonode(
             "reconciler job-list count checks",
             a.count_queries_per_listing * listings_per_job,
-            "request",
-            p.geonode_request,
             f"assumed: {a.count_queries_per_listing} one-job pages per listing (the late-listing "
             "count check), at the listings' pace",
-            "geonode",
         ),
-        Line(
-            mode,
-            "Geonode",
+        geonode(
             "reconciler subscriptions + delivery log",
             fixed_reads_per_run * runs_per_job,
-            "request",
-            p.geonode_request,
             f"measured: {fixed_reads_per_run:g} reads per run ({measure.reconciler_runs} runs), "
             f"amortised at {volume}",
-            "geonode",
         ),
         Line(
             mode,
@@ -318,7 +299,6 @@ def pipeline_lines(
             p.apigw_rest_request,
             f"{measured}, {measure.deliveries} deliveries "
             f"({measure.duplicate_deliveries} duplicates)",
-            "aws",
         ),
         Line(
             mode,
@@ -328,7 +308,6 @@ def pipeline_lines(
             "request",
             p.lambda_request,
             "one per delivery",
-            "aws",
         ),
         Line(
             mode,
@@ -339,7 +318,6 @@ def pipeline_lines(
             gbs_price,
             f"assumed: {a.receiver_ms:g} ms at {a.lambda_memory_mb} MB, "
             f"{'arm64' if a.arm64 else 'x86'}",
-            "aws",
         ),
         Line(
             mode,
@@ -349,7 +327,6 @@ def pipeline_lines(
             "write unit",
             p.dynamodb_write_unit,
             "receiver.json: 1 conditional put per delivery, duplicates included",
-            "aws",
         ),
         Line(
             mode,
@@ -360,7 +337,6 @@ def pipeline_lines(
             p.sqs_request,
             f"receiver.json: {measure.receiver_calls_new} calls per new delivery "
             f"(put + send), {measure.receiver_calls_duplicate} per duplicate (put)",
-            "aws",
         ),
         Line(
             mode,
@@ -371,7 +347,6 @@ def pipeline_lines(
             p.lambda_request,
             f"{measured}, {measure.processor_batches} batches "
             f"({measure.settled_jobs / max(1, measure.processor_batches):.1f} jobs each)",
-            "aws",
         ),
         Line(
             mode,
@@ -381,7 +356,6 @@ def pipeline_lines(
             "GB-second",
             gbs_price,
             f"assumed: {a.processor_ms_per_job:g} ms per job at {a.lambda_memory_mb} MB",
-            "aws",
         ),
         Line(
             mode,
@@ -391,7 +365,6 @@ def pipeline_lines(
             "request",
             p.lambda_request,
             f"assumed: every {a.reconcile_interval_s:g} s at {volume}",
-            "aws",
         ),
         Line(
             mode,
@@ -401,7 +374,6 @@ def pipeline_lines(
             "GB-second",
             gbs_price,
             f"assumed: {a.reconciler_ms_per_run:g} ms per run",
-            "aws",
         ),
         Line(
             mode,
@@ -411,39 +383,30 @@ def pipeline_lines(
             "read unit",
             p.dynamodb_read_unit,
             "assumed: each listed job's row read once per run that lists it (overlap included)",
-            "aws",
         ),
     ]
-
-    def add(component: str, call: str, per_job: float, basis: str) -> None:
-        line = aws_call_line(
-            mode,
-            component=component,
-            call=call,
-            per_job=per_job,
-            prices=p,
-            assumptions=a,
-            basis=basis,
+    calls = [
+        (component, call, count / jobs, basis)
+        for component, counts, basis in (
+            ("processor λ", measure.processor_calls, measured),
+            (
+                "SQS event source",
+                measure.event_source_calls,
+                f"{measured} (non-empty receives, deletes)",
+            ),
         )
+        for call, count in sorted(counts.items())
+    ]
+    for call, count in sorted(measure.reconciler_calls.items()):
+        if call != "dynamodb:BatchGetItem":  # priced above, by listed job
+            per_run = count / max(1, measure.reconciler_runs)
+            basis = f"measured: {per_run:g} per run, amortised at {volume}"
+            calls.append(("reconciler λ", call, per_run * runs_per_job, basis))
+    for component, call, per_job, basis in calls:
+        line = aws_call_line(component, call, per_job, basis, mode=mode, prices=p, assumptions=a)
         if line is not None:
             lines.append(line)
-
-    for call, count in sorted(measure.processor_calls.items()):
-        add("processor λ", call, count / jobs, measured)
-    for call, count in sorted(measure.event_source_calls.items()):
-        add("SQS event source", call, count / jobs, f"{measured} (non-empty receives, deletes)")
-    for call, count in sorted(measure.reconciler_calls.items()):
-        if call == "dynamodb:BatchGetItem":
-            continue  # priced above, by listed job
-        per_run = count / max(1, measure.reconciler_runs)
-        add(
-            "reconciler λ",
-            call,
-            per_run * runs_per_job,
-            f"measured: {per_run:g} per run, amortised at {volume}",
-        )
-    outcomes = measure.settled_jobs if measure.outcomes is None else measure.outcomes
-    lines.append(
+    lines += [
         Line(
             mode,
             "EventBridge",
@@ -453,11 +416,7 @@ def pipeline_lines(
             p.eventbridge_event,
             f"{measured}, {outcomes} outcomes told (a resubmission is not); entries under 64 KB, "
             "batched ten a call",
-            "aws",
-        )
-    )
-    idle_polls = a.esm_pollers * SECONDS_PER_MONTH / a.esm_wait_s / a.jobs_per_month
-    lines.append(
+        ),
         Line(
             mode,
             "SQS event source",
@@ -466,16 +425,7 @@ def pipeline_lines(
             "request",
             p.sqs_request,
             f"assumed: {a.esm_pollers} pollers, {a.esm_wait_s:g} s waits, all month, at {volume}",
-            "aws",
-        )
-    )
-    refreshes = (
-        a.warm_containers
-        * SECONDS_PER_MONTH
-        * (1 / a.receiver_secret_cache_s + 1 / a.processor_secret_cache_s)
-        + SECONDS_PER_MONTH / a.reconcile_interval_s
-    )
-    lines.append(
+        ),
         Line(
             mode,
             "Secrets Manager",
@@ -486,9 +436,8 @@ def pipeline_lines(
             f"assumed: receiver every {a.receiver_secret_cache_s:g} s, processor every "
             f"{a.processor_secret_cache_s:g} s ({a.warm_containers} warm container "
             f"each), reconciler once per run, at {volume}",
-            "aws",
-        )
-    )
+        ),
+    ]
     order = list(COMPONENT_ORDER)
     return sorted(lines, key=lambda x: order.index(x.component) if x.component in order else 99)
 
@@ -503,16 +452,7 @@ def poller_lines(
     """A poller: its submission, its polls, and the same result writes as the pipeline."""
     p = prices or Prices()
     return [
-        Line(
-            mode,
-            "Geonode",
-            "submission POST",
-            1.0,
-            "request",
-            p.geonode_request,
-            "one per job",
-            "geonode",
-        ),
+        Line(mode, "Geonode", "submission POST", 1.0, "request", p.geonode_request, "one per job"),
         Line(
             mode,
             "Geonode",
@@ -521,7 +461,6 @@ def poller_lines(
             "request",
             p.geonode_request,
             basis,
-            "geonode",
         ),
         Line(
             mode,
@@ -532,7 +471,6 @@ def poller_lines(
             p.s3_put,
             "as the pipeline's processor (its measured PUTs per job); "
             "the poller's host is not priced",
-            "aws",
         ),
     ]
 

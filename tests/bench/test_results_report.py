@@ -120,9 +120,7 @@ def test_cost_geonode_thousand_requests_is_35_cents() -> None:
 
 def test_cost_line_per_million() -> None:
     # GIVEN two Geonode requests per job
-    line = cost.Line(
-        "m", "Geonode", "polls", 2.0, "request", cost.Prices().geonode_request, "", "geonode"
-    )
+    line = cost.Line("m", "Geonode", "polls", 2.0, "request", cost.Prices().geonode_request, "")
     # THEN a million jobs cost 2,000,000 x $0.00035
     assert line.per_million == pytest.approx(700.0)
 
