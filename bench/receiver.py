@@ -67,13 +67,35 @@ def quiet(logger: Any) -> Iterator[None]:
             logger.registered_handler.setStream(previous)
 
 
+class Context:
+    """The Lambda context the handler's logger and metrics read."""
+
+    function_name = "receiver"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:receiver"
+    aws_request_id = "bench"
+
+
+def signed_event(job_id: str, delivery: str) -> dict[str, Any]:
+    """A signed ``extract_completed`` delivery as API Gateway hands it to the handler."""
+    from scrape_pipeline.signatures import SignatureConfig
+    from scrape_pipeline_ops.signing import sign
+    from tests.support.events import api_gateway_event
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # refused without one
+    data = {"job_id": job_id}
+    envelope = {"event": "extract_completed", "delivery_id": delivery, "timestamp": stamp}
+    body = json.dumps({**envelope, "data": data}).encode()
+    headers = {"Content-Type": "application/json", "X-Webhook-Delivery-Id": delivery}
+    return api_gateway_event(
+        body, {**headers, **sign(SignatureConfig(), body, SECRET, time.time())}
+    )
+
+
 def run_handler(deliveries: int) -> dict[str, Any]:
     import boto3
     from moto import mock_aws
 
-    from scrape_pipeline.signatures import SignatureConfig
-    from scrape_pipeline_ops.signing import sign
-    from tests.support.events import api_gateway_event
     from tests.support.template import create_ledger_table, create_queues, create_secret
 
     meter = CallMeter()
@@ -96,30 +118,11 @@ def run_handler(deliveries: int) -> dict[str, Any]:
         receiver._ledger._db = meter.wrap(receiver._ledger._db)
         receiver._queue._sqs = meter.wrap(receiver._queue._sqs)
 
-        class Context:
-            function_name = "receiver"
-            memory_limit_in_mb = 256
-            invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:receiver"
-            aws_request_id = "bench"
-
-        def event(job_id: str, delivery: str) -> dict[str, Any]:
-            body = json.dumps(
-                {
-                    "event": "extract_completed",
-                    "delivery_id": delivery,
-                    "timestamp": _stamp(),
-                    "data": {"job_id": job_id},
-                }
-            ).encode()
-            headers = {"Content-Type": "application/json", "X-Webhook-Delivery-Id": delivery}
-            headers.update(sign(SignatureConfig(), body, SECRET, time.time()))
-            return api_gateway_event(body, headers)
-
         sqs = boto3.client("sqs")
-        new_events = [event(f"job-{i}", f"d-{i}") for i in range(deliveries)]
-        dup_events = [event(f"job-{i}", f"d-{i}-retry") for i in range(deliveries)]
+        new_events = [signed_event(f"job-{i}", f"d-{i}") for i in range(deliveries)]
+        dup_events = [signed_event(f"job-{i}", f"d-{i}-retry") for i in range(deliveries)]
         with quiet(app.logger):
-            app.lambda_handler(event("warm", "w"), Context())  # caches the secret
+            app.lambda_handler(signed_event("warm", "w"), Context())  # caches the secret
         overhead: dict[str, list[float]] = {"new": [], "duplicate": []}
         calls: dict[str, list[int]] = {"new": [], "duplicate": []}
         statuses: dict[str, list[int]] = {"new": [], "duplicate": []}
@@ -180,11 +183,6 @@ class InstantSQS:
         return {"MessageId": "00000000-0000-0000-0000-000000000000"}
 
 
-def _stamp() -> str:
-    """The signed envelope's ``timestamp`` (the receiver refuses a delivery without one)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def run_without_aws(deliveries: int) -> dict[str, Any]:
     """The handler's own time: AWS answered instantly in memory, so nothing else is measured."""
     sys.path.insert(0, os.path.join(ROOT, "functions", "receiver"))
@@ -194,9 +192,6 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
     from scrape_pipeline.queue import JobQueue
     from scrape_pipeline.receiver import Receiver, ReceiverSettings
     from scrape_pipeline.secret_store import SecretStore
-    from scrape_pipeline.signatures import SignatureConfig
-    from scrape_pipeline_ops.signing import sign
-    from tests.support.events import api_gateway_event
 
     bundle = json.dumps({"secrets": [{"value": SECRET, "expires_at": None}]})
     settings = ReceiverSettings(table_name="ledger", queue_url="queue", secret_id="hooks")
@@ -210,21 +205,11 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
 
     gc.freeze()  # as get_receiver() does after a cold start
 
-    class Context:
-        function_name = "receiver"
-        memory_limit_in_mb = 256
-        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:receiver"
-        aws_request_id = "bench"
-
-    events = []
-    for i in range(deliveries):
-        for attempt in ("", "-retry"):
-            body = json.dumps(
-                {"event": "extract_completed", "timestamp": _stamp(), "data": {"job_id": f"j{i}"}}
-            ).encode()
-            headers = {"X-Webhook-Delivery-Id": f"d{i}{attempt}"}
-            headers.update(sign(SignatureConfig(), body, SECRET, time.time()))
-            events.append(api_gateway_event(body, headers))
+    events = [
+        signed_event(f"j{i}", f"d{i}{attempt}")
+        for i in range(deliveries)
+        for attempt in ("", "-retry")
+    ]
     timings: list[float] = []
     with quiet(app.logger):
         for ev in events:

@@ -54,22 +54,13 @@ def table(document: dict[str, Any]) -> str:
                 "real" if p["processing"].startswith("real") else "stand-in",
             ]
         )
-    headers = [
-        "jobs/s",
-        "dropped",
-        "jobs",
-        "runs",
-        "lag max (s)",
-        "lag at last run (s)",
-        "bounded",
-        "run s p50 / max",
-        "recovered",
-        "Geonode calls per 1,000 jobs: reconciler / pipeline",
-        "AWS calls per 1,000 jobs: reconciler / pipeline / event source",
-        "dropped jobs' settle-to-stored p50 / p99 (s)",
-        "processing",
-    ]
-    return markdown_table(headers, rows)
+    headers = (
+        "jobs/s|dropped|jobs|runs|lag max (s)|lag at last run (s)|bounded|run s p50 / max|"
+        "recovered|Geonode calls per 1,000 jobs: reconciler / pipeline|"
+        "AWS calls per 1,000 jobs: reconciler / pipeline / event source|"
+        "dropped jobs' settle-to-stored p50 / p99 (s)|processing"
+    )
+    return markdown_table(headers.split("|"), rows)
 
 
 def _details(document: dict[str, Any]) -> str:
@@ -105,7 +96,9 @@ def section(document: dict[str, Any], chart_path: str = f"charts/{CHART}") -> st
         for name, met in document["targets"].items()
     )
     about = document["machine"]
-    body = f"""{BEGIN}
+    # A point measured again after the full run, when one was (its note says why).
+    rerun = f"\n{document['rerun']}\n" if document.get("rerun") else ""
+    return f"""{BEGIN}
 {HEADING}
 
 _Measured {about["date"]} on {about["cpus"]} CPUs ({about.get("cpu_model", about["machine"])}),
@@ -137,28 +130,17 @@ leave for a stored job (DONE, not pending), 25 rows per BatchWriteItem
 nothing. The reconciler is the real one at every point. AWS calls are counted
 through botocore's `before-call` events on the sessions each part builds its clients from;
 the event source's are Lambda's SQS polling. A point is **bounded** when,
-{_bounded_rule(document)}.
+{document["bounded_rule"]}.
 
 {table(document)}
 
 Targets: {targets}.
-{_rerun(document)}
+{rerun}
 ![Reconciler lag after each run]({chart_path})
 
 {_details(document)}
 {END}
 """
-    return body
-
-
-def _rerun(document: dict[str, Any]) -> str:
-    """A point measured again after the full run, when one was (its note says why)."""
-    note = document.get("rerun")
-    return f"\n{note}\n" if note else ""
-
-
-def _bounded_rule(document: dict[str, Any]) -> str:
-    return str(document["bounded_rule"])
 
 
 def _verdict(met: bool | None) -> str:
