@@ -18,7 +18,7 @@ from bench.report import RESULTS, load_text, markdown_table, percentile
 from bench.sweep import POLLERS, SUBMIT_RATE
 
 BENCH = Path(__file__).resolve().parent
-TEMPLATE = BENCH / "results_template.md"  # the prose, with the figures as named fields
+TEMPLATE = BENCH / "templates" / "results.md"  # the prose, with the figures as named fields
 MODES = (*POLLERS, "webhook")
 LABELS = {
     "fixed_1s": "fixed 1 s poller",
@@ -321,7 +321,7 @@ def render(
     sources: dict[str, dict[str, Any]],
     pipeline: dict[str, Any],
 ) -> str:
-    """``results_template.md`` filled from the saved runs."""
+    """``templates/results.md`` filled from the saved runs."""
     polling = {int(n): figures for n, figures in sweep["polling"].items()}
     pipelines = {int(n): figures for n, figures in sweep["pipelines"].items()}
     counts = sorted(polling)

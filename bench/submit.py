@@ -34,6 +34,7 @@ BATCH_SIZE = 10
 CLI = Path(sys.executable).with_name("scrape-pipeline")
 TARGETS = {"fraction_of_limit": 0.9, "share_429": 0.02, "kill_wall_ratio": 1.15}
 RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
+TEMPLATE = RESULTS_MD.parent / "templates" / "submit.md"  # the section's prose, figures as fields
 SUBMIT_JSON = RESULTS / "submit.json"
 BEGIN, END = "<!-- bench:submit -->", "<!-- /bench:submit -->"
 _BLOCK = re.compile(rf"{re.escape(BEGIN)}\n.*?{re.escape(END)}\n?", re.S)
@@ -329,48 +330,15 @@ def _stamp(results: dict[str, Any]) -> str:
 
 def section(results: dict[str, Any]) -> str:
     """The RESULTS.md section, between its markers."""
-    return "\n".join(
-        [
-            BEGIN,
-            "## Submission runs at the API's rate limit",
-            "",
-            _stamp(results),
-            "",
-            f"{results['runs'][results['modes'][0]]['clean']['urls']:,} URLs per run, submitted "
-            "by a real `scrape-pipeline submit` process over HTTP to the simulator with its "
-            f"default token bucket ({results['limit_per_s']:g} requests/s per key, burst "
-            f"{results['burst']}); batch mode with `--batch-size {BATCH_SIZE}`. The kill runs "
-            f"SIGKILL the process about every {results['kill_every_urls']:,} URLs and start "
-            f"the same command again, with {results['lost_share']:.0%} of POST answers lost "
-            "after the API acted (502). Twice and never are judged from the simulator's "
-            "record of submissions per URL. POSTs/s counts accepted POSTs over the whole "
-            "wall time (process starts included); the 429 share counts every 429 the "
-            "simulator answered over the POSTs.",
-            "",
-            table(results),
-            "",
-            *verdicts(results),
-            "",
-            "How a batch in doubt is resolved without a stack: the batch kill run's account "
-            "has a `batch_completed` subscription to a port nobody listens on; its deliveries "
-            "fail, and the API's delivery log keeps every attempt with its job id. A rerun of "
-            "`submit` adopts each batch in doubt that the log names once `GET /v1/batch/{id}` "
-            "shows its URLs (the first count of adopted); when the command has ended with "
-            "entries still in doubt, the bench does what an operator would: it waits until "
-            "the simulator has settled the run's batches and tried their deliveries, runs "
-            "`runs resolve RUN` (the second count), then `runs resolve RUN "
-            "--repost-in-doubt` for what no evidence names (a batch killed before its request "
-            "reached the API: re-posted) and the same command again. Wall s is the "
-            "command's own, to its first exit; s to complete adds the wait for the last "
-            "batches to settle (up to 20 s in the simulator) and the operator's three "
-            "commands. An extract in doubt is looked up in the job list and adopted or "
-            "posted again by the command itself, hence no operator step for async. The async "
-            "kill run's extra wall time is mostly the last lookups' wait for the job list "
-            "(30 s after the last lost answer) and the restarts (~1.7 s each, partly covered "
-            "by the bucket refilling meanwhile).",
-            END,
-            "",
-        ]
+    return TEMPLATE.read_text().format_map(
+        {
+            **results,
+            "stamp": _stamp(results),
+            "urls": results["runs"][results["modes"][0]]["clean"]["urls"],
+            "batch_size": BATCH_SIZE,
+            "table": table(results),
+            "verdicts": "\n".join(verdicts(results)),
+        }
     )
 
 
