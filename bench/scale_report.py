@@ -10,6 +10,7 @@ from typing import Any
 from bench.report import RESULTS, load_text, markdown_table
 
 BENCH = Path(__file__).resolve().parent
+TEMPLATE = BENCH / "templates" / "scale.md"  # the section's prose, figures as fields
 RESULTS_MD = BENCH / "RESULTS.md"
 SCALE_JSON = RESULTS / "scale.json"
 CHART = "scale_lag.png"
@@ -98,49 +99,22 @@ def section(document: dict[str, Any], chart_path: str = f"charts/{CHART}") -> st
     about = document["machine"]
     # A point measured again after the full run, when one was (its note says why).
     rerun = f"\n{document['rerun']}\n" if document.get("rerun") else ""
-    return f"""{BEGIN}
-{HEADING}
-
-_Measured {about["date"]} on {about["cpus"]} CPUs ({about.get("cpu_model", about["machine"])}),
-{load_text(document["load_average"])}, Python {about["python"]}; `make bench-scale` took
-{document["wall_seconds"]:.0f} s._
-
-The real reconciler (`Reconciler.run`, the wall time a Lambda of its `Timeout` has) runs on
-{origin}: schedule `{rec["schedule"]}`, timeout {rec["timeout_seconds"]:g} s, {env}. Jobs
-settle at a sustained rate in the Geonode simulator (served over HTTP on 127.0.0.1; jobs are
-created in its store, every read of the reconciler and processor is an HTTP request it
-counts) for {document["runs_per_point"]} scheduled runs per point (a period of at most 10
-simulated minutes: a longer schedule gets fewer runs, and with fewer than 4 the lag's trend is
-not judged), on a simulated clock
-stepped {document["step_seconds"]:g} s at a time; then runs go on without new jobs until
-every settled job is in the pipeline (at most {document["max_tail_runs"]} more), so that the
-dropped jobs' latencies complete. Lag is measured after each run from outside: the
-simulator's settle times against the ledger (read by an uncounted client): the age of the
-oldest settled job with no row, or only a WATCHING one. Every job completes (no failures to
-resubmit) and the simulator's rate limit is off (the clock moves in steps, so requests come in
-bursts).
-
-Up to {document["real_rate_max"]:g} jobs/s the webhooks go through the simulator's dispatcher
-to the real receiver, and the queue to the real processor (settle-to-stored is the ledger's
-`finished_at`, written after the S3 put, minus the simulator's settle time). At 50 jobs/s moto
-cannot carry that: **stand-ins** write, for each job whose webhook a seeded draw keeps and
-for each message the event source takes off the queue, the row the receiver and processor
-leave for a stored job (DONE, not pending), 25 rows per BatchWriteItem
-(`bench/scale_standins.py`); no subscriptions exist there, so the delivery-log sweep reads
-nothing. The reconciler is the real one at every point. AWS calls are counted
-through botocore's `before-call` events on the sessions each part builds its clients from;
-the event source's are Lambda's SQS polling. A point is **bounded** when,
-{document["bounded_rule"]}.
-
-{table(document)}
-
-Targets: {targets}.
-{rerun}
-![Reconciler lag after each run]({chart_path})
-
-{_details(document)}
-{END}
-"""
+    return TEMPLATE.read_text().format_map(
+        {
+            **document,
+            "about": about,
+            "cpu": about.get("cpu_model", about["machine"]),
+            "load": load_text(document["load_average"]),
+            "rec": rec,
+            "origin": origin,
+            "env": env,
+            "table": table(document),
+            "targets": targets,
+            "rerun": rerun,
+            "chart_path": chart_path,
+            "details": _details(document),
+        }
+    )
 
 
 def _verdict(met: bool | None) -> str:
