@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import ModuleType
 from typing import Any, Self
 
 from bench.report import markdown_table, percentile, save
@@ -77,7 +76,6 @@ def make_plan(
     senders: int,
     *,
     seed: int = 7,
-    secret: str = SECRET,
 ) -> Plan:
     """``deliveries`` signed deliveries, ``duplicate_share`` of them repeating an earlier job."""
     from scrape_pipeline.jobs import JobKey
@@ -123,7 +121,7 @@ def make_plan(
             "Content-Type": "application/json",
             "X-Webhook-Delivery-Id": delivery_id,
             "X-Webhook-Event": event,
-            **sign(config, body, secret, now),
+            **sign(config, body, SECRET, now),
         }
         kind = EVENT_KINDS[event]
         built.append(
@@ -169,7 +167,7 @@ class Phase:
 
 
 def run_concurrently(
-    plan: Plan, calls: Sequence[Call], limit_seconds: float, drain: QueueDrain | None = None
+    plan: Plan, calls: Sequence[Call], limit_seconds: float, drain: QueueDrain
 ) -> Phase:
     """Each call in its own thread takes the next delivery until none is left or time is up."""
     lock = threading.Lock()
@@ -181,8 +179,7 @@ def run_concurrently(
     def work(call: Call, out: list[Sent]) -> None:
         start.wait()
         while time.perf_counter() < deadline:
-            if drain is not None:
-                drain.admit()
+            drain.admit()
             with lock:
                 delivery = next(pending, None)
             if delivery is None:
@@ -193,7 +190,7 @@ def run_concurrently(
             except Exception as exc:  # noqa: BLE001 - a load test counts failures, it does not stop
                 status, answer = None, f"{type(exc).__name__}: {exc}"[:120]
             out.append(Sent(delivery.index, status, answer, started, time.perf_counter()))
-            if drain is not None and answer == "accepted":
+            if answer == "accepted":
                 drain.announce()
 
     threads = [
@@ -255,22 +252,14 @@ def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
 class QueueDrain:
     """Receives and deletes a queue's messages in batches, counting jobs by ledger key."""
 
-    def __init__(
-        self,
-        sqs: Any,
-        queue_url: str,
-        *,
-        batch: int = 10,
-        high_water: int = 40,
-        idle_wait: float = 0.5,
-        admit_timeout: float = 30.0,
-    ) -> None:
+    BATCH = 10  # messages per receive and per batch delete
+    HIGH_WATER = 40  # undrained messages past which senders wait
+    IDLE_WAIT = 0.5  # seconds between receives when no batch is due
+    ADMIT_TIMEOUT = 30.0  # longest a sender waits for the drain
+
+    def __init__(self, sqs: Any, queue_url: str) -> None:
         self._sqs = sqs
         self.queue_url = queue_url
-        self._batch = batch
-        self._high_water = high_water
-        self._idle_wait = idle_wait
-        self._admit_timeout = admit_timeout
         self._state = threading.Condition()
         self._stopping = False
         self._announced = 0  # answers that say a message was sent ("accepted")
@@ -294,12 +283,12 @@ class QueueDrain:
     def admit(self) -> None:
         """Wait (boundedly) while too many messages are undrained."""
         with self._state:
-            if self._undrained() < self._high_water:
+            if self._undrained() < self.HIGH_WATER:
                 return
             self.held_back += 1
             self._state.wait_for(
-                lambda: self._stopping or self._undrained() < self._high_water,
-                timeout=self._admit_timeout,
+                lambda: self._stopping or self._undrained() < self.HIGH_WATER,
+                timeout=self.ADMIT_TIMEOUT,
             )
 
     def _undrained(self) -> int:
@@ -310,8 +299,8 @@ class QueueDrain:
             with self._state:
                 # A batch due, or the idle wait over: receive (strays are caught this way too).
                 self._state.wait_for(
-                    lambda: self._stopping or self._undrained() >= self._batch,
-                    timeout=self._idle_wait,
+                    lambda: self._stopping or self._undrained() >= self.BATCH,
+                    timeout=self.IDLE_WAIT,
                 )
                 if self._stopping:
                     return
@@ -320,14 +309,14 @@ class QueueDrain:
             except Exception as exc:  # noqa: BLE001 - reported with the counts
                 self.errors.append(type(exc).__name__)
                 with self._state:
-                    self._state.wait(self._idle_wait)
+                    self._state.wait(self.IDLE_WAIT)
 
     def drain_once(self) -> int:
         """One receive and one batch delete; returns how many messages there were."""
         from scrape_pipeline.queue import JobMessage
 
         messages = self._sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=self._batch, WaitTimeSeconds=0
+            QueueUrl=self.queue_url, MaxNumberOfMessages=self.BATCH, WaitTimeSeconds=0
         ).get("Messages", [])
         if not messages:
             return 0
@@ -368,17 +357,13 @@ class QueueDrain:
 class LoadStack:
     """The local stack on the real clock, set up for the receiver alone."""
 
-    def __init__(
-        self,
-        secret: str = SECRET,
-        *,
-        backlog: int = FRONT_BACKLOG,
-        resend_after_seconds: int = RESEND_AFTER_SECONDS,
-    ) -> None:
-        self.secret = secret
+    def __init__(self, *, backlog: int = FRONT_BACKLOG) -> None:
         self.backlog = backlog
-        self.resend_after_seconds = resend_after_seconds
         self.stack: Any = None
+        self.front: Any = None  # the API Gateway front on the receiver
+        self.resources: Any = None  # what the stack created from the template
+        self.handler: Any = None  # the receiver's handler module, functions/receiver/app.py
+        self.url = ""  # where the webhooks go
 
     def __enter__(self) -> Self:
         try:
@@ -398,11 +383,14 @@ class LoadStack:
         settings = StackSettings(
             signature_scheme="geonode",
             webhooks=False,
-            env={"RESEND_AFTER_SECONDS": str(self.resend_after_seconds)},
+            env={"RESEND_AFTER_SECONDS": str(RESEND_AFTER_SECONDS)},
         )
         self.stack = LocalStack(SYSTEM_CLOCK, settings=settings)
         self.stack.start()
-        self.stack.store_secrets(WebhookSecrets(shared=(WebhookSecret(self.secret),)))
+        self.stack.store_secrets(WebhookSecrets(shared=(WebhookSecret(SECRET),)))
+        self.front, self.resources = self.stack.front, self.stack.resources
+        self.handler = self.stack.handlers["receiver"]
+        self.url = str(self.front.url("/webhooks/geonode"))
         forget_cached_clients()
         if self.backlog:
             # socketserver listens with a backlog of 5: a burst of new connections overflows
@@ -414,30 +402,9 @@ class LoadStack:
     def stop(self) -> None:
         if self.stack is not None:
             self.stack.stop()
-            self.handler.reset_receiver()
+            self.stack.handlers["receiver"].reset_receiver()
             self.stack = None
         forget_cached_clients()
-
-    @property
-    def front(self) -> Any:
-        """The API Gateway front on the receiver."""
-        return self.stack.front
-
-    @property
-    def resources(self) -> Any:
-        """What the stack created from the template (table, queues, bucket, secrets)."""
-        return self.stack.resources
-
-    @property
-    def handler(self) -> ModuleType:
-        """The receiver's handler module (``functions/receiver/app.py``)."""
-        handler: ModuleType = self.stack.handlers["receiver"]
-        return handler
-
-    @property
-    def url(self) -> str:
-        """Where the webhooks go."""
-        return str(self.front.url("/webhooks/geonode"))
 
     def client(self, service: str, *, config: Any = None) -> Any:
         """A boto3 client for the moto server."""
@@ -625,6 +592,8 @@ class LoadResult:
 
     def table(self) -> str:
         r, c = self.receiver, self.ceiling
+        ratio = f"{self.ratio:.2f}" if self.ratio is not None else "not measured"
+        load = f"{self.load_average[0]:.1f} / {self.load_average[1]:.1f}"
 
         def pair(label: str, figure: Callable[[PhaseReport], Any]) -> list[Any]:
             return [label, figure(r), figure(c) if c is not None else "not measured"]
@@ -650,27 +619,17 @@ class LoadResult:
                 lambda p: f"{p.answers.get('accepted', 0)} / {p.answers.get('duplicate', 0)}",
             ),
             pair(
-                "ledger rows / job messages received",
-                lambda p: f"{p.ledger_rows} / {p.enqueued}",
+                "ledger rows / job messages received", lambda p: f"{p.ledger_rows} / {p.enqueued}"
             ),
             pair("counts", lambda p: "exact" if not p.problems else "; ".join(p.problems)),
             pair("senders held back for the drain (times)", lambda p: p.senders_held_back),
             pair("throughput (deliveries/s)", lambda p: p.throughput),
             pair("latency per delivery p50 / p99 (ms)", lambda p: f"{p.p50_ms} / {p.p99_ms}"),
-            [
-                "throughput: receiver / moto alone",
-                f"{self.ratio:.2f}" if self.ratio is not None else "not measured",
-                "",
-            ],
-            [
-                "machine load, 1-min average before / after",
-                f"{self.load_average[0]:.1f} / {self.load_average[1]:.1f}",
-                "",
-            ],
+            ["throughput: receiver / moto alone", ratio, ""],
+            ["machine load, 1-min average before / after", load, ""],
         ]
-        return markdown_table(
-            ["load", "receiver behind the API front", "moto alone (same calls, boto3)"], rows
-        )
+        headers = "load|receiver behind the API front|moto alone (same calls, boto3)"
+        return markdown_table(headers.split("|"), rows)
 
 
 def receiver_phase(stack: LoadStack, plan: Plan, senders: int, limit_seconds: float) -> PhaseReport:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import RESULTS, load_average, machine
-from bench.scale_measure import BOUNDED_RULE
+from bench.scale_point import BOUNDED_RULE
 from bench.scale_world import TemplateReconciler
 
 RATES = (1.0, 10.0, 50.0)

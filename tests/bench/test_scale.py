@@ -14,8 +14,7 @@ import pytest
 
 from bench import scale_report
 from bench.scale import build_document
-from bench.scale_measure import bounded
-from bench.scale_point import Point, Timing, run_point
+from bench.scale_point import Point, Timing, bounded, run_point
 from bench.scale_world import TemplateReconciler
 
 SCHEDULE = "rate(1 minute)"
