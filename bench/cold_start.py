@@ -213,6 +213,14 @@ def summary(samples: list[list[float]]) -> dict[str, Any]:
     }
 
 
+def _ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+    return round(float(a[key]) / float(b[key]), 2)
+
+
+def _less(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+    return round(float(a[key]) - float(b[key]), 1)
+
+
 def run(build: Path, repeats: int, warmup: int) -> dict[str, Any]:
     python = boto3_venv()
     tracer = tracer_packages(python)
@@ -263,29 +271,17 @@ def run(build: Path, repeats: int, warmup: int) -> dict[str, Any]:
         "functions": {},
     }
     for function in functions:
-        source = summary(samples[f"{function}/source"])
-        bytecode = summary(samples[f"{function}/bytecode"])
-        tracer_figures = summary(samples[f"{function}/tracer"])
+        f = {v: summary(samples[f"{function}/{v}"]) for v in ("source", "bytecode", "tracer")}
         figures["functions"][function] = {
-            "source": source,
-            "bytecode": bytecode,
-            "tracer": tracer_figures,
-            "tracer_added_ms": round(tracer_figures["median_ms"] - bytecode["median_ms"], 1),
-            "tracer_added_cpu_ms": round(
-                tracer_figures["cpu_median_ms"] - bytecode["cpu_median_ms"], 1
-            ),
-            "ratio_tracer_to_bytecode": round(
-                tracer_figures["median_ms"] / bytecode["median_ms"], 2
-            ),
-            "cpu_ratio_tracer_to_bytecode": round(
-                tracer_figures["cpu_median_ms"] / bytecode["cpu_median_ms"], 2
-            ),
-            "ratio_source_to_boto3": round(source["median_ms"] / boto3["median_ms"], 2),
-            "ratio_bytecode_to_boto3": round(bytecode["median_ms"] / boto3["median_ms"], 2),
-            "cpu_ratio_source_to_boto3": round(source["cpu_median_ms"] / boto3["cpu_median_ms"], 2),
-            "cpu_ratio_bytecode_to_boto3": round(
-                bytecode["cpu_median_ms"] / boto3["cpu_median_ms"], 2
-            ),
+            **f,
+            "tracer_added_ms": _less(f["tracer"], f["bytecode"], "median_ms"),
+            "tracer_added_cpu_ms": _less(f["tracer"], f["bytecode"], "cpu_median_ms"),
+            "ratio_tracer_to_bytecode": _ratio(f["tracer"], f["bytecode"], "median_ms"),
+            "cpu_ratio_tracer_to_bytecode": _ratio(f["tracer"], f["bytecode"], "cpu_median_ms"),
+            "ratio_source_to_boto3": _ratio(f["source"], boto3, "median_ms"),
+            "ratio_bytecode_to_boto3": _ratio(f["bytecode"], boto3, "median_ms"),
+            "cpu_ratio_source_to_boto3": _ratio(f["source"], boto3, "cpu_median_ms"),
+            "cpu_ratio_bytecode_to_boto3": _ratio(f["bytecode"], boto3, "cpu_median_ms"),
         }
     return figures
 
