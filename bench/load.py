@@ -629,7 +629,7 @@ class LoadResult:
             ["machine load, 1-min average before / after", load, ""],
         ]
         headers = "load|receiver behind the API front|moto alone (same calls, boto3)"
-        return markdown_table(headers.split("|"), rows)
+        return markdown_table(headers, rows)
 
 
 def receiver_phase(stack: LoadStack, plan: Plan, senders: int, limit_seconds: float) -> PhaseReport:

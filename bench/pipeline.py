@@ -196,13 +196,8 @@ def batching_table(
     ]
     return (
         markdown_table(
-            [
-                "processor",
-                "PutEvents per outcome",
-                "settle → stored p50 / p99 (s)",
-                "stored → event p50 / p99 (s)",
-                "repeats",
-            ],
+            "processor|PutEvents per outcome|settle → stored p50 / p99 (s)|"
+            "stored → event p50 / p99 (s)|repeats",
             rows,
         )
         + "\n\nA batch's end sends its own outcomes, ten a call. At this pace a batch holds a "

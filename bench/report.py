@@ -94,8 +94,10 @@ def save(
     return path
 
 
-def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
-    """A GitHub-flavoured markdown table."""
+def markdown_table(headers: str | list[str], rows: list[list[Any]]) -> str:
+    """A GitHub-flavoured markdown table; ``headers`` a list or one string split at ``|``."""
+    if isinstance(headers, str):
+        headers = headers.split("|")
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)

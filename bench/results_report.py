@@ -210,11 +210,6 @@ def _price(value: float) -> str:
     return "$" + f"{value:.10f}".rstrip("0").rstrip(".")
 
 
-def _table(headers: str, rows: list[list[Any]]) -> str:
-    """A markdown table; ``headers`` separated by ``|``."""
-    return markdown_table(headers.split("|"), rows)
-
-
 def _sources_table(sources: dict[str, dict[str, Any]]) -> str:
     """Each results file drawn here: when, on what and under which load it was measured."""
     rows = []
@@ -224,7 +219,7 @@ def _sources_table(sources: dict[str, dict[str, Any]]) -> str:
         cpus = f"{about.get('cpus', '?')} CPUs ({about.get('cpu_model', 'model not recorded')})"
         load = load_text(doc.get("load_average")).removeprefix("load average ")
         rows.append([f"`bench/results/{name}.json`", when, cpus, load])
-    return _table("results|measured (UTC)|machine|load average (1 min)", rows)
+    return markdown_table("results|measured (UTC)|machine|load average (1 min)", rows)
 
 
 def _latency_rows(demos: dict[str, Any], threshold: float) -> tuple[list[list[Any]], list[str]]:
@@ -296,17 +291,19 @@ def _cost_fields(lines: dict[str, list[cost.Line]]) -> dict[str, Any]:
         "that keeps running for the poller)."
     )
     return {
-        "cost_table": _table(
+        "cost_table": markdown_table(
             "mode|Geonode requests per job (submission included)|Geonode|AWS|total|vs seed poller",
             rows,
         ),
-        "lines_table": _table(
+        "lines_table": markdown_table(
             "mode|component|item|per job|unit|unit price|per million jobs|basis", detail
         ),
         "many_ratio": many_ratio,
         "seed_ratio": totals["seed_backoff"] / totals["webhook"],
         "close": close if abs(many_ratio - 1) < 0.1 else ".",
-        "prices_table": _table("price|per unit|as published|source|as of", cost.price_rows()),
+        "prices_table": markdown_table(
+            "price|per unit|as published|source|as of", cost.price_rows()
+        ),
         "prices_as_of": cost.PRICES_AS_OF,
     }
 
@@ -354,7 +351,7 @@ def render(
         "settle_minutes": sweep["settle_seconds"] / 60,
         "demo": latency["args"],
         "largest": largest,
-        "requests_table": _table(
+        "requests_table": markdown_table(
             "|".join(["mode", *(f"{n} jobs" for n in counts)]),
             [[LABELS[m], *(_fmt(v) for v in table[m])] for m in MODES],
         ),
@@ -365,7 +362,7 @@ def render(
         "settled": ", ".join(str(pipelines[n]["settled_jobs"]) for n in counts),
         "throttled": sum(int(pipelines[n]["statuses"].get("429", 0)) for n in counts),
         "reads": ", ".join(f"`{r}` {n}" for r, n in sorted(big["reads"].items())),
-        "latency_table": _table(
+        "latency_table": markdown_table(
             f"chaos|stored units|p50 (s)|p90 (s)|p99 (s)|max (s)|≥ {cadence.threshold_seconds:g} s "
             "(units)|recovered by the reconciler|lost / twice",
             latency_rows,

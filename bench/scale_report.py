@@ -61,7 +61,7 @@ def table(document: dict[str, Any]) -> str:
         "AWS calls per 1,000 jobs: reconciler / pipeline / event source|"
         "dropped jobs' settle-to-stored p50 / p99 (s)|processing"
     )
-    return markdown_table(headers.split("|"), rows)
+    return markdown_table(headers, rows)
 
 
 def _details(document: dict[str, Any]) -> str:
