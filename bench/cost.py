@@ -33,32 +33,22 @@ class Prices:
     geonode_request: float = 3.50 / 10_000
 
 
+_LAMBDA, _DYNAMODB = "AWS Lambda pricing, us-east-1", "Amazon DynamoDB pricing, us-east-1"
+_SQS, _S3 = "Amazon SQS pricing, us-east-1", "Amazon S3 pricing, us-east-1"
 # field -> (the price as published, where it is published); all PRICES_AS_OF.
 PRICE_SOURCES: dict[str, tuple[str, str]] = {
-    "lambda_request": ("$0.20 per 1M requests", "AWS Lambda pricing, us-east-1"),
-    "lambda_gb_second_x86": ("$0.0000166667 per GB-second (x86)", "AWS Lambda pricing, us-east-1"),
-    "lambda_gb_second_arm64": (
-        "$0.0000133334 per GB-second (arm64)",
-        "AWS Lambda pricing, us-east-1",
-    ),
+    "lambda_request": ("$0.20 per 1M requests", _LAMBDA),
+    "lambda_gb_second_x86": ("$0.0000166667 per GB-second (x86)", _LAMBDA),
+    "lambda_gb_second_arm64": ("$0.0000133334 per GB-second (arm64)", _LAMBDA),
     "apigw_rest_request": (
         "$3.50 per 1M requests (REST API, first tier)",
         "Amazon API Gateway pricing, us-east-1",
     ),
-    "dynamodb_write_unit": (
-        "$0.625 per 1M write request units (on-demand)",
-        "Amazon DynamoDB pricing, us-east-1",
-    ),
-    "dynamodb_read_unit": (
-        "$0.125 per 1M read request units (on-demand)",
-        "Amazon DynamoDB pricing, us-east-1",
-    ),
-    "sqs_request": (
-        "$0.40 per 1M requests (standard queue, 64 KB chunks)",
-        "Amazon SQS pricing, us-east-1",
-    ),
-    "s3_put": ("$0.005 per 1,000 PUT requests (S3 Standard)", "Amazon S3 pricing, us-east-1"),
-    "s3_get": ("$0.0004 per 1,000 GET requests (S3 Standard)", "Amazon S3 pricing, us-east-1"),
+    "dynamodb_write_unit": ("$0.625 per 1M write request units (on-demand)", _DYNAMODB),
+    "dynamodb_read_unit": ("$0.125 per 1M read request units (on-demand)", _DYNAMODB),
+    "sqs_request": ("$0.40 per 1M requests (standard queue, 64 KB chunks)", _SQS),
+    "s3_put": ("$0.005 per 1,000 PUT requests (S3 Standard)", _S3),
+    "s3_get": ("$0.0004 per 1,000 GET requests (S3 Standard)", _S3),
     "secrets_api_call": ("$0.05 per 10,000 API calls", "AWS Secrets Manager pricing"),
     "eventbridge_event": (
         "$1.00 per 1M custom events published (64 KB chunks)",

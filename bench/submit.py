@@ -283,6 +283,7 @@ def verdicts(results: dict[str, Any]) -> list[str]:
     for mode in results["modes"]:
         runs = results["runs"][mode]
         clean, kills = runs["clean"], runs.get("kills")
+        limit = TARGETS["kill_wall_ratio"]
         checks = [
             ("POSTs/s x limit", clean["fraction_of_limit"], ">=", TARGETS["fraction_of_limit"]),
             ("429 share", clean["share_429"], "<=", TARGETS["share_429"]),
@@ -291,16 +292,10 @@ def verdicts(results: dict[str, Any]) -> list[str]:
             checks += [
                 ("posted twice", kills["posted_twice"], "<=", 0),
                 ("never submitted", kills["never_submitted"], "<=", 0),
-                (
-                    "wall with kills / clean",
-                    runs["kill_wall_ratio"],
-                    "<=",
-                    TARGETS["kill_wall_ratio"],
-                ),
+                ("wall with kills / clean", runs["kill_wall_ratio"], "<=", limit),
             ]
             if "complete_wall_ratio" in runs:
-                ratio = runs["complete_wall_ratio"]
-                checks.append(("to complete / clean", ratio, "<=", TARGETS["kill_wall_ratio"]))
+                checks.append(("to complete / clean", runs["complete_wall_ratio"], "<=", limit))
         said = []
         for name, value, op, target in checks:
             met = value >= target if op == ">=" else value <= target
