@@ -11,9 +11,7 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -123,21 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     process, base_url = start_simulator(args)
     try:
         clock = aligned_clock(base_url, args.time_scale)
-        results: dict[str, dict[str, Any]] = {}
-        threads: list[threading.Thread] = []
-
-        def runner(name: str) -> Callable[[], None]:
-            def go() -> None:
-                results[name] = run_strategy(name, base_url, clock, args.jobs, args.seed)
-
-            return go
-
         started = time.perf_counter()
-        for name in STRATEGIES:
-            threads.append(threading.Thread(target=runner(name), name=name))
-            threads[-1].start()
-        for thread in threads:
-            thread.join()
+        with ThreadPoolExecutor(len(STRATEGIES)) as pool:  # the three pollers at once
+            futures = {
+                name: pool.submit(run_strategy, name, base_url, clock, args.jobs, args.seed)
+                for name in STRATEGIES
+            }
+        results = {name: future.result() for name, future in futures.items()}
         wall = time.perf_counter() - started
         truth = httpx.get(f"{base_url}/_sim/truth/jobs", params={"kind": "extract"}).json()["items"]
         counts = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
@@ -177,10 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for name, f in figures.items()
     ]
-    table = markdown_table(
-        ["poller", "requests per job", "fewer than seed", "detection p50 (s)", "detection p99 (s)"],
-        rows,
-    )
+    headers = "poller|requests per job|fewer than seed|detection p50 (s)|detection p99 (s)"
+    table = markdown_table(headers, rows)
     table += (
         f"\n\n{args.jobs} concurrent async jobs per poller, durations {args.min_duration:g}–"
         f"{args.max_duration:g} s (time scale {args.time_scale:g}), all three at once; "
