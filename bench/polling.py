@@ -37,17 +37,11 @@ def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[str], st
         "scrape_pipeline_local.simulator",
         "--port",
         "0",
-        "--seed",
-        str(args.seed),
         "--rate",
         "0",
-        "--min-duration",
-        str(args.min_duration),
-        "--max-duration",
-        str(args.max_duration),
-        "--time-scale",
-        str(args.time_scale),
     ]
+    command += ["--seed", str(args.seed), "--time-scale", str(args.time_scale)]
+    command += ["--min-duration", str(args.min_duration), "--max-duration", str(args.max_duration)]
     for name in STRATEGIES:
         command += ["--api-key", name]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)

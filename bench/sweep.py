@@ -51,13 +51,7 @@ def run_pollers(plan: Plan, log: Callable[[str], None]) -> dict[int, dict[str, A
 
     out: dict[int, dict[str, Any]] = {}
     for jobs in plan.job_counts:
-        args = argparse.Namespace(
-            seed=plan.seed,
-            min_duration=plan.min_duration,
-            max_duration=plan.max_duration,
-            time_scale=plan.time_scale,
-        )
-        process, base_url = start_simulator(args)
+        process, base_url = start_simulator(argparse.Namespace(**asdict(plan)))
         missed: dict[str, int] = {}
         try:
             clock = aligned_clock(base_url, plan.time_scale)
