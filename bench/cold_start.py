@@ -226,17 +226,10 @@ def run(build: Path, repeats: int, warmup: int) -> dict[str, Any]:
     tracer = tracer_packages(python)
     functions = functions_of(build)
     with tempfile.TemporaryDirectory(prefix="cold-start-home-") as home:
-        base_env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": home,
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_EC2_METADATA_DISABLED": "true",
-        }
+        base_env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"}
+        base_env |= {"PYTHONDONTWRITEBYTECODE": "1", "AWS_EC2_METADATA_DISABLED": "true"}
+        base_env |= {"AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION}
+        base_env |= {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
         with read_only_copies(build, list(functions), tracer) as copies:
             # (name, module, sys.path, environment, what follows the import) per program
             cases: list[tuple[str, str, list[Path], dict[str, str], str]] = [

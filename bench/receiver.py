@@ -232,16 +232,9 @@ def cold_import(repeats: int) -> dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(ROOT, "functions", "receiver"), os.path.join(ROOT, "layers", "shared")]
     )
-    env.update(
-        {
-            "POWERTOOLS_METRICS_NAMESPACE": "Bench",
-            "POWERTOOLS_SERVICE_NAME": "receiver",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "LEDGER_TABLE_NAME": "t",
-            "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q",
-            "WEBHOOK_SECRET_ID": "s",
-        }
-    )
+    env |= {"POWERTOOLS_METRICS_NAMESPACE": "Bench", "POWERTOOLS_SERVICE_NAME": "receiver"}
+    env |= {"AWS_DEFAULT_REGION": "us-east-1", "LEDGER_TABLE_NAME": "t", "WEBHOOK_SECRET_ID": "s"}
+    env["QUEUE_URL"] = "https://sqs.us-east-1.amazonaws.com/1/q"
     programs = {
         "boto3": "import boto3",
         "receiver": "import app",
