@@ -13,18 +13,25 @@ import io
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, Self
+from urllib.parse import SplitResult, unquote, urlsplit
 
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.compat import HTTPHeaders
+from botocore.handlers import BUILTIN_HANDLERS
 from moto import backends as moto_backends
+from moto.core.botocore_stubber import MockRawResponse
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
 from moto.sqs import models as sqs_models
+from werkzeug._internal import _wsgi_encoding_dance
 from werkzeug.serving import ThreadedWSGIServer
 from werkzeug.wrappers import Response
 
@@ -146,22 +153,8 @@ class _KeepAliveHandler(MotoRequestHandler):
         else:
             length = int(self.headers.get("Content-Length") or 0)
             environ["wsgi.input"] = io.BytesIO(self.rfile.read(length) if length else b"")
-        answer: list[Any] = []
-
-        def start_response(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Callable[[bytes], None]:
-            answer[:] = [status, headers]
-            return lambda data: None  # the middleware returns the whole body instead
-
-        try:
-            body = b"".join(self.server.app(environ, start_response))
-        except Exception:
-            logging.getLogger(__name__).exception("moto failed on %s %s", self.command, self.path)
-            response = Response("moto failed", status=500)
-            answer[:] = [response.status, list(response.headers.items())]
-            body, self.close_connection = response.get_data(), True
-        status, headers = answer
+        status, headers, body, failed = _serve(self.server.app, environ)
+        self.close_connection = self.close_connection or failed
         code, _, reason = status.partition(" ")
         self.send_response(int(code), reason)
         sent_length = None
@@ -193,6 +186,99 @@ class _KeepAliveHandler(MotoRequestHandler):
         finally:
             with server.connections_lock:
                 server.connections.discard(self.connection)
+
+
+def _serve(app: WSGIApp, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes, bool]:
+    """One call through the app: status, headers, whole body, and whether moto raised."""
+    answer: list[Any] = []
+
+    def start_response(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], None]:
+        answer[:] = [status, headers]
+        return lambda data: None  # the middleware returns the whole body instead
+
+    try:
+        body = b"".join(app(environ, start_response))
+    except Exception:
+        path = environ.get("PATH_INFO")
+        logging.getLogger(__name__).exception(
+            "moto failed on %s %s", environ["REQUEST_METHOD"], path
+        )
+        response = Response("moto failed", status=500)
+        return response.status, list(response.headers.items()), response.get_data(), True
+    return answer[0], answer[1], body, False
+
+
+# Servers answering this process's own boto3 calls in-process: endpoint -> app.
+_DIRECT: dict[str, WSGIApp] = {}
+# Whether a server answers this process's boto3 calls without a socket unless told otherwise.
+# tests/conftest.py turns it on; the transport's own tests, other processes (the CLI run as a
+# command, `aws`) and the benchmarks go over HTTP.
+DIRECT_CALLS_DEFAULT = False
+
+
+def _answer_directly(request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
+    """botocore's ``before-send``: a call to a direct server of this process, answered by its
+    app as its HTTP handler would (same dispatch, same lock), without the socket."""
+    url = urlsplit(request.url)
+    app = _DIRECT.get(f"{url.scheme}://{url.netloc}")
+    if app is None:
+        return None
+    body: Any = request.body
+    data = (body.read() if hasattr(body, "read") else body) or b""
+    data = data.encode() if isinstance(data, str) else bytes(data)
+    headers = {
+        name: value.decode() if isinstance(value, bytes) else value
+        for name, value in request.headers.items()
+        if name.lower() != "transfer-encoding"  # framing of the socket, not of the call
+    }
+    environ = _environ(request.method, url, headers, data)
+    status, response_headers, content, _ = _serve(app, environ)
+    answered = HTTPHeaders()
+    for name, value in response_headers:
+        answered[name] = value
+    raw = MockRawResponse(b"" if request.method == "HEAD" else content)
+    return AWSResponse(request.url, int(status.split(" ", 1)[0]), answered, raw)
+
+
+def _environ(method: str, url: SplitResult, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """The WSGI environ werkzeug's server makes of this request (``make_environ``)."""
+    raw = f"{url.path}?{url.query}" if url.query else url.path
+    environ: dict[str, Any] = {
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": url.scheme,
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "REQUEST_METHOD": method,
+        "SCRIPT_NAME": "",
+        "PATH_INFO": _wsgi_encoding_dance(unquote(url.path)),
+        "QUERY_STRING": _wsgi_encoding_dance(url.query),
+        "REQUEST_URI": _wsgi_encoding_dance(raw),
+        "RAW_URI": _wsgi_encoding_dance(raw),
+        "REMOTE_ADDR": "127.0.0.1",
+        "REMOTE_PORT": 0,
+        "SERVER_NAME": url.hostname or "127.0.0.1",
+        "SERVER_PORT": str(url.port),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": url.netloc,
+        "CONTENT_LENGTH": str(len(body)),
+    }
+    for name, value in headers.items():
+        if "_" in name:
+            continue
+        key = name.upper().replace("-", "_")
+        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            environ[f"HTTP_{key}"] = value
+        elif key == "CONTENT_TYPE":
+            environ[key] = value
+    return environ
+
+
+BUILTIN_HANDLERS.append(("before-send", _answer_directly))
 
 
 class _ClockTime:
@@ -228,12 +314,21 @@ class MotoServer(Service):
     With a ``clock``, SQS visibility timeouts and delays run on it (moto reads time through
     module-level helpers, patched here while the server runs): a local stack on a manual or
     scaled clock then sees messages come back when its own time says so. One per process.
+    ``direct`` (default ``DIRECT_CALLS_DEFAULT``): this process's boto3 calls skip the socket.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, clock: _Clock | None = None):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        clock: _Clock | None = None,
+        direct: bool | None = None,
+    ):
         self._host = host
         self._port = port
         self._clock = clock
+        self._direct = DIRECT_CALLS_DEFAULT if direct is None else direct
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.endpoint = ""
@@ -251,6 +346,8 @@ class MotoServer(Service):
         self._server = _Server(self._host, self._port, app)
         host, port = self._server.server_address[:2]
         self.endpoint = f"http://{host!s}:{port}"
+        if self._direct:
+            _DIRECT[self.endpoint] = app
         serve = self._server.serve_forever
         self._thread = threading.Thread(
             target=serve, kwargs={"poll_interval": SERVE_POLL_SECONDS}, daemon=True
@@ -259,13 +356,16 @@ class MotoServer(Service):
         return self
 
     def reset(self) -> None:
-        """Forget every resource (moto's reset API)."""
-        import httpx
-
-        httpx.post(f"{self.endpoint}/moto-api/reset").raise_for_status()
+        """Forget every resource: moto's reset API, called through the app in this process."""
+        assert self._server is not None
+        url = urlsplit(f"{self.endpoint}/moto-api/reset")
+        status, _, body, _ = _serve(self._server.app, _environ("POST", url, {}, b""))
+        if not status.startswith("200"):
+            raise RuntimeError(f"moto's reset answered {status}: {body!r}")
 
     def stop(self) -> None:
         """Stop serving."""
+        _DIRECT.pop(self.endpoint, None)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
