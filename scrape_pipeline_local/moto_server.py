@@ -36,6 +36,7 @@ from werkzeug.serving import ThreadedWSGIServer
 from werkzeug.wrappers import Response
 
 from scrape_pipeline_local.lifecycle import SERVE_POLL_SECONDS, Service
+from scrape_pipeline_local.translate import REGION
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -51,19 +52,19 @@ class _OneCallAtATime:
 
     def __init__(self, app: WSGIApp) -> None:
         self._app = app
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         wait = _long_poll(environ)
         if wait is None:
-            with self._lock:
+            with self.lock:
                 return [b"".join(self._app(environ, start_response))]
         body, short = wait
         deadline = time.monotonic() + float(body["WaitTimeSeconds"])
         while True:
             answered = _Answer()
             environ["wsgi.input"] = io.BytesIO(short)
-            with self._lock:
+            with self.lock:
                 reply = b"".join(self._app(environ, answered))
             if b'"Messages"' in reply or not answered.ok or time.monotonic() >= deadline:
                 start_response(*answered.args)
@@ -330,6 +331,7 @@ class MotoServer(Service):
         self._clock = clock
         self._direct = DIRECT_CALLS_DEFAULT if direct is None else direct
         self._server: _Server | None = None
+        self._app: _OneCallAtATime | None = None
         self._thread: threading.Thread | None = None
         self.endpoint = ""
 
@@ -342,7 +344,7 @@ class MotoServer(Service):
                 setattr(sqs_models, name, helper)
         modules = tuple(_LIST_MODULES())
         moto_backends.list_of_moto_modules = lambda: modules
-        app = _OneCallAtATime(DomainDispatcherApplication(create_backend_app))
+        app = self._app = _OneCallAtATime(DomainDispatcherApplication(create_backend_app))
         self._server = _Server(self._host, self._port, app)
         host, port = self._server.server_address[:2]
         self.endpoint = f"http://{host!s}:{port}"
@@ -362,6 +364,19 @@ class MotoServer(Service):
         status, _, body, _ = _serve(self._server.app, _environ("POST", url, {}, b""))
         if not status.startswith("200"):
             raise RuntimeError(f"moto's reset answered {status}: {body!r}")
+
+    def may_receive(self, queue_url: str) -> bool:
+        """Whether a ReceiveMessage on this queue now could return a message (moto's view).
+
+        moto answers an empty receive only after the whole call's parsing and dispatch, and a
+        stack on a manual clock polls two queues every simulated second: most of its AWS calls.
+        A receive changes nothing unless a message is visible, so a poller may skip it then.
+        """
+        account, name = urlsplit(queue_url).path.strip("/").split("/")[-2:]
+        assert self._app is not None
+        with self._app.lock:
+            queue = sqs_models.sqs_backends[account][REGION].queues.get(name)
+            return queue is None or bool(queue.messages)
 
     def stop(self) -> None:
         """Stop serving."""
