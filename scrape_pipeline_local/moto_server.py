@@ -18,6 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, Self
 from urllib.parse import SplitResult, unquote, urlsplit
 
@@ -219,6 +220,10 @@ _DIRECT: dict[str, WSGIApp] = {}
 # tests/conftest.py turns it on; the transport's own tests, other processes (the CLI run as a
 # command, `aws`) and the benchmarks go over HTTP.
 DIRECT_CALLS_DEFAULT = False
+# moto runs a direct call in a thread of its own, as the server's thread did: a handler thread
+# stopped at its Lambda timeout (an exception raised inside it, lambda_runtime.py) then stops
+# waiting for the answer, never halfway through moto's change. Long polls take a worker each.
+_DIRECT_WORKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="moto-direct")
 
 
 def _answer_directly(request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
@@ -237,7 +242,7 @@ def _answer_directly(request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse 
         if name.lower() != "transfer-encoding"  # framing of the socket, not of the call
     }
     environ = _environ(request.method, url, headers, data)
-    status, response_headers, content, _ = _serve(app, environ)
+    status, response_headers, content, _ = _DIRECT_WORKERS.submit(_serve, app, environ).result()
     answered = HTTPHeaders()
     for name, value in response_headers:
         answered[name] = value
