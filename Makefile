@@ -17,7 +17,7 @@ LAYER := layers/shared
 SCAN_VENV := .venv-scan
 SCANNERS := checkov==3.3.30 bandit==1.9.4 pip-audit==2.10.1
 
-.PHONY: all venv sam-tools layer-lock scan audit-deps lint typecheck docs test demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale bench-submit iam-report simulator clean
+.PHONY: all venv sam-tools layer-lock scan audit-deps lint typecheck docs test test-quick demo bench bench-polling bench-receiver bench-pipeline bench-cold-start bench-sweep bench-latency bench-results bench-scale bench-submit iam-report simulator clean
 
 all: test
 
@@ -87,6 +87,12 @@ docs: venv
 # Two workers on this 2-core machine; a file's tests stay together (module-scoped stacks).
 test: lint typecheck docs sam-tools
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The edit loop's check, under a minute on 2 cores: the unit tests and the tests on in-process
+# moto (ledger, events, receiver), without a local stack, the simulator's server or a
+# subprocess. A subset: CI and a change's last check run `make test`.
+test-quick: venv
+	$(BIN)/python -m pytest -n 2 -q tests/unit tests/ledger tests/events tests/receiver
 
 # The whole pipeline on this machine under a chaos profile; exits 1 if anything was lost or
 # processed twice. DEMO_ARGS="--jobs 500 --chaos heavy --seed 3" to change the run. Not echoed

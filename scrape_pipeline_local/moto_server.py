@@ -13,22 +13,33 @@ import io
 import json
 import logging
 import socket
+import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, Self
+from urllib.parse import SplitResult, unquote, urlsplit
 
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.compat import HTTPHeaders
+from botocore.handlers import BUILTIN_HANDLERS
 from moto import backends as moto_backends
+from moto.core.botocore_stubber import MockRawResponse
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
+from moto.s3 import models as s3_models
 from moto.sqs import models as sqs_models
+from werkzeug._internal import _wsgi_encoding_dance
 from werkzeug.serving import ThreadedWSGIServer
 from werkzeug.wrappers import Response
 
 from scrape_pipeline_local.lifecycle import SERVE_POLL_SECONDS, Service
+from scrape_pipeline_local.translate import ACCOUNT_ID, REGION
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -44,19 +55,19 @@ class _OneCallAtATime:
 
     def __init__(self, app: WSGIApp) -> None:
         self._app = app
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         wait = _long_poll(environ)
         if wait is None:
-            with self._lock:
+            with self.lock:
                 return [b"".join(self._app(environ, start_response))]
         body, short = wait
         deadline = time.monotonic() + float(body["WaitTimeSeconds"])
         while True:
             answered = _Answer()
             environ["wsgi.input"] = io.BytesIO(short)
-            with self._lock:
+            with self.lock:
                 reply = b"".join(self._app(environ, answered))
             if b'"Messages"' in reply or not answered.ok or time.monotonic() >= deadline:
                 start_response(*answered.args)
@@ -146,22 +157,8 @@ class _KeepAliveHandler(MotoRequestHandler):
         else:
             length = int(self.headers.get("Content-Length") or 0)
             environ["wsgi.input"] = io.BytesIO(self.rfile.read(length) if length else b"")
-        answer: list[Any] = []
-
-        def start_response(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Callable[[bytes], None]:
-            answer[:] = [status, headers]
-            return lambda data: None  # the middleware returns the whole body instead
-
-        try:
-            body = b"".join(self.server.app(environ, start_response))
-        except Exception:
-            logging.getLogger(__name__).exception("moto failed on %s %s", self.command, self.path)
-            response = Response("moto failed", status=500)
-            answer[:] = [response.status, list(response.headers.items())]
-            body, self.close_connection = response.get_data(), True
-        status, headers = answer
+        status, headers, body, failed = _serve(self.server.app, environ)
+        self.close_connection = self.close_connection or failed
         code, _, reason = status.partition(" ")
         self.send_response(int(code), reason)
         sent_length = None
@@ -193,6 +190,103 @@ class _KeepAliveHandler(MotoRequestHandler):
         finally:
             with server.connections_lock:
                 server.connections.discard(self.connection)
+
+
+def _serve(app: WSGIApp, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes, bool]:
+    """One call through the app: status, headers, whole body, and whether moto raised."""
+    answer: list[Any] = []
+
+    def start_response(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], None]:
+        answer[:] = [status, headers]
+        return lambda data: None  # the middleware returns the whole body instead
+
+    try:
+        body = b"".join(app(environ, start_response))
+    except Exception:
+        path = environ.get("PATH_INFO")
+        logging.getLogger(__name__).exception(
+            "moto failed on %s %s", environ["REQUEST_METHOD"], path
+        )
+        response = Response("moto failed", status=500)
+        return response.status, list(response.headers.items()), response.get_data(), True
+    return answer[0], answer[1], body, False
+
+
+# Servers answering this process's own boto3 calls in-process: endpoint -> app.
+_DIRECT: dict[str, WSGIApp] = {}
+# Whether a server answers this process's boto3 calls without a socket unless told otherwise.
+# tests/conftest.py turns it on; the transport's own tests, other processes (the CLI run as a
+# command, `aws`) and the benchmarks go over HTTP.
+DIRECT_CALLS_DEFAULT = False
+# moto runs a direct call in a thread of its own, as the server's thread did: a handler thread
+# stopped at its Lambda timeout (an exception raised inside it, lambda_runtime.py) then stops
+# waiting for the answer, never halfway through moto's change. Long polls take a worker each.
+_DIRECT_WORKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="moto-direct")
+
+
+def _answer_directly(request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
+    """botocore's ``before-send``: a call to a direct server of this process, answered by its
+    app as its HTTP handler would (same dispatch, same lock), without the socket."""
+    url = urlsplit(request.url)
+    app = _DIRECT.get(f"{url.scheme}://{url.netloc}")
+    if app is None:
+        return None
+    body: Any = request.body
+    data = (body.read() if hasattr(body, "read") else body) or b""
+    data = data.encode() if isinstance(data, str) else bytes(data)
+    headers = {
+        name: value.decode() if isinstance(value, bytes) else value
+        for name, value in request.headers.items()
+        if name.lower() != "transfer-encoding"  # framing of the socket, not of the call
+    }
+    environ = _environ(request.method, url, headers, data)
+    status, response_headers, content, _ = _DIRECT_WORKERS.submit(_serve, app, environ).result()
+    answered = HTTPHeaders()
+    for name, value in response_headers:
+        answered[name] = value
+    raw = MockRawResponse(b"" if request.method == "HEAD" else content)
+    return AWSResponse(request.url, int(status.split(" ", 1)[0]), answered, raw)
+
+
+def _environ(method: str, url: SplitResult, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """The WSGI environ werkzeug's server makes of this request (``make_environ``)."""
+    raw = f"{url.path}?{url.query}" if url.query else url.path
+    environ: dict[str, Any] = {
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": url.scheme,
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "REQUEST_METHOD": method,
+        "SCRIPT_NAME": "",
+        "PATH_INFO": _wsgi_encoding_dance(unquote(url.path)),
+        "QUERY_STRING": _wsgi_encoding_dance(url.query),
+        "REQUEST_URI": _wsgi_encoding_dance(raw),
+        "RAW_URI": _wsgi_encoding_dance(raw),
+        "REMOTE_ADDR": "127.0.0.1",
+        "REMOTE_PORT": 0,
+        "SERVER_NAME": url.hostname or "127.0.0.1",
+        "SERVER_PORT": str(url.port),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": url.netloc,
+        "CONTENT_LENGTH": str(len(body)),
+    }
+    for name, value in headers.items():
+        if "_" in name:
+            continue
+        key = name.upper().replace("-", "_")
+        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            environ[f"HTTP_{key}"] = value
+        elif key == "CONTENT_TYPE":
+            environ[key] = value
+    return environ
+
+
+BUILTIN_HANDLERS.append(("before-send", _answer_directly))
 
 
 class _ClockTime:
@@ -228,13 +322,23 @@ class MotoServer(Service):
     With a ``clock``, SQS visibility timeouts and delays run on it (moto reads time through
     module-level helpers, patched here while the server runs): a local stack on a manual or
     scaled clock then sees messages come back when its own time says so. One per process.
+    ``direct`` (default ``DIRECT_CALLS_DEFAULT``): this process's boto3 calls skip the socket.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, clock: _Clock | None = None):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        clock: _Clock | None = None,
+        direct: bool | None = None,
+    ):
         self._host = host
         self._port = port
         self._clock = clock
+        self._direct = DIRECT_CALLS_DEFAULT if direct is None else direct
         self._server: _Server | None = None
+        self._app: _OneCallAtATime | None = None
         self._thread: threading.Thread | None = None
         self.endpoint = ""
 
@@ -247,10 +351,12 @@ class MotoServer(Service):
                 setattr(sqs_models, name, helper)
         modules = tuple(_LIST_MODULES())
         moto_backends.list_of_moto_modules = lambda: modules
-        app = _OneCallAtATime(DomainDispatcherApplication(create_backend_app))
+        app = self._app = _OneCallAtATime(DomainDispatcherApplication(create_backend_app))
         self._server = _Server(self._host, self._port, app)
         host, port = self._server.server_address[:2]
         self.endpoint = f"http://{host!s}:{port}"
+        if self._direct:
+            _DIRECT[self.endpoint] = app
         serve = self._server.serve_forever
         self._thread = threading.Thread(
             target=serve, kwargs={"poll_interval": SERVE_POLL_SECONDS}, daemon=True
@@ -259,13 +365,44 @@ class MotoServer(Service):
         return self
 
     def reset(self) -> None:
-        """Forget every resource (moto's reset API)."""
-        import httpx
+        """Forget every resource: moto's reset API, called through the app in this process."""
+        assert self._server is not None
+        url = urlsplit(f"{self.endpoint}/moto-api/reset")
+        status, _, body, _ = _serve(self._server.app, _environ("POST", url, {}, b""))
+        if not status.startswith("200"):
+            raise RuntimeError(f"moto's reset answered {status}: {body!r}")
 
-        httpx.post(f"{self.endpoint}/moto-api/reset").raise_for_status()
+    def may_receive(self, queue_url: str) -> bool:
+        """Whether a ReceiveMessage on this queue now could return a message (moto's view).
+
+        moto answers an empty receive only after the whole call's parsing and dispatch, and a
+        stack on a manual clock polls two queues every simulated second: most of its AWS calls.
+        A receive changes nothing unless a message is visible, so a poller may skip it then.
+        """
+        account, name = urlsplit(queue_url).path.strip("/").split("/")[-2:]
+        assert self._app is not None
+        with self._app.lock:
+            queue = sqs_models.sqs_backends[account][REGION].queues.get(name)
+            return queue is None or bool(queue.messages)
+
+    def object_versions(self, bucket: str) -> Counter[str]:
+        """Object versions per key, as ListObjectVersions counts them, read from moto here.
+
+        moto's listing deep-copies every version of the bucket (10 ms a call with a few dozen
+        objects): too dear for a stop predicate at every simulated second. Judgements list.
+        """
+        assert self._app is not None
+        with self._app.lock:
+            keys = s3_models.s3_backends[ACCOUNT_ID]["aws"].buckets[bucket].keys
+            counts = {
+                name: sum(not isinstance(v, s3_models.FakeDeleteMarker) for v in versions)
+                for name, versions in keys.iterlists()
+            }
+        return Counter({name: n for name, n in counts.items() if n})
 
     def stop(self) -> None:
         """Stop serving."""
+        _DIRECT.pop(self.endpoint, None)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
@@ -55,6 +56,7 @@ class SqsEventSource(RunsAFunction):
         timeout_seconds: float = LAMBDA_DEFAULT_TIMEOUT_SECONDS,
         clock: Clock = SYSTEM_CLOCK,
         function_name: str = "processor",
+        may_receive: Callable[[], bool] | None = None,
     ) -> None:
         if batch_size < 1 or batching_window_seconds < 0:
             raise ValueError("batch_size must be positive and the window not negative")
@@ -64,6 +66,8 @@ class SqsEventSource(RunsAFunction):
         self.batch_size = batch_size
         self.batching_window_seconds = batching_window_seconds
         self._clock = clock
+        # A cheap look whether a receive could return anything (None: always receive).
+        self._may_receive = may_receive
         self._held: list[MessageTypeDef] = []
         self._window_opened = 0.0
         self._stop = threading.Event()
@@ -95,6 +99,8 @@ class SqsEventSource(RunsAFunction):
 
     def _gather(self) -> None:
         while len(self._held) < self.batch_size:
+            if self._may_receive is not None and not self._may_receive():
+                return
             messages = self._sqs.receive_message(
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=min(_SQS_MAX_PER_CALL, self.batch_size - len(self._held)),

@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from types import ModuleType
 from typing import Any, Self
 
@@ -178,6 +179,7 @@ class LocalStack(Service):
             ),
             timeout_seconds=_chosen(self.settings.processor_timeout, wiring["processor_timeout"]),
             clock=self.clock,
+            may_receive=partial(self.moto.may_receive, self.resources.queue_url),
         )
         self.submissions = SqsEventSource(
             session.client("sqs"),
@@ -189,6 +191,7 @@ class LocalStack(Service):
             ),
             clock=self.clock,
             function_name="submitter",
+            may_receive=partial(self.moto.may_receive, wiring["submitter"]["queue_url"]),
         )
         self.schedule = Schedule(
             invoke["reconciler"],

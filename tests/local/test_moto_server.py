@@ -14,6 +14,8 @@ from botocore.exceptions import EndpointConnectionError
 
 from scrape_pipeline_local.moto_server import MotoServer
 
+pytestmark = pytest.mark.moto_http  # the transport is what these tests test
+
 CALLS = 20
 LONG_POLL_S = 6
 

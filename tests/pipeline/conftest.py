@@ -54,6 +54,13 @@ def versions(stack: LocalStack) -> Counter[str]:
     return counts
 
 
+def stored_versions(stack: LocalStack) -> Counter[str]:
+    """``versions`` for a stop predicate at every step: S3's same counts, read from moto in this
+    process without its listing (which deep-copies every version); judgements call ``versions``."""
+    assert stack.moto is not None and stack.resources is not None
+    return stack.moto.object_versions(stack.resources.bucket)
+
+
 def dlq_depth(stack: LocalStack) -> int:
     """Messages in the job queue's dead-letter queue (SQS's approximation)."""
     assert stack.resources is not None
@@ -103,7 +110,7 @@ def all_settled_and_done(stack: LocalStack, expected: int) -> Callable[[], bool]
         jobs = truth(stack)
         if len(jobs) < expected or any(j["status"] in ("queued", "processing") for j in jobs):
             return False
-        seen = versions(stack)
+        seen = stored_versions(stack)
         for job in jobs:
             result, dead = outcome_keys(job["job_id"])
             if (

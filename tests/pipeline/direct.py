@@ -9,7 +9,7 @@ from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
-from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions
+from tests.pipeline.conftest import MakeStack, outcome_keys, stored_versions, truth
 
 NO_RECONCILER = 10.0**9  # a schedule that never fires: the test drives what runs
 
@@ -39,6 +39,6 @@ def enqueue(stack: LocalStack, ids: list[str]) -> None:
 
 
 def all_stored(stack: LocalStack, ids: list[str]) -> bool:
-    """Every one of the extract jobs ``ids`` has its result in S3."""
-    seen = versions(stack)
+    """Every one of the extract jobs ``ids`` has its result in S3 (a stop predicate)."""
+    seen = stored_versions(stack)
     return all(outcome_keys(j)[0] in seen for j in ids)

@@ -13,6 +13,7 @@ from tests.pipeline.conftest import (
     MakeStack,
     all_settled_and_done,
     check_exactly_once,
+    stored_versions,
     truth,
     versions,
 )
@@ -77,7 +78,9 @@ def test_processing_crash_after_resubmission_post_posts_nothing_twice(make_stack
 
 def _chain_done(stack: LocalStack, url: str) -> bool:
     chain = sorted(settled_chain(stack, url), key=lambda j: j["created_at"])
-    return bool(chain) and f"dead-letters/extract/{chain[-1]['job_id']}.json" in versions(stack)
+    return bool(chain) and (
+        f"dead-letters/extract/{chain[-1]['job_id']}.json" in stored_versions(stack)
+    )
 
 
 def test_processing_permanent_failure_dead_lettered_with_reason(make_stack: MakeStack):
@@ -98,7 +101,7 @@ def test_processing_permanent_failure_dead_lettered_with_reason(make_stack: Make
 
 
 def _items_done(stack: LocalStack, kind: str, job_id: str, count: int) -> bool:
-    seen = versions(stack)
+    seen = stored_versions(stack)
     prefix = f"results/{kind}/{job_id}/"
     return sum(1 for k in seen if k.startswith(prefix) and k.endswith("metadata.json")) == count
 
