@@ -1,9 +1,8 @@
-"""The ledger's expression builder, pure (no DynamoDB): what it renders for names and values.
+"""The ledger's expressions, pure (no DynamoDB): boto3's conditions and the update composer on
+one request's placeholders, and the state part of every condition from the lifecycle table.
 
-Whether DynamoDB accepts and obeys what it renders is judged by the moto tests beside this one
-(``test_ledger_items.py`` pins the items every verb writes); these pin the builder's own rules:
-placeholders for exactly what is used, equal values shared, brackets where AND meets OR, one
-clause per attribute, and the state part of every condition taken from the lifecycle table.
+Whether DynamoDB obeys them is judged by the moto tests beside this one (``test_ledger_items``
+pins the items every verb writes).
 """
 
 from __future__ import annotations
@@ -13,33 +12,21 @@ import pytest
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobState
 from scrape_pipeline.ledger.attributes import Attr
-from scrape_pipeline.ledger.expressions import (
-    Projection,
-    Update,
-    any_of,
-    below,
-    between,
-    equals,
-    expressions,
-    lacks,
-    missing,
-    one_of,
-    state_is,
-)
+from scrape_pipeline.ledger.expressions import Field, Update, expressions, state_is
 
 
 def test_ledger_expressions_state_part_follows_the_lifecycle_table():
     # GIVEN the moves from no row, from one state, from several, and from any state
     cases = {
-        lifecycle.RECORD: "attribute_not_exists(#pk)",
-        lifecycle.REOPEN: "#state = :v0",
-        lifecycle.ENQUEUE: "#state IN (:v0, :v1, :v2)",
-        lifecycle.ACQUIRE: "attribute_not_exists(#pk) OR #state IN (:v0, :v1, :v2)",
-        lifecycle.NOTE_LATE_WEBHOOK: "attribute_exists(#pk)",
+        lifecycle.RECORD: "attribute_not_exists(#n0)",
+        lifecycle.REOPEN: "#n0 = :v0",
+        lifecycle.ENQUEUE: "#n0 IN (:v0, :v1, :v2)",
+        lifecycle.ACQUIRE: "(attribute_not_exists(#n0) OR #n1 IN (:v0, :v1, :v2))",
+        lifecycle.NOTE_LATE_WEBHOOK: "attribute_exists(#n0)",
     }
     for move, text in cases.items():
         # WHEN its state part is rendered
-        request = expressions(ConditionExpression=state_is(move))
+        request = expressions(condition=state_is(move))
         # THEN it names exactly the move's from-states
         assert request["ConditionExpression"] == text, move
         states = [s for s in move.sources if isinstance(s, JobState)]
@@ -47,50 +34,8 @@ def test_ledger_expressions_state_part_follows_the_lifecycle_table():
         assert len(states) == len(JobState) or [v["S"] for v in values] == states
 
 
-def test_ledger_expressions_bracket_where_and_meets_or_and_share_equal_values():
-    # GIVEN acquire's condition: free, or taken with an expired lease
-    condition = state_is(lifecycle.ACQUIRE) | (
-        state_is(lifecycle.TAKE_OVER) & below(Attr.LEASE_UNTIL, 5.0)
-    )
-    guarded = state_is(lifecycle.ACQUIRE) & equals(Attr.STATE, JobState.RECEIVED)
-    # WHEN rendered
-    request = expressions(ConditionExpression=condition)
-    # THEN the conjunction inside the disjunction is bracketed, and each name is declared once
-    assert request["ConditionExpression"] == (
-        "attribute_not_exists(#pk) OR #state IN (:v0, :v1, :v2)"
-        " OR (#state = :v3 AND #lease_until < :v4)"
-    )
-    assert request["ExpressionAttributeNames"] == {
-        "#pk": "pk",
-        "#state": "state",
-        "#lease_until": "lease_until",
-    }
-    assert request["ExpressionAttributeValues"][":v4"] == {"N": "5.000"}
-    # AND the disjunction inside a conjunction is bracketed; RECEIVED, used twice, is one value
-    again = expressions(ConditionExpression=guarded)
-    assert again["ConditionExpression"] == (
-        "(attribute_not_exists(#pk) OR #state IN (:v0, :v1, :v2)) AND #state = :v0"
-    )
-    assert len(again["ExpressionAttributeValues"]) == 3
-
-
-def test_ledger_expressions_leaf_clauses():
-    cases = [
-        (between(Attr.STATE_SINCE, 1, 2.5), "#state_since BETWEEN :v0 AND :v1"),
-        (one_of(Attr.SOURCE, ["a", "b"]), "#source IN (:v0, :v1)"),
-        (missing(Attr.REOPENS), "attribute_not_exists(#reopens)"),
-        (lacks(Attr.SEEN_DELIVERIES, "d1"), "NOT contains(#seen_deliveries, :v0)"),
-        (any_of(missing(Attr.REOPENS)), "attribute_not_exists(#reopens)"),
-    ]
-    for condition, text in cases:
-        assert expressions(ConditionExpression=condition)["ConditionExpression"] == text
-    assert expressions(KeyConditionExpression=between(Attr.STATE_SINCE, 1, 2.5))[
-        "ExpressionAttributeValues"
-    ] == {":v0": {"N": "1"}, ":v1": {"N": "2.500"}}
-
-
-def test_ledger_expressions_update_has_one_clause_per_attribute_grouped_by_action():
-    # GIVEN an update that names the lease owner twice, removed then set
+def test_ledger_expressions_update_shares_the_conditions_placeholders():
+    # GIVEN an update that names the lease owner twice, removed then set, and a condition
     update = (
         Update()
         .delete(Attr.STRUCK_BY, {"w1"})
@@ -101,30 +46,36 @@ def test_ledger_expressions_update_has_one_clause_per_attribute_grouped_by_actio
         .add(Attr.SEEN_DELIVERIES, {"d2", "d1"})
         .set(Attr.LEASE_OWNER, "w2")
     )
-    # WHEN rendered
-    request = expressions(UpdateExpression=update)
-    # THEN the later clause for an attribute replaced the earlier, and the actions are grouped
+    condition = Field(Attr.LEASE_UNTIL).lt(5.0) & ~Field(Attr.SEEN_DELIVERIES).contains("d3")
+    # WHEN rendered in one request
+    request = expressions(update=update, condition=condition)
+    # THEN the later clause for an attribute replaced the earlier, the actions are grouped,
+    # and no placeholder of the update clashes with the condition's
+    assert request["ConditionExpression"] == "(#n0 < :v0 AND (NOT contains(#n1, :v1)))"
     assert request["UpdateExpression"] == (
-        "SET #state = :v0, #lease_owner = :v1, #releases = if_not_exists(#releases, :v2) + :v3,"
-        " #source = if_not_exists(#source, :v4)"
-        " REMOVE #lease_until ADD #seen_deliveries :v5 DELETE #struck_by :v6"
+        "SET #u3 = :u3, #u4 = :u4, #u6 = if_not_exists(#u6, :u5) + :u6,"
+        " #u7 = if_not_exists(#u7, :u7) REMOVE #u5 ADD #u8 :u8 DELETE #u2 :u2"
     )
-    # AND sets are string sets, sorted; nothing unused is declared
-    assert request["ExpressionAttributeValues"][":v5"] == {"SS": ["d1", "d2"]}
-    assert set(request) == {
-        "UpdateExpression",
-        "ExpressionAttributeNames",
-        "ExpressionAttributeValues",
-    }
+    names = request["ExpressionAttributeNames"]
+    assert (names["#n0"], names["#u4"], names["#u5"]) == (
+        "lease_until",
+        "lease_owner",
+        "lease_until",
+    )
+    # AND values are encoded as the items are: floats to the millisecond, sets sorted
+    values = request["ExpressionAttributeValues"]
+    assert (values[":v0"], values[":u8"], values[":u3"]) == (
+        {"N": "5.000"},
+        {"SS": ["d1", "d2"]},
+        {"S": "DONE"},
+    )
 
 
 def test_ledger_expressions_projection_and_absent_parts():
-    request = expressions(
-        ProjectionExpression=Projection((Attr.PK, Attr.STATE)), ConditionExpression=None
-    )
+    request = expressions(projection=(Attr.PK, Attr.STATE), condition=None)
     assert request == {
-        "ProjectionExpression": "#pk, #state",
-        "ExpressionAttributeNames": {"#pk": "pk", "#state": "state"},
+        "ProjectionExpression": "#p0, #p1",
+        "ExpressionAttributeNames": {"#p0": "pk", "#p1": "state"},
     }
 
 

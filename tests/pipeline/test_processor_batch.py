@@ -24,7 +24,7 @@ def test_processor_batch_read_that_never_completes_leaves_the_batch_unordered(
     stack = quiet_stack(make_stack)
     ids = settled_jobs(stack, 6, "unprocessed")
     processor = stack.handlers["processor"].get_processor()[0]
-    dynamodb = processor._ledger._db
+    dynamodb = processor._ledger.client
     reads: list[int] = []
 
     def all_unprocessed(params: dict[str, Any], **_: Any) -> Any:

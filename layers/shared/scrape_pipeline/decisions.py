@@ -37,11 +37,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKind, JobState, Source, source_recovers
-from scrape_pipeline.ledger import LedgerRow
 from scrape_pipeline.lifecycle import Move
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger import LedgerRow
 
 
 class Seen(StrEnum):

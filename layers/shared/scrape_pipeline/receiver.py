@@ -26,15 +26,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
+from scrape_pipeline.decisions import Policy, Why
 from scrape_pipeline.freshness import Freshness
 from scrape_pipeline.job_message import JobMessage, JobSender
-from scrape_pipeline.jobs import JobKey, JobState, Source
-from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
-from scrape_pipeline.lifecycle import Move
+from scrape_pipeline.jobs import JobKey, Source
+from scrape_pipeline.ledger import Intake, LedgerError
 from scrape_pipeline.payload import (
     FieldLocations,
     Notification,
@@ -166,12 +164,14 @@ _METRICS: Mapping[WebhookOutcome, str] = {
 }
 
 
-# What the receiver answers when this delivery moved the row, by why it did.
-_MOVED_OUTCOMES: Mapping[Why, WebhookOutcome] = {
+# What the receiver answers, by why the delivery moved the row (or not: a duplicate).
+_OUTCOMES: Mapping[Why, WebhookOutcome] = {
+    Why.NEW: WebhookOutcome.ACCEPTED,
     Why.SETTLED_AFTER_ALL: WebhookOutcome.REOPENED,  # closed as unknown or never settled
     Why.ANNOUNCED: WebhookOutcome.ACCEPTED,  # the batch or crawl its submitter recorded
     Why.WOKEN: WebhookOutcome.RECOVERED,  # a long-running job parked WATCHING
     Why.STALE: WebhookOutcome.RECOVERED,  # an earlier delivery's writer died before its send
+    Why.LATE_WEBHOOK: WebhookOutcome.LATE,  # recovered without it: counted once per job
 }
 
 
@@ -278,7 +278,7 @@ class Receiver:
         self,
         settings: ReceiverSettings,
         *,
-        ledger: Ledger,
+        ledger: Intake,
         queue: JobSender,
         secrets: SecretStore,
         clock: Clock = SYSTEM_CLOCK,
@@ -324,38 +324,22 @@ class Receiver:
             verify(config, headers, body, fresh, now)
 
     def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
-        evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, note.delivery_id)
-        message = JobMessage(key, Source.WEBHOOK)
-        # No row read first: the conditional put of a RECEIVED row is the decision for "no row"
-        # (``decisions``' first line), made atomically; ``decide`` judges only a row it found.
-        recorded = self._ledger.record(
+        # One call decides and writes (``Intake.take_webhook``); what it wrote is sent here,
+        # and undone if the send fails.
+        taken = self._ledger.take_webhook(
             key,
-            source=evidence.source,
-            state=JobState.RECEIVED,
+            delivery_id=note.delivery_id,
             detail={"event": note.event},
-            delivery_id=evidence.delivery_id,
+            policy=Policy(resend_after_seconds=self.settings.resend_after_seconds),
         )
-        if recorded.created:
-            self._send_or_undo(message, lambda: self._ledger.forget_unsent(recorded.row))
-            return _answer(WebhookOutcome.ACCEPTED, key)
-        return self._known(key, recorded.row, evidence, message)
-
-    def _known(
-        self, key: JobKey, row: LedgerRow, evidence: Evidence, message: JobMessage
-    ) -> Answer:
-        """A delivery for a job with a row: move it on if it waits for this, else a duplicate."""
-        policy = Policy(resend_after_seconds=self.settings.resend_after_seconds)
-        decision = decide(row, evidence, self._clock.time(), policy)
-        if decision.move in (lifecycle.REOPEN, lifecycle.ENQUEUE):
-            if self._moved(decision.move, row, message, evidence):
-                return _answer(_MOVED_OUTCOMES[decision.why], key)
-            # Moved since it was read, or refused: what the webhook does instead.
-            decision = decision.otherwise or decision
-        if decision.move is lifecycle.NOTE_LATE_WEBHOOK and self._ledger.note_late_webhook(row):
-            # The reconciler (or a replay) got there first: its recovery was of a late
-            # webhook, not a lost one. Counted once per job, whatever the duplicates.
-            return _answer(WebhookOutcome.LATE, key)
-        return _answer(WebhookOutcome.DUPLICATE, key)
+        before, written = taken.before, taken.written
+        if written is not None:
+            message = JobMessage(key, Source.WEBHOOK)
+            if before is None:
+                self._send_or_undo(message, lambda: self._ledger.forget_unsent(written))
+            else:
+                self._send_or_undo(message, lambda: self._ledger.unclaim(before, written))
+        return _answer(_OUTCOMES.get(taken.why, WebhookOutcome.DUPLICATE), key)
 
     def _send_or_undo(self, message: JobMessage, undo: Callable[[], object]) -> None:
         try:
@@ -367,12 +351,3 @@ class Receiver:
                 undo()
             raise
 
-    def _moved(self, move: Move, row: LedgerRow, message: JobMessage, evidence: Evidence) -> bool:
-        """Make ``move`` (reopen or enqueue), conditional on the row as read and the delivery id
-        not seen, and send the message; False if the row moved on (a concurrent delivery won)."""
-        make = self._ledger.reopened if move is lifecycle.REOPEN else self._ledger.enqueue
-        written = make(row, evidence=evidence.delivery_id)
-        if written is None:
-            return False
-        self._send_or_undo(message, lambda: self._ledger.unclaim(row, written))
-        return True

@@ -1,35 +1,25 @@
 """The job ledger: one DynamoDB row per job, moved only by conditional writes.
 
-Each write is a move of ``scrape_pipeline.lifecycle.MOVES`` (verb, from-states, to-states,
-guard): it takes the state part of its condition from that table and adds the guard. The way
-to DONE is RECEIVED, ENQUEUED, PROCESSING, with WATCHING a wait beside it, but rows do not
-only move forward: a released lease, a woken WATCHING row and a reopened close go back to
-ENQUEUED; a WATCHING row may be leased directly; an expired lease is taken again; a writer
-whose message was not sent undoes its row (``forget_unsent``, ``unclaim``).
+Each write is a move of ``scrape_pipeline.lifecycle.MOVES``: its condition is the move's
+from-states (``expressions.state_is``) and its guard. "Processed" means DONE, never "a row
+exists"; uniqueness is a conditional put, never a read then a write. Rows not DONE carry
+``pending_state`` and ``state_since``, the keys of the sparse index ``pending-by-state``.
 
-"Processed" means DONE, never "a row exists". Uniqueness is the database's: a conditional
-put, never a read followed by a write. Rows that are not DONE carry ``pending_state`` and
-``state_since``, the keys of the sparse GSI ``pending-by-state`` that the reconciler queries
-for stuck and watched rows; DONE rows drop ``pending_state`` and leave the index. Every write
-sets ``expires_at`` anew: a row expires ``ttl_days`` after its last change.
+    attributes, rows    the attribute names, ``LedgerRow`` and its codec (boto3's)
+    expressions, table  conditions and updates; the client, ``call``, the reads
+    intake              record, enqueue, reopen, their undoing; ``take_webhook``
+    leases, outbox      the processor's writes, the events not emitted yet
+    scans, bookkeeping  operators' scans; chain depths and checkpoints
 
-The package, by role (``Ledger`` is the union of the roles; this module its public face):
-
-    attributes    every attribute name, once (``Attr``), the index, the key prefixes
-    rows          ``LedgerRow`` and its marshalling to and from items
-    expressions   conditions and updates built from names and values; ``state_is(move)``
-    table         the table's client and settings, and the one way a request is sent
-    intake        record, forget_unsent, enqueue, reopen, unclaim, note_late_webhook
-    leases        acquire, then the lease holder's release, watch, park, checkpoint, finish
-    reads         one row, a hundred, a page of the pending index
-    scans         the whole table, for operators and benchmarks
-    outbox        the events of outcomes not yet emitted: listed, cleared
-    bookkeeping   resubmission chains and the reconciler's checkpoints, beside the job rows
+The receiver runs only intake: the other roles (``Ledger``, ``Bookkeeping``...) are imported
+on first use (PEP 562), so its cold start does not load them.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.ledger.attributes import (
     OUTBOX_AT,
@@ -41,18 +31,40 @@ from scrape_pipeline.ledger.attributes import (
     TTL_ATTRIBUTE,
     RowPrefix,
 )
-from scrape_pipeline.ledger.bookkeeping import Bookkeeping
-from scrape_pipeline.ledger.errors import LeaseLostError, LedgerError
-from scrape_pipeline.ledger.intake import Intake, Recorded
-from scrape_pipeline.ledger.leases import LeaseResult, Leases, Streak, new_owner_id
-from scrape_pipeline.ledger.outbox import OutboxRows, PendingEvent
+from scrape_pipeline.ledger.intake import Intake, Recorded, Taken
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.scans import RowCounts, Scans
-from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS
+from scrape_pipeline.ledger.table import (
+    DEFAULT_MAX_REOPENS,
+    DEFAULT_TTL_DAYS,
+    LeaseLostError,
+    LedgerError,
+)
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger.bookkeeping import Bookkeeping as Bookkeeping
+    from scrape_pipeline.ledger.full import Ledger as Ledger
+    from scrape_pipeline.ledger.leases import LeaseResult as LeaseResult
+    from scrape_pipeline.ledger.leases import Streak as Streak
+    from scrape_pipeline.ledger.leases import new_owner_id as new_owner_id
+    from scrape_pipeline.ledger.outbox import PendingEvent as PendingEvent
+    from scrape_pipeline.ledger.scans import RowCounts as RowCounts
+
+_HOMES = {
+    "Bookkeeping": "bookkeeping",
+    "Ledger": "full",
+    "LeaseResult": "leases",
+    "Streak": "leases",
+    "new_owner_id": "leases",
+    "PendingEvent": "outbox",
+    "RowCounts": "scans",
+}
 
 
-class Ledger(Intake, Leases, Scans, OutboxRows):
-    """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
+def __getattr__(name: str) -> Any:
+    """A role's name, imported from its own module on first use."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
 
 
 __all__: Sequence[str] = (
@@ -66,6 +78,7 @@ __all__: Sequence[str] = (
     "STATE_SINCE",
     "TTL_ATTRIBUTE",
     "Bookkeeping",
+    "Intake",
     "LeaseLostError",
     "LeaseResult",
     "Ledger",
@@ -76,5 +89,6 @@ __all__: Sequence[str] = (
     "RowCounts",
     "RowPrefix",
     "Streak",
+    "Taken",
     "new_owner_id",
 )

@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Any
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.attributes import Attr, RowPrefix
-from scrape_pipeline.ledger.errors import ConditionFailedError
-from scrape_pipeline.ledger.expressions import Update, missing
+from scrape_pipeline.ledger.expressions import Field, Update
 from scrape_pipeline.ledger.rows import encode
-from scrape_pipeline.ledger.table import _write, call
+from scrape_pipeline.ledger.table import ConditionFailedError, call, write
 
 if TYPE_CHECKING:
     from scrape_pipeline.ledger import Ledger
@@ -59,11 +58,10 @@ class Bookkeeping:
         update = Update().set(Attr.DEPTH, depth).set(Attr.EXPIRES_AT, expires)
         try:
             # UpdateItem creates the row: the processor writes nothing but conditional updates.
-            _write(
+            write(
                 ledger.client,
                 ledger.table_name,
-                "UpdateItem",
-                missing(Attr.DEPTH),
+                Field(Attr.DEPTH).not_exists(),
                 pk=f"{RowPrefix.CHAIN}{key.pk}",
                 update=update,
             )

@@ -1,21 +1,9 @@
 """The processor's writes: acquire a job's lease, then the lease holder's moves.
 
-``strikes`` counts the attempts since the job last made progress that did not end cleanly.
-The row keeps them as a set, ``struck_by``, of lease owners (one owner id per attempt):
-``acquire`` adds the attempt's owner; a clean release (not settled, throttled, a transient
-outage) or parking it WATCHING deletes it; a page checkpoint (a batch's or crawl's page
-stored: progress) empties the set, so neither this attempt nor those before it count against
-a job that is moving. Set operations are idempotent: an attempt is un-struck at most once
-however many pages it stores, and a release after a checkpoint changes nothing. An attempt
-that raised keeps its strike and its error; one that was killed (timeout, crash) keeps its
-strike without one. The processor dead-letters a job whose strikes pass a bound: a job stuck
-on one page (no progress) reaches it, while a big batch or crawl that needs many
-invocations, some killed mid-page, never does as long as each stores something.
-
-``failures`` counts the consecutive API calls for the job that failed in a way that is not its
-fault (a 5xx, a timeout, a 404 of a job proven to exist), since ``failing_since``; any answer
-of the job's state clears both. The processor parks a job whose streak reaches a bound
-(``park``), and the watch sweep polls such a row on a capped schedule.
+``struck_by`` holds the owners of the attempts since the job last made progress that did not
+end cleanly: ``acquire`` adds one, a clean release or a park takes it back, a page stored
+empties it; the processor dead-letters a job with too many. ``failures`` counts consecutive
+API calls that failed not by the job's fault, since ``failing_since``; a streak parks it.
 """
 
 from __future__ import annotations
@@ -28,11 +16,9 @@ from enum import StrEnum
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr
-from scrape_pipeline.ledger.errors import ConditionFailedError, LeaseLostError
-from scrape_pipeline.ledger.expressions import Update, below, equals, state_is
-from scrape_pipeline.ledger.reads import Reads
+from scrape_pipeline.ledger.expressions import Field, Update, state_is
 from scrape_pipeline.ledger.rows import LedgerRow, from_item
-from scrape_pipeline.ledger.table import in_state
+from scrape_pipeline.ledger.table import ConditionFailedError, LeaseLostError, LedgerTable, in_state
 
 # A batch's or crawl's item counts, in ``settle_items``' order.
 _ITEM_COUNTS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED)
@@ -70,7 +56,7 @@ class LeaseResult:
     row: LedgerRow | None
 
 
-class Leases(Reads):
+class Leases(LedgerTable):
     """The processor's writes: one attempt's lease taken, then moved only by its holder."""
 
     def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
@@ -92,7 +78,7 @@ class Leases(Reads):
             .add(Attr.STRUCK_BY, {owner})
         )
         condition = state_is(lifecycle.ACQUIRE) | (
-            state_is(lifecycle.TAKE_OVER) & below(Attr.LEASE_UNTIL, now)
+            state_is(lifecycle.TAKE_OVER) & Field(Attr.LEASE_UNTIL).lt(now)
         )
         try:
             response = self._update(key, condition, update, now, returns_new=True)
@@ -274,7 +260,7 @@ class Leases(Reads):
         self, key: JobKey, owner: str, move: lifecycle.Move, update: Update, now: float
     ) -> LedgerRow:
         """``move`` by the lease holder ``owner``; ``LeaseLostError`` if ``owner`` is not it."""
-        condition = state_is(move) & equals(Attr.LEASE_OWNER, owner)
+        condition = state_is(move) & Field(Attr.LEASE_OWNER).eq(owner)
         try:
             response = self._update(key, condition, update, now, returns_new=True)
         except ConditionFailedError as refused:

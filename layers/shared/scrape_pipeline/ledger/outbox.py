@@ -1,12 +1,7 @@
-"""The outbox: outcomes whose event the bus has not taken yet, kept on the job rows themselves.
+"""The outbox: outcomes whose event the bus has not taken yet, kept on the job rows.
 
-``Leases.finish`` writes a row's outcome and its event (``outbox_event``, with ``outbox_at``)
-in one conditional write, so no outcome exists without its event waiting. ``clear_outbox``
-takes the row out of the index once the bus took the event, only if it is still the one
-emitted (a reopened and re-settled job owes a new one); ``retell`` owes it again. The sparse
-index ``outbox-by-time``, keyed on ``outbox_at``, holds exactly the rows still owing an
-event: the reconciler's outbox sweep scans it, and a scan of a sparse index reads only the
-items in it.
+``Leases.finish`` writes the outcome and its event in one write; ``clear_outbox`` takes the
+row out of the sparse index ``outbox-by-time`` (keyed on ``outbox_at``) once the bus took it.
 """
 
 from __future__ import annotations
@@ -18,17 +13,8 @@ from typing import Any
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.attributes import OUTBOX_INDEX, Attr, RowPrefix
-from scrape_pipeline.ledger.errors import ConditionFailedError
-from scrape_pipeline.ledger.expressions import (
-    Projection,
-    Update,
-    below,
-    equals,
-    exists,
-    expressions,
-    state_is,
-)
-from scrape_pipeline.ledger.table import LedgerTable, call
+from scrape_pipeline.ledger.expressions import Field, Update, expressions, state_is
+from scrape_pipeline.ledger.table import ConditionFailedError, LedgerTable, call
 
 
 @dataclass(frozen=True)
@@ -50,8 +36,8 @@ class OutboxRows(LedgerTable):
         update = Update().remove(Attr.OUTBOX_AT)
         condition = (
             state_is(lifecycle.CLEAR_OUTBOX)
-            & equals(Attr.OUTBOX_EVENT, event)
-            & exists(Attr.OUTBOX_AT)
+            & Field(Attr.OUTBOX_EVENT).eq(event)
+            & Field(Attr.OUTBOX_AT).exists()
         )
         try:
             self._update(key, condition, update, self.clock.time())
@@ -64,7 +50,7 @@ class OutboxRows(LedgerTable):
         if the row still holds ``event``; False if it changed (retold already, reopened)."""
         now = self.clock.time()
         update = Update().set(Attr.OUTBOX_EVENT, told).set(Attr.OUTBOX_AT, now)
-        condition = state_is(lifecycle.RETELL) & equals(Attr.OUTBOX_EVENT, event)
+        condition = state_is(lifecycle.RETELL) & Field(Attr.OUTBOX_EVENT).eq(event)
         try:
             self._update(key, condition, update, now)
         except ConditionFailedError:
@@ -80,13 +66,13 @@ class OutboxRows(LedgerTable):
             "IndexName": OUTBOX_INDEX,
             "Limit": limit,
             **expressions(
-                FilterExpression=below(Attr.OUTBOX_AT, before),
-                ProjectionExpression=Projection((Attr.PK, Attr.OUTBOX_AT, Attr.OUTBOX_EVENT)),
+                filter=Field(Attr.OUTBOX_AT).lt(before),
+                projection=(Attr.PK, Attr.OUTBOX_AT, Attr.OUTBOX_EVENT),
             ),
         }
         if cursor:
             request["ExclusiveStartKey"] = dict(cursor)
-        page = call(self._db, "Scan", **request)
+        page = call(self.client, "Scan", **request)
         events = [
             PendingEvent(
                 JobKey.from_pk(item[Attr.PK]["S"]),

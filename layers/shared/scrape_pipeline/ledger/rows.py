@@ -1,22 +1,23 @@
-"""A job's row: the ``LedgerRow`` model and its marshalling to and from DynamoDB items.
+"""A job's row: the ``LedgerRow`` model and its marshalling by boto3's own type codec.
 
-Writing, each value is encoded by its type (``encode``); reading, each field of the row is
-decoded from its attribute by the decoder a table gives it (``_DECODERS``), so an attribute a
-row lacks (an older row, a field never set) reads as the field's default.
+An attribute a row lacks (an older row, a field never set) reads as its field's default.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Final
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from scrape_pipeline.jobs import REOPENABLE_REASONS, JobKey, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr
 
 # What the ledger stores: S (text), N (numbers), M of S (``detail``), SS (sets of ids).
 type Value = str | int | float | Mapping[str, str] | Set[str]
-# A DynamoDB attribute value as boto3's client takes and returns it: {"S": "..."}, {"N": ...}.
+# A DynamoDB item as boto3's client takes and returns it: {"S": "..."}, {"N": ...}.
 type Item = dict[str, Any]
 
 
@@ -40,45 +41,32 @@ class LedgerRow:
     strikes: int = 0
     not_found: int = 0
     last_error: str | None = None
-    # A batch's or crawl's storing progress: the next page to read, items done so far, and
-    # the items of that page already done (a page too long for one invocation is split).
+    # A batch's or crawl's storing progress: the next page (and item of it) and items done.
     next_page: int = 1
     next_item: int = 0
     items_stored: int = 0
     items_failed: int = 0
     items_cancelled: int = 0
-    # Items resubmitted as extract jobs, not settled yet (``<index>:<job id>``), and the page
-    # count once every page is stored (0 before): ``scrape_pipeline.item_retries``.
+    # Items retried as extract jobs and not settled (``<index>:<job id>``), those whose POST
+    # began unnoted, and the page count once every page is stored (``item_retries``).
     retrying_items: frozenset[str] = frozenset()
-    # The items whose retry's POST began and has not been noted (the holder may have died).
     retry_posting: frozenset[str] = frozenset()
-    # When a holder last began a POST for this row whose answer it may not have recorded.
     posted_at: float | None = None
     pages_stored: int = 0
-    # For an extract job that retries an item: the item (``<kind>#<job id>#<index>``).
-    retry_of: str | None = None
-    # The longest page the last attempt to checkpoint took (seconds): the next attempt's
-    # estimate of its first page, before it has timed one itself.
+    retry_of: str | None = None  # an item's retry: ``<kind>#<job id>#<index>``
+    # The longest page the last attempt took: the next attempt's estimate of its first page.
     page_seconds: float = 0.0
     expires_at: float | None = None
-    # When the job itself was created (API time), kept for WATCHING rows: the row is younger.
-    job_created_at: float | None = None
-    # When the first webhook came for a job the pipeline had recovered without it.
+    job_created_at: float | None = None  # API time, kept for WATCHING rows
     late_webhook_at: float | None = None
-    # Consecutive failed API calls for this job (5xx, timeouts, 404s of a proven job), and
-    # when the streak began: set while the job is "sick", cleared by any answer of its state.
+    # Consecutive failed API calls for the job, since when: cleared by any answer of its state.
     failures: int = 0
     failing_since: float | None = None
-    # How many times the job was reopened, and the delivery ids that moved the row (evidence
-    # already used: a replay of one of them moves nothing).
     reopens: int = 0
-    seen_deliveries: frozenset[str] = frozenset()
-    # The submission run whose journal recorded the job, and the outcome's event as written.
+    seen_deliveries: frozenset[str] = frozenset()  # a replay of one of these moves nothing
     run: str | None = None
     outbox_event: str | None = field(default=None, repr=False)
-    # When the outcome's event was written, while the bus has not taken it (None once sent,
-    # or for a row settled without one): a run's Run Completed waits for it.
-    outbox_at: float | None = None
+    outbox_at: float | None = None  # set while the bus has not taken the event
 
     @property
     def is_done(self) -> bool:
@@ -112,18 +100,18 @@ class LedgerRow:
         return self.state is JobState.PROCESSING and (self.lease_until or 0.0) < now
 
 
+_SERIALIZER: Final = TypeSerializer()
+_DESERIALIZER: Final = TypeDeserializer()
+
+
 def encode(value: Value) -> dict[str, Any]:
     """``value`` as a DynamoDB attribute value: text, a number, a map of text, a string set."""
-    if isinstance(value, str):
-        return {"S": str(value)}  # an enum's value, not the member
+    if isinstance(value, Set):
+        return {"SS": sorted(value)}
+    plain: object = str(value) if isinstance(value, str) else value  # an enum's value
     if isinstance(value, float):
-        # Fixed milliseconds: DynamoDB numbers are decimal strings; a float's repr is not stable.
-        return {"N": f"{value:.3f}"}
-    if isinstance(value, int):
-        return {"N": str(value)}
-    if isinstance(value, Mapping):
-        return {"M": {k: {"S": v} for k, v in value.items()}}
-    return {"SS": sorted(value)}
+        plain = Decimal(f"{value:.3f}")  # fixed milliseconds: a float's repr is not stable
+    return dict(_SERIALIZER.serialize(plain))
 
 
 def to_item(values: Mapping[Attr, Value | None]) -> Item:
@@ -131,91 +119,64 @@ def to_item(values: Mapping[Attr, Value | None]) -> Item:
     return {attr.value: encode(value) for attr, value in values.items() if value is not None}
 
 
-type _Decoder = Callable[[Mapping[str, Any]], Any]
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, Decimal) else None
 
 
-def _text(value: Mapping[str, Any]) -> str | None:
-    text: str | None = value.get("S")
-    return text
-
-
-def _number(value: Mapping[str, Any]) -> float | None:
-    return float(value["N"]) if "N" in value else None
-
-
-def _seconds(value: Mapping[str, Any]) -> float:
+def _seconds(value: object) -> float:
     return _number(value) or 0.0
 
 
-def _count(default: int = 0) -> _Decoder:
-    return lambda value: int(_number(value) or default)
+def _count(value: object) -> int:
+    return int(_number(value) or 0)
 
 
-def _members(value: Mapping[str, Any]) -> frozenset[str]:
-    return frozenset(value.get("SS", []))
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
-def _key(value: Mapping[str, Any]) -> JobKey:
-    return JobKey.from_pk(_text(value) or "")
+def _members(value: object) -> frozenset[str]:
+    return frozenset(value) if isinstance(value, set) else frozenset()
 
 
-def _state(value: Mapping[str, Any]) -> JobState:
-    return JobState(_text(value) or JobState.RECEIVED)
+def _detail(value: object) -> dict[str, str]:
+    return {k: _text(v) or "" for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def _outcome(value: Mapping[str, Any]) -> Outcome | None:
-    text = _text(value)
-    return Outcome(text) if text else None
+def _outcome(value: object) -> Outcome | None:
+    return Outcome(value) if isinstance(value, str) and value else None
 
 
-def _source(value: Mapping[str, Any]) -> str:
-    return _text(value) or ""
-
-
-def _detail(value: Mapping[str, Any]) -> dict[str, str]:
-    return {k: v.get("S", "") for k, v in value.get("M", {}).items()}
-
-
-def _strikes(value: Mapping[str, Any]) -> int:
-    # Rows written before strikes were a set kept a number in ``strikes``: ignored, so such a
-    # row's earlier strikes are forgotten once (a poison job gets a few more attempts).
-    return len(_members(value))
-
-
-# How each attribute is read into the row's field of the same name (``_FIELD``: another).
-_DECODERS: Final[Mapping[Attr, _Decoder]] = {
-    Attr.PK: _key,
-    Attr.STATE: _state,
-    Attr.SOURCE: _source,
+# How each attribute (boto3-decoded; None when missing) is read into its row's field.
+_DECODERS: Final[Mapping[Attr, Callable[[object], Any]]] = {
+    Attr.PK: lambda value: JobKey.from_pk(_text(value) or ""),
+    Attr.STATE: lambda value: JobState(_text(value) or JobState.RECEIVED),
+    Attr.SOURCE: lambda value: _text(value) or "",
     Attr.OUTCOME: _outcome,
     Attr.DETAIL: _detail,
-    Attr.STRUCK_BY: _strikes,
-    Attr.SEEN_DELIVERIES: _members,
-    Attr.RETRYING_ITEMS: _members,
-    Attr.RETRY_POSTING: _members,
-    Attr.NEXT_PAGE: _count(1),  # pages count from one
+    # Rows from before strikes were a set kept a number: ignored (forgotten once).
+    Attr.STRUCK_BY: lambda value: len(_members(value)),
+    Attr.NEXT_PAGE: lambda value: int(_number(value) or 1),  # pages count from one
+    **dict.fromkeys((Attr.SEEN_DELIVERIES, Attr.RETRYING_ITEMS, Attr.RETRY_POSTING), _members),
     **dict.fromkeys((Attr.STATE_SINCE, Attr.CREATED_AT, Attr.PAGE_SECONDS), _seconds),
-    **dict.fromkeys((Attr.ATTEMPTS, Attr.RELEASES, Attr.NOT_FOUND, Attr.FAILURES), _count()),
-    **dict.fromkeys((Attr.NEXT_ITEM, Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.REOPENS), _count()),
-    **dict.fromkeys((Attr.ITEMS_CANCELLED, Attr.PAGES_STORED), _count()),
-    # Times that a row may not have: None, not zero.
+    **dict.fromkeys((Attr.ATTEMPTS, Attr.RELEASES, Attr.NOT_FOUND, Attr.FAILURES), _count),
+    **dict.fromkeys((Attr.NEXT_ITEM, Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.REOPENS), _count),
+    **dict.fromkeys((Attr.ITEMS_CANCELLED, Attr.PAGES_STORED), _count),
+    # Times a row may not have: None, not zero.
     **dict.fromkeys((Attr.LEASE_UNTIL, Attr.FINISHED_AT, Attr.EXPIRES_AT), _number),
     **dict.fromkeys((Attr.JOB_CREATED_AT, Attr.LATE_WEBHOOK_AT, Attr.FAILING_SINCE), _number),
-    Attr.POSTED_AT: _number,
-    Attr.OUTBOX_AT: _number,
-    **dict.fromkeys(
-        (Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN, Attr.RETRY_OF), _text
-    ),
-    Attr.OUTBOX_EVENT: _text,
+    **dict.fromkeys((Attr.POSTED_AT, Attr.OUTBOX_AT), _number),
+    **dict.fromkeys((Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN), _text),
+    **dict.fromkeys((Attr.RETRY_OF, Attr.OUTBOX_EVENT), _text),
 }
 _FIELD: Final[Mapping[Attr, str]] = {Attr.PK: "key", Attr.STRUCK_BY: "strikes"}
 
 
 def from_item(item: Mapping[str, Any]) -> LedgerRow:
     """The row an item holds, each field from its attribute (its default where it has none)."""
+    values = {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
     fields = {
-        _FIELD.get(attr, attr.value): decode(item.get(attr) or {})
-        for attr, decode in _DECODERS.items()
+        _FIELD.get(attr, attr.value): decode(values.get(attr)) for attr, decode in _DECODERS.items()
     }
     return LedgerRow(**fields)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr, RowPrefix
-from scrape_pipeline.ledger.expressions import Projection, expressions
+from scrape_pipeline.ledger.expressions import expressions
 from scrape_pipeline.ledger.table import LedgerTable, call
 
 # How many of a batch's or crawl's not-simply-stored jobs ``ItemCounts`` names, at most.
@@ -139,7 +139,7 @@ class Scans(LedgerTable):
             "ExpressionAttributeValues": values,
         }
         while True:
-            page = call(self._db, "Scan", **request)
+            page = call(self.client, "Scan", **request)
             for item in page.get("Items", []):
                 yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
             if not page.get("LastEvaluatedKey"):
@@ -150,10 +150,10 @@ class Scans(LedgerTable):
         """The job rows' items, projected to the key and ``attributes``, page by page."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            **expressions(ProjectionExpression=Projection((Attr.PK, *attributes))),
+            **expressions(projection=(Attr.PK, *attributes)),
         }
         while True:
-            page = call(self._db, "Scan", **request)
+            page = call(self.client, "Scan", **request)
             for item in page.get("Items", []):
                 if not item[Attr.PK]["S"].startswith(tuple(RowPrefix)):
                     yield dict(item)

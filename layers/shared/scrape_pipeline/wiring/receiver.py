@@ -9,7 +9,7 @@ import boto3
 
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.job_message import JobSender
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger import Intake
 from scrape_pipeline.receiver import Receiver, ReceiverSettings
 from scrape_pipeline.secret_store import SecretStore
 
@@ -18,7 +18,7 @@ def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None 
     """The receiver on real clients (boto3 honours ``AWS_ENDPOINT_URL``)."""
     settings = ReceiverSettings.from_env(env)
     clock = clock or active_clock()
-    ledger = Ledger(
+    ledger = Intake(
         settings.table_name,
         client=boto3.client("dynamodb"),
         ttl_days=settings.ttl_days,

@@ -1,0 +1,15 @@
+"""The whole ledger: every role in one class, for the functions that run more than intake."""
+
+from __future__ import annotations
+
+from scrape_pipeline.ledger.intake import Intake
+from scrape_pipeline.ledger.leases import Leases
+from scrape_pipeline.ledger.outbox import OutboxRows
+from scrape_pipeline.ledger.scans import Scans
+
+
+class Ledger(Intake, Leases, Scans, OutboxRows):
+    """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
+
+
+__all__ = ("Ledger",)
