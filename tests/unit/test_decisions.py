@@ -14,15 +14,6 @@ from typing import Any
 import pytest
 
 from scrape_pipeline import lifecycle
-from scrape_pipeline.decisions import (
-    Decision,
-    Evidence,
-    Policy,
-    Seen,
-    Why,
-    decide,
-    recovery_evidence,
-)
 from scrape_pipeline.jobs import (
     REASON_NEVER_SETTLED,
     REASON_POISON,
@@ -34,7 +25,17 @@ from scrape_pipeline.jobs import (
     Source,
 )
 from scrape_pipeline.ledger import LedgerRow
-from scrape_pipeline.lifecycle import ABSENT, Move
+from scrape_pipeline.lifecycle import (
+    ABSENT,
+    Decision,
+    Evidence,
+    Move,
+    Policy,
+    Seen,
+    Why,
+    decide,
+    recovery_evidence,
+)
 
 NOW = 1_900_000_000.0  # whole, so NOW - 120.5 and the like are exact
 RESEND = 120.0  # the receiver's bound (ReceiverSettings.resend_after_seconds' default)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
+from itertools import product
 from pathlib import Path
 
 from scrape_pipeline.jobs import JobState
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.lifecycle import ABSENT, MOVES, WAITING, RowState, Verb, markdown, mermaid
+from scrape_pipeline.lifecycle import ABSENT, MOVES, WAITING, RowState, Verb
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = Path(__file__).with_name("lifecycle.md")
@@ -24,6 +26,39 @@ PAGE = ROOT / "docs" / "lifecycle.md"
 BEGIN = "<!-- lifecycle: rendered from scrape_pipeline/lifecycle.py, checked by tests -->\n"
 END = "<!-- /lifecycle -->\n"
 UPDATE = "UPDATE_LIFECYCLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_lifecycle.py"
+
+
+def _names(states: Sequence[RowState]) -> str:
+    return ", ".join(state.value for state in states) or "(unchanged)"
+
+
+def markdown() -> str:
+    """The table as markdown: the waiting set, then one line per move."""
+    lines = [
+        f"Waiting states (for a message or evidence; the sweeps read them): {_names(WAITING)}.",
+        "",
+        "| verb | from | to | guard |",
+        "|---|---|---|---|",
+    ]
+    for move in MOVES:
+        row = (f"`{move.verb}`", _names(move.sources), _names(move.targets), move.guard or "—")
+        lines.append(f"| {' | '.join(row)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _node(state: RowState) -> str:
+    return "[*]" if state is ABSENT else state.value
+
+
+def mermaid() -> str:
+    """The moves that change a row's state as a Mermaid ``stateDiagram-v2`` (no row: ``[*]``)."""
+    edges: dict[tuple[str, str], dict[str, None]] = {}  # (from, to) -> verbs, in table order
+    for move in MOVES:
+        for source, target in product(move.sources, move.targets):
+            edges.setdefault((_node(source), _node(target)), {})[move.verb.value] = None
+    lines = ["stateDiagram-v2"]
+    lines += [f"    {a} --> {b}: {', '.join(verbs)}" for (a, b), verbs in edges.items()]
+    return "\n".join(lines) + "\n"
 
 
 def rendered() -> str:

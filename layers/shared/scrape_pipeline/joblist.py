@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
-from scrape_pipeline.decisions import Evidence, Policy, Seen, decide
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
+from scrape_pipeline.lifecycle import Evidence, Policy, Seen, decide
 from scrape_pipeline.settings import FromEnv, integer, number
 from scrape_pipeline.sweeps import Sweep, SweepResult, passes
 from scrape_pipeline.sweeps.job_list_state import (

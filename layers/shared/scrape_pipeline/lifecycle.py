@@ -1,25 +1,22 @@
-"""A job's lifecycle: where its row can be, where it waits, and every move the ledger makes.
+"""A job's lifecycle in one place: every move of its ledger row, and which one evidence calls
+for (``decide``). ``ledger.intake``/``leases`` write each move under its from-states (a
+conditional write); the README's table is rendered from ``MOVES`` (``tests/unit/test_lifecycle``).
 
-``MOVES`` is the state machine's one home. ``scrape_pipeline.ledger`` derives the state part
-of each conditional write from it (a move's guard, named here, is written there beside the
-values it compares); ``tests/property/test_ledger_stateful.py`` checks every move it observes
-against it; the README's table and diagram are rendered from it and pinned by
-``tests/unit/test_lifecycle.py``, so a change to the lifecycle is a reviewed diff.
-
-"No row" is a state here (``ABSENT``) but not a ``JobState``: a ``JobState`` is what a row
-stores, and no row can store "no row" (``record``, ``pending`` and every reader of ``state``
-would otherwise have to refuse it).
+"No row" is a state here (``ABSENT``) but not a ``JobState``: no row can store "no row".
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import Enum, StrEnum
-from itertools import product
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from scrape_pipeline.jobs import JobState
+from scrape_pipeline.jobs import JobKind, JobState, Source, source_recovers
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger import LedgerRow
 
 
 class Absent(Enum):
@@ -29,8 +26,7 @@ class Absent(Enum):
 
 
 ABSENT: Final = Absent.ABSENT
-# Where a job's row can be, "no row" included.
-type RowState = JobState | Absent
+type RowState = JobState | Absent  # where a job's row can be, "no row" included
 
 RECEIVED, ENQUEUED, PROCESSING, WATCHING, DONE = (
     JobState.RECEIVED,
@@ -39,10 +35,8 @@ RECEIVED, ENQUEUED, PROCESSING, WATCHING, DONE = (
     JobState.WATCHING,
     JobState.DONE,
 )
-# Where a row waits for its message or for evidence: the sweeps find it there, any evidence
-# that the job settled may enqueue it, and a processor may lease it straight away. (A
-# PROCESSING row waits for its lease holder; the stuck-rows sweep looks at it only once the
-# lease has expired.)
+# Where a row waits for its message or for evidence: the sweeps find it there, evidence may
+# enqueue it, a processor may lease it straight away.
 WAITING: Final = (RECEIVED, ENQUEUED, WATCHING)
 _HOLDER = "the caller holds the lease"
 
@@ -74,11 +68,8 @@ class Verb(StrEnum):
 
 @dataclass(frozen=True)
 class Move:
-    """A write that takes a row from one of ``sources`` to one of ``targets``, if ``guard``.
-
-    No ``targets``: the row keeps its state (the write notes something on it). No ``guard``:
-    the state is the whole condition.
-    """
+    """A write that takes a row from one of ``sources`` to one of ``targets`` (none: it keeps
+    its state) if ``guard`` holds too (none: the state is the whole condition)."""
 
     verb: Verb
     sources: tuple[RowState, ...]
@@ -119,20 +110,15 @@ CLEAR_OUTBOX = Move(V.CLEAR_OUTBOX, tuple(JobState), (), "its pending event as e
 LINK_RUN = Move(V.LINK_RUN, tuple(JobState), (), "in the write of the job id to the run")
 # A settled row's event owed again, now naming its run (linked after the event was written).
 RETELL = Move(V.RETELL, (DONE,), (), "its event as written, without its run")
-# A batch's or crawl's items retried as extract jobs (``scrape_pipeline.item_retries``): the
-# holder notes each retry's job id on the row as soon as the API answers with it, then takes
-# the settled ones off with their counts; the extract job's row is linked to its item (recorded
-# WATCHING if it has no row yet, as a submission's is).
+# A batch's or crawl's items retried as extract jobs (``item_retries``): the holder notes each
+# retry, then settles them; the retry's row is linked to its item (recorded WATCHING if new).
 NOTE_ITEM_RETRY = Move(V.NOTE_ITEM_RETRY, (PROCESSING,), (), _HOLDER)
 SETTLE_ITEMS = Move(V.SETTLE_ITEMS, (PROCESSING,), (), _HOLDER)
 LINK_NEW_RETRY = Move(V.LINK_RETRY, (ABSENT,), (WATCHING,), "a retry's job not known yet")
 LINK_RETRY = Move(V.LINK_RETRY, tuple(JobState), (), "linked to no item yet")
-# A followed job resubmitted (an item's retry, a run's job): its holder notes the new job before
-# it closes the row, so the batch or run follows the chain on even if every holder of the row
-# dies after the POST.
+# A followed job resubmitted: its holder notes the new job before it closes the row.
 NOTE_RESUBMISSION = Move(V.NOTE_RESUBMISSION, (PROCESSING,), (), _HOLDER)
-# A run's job resubmitted: the job that carries on names the run on its row (recorded WATCHING
-# as a submission is, if it has no row yet), so the run follows the chain and its event names it.
+# A run's job resubmitted: the job that carries on names the run on its row.
 CARRY_NEW_RUN = Move(V.CARRY_RUN, (ABSENT,), (WATCHING,), "a resubmission's job not known yet")
 CARRY_RUN = Move(V.CARRY_RUN, tuple(JobState), (), "naming no other run; its run only is written")
 MOVES: Final = (
@@ -162,67 +148,194 @@ MOVES: Final = (
 )
 
 
-def _names(states: Sequence[RowState]) -> str:
-    return ", ".join(state.value for state in states) or "(unchanged)"
+class Seen(StrEnum):
+    """What a piece of evidence saw of a job."""
+
+    WEBHOOK = "webhook"  # a verified delivery: the job exists
+    LISTED_SETTLED = "listed_settled"  # the job list shows it settled
+    LISTED_RUNNING = "listed_running"  # the job list shows it queued or processing
+    LOGGED = "logged"  # the API's delivery log names it (the sweep, or an operator's replay)
+    STUCK = "stuck"  # the stuck-rows sweep: a waiting row gone quiet, or a lease run out
+    POLL_DUE = "poll_due"  # the watch sweep read a parked row: its poll by age is due
+    POLL_NOT_DUE = "poll_not_due"  # ... or not yet
+    WATCH_WAKE = "watch_wake"  # the watch sweep wakes a parked row
 
 
-def markdown() -> str:
-    """The table as markdown: the waiting set, then one line per move."""
-    lines = [
-        f"Waiting states (for a message or evidence; the sweeps read them): {_names(WAITING)}.",
-        "",
-        "| verb | from | to | guard |",
-        "|---|---|---|---|",
-    ]
-    for move in MOVES:
-        row = (f"`{move.verb}`", _names(move.sources), _names(move.targets), move.guard or "—")
-        lines.append(f"| {' | '.join(row)} |")
-    return "\n".join(lines) + "\n"
+@dataclass(frozen=True)
+class Evidence:
+    """What was seen, who saw it, and (a webhook's) the delivery id that brought it."""
+
+    seen: Seen
+    source: Source | str  # a label that is not a ``Source`` (an operator's) is kept as it came
+    # Moves a row once (the ledger keeps it); a delivery without one never reopens or wakes.
+    delivery_id: str | None = None
 
 
-def _node(state: RowState) -> str:
-    return "[*]" if state is ABSENT else state.value
+@dataclass(frozen=True)
+class Policy:
+    """When a waiting row counts as stale (its message lost); a bound not passed never does."""
+
+    # A webhook for a RECEIVED row: its writer died between put and send (milliseconds apart).
+    resend_after_seconds: float = math.inf
+    # A sweep's or a replay's, for RECEIVED or ENQUEUED: its message may still be queued.
+    stale_after_seconds: float = math.inf
 
 
-def mermaid() -> str:
-    """The moves that change a row's state as a Mermaid ``stateDiagram-v2`` (no row: ``[*]``)."""
-    edges: dict[tuple[str, str], dict[str, None]] = {}  # (from, to) -> verbs, in table order
-    for move in MOVES:
-        for source, target in product(move.sources, move.targets):
-            edges.setdefault((_node(source), _node(target)), {})[move.verb.value] = None
-    lines = ["stateDiagram-v2"]
-    lines += [f"    {a} --> {b}: {', '.join(verbs)}" for (a, b), verbs in edges.items()]
-    return "\n".join(lines) + "\n"
+class Why(StrEnum):
+    """Why a decision is what it is (the receiver's answer is read from it)."""
+
+    NEW = "new"  # no row: record one
+    SETTLED_AFTER_ALL = "settled_after_all"  # closed as unknown or never settled; it exists
+    ANNOUNCED = "announced"  # recorded by our submitter, waiting for this first webhook
+    WOKEN = "woken"  # parked while it ran; the evidence says it may have settled
+    STALE = "stale"  # waiting longer than the policy's bound: its message is lost
+    LEASE_EXPIRED = "lease_expired"  # its holder died: a message lets the next one take over
+    POLL_DUE = "poll_due"  # a parked batch, crawl or sick job due its poll by age
+    LATE_WEBHOOK = "late_webhook"  # recovered without its webhook, which came after all
+    # Nothing to do:
+    DUPLICATE = "duplicate"  # a webhook for a job already on its way
+    FRESH = "fresh"  # waiting less than the bound: its message is on the way
+    HELD = "held"  # a live lease: its holder finishes the job
+    FINISHED = "finished"  # done for a reason no evidence overturns
+    SICK = "sick"  # parked because its own GET fails: the watch sweep polls it
+    KNOWN = "known"  # running, with a row: its message or the watch sweep takes it from there
+    BY_LISTING = "by_listing"  # a parked extract job: the listing of unsettled jobs judges it
+    NOT_DUE = "not_due"  # a parked row whose poll is not due yet
 
 
-__all__: Sequence[str] = (
-    "ABSENT",
-    "ACQUIRE",
-    "CARRY_NEW_RUN",
-    "CARRY_RUN",
-    "CHECKPOINT",
-    "CLEAR_OUTBOX",
-    "ENQUEUE",
-    "FINISH",
-    "FORGET_UNSENT",
-    "LINK_NEW_RETRY",
-    "LINK_RETRY",
-    "MOVES",
-    "NOTE_ITEM_RETRY",
-    "NOTE_LATE_WEBHOOK",
-    "PARK",
-    "RECORD",
-    "RELEASE",
-    "REOPEN",
-    "SETTLE_ITEMS",
-    "TAKE_OVER",
-    "UNCLAIM",
-    "WAITING",
-    "WATCH",
-    "Absent",
-    "Move",
-    "RowState",
-    "Verb",
-    "markdown",
-    "mermaid",
-)
+@dataclass(frozen=True)
+class Decision:
+    """The move to make (None: nothing), the row's state after it, and why; ``otherwise``, for
+    a webhook, the decision if the move does not happen (the row moved since it was read)."""
+
+    move: Move | None
+    state: JobState
+    why: Why
+    otherwise: Decision | None = None
+
+
+def decide(row: LedgerRow | None, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    """The move ``evidence`` calls for on ``row`` (as just read; None: no row) at ``now``.
+
+    Pure: ``tests/unit/test_decisions.py`` is its full table, one line per case.
+    """
+    if row is None:
+        return Decision(RECORD, _NEW_ROW_STATE.get(evidence.seen, ENQUEUED), Why.NEW)
+    return _RULE_BY_SEEN.get(evidence.seen, _recovery)(row, evidence, now, policy)
+
+
+def recovery_evidence(source: Source | str) -> Evidence:
+    """The evidence a recoverer's caller brings, read from the source it names."""
+    return Evidence(_SEEN_BY_SOURCE.get(source, Seen.LOGGED), source)
+
+
+def _nothing(row: LedgerRow, why: Why) -> Decision:
+    return Decision(None, row.state, why)
+
+
+def _reopen() -> Decision:
+    return Decision(REOPEN, ENQUEUED, Why.SETTLED_AFTER_ALL)
+
+
+def _enqueue(why: Why) -> Decision:
+    return Decision(ENQUEUE, ENQUEUED, why)
+
+
+def _stale(row: LedgerRow, now: float, bound: float) -> bool:
+    return row.state_since < now - bound  # a row exactly at the bound is still fresh
+
+
+def _webhook(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    """Wake or reopen a row that waits for this webhook; else, for a job recovered without
+    it, note the webhook late (once: the mark is on the row)."""
+    if row.late_webhook_at is None and source_recovers(row.source):
+        otherwise = Decision(NOTE_LATE_WEBHOOK, row.state, Why.LATE_WEBHOOK)
+    else:
+        otherwise = _nothing(row, Why.DUPLICATE)
+    moved = _webhook_moves(row, evidence, now, policy)
+    return otherwise if moved is None else replace(moved, otherwise=otherwise)
+
+
+def _webhook_moves(
+    row: LedgerRow, evidence: Evidence, now: float, policy: Policy
+) -> Decision | None:
+    """A row closed as unknown, parked WATCHING, recorded at our submission, or whose writer
+    died between put and send: each moved once per delivery id (the ledger's condition)."""
+    announced = row.source == Source.SUBMITTED
+    if evidence.delivery_id is not None:
+        if row.reopenable:
+            return _reopen()
+        if row.state is WATCHING:  # each wake costs a GET: only a delivery not seen wakes it
+            return _enqueue(Why.ANNOUNCED if announced else Why.WOKEN)
+    if row.state is not RECEIVED:
+        return None
+    if announced:
+        return _enqueue(Why.ANNOUNCED)
+    return _enqueue(Why.STALE) if _stale(row, now, policy.resend_after_seconds) else None
+
+
+def _listed_running(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    """Listed as running: only a close as unknown or never settled is overturned by it."""
+    return _reopen() if row.reopenable else _nothing(row, Why.KNOWN)
+
+
+def _parked(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    """The watch sweep's rows pass: batches, crawls and sick jobs are polled by age; a
+    healthy extract job is judged by the listing."""
+    if row.state is not WATCHING:
+        return _nothing(row, Why.KNOWN)
+    if row.key.kind is JobKind.EXTRACT and row.failing_since is None:
+        return _nothing(row, Why.BY_LISTING)
+    return _enqueue(Why.POLL_DUE) if evidence.seen is Seen.POLL_DUE else _nothing(row, Why.NOT_DUE)
+
+
+def _recovery(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    """Evidence that a job settled or that its row is stuck, by the row's state."""
+    return _RECOVERY_BY_STATE.get(row.state, _recover_waiting)(row, evidence, now, policy)
+
+
+def _recover_done(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    return _reopen() if row.reopenable else _nothing(row, Why.FINISHED)
+
+
+def _recover_watching(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    if row.failing_since is not None and evidence.seen is not Seen.WATCH_WAKE:
+        # Its own GET keeps failing: a list that shows it settled would wake it every run.
+        return _nothing(row, Why.SICK)
+    return _enqueue(Why.WOKEN)
+
+
+def _recover_processing(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    # The holder died and its message may be gone: the processor that gets another takes over.
+    if row.lease_expired(now):
+        return Decision(TAKE_OVER, PROCESSING, Why.LEASE_EXPIRED)
+    return _nothing(row, Why.HELD)
+
+
+def _recover_waiting(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
+    if _stale(row, now, policy.stale_after_seconds):
+        return _enqueue(Why.STALE)
+    return _nothing(row, Why.FRESH)
+
+
+type _Rule = Callable[[LedgerRow, Evidence, float, Policy], Decision]
+
+# A new row's state: a webhook's waits for its own send, a running job's is parked; else ENQUEUED.
+_NEW_ROW_STATE: Mapping[Seen, JobState] = {Seen.WEBHOOK: RECEIVED, Seen.LISTED_RUNNING: WATCHING}
+_RULE_BY_SEEN: Mapping[Seen, _Rule] = {
+    Seen.WEBHOOK: _webhook,
+    Seen.LISTED_RUNNING: _listed_running,
+    Seen.POLL_DUE: _parked,
+    Seen.POLL_NOT_DUE: _parked,
+}
+_RECOVERY_BY_STATE: Mapping[JobState, _Rule] = {
+    DONE: _recover_done,
+    WATCHING: _recover_watching,
+    PROCESSING: _recover_processing,
+}
+# What a recoverer's caller saw, by the source it names (any other: a delivery-log entry).
+_SEEN_BY_SOURCE: Mapping[str, Seen] = {
+    Source.WATCH: Seen.WATCH_WAKE,
+    Source.STUCK_ROWS: Seen.STUCK,
+    Source.JOB_LIST: Seen.LISTED_SETTLED,
+}

@@ -28,11 +28,11 @@ from typing import Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.decisions import Policy, Why
 from scrape_pipeline.freshness import Freshness
 from scrape_pipeline.job_message import JobMessage, JobSender
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger import Intake, LedgerError
+from scrape_pipeline.lifecycle import Policy, Why
 from scrape_pipeline.payload import (
     FieldLocations,
     Notification,

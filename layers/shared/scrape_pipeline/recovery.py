@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from scrape_pipeline import lifecycle
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.decisions import Policy, decide, recovery_evidence
 from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
+from scrape_pipeline.lifecycle import Policy, decide, recovery_evidence
 from scrape_pipeline.queue import JobMessage, JobQueue, UnsentError
 from scrape_pipeline.settings import FromEnv, number
 

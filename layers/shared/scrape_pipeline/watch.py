@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.budget import DEFAULT_MAX_PAGES, Budget
-from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary, Page
 from scrape_pipeline.jobs import SOURCE_WATCH, JobState, Source
 from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.lifecycle import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.settings import number
 from scrape_pipeline.sweeps import Sweep, SweepResult
 from scrape_pipeline.sweeps.watch_listing import (

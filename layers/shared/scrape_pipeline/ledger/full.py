@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from scrape_pipeline.ledger.intake import Intake
 from scrape_pipeline.ledger.leases import Leases
+from scrape_pipeline.ledger.links import Links
 from scrape_pipeline.ledger.outbox import OutboxRows
+from scrape_pipeline.ledger.reads import Reads
 from scrape_pipeline.ledger.scans import Scans
 
 
-class Ledger(Intake, Leases, Scans, OutboxRows):
+class Ledger(Links, Leases, Reads, Scans, OutboxRows):
     """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
 
 

@@ -8,26 +8,23 @@ replayed delivery never makes work twice.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from scrape_pipeline import lifecycle
-from scrape_pipeline.decisions import Evidence, Policy, Seen, Why, decide
-from scrape_pipeline.jobs import SOURCE_SUBMITTED, JobKey, JobState, Outcome, Source
+from scrape_pipeline.jobs import JobKey, JobState, Outcome, Source
 from scrape_pipeline.ledger.attributes import Attr
-from scrape_pipeline.ledger.expressions import Condition, Field, Update, expressions, state_is
+from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
 from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
 from scrape_pipeline.ledger.table import (
     ConditionFailedError,
     LedgerError,
     LedgerTable,
-    call,
     in_state,
     write,
 )
+from scrape_pipeline.lifecycle import Evidence, Policy, Seen, Why, decide
 
 
 @dataclass(frozen=True)
@@ -120,35 +117,6 @@ class Intake(LedgerTable):
             return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
         return Recorded(True, from_item(item))
 
-    def submitted_row(self, key: JobKey, now: float, *, run: str | None = None) -> Item:
-        """The new row of a job just submitted (WATCHING, nothing enqueued): ``run``'s."""
-        item = self.new_row(
-            key, now=now, source=SOURCE_SUBMITTED, state=JobState.WATCHING, job_created_at=now
-        )
-        return item if run is None else {**item, **to_item({Attr.RUN: run})}
-
-    def submitted_put(self, key: JobKey, now: float, *, run: str | None = None) -> dict[str, Any]:
-        """``submitted_row`` as a ``TransactWriteItems`` Put under ``record``'s condition."""
-        item = self.submitted_row(key, now, run=run)
-        condition = expressions(condition=state_is(lifecycle.RECORD))
-        return {"TableName": self.table_name, "Item": item, **condition}
-
-    def link_run(self, key: JobKey, run: str) -> bool:
-        """Name ``run`` on the job's row if there is one; False if there is none."""
-        try:
-            call(self.client, "UpdateItem", **self.link_run_update(key, run))
-        except ConditionFailedError:
-            return False
-        return True
-
-    def link_run_update(self, key: JobKey, run: str) -> dict[str, Any]:
-        """``link_run`` as a ``TransactWriteItems`` Update: only ``run`` is written, so a
-        settled row keeps its state and stays out of the pending index."""
-        request = expressions(
-            update=Update().set(Attr.RUN, run), condition=state_is(lifecycle.LINK_RUN)
-        )
-        return {"TableName": self.table_name, "Key": {Attr.PK.value: {"S": key.pk}}, **request}
-
     def new_row(
         self,
         key: JobKey,
@@ -194,10 +162,6 @@ class Intake(LedgerTable):
             return False
         return True
 
-    def mark_enqueued(self, row: LedgerRow) -> bool:
-        """``enqueue``, saying only whether it moved."""
-        return self.enqueue(row) is not None
-
     def enqueue(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
         """A waiting row moved to ENQUEUED if unmoved since ``row`` (concurrent enqueuers agree
         on one winner) and ``evidence`` is not seen: the row as written, or None."""
@@ -213,10 +177,6 @@ class Intake(LedgerTable):
             return None
         seen = row.seen_with(evidence)
         return replace(row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=seen)
-
-    def reopen(self, row: LedgerRow, *, evidence: str | None = None) -> bool:
-        """``reopened``, saying only whether it moved."""
-        return self.reopened(row, evidence=evidence) is not None
 
     def reopened(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
         """A close as "never settled" or "unknown" back to ENQUEUED, counters reset, reopens + 1,
@@ -290,56 +250,6 @@ class Intake(LedgerTable):
             update = update.delete(Attr.SEEN_DELIVERIES, added)
         guard = Field(Attr.STATE_SINCE).eq(written.state_since)
         return self._moved(before.key, lifecycle.UNCLAIM, update, guard, self.clock.time())
-
-    def link_retry(self, key: JobKey, item: str, *, run: str | None = None) -> bool:
-        """Link an extract job that retries a batch's or crawl's ``item`` to it (and to
-        ``run``): recorded WATCHING if it has no row yet; the first link stands."""
-        now = self.clock.time()
-        created = self._watched(key, now).set(Attr.RETRY_OF, item)
-        linked = Update().set(Attr.RETRY_OF, item)
-        if run is not None:
-            created, linked = created.set(Attr.RUN, run), linked.set(Attr.RUN, run)
-        if self._moved(key, lifecycle.LINK_NEW_RETRY, created, Field(Attr.PK).not_exists(), now):
-            return True
-        unlinked = Field(Attr.RETRY_OF).not_exists()
-        return self._moved(key, lifecycle.LINK_RETRY, linked, unlinked, now)
-
-    def carry_run(self, key: JobKey, run: str) -> LedgerRow:
-        """Name ``run`` on the row of a job that resubmits one of the run's (recorded WATCHING
-        if it has none yet) unless it names another run: the row as it is then."""
-        now = self.clock.time()
-        created = self._watched(key, now).set(Attr.RUN, run)
-        unnamed = Field(Attr.RUN).not_exists() | Field(Attr.RUN).eq(run)
-        for _ in range(2):  # a row undone between the two (``forget_unsent``): created again
-            with contextlib.suppress(ConditionFailedError):
-                condition = state_is(lifecycle.CARRY_NEW_RUN)
-                return from_item(
-                    self._update(key, condition, created, now, returns_new=True)["Attributes"]
-                )
-            try:
-                condition = state_is(lifecycle.CARRY_RUN) & unnamed
-                named = Update().set(Attr.RUN, run)
-                return from_item(
-                    self._update(key, condition, named, now, returns_new=True)["Attributes"]
-                )
-            except ConditionFailedError as refused:
-                if refused.old is not None:
-                    return from_item(refused.old)
-        raise LedgerError(f"{key.pk} neither absent nor present while its run was carried")
-
-    @staticmethod
-    def _watched(key: JobKey, now: float) -> Update:
-        """The new row of a job posted a moment ago, waiting WATCHING for its webhook."""
-        return (
-            in_state(JobState.WATCHING, now)
-            .set(Attr.KIND, key.kind)
-            .set(Attr.JOB_ID, key.job_id)
-            .set(Attr.CREATED_AT, now)
-            .set(Attr.SOURCE, SOURCE_SUBMITTED)
-            .set(Attr.TOKEN, uuid.uuid4().hex)
-            .set(Attr.ATTEMPTS, 0)
-            .set(Attr.JOB_CREATED_AT, now)
-        )
 
     def note_late_webhook(self, row: LedgerRow) -> bool:
         """Mark that a webhook came for a job recovered without it; True the first time only

@@ -1,0 +1,64 @@
+"""Reading rows in bulk: a hundred by key, or a page of those waiting in one state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+
+from scrape_pipeline.jobs import JobKey, JobState
+from scrape_pipeline.ledger.attributes import PENDING_INDEX, Attr
+from scrape_pipeline.ledger.expressions import expressions
+from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item
+from scrape_pipeline.ledger.table import LedgerError, LedgerTable, call
+
+
+class Reads(LedgerTable):
+    """Rows read by the hundred (consistently) or by the pending index."""
+
+    def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]:
+        """The rows of up to 100 jobs in one read (missing jobs are absent from the result)."""
+        if len(keys) > 100:
+            raise ValueError("at most 100 keys per read")
+        items = self.batch_items([k.pk for k in keys]) if keys else []
+        return {row.key: row for row in map(from_item, items)}
+
+    def batch_items(self, pks: Sequence[str]) -> list[dict[str, Any]]:
+        """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
+        keys = [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)]
+        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+        items: list[dict[str, Any]] = []
+        for _ in range(8):  # unprocessed keys come back under load: ask for them again
+            response = call(self.client, "BatchGetItem", RequestItems=request)
+            items += response.get("Responses", {}).get(self.table_name, [])
+            request = dict(response.get("UnprocessedKeys") or {})
+            if not request:
+                return items
+        raise LedgerError("BatchGetItem kept returning unprocessed keys")
+
+    def pending(
+        self,
+        state: JobState,
+        *,
+        since_before: float,
+        since_after: float | None = None,
+        limit: int = 100,
+        cursor: Mapping[str, Any] | None = None,
+    ) -> tuple[list[LedgerRow], dict[str, Any] | None]:
+        """Rows in ``state`` (not DONE) since before ``since_before`` (and from ``since_after``,
+        a resume point that stays valid however rows before it moved), oldest first, a page."""
+        if state is JobState.DONE:
+            raise ValueError("DONE rows are not in the pending index")
+        since = Key(Attr.STATE_SINCE)
+        key = Key(Attr.PENDING_STATE).eq(state) & (
+            since.lt(since_before)
+            if since_after is None
+            else since.between(since_after, since_before)
+        )
+        request = {"TableName": self.table_name, "IndexName": PENDING_INDEX, "Limit": limit}
+        if cursor:
+            request["ExclusiveStartKey"] = dict(cursor)
+        response = call(self.client, "Query", **request, **expressions(key=key))
+        rows = [from_item(item) for item in response.get("Items", [])]
+        return rows, response.get("LastEvaluatedKey")
