@@ -3,9 +3,9 @@ first: judged where a subscriber sees the events (a rule's SQS target on a moto 
 run journal in the same moto table as the ledger, over real boto3.
 
 The three orders: the journal's transaction before any webhook (the row is born with its run),
-between the processor's lease and its DONE (the DONE's answer shows the run: the event is
-retold before it is sent), and after the DONE (the journal retells the settled row's event:
-the outbox sends it again, the same ``event_id``, now naming the run).
+between the processor's lease and its DONE (the DONE's condition on the run refuses it: the
+event is told for the run, written once), and after the DONE (the journal retells the settled
+row's event: the outbox sends it again, the same ``event_id``, now naming the run).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from moto import mock_aws
 
 from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import Emitter, told_with_run
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
 from scrape_pipeline.resubmission import hand_on
@@ -67,20 +67,25 @@ class World:
         return lease.row
 
     def finish(self, key: JobKey, row: Any) -> None:
-        """The processor's DONE with its event, then its batch's emit."""
-        event = outcome_event(
-            key,
-            Outcome.STORED,
-            reopens=0,
-            finished_at=self.clock.time(),
-            bucket="results",
-            detail={"prefix": f"results/{key.kind.value}/{key.job_id}"},
-            run=row.run,
-        )
-        assert event is not None
-        text = event.to_json()
-        done = self.ledger.finish(key, "processor", Outcome.STORED, {}, event=text)
-        self.emitter.add(key, told_with_run(self.ledger, done, text), self.clock.time())
+        """The processor's DONE with its event (told for the run the row names), then its
+        batch's emit."""
+
+        def told(run: str | None) -> str:
+            event = outcome_event(
+                key,
+                Outcome.STORED,
+                reopens=0,
+                finished_at=self.clock.time(),
+                bucket="results",
+                detail={"prefix": f"results/{key.kind.value}/{key.job_id}"},
+                run=run,
+            )
+            assert event is not None
+            return event.to_json()
+
+        done = self.ledger.finish(key, "processor", Outcome.STORED, {}, event=told, run=row.run)
+        assert done.outbox_event is not None
+        self.emitter.add(key, done.outbox_event, self.clock.time())
         self.emitter.flush(self.clock.time())
 
     def sweep(self) -> None:

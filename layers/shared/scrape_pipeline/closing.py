@@ -13,8 +13,8 @@ from scrape_pipeline.attempt import Attempt
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.disposition import Disposition, MessageOutcome
-from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import Emitter, told_with_run
+from scrape_pipeline.events.detail import OutcomeEvent, outcome_event
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.fields import of_type
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.item_retries import RetryRef
@@ -79,27 +79,38 @@ class Closer:
         keys: list[str] | None = None,
         job: Job | None = None,
     ) -> None:
-        """DONE with ``outcome``, its event in the same write (the outbox), held for the emit."""
+        """DONE with ``outcome``, its event (naming the run the row names then) in the same
+        write (the outbox), held for the emit."""
         now = self._clock.time()
         settled = job.completed_at.timestamp() if job is not None and job.completed_at else None
-        event = outcome_event(
-            attempt.key,
-            outcome,
-            reopens=attempt.row.reopens,
-            finished_at=now,
-            settled_at=settled,
-            bucket=self._results.bucket,
-            detail=detail,
-            url=url,
-            keys=keys,
-            run=attempt.row.run,
-        )
+
+        def told(run: str | None) -> OutcomeEvent | None:
+            return outcome_event(
+                attempt.key,
+                outcome,
+                reopens=attempt.row.reopens,
+                finished_at=now,
+                settled_at=settled,
+                bucket=self._results.bucket,
+                detail=detail,
+                url=url,
+                keys=keys,
+                run=run,
+            )
+
+        event = told(attempt.row.run)
         if self._emitter is None or event is None:
             self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
         else:
-            text = event.to_json()
-            row = self._ledger.finish(attempt.key, attempt.owner, outcome, detail, event=text)
-            self._emitter.add(attempt.key, told_with_run(self._ledger, row, text), now)
+            row = self._ledger.finish(
+                attempt.key,
+                attempt.owner,
+                outcome,
+                detail,
+                event=lambda run: (told(run) or event).to_json(),
+                run=attempt.row.run,
+            )
+            self._emitter.add(attempt.key, row.outbox_event or event.to_json(), now)
         self._wake_parent(attempt.row)
 
     def _wake_parent(self, row: LedgerRow) -> None:

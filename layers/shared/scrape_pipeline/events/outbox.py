@@ -24,17 +24,6 @@ from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger import Ledger, LedgerRow, PendingEvent
 
 
-def told_with_run(ledger: Ledger, row: LedgerRow, event: str) -> str:
-    """The event to emit for ``row``, settled with ``event``: as written, or retold naming the
-    run a journal linked to the row while it was processed (the same id, owed again)."""
-    if row.run is None:
-        return event
-    told = with_run(event, row.run)
-    if told is None or not ledger.retell(row.key, event, told):
-        return event  # named it already, or the row moved on (the outbox has its event)
-    return told
-
-
 def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:
     """A row that names its run and settled with an event that does not (the run linked after
     the close): that event owed again naming it, the same id. True when it was retold."""

@@ -9,17 +9,19 @@ API calls that failed not by the job's fault, since ``failing_since``; a streak 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr
-from scrape_pipeline.ledger.expressions import Field, Update, state_is
+from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
 from scrape_pipeline.ledger.rows import LedgerRow, from_item
 from scrape_pipeline.ledger.table import ConditionFailedError, LeaseLostError, LedgerTable, in_state
 
+# The outcome's event as told for a run (None: none), built when the write learns the run.
+type Telling = Callable[[str | None], str]
 # A batch's or crawl's item counts, in ``settle_items``' order.
 _ITEM_COUNTS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED)
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
@@ -237,11 +239,14 @@ class Leases(LedgerTable):
         outcome: Outcome,
         detail: Mapping[str, str] | None = None,
         *,
-        event: str | None = None,
+        event: str | Telling | None = None,
+        run: str | None = None,
     ) -> LedgerRow:
         """Mark the job DONE with its one outcome; only the lease holder may.
 
-        ``event``: the outcome's event, put in the outbox by this same write (``ledger.outbox``).
+        ``event``: the outcome's event, in the outbox by this same write; as ``Telling``, told
+        for the run the row names (``run`` as read, the write's condition: one linked since is
+        read from the refusal and the event told for it, so the event is written once).
         """
         now = self.clock.time()
         update = (
@@ -252,17 +257,41 @@ class Leases(LedgerTable):
             .set(Attr.DETAIL, detail or {})
             .remove(Attr.PENDING_STATE, Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
         )
-        if event is not None:
-            update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, event)
-        return self._leased_update(key, owner, lifecycle.FINISH, update, now)
+        if not callable(event):
+            if event is not None:
+                update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, event)
+            return self._leased_update(key, owner, lifecycle.FINISH, update, now)
+        for _ in range(3):
+            update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, event(run))
+            named = Field(Attr.RUN).not_exists() if run is None else Field(Attr.RUN).eq(run)
+            try:
+                return self._leased_update(key, owner, lifecycle.FINISH, update, now, guard=named)
+            except LeaseLostError as lost:
+                if lost.row is None or lost.row.lease_owner != owner or lost.row.run == run:
+                    raise
+                run = lost.row.run  # a run linked since the lease: its event names it
+        raise LeaseLostError(key, None)
 
     def _leased_update(
-        self, key: JobKey, owner: str, move: lifecycle.Move, update: Update, now: float
+        self,
+        key: JobKey,
+        owner: str,
+        move: lifecycle.Move,
+        update: Update,
+        now: float,
+        *,
+        guard: Condition | None = None,
     ) -> LedgerRow:
         """``move`` by the lease holder ``owner``; ``LeaseLostError`` if ``owner`` is not it."""
         condition = state_is(move) & Field(Attr.LEASE_OWNER).eq(owner)
         try:
-            response = self._update(key, condition, update, now, returns_new=True)
+            response = self._update(
+                key,
+                condition if guard is None else condition & guard,
+                update,
+                now,
+                returns_new=True,
+            )
         except ConditionFailedError as refused:
             raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
         return from_item(response["Attributes"])
