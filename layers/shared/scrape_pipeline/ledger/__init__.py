@@ -1,19 +1,6 @@
-"""The job ledger: one DynamoDB row per job, moved only by conditional writes.
-
-Each write is a move of ``scrape_pipeline.lifecycle.MOVES``: its condition is the move's
-from-states (``expressions.state_is``) and its guard. "Processed" means DONE, never "a row
-exists"; uniqueness is a conditional put, never a read then a write. Rows not DONE carry
-``pending_state`` and ``state_since``, the keys of the sparse index ``pending-by-state``.
-
-    attributes, rows    the attribute names, ``LedgerRow`` and its codec (boto3's)
-    expressions, table  conditions and updates; the client, ``call``, the reads
-    intake              record, enqueue, reopen, their undoing; ``take_webhook``
-    leases, outbox      the processor's writes, the events not emitted yet
-    scans, bookkeeping  operators' scans; chain depths and checkpoints
-
-The receiver runs only intake: the other roles (``Ledger``, ``Bookkeeping``...) are imported
-on first use (PEP 562), so its cold start does not load them.
-"""
+"""The job ledger: one DynamoDB row per job, moved only by the conditional writes of
+``lifecycle.MOVES``. The receiver runs ``Intake`` alone; the other roles (``Ledger``,
+``Bookkeeping``...) load on first use (PEP 562), so its cold start does not pay for them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The ledger table's names, each written once: its attributes, its index, its key prefixes.
-
-The template's key schema (``pk``), its GSI (``pending-by-state`` on ``pending_state`` and
-``state_since``) and its TTL attribute (``expires_at``) are these (``tests/template`` pins
-the template's, ``tests/ledger/test_ledger_items.py`` the items'). The other modules name an
-attribute as ``Attr.X``, never as a string.
-"""
+"""The ledger table's names, each written once: its attributes, its indexes, its key prefixes
+(``tests/template`` pins the template's, ``tests/ledger/test_ledger_items.py`` the items')."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ class Attr(StrEnum):
     KIND = "kind"
     JOB_ID = "job_id"
     STATE = "state"
-    # The pending index's keys: set while a row is not DONE, so DONE rows leave the index.
-    PENDING_STATE = "pending_state"
+    PENDING_STATE = "pending_state"  # with STATE_SINCE, the pending index's keys (not DONE)
     STATE_SINCE = "state_since"
     CREATED_AT = "created_at"
     UPDATED_AT = "updated_at"
@@ -31,7 +25,6 @@ class Attr(StrEnum):
     JOB_CREATED_AT = "job_created_at"
     SEEN_DELIVERIES = "seen_deliveries"
     LATE_WEBHOOK_AT = "late_webhook_at"
-    # The lease and the attempts under it.
     LEASE_OWNER = "lease_owner"
     LEASE_UNTIL = "lease_until"
     ATTEMPTS = "attempts"
@@ -41,48 +34,36 @@ class Attr(StrEnum):
     NOT_FOUND = "not_found"
     FAILURES = "failures"
     FAILING_SINCE = "failing_since"
-    # A batch's or crawl's storing progress.
     NEXT_PAGE = "next_page"
     NEXT_ITEM = "next_item"
     ITEMS_STORED = "items_stored"
     ITEMS_FAILED = "items_failed"
     ITEMS_CANCELLED = "items_cancelled"
     PAGE_SECONDS = "page_seconds"
-    # A batch's or crawl's items resubmitted as extract jobs and not settled yet: a string set
-    # of ``<item index>:<extract job id>`` (``scrape_pipeline.item_retries``); and the number
-    # of pages once every page is stored, so settling those items needs no Geonode call.
-    RETRYING_ITEMS = "retrying_items"
-    # The indexes of the items whose retry is being posted: one a holder died in may exist.
-    RETRY_POSTING = "retry_posting"
-    # When a holder last began a POST for this row (a resubmission, an item's retry): until the
-    # job list covers it (``scrape_pipeline.listing_lag``) a look-up that finds nothing proves
-    # nothing, so no holder posts again before then.
+    RETRYING_ITEMS = "retrying_items"  # ``<item index>:<extract job id>`` (``item_retries``)
+    RETRY_POSTING = "retry_posting"  # the items whose retry's POST is under way
+    # When a holder last began a POST for this row: until the job list covers it
+    # (``listing_lag``) a look-up that finds nothing proves nothing.
     POSTED_AT = "posted_at"
     PAGES_STORED = "pages_stored"
-    # An extract job that retries a batch's or crawl's item: ``<kind>#<job id>#<item index>``.
-    RETRY_OF = "retry_of"
-    # How it ended, and how often it came back.
+    RETRY_OF = "retry_of"  # an extract job that retries an item: ``<kind>#<job id>#<index>``
     OUTCOME = "outcome"
     FINISHED_AT = "finished_at"
     REOPENS = "reopens"
-    # The outbox: the outcome's event, set by the write that moves the row to DONE and
-    # removed once the bus took it. ``outbox_at`` keys the sparse index of events not emitted.
+    # The outcome's event, written with the DONE; ``outbox_at`` (the sparse outbox index's key)
+    # is removed once the bus took it, the event kept: a run linked later retells it.
     OUTBOX_AT = "outbox_at"
-    OUTBOX_EVENT = "outbox_event"  # kept once emitted: a run linked later retells it
-    # The submission run whose journal recorded the job (its events name it).
-    RUN = "run"
-    # A ``chain#`` bookkeeping row's one field.
-    DEPTH = "depth"
+    OUTBOX_EVENT = "outbox_event"
+    RUN = "run"  # the submission run whose journal recorded the job (its events name it)
+    DEPTH = "depth"  # a ``chain#`` bookkeeping row's one field
 
 
 PENDING_INDEX: Final = "pending-by-state"
-# Sparse: only rows whose outcome's event the bus has not taken yet carry ``outbox_at``.
-OUTBOX_INDEX: Final = "outbox-by-time"
+OUTBOX_INDEX: Final = "outbox-by-time"  # a run's head owes its Run Completed there too
 # The names other code imports (the tests' fixtures, the benchmarks' stand-in rows).
 PARTITION_KEY: Final = Attr.PK
 STATE_SINCE: Final = Attr.STATE_SINCE
 TTL_ATTRIBUTE: Final = Attr.EXPIRES_AT
-# A run's head owes its Run Completed in the outbox index too (scrape_pipeline.runs.heads).
 OUTBOX_AT: Final = Attr.OUTBOX_AT
 OUTBOX_EVENT: Final = Attr.OUTBOX_EVENT
 
@@ -94,16 +75,3 @@ class RowPrefix(StrEnum):
     META = "meta#"  # the reconciler's watermark and checkpoints
     CHAIN = "chain#"  # how deep in its chain of resubmissions a job is
     RUN = "run#"  # submission runs' journals (scrape_pipeline.runs.dynamodb)
-
-
-__all__ = (
-    "OUTBOX_AT",
-    "OUTBOX_EVENT",
-    "OUTBOX_INDEX",
-    "PARTITION_KEY",
-    "PENDING_INDEX",
-    "STATE_SINCE",
-    "TTL_ATTRIBUTE",
-    "Attr",
-    "RowPrefix",
-)

@@ -22,7 +22,6 @@ from scrape_pipeline.ledger.table import ConditionFailedError, LeaseLostError, L
 
 # The outcome's event as told for a run (None: none), built when the write learns the run.
 type Telling = Callable[[str | None], str]
-# A batch's or crawl's item counts, in ``settle_items``' order.
 _ITEM_COUNTS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED)
 # Long enough to say what failed, short enough to keep a row far below DynamoDB's 400 KB.
 MAX_ERROR_CHARS = 500
@@ -62,11 +61,8 @@ class Leases(LedgerTable):
     """The processor's writes: one attempt's lease taken, then moved only by its holder."""
 
     def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
-        """Take the job's PROCESSING lease: from a waiting state, an expired lease, or no row.
-
-        ``source`` is recorded only when the row did not exist (a job known from elsewhere).
-        The attempt counts a strike until it ends cleanly or stores a page (``struck_by``).
-        """
+        """Take the job's lease (from a waiting state, an expired lease, or no row: ``source``
+        is its source); the attempt holds a strike until it ends cleanly or stores a page."""
         now = self.clock.time()
         update = (
             in_state(JobState.PROCESSING, now)
@@ -97,14 +93,8 @@ class Leases(LedgerTable):
         not_found: bool = False,
         streak: Streak = Streak.KEEP,
     ) -> LedgerRow:
-        """Give the lease back with the job still to do.
-
-        Clean (not settled, throttled, an outage): the attempt's strike is taken back, and a
-        404 is counted apart (``not_found``). With ``error`` the strike stays and the error is
-        kept: the attempt failed in a way that may repeat (a poison job), unless it stored a
-        page first (a checkpoint took the strike back already). ``streak`` says what the
-        attempt's API call did to the job's run of consecutive failures.
-        """
+        """Give the lease back, the job still to do: clean, the strike taken back; with
+        ``error`` (may repeat: a poison job) the strike and the error kept."""
         now = self.clock.time()
         update = _parked(JobState.ENQUEUED, now).increment(Attr.RELEASES)
         if error is None:
@@ -129,12 +119,8 @@ class Leases(LedgerTable):
         return self._leased_update(key, owner, lifecycle.WATCH, update, now)
 
     def park(self, key: JobKey, owner: str, *, not_found: bool = False) -> LedgerRow:
-        """Park a job whose own API calls keep failing: WATCHING, one more failure counted.
-
-        No message: the watch sweep polls it on a schedule that slows with the streak's age
-        (``scrape_pipeline.watch``), and its webhook or the job list may wake it sooner. The
-        attempt was clean: its strike is taken back (a sick API is not a poison job).
-        """
+        """Park a job whose own API calls keep failing: WATCHING, one more failure counted, the
+        strike taken back (a sick API is not a poison job); the watch sweep polls it."""
         now = self.clock.time()
         update = _parked(JobState.WATCHING, now).delete(Attr.STRUCK_BY, {owner})
         if not_found:
@@ -154,13 +140,8 @@ class Leases(LedgerTable):
         next_item: int = 0,
         cancelled: int = 0,
     ) -> LedgerRow:
-        """Record a batch's or crawl's progress after a page (or ``next_item`` items of the
-        page ``next_page``) is stored; the lease stays held. (``cancelled`` is written only
-        once there is one: rows of jobs with none keep the attributes they always had.)
-
-        Progress: the job's strikes are cleared, this attempt's and earlier ones alike.
-        ``page_seconds`` is the longest page the attempt took so far, for the next one.
-        """
+        """A batch's or crawl's progress after a page (or ``next_item`` items of it) is stored,
+        the lease kept: progress clears every strike (``cancelled`` only once there is one)."""
         update = (
             Update()
             .set(Attr.NEXT_PAGE, next_page)
@@ -183,10 +164,8 @@ class Leases(LedgerTable):
         *,
         posting: bool = False,
     ) -> LedgerRow:
-        """Note on a batch's or crawl's row how the retry of its item ``index`` stands: its
-        POST about to be sent (``posting``: a holder that dies after it looks the URL up), or
-        answered with a job (``retry``, ``<index>:<job id>``: a holder that redoes the item
-        adopts it), or neither: the POST certainly did nothing (given back)."""
+        """How the retry of item ``index`` stands: its POST under way (``posting``), answered
+        with a job (``retry``: ``<index>:<job id>``), or neither: it certainly did nothing."""
         update = Update()
         now = self.clock.time()
         if posting:
@@ -198,9 +177,8 @@ class Leases(LedgerTable):
         return self._leased_update(key, owner, lifecycle.NOTE_ITEM_RETRY, update, now)
 
     def note_resubmission(self, key: JobKey, owner: str, job_id: str) -> LedgerRow:
-        """Note on a held row the job that resubmits it (``resubmitted_as`` in its detail),
-        ahead of the close that says so: a batch whose item this row retries, or the run it is
-        part of, follows on to it."""
+        """Note the job that resubmits a held row (``resubmitted_as``) ahead of its close, so
+        the batch or run it is part of follows on to it."""
         update = Update().set(Attr.DETAIL, {DETAIL_RESUBMITTED_AS: job_id})
         now = self.clock.time()
         return self._leased_update(key, owner, lifecycle.NOTE_RESUBMISSION, update, now)
@@ -221,9 +199,8 @@ class Leases(LedgerTable):
         counts: tuple[int, int, int],
         pages: int,
     ) -> LedgerRow:
-        """Take the retried items whose extract jobs settled off the row, with the item counts
-        they lead to (``counts``: stored, dead-lettered, cancelled), once every page of the
-        ``pages`` is stored; the lease stays held."""
+        """Take the retried items that settled off the row, with the item counts (stored,
+        dead-lettered, cancelled) once all ``pages`` are stored; the lease kept."""
         update = Update().set(Attr.PAGES_STORED, pages)
         for attr, count in zip(_ITEM_COUNTS, counts, strict=True):
             update.set(attr, count)
@@ -242,12 +219,9 @@ class Leases(LedgerTable):
         event: str | Telling | None = None,
         run: str | None = None,
     ) -> LedgerRow:
-        """Mark the job DONE with its one outcome; only the lease holder may.
-
-        ``event``: the outcome's event, in the outbox by this same write; as ``Telling``, told
-        for the run the row names (``run`` as read, the write's condition: one linked since is
-        read from the refusal and the event told for it, so the event is written once).
-        """
+        """The job DONE with its one outcome and its ``event`` (the outbox), by the lease holder.
+        A ``Telling`` event is told for ``run`` as read, the write's condition: a run linked since
+        shows in the refusal and the event is told for it, so it is written once."""
         now = self.clock.time()
         update = (
             Update()

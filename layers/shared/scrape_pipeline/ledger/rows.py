@@ -6,7 +6,7 @@ An attribute a row lacks (an older row, a field never set) reads as its field's 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Set
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
 from typing import Any, Final
 
@@ -123,14 +123,6 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, Decimal) else None
 
 
-def _seconds(value: object) -> float:
-    return _number(value) or 0.0
-
-
-def _count(value: object) -> int:
-    return int(_number(value) or 0)
-
-
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -139,46 +131,38 @@ def _members(value: object) -> frozenset[str]:
     return frozenset(value) if isinstance(value, set) else frozenset()
 
 
-def _detail(value: object) -> dict[str, str]:
-    return {k: _text(v) or "" for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-def _outcome(value: object) -> Outcome | None:
-    return Outcome(value) if isinstance(value, str) and value else None
-
-
-# How each attribute (boto3-decoded; None when missing) is read into its row's field.
-_DECODERS: Final[Mapping[Attr, Callable[[object], Any]]] = {
-    Attr.PK: lambda value: JobKey.from_pk(_text(value) or ""),
-    Attr.STATE: lambda value: JobState(_text(value) or JobState.RECEIVED),
-    Attr.SOURCE: lambda value: _text(value) or "",
-    Attr.OUTCOME: _outcome,
-    Attr.DETAIL: _detail,
-    # Rows from before strikes were a set kept a number: ignored (forgotten once).
-    Attr.STRUCK_BY: lambda value: len(_members(value)),
-    Attr.NEXT_PAGE: lambda value: int(_number(value) or 1),  # pages count from one
-    **dict.fromkeys((Attr.SEEN_DELIVERIES, Attr.RETRYING_ITEMS, Attr.RETRY_POSTING), _members),
-    **dict.fromkeys((Attr.STATE_SINCE, Attr.CREATED_AT, Attr.PAGE_SECONDS), _seconds),
-    **dict.fromkeys((Attr.ATTEMPTS, Attr.RELEASES, Attr.NOT_FOUND, Attr.FAILURES), _count),
-    **dict.fromkeys((Attr.NEXT_ITEM, Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.REOPENS), _count),
-    **dict.fromkeys((Attr.ITEMS_CANCELLED, Attr.PAGES_STORED), _count),
-    # Times a row may not have: None, not zero.
-    **dict.fromkeys((Attr.LEASE_UNTIL, Attr.FINISHED_AT, Attr.EXPIRES_AT), _number),
-    **dict.fromkeys((Attr.JOB_CREATED_AT, Attr.LATE_WEBHOOK_AT, Attr.FAILING_SINCE), _number),
-    **dict.fromkeys((Attr.POSTED_AT, Attr.OUTBOX_AT), _number),
-    **dict.fromkeys((Attr.LEASE_OWNER, Attr.TOKEN, Attr.LAST_ERROR, Attr.RUN), _text),
-    **dict.fromkeys((Attr.RETRY_OF, Attr.OUTBOX_EVENT), _text),
+# How a present attribute (boto3-decoded) is read, by its field's type; a missing one reads as
+# the field's default.
+_BY_TYPE: Final[Mapping[str, Callable[[object], Any]]] = {
+    "JobKey": lambda value: JobKey.from_pk(_text(value) or ""),
+    "JobState": lambda value: JobState(_text(value) or JobState.RECEIVED),
+    "Outcome | None": lambda value: Outcome(value) if isinstance(value, str) and value else None,
+    "str": lambda value: _text(value) or "",
+    "str | None": _text,
+    "float": lambda value: _number(value) or 0.0,
+    "float | None": _number,
+    "int": lambda value: int(_number(value) or 0),
+    "frozenset[str]": _members,
+    "dict[str, str]": lambda value: (
+        {k: _text(v) or "" for k, v in value.items()} if isinstance(value, dict) else {}
+    ),
 }
-_FIELD: Final[Mapping[Attr, str]] = {Attr.PK: "key", Attr.STRUCK_BY: "strikes"}
+# Fields read from an attribute of another name; rows from before strikes were a set kept a
+# number in ``strikes``: ignored (forgotten once).
+_ATTRIBUTE: Final = {"key": Attr.PK.value, "strikes": Attr.STRUCK_BY.value}
 
 
 def from_item(item: Mapping[str, Any]) -> LedgerRow:
     """The row an item holds, each field from its attribute (its default where it has none)."""
     values = {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
-    fields = {
-        _FIELD.get(attr, attr.value): decode(values.get(attr)) for attr, decode in _DECODERS.items()
-    }
-    return LedgerRow(**fields)
+    decoded: dict[str, Any] = {}
+    for spec in fields(LedgerRow):
+        value = values.get(_ATTRIBUTE.get(spec.name, spec.name))
+        if spec.name == "strikes":
+            decoded["strikes"] = len(_members(value))
+        elif value is not None or spec.default is MISSING:
+            decoded[spec.name] = _BY_TYPE[str(spec.type)](value)
+    return LedgerRow(**decoded)
 
 
 __all__ = ("Item", "LedgerRow", "Value", "encode", "from_item", "to_item")

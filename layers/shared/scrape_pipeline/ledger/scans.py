@@ -5,50 +5,37 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
+
+from boto3.dynamodb.conditions import Attr as Field
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger.attributes import Attr, RowPrefix
-from scrape_pipeline.ledger.expressions import expressions
+from scrape_pipeline.ledger.expressions import Condition, expressions
 from scrape_pipeline.ledger.table import LedgerTable, call
 
-# How many of a batch's or crawl's not-simply-stored jobs ``ItemCounts`` names, at most.
-MAX_NAMED = 20
+MAX_NAMED = 20  # how many batches or crawls not simply stored ``ItemCounts`` names, at most
+# What ``count_rows(with_items=True)`` reads besides the state and the outcome.
+_ITEM_ATTRS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED, Attr.RETRYING_ITEMS)
 
 
-# A batch's or crawl's verdicts that carry a number of items.
-RETRYING = "retrying"
-WITH_DEAD_LETTERS = "stored with dead-lettered"
-
-
-def item_verdict(
-    state: str, outcome: str | None, *, dead_lettered: int, retrying: int
-) -> tuple[str, int]:
-    """What a batch's or crawl's row says of its items, and how many items that concerns:
-    "stored" only when every item is; "stored with dead-lettered", "retrying" (not finished:
-    its row is not DONE), else its outcome or, not DONE, its state."""
+def _verdict(state: str, outcome: str | None, dead: int, retrying: int) -> tuple[str, str]:
+    """What a batch's or crawl's row says of its items, as a key and in words: "stored" only
+    when every item is; "retrying 12", "stored with 3 dead-lettered", else its outcome or state."""
     if retrying:
-        return RETRYING, retrying
+        return "retrying", f"retrying {retrying}"
     if state != JobState.DONE:
-        return state.lower(), 0
-    if outcome == Outcome.STORED and dead_lettered:
-        return WITH_DEAD_LETTERS, dead_lettered
-    return outcome or "?", 0
-
-
-def verdict_text(verdict: str, items: int) -> str:
-    """The verdict in words: "retrying 12", "stored with 3 dead-lettered", "stored"."""
-    if verdict == RETRYING:
-        return f"retrying {items}"
-    if verdict == WITH_DEAD_LETTERS:
-        return f"stored with {items} dead-lettered"
-    return verdict
+        return state.lower(), state.lower()
+    if outcome == Outcome.STORED and dead:
+        return "stored with dead-lettered", f"stored with {dead} dead-lettered"
+    return outcome or "?", outcome or "?"
 
 
 @dataclass
 class ItemCounts:
-    """Batches' and crawls' items by how they stand (``items``), the jobs by ``item_verdict``
-    (``jobs``), and the first ``MAX_NAMED`` jobs not simply stored, in words (``named``)."""
+    """Batches' and crawls' items by how they stand, the jobs by verdict, and the first
+    ``MAX_NAMED`` jobs not simply stored, in words."""
 
     items: Counter[str] = field(default_factory=Counter)
     jobs: Counter[str] = field(default_factory=Counter)
@@ -56,23 +43,19 @@ class ItemCounts:
 
     def add(self, pk: str, item: dict[str, Any]) -> None:
         """Count one batch's or crawl's row."""
-        retrying = len(item.get(Attr.RETRYING_ITEMS, {}).get("SS", []))
         counts = {
             "stored": _number(item, Attr.ITEMS_STORED),
-            "retrying": retrying,
+            "retrying": len(item.get(Attr.RETRYING_ITEMS, {}).get("SS", [])),
             "dead_lettered": _number(item, Attr.ITEMS_FAILED),
             "cancelled": _number(item, Attr.ITEMS_CANCELLED),
         }
         self.items.update(counts)
-        verdict, concerned = item_verdict(
-            item.get(Attr.STATE, {}).get("S", "?"),
-            item.get(Attr.OUTCOME, {}).get("S"),
-            dead_lettered=counts["dead_lettered"],
-            retrying=retrying,
-        )
+        state = item.get(Attr.STATE, {}).get("S", "?")
+        outcome = item.get(Attr.OUTCOME, {}).get("S")
+        verdict, words = _verdict(state, outcome, counts["dead_lettered"], counts["retrying"])
         self.jobs[verdict] += 1
         if verdict != Outcome.STORED and len(self.named) < MAX_NAMED:
-            self.named[pk] = verdict_text(verdict, concerned)
+            self.named[pk] = words
 
 
 def _number(item: dict[str, Any], attr: Attr) -> int:
@@ -94,21 +77,17 @@ class RowCounts:
         return sum(self.by_state.values())
 
 
-# What ``count_rows(with_items=True)`` reads besides the state and the outcome.
-_ITEM_ATTRS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED, Attr.RETRYING_ITEMS)
-
-
 class Scans(LedgerTable):
     """Every job row, by paginated Scans of a few attributes (bookkeeping rows skipped)."""
 
     def job_keys(self) -> Iterator[JobKey]:
-        """Every job's key (bookkeeping rows skipped), by a paginated Scan of the keys alone."""
+        """Every job's key, by a paginated Scan of the keys alone."""
         for item in self._scan():
             yield JobKey.from_pk(item[Attr.PK]["S"])
 
     def count_rows(self, *, with_items: bool = False) -> RowCounts:
-        """Job rows by state and DONE rows by outcome, by a paginated Scan of three attributes
-        (``with_items``: and of the batches' and crawls' item counts, in the same Scan)."""
+        """Job rows by state and DONE rows by outcome, by one paginated Scan (``with_items``:
+        and the batches' and crawls' item counts)."""
         by_state: Counter[str] = Counter()
         by_outcome: Counter[str] = Counter()
         items = ItemCounts() if with_items else None
@@ -124,34 +103,17 @@ class Scans(LedgerTable):
     def created_since(
         self, kind: JobKind, since: float, until: float | None = None
     ) -> Iterator[str]:
-        """The ids of ``kind``'s jobs whose rows were written first at or after ``since`` (and
-        at or before ``until``), by a filtered Scan (billed as a read of the whole table: an
-        operator's call, never the pipeline's)."""
-        bound = "#created >= :since" if until is None else "#created BETWEEN :since AND :until"
-        values = {":prefix": {"S": f"{kind.value}#"}, ":since": {"N": repr(since)}}
-        if until is not None:
-            values[":until"] = {"N": repr(until)}
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "ProjectionExpression": "#pk",
-            "FilterExpression": f"begins_with(#pk, :prefix) AND {bound}",
-            "ExpressionAttributeNames": {"#pk": Attr.PK.value, "#created": Attr.CREATED_AT.value},
-            "ExpressionAttributeValues": values,
-        }
-        while True:
-            page = call(self.client, "Scan", **request)
-            for item in page.get("Items", []):
-                yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
-            if not page.get("LastEvaluatedKey"):
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        """The ids of ``kind``'s jobs whose rows were first written from ``since`` (to
+        ``until``), by a filtered Scan: an operator's call, billed as the whole table."""
+        created, low = Field(Attr.CREATED_AT), Decimal(repr(since))  # exact, not to the ms
+        bound = created.gte(low) if until is None else created.between(low, Decimal(repr(until)))
+        for item in self._scan(only=Field(Attr.PK).begins_with(f"{kind.value}#") & bound):
+            yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
 
-    def _scan(self, *attributes: Attr) -> Iterator[dict[str, Any]]:
+    def _scan(self, *attributes: Attr, only: Condition | None = None) -> Iterator[dict[str, Any]]:
         """The job rows' items, projected to the key and ``attributes``, page by page."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            **expressions(projection=(Attr.PK, *attributes)),
-        }
+        request: dict[str, Any] = {"TableName": self.table_name}
+        request |= expressions(filter=only, projection=(Attr.PK, *attributes))
         while True:
             page = call(self.client, "Scan", **request)
             for item in page.get("Items", []):
