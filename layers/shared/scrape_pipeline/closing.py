@@ -1,7 +1,5 @@
-"""Closing a job: its one outcome written DONE with its event in the same write (the outbox),
-the record a reopened job was first closed with retired, and the batch a retried item belongs
-to woken. The processor's every outcome but a resubmission is written here.
-"""
+"""Closing a job: its one outcome written DONE with its event (the outbox), a superseded record
+retired, the batch a retried item belongs to woken."""
 
 from __future__ import annotations
 
@@ -49,10 +47,8 @@ class Closer:
         self._waker = waker
 
     def retire_superseded(self, row: LedgerRow) -> None:
-        # A reopened job that ends other than stored: the record it was first closed with no
-        # longer speaks for it. Retired before the outcome is written, so a dead letter for
-        # another reason is the live record (a retry retires and writes it again: S3 keeps the
-        # history, one live record).
+        # A reopened job's first dead-letter record no longer speaks for it: retired before
+        # the outcome is written, so a new dead letter is the one live record.
         superseded = row.detail.get("superseded")
         if superseded:
             self._results.retire(superseded)

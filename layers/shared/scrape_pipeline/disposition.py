@@ -1,13 +1,5 @@
-"""What became of one job message in the processor, and the metric that counts it.
-
-Not the ledger's ``jobs.Outcome`` (how a DONE job ended): a message may end in "busy" or
-"throttled" while its job goes on. Each member carries its CloudWatch metric name, so a new
-outcome cannot be added without one.
-
-A batch or crawl counts its items too: ``JobsDeadLettered`` adds the items it dead-lettered
-when it is closed (units of work lost to the user, whether a job or an item), and
-``ItemsRetried`` the items it resubmitted as extract jobs.
-"""
+"""What became of one job message in the processor (not the ledger's ``jobs.Outcome``: a
+message may end "busy" while its job goes on), each with the metric that counts it."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""The emitter: outbox events put on the bus, then cleared from their rows.
-
-The processor hands it each outcome it wrote (``add``) and sends them at its batch's end
-(``flush``); the outbox sweep hands it the rows a crash left behind (``emit``). Either way an
-event the bus refused, or one whose call failed, stays on its row for the next sweep, and an
-event is cleared only if the row still holds it (``Ledger.clear_outbox``).
-
-With a linger, a batch's end sends only full calls (ten events) and keeps the rest in the warm
-container for the next batches, until ten are due or the oldest has waited the linger: at a
-nightly pace a batch holds a few outcomes, so a call each would carry two or three. A held
-event is still on its row, so a container that is never invoked again loses nothing: the
-sweep sends its events after its grace, which is longer than the linger and an invocation.
-"""
+"""The emitter: outbox events put on the bus, then cleared from their rows (only if the row
+still holds them). The processor ``add``s its outcomes and ``flush``es them at its batch's end
+(with a linger: full calls only, the rest held until due); the outbox sweep ``emit``s the rest."""
 
 from __future__ import annotations
 

@@ -17,12 +17,8 @@ if TYPE_CHECKING:
 
 
 class Bookkeeping:
-    """Counters and checkpoints kept beside the job rows (never in the pending index).
-
-    ``chain#<kind>#<job_id>`` rows say how deep in its chain of resubmissions a job is (the
-    resubmission budget is per chain of failures, not per URL for life); ``meta#<name>`` rows
-    hold the reconciler's watermark and checkpoints.
-    """
+    """``chain#<kind>#<job_id>`` rows (how deep in its chain of resubmissions a job is) and
+    ``meta#<name>`` rows (the reconciler's watermark and checkpoints), beside the job rows."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
@@ -46,13 +42,8 @@ class Bookkeeping:
         return int(depth["N"]) if "N" in depth else 0
 
     def record_chain(self, key: JobKey, depth: int) -> bool:
-        """Record that ``key`` is the ``depth``-th resubmission of its chain, unless its depth
-        is recorded already (True when this call wrote it).
-
-        The first record stands: whoever posted the job knew its chain; a later adopter of it
-        (the look-up after a crash returns a job for the URL posted alike, maybe one deeper in the
-        chain) must not shorten the chain and so lengthen it.
-        """
+        """Record that ``key`` is the ``depth``-th resubmission of its chain unless recorded
+        already (True when this call wrote it): its poster knew the chain, an adopter may not."""
         ledger = self._ledger
         expires = ledger.expiry(ledger.clock.time())
         update = Update().set(Attr.DEPTH, depth).set(Attr.EXPIRES_AT, expires)
