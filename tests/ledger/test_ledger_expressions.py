@@ -26,7 +26,7 @@ def test_ledger_expressions_state_part_follows_the_lifecycle_table():
     }
     for move, text in cases.items():
         # WHEN its state part is rendered
-        request = expressions(condition=state_is(move))
+        request = expressions(ConditionExpression=state_is(move))
         # THEN it names exactly the move's from-states
         assert request["ConditionExpression"] == text, move
         states = [s for s in move.sources if isinstance(s, JobState)]
@@ -48,23 +48,23 @@ def test_ledger_expressions_update_shares_the_conditions_placeholders():
     )
     condition = Field(Attr.LEASE_UNTIL).lt(5.0) & ~Field(Attr.SEEN_DELIVERIES).contains("d3")
     # WHEN rendered in one request
-    request = expressions(update=update, condition=condition)
+    request = expressions(UpdateExpression=update, ConditionExpression=condition)
     # THEN the later clause for an attribute replaced the earlier, the actions are grouped,
     # and no placeholder of the update clashes with the condition's
     assert request["ConditionExpression"] == "(#n0 < :v0 AND (NOT contains(#n1, :v1)))"
     assert request["UpdateExpression"] == (
-        "SET #u3 = :u3, #u4 = :u4, #u6 = if_not_exists(#u6, :u5) + :u6,"
-        " #u7 = if_not_exists(#u7, :u7) REMOVE #u5 ADD #u8 :u8 DELETE #u2 :u2"
+        "SET #u1 = :u1, #u2 = :u2, #u4 = if_not_exists(#u4, :u3) + :u4,"
+        " #u5 = if_not_exists(#u5, :u5) REMOVE #u3 ADD #u6 :u6 DELETE #u0 :u0"
     )
     names = request["ExpressionAttributeNames"]
-    assert (names["#n0"], names["#u4"], names["#u5"]) == (
+    assert (names["#n0"], names["#u2"], names["#u3"]) == (
         "lease_until",
         "lease_owner",
         "lease_until",
     )
     # AND values are encoded as the items are: floats to the millisecond, sets sorted
     values = request["ExpressionAttributeValues"]
-    assert (values[":v0"], values[":u8"], values[":u3"]) == (
+    assert (values[":v0"], values[":u6"], values[":u1"]) == (
         {"N": "5.000"},
         {"SS": ["d1", "d2"]},
         {"S": "DONE"},
@@ -72,7 +72,7 @@ def test_ledger_expressions_update_shares_the_conditions_placeholders():
 
 
 def test_ledger_expressions_projection_and_absent_parts():
-    request = expressions(projection=(Attr.PK, Attr.STATE), condition=None)
+    request = expressions(ProjectionExpression=(Attr.PK, Attr.STATE), ConditionExpression=None)
     assert request == {
         "ProjectionExpression": "#p0, #p1",
         "ExpressionAttributeNames": {"#p0": "pk", "#p1": "state"},

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from scrape_pipeline.attempt import Attempt
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.disposition import Disposition, MessageOutcome
-from scrape_pipeline.events.detail import OutcomeEvent, outcome_event
+from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.fields import of_type
 from scrape_pipeline.geonode.models import Job
@@ -24,6 +25,11 @@ __all__ = ["Closer", "Waker"]
 
 # Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
 type Waker = Callable[[JobKey], None]
+
+
+def _settled_at(job: Job | None) -> float | None:
+    """When the API says the job completed, if it does."""
+    return job.completed_at.timestamp() if job is not None and job.completed_at else None
 
 
 class Closer:
@@ -78,23 +84,19 @@ class Closer:
         """DONE with ``outcome``, its event (naming the run the row names then) in the same
         write (the outbox), held for the emit."""
         now = self._clock.time()
-        settled = job.completed_at.timestamp() if job is not None and job.completed_at else None
-
-        def told(run: str | None) -> OutcomeEvent | None:
-            return outcome_event(
-                attempt.key,
-                outcome,
-                reopens=attempt.row.reopens,
-                finished_at=now,
-                settled_at=settled,
-                bucket=self._results.bucket,
-                detail=detail,
-                url=url,
-                keys=keys,
-                run=run,
-            )
-
-        event = told(attempt.row.run)
+        told = partial(
+            outcome_event,
+            attempt.key,
+            outcome,
+            reopens=attempt.row.reopens,
+            finished_at=now,
+            settled_at=_settled_at(job),
+            bucket=self._results.bucket,
+            detail=detail,
+            url=url,
+            keys=keys,
+        )
+        event = told(run=attempt.row.run)
         if self._emitter is None or event is None:
             self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
         else:
@@ -103,7 +105,7 @@ class Closer:
                 attempt.owner,
                 outcome,
                 detail,
-                event=lambda run: (told(run) or event).to_json(),
+                event=lambda run: (told(run=run) or event).to_json(),
                 run=attempt.row.run,
             )
             self._emitter.add(attempt.key, row.outbox_event or event.to_json(), now)

@@ -233,16 +233,23 @@ def _webhook_moves(
     """A row closed as unknown, parked WATCHING, recorded at our submission, or whose writer
     died between put and send: each moved once per delivery id (the ledger's condition)."""
     announced = row.source == Source.SUBMITTED
-    if evidence.delivery_id is not None:
-        if row.reopenable:
-            return _reopen()
-        if row.state is WATCHING:  # each wake costs a GET: only a delivery not seen wakes it
-            return _enqueue(Why.ANNOUNCED if announced else Why.WOKEN)
+    if evidence.delivery_id is not None and (woken := _woken(row, announced)):
+        return woken
     if row.state is not RECEIVED:
         return None
     if announced:
         return _enqueue(Why.ANNOUNCED)
     return _enqueue(Why.STALE) if _stale(row, now, policy.resend_after_seconds) else None
+
+
+def _woken(row: LedgerRow, announced: bool) -> Decision | None:
+    """A delivery with an id: reopens a close as unknown, wakes a parked row (each wake costs
+    a GET: only a delivery not seen wakes it)."""
+    if row.reopenable:
+        return _reopen()
+    if row.state is WATCHING:
+        return _enqueue(Why.ANNOUNCED if announced else Why.WOKEN)
+    return None
 
 
 def _listed_running(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
@@ -255,9 +262,13 @@ def _parked(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> D
     healthy extract job is judged by the listing."""
     if row.state is not WATCHING:
         return _nothing(row, Why.KNOWN)
-    if row.key.kind is JobKind.EXTRACT and row.failing_since is None:
+    if _healthy_extract(row):
         return _nothing(row, Why.BY_LISTING)
     return _enqueue(Why.POLL_DUE) if evidence.seen is Seen.POLL_DUE else _nothing(row, Why.NOT_DUE)
+
+
+def _healthy_extract(row: LedgerRow) -> bool:
+    return row.key.kind is JobKind.EXTRACT and row.failing_since is None
 
 
 def _recovery(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:

@@ -17,10 +17,13 @@ from scrape_pipeline.ledger import Ledger, LedgerRow, PendingEvent
 def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:
     """A row that names its run and settled with an event that does not (the run linked after
     the close): that event owed again naming it, the same id. True when it was retold."""
-    if row.run is None or not row.is_done or row.outbox_event is None:
+    if not row.is_done or row.run is None or row.outbox_event is None:
         return False
-    told = with_run(row.outbox_event, row.run)
-    return told is not None and ledger.retell(row.key, row.outbox_event, told)
+    return _retold(ledger, row.key, row.outbox_event, with_run(row.outbox_event, row.run))
+
+
+def _retold(ledger: Ledger, key: JobKey, event: str, told: str | None) -> bool:
+    return told is not None and ledger.retell(key, event, told)
 
 
 @dataclass
@@ -79,10 +82,12 @@ class Emitter:
         if put.error:
             result.errors.append(put.error)
         for event in put.sent:
-            item = rows[event.event_id]
-            try:
-                result.cleared += self._ledger.clear_outbox(item.key, item.event)
-            except AWSUnavailableError as exc:
-                # Sent but not cleared: the sweep sends it again, with the same id.
-                result.errors.append(str(exc))
+            self._clear(rows[event.event_id], result)
         return result
+
+    def _clear(self, item: PendingEvent, result: EmitResult) -> None:
+        """Clear an event the bus took; one not cleared is sent again by the sweep (same id)."""
+        try:
+            result.cleared += self._ledger.clear_outbox(item.key, item.event)
+        except AWSUnavailableError as exc:
+            result.errors.append(str(exc))

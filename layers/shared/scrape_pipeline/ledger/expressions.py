@@ -4,6 +4,8 @@ small SET/REMOVE/ADD/DELETE composer; ``expressions`` renders both on one placeh
 from __future__ import annotations
 
 from collections.abc import Set
+from functools import reduce
+from operator import or_
 from typing import Any, Literal, Self
 
 from boto3.dynamodb.conditions import Attr as Field
@@ -17,6 +19,40 @@ from scrape_pipeline.ledger.rows import Value, encode
 type Condition = ConditionBase
 type _Action = Literal["SET", "REMOVE", "ADD", "DELETE"]
 _ACTIONS: tuple[_Action, ...] = ("SET", "REMOVE", "ADD", "DELETE")
+
+
+class _Placeholders:
+    """One request's ``#name`` and ``:value`` maps, shared by every expression it renders."""
+
+    def __init__(self) -> None:
+        self.builder = ConditionExpressionBuilder()
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def name(self, attr: Attr, prefix: str) -> str:
+        """A new placeholder for ``attr`` (``#u3``)."""
+        placeholder = f"#{prefix}{len(self.names)}"
+        self.names[placeholder] = attr.value
+        return placeholder
+
+    def value(self, value: Value) -> str:
+        """A new placeholder for ``value`` (``:u4``)."""
+        placeholder = f":u{len(self.values)}"
+        self.values[placeholder] = value
+        return placeholder
+
+    def condition(self, condition: Condition, *, key: bool) -> str:
+        """``condition`` rendered by boto3's builder, its placeholders kept."""
+        built = self.builder.build_expression(condition, is_key_condition=key)
+        self.names |= built.attribute_name_placeholders
+        self.values |= built.attribute_value_placeholders
+        return str(built.condition_expression)
+
+    def maps(self) -> dict[str, Any]:
+        """The request's placeholder maps: exactly the names and values its expressions use."""
+        values = {k: encode(v) for k, v in self.values.items()}
+        maps = {"ExpressionAttributeNames": self.names, "ExpressionAttributeValues": values}
+        return {parameter: placeholders for parameter, placeholders in maps.items() if placeholders}
 
 
 class Update:
@@ -58,72 +94,51 @@ class Update:
         """``members`` leave the set ``attr`` (one left empty is removed)."""
         return self._put(attr, "DELETE", "{0} {1}", members)
 
-    def render(self, names: dict[str, str], values: dict[str, Any]) -> str:
-        """The update's text, clauses grouped by action; its placeholders added to the maps."""
-        groups: dict[_Action, list[str]] = {action: [] for action in _ACTIONS}
+    def render(self, placeholders: _Placeholders) -> str:
+        """The update's text, its clauses grouped by action."""
+        groups: dict[_Action, list[str]] = {}
         for attr, (action, template, operands) in self._clauses.items():
-            name = f"#u{len(names)}"
-            names[name] = attr.value
-            placeholders = [f":u{len(values) + i}" for i in range(len(operands))]
-            values.update(zip(placeholders, operands, strict=True))
-            groups[action].append(template.format(name, *placeholders))
-        return " ".join(f"{a} {', '.join(c)}" for a, c in groups.items() if c)
+            name = placeholders.name(attr, "u")
+            clause = template.format(name, *map(placeholders.value, operands))
+            groups.setdefault(action, []).append(clause)
+        return " ".join(
+            f"{action} {', '.join(groups[action])}" for action in _ACTIONS if action in groups
+        )
 
 
-def expressions(
-    *,
-    condition: Condition | None = None,
-    update: Update | None = None,
-    key: Condition | None = None,
-    filter: Condition | None = None,  # the request's own name
-    projection: tuple[Attr, ...] = (),
-) -> dict[str, Any]:
-    """The request parameters of the parts given, with exactly the placeholders they use."""
-    builder = ConditionExpressionBuilder()
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    request: dict[str, Any] = {}
-    for parameter, part in (("ConditionExpression", condition), ("FilterExpression", filter)):
-        if part is not None:
-            built = builder.build_expression(part)
-            request[parameter] = built.condition_expression
-            names |= built.attribute_name_placeholders
-            values |= built.attribute_value_placeholders
-    if key is not None:
-        built = builder.build_expression(key, is_key_condition=True)
-        request["KeyConditionExpression"] = built.condition_expression
-        names |= built.attribute_name_placeholders
-        values |= built.attribute_value_placeholders
-    if update is not None:
-        request["UpdateExpression"] = update.render(names, values)
-    if projection:
-        names |= {f"#p{i}": attr.value for i, attr in enumerate(projection)}
-        request["ProjectionExpression"] = ", ".join(f"#p{i}" for i in range(len(projection)))
-    if names:
-        request["ExpressionAttributeNames"] = {k: str(v) for k, v in names.items()}
-    if values:
-        request["ExpressionAttributeValues"] = {k: encode(v) for k, v in values.items()}
-    return request
+def _rendered(parameter: str, part: Condition | Update | tuple[Attr, ...], p: _Placeholders) -> str:
+    if isinstance(part, Update):
+        return part.render(p)
+    if isinstance(part, tuple):  # a projection
+        return ", ".join(p.name(attr, "p") for attr in part)
+    return p.condition(part, key=parameter == "KeyConditionExpression")
+
+
+def expressions(**parts: Condition | Update | tuple[Attr, ...] | None) -> dict[str, Any]:
+    """The request parameters ``parts`` (by name; None: left out) and the placeholders they use:
+    a condition (boto3's), an ``Update``, or a projection (a tuple of attributes)."""
+    placeholders = _Placeholders()
+    request = {k: _rendered(k, part, placeholders) for k, part in parts.items() if part is not None}
+    return request | placeholders.maps()
 
 
 def state_is(move: lifecycle.Move) -> Condition:
     """The state part of ``move``'s condition, from its from-states in the lifecycle table."""
     present = [state for state in move.sources if isinstance(state, JobState)]
-    clauses: list[Condition] = []
-    if lifecycle.ABSENT in move.sources:
-        clauses.append(Field(Attr.PK).not_exists())
-    if set(present) == set(JobState):
-        clauses.append(Field(Attr.PK).exists())  # every state at all is "a row"
-    elif len(present) == 1:
-        clauses.append(Field(Attr.STATE).eq(present[0]))
-    elif present:
-        clauses.append(Field(Attr.STATE).is_in(present))
+    clauses: list[Condition] = (
+        [Field(Attr.PK).not_exists()] if lifecycle.ABSENT in move.sources else []
+    )
+    if present:
+        clauses.append(_in_states(present))
     if not clauses:
         raise ValueError(f"{move.verb} moves no row: it has no from-state")
-    first, *others = clauses
-    for clause in others:
-        first = first | clause
-    return first
+    return reduce(or_, clauses)
+
+
+def _in_states(states: list[JobState]) -> Condition:
+    if set(states) == set(JobState):
+        return Field(Attr.PK).exists()  # every state at all is "a row"
+    return Field(Attr.STATE).eq(states[0]) if len(states) == 1 else Field(Attr.STATE).is_in(states)
 
 
 __all__ = ("Condition", "Field", "Update", "expressions", "state_is")

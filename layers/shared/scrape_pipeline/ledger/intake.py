@@ -56,6 +56,37 @@ def _with_evidence(
     return update.add(Attr.SEEN_DELIVERIES, {evidence}), guard & seen
 
 
+def _reopened_detail(row: LedgerRow) -> dict[str, str]:
+    """A reopened row's detail: the reason it was closed, and the record it supersedes."""
+    detail = {"reopened": row.detail.get("reason", "")}
+    if row.detail.get("record"):
+        detail["superseded"] = row.detail["record"]
+    return detail
+
+
+def _check_new(state: JobState) -> None:
+    if state not in lifecycle.RECORD.targets:
+        *others, last = (s.value for s in lifecycle.RECORD.targets)
+        raise ValueError(f"a new row starts {', '.join(others)} or {last}, not {state}")
+
+
+def _closed_again(before: LedgerRow) -> Update:
+    """A reopen undone: the close it overturned, and its count (a reopen that sent nothing must
+    not use up the bound)."""
+    return (
+        Update()
+        .set(Attr.STATE, before.state)
+        .set(Attr.STATE_SINCE, before.state_since)
+        .set(Attr.OUTCOME, before.outcome or Outcome.DEAD_LETTERED)
+        .set(Attr.FINISHED_AT, before.finished_at or before.state_since)
+        .set(Attr.DETAIL, before.detail)
+        .set(Attr.NOT_FOUND, before.not_found)
+        .set(Attr.RELEASES, before.releases)
+        .set(Attr.REOPENS, before.reopens)
+        .remove(Attr.PENDING_STATE)
+    )
+
+
 class Intake(LedgerTable):
     """The receiver's and the reconciler's writes: a job's row created, enqueued, put back."""
 
@@ -65,27 +96,39 @@ class Intake(LedgerTable):
         """A verified delivery for ``key`` decided (``decide``) and written: recorded new,
         enqueued, reopened, noted late or nothing; the caller sends what ``written`` calls for."""
         evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, delivery_id)
-        # No read first: the conditional put is the decision for "no row", made atomically.
-        new = decide(None, evidence, self.clock.time(), policy)
-        recorded = self.record(
-            key, source=Source.WEBHOOK, state=new.state, detail=detail, delivery_id=delivery_id
-        )
+        recorded = self._record_webhook(key, evidence, detail, policy)
         if recorded.created:
             return Taken(Why.NEW, written=recorded.row)
         row = recorded.row
         decision = decide(row, evidence, self.clock.time(), policy)
-        if decision.move is lifecycle.REOPEN:
-            written = self.reopened(row, evidence=delivery_id)
-        else:
-            moves = decision.move is lifecycle.ENQUEUE
-            written = self.enqueue(row, evidence=delivery_id) if moves else None
-        if written is not None:
+        if (written := self._make(decision.move, row, delivery_id)) is not None:
             return Taken(decision.why, row, written)
         # Moved since it was read, or refused: what the webhook does instead.
         decision = decision.otherwise or decision
         if decision.move is lifecycle.NOTE_LATE_WEBHOOK and self.note_late_webhook(row):
             return Taken(Why.LATE_WEBHOOK, row)
         return Taken(Why.DUPLICATE, row)
+
+    def _record_webhook(
+        self, key: JobKey, evidence: Evidence, detail: Mapping[str, str], policy: Policy
+    ) -> Recorded:
+        """No read first: the conditional put is the decision for "no row", made atomically."""
+        new = decide(None, evidence, self.clock.time(), policy)
+        return self.record(
+            key,
+            source=Source.WEBHOOK,
+            state=new.state,
+            detail=detail,
+            delivery_id=evidence.delivery_id,
+        )
+
+    def _make(
+        self, move: lifecycle.Move | None, row: LedgerRow, evidence: str | None
+    ) -> LedgerRow | None:
+        """A webhook's move made: the row as written, or None (refused, or nothing to make)."""
+        if move is lifecycle.REOPEN:
+            return self.reopened(row, evidence=evidence)
+        return self.enqueue(row, evidence=evidence) if move is lifecycle.ENQUEUE else None
 
     def record(
         self,
@@ -129,9 +172,7 @@ class Intake(LedgerTable):
         delivery_id: str | None = None,
     ) -> Item:
         """The item ``record`` puts for a new row."""
-        if state not in lifecycle.RECORD.targets:
-            *others, last = (s.value for s in lifecycle.RECORD.targets)
-            raise ValueError(f"a new row starts {', '.join(others)} or {last}, not {state}")
+        _check_new(state)
         return to_item(
             {
                 Attr.PK: key.pk,
@@ -181,14 +222,10 @@ class Intake(LedgerTable):
     def reopened(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
         """A close as "never settled" or "unknown" back to ENQUEUED, counters reset, reopens + 1,
         conditional on the close as read: the row as written, or None."""
-        if not row.reopenable or row.finished_at is None or row.reopens >= self.max_reopens:
-            return None
-        if row.has_seen(evidence):
+        if not self._may_reopen(row, evidence) or row.finished_at is None:
             return None
         now = self.clock.time()
-        detail = {"reopened": row.detail.get("reason", "")}
-        if row.detail.get("record"):
-            detail["superseded"] = row.detail["record"]
+        detail = _reopened_detail(row)
         update = (
             in_state(JobState.ENQUEUED, now)
             .set(Attr.DETAIL, detail)
@@ -222,28 +259,18 @@ class Intake(LedgerTable):
             seen_deliveries=row.seen_with(evidence),
         )
 
+    def _may_reopen(self, row: LedgerRow, evidence: str | None) -> bool:
+        """Closed for a reopenable reason, under the bound, by evidence not used yet."""
+        return row.reopenable and row.reopens < self.max_reopens and not row.has_seen(evidence)
+
     def unclaim(self, before: LedgerRow, written: LedgerRow) -> bool:
         """Put back a row ``enqueue``/``reopened`` wrote whose message could not be sent, if it
         is still as ``written``: the sender's retry then finds it as it was."""
         if before.state not in lifecycle.UNCLAIM.targets:
             raise ValueError(f"unclaim puts no row back to {before.state}")
-        if before.is_done:
-            # The close the reopen overturned, and its count: a reopen that sent nothing must
-            # not use up the bound.
-            update = (
-                Update()
-                .set(Attr.STATE, before.state)
-                .set(Attr.STATE_SINCE, before.state_since)
-                .set(Attr.OUTCOME, before.outcome or Outcome.DEAD_LETTERED)
-                .set(Attr.FINISHED_AT, before.finished_at or before.state_since)
-                .set(Attr.DETAIL, before.detail)
-                .set(Attr.NOT_FOUND, before.not_found)
-                .set(Attr.RELEASES, before.releases)
-                .set(Attr.REOPENS, before.reopens)
-                .remove(Attr.PENDING_STATE)
-            )
-        else:
-            update = in_state(before.state, before.state_since)
+        update = (
+            _closed_again(before) if before.is_done else in_state(before.state, before.state_since)
+        )
         if added := written.seen_deliveries - before.seen_deliveries:
             # Evidence that moved nothing in the end is not seen: where one id serves every
             # retry of an event (Stripe's evt_), the retry this 503 asks for must move it.

@@ -231,19 +231,23 @@ class Leases(LedgerTable):
             .set(Attr.DETAIL, detail or {})
             .remove(Attr.PENDING_STATE, Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
         )
-        if not callable(event):
-            if event is not None:
-                update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, event)
-            return self._leased_update(key, owner, lifecycle.FINISH, update, now)
+        if callable(event):
+            return self._finish_told(key, owner, update, now, tell=event, run=run)
+        if event is not None:
+            update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, event)
+        return self._leased_update(key, owner, lifecycle.FINISH, update, now)
+
+    def _finish_told(
+        self, key: JobKey, owner: str, update: Update, now: float, *, tell: Telling, run: str | None
+    ) -> LedgerRow:
+        """``finish`` with the event told for the run the row names, written once."""
         for _ in range(3):
-            update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, event(run))
+            update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, tell(run))
             named = Field(Attr.RUN).not_exists() if run is None else Field(Attr.RUN).eq(run)
             try:
                 return self._leased_update(key, owner, lifecycle.FINISH, update, now, guard=named)
             except LeaseLostError as lost:
-                if lost.row is None or lost.row.lease_owner != owner or lost.row.run == run:
-                    raise
-                run = lost.row.run  # a run linked since the lease: its event names it
+                run = _linked_run(lost, owner, run)
         raise LeaseLostError(key, None)
 
     def _leased_update(
@@ -269,6 +273,13 @@ class Leases(LedgerTable):
         except ConditionFailedError as refused:
             raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
         return from_item(response["Attributes"])
+
+
+def _linked_run(lost: LeaseLostError, owner: str, run: str | None) -> str | None:
+    """The run linked to a row still held by ``owner`` since it named ``run``; else ``lost``."""
+    if lost.row is None or lost.row.lease_owner != owner or lost.row.run == run:
+        raise lost
+    return lost.row.run
 
 
 def new_owner_id(prefix: str = "") -> str:

@@ -37,7 +37,7 @@ class Links(Intake):
     def submitted_put(self, key: JobKey, now: float, *, run: str | None = None) -> dict[str, Any]:
         """``submitted_row`` as a ``TransactWriteItems`` Put under ``record``'s condition."""
         item = self.submitted_row(key, now, run=run)
-        condition = expressions(condition=state_is(lifecycle.RECORD))
+        condition = expressions(ConditionExpression=state_is(lifecycle.RECORD))
         return {"TableName": self.table_name, "Item": item, **condition}
 
     def link_run(self, key: JobKey, run: str) -> bool:
@@ -52,7 +52,8 @@ class Links(Intake):
         """``link_run`` as a ``TransactWriteItems`` Update: only ``run`` is written, so a
         settled row keeps its state and stays out of the pending index."""
         request = expressions(
-            update=Update().set(Attr.RUN, run), condition=state_is(lifecycle.LINK_RUN)
+            UpdateExpression=Update().set(Attr.RUN, run),
+            ConditionExpression=state_is(lifecycle.LINK_RUN),
         )
         return {"TableName": self.table_name, "Key": {Attr.PK.value: {"S": key.pk}}, **request}
 

@@ -66,8 +66,8 @@ class OutboxRows(LedgerTable):
             "IndexName": OUTBOX_INDEX,
             "Limit": limit,
             **expressions(
-                filter=Field(Attr.OUTBOX_AT).lt(before),
-                projection=(Attr.PK, Attr.OUTBOX_AT, Attr.OUTBOX_EVENT),
+                FilterExpression=Field(Attr.OUTBOX_AT).lt(before),
+                ProjectionExpression=(Attr.PK, Attr.OUTBOX_AT, Attr.OUTBOX_EVENT),
             ),
         }
         if cursor:

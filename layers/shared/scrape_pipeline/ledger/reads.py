@@ -9,9 +9,14 @@ from boto3.dynamodb.conditions import Key
 
 from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger.attributes import PENDING_INDEX, Attr
-from scrape_pipeline.ledger.expressions import expressions
+from scrape_pipeline.ledger.expressions import Condition, expressions
 from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item
 from scrape_pipeline.ledger.table import LedgerError, LedgerTable, call
+
+
+def _since(before: float, after: float | None) -> Condition:
+    since = Key(Attr.STATE_SINCE)
+    return since.lt(before) if after is None else since.between(after, before)
 
 
 class Reads(LedgerTable):
@@ -50,15 +55,10 @@ class Reads(LedgerTable):
         a resume point that stays valid however rows before it moved), oldest first, a page."""
         if state is JobState.DONE:
             raise ValueError("DONE rows are not in the pending index")
-        since = Key(Attr.STATE_SINCE)
-        key = Key(Attr.PENDING_STATE).eq(state) & (
-            since.lt(since_before)
-            if since_after is None
-            else since.between(since_after, since_before)
-        )
+        key = Key(Attr.PENDING_STATE).eq(state) & _since(since_before, since_after)
         request = {"TableName": self.table_name, "IndexName": PENDING_INDEX, "Limit": limit}
         if cursor:
             request["ExclusiveStartKey"] = dict(cursor)
-        response = call(self.client, "Query", **request, **expressions(key=key))
+        response = call(self.client, "Query", **request, **expressions(KeyConditionExpression=key))
         rows = [from_item(item) for item in response.get("Items", [])]
         return rows, response.get("LastEvaluatedKey")

@@ -6,7 +6,7 @@ An attribute a row lacks (an older row, a field never set) reads as its field's 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Set
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from decimal import Decimal
 from typing import Any, Final
 
@@ -108,10 +108,15 @@ def encode(value: Value) -> dict[str, Any]:
     """``value`` as a DynamoDB attribute value: text, a number, a map of text, a string set."""
     if isinstance(value, Set):
         return {"SS": sorted(value)}
-    plain: object = str(value) if isinstance(value, str) else value  # an enum's value
+    return dict(_SERIALIZER.serialize(_plain(value)))
+
+
+def _plain(value: object) -> object:
+    """What boto3's serializer takes: an enum's value, not the member; a float to the
+    millisecond (a float's repr is not a stable decimal)."""
     if isinstance(value, float):
-        plain = Decimal(f"{value:.3f}")  # fixed milliseconds: a float's repr is not stable
-    return dict(_SERIALIZER.serialize(plain))
+        return Decimal(f"{value:.3f}")
+    return str(value) if isinstance(value, str) else value
 
 
 def to_item(values: Mapping[Attr, Value | None]) -> Item:
@@ -131,38 +136,70 @@ def _members(value: object) -> frozenset[str]:
     return frozenset(value) if isinstance(value, set) else frozenset()
 
 
-# How a present attribute (boto3-decoded) is read, by its field's type; a missing one reads as
-# the field's default.
+def _key(value: object) -> JobKey:
+    return JobKey.from_pk(_text(value) or "")
+
+
+def _state(value: object) -> JobState:
+    return JobState(_text(value) or JobState.RECEIVED)
+
+
+def _outcome(value: object) -> Outcome | None:
+    return Outcome(value) if isinstance(value, str) and value else None
+
+
+def _source(value: object) -> str:
+    return _text(value) or ""
+
+
+def _seconds(value: object) -> float:
+    return _number(value) or 0.0
+
+
+def _count(value: object) -> int:
+    return int(_number(value) or 0)
+
+
+def _detail(value: object) -> dict[str, str]:
+    return {k: _text(v) or "" for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _strikes(value: object) -> int:
+    # Rows from before strikes were a set kept a number: ignored (forgotten once).
+    return len(_members(value))
+
+
+# How a present attribute (boto3-decoded) is read, by its field's type (or its name); a missing
+# one reads as the field's default.
 _BY_TYPE: Final[Mapping[str, Callable[[object], Any]]] = {
-    "JobKey": lambda value: JobKey.from_pk(_text(value) or ""),
-    "JobState": lambda value: JobState(_text(value) or JobState.RECEIVED),
-    "Outcome | None": lambda value: Outcome(value) if isinstance(value, str) and value else None,
-    "str": lambda value: _text(value) or "",
+    "JobKey": _key,
+    "JobState": _state,
+    "Outcome | None": _outcome,
+    "str": _source,
     "str | None": _text,
-    "float": lambda value: _number(value) or 0.0,
+    "float": _seconds,
     "float | None": _number,
-    "int": lambda value: int(_number(value) or 0),
+    "int": _count,
     "frozenset[str]": _members,
-    "dict[str, str]": lambda value: (
-        {k: _text(v) or "" for k, v in value.items()} if isinstance(value, dict) else {}
-    ),
+    "dict[str, str]": _detail,
+    "strikes": _strikes,
 }
-# Fields read from an attribute of another name; rows from before strikes were a set kept a
-# number in ``strikes``: ignored (forgotten once).
+# Fields read from an attribute of another name.
 _ATTRIBUTE: Final = {"key": Attr.PK.value, "strikes": Attr.STRUCK_BY.value}
 
 
 def from_item(item: Mapping[str, Any]) -> LedgerRow:
     """The row an item holds, each field from its attribute (its default where it has none)."""
     values = {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
-    decoded: dict[str, Any] = {}
-    for spec in fields(LedgerRow):
-        value = values.get(_ATTRIBUTE.get(spec.name, spec.name))
-        if spec.name == "strikes":
-            decoded["strikes"] = len(_members(value))
-        elif value is not None or spec.default is MISSING:
-            decoded[spec.name] = _BY_TYPE[str(spec.type)](value)
-    return LedgerRow(**decoded)
+    return LedgerRow(**{spec.name: _decoded(spec, values) for spec in fields(LedgerRow)})
+
+
+def _decoded(spec: Field[Any], values: Mapping[str, object]) -> Any:
+    """A field's value read from its attribute's; the field's default where there is none."""
+    value = values.get(_ATTRIBUTE.get(spec.name, spec.name))
+    if value is None and spec.default is not MISSING:
+        return spec.default
+    return _BY_TYPE.get(spec.name, _BY_TYPE[str(spec.type)])(value)
 
 
 __all__ = ("Item", "LedgerRow", "Value", "encode", "from_item", "to_item")

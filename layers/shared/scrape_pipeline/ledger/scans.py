@@ -27,6 +27,10 @@ def _verdict(state: str, outcome: str | None, dead: int, retrying: int) -> tuple
         return "retrying", f"retrying {retrying}"
     if state != JobState.DONE:
         return state.lower(), state.lower()
+    return _closed_verdict(outcome, dead)
+
+
+def _closed_verdict(outcome: str | None, dead: int) -> tuple[str, str]:
     if outcome == Outcome.STORED and dead:
         return "stored with dead-lettered", f"stored with {dead} dead-lettered"
     return outcome or "?", outcome or "?"
@@ -76,6 +80,17 @@ class RowCounts:
         """How many job rows there are, whatever their state."""
         return sum(self.by_state.values())
 
+    def add(self, item: dict[str, Any]) -> None:
+        """Count one job's row (a batch's or crawl's items too, if asked for)."""
+        state = item.get(Attr.STATE, {}).get("S", "?")
+        self.by_state[state] = self.by_state.get(state, 0) + 1
+        if Attr.OUTCOME in item:
+            outcome = item[Attr.OUTCOME]["S"]
+            self.by_outcome[outcome] = self.by_outcome.get(outcome, 0) + 1
+        pk = item[Attr.PK]["S"]
+        if self.items is not None and not pk.startswith(f"{JobKind.EXTRACT.value}#"):
+            self.items.add(pk, item)
+
 
 class Scans(LedgerTable):
     """Every job row, by paginated Scans of a few attributes (bookkeeping rows skipped)."""
@@ -88,17 +103,14 @@ class Scans(LedgerTable):
     def count_rows(self, *, with_items: bool = False) -> RowCounts:
         """Job rows by state and DONE rows by outcome, by one paginated Scan (``with_items``:
         and the batches' and crawls' item counts)."""
-        by_state: Counter[str] = Counter()
-        by_outcome: Counter[str] = Counter()
-        items = ItemCounts() if with_items else None
+        counts = RowCounts({}, {}, ItemCounts() if with_items else None)
         for item in self._scan(Attr.STATE, Attr.OUTCOME, *(_ITEM_ATTRS if with_items else ())):
-            by_state[item.get(Attr.STATE, {}).get("S", "?")] += 1
-            if Attr.OUTCOME in item:
-                by_outcome[item[Attr.OUTCOME]["S"]] += 1
-            pk = item[Attr.PK]["S"]
-            if items is not None and not pk.startswith(f"{JobKind.EXTRACT.value}#"):
-                items.add(pk, item)
-        return RowCounts(dict(sorted(by_state.items())), dict(sorted(by_outcome.items())), items)
+            counts.add(item)
+        return RowCounts(
+            dict(sorted(counts.by_state.items())),
+            dict(sorted(counts.by_outcome.items())),
+            counts.items,
+        )
 
     def created_since(
         self, kind: JobKind, since: float, until: float | None = None
@@ -113,7 +125,7 @@ class Scans(LedgerTable):
     def _scan(self, *attributes: Attr, only: Condition | None = None) -> Iterator[dict[str, Any]]:
         """The job rows' items, projected to the key and ``attributes``, page by page."""
         request: dict[str, Any] = {"TableName": self.table_name}
-        request |= expressions(filter=only, projection=(Attr.PK, *attributes))
+        request |= expressions(FilterExpression=only, ProjectionExpression=(Attr.PK, *attributes))
         while True:
             page = call(self.client, "Scan", **request)
             for item in page.get("Items", []):

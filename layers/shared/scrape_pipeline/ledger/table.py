@@ -81,16 +81,20 @@ def write(
 ) -> dict[str, Any]:
     """The one conditional write: ``item`` put, else the row at ``pk`` updated (or, with no
     ``update``, deleted) if ``condition`` holds; a refusal carries the row that won."""
+    operation, target = _target(pk, item, update)
     request: dict[str, Any] = {"TableName": table, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-    if item is not None:
-        operation: Operation = "PutItem"
-        request["Item"] = item
-    else:
-        operation = "DeleteItem" if update is None else "UpdateItem"
-        request["Key"] = {Attr.PK.value: encode(pk or "")}
     if returns_new:
         request["ReturnValues"] = "ALL_NEW"
-    return call(db, operation, **request, **expressions(update=update, condition=condition))
+    parts = expressions(UpdateExpression=update, ConditionExpression=condition)
+    return call(db, operation, **request, **target, **parts)
+
+
+def _target(pk: str | None, item: Item | None, update: Update | None) -> tuple[Operation, Item]:
+    """The operation and the item it writes: put, else the row at ``pk`` updated or deleted."""
+    if item is not None:
+        return "PutItem", {"Item": item}
+    key = {"Key": {Attr.PK.value: encode(pk or "")}}
+    return ("DeleteItem" if update is None else "UpdateItem"), key
 
 
 def in_state(state: JobState, since: float) -> Update:
