@@ -1,10 +1,5 @@
-"""The writes that bring a job in or back: record, enqueue, reopen, and their undoing.
-
-The one way out of DONE is ``reopen``: evidence that a job closed as unknown or never
-settled did settle, at most ``max_reopens`` times, conditional on the exact close read. A
-webhook moves a row only with a delivery id the row has not kept (``seen_deliveries``), so a
-replayed delivery never makes work twice.
-"""
+"""The writes that bring a job in or back: record, enqueue, reopen (the one way out of DONE,
+at most ``max_reopens`` times), their undoing; each webhook's delivery id moves a row once."""
 
 from __future__ import annotations
 

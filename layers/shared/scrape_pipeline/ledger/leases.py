@@ -1,10 +1,5 @@
-"""The processor's writes: acquire a job's lease, then the lease holder's moves.
-
-``struck_by`` holds the owners of the attempts since the job last made progress that did not
-end cleanly: ``acquire`` adds one, a clean release or a park takes it back, a page stored
-empties it; the processor dead-letters a job with too many. ``failures`` counts consecutive
-API calls that failed not by the job's fault, since ``failing_since``; a streak parks it.
-"""
+"""The processor's writes: a job's lease, then its holder's moves. ``struck_by``: the attempts
+since the last progress that did not end cleanly; ``failures``: consecutive failed API calls."""
 
 from __future__ import annotations
 
