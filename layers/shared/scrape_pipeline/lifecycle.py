@@ -186,10 +186,8 @@ class Decision:
 
 
 def decide(row: LedgerRow | None, evidence: Evidence, now: float, policy: Policy) -> Decision:
-    """The move ``evidence`` calls for on ``row`` (as just read; None: no row) at ``now``.
-
-    Pure: ``tests/unit/test_decisions.py`` is its full table, one line per case.
-    """
+    """The move ``evidence`` calls for on ``row`` (as just read; None: no row) at ``now``; pure
+    (``tests/unit/test_decisions.py`` is its full table)."""
     if row is None:
         return Decision(RECORD, _NEW_ROW_STATE.get(evidence.seen, ENQUEUED), Why.NEW)
     return _RULE_BY_SEEN.get(evidence.seen, _recovery)(row, evidence, now, policy)

@@ -1,13 +1,5 @@
-"""The reconciler's lag: how long the oldest unsettled row has waited in its state.
-
-RECEIVED, ENQUEUED and PROCESSING rows are work the pipeline owes: each should move within
-minutes (a message processed, a lost one re-sent by the stuck-rows sweep after STALE_AFTER).
-The oldest of them is the backlog the alarm ``OldestUnsettledAlarm`` watches. WATCHING rows
-are left out on purpose: a job may run for days, and waiting for it is not lag.
-
-The sparse ``pending-by-state`` index is ordered by ``state_since`` within a state, so one
-one-row query per state finds it: three queries a run.
-"""
+"""The reconciler's lag: how long the oldest RECEIVED, ENQUEUED or PROCESSING row has waited
+(WATCHING is not lag: a job may run for days); one one-row query of the pending index a state."""
 
 from __future__ import annotations
 

@@ -56,10 +56,8 @@ class _Placeholders:
 
 
 class Update:
-    """An update expression, one clause per attribute (a later one for it replaces it).
-
-    A clause is a template: ``{0}`` is the attribute's placeholder, ``{1}``... its values'.
-    """
+    """An update expression, one clause per attribute (a later one replaces it); a clause is a
+    template: ``{0}`` is the attribute's placeholder, ``{1}``... its values'."""
 
     def __init__(self) -> None:
         self._clauses: dict[Attr, tuple[_Action, str, tuple[Value, ...]]] = {}

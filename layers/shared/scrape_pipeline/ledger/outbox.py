@@ -1,8 +1,5 @@
-"""The outbox: outcomes whose event the bus has not taken yet, kept on the job rows.
-
-``Leases.finish`` writes the outcome and its event in one write; ``clear_outbox`` takes the
-row out of the sparse index ``outbox-by-time`` (keyed on ``outbox_at``) once the bus took it.
-"""
+"""The outbox: outcomes whose event the bus has not taken, on the job rows (``finish`` writes
+both at once); ``outbox_at`` keys the sparse index ``outbox-by-time`` until ``clear_outbox``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A job's row: the ``LedgerRow`` model and its marshalling by boto3's own type codec.
-
-An attribute a row lacks (an older row, a field never set) reads as its field's default.
-"""
+"""A job's row: the ``LedgerRow`` model and its marshalling by boto3's own type codec; an
+attribute a row lacks (an older row, a field never set) reads as its field's default."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The ledger table: its client and settings, its errors, the one call to it, a row read.
-
-Every request goes through ``call``, where botocore's errors become ours once; every
-conditional write through ``write``, which asks for the refusing item back.
-"""
+"""The ledger table: its client and settings, its errors, a row read, and ``call`` (botocore's
+errors become ours once) under the one conditional ``write`` (the refusing item comes back)."""
 
 from __future__ import annotations
 
