@@ -115,7 +115,7 @@ def run_handler(deliveries: int) -> dict[str, Any]:
 
         app.reset_receiver()
         receiver = app.get_receiver()
-        receiver._ledger._db = meter.wrap(receiver._ledger._db)
+        receiver._ledger.client = meter.wrap(receiver._ledger.client)
         receiver._queue._sqs = meter.wrap(receiver._queue._sqs)
 
         sqs = boto3.client("sqs")

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import botocore.handlers
 import pytest
 
+import scrape_pipeline.ledger.intake as intake_module
 from scrape_pipeline import clock as clocks
-from scrape_pipeline import receiver as receiver_module
-from scrape_pipeline.decisions import decide
+from scrape_pipeline.lifecycle import decide
 from scrape_pipeline.signatures import SignatureConfig
 from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import (
@@ -60,7 +60,7 @@ def test_receiver_asks_decide_only_about_a_row_it_found(
         asked.append(row)
         return decide(row, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(receiver_module, "decide", counted)
+    monkeypatch.setattr(intake_module, "decide", counted)
     # WHEN a new job's delivery and a duplicate arrive
     invoke(delivery_body("job-1"))
     invoke(delivery_body("job-1"), headers={"X-Webhook-Delivery-Id": "dlv_2"})

@@ -27,6 +27,11 @@ __all__ = ["Closer", "Waker"]
 type Waker = Callable[[JobKey], None]
 
 
+def _told(row: LedgerRow, tell: Callable[[str | None], str]) -> str:
+    """The event the DONE wrote (told for the run the row names)."""
+    return row.outbox_event or tell(row.run)
+
+
 def _settled_at(job: Job | None) -> float | None:
     """When the API says the job completed, if it does."""
     return job.completed_at.timestamp() if job is not None and job.completed_at else None
@@ -100,15 +105,11 @@ class Closer:
         if self._emitter is None or event is None:
             self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
         else:
+            tell = lambda run: (told(run=run) or event).to_json()  # noqa: E731 - named for its use
             row = self._ledger.finish(
-                attempt.key,
-                attempt.owner,
-                outcome,
-                detail,
-                event=lambda run: (told(run=run) or event).to_json(),
-                run=attempt.row.run,
+                attempt.key, attempt.owner, outcome, detail, event=tell, run=attempt.row.run
             )
-            self._emitter.add(attempt.key, row.outbox_event or event.to_json(), now)
+            self._emitter.add(attempt.key, _told(row, tell), now)
         self._wake_parent(attempt.row)
 
     def _wake_parent(self, row: LedgerRow) -> None:

@@ -233,8 +233,11 @@ def _webhook_moves(
     announced = row.source == Source.SUBMITTED
     if evidence.delivery_id is not None and (woken := _woken(row, announced)):
         return woken
-    if row.state is not RECEIVED:
-        return None
+    return _received(row, announced, now, policy) if row.state is RECEIVED else None
+
+
+def _received(row: LedgerRow, announced: bool, now: float, policy: Policy) -> Decision | None:
+    """A RECEIVED row: announced by our submitter, or its writer died between put and send."""
     if announced:
         return _enqueue(Why.ANNOUNCED)
     return _enqueue(Why.STALE) if _stale(row, now, policy.resend_after_seconds) else None

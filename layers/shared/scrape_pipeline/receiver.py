@@ -350,4 +350,3 @@ class Receiver:
             with contextlib.suppress(AWSUnavailableError):
                 undo()
             raise
-

@@ -122,21 +122,20 @@ def expressions(**parts: Condition | Update | tuple[Attr, ...] | None) -> dict[s
 
 def state_is(move: lifecycle.Move) -> Condition:
     """The state part of ``move``'s condition, from its from-states in the lifecycle table."""
-    present = [state for state in move.sources if isinstance(state, JobState)]
-    clauses: list[Condition] = (
-        [Field(Attr.PK).not_exists()] if lifecycle.ABSENT in move.sources else []
-    )
-    if present:
-        clauses.append(_in_states(present))
+    absent = [Field(Attr.PK).not_exists()] if lifecycle.ABSENT in move.sources else []
+    clauses = absent + _in_states([s for s in move.sources if isinstance(s, JobState)])
     if not clauses:
         raise ValueError(f"{move.verb} moves no row: it has no from-state")
     return reduce(or_, clauses)
 
 
-def _in_states(states: list[JobState]) -> Condition:
+def _in_states(states: list[JobState]) -> list[Condition]:
+    if not states:
+        return []
     if set(states) == set(JobState):
-        return Field(Attr.PK).exists()  # every state at all is "a row"
-    return Field(Attr.STATE).eq(states[0]) if len(states) == 1 else Field(Attr.STATE).is_in(states)
+        return [Field(Attr.PK).exists()]  # every state at all is "a row"
+    state = Field(Attr.STATE)
+    return [state.eq(states[0]) if len(states) == 1 else state.is_in(states)]
 
 
 __all__ = ("Condition", "Field", "Update", "expressions", "state_is")

@@ -19,7 +19,7 @@ from scrape_pipeline.ledger.table import (
     in_state,
     write,
 )
-from scrape_pipeline.lifecycle import Evidence, Policy, Seen, Why, decide
+from scrape_pipeline.lifecycle import Decision, Evidence, Policy, Seen, Why, decide
 
 
 @dataclass(frozen=True)
@@ -90,32 +90,23 @@ class Intake(LedgerTable):
     ) -> Taken:
         """A verified delivery for ``key`` decided (``decide``) and written: recorded new,
         enqueued, reopened, noted late or nothing; the caller sends what ``written`` calls for."""
-        evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, delivery_id)
-        recorded = self._record_webhook(key, evidence, detail, policy)
+        # No read first: the conditional put of a RECEIVED row is the decision for "no row"
+        # (``decide``'s first line), made atomically; ``decide`` judges only a row it found.
+        recorded = self.record(key, source=Source.WEBHOOK, detail=detail, delivery_id=delivery_id)
         if recorded.created:
             return Taken(Why.NEW, written=recorded.row)
         row = recorded.row
+        evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, delivery_id)
         decision = decide(row, evidence, self.clock.time(), policy)
         if (written := self._make(decision.move, row, delivery_id)) is not None:
             return Taken(decision.why, row, written)
-        # Moved since it was read, or refused: what the webhook does instead.
-        decision = decision.otherwise or decision
+        return self._instead(decision.otherwise or decision, row)
+
+    def _instead(self, decision: Decision, row: LedgerRow) -> Taken:
+        """What a webhook does when its move did not happen (moved since read, or refused)."""
         if decision.move is lifecycle.NOTE_LATE_WEBHOOK and self.note_late_webhook(row):
             return Taken(Why.LATE_WEBHOOK, row)
         return Taken(Why.DUPLICATE, row)
-
-    def _record_webhook(
-        self, key: JobKey, evidence: Evidence, detail: Mapping[str, str], policy: Policy
-    ) -> Recorded:
-        """No read first: the conditional put is the decision for "no row", made atomically."""
-        new = decide(None, evidence, self.clock.time(), policy)
-        return self.record(
-            key,
-            source=Source.WEBHOOK,
-            state=new.state,
-            detail=detail,
-            delivery_id=evidence.delivery_id,
-        )
 
     def _make(
         self, move: lifecycle.Move | None, row: LedgerRow, evidence: str | None

@@ -77,7 +77,11 @@ class OutboxRows(LedgerTable):
                 item[Attr.OUTBOX_EVENT]["S"],
             )
             for item in page.get("Items", [])
-            # A run's head owes its Run Completed here too: the run sweep's, not a job's.
-            if Attr.OUTBOX_EVENT in item and not item[Attr.PK]["S"].startswith(RowPrefix.RUN)
+            if _a_jobs(item)
         ]
         return events, page.get("LastEvaluatedKey")
+
+
+def _a_jobs(item: Mapping[str, Any]) -> bool:
+    """A job's event (a run's head owes its Run Completed here too: the run sweep's)."""
+    return Attr.OUTBOX_EVENT in item and not item[Attr.PK]["S"].startswith(RowPrefix.RUN)
