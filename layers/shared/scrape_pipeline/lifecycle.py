@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 from scrape_pipeline.jobs import JobKind, JobState, Source, source_recovers
 
 if TYPE_CHECKING:
-    from scrape_pipeline.ledger import LedgerRow
+    from scrape_pipeline.ledger.rows import LedgerRow
 
 
 class Absent(Enum):

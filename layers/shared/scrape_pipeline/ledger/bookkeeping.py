@@ -13,7 +13,7 @@ from scrape_pipeline.ledger.rows import encode
 from scrape_pipeline.ledger.table import ConditionFailedError, call, write
 
 if TYPE_CHECKING:
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
 
 
 class Bookkeeping:
