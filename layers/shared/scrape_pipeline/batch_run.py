@@ -1,11 +1,7 @@
 """One processor invocation's batch: its deadline, its suspects last, each message's outcome.
 
-An attempt killed by the timeout takes its whole batch down with it, and a killed invocation
-reports nothing. Put first, a job that kills every invocation would send its healthy
-batch-mates round the redrive limit into the DLQ before its own poison verdict; put last, they
-are done before it runs (one BatchGetItem per batch pays for it). And before a suspect runs,
-the batch-mates already finished are deleted from the queue, so its death cannot bring them
-back. A message to be retried later gets its visibility changed and is reported failed.
+A job that kills its invocation goes last, its finished batch-mates deleted from the queue
+first, so it cannot send them round the redrive limit into the DLQ before its own verdict.
 """
 
 from __future__ import annotations
@@ -43,9 +39,8 @@ class RetryLaterError(PipelineError):
 def suspects_last(
     messages: Sequence[JobMessage | None], rows: Mapping[JobKey, LedgerRow]
 ) -> tuple[list[int], set[int]]:
-    """The order to process a batch in: jobs with strikes (earlier attempts that raised or
-    were killed) last, fewest strikes first; ``None`` (unreadable) keeps its place. Also the
-    indexes of those suspects."""
+    """The order to process a batch in, jobs with strikes last (fewest first; ``None`` keeps
+    its place), and the indexes of those suspects."""
 
     def strikes(index: int) -> int:
         message = messages[index]
@@ -132,9 +127,8 @@ class BatchRun:
         self.finished.append(record.receipt_handle)
 
     def emit_events(self) -> None:
-        """At the batch's end: its outcomes' events, ten a PutEvents call. What the bus did not
-        take stays in the rows' outbox for the reconciler's sweep, so nothing here fails the
-        batch."""
+        """At the batch's end: its outcomes' events; what the bus did not take stays in the
+        outbox for the reconciler's sweep, so nothing here fails the batch."""
         result = self.processor.emit_events()
         if result.calls:
             self.metrics.add_metric(

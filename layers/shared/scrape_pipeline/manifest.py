@@ -5,20 +5,8 @@
     manifest-parts/<kind>/<job id>/retries/<item>.json        a retried item's final record
     results/<kind>/<job id>/manifest.json                     the job's, once, last
 
-Each range of a page's items that a checkpoint moves past gets its part, written before that
-checkpoint, from what the page's GET answered (no other API call). A range redone after a
-crash between its part and its checkpoint finds its part there and goes on from its end, so
-the parts never overlap. Once the last page is stored the parts are read back by key (one
-GetObject each, no list call) and the manifest is put with ``If-None-Match: *`` before the
-ledger's DONE, so "the manifest exists" means every item is stored or dead-lettered, and a
-retry after a crash keeps the first manifest.
-
-An item that failed retryably is resubmitted as an extract job (``scrape_pipeline.item_retries``)
-and its part says ``retrying`` with that job's id. The manifest then waits until every such
-item's retry has settled: each one's final record (the retry's outcome, keys and job id) is put
-under ``retries/`` first, and the manifest gives it in the item's place, so no item of a
-manifest is ever ``retrying``. The last page's answer is kept (``status.json``) for that later
-write, which asks the API nothing.
+Each part is written before the checkpoint that moves past its items, so parts never overlap;
+the manifest (``If-None-Match: *``) comes before DONE: it exists only once every item settled.
 """
 
 from __future__ import annotations
@@ -123,31 +111,19 @@ def manifest_key(kind: JobKind, job_id: str) -> str:
     return f"{result_prefix(kind, job_id)}/{MANIFEST_FILE}"
 
 
-def parts_prefix(kind: JobKind, job_id: str) -> str:
-    """Where a batch's or crawl's parts live (outside its results: they are bookkeeping)."""
-    return f"{PARTS_PREFIX}/{kind.value}/{job_id}/"
-
-
-def part_key(kind: JobKind, job_id: str, page: int, first: int) -> str:
-    """The part of page ``page`` that starts at its item ``first``."""
-    return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}.json"
-
-
-def status_key(kind: JobKind, job_id: str) -> str:
-    """Where the last page's answer (its items left out) waits for a manifest written later."""
-    return f"{parts_prefix(kind, job_id)}status.json"
-
-
-def retry_key(kind: JobKind, job_id: str, index: int) -> str:
-    """Where a retried item's final record waits for the manifest."""
-    return f"{parts_prefix(kind, job_id)}retries/{index:05d}.json"
+def part_key(kind: JobKind, job_id: str, name: str | tuple[int, int]) -> str:
+    """Where a part (``(page, first item)``), ``status`` or a retry's record waits (outside
+    the results: bookkeeping)."""
+    if isinstance(name, tuple):
+        name = f"{name[0]:05d}-{name[1]:03d}"
+    return f"{PARTS_PREFIX}/{kind.value}/{job_id}/{name}.json"
 
 
 def build_manifest(
     key: JobKey, status: BatchStatus, records: Iterable[ItemRecord]
 ) -> dict[str, Any]:
-    """The manifest of a settled batch or crawl: its items once each by index, counts by
-    status, tokens, and the job's own status and times as its last page answered."""
+    """The manifest of a settled batch or crawl: its items once each, counts, tokens, and the
+    job's status and times as its last page answered."""
     by_index: dict[int, ItemRecord] = {}
     for record in records:
         by_index.setdefault(record.index, record)
@@ -172,8 +148,8 @@ def build_manifest(
 
 @dataclass(frozen=True)
 class Part:
-    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end`` when
-    ``end`` is the page's last item, ``last`` when that page is the job's last."""
+    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end``: the
+    page's end, ``last``: the job's."""
 
     page: int
     first: int
@@ -218,12 +194,8 @@ class Covered:
 
 
 class ManifestWriter:
-    """Writes a batch's or crawl's parts as its pages are stored, and its manifest last.
-
-    The parts make a chain with no gap or overlap, read back by key alone (no list call):
-    page 1 starts at item 0, each part's ``end`` is where the next one of its page starts,
-    a ``page_end`` part is followed by item 0 of the next page, and a ``last`` one ends it.
-    """
+    """Writes the parts as pages are stored, and the manifest last. The parts chain with no
+    gap or overlap, read back by key alone: each ``end`` is where the next part starts."""
 
     def __init__(self, results: ResultStore) -> None:
         self._results = results
@@ -238,17 +210,15 @@ class ManifestWriter:
         page_items: int,
         last: bool,
     ) -> Covered:
-        """Keep the records of items ``first`` to ``first + len(records)`` of ``page`` (each
-        settled), before the checkpoint moves past them; the checkpoint goes to the end of
-        what the parts cover. A part already there (an attempt that died before its
-        checkpoint) stands: the range goes on from its end, or stops there if it reaches
-        further (its items were stored before it was written)."""
+        """Keep the records of ``page``'s items from ``first``, before the checkpoint moves
+        past them; a part already there (a dead attempt's) stands and the range goes on
+        from its end."""
         end = first + len(records)
         covered: list[ItemRecord] = []
         at = first
         while True:
             part = Part(page, at, end, tuple(records[at - first :]), end == page_items, last)
-            where = part_key(key.kind, key.job_id, page, at)
+            where = part_key(key.kind, key.job_id, (page, at))
             if self._results.put_json_once(where, part.to_json()):
                 return Covered(end, (*covered, *part.records))
             existing = Part.from_json(self._results.read_json(where))
@@ -260,25 +230,27 @@ class ManifestWriter:
     def keep_status(self, key: JobKey, status: BatchStatus) -> None:
         """Keep the last page's answer for a manifest written once the retries settle."""
         body = {k: v for k, v in status.raw.items() if k != "items"}
-        self._results.put_json_once(status_key(key.kind, key.job_id), body)
+        self._results.put_json_once(part_key(key.kind, key.job_id, "status"), body)
 
     def kept_status(self, key: JobKey) -> BatchStatus:
         """The last page's answer ``keep_status`` kept."""
-        return BatchStatus.from_api(self._results.read_json(status_key(key.kind, key.job_id)))
+        return BatchStatus.from_api(
+            self._results.read_json(part_key(key.kind, key.job_id, "status"))
+        )
 
     def settle_retry(self, key: JobKey, record: ItemRecord) -> None:
         """Keep a retried item's final record (the first one written stands)."""
-        where = retry_key(key.kind, key.job_id, record.index)
+        where = part_key(key.kind, key.job_id, f"retries/{record.index:05d}")
         self._results.put_json_once(where, record.to_json())
 
     def write(self, key: JobKey, status: BatchStatus) -> str:
-        """Put the manifest, once, from the chain of parts, each retried item's final record
-        in its place; its key (a repeat keeps the first). One GetObject a part and a retry."""
+        """Put the manifest once from the chain of parts, each retried item's final record in
+        its place; its key. One GetObject a part and a retry."""
         records: list[ItemRecord] = []
         page, first = 1, 0
         while True:
             part = Part.from_json(
-                self._results.read_json(part_key(key.kind, key.job_id, page, first))
+                self._results.read_json(part_key(key.kind, key.job_id, (page, first)))
             )
             records.extend(part.records)
             if not part.page_end:
@@ -296,6 +268,6 @@ class ManifestWriter:
         if record.status is not ItemStatus.RETRYING:
             return record
         final = ItemRecord.from_json(
-            self._results.read_json(retry_key(key.kind, key.job_id, record.index))
+            self._results.read_json(part_key(key.kind, key.job_id, f"retries/{record.index:05d}"))
         )
         return final if final.url is not None else replace(final, url=record.url)

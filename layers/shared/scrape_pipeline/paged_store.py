@@ -1,18 +1,5 @@
-"""A batch's or crawl's items stored page by page, with a checkpoint in the ledger after each.
-
-A large batch or crawl completes across invocations without storing a page twice, and an
-attempt that stored a page is progress, not a strike. A page that outlasts what is left (one
-longer than any invocation, once started) stops at the stop margin after an item at least,
-checkpointed at that item: the next attempt goes on from there. A page is read by the number
-asked for, whatever the answer echoes.
-
-Every range of items a checkpoint moves past has its part of the manifest written just
-before that checkpoint, and the manifest is written once the last page is stored, before the
-caller marks the row DONE (``scrape_pipeline.manifest``).
-
-A completed batch's or crawl's item that failed retryably is resubmitted as an extract job
-(``scrape_pipeline.item_retries``) instead of dead-lettered; while any is retrying the manifest
-waits, and the caller settles them (``DETAIL_RETRYING`` in the detail says how many).
+"""A batch's or crawl's items stored page by page, with a checkpoint in the ledger after each,
+so a large job completes across invocations without storing a page twice.
 """
 
 from __future__ import annotations
@@ -38,8 +25,7 @@ DETAIL_CANCELLED = "items_cancelled"
 
 @dataclass
 class _Retries:
-    """One attempt's retrying items (index to the retry's job id), the row's to begin with;
-    None as ``retrier`` when items are not retried (a cancelled or failed job)."""
+    """One attempt's retrying items (index to job id); no ``retrier``: none is retried."""
 
     retrier: ItemRetrier | None
     attempt: Attempt
@@ -100,14 +86,9 @@ class PagedStore:
         self._ledger = ledger
         self._client = client
         self._results = results
-        self._manifest = ManifestWriter(results)
+        self.manifest = ManifestWriter(results)
         self._retrier = retrier
         self._retryable_codes = tuple(retryable_codes)
-
-    @property
-    def manifest(self) -> ManifestWriter:
-        """The writer of this store's parts and manifests."""
-        return self._manifest
 
     def first_page(self, attempt: Attempt) -> BatchStatus:
         """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
@@ -117,14 +98,8 @@ class PagedStore:
     def store_items(
         self, attempt: Attempt, first_page: BatchStatus, *, retry: bool = False
     ) -> dict[str, str] | None:
-        """Store every completed item once, dead-letter the failed ones, page by page;
-        with ``retry``, resubmit those that failed retryably (the manifest then waits).
-
-        Starts at the row's checkpoint; after each page the checkpoint moves on, so a later
-        invocation never redoes a stored page. Stops at a page boundary when the next page
-        would not fit before the deadline. None when an item is still pending (a cancelled
-        crawl's in-flight page): the checkpoint stays on its page, read again once drained.
-        """
+        """Store each completed item once and dead-letter the failed ones (``retry``: resubmit
+        the retryable), from the checkpoint on; None while an item is pending."""
         row = attempt.row
         at = _Position(
             row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
@@ -143,8 +118,7 @@ class PagedStore:
     def _store_pages(
         self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
     ) -> tuple[_Position, BatchStatus] | None:
-        """``store_items``' pages, from ``at`` to the last: where they ended and the last
-        page's status; None when an item is pending (``OutOfTimeError`` at the deadline)."""
+        """The pages from ``at`` to the last: where they ended and the last page's status."""
         while True:
             retries.status = status
             done = self._store_page(attempt.key, at, status, retries)
@@ -158,7 +132,7 @@ class PagedStore:
                 return None
             size = len(status.page.items)
             at = at.plus(
-                self._manifest.record_range(
+                self.manifest.record_range(
                     attempt.key, at.page, at.item, done.records, page_items=size, last=last
                 )
             )
@@ -189,8 +163,7 @@ class PagedStore:
     def _finished(
         self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
     ) -> dict[str, str]:
-        """The detail of a job whose every page is stored: its manifest, written last, unless
-        items are still retrying (the manifest then waits for them)."""
+        """The detail of a job whose every page is stored: its manifest, unless items retry."""
         detail = {
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),
@@ -198,13 +171,12 @@ class PagedStore:
             DETAIL_CANCELLED: str(at.cancelled),
         }
         if retries.noted:
-            # Items still retrying: the manifest waits for them (the caller settles them).
-            self._manifest.keep_status(attempt.key, status)
+            self.manifest.keep_status(attempt.key, status)
             detail[DETAIL_RETRYING] = str(len(retries.noted))
             detail[DETAIL_PAGES] = str(at.page)
             return detail
         # Last, and before the caller's DONE: a manifest means every item is accounted for.
-        detail["manifest"] = self._manifest.write(attempt.key, status)
+        detail["manifest"] = self.manifest.write(attempt.key, status)
         # The job's whole charge, final now that nothing is pending: runs show adds it up.
         if status.tokens_charged is not None:
             detail[DETAIL_TOKENS] = str(status.tokens_charged)
@@ -218,9 +190,7 @@ class PagedStore:
     def _store_page(
         self, key: JobKey, at: _Position, status: BatchStatus, retries: _Retries
     ) -> _PageDone:
-        """One page's items from position ``at.item``: how many stored and dead-lettered,
-        whether any is pending, and where it stopped if the deadline came first (after one
-        item at least, so every attempt moves on)."""
+        """One page's items from ``at.item``; the deadline stops it after one item at least."""
         done = _PageDone()
         deadline = retries.attempt.deadline
         for position, item in enumerate(status.page.items[at.item :], start=at.item):
@@ -262,8 +232,7 @@ class PagedStore:
     def _retried(
         self, key: JobKey, item: BatchItem, index: int, done: _PageDone, retries: _Retries
     ) -> bool:
-        """Resubmit a retryably failed item as an extract job linked to it (noted on the row
-        at once); False when it is not retried (not retryable, no retrier, no budget)."""
+        """Resubmit a retryably failed item as a linked extract job; False when not retried."""
         retrier, status = retries.retrier, retries.status
         if retrier is None or status is None or not is_retryable(item, self._retryable_codes):
             return False
