@@ -68,8 +68,7 @@ class BatchRun:
     deadline: Deadline
     logger: Logger
     metrics: Metrics
-    # The records with earlier failed or killed attempts (message ids), and the receipt
-    # handles of the records finished so far.
+    # The message ids with earlier failed or killed attempts; receipt handles finished so far.
     suspects: set[str] = field(default_factory=set)
     finished: list[str] = field(default_factory=list)
 
@@ -95,8 +94,7 @@ class BatchRun:
     def handle(self, record: SQSRecord) -> None:
         """One message: one job, before the invocation's deadline."""
         if record.message_id in self.suspects and self.finished:
-            # A suspect may kill the invocation: delete its finished batch-mates now (one
-            # call, only in batches with a suspect).
+            # A suspect may kill the invocation: delete its finished batch-mates now.
             with contextlib.suppress(AWSUnavailableError):
                 self.queue.acknowledge(self.finished)
             self.finished.clear()
@@ -148,8 +146,7 @@ class BatchRun:
             # No job at all: no keys, and no call.
             rows = self.ledger.get_many([m.key for m in messages if m is not None])
         except (AWSUnavailableError, LedgerError) as exc:
-            # The order only protects batch-mates from a job that kills its invocation:
-            # without it the batch is still processed, each record failing for itself alone.
+            # The order only protects batch-mates: without it each record fails for itself.
             self.logger.warning("batch left unordered", extra={"error": type(exc).__name__})
             self.metrics.add_metric(name=UNORDERED_METRIC, unit=MetricUnit.Count, value=1)
             return records

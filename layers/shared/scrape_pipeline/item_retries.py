@@ -23,8 +23,7 @@ from scrape_pipeline.manifest import ItemRecord, ItemStatus
 from scrape_pipeline.resubmission import NOTHING_DONE, did_nothing, posted_before
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted
 
-# The item's failure codes that are worth another try when the item does not say (the API's
-# item shape has ``error_code`` and no ``retryable``): the codes its extract jobs mark retryable.
+# The item failure codes worth another try (those the API's extract jobs mark retryable).
 DEFAULT_RETRYABLE_ITEM_CODES = ("UPSTREAM_TIMEOUT", "RATE_LIMITED")
 # The detail of a linked extract job that was stored: its keys, for the item's manifest line.
 DETAIL_KEYS = "keys"
@@ -118,11 +117,9 @@ class ItemRetrier:
             return None
         job_id = noted.get(ref.index)
         if job_id is None and str(ref.index) in attempt.row.retry_posting:
-            # An earlier holder began this POST and noted no answer: the API may have made it,
-            # and the job list may not show it yet (then the batch's message comes back later).
+            # An earlier holder began this POST and noted no answer: the API may have made it.
             self._lag.check(attempt.row.posted_at)
-            # Posted as this retry is, neither retrying another item (a batch may hold a URL
-            # twice) nor a run's.
+            # Not one retrying another item (a batch may hold a URL twice) nor a run's.
             claims = LedgerClaims(
                 self._ledger, Posted(formats_of(status)), own=set(noted.values()), item=ref.text()
             )

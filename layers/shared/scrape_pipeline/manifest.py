@@ -12,7 +12,7 @@ the manifest (``If-None-Match: *``) comes before DONE: it exists only once every
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from operator import attrgetter
 from typing import Any
@@ -27,6 +27,7 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 # The reason of a failed item the API gave no error code for.
 REASON_ITEM_FAILED = "item failed"
+_OPTIONAL = frozenset({"reason", "retry_job"})
 
 
 class ItemStatus(StrEnum):
@@ -38,15 +39,6 @@ class ItemStatus(StrEnum):
     CANCELLED = "cancelled"
     # Only in parts: resubmitted as an extract job; the manifest gives the retry's outcome.
     RETRYING = "retrying"
-
-
-def item_tokens(item: BatchItem) -> int | None:
-    """What the item cost, as the API said (in its metadata, or beside it)."""
-    for value in (item.metadata.get("tokens_charged"), item.raw.get("tokens_charged")):
-        tokens = int_or_none(value)
-        if tokens is not None:
-            return tokens
-    return None
 
 
 @dataclass(frozen=True)
@@ -75,22 +67,17 @@ class ItemRecord:
         """The record of ``item`` (the API's answer for it) stored or parked at ``keys``."""
         failed = status in (ItemStatus.DEAD_LETTERED, ItemStatus.RETRYING)
         reason = (item.error_code or REASON_ITEM_FAILED) if failed else None
-        return cls(index, item.url, status, tuple(keys), item_tokens(item), reason, retry_job)
+        # What the item cost, as the API said (in its metadata, or beside it).
+        tokens = int_or_none(item.metadata.get("tokens_charged"))
+        if tokens is None:
+            tokens = int_or_none(item.raw.get("tokens_charged"))
+        return cls(index, item.url, status, tuple(keys), tokens, reason, retry_job)
 
     def to_json(self) -> dict[str, Any]:
         """The record as the manifest and its parts keep it."""
-        body: dict[str, Any] = {
-            "index": self.index,
-            "url": self.url,
-            "status": self.status.value,
-            "keys": list(self.keys),
-            "tokens": self.tokens,
-        }
-        if self.reason is not None:
-            body["reason"] = self.reason
-        if self.retry_job is not None:
-            body["retry_job"] = self.retry_job
-        return body
+        body = {**asdict(self), "status": self.status.value, "keys": list(self.keys)}
+        # ``reason`` and ``retry_job`` only when set.
+        return {k: v for k, v in body.items() if v is not None or k not in _OPTIONAL}
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> ItemRecord:

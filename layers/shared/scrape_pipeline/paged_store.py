@@ -59,16 +59,9 @@ class _Position:
 class _PageDone:
     """What storing (part of) one page did."""
 
-    stored: int = 0
-    failed: int = 0
     pending: bool = False  # an item still runs (a cancelled job's in-flight one)
     stopped_at: int | None = None  # out of time: the position of the first item not done
     records: list[ItemRecord] = field(default_factory=list)  # the settled items, for the part
-
-
-def _still_running(done: _PageDone, status: BatchStatus, *, last: bool) -> bool:
-    """An item of this page, or (on the last page) of the job, is still pending."""
-    return done.pending or (last and status.pending > 0)
 
 
 class PagedStore:
@@ -123,11 +116,9 @@ class PagedStore:
             retries.status = status
             done = self._store_page(attempt.key, at, status, retries)
             last = at.page >= status.page.page_count or not status.page.items
-            # Stopped by the deadline, only the items before the stop count: a pending item
-            # past it is the next attempt's.
-            if done.pending or (
-                done.stopped_at is None and _still_running(done, status, last=last)
-            ):
+            # An item of this page, or on its last of the job, is pending (stopped by the
+            # deadline, a pending item past the stop is the next attempt's).
+            if done.pending or (done.stopped_at is None and last and status.pending > 0):
                 self._hold_page(attempt, at, done)
                 return None
             size = len(status.page.items)
@@ -155,7 +146,7 @@ class PagedStore:
         # The page's finished items are stored (each object once); its counts and its part
         # wait for the pass that finds it drained, so none is counted twice and moving on
         # never skips a pending item.
-        if done.stored or done.failed:
+        if any(r.status in (ItemStatus.STORED, ItemStatus.DEAD_LETTERED) for r in done.records):
             self._checkpoint(attempt, at)
         if done.stopped_at is not None:
             raise OutOfTimeError
@@ -213,7 +204,6 @@ class PagedStore:
                 key.kind, key.job_id, item.data, metadata_of(item.raw), item=index
             )
             done.records.append(ItemRecord.of(item, index, ItemStatus.STORED, stored.keys))
-            done.stored += 1
         elif item.status == ApiStatus.FAILED:
             if not self._retried(key, item, index, done, retries):
                 where = self._results.dead_letter(
@@ -223,7 +213,6 @@ class PagedStore:
                     item=index,
                 )
                 done.records.append(ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where]))
-                done.failed += 1
         elif item.status == ApiStatus.CANCELLED:
             done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
         else:

@@ -169,8 +169,7 @@ class JobProcessor:
 
     def _act(self, attempt: Attempt) -> Disposition:
         if attempt.key.kind is not JobKind.EXTRACT and attempt.row.pages_stored:
-            # Every page is stored; only retried items are left, and the ledger says how they
-            # went: no Geonode call.
+            # Only retried items are left, and the ledger says how they went: no Geonode call.
             return self._settle_items(attempt, attempt.row)
         try:
             api_job: Job | BatchStatus = (
@@ -194,8 +193,7 @@ class JobProcessor:
     def _not_found(self, attempt: Attempt) -> Disposition:
         row = attempt.row
         if source_proven(row.source):
-            # A verified webhook, the job list or our own submission says it exists: a 404
-            # is the API's lag or an incident. Re-checked until it answers, never closed.
+            # Something proves it exists: a 404 is the API's lag, re-checked, never closed.
             return self._call_failed(attempt, "404", not_found=True)
         if row.not_found + 1 >= self.settings.not_found_max_tries:
             return self._closer.dead_letter(
@@ -232,13 +230,11 @@ class JobProcessor:
             if DETAIL_RETRYING in items:
                 return self._retrying(attempt, items)
             detail = items
-        # A job closed as unknown or never settled that did settle: its result is the one
-        # outcome now, so the dead-letter record it was closed with is retired.
+        # A job closed as unknown that did settle: the record it was closed with is retired.
         self._closer.retire_superseded(attempt.row)
         if isinstance(api_job, Job):
             keys = [*stored.written, *stored.already_present]
-            # Kept for a batch's item this job may retry: it may be linked only after this
-            # (its webhook came before the link), and the item's manifest line gives them.
+            # Kept for a batch's item this job may retry (linked after this): its manifest line.
             detail[DETAIL_KEYS] = ",".join(sorted(keys))
             self._closer.finish(
                 attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
@@ -332,8 +328,7 @@ class JobProcessor:
         )
         created = created or row.created_at
         if woken or self._clock.time() - created >= self.settings.watch_after_seconds:
-            # A crawl that runs for days: polling it every few minutes would cost a call per
-            # job per poll. Parked, it is woken by its webhook or by the reconciler.
+            # Polling a crawl that runs for days costs a call a poll: parked, it is woken.
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
             return Disposition(MessageOutcome.WATCHING, detail=api_job.status)
         self._ledger.release(attempt.key, attempt.owner, streak=Streak.ANSWERED)

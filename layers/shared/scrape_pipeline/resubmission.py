@@ -25,8 +25,7 @@ from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRo
 from scrape_pipeline.listing_lag import ListingLag
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
-# A POST that failed so: the API did nothing (429, 402, 401) or may not have (a network error,
-# said apart by ``request_sent``).
+# A POST that failed so did nothing (429, 402, 401), or may not have (``request_sent``).
 NOTHING_DONE = (RateLimitedError, PaymentRequiredError, AuthError, TransportError)
 
 

@@ -69,28 +69,12 @@ class GeonodeClient(Transport):
         return Job.from_api(self._get(f"/v1/extract/{_segment(job_id)}"))
 
     def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        url: str | None = None,
-        job_id: str | None = None,
-        output: str | None = None,
-        start_date: DateLike | None = None,
-        end_date: DateLike | None = None,
-        page: int = 1,
-        page_size: int = JOBS_PAGE_MAX,
+        self, *, page: int = 1, page_size: int = JOBS_PAGE_MAX, **filters: DateLike | None
     ) -> Page[JobSummary]:
-        """One page of the account's jobs, newest first."""
+        """One page of the account's jobs, newest first; ``filters``: ``status``, ``url``,
+        ``job_id``, ``output``, ``start_date``, ``end_date`` (None: not filtered)."""
         body = self._get(
-            "/v1/extract/jobs",
-            status=status,
-            url=url,
-            job_id=job_id,
-            output=output,
-            start_date=start_date,
-            end_date=end_date,
-            page=page,
-            page_size=min(page_size, JOBS_PAGE_MAX),
+            "/v1/extract/jobs", page=page, page_size=min(page_size, JOBS_PAGE_MAX), **filters
         )
         rows = body.get("jobs")
         if rows is None:

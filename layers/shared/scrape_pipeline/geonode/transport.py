@@ -121,7 +121,9 @@ class Transport:
             outcome = self._attempt(method, path, params, json)
             if isinstance(outcome, httpx.Response):
                 return outcome
-            if not key_renewed and _refused(outcome) and self._renew_key(sent_with):
+            # A 401: the key was refused (a rotated key may be read anew).
+            refused = isinstance(outcome, APIError) and outcome.status_code == 401
+            if not key_renewed and refused and self._renew_key(sent_with):
                 key_renewed = True  # once per request: a wrong new key is not chased
                 continue
             outcome.attempts = attempt
@@ -183,14 +185,10 @@ class Transport:
 def query(**values: Any) -> dict[str, Any]:
     """Query parameters without the unset ones; dates in the API's format."""
     return {
-        key: _date_param(value) if key.endswith("_date") else value
+        key: format_time(value) if key.endswith("_date") and not isinstance(value, str) else value
         for key, value in values.items()
         if value is not None
     }
-
-
-def _date_param(value: DateLike) -> str:
-    return value if isinstance(value, str) else format_time(value)
 
 
 def _api_key(given: str | None) -> str:
@@ -199,11 +197,6 @@ def _api_key(given: str | None) -> str:
     if not key:
         raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
     return key
-
-
-def _refused(outcome: GeonodeError) -> bool:
-    """A 401: the key was refused (a rotated key may be read anew)."""
-    return isinstance(outcome, APIError) and outcome.status_code == 401
 
 
 def _api_error(response: httpx.Response, now: float) -> APIError:
