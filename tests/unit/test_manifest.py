@@ -56,7 +56,7 @@ def records(first: int, end: int, page: int = 1) -> list[ItemRecord]:
 
 
 def part_at(s3: Any, page: int, first: int) -> Part:
-    body = s3.get_object(Bucket=BUCKET, Key=part_key(KEY.kind, KEY.job_id, (page, first)))["Body"]
+    body = s3.get_object(Bucket=BUCKET, Key=part_key(KEY.kind, KEY.job_id, page, first))["Body"]
     return Part.from_json(json.loads(body.read()))
 
 

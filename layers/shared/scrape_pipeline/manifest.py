@@ -98,12 +98,24 @@ def manifest_key(kind: JobKind, job_id: str) -> str:
     return f"{result_prefix(kind, job_id)}/{MANIFEST_FILE}"
 
 
-def part_key(kind: JobKind, job_id: str, name: str | tuple[int, int]) -> str:
-    """Where a part (``(page, first item)``), ``status`` or a retry's record waits (outside
-    the results: bookkeeping)."""
-    if isinstance(name, tuple):
-        name = f"{name[0]:05d}-{name[1]:03d}"
-    return f"{PARTS_PREFIX}/{kind.value}/{job_id}/{name}.json"
+def parts_prefix(kind: JobKind, job_id: str) -> str:
+    """Where a batch's or crawl's parts live (outside its results: they are bookkeeping)."""
+    return f"{PARTS_PREFIX}/{kind.value}/{job_id}/"
+
+
+def part_key(kind: JobKind, job_id: str, page: int, first: int) -> str:
+    """The part of page ``page`` that starts at its item ``first``."""
+    return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}.json"
+
+
+def status_key(kind: JobKind, job_id: str) -> str:
+    """Where the last page's answer (its items left out) waits for a manifest written later."""
+    return f"{parts_prefix(kind, job_id)}status.json"
+
+
+def retry_key(kind: JobKind, job_id: str, index: int) -> str:
+    """Where a retried item's final record waits for the manifest."""
+    return f"{parts_prefix(kind, job_id)}retries/{index:05d}.json"
 
 
 def build_manifest(
@@ -205,7 +217,7 @@ class ManifestWriter:
         at = first
         while True:
             part = Part(page, at, end, tuple(records[at - first :]), end == page_items, last)
-            where = part_key(key.kind, key.job_id, (page, at))
+            where = part_key(key.kind, key.job_id, page, at)
             if self._results.put_json_once(where, part.to_json()):
                 return Covered(end, (*covered, *part.records))
             existing = Part.from_json(self._results.read_json(where))
@@ -217,17 +229,15 @@ class ManifestWriter:
     def keep_status(self, key: JobKey, status: BatchStatus) -> None:
         """Keep the last page's answer for a manifest written once the retries settle."""
         body = {k: v for k, v in status.raw.items() if k != "items"}
-        self._results.put_json_once(part_key(key.kind, key.job_id, "status"), body)
+        self._results.put_json_once(status_key(key.kind, key.job_id), body)
 
     def kept_status(self, key: JobKey) -> BatchStatus:
         """The last page's answer ``keep_status`` kept."""
-        return BatchStatus.from_api(
-            self._results.read_json(part_key(key.kind, key.job_id, "status"))
-        )
+        return BatchStatus.from_api(self._results.read_json(status_key(key.kind, key.job_id)))
 
     def settle_retry(self, key: JobKey, record: ItemRecord) -> None:
         """Keep a retried item's final record (the first one written stands)."""
-        where = part_key(key.kind, key.job_id, f"retries/{record.index:05d}")
+        where = retry_key(key.kind, key.job_id, record.index)
         self._results.put_json_once(where, record.to_json())
 
     def write(self, key: JobKey, status: BatchStatus) -> str:
@@ -237,7 +247,7 @@ class ManifestWriter:
         page, first = 1, 0
         while True:
             part = Part.from_json(
-                self._results.read_json(part_key(key.kind, key.job_id, (page, first)))
+                self._results.read_json(part_key(key.kind, key.job_id, page, first))
             )
             records.extend(part.records)
             if not part.page_end:
@@ -255,6 +265,6 @@ class ManifestWriter:
         if record.status is not ItemStatus.RETRYING:
             return record
         final = ItemRecord.from_json(
-            self._results.read_json(part_key(key.kind, key.job_id, f"retries/{record.index:05d}"))
+            self._results.read_json(retry_key(key.kind, key.job_id, record.index))
         )
         return final if final.url is not None else replace(final, url=record.url)

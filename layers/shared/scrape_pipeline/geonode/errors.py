@@ -124,29 +124,37 @@ _MESSAGE_LIMIT: Final = 500
 _CORRELATION_HEADERS: Final = ("X-Correlation-Id", "X-Request-Id")
 
 
+def error_class_for(status_code: int) -> type[APIError]:
+    """The exception class for an HTTP error status."""
+    return ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
+
+
 def api_error(
     status_code: int, body: Any, headers: Mapping[str, str], *, retry_after: float | None = None
 ) -> APIError:
-    """The error an answer of ``status_code`` carries (``body``: its JSON, or None), from either
-    error shape: fields nested under ``error`` (older examples) or the body itself."""
-    nested = as_dict(body).get("error")
-    fields = nested if isinstance(nested, Mapping) else as_dict(body)
+    """The error an answer of ``status_code`` carries (``body``: its JSON, or None), read from
+    either error shape; ``retry_after`` is kept by a ``RateLimitedError`` only."""
+    fields = _error_fields(body)
     code, message = _code_and_message(body, fields)
     retryable = fields.get("retryable")
-    correlation_id = fields.get("correlation_id") or next(
-        (headers[n] for n in _CORRELATION_HEADERS if headers.get(n)), None
-    )
-    cls = ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
+    correlation_id = fields.get("correlation_id") or _first_header(headers, _CORRELATION_HEADERS)
+    cls = error_class_for(status_code)
     extra: dict[str, Any] = {"retry_after": retry_after} if cls is RateLimitedError else {}
     return cls(
         status_code,
-        code=None if code is None else str(code),
-        message=None if message is None else str(message)[:_MESSAGE_LIMIT],
+        code=_text(code),
+        message=_text(message, _MESSAGE_LIMIT),
         retryable=retryable if isinstance(retryable, bool) else status_code in TRANSIENT_STATUSES,
         correlation_id=str(correlation_id) if correlation_id else None,
         body=body,
         **extra,
     )
+
+
+def _error_fields(body: Any) -> Mapping[str, Any]:
+    """The error object: nested under ``error`` (older examples) or the body itself."""
+    nested = as_dict(body).get("error")
+    return nested if isinstance(nested, Mapping) else as_dict(body)
 
 
 def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -156,9 +164,20 @@ def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
     if message is not None:
         return code, message
     if isinstance(detail, list):
-        # ``loc.path: msg`` of each validation item.
-        items = (
-            f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg', '')}" for d in objects(detail)
-        )
-        return code or "VALIDATION_ERROR", "; ".join(items)
+        return code or "VALIDATION_ERROR", _validation_message(detail)
     return code, of_type(detail, str)  # a plain-text detail, else no message at all
+
+
+def _validation_message(detail: Sequence[Any]) -> str:
+    """``loc.path: msg`` of each FastAPI validation item, joined by "; "."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}" for d in objects(detail)
+    )
+
+
+def _first_header(headers: Mapping[str, str], names: Sequence[str]) -> str | None:
+    return next((headers[n] for n in names if headers.get(n)), None)
+
+
+def _text(value: Any, limit: int | None = None) -> str | None:
+    return None if value is None else str(value)[:limit]

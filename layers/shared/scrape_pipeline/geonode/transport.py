@@ -37,8 +37,11 @@ DateLike = datetime | str | float
 
 
 class Transport:
-    """The API key (never in a repr, a log line or an error), the connection pool and
-    ``_send``; ``GeonodeClient`` adds the endpoints. Thread-safe."""
+    """The API key, the connection pool and ``_send``; ``GeonodeClient`` adds the endpoints.
+
+    The key comes from ``api_key`` or ``GEONODE_SCRAPER_API_KEY`` and is never part of a repr,
+    a log line or an error message. Thread-safe: one client can serve many pollers.
+    """
 
     def __init__(
         self,
@@ -53,8 +56,11 @@ class Transport:
         connect_timeout: float | None = None,
         refresh_key: Callable[[], str | None] | None = None,
     ) -> None:
-        """``refresh_key``: asked on a 401 for a key read anew (None: none); the refused
-        request is sent once more with it (a 401 did nothing)."""
+        """``connect_timeout``: seconds to make a connection (default: the whole timeout).
+
+        ``refresh_key``: called on a 401 for a key read anew (None: none to offer); a request
+        refused with the old key is sent once more with a new one (a 401 did nothing).
+        """
         settings = settings or GeonodeSettings.from_env()
         key = _api_key(api_key)
         self.base_url = (base_url or settings.base_url).rstrip("/")
@@ -121,9 +127,7 @@ class Transport:
             outcome = self._attempt(method, path, params, json)
             if isinstance(outcome, httpx.Response):
                 return outcome
-            # A 401: the key was refused (a rotated key may be read anew).
-            refused = isinstance(outcome, APIError) and outcome.status_code == 401
-            if not key_renewed and refused and self._renew_key(sent_with):
+            if not key_renewed and _refused(outcome) and self._renew_key(sent_with):
                 key_renewed = True  # once per request: a wrong new key is not chased
                 continue
             outcome.attempts = attempt
@@ -185,10 +189,14 @@ class Transport:
 def query(**values: Any) -> dict[str, Any]:
     """Query parameters without the unset ones; dates in the API's format."""
     return {
-        key: format_time(value) if key.endswith("_date") and not isinstance(value, str) else value
+        key: _date_param(value) if key.endswith("_date") else value
         for key, value in values.items()
         if value is not None
     }
+
+
+def _date_param(value: DateLike) -> str:
+    return value if isinstance(value, str) else format_time(value)
 
 
 def _api_key(given: str | None) -> str:
@@ -197,6 +205,11 @@ def _api_key(given: str | None) -> str:
     if not key:
         raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
     return key
+
+
+def _refused(outcome: GeonodeError) -> bool:
+    """A 401: the key was refused (a rotated key may be read anew)."""
+    return isinstance(outcome, APIError) and outcome.status_code == 401
 
 
 def _api_error(response: httpx.Response, now: float) -> APIError:
