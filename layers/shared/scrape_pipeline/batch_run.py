@@ -1,8 +1,5 @@
-"""One processor invocation's batch: its deadline, its suspects last, each message's outcome.
-
-A job that kills its invocation goes last, its finished batch-mates deleted from the queue
-first, so it cannot send them round the redrive limit into the DLQ before its own verdict.
-"""
+"""One processor invocation's batch: suspects last, their finished batch-mates deleted first, so a
+job that kills its invocation cannot send them round the redrive limit into the DLQ."""
 
 from __future__ import annotations
 

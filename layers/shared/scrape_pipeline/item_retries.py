@@ -1,8 +1,5 @@
-"""A batch's or crawl's items that failed retryably, each resubmitted as a linked extract job.
-
-Extract jobs, not a new batch: the job list finds an extract job by URL, so a holder that died
-between its POST and its note is followed by one that adopts the job instead of posting again.
-"""
+"""A batch's or crawl's items that failed retryably, each resubmitted as a linked extract job: the
+job list finds one by URL, so one whose holder died after its POST is adopted, not posted again."""
 
 from __future__ import annotations
 

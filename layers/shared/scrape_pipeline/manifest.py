@@ -1,13 +1,5 @@
-"""A batch's or crawl's manifest: every item's index, URL, status, keys and tokens, written last.
-
-    manifest-parts/<kind>/<job id>/<page>-<first item>.json   a stored range of a page's items
-    manifest-parts/<kind>/<job id>/status.json                its last page's answer, no items
-    manifest-parts/<kind>/<job id>/retries/<item>.json        a retried item's final record
-    results/<kind>/<job id>/manifest.json                     the job's, once, last
-
-Each part is written before the checkpoint that moves past its items, so parts never overlap;
-the manifest (``If-None-Match: *``) comes before DONE: it exists only once every item settled.
-"""
+"""A batch's or crawl's manifest (docs/architecture.md): a part per stored range of items before
+each checkpoint, then the manifest, once, before DONE: it means every item settled."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Resubmitting a retryable failed job: at most once per job, at most N times per chain.
-
-A holder may die between its POST and its note: the next one adopts the job the API made
-(looked up once the listing lag has passed) instead of posting again.
-"""
+"""Resubmitting a retryable failed job: at most once per job, N times per chain; a holder that
+died after its POST is followed by one that adopts its job (once the listing lag has passed)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Results in S3 under deterministic keys, each written at most once (``If-None-Match: *``).
-
-    results/<kind>/<job id>[/<item index>]/content.md | content.html | links.json | metadata.json
-    dead-letters/<kind>/<job id>[/<item index>].json
-
-``metadata.json`` goes last: its presence means the whole result is there.
-"""
+"""Results in S3 under deterministic keys (docs/architecture.md), each written at most once
+(``If-None-Match: *``); ``metadata.json`` goes last: its presence means the result is whole."""
 
 from __future__ import annotations
 
