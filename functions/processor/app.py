@@ -1,9 +1,5 @@
-"""Processor Lambda: SQS batch of job ids -> each job's one outcome, with partial batch failures.
-
-Wiring only: one invocation's batch is ``scrape_pipeline.batch_run``'s, each job's logic
-``scrape_pipeline.processing``'s. A message to be retried later gets its visibility changed
-and is reported failed; a Lambda never sleeps.
-"""
+"""Processor Lambda: SQS batch of job ids -> each job's one outcome, with partial batch failures
+(wiring only: the batch is ``batch_run``'s, each job ``processing``'s)."""
 
 from __future__ import annotations
 

@@ -42,6 +42,12 @@ NOT_IMPORTED = {
         "scrape_pipeline.watch",
         "scrape_pipeline.receiver",
         "scrape_pipeline.wiring.reconciler",
+        # Reached once through shared modules: the listing lag, the API key, the doubt look-up.
+        "scrape_pipeline.sweeps",
+        "scrape_pipeline.budget",
+        "scrape_pipeline.signatures",
+        "scrape_pipeline.secret_store",
+        "scrape_pipeline.runs.journal",
     },
     "reconciler": {
         "scrape_pipeline.processing",

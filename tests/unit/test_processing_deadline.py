@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_pipeline.budget import MAX_MARGIN_SHARE
-from scrape_pipeline.deadline import Deadline
+from scrape_pipeline.deadline import MAX_MARGIN_SHARE, Deadline
 
 
 class Remaining:

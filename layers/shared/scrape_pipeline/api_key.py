@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from scrape_pipeline.aws_errors import Fetch, fetch_secret
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import API_KEY_ENV
 from scrape_pipeline.geonode_settings import GEONODE_API_KEY_SECRET_ID
-from scrape_pipeline.secret_store import Fetch, fetch_secret
 from scrape_pipeline.settings import SettingsError
 
 SECRET_ID_ENV = GEONODE_API_KEY_SECRET_ID.name

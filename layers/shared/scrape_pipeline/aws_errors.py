@@ -5,6 +5,7 @@ match on error-code strings: the runtime wraps each call (``unavailable``), the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -158,3 +159,25 @@ def cancellation_codes(exc: BaseException, items: int) -> list[str] | None:
 def is_no_such_key(exc: BaseException) -> bool:
     """S3 has no object at the key asked for."""
     return isinstance(exc, ClientError) and error_code(exc) in _NO_SUCH_KEY
+
+
+# A secret's read: (secret id, max age in seconds, force) -> its text.
+Fetch = Callable[[str, float, bool], str]
+
+
+def fetch_secret(secret_id: str, max_age: float, force: bool) -> str:
+    """A secret's text through Powertools (the webhook secrets', the API key's), here so that
+    reading the API key loads none of the signatures; ``AWSUnavailableError`` when unavailable."""
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - cold start
+
+    try:
+        value: Any = parameters.get_secret(secret_id, max_age=int(max_age), force_fetch=force)
+    except parameters.GetParameterError as exc:
+        # Powertools wraps every failure in its own error; botocore's is its context.
+        cause = exc.__context__
+        if isinstance(cause, AWS_ERRORS):
+            raise unavailable("secretsmanager", "GetSecretValue", cause) from exc
+        raise AWSUnavailableError("secretsmanager", "GetSecretValue", type(exc).__name__) from exc
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value)

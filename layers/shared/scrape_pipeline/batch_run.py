@@ -1,12 +1,5 @@
-"""One processor invocation's batch: its deadline, its suspects last, each message's outcome.
-
-An attempt killed by the timeout takes its whole batch down with it, and a killed invocation
-reports nothing. Put first, a job that kills every invocation would send its healthy
-batch-mates round the redrive limit into the DLQ before its own poison verdict; put last, they
-are done before it runs (one BatchGetItem per batch pays for it). And before a suspect runs,
-the batch-mates already finished are deleted from the queue, so its death cannot bring them
-back. A message to be retried later gets its visibility changed and is reported failed.
-"""
+"""One processor invocation's batch: suspects last, their finished batch-mates deleted first, so a
+job that kills its invocation cannot send them round the redrive limit into the DLQ."""
 
 from __future__ import annotations
 
@@ -43,9 +36,8 @@ class RetryLaterError(PipelineError):
 def suspects_last(
     messages: Sequence[JobMessage | None], rows: Mapping[JobKey, LedgerRow]
 ) -> tuple[list[int], set[int]]:
-    """The order to process a batch in: jobs with strikes (earlier attempts that raised or
-    were killed) last, fewest strikes first; ``None`` (unreadable) keeps its place. Also the
-    indexes of those suspects."""
+    """The order to process a batch in, jobs with strikes last (fewest first; ``None`` keeps
+    its place), and the indexes of those suspects."""
 
     def strikes(index: int) -> int:
         message = messages[index]
@@ -73,8 +65,7 @@ class BatchRun:
     deadline: Deadline
     logger: Logger
     metrics: Metrics
-    # The records with earlier failed or killed attempts (message ids), and the receipt
-    # handles of the records finished so far.
+    # The message ids with earlier failed or killed attempts; receipt handles finished so far.
     suspects: set[str] = field(default_factory=set)
     finished: list[str] = field(default_factory=list)
 
@@ -100,8 +91,7 @@ class BatchRun:
     def handle(self, record: SQSRecord) -> None:
         """One message: one job, before the invocation's deadline."""
         if record.message_id in self.suspects and self.finished:
-            # A suspect may kill the invocation: delete its finished batch-mates now (one
-            # call, only in batches with a suspect).
+            # A suspect may kill the invocation: delete its finished batch-mates now.
             with contextlib.suppress(AWSUnavailableError):
                 self.queue.acknowledge(self.finished)
             self.finished.clear()
@@ -132,9 +122,8 @@ class BatchRun:
         self.finished.append(record.receipt_handle)
 
     def emit_events(self) -> None:
-        """At the batch's end: its outcomes' events, ten a PutEvents call. What the bus did not
-        take stays in the rows' outbox for the reconciler's sweep, so nothing here fails the
-        batch."""
+        """At the batch's end: its outcomes' events; what the bus did not take stays in the
+        outbox for the reconciler's sweep, so nothing here fails the batch."""
         result = self.processor.emit_events()
         if result.calls:
             self.metrics.add_metric(
@@ -154,8 +143,7 @@ class BatchRun:
             # No job at all: no keys, and no call.
             rows = self.ledger.get_many([m.key for m in messages if m is not None])
         except (AWSUnavailableError, LedgerError) as exc:
-            # The order only protects batch-mates from a job that kills its invocation:
-            # without it the batch is still processed, each record failing for itself alone.
+            # The order only protects batch-mates: without it each record fails for itself.
             self.logger.warning("batch left unordered", extra={"error": type(exc).__name__})
             self.metrics.add_metric(name=UNORDERED_METRIC, unit=MetricUnit.Count, value=1)
             return records

@@ -1,43 +1,23 @@
-"""Budgets for work done in bounded steps (the reconciler's sweeps, page by page).
-
-A budget bounds time and, optionally, pages: ``spent(pages_read)`` is the one question a sweep
-asks before each page ("out of time, or at the page cap?"). Time is measured on a
-remaining-time callable (seconds left), never on a clock read here: the Lambda handler passes
-``context.get_remaining_time_in_millis``, tests pass a fake that they move by hand, so a "slow"
-sweep needs no real sleep. Pages are counted by the caller, which already keeps the count in
-its result: the budget only holds the cap.
-"""
+"""Budgets for work done in bounded steps (the reconciler's sweeps, page by page), measured on
+a remaining-time callable, never on a clock read here, so tests move time by hand."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-RemainingSeconds = Callable[[], float]
+from scrape_pipeline.deadline import RemainingSeconds, safety_margin
 
-# Pages one sweep may read in a run (RECONCILE_MAX_PAGES' default). Time budgets are the
-# working bound; this cap only ends a run that has no deadline (the CLI, tests) or a list that
-# never says it is done. 1,000 list pages are
-# 100,000 jobs: far more than a run's time reads at the API's pace.
+__all__ = ["DEFAULT_MAX_PAGES", "Budget", "RemainingSeconds", "safety_margin", "unlimited"]
+
+# Pages one sweep may read in a run (RECONCILE_MAX_PAGES' default): time is the working bound;
+# this only ends a run with no deadline (the CLI, tests). 1,000 pages are 100,000 jobs.
 DEFAULT_MAX_PAGES = 1000
-
-
-# A safety margin above this share of a whole invocation would leave it no time to work (a
-# function configured with a 5 s timeout and a 10 s margin would never start anything).
-MAX_MARGIN_SHARE = 0.25
 
 
 def unlimited() -> float:
     """The remaining time of a run with no deadline (the CLI, tests): page caps bound it."""
     return math.inf
-
-
-def safety_margin(remaining: RemainingSeconds, wanted: float) -> float:
-    """The margin to keep before the deadline: ``wanted``, at most a quarter of what is left.
-
-    Called once at the start of an invocation, while ``remaining()`` is its whole length.
-    """
-    return min(wanted, remaining() * MAX_MARGIN_SHARE)
 
 
 class Budget:
@@ -54,8 +34,7 @@ class Budget:
         self._floor = None if math.isinf(left) else left - max(seconds, 0.0)
 
     def spent(self, pages_read: int = 0) -> bool:
-        """True once the time is used up or ``pages_read`` (by the caller, under this budget)
-        reached its page cap: stop at this page boundary."""
+        """The time is used up or ``pages_read`` reached the page cap: stop at this page."""
         if pages_read >= self._pages:
             return True
         return self._floor is not None and self._remaining() <= self._floor
@@ -65,12 +44,8 @@ class Budget:
         return Budget(self._remaining, self.left(), pages=min(pages, self._pages))
 
     def share(self, weights: Sequence[float]) -> Budget:
-        """A budget for the first of ``weights``' steps, out of what this one has left.
-
-        Each step gets its weight's fraction of the time left when it starts, so time an
-        earlier step did not use flows to the ones after it; the last step gets all that is
-        left.
-        """
+        """A budget for the first of ``weights``' steps, out of what is left: time a step did
+        not use flows to the ones after it; the last gets all that is left."""
         total = sum(weights)
         left = self.left()
         seconds = left if total <= 0 or math.isinf(left) else left * weights[0] / total

@@ -1,17 +1,5 @@
-"""Chains of work: the job that carries on a job's work, as the ledger notes it.
-
-A failed extract job resubmitted names its successor in its row's detail (``resubmitted_as``),
-noted before the close that says so (when a run or a batch's item follows it) and kept by the
-close; a batch's or crawl's item retried as an extract job is named on the batch's row
-(``retrying_items``) until its chain settles. The batch's holder (``item_retries``), the run
-sweep and ``runs show`` (``follow``), and ``audit --run`` follow these links, asking the API
-nothing; audit never takes the ledger's word for how a chain ended:
-
-    row DONE resubmitted, or still open with its successor noted   ─▶ the successor's row
-    row DONE otherwise                                              ─▶ the chain has ended
-    row still open, nothing noted; or no row yet                    ─▶ the chain goes on
-
-Every chain followed at once costs one BatchGetItem a hundred jobs a link.
+"""Chains of work: the job that carries on a job's work, as the ledger notes it (one
+BatchGetItem a hundred jobs a link; the API is never asked).
 """
 
 from __future__ import annotations
@@ -37,8 +25,8 @@ class RowReader(Protocol):
 
 
 def successor(row: LedgerRow) -> str | None:
-    """The extract job that carries ``row``'s work on: resubmitted, closed so or only noted
-    (its holder died before the close); None for a job that ended or runs on itself."""
+    """The extract job that carries ``row``'s work on (closed so, or only noted by a holder
+    that died); None for a job that ended or runs on itself."""
     job_id = row.detail.get(DETAIL_RESUBMITTED_AS)
     if job_id and (not row.is_done or row.outcome is Outcome.RESUBMITTED):
         return job_id
@@ -79,8 +67,7 @@ class Chain:
 
 
 def follow[T](ledger: RowReader, starts: Mapping[T, JobKey]) -> dict[T, Chain]:
-    """Each start's chain, followed from its first job as far as the ledger goes (every
-    chain's next link in one read, a hundred keys a BatchGetItem)."""
+    """Each start's chain, as far as the ledger goes (every chain's next link in one read)."""
     rows: defaultdict[T, list[LedgerRow]] = defaultdict(list)
     ended: set[T] = set()
     current = dict(starts)
@@ -101,14 +88,3 @@ def follow[T](ledger: RowReader, starts: Mapping[T, JobKey]) -> dict[T, Chain]:
                 ended.add(name)
         current = following
     return {name: Chain(tuple(rows[name]), name in ended) for name in starts}
-
-
-__all__: Sequence[str] = (
-    "MAX_CHAIN",
-    "Chain",
-    "RowReader",
-    "follow",
-    "rows_of",
-    "successor",
-    "successors",
-)

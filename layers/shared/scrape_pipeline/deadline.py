@@ -1,9 +1,4 @@
-"""The processor's view of its invocation's end: whether a job or a page may still start.
-
-No job is started within the stop margin of the deadline, and no page of a batch or crawl
-(its GET and its S3 writes) unless the time left also covers ``PAGE_TIME_FACTOR`` times the
-longest page timed so far.
-"""
+"""The processor's view of its invocation's end: whether a job or a page may still start."""
 
 from __future__ import annotations
 
@@ -11,33 +6,36 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scrape_pipeline.budget import safety_margin
+RemainingSeconds = Callable[[], float]
 
 # A page is started only if the time left covers the margin plus this many times the longest
 # page seen: pages differ (a multi-MB item, a slow GET), and one killed mid-way is wasted.
 PAGE_TIME_FACTOR = 1.5
+# A larger margin would leave a short invocation no time (a 5 s timeout, a 10 s margin).
+MAX_MARGIN_SHARE = 0.25
+
+
+def safety_margin(remaining: RemainingSeconds, wanted: float) -> float:
+    """``wanted``, at most a quarter of ``remaining()`` (asked at an invocation's start)."""
+    return min(wanted, remaining() * MAX_MARGIN_SHARE)
 
 
 @dataclass
 class Deadline:
-    """The end of the invocation as the processor sees it: seconds left, the margin kept, and
-    the pages timed so far.
+    """Seconds left, the margin kept, and the longest page so far, timed on ``remaining``
+    itself (Lambda's clock or a test's fake)."""
 
-    Pages are timed on ``remaining`` itself (the time left before and after), so a page's
-    measure and the deadline share one clock: Lambda's, or a test's fake.
-    """
-
-    remaining: Callable[[], float]
+    remaining: RemainingSeconds
     margin: float
-    # The invocation's whole length: a page longer than any invocation could hold is still
-    # tried at the start of one (never starting it would loop for ever).
+    # A page longer than any invocation could hold is still tried at the start of one
+    # (never starting it would loop for ever).
     length: float = math.inf
     longest_page: float = 0.0
     _page_from: float | None = field(default=None, repr=False)
 
     @classmethod
-    def of_invocation(cls, remaining: Callable[[], float], stop_margin: float) -> Deadline:
-        """Built once at the start of an invocation, while ``remaining()`` is its whole length."""
+    def of_invocation(cls, remaining: RemainingSeconds, stop_margin: float) -> Deadline:
+        """Built at the start of an invocation, while ``remaining()`` is its whole length."""
         length = remaining()
         return cls(remaining, safety_margin(lambda: length, stop_margin), length)
 
@@ -46,8 +44,8 @@ class Deadline:
         return self.remaining() < self.margin
 
     def room_for_page(self, expected: float = 0.0) -> bool:
-        """Time enough for one more page: the margin plus ``PAGE_TIME_FACTOR`` times the
-        longest page so far (or ``expected``, a page timed by an earlier attempt)."""
+        """Time for the margin plus ``PAGE_TIME_FACTOR`` times the longest page so far (or
+        ``expected``, a page timed by an earlier attempt)."""
         need = self.margin + PAGE_TIME_FACTOR * max(self.longest_page, expected)
         return self.remaining() >= min(need, max(self.margin, self.length - self.margin))
 
@@ -56,7 +54,7 @@ class Deadline:
         self._page_from = self.remaining()
 
     def end_page(self) -> None:
-        """The page begun last is stored and checkpointed: its time counts from now on."""
+        """The page begun last is stored and checkpointed."""
         if self._page_from is not None:
             self.longest_page = max(self.longest_page, self._page_from - self.remaining())
             self._page_from = None

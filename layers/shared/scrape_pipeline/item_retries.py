@@ -1,36 +1,5 @@
-"""A batch's or crawl's items that failed retryably, each resubmitted as a linked extract job.
-
-Why extract jobs, and not one new batch of the failed URLs: an extract job can be found again
-in the job list by its URL (``GET /v1/extract/jobs?url=``), so a holder that died between its
-POST and noting the new job's id is followed by one that adopts the job instead of posting it
-again, as for an extract job's own resubmission (``scrape_pipeline.resubmission``). No endpoint
-lists batches: a batch posted by a holder that then died could not be found, and its URLs
-would be scraped twice. What it costs per retried item: one ``POST /v1/extract`` and one GET
-when its job settles (its webhook or the watch sweep's job-list pass tells when; that pass
-reads one page per 100 watched jobs), so 2 Geonode requests; one job-list GET more only for an
-item whose holder died during its POST (or whose POST failed without saying it did nothing).
-A new batch would cost one POST for all of them and one GET a 50 items, but could not be
-adopted after a crash. In DynamoDB: three writes on the batch's row, the chain and the link.
-
-    page stored: item failed, retryable ─▶ its index noted "posting" on the batch's row
-        ─▶ POST /v1/extract (url, the batch's formats); 429, 402, never sent: given back
-        ├─ noted on the batch's row, ``<index>:<job id>`` (``retrying_items``), at once
-        ├─ the job's chain depth 1 recorded (its own resubmissions follow the extract rule)
-        └─ the job's row linked to the item (``retry_of``), WATCHING if it had none
-    the linked job (or the one its chain resubmitted) settles ─▶ the batch's row is woken
-    the batch's holder, asking the API nothing, follows each retry's chain in the ledger:
-        settled: its final record kept, taken off ``retrying_items``, counted
-        none left: the manifest, each retried item with its final status, keys and job id; DONE
-
-Bounds, as for an extract job: the item is the start of its chain (someone else submitted the
-batch), its retry is depth 1 and counts one, and a chain ends after MAX_RESUBMISSIONS_PER_URL;
-an item whose budget is spent, or whose failure is not retryable, is dead-lettered at once as
-before. A POST that failed in any way (429, 5xx, no answer) notes no job: the item is redone by the
-next attempt, which (unless the POST certainly did nothing) looks the URL up first and adopts
-a job the API made after all; so does an attempt after a holder died during its POST. That
-look-up waits until the job list covers the POST (the row's ``posted_at`` plus the listing lag
-allowed for, ``scrape_pipeline.listing_lag``): before, the batch's message comes back later.
-"""
+"""A batch's or crawl's items that failed retryably, each resubmitted as a linked extract job: the
+job list finds one by URL, so one whose holder died after its POST is adopted, not posted again."""
 
 from __future__ import annotations
 
@@ -42,28 +11,19 @@ from scrape_pipeline import chains
 from scrape_pipeline.attempt import Attempt
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.geonode.errors import (
-    AuthError,
-    PaymentRequiredError,
-    RateLimitedError,
-    TransportError,
-)
 from scrape_pipeline.geonode.fields import as_dict
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
 from scrape_pipeline.listing_lag import ListingLag
 from scrape_pipeline.manifest import ItemRecord, ItemStatus
-from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
+from scrape_pipeline.resubmission import NOTHING_DONE, did_nothing, posted_before
+from scrape_pipeline.runs.doubt import LedgerClaims, Posted
 
-# The item's failure codes that are worth another try when the item does not say (the API's
-# item shape has ``error_code`` and no ``retryable``): the codes its extract jobs mark retryable.
+# The item failure codes worth another try (those the API's extract jobs mark retryable).
 DEFAULT_RETRYABLE_ITEM_CODES = ("UPSTREAM_TIMEOUT", "RATE_LIMITED")
 # The detail of a linked extract job that was stored: its keys, for the item's manifest line.
 DETAIL_KEYS = "keys"
-# A POST that failed so: the API did nothing (429, 402, 401) or may not have (a network error,
-# said apart by ``request_sent``).
-_NOTHING_DONE = (RateLimitedError, PaymentRequiredError, AuthError, TransportError)
 
 
 @dataclass(frozen=True)
@@ -106,8 +66,7 @@ def retrying_by_index(entries: Iterable[str]) -> dict[int, str]:
 
 
 def is_retryable(item: BatchItem, codes: Sequence[str]) -> bool:
-    """The item failed in a way another try may fix: its own ``retryable`` flag if the answer
-    has one, else its error code among ``codes``."""
+    """Another try may help: the item's own ``retryable`` flag, else its code in ``codes``."""
     for flag in (item.raw.get("retryable"), as_dict(item.raw.get("error")).get("retryable")):
         if isinstance(flag, bool):
             return flag
@@ -115,8 +74,7 @@ def is_retryable(item: BatchItem, codes: Sequence[str]) -> bool:
 
 
 def formats_of(status: BatchStatus) -> tuple[str, ...]:
-    """The formats the batch asked for, as its answer says, else those its completed items
-    returned, else markdown (the API's default)."""
+    """The formats the batch asked for, else those its items returned, else markdown."""
     asked = status.raw.get("formats")
     if isinstance(asked, list) and asked and all(isinstance(f, str) for f in asked):
         return tuple(asked)
@@ -149,18 +107,23 @@ class ItemRetrier:
         attempt: Attempt,
         noted: Mapping[int, str],
     ) -> str | None:
-        """The retry's job id for the item, posted now or adopted (an earlier attempt's), or
-        None when the budget allows none. ``noted``: the row's retrying items so far; the
-        retry is noted on the batch's row before this returns."""
+        """The retry's job id, posted or adopted, noted on the batch's row; None when the
+        budget allows none. ``noted``: the row's retrying items so far."""
         url = item.url
         if not url or self.per_chain_limit < 1:
             return None
         job_id = noted.get(ref.index)
         if job_id is None and str(ref.index) in attempt.row.retry_posting:
-            # An earlier holder began this POST and noted no answer: the API may have made it,
-            # and the job list may not show it yet (then the batch's message comes back later).
+            # An earlier holder began this POST and noted no answer: the API may have made it.
             self._lag.check(attempt.row.posted_at)
-            job_id = self._posted_before(ref, url, status, taken=set(noted.values()))
+            # Not one retrying another item (a batch may hold a URL twice) nor a run's.
+            claims = LedgerClaims(
+                self._ledger, Posted(formats_of(status)), own=set(noted.values()), item=ref.text()
+            )
+            created = parse_time(status.raw.get("created_at"))
+            job_id = posted_before(
+                self._client, url, created.timestamp() if created else 0.0, claims
+            )
         if job_id is None:
             job_id = self._post(ref, url, status, attempt.owner)
         self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
@@ -170,34 +133,20 @@ class ItemRetrier:
     def _post(self, ref: RetryRef, url: str, status: BatchStatus, owner: str) -> str:
         self._ledger.note_item_retry(ref.parent, owner, ref.index, posting=True)
         try:
-            # Posted as ``_posted_before`` matches it: the batch's formats, not rendered.
+            # Posted as the look-up matches it: the batch's formats, not rendered.
             return self._client.submit_extract(url, formats=formats_of(status)).job_id
-        except _NOTHING_DONE as exc:
-            if not isinstance(exc, TransportError) or not exc.request_sent:
+        except NOTHING_DONE as exc:
+            if did_nothing(exc):
                 # The API certainly did not act: the next attempt posts without a look-up.
                 with contextlib.suppress(AWSUnavailableError, LeaseLostError):
                     self._ledger.note_item_retry(ref.parent, owner, ref.index)
             raise
 
     def link(self, ref: RetryRef, job_id: str, *, depth: int, run: str | None = None) -> None:
-        """Record ``job_id``'s chain depth and link its row to the item it retries (and to the
-        batch's ``run``, so its event names the run too)."""
+        """Record ``job_id``'s chain depth and link its row to the item (and the batch's run)."""
         key = JobKey(JobKind.EXTRACT, job_id)
         self._chains.record_chain(key, depth)
         self._ledger.link_retry(key, ref.text(), run=run)
-
-    def _posted_before(
-        self, ref: RetryRef, url: str, status: BatchStatus, *, taken: set[str]
-    ) -> str | None:
-        """The earliest extract job for ``url`` since the batch, posted as this retry is (the
-        batch's formats), neither retrying another item (a batch may hold a URL twice) nor a
-        run's: one an earlier attempt posted and did not note."""
-        posted = Posted(formats_of(status))
-        claims = LedgerClaims(self._ledger, posted, own=taken, item=ref.text())
-        created = parse_time(status.raw.get("created_at"))
-        since = created.timestamp() if created else 0.0
-        found = find_created(self._client, url, since, claims=claims, skew_s=0.0)
-        return found.job_id if found else None
 
 
 @dataclass(frozen=True)
@@ -218,8 +167,8 @@ class Settled:
 
 
 def settled_items(ledger: Ledger, row: LedgerRow) -> Settled:
-    """Follow each retrying item's chain of extract jobs in the ledger (one BatchGetItem a
-    hundred jobs a link of the chain; no Geonode call) to the job that settled it, if any."""
+    """Each retrying item's chain followed in the ledger (no Geonode call) to the job that
+    settled it, if any."""
     starts = {text: JobKey(JobKind.EXTRACT, read_entry(text)[1]) for text in row.retrying_items}
     records: list[ItemRecord] = []
     entries: set[str] = set()

@@ -1,23 +1,35 @@
-"""How late the job list may show a job, as the pipeline allows for it: one reader for all.
+"""How late the job list may show a job: a look-up that finds nothing proves nothing until then.
 
-A POST whose answer was lost may have created a job that the job list does not show yet (the
-API lists jobs minutes late at times). A look-up that finds nothing proves nothing until it is
-made ``allowed()`` seconds after the POST: the larger of ``GEONODE_LISTING_LAG_FLOOR_SECONDS``
-and the reconciler's measured lag times its margin (the lag its job-list sweep measures and
-saves on its checkpoint row, ``sweeps.job_list_state``). Until then, the submitter, the
-processor and the CLI keep the URL in doubt and never post it again.
+The floor (``GEONODE_LISTING_LAG_FLOOR_SECONDS``) or the reconciler's measured lag times its
+margin, whichever is larger; until then the submitter, processor and CLI keep a URL in doubt.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
-from scrape_pipeline.sweeps.job_list_state import JOBS_CHECKPOINT, LAG_MARGIN, Checkpoint
+
+# The job-list sweep's checkpoint row (``meta#`` + this), where it saves the lag it measured.
+JOBS_CHECKPOINT = "reconciler-jobs"
+# A lag measured is a lower bound (a job listed later still was not seen at all): allow this many.
+LAG_MARGIN = 2.0
+# A measured lag is remembered this long after it was last seen (Lambda's clock).
+LAG_MEMORY_SECONDS = 86_400.0
+
+
+def saved_lag(saved: Mapping[str, str], now: float) -> tuple[float, float]:
+    """The lag the checkpoint row holds (0 once not seen for a day) and when it was seen."""
+    lag, seen_at = _number(saved, "lag"), _number(saved, "lag_seen_at")
+    return (0.0 if now - seen_at > LAG_MEMORY_SECONDS else lag), seen_at
+
+
+def _number(saved: Mapping[str, str], name: str) -> float:
+    return float(saved.get(name) or 0.0)  # absent (rows of earlier versions) or empty: 0
 
 
 class CheckpointReader(Protocol):
@@ -49,23 +61,18 @@ class ListingLag:
         self.floor_s = LISTING_LAG_FLOOR.default if floor_s is None else floor_s
 
     def allowed(self) -> float:
-        """max(floor, measured lag times ``LAG_MARGIN``), the lag read from the reconciler's row
-        (forgotten a day after it was last seen, as the reconciler forgets it)."""
+        """max(floor, ``LAG_MARGIN`` times the lag the reconciler's row holds)."""
         if self._books is None:
             return self.floor_s
-        now = self._clock.time()
         saved = self._books.read_many([JOBS_CHECKPOINT]).get(JOBS_CHECKPOINT)
-        measured = Checkpoint.read(saved, now, now).lag if saved else 0.0
+        measured = saved_lag(saved, self._clock.time())[0] if saved else 0.0
         return max(self.floor_s, LAG_MARGIN * measured)
 
     def check(self, posted_at: float | None) -> None:
-        """Raise ``ListingCatchingUpError`` while a POST begun at ``posted_at`` may still be
-        missing from the job list (None: no POST noted, nothing to wait for)."""
+        """Raise ``ListingCatchingUpError`` while a POST begun at ``posted_at`` (None: none)
+        may still be missing from the job list."""
         if posted_at is None:
             return
         lag = self.allowed()
         if self._clock.time() < posted_at + lag:
             raise ListingCatchingUpError(posted_at, posted_at + lag, lag)
-
-
-__all__: Sequence[str] = ("CheckpointReader", "ListingCatchingUpError", "ListingLag")

@@ -1,30 +1,10 @@
-"""A batch's or crawl's manifest: every item's index, URL, status, keys and tokens, written last.
-
-    manifest-parts/<kind>/<job id>/<page>-<first item>.json   a stored range of a page's items
-    manifest-parts/<kind>/<job id>/status.json                its last page's answer, no items
-    manifest-parts/<kind>/<job id>/retries/<item>.json        a retried item's final record
-    results/<kind>/<job id>/manifest.json                     the job's, once, last
-
-Each range of a page's items that a checkpoint moves past gets its part, written before that
-checkpoint, from what the page's GET answered (no other API call). A range redone after a
-crash between its part and its checkpoint finds its part there and goes on from its end, so
-the parts never overlap. Once the last page is stored the parts are read back by key (one
-GetObject each, no list call) and the manifest is put with ``If-None-Match: *`` before the
-ledger's DONE, so "the manifest exists" means every item is stored or dead-lettered, and a
-retry after a crash keeps the first manifest.
-
-An item that failed retryably is resubmitted as an extract job (``scrape_pipeline.item_retries``)
-and its part says ``retrying`` with that job's id. The manifest then waits until every such
-item's retry has settled: each one's final record (the retry's outcome, keys and job id) is put
-under ``retries/`` first, and the manifest gives it in the item's place, so no item of a
-manifest is ever ``retrying``. The last page's answer is kept (``status.json``) for that later
-write, which asks the API nothing.
-"""
+"""A batch's or crawl's manifest (docs/architecture.md): a part per stored range of items before
+each checkpoint, then the manifest, once, before DONE: it means every item settled."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from operator import attrgetter
 from typing import Any
@@ -39,6 +19,7 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 # The reason of a failed item the API gave no error code for.
 REASON_ITEM_FAILED = "item failed"
+_OPTIONAL = frozenset({"reason", "retry_job"})
 
 
 class ItemStatus(StrEnum):
@@ -50,15 +31,6 @@ class ItemStatus(StrEnum):
     CANCELLED = "cancelled"
     # Only in parts: resubmitted as an extract job; the manifest gives the retry's outcome.
     RETRYING = "retrying"
-
-
-def item_tokens(item: BatchItem) -> int | None:
-    """What the item cost, as the API said (in its metadata, or beside it)."""
-    for value in (item.metadata.get("tokens_charged"), item.raw.get("tokens_charged")):
-        tokens = int_or_none(value)
-        if tokens is not None:
-            return tokens
-    return None
 
 
 @dataclass(frozen=True)
@@ -87,22 +59,17 @@ class ItemRecord:
         """The record of ``item`` (the API's answer for it) stored or parked at ``keys``."""
         failed = status in (ItemStatus.DEAD_LETTERED, ItemStatus.RETRYING)
         reason = (item.error_code or REASON_ITEM_FAILED) if failed else None
-        return cls(index, item.url, status, tuple(keys), item_tokens(item), reason, retry_job)
+        # What the item cost, as the API said (in its metadata, or beside it).
+        tokens = int_or_none(item.metadata.get("tokens_charged"))
+        if tokens is None:
+            tokens = int_or_none(item.raw.get("tokens_charged"))
+        return cls(index, item.url, status, tuple(keys), tokens, reason, retry_job)
 
     def to_json(self) -> dict[str, Any]:
         """The record as the manifest and its parts keep it."""
-        body: dict[str, Any] = {
-            "index": self.index,
-            "url": self.url,
-            "status": self.status.value,
-            "keys": list(self.keys),
-            "tokens": self.tokens,
-        }
-        if self.reason is not None:
-            body["reason"] = self.reason
-        if self.retry_job is not None:
-            body["retry_job"] = self.retry_job
-        return body
+        body = {**asdict(self), "status": self.status.value, "keys": list(self.keys)}
+        # ``reason`` and ``retry_job`` only when set.
+        return {k: v for k, v in body.items() if v is not None or k not in _OPTIONAL}
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> ItemRecord:
@@ -146,8 +113,8 @@ def retry_key(kind: JobKind, job_id: str, index: int) -> str:
 def build_manifest(
     key: JobKey, status: BatchStatus, records: Iterable[ItemRecord]
 ) -> dict[str, Any]:
-    """The manifest of a settled batch or crawl: its items once each by index, counts by
-    status, tokens, and the job's own status and times as its last page answered."""
+    """The manifest of a settled batch or crawl: its items once each, counts, tokens, and the
+    job's status and times as its last page answered."""
     by_index: dict[int, ItemRecord] = {}
     for record in records:
         by_index.setdefault(record.index, record)
@@ -172,8 +139,8 @@ def build_manifest(
 
 @dataclass(frozen=True)
 class Part:
-    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end`` when
-    ``end`` is the page's last item, ``last`` when that page is the job's last."""
+    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end``: the
+    page's end, ``last``: the job's."""
 
     page: int
     first: int
@@ -218,12 +185,8 @@ class Covered:
 
 
 class ManifestWriter:
-    """Writes a batch's or crawl's parts as its pages are stored, and its manifest last.
-
-    The parts make a chain with no gap or overlap, read back by key alone (no list call):
-    page 1 starts at item 0, each part's ``end`` is where the next one of its page starts,
-    a ``page_end`` part is followed by item 0 of the next page, and a ``last`` one ends it.
-    """
+    """Writes the parts as pages are stored, and the manifest last. The parts chain with no
+    gap or overlap, read back by key alone: each ``end`` is where the next part starts."""
 
     def __init__(self, results: ResultStore) -> None:
         self._results = results
@@ -238,11 +201,9 @@ class ManifestWriter:
         page_items: int,
         last: bool,
     ) -> Covered:
-        """Keep the records of items ``first`` to ``first + len(records)`` of ``page`` (each
-        settled), before the checkpoint moves past them; the checkpoint goes to the end of
-        what the parts cover. A part already there (an attempt that died before its
-        checkpoint) stands: the range goes on from its end, or stops there if it reaches
-        further (its items were stored before it was written)."""
+        """Keep the records of ``page``'s items from ``first``, before the checkpoint moves
+        past them; a part already there (a dead attempt's) stands and the range goes on
+        from its end."""
         end = first + len(records)
         covered: list[ItemRecord] = []
         at = first
@@ -272,8 +233,8 @@ class ManifestWriter:
         self._results.put_json_once(where, record.to_json())
 
     def write(self, key: JobKey, status: BatchStatus) -> str:
-        """Put the manifest, once, from the chain of parts, each retried item's final record
-        in its place; its key (a repeat keeps the first). One GetObject a part and a retry."""
+        """Put the manifest once from the chain of parts, each retried item's final record in
+        its place; its key. One GetObject a part and a retry."""
         records: list[ItemRecord] = []
         page, first = 1, 0
         while True:

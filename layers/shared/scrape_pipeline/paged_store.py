@@ -1,18 +1,5 @@
-"""A batch's or crawl's items stored page by page, with a checkpoint in the ledger after each.
-
-A large batch or crawl completes across invocations without storing a page twice, and an
-attempt that stored a page is progress, not a strike. A page that outlasts what is left (one
-longer than any invocation, once started) stops at the stop margin after an item at least,
-checkpointed at that item: the next attempt goes on from there. A page is read by the number
-asked for, whatever the answer echoes.
-
-Every range of items a checkpoint moves past has its part of the manifest written just
-before that checkpoint, and the manifest is written once the last page is stored, before the
-caller marks the row DONE (``scrape_pipeline.manifest``).
-
-A completed batch's or crawl's item that failed retryably is resubmitted as an extract job
-(``scrape_pipeline.item_retries``) instead of dead-lettered; while any is retrying the manifest
-waits, and the caller settles them (``DETAIL_RETRYING`` in the detail says how many).
+"""A batch's or crawl's items stored page by page, with a checkpoint in the ledger after each,
+so a large job completes across invocations without storing a page twice.
 """
 
 from __future__ import annotations
@@ -38,8 +25,7 @@ DETAIL_CANCELLED = "items_cancelled"
 
 @dataclass
 class _Retries:
-    """One attempt's retrying items (index to the retry's job id), the row's to begin with;
-    None as ``retrier`` when items are not retried (a cancelled or failed job)."""
+    """One attempt's retrying items (index to job id); no ``retrier``: none is retried."""
 
     retrier: ItemRetrier | None
     attempt: Attempt
@@ -73,16 +59,9 @@ class _Position:
 class _PageDone:
     """What storing (part of) one page did."""
 
-    stored: int = 0
-    failed: int = 0
     pending: bool = False  # an item still runs (a cancelled job's in-flight one)
     stopped_at: int | None = None  # out of time: the position of the first item not done
     records: list[ItemRecord] = field(default_factory=list)  # the settled items, for the part
-
-
-def _still_running(done: _PageDone, status: BatchStatus, *, last: bool) -> bool:
-    """An item of this page, or (on the last page) of the job, is still pending."""
-    return done.pending or (last and status.pending > 0)
 
 
 class PagedStore:
@@ -100,14 +79,9 @@ class PagedStore:
         self._ledger = ledger
         self._client = client
         self._results = results
-        self._manifest = ManifestWriter(results)
+        self.manifest = ManifestWriter(results)
         self._retrier = retrier
         self._retryable_codes = tuple(retryable_codes)
-
-    @property
-    def manifest(self) -> ManifestWriter:
-        """The writer of this store's parts and manifests."""
-        return self._manifest
 
     def first_page(self, attempt: Attempt) -> BatchStatus:
         """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
@@ -117,14 +91,8 @@ class PagedStore:
     def store_items(
         self, attempt: Attempt, first_page: BatchStatus, *, retry: bool = False
     ) -> dict[str, str] | None:
-        """Store every completed item once, dead-letter the failed ones, page by page;
-        with ``retry``, resubmit those that failed retryably (the manifest then waits).
-
-        Starts at the row's checkpoint; after each page the checkpoint moves on, so a later
-        invocation never redoes a stored page. Stops at a page boundary when the next page
-        would not fit before the deadline. None when an item is still pending (a cancelled
-        crawl's in-flight page): the checkpoint stays on its page, read again once drained.
-        """
+        """Store each completed item once and dead-letter the failed ones (``retry``: resubmit
+        the retryable), from the checkpoint on; None while an item is pending."""
         row = attempt.row
         at = _Position(
             row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
@@ -143,22 +111,19 @@ class PagedStore:
     def _store_pages(
         self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
     ) -> tuple[_Position, BatchStatus] | None:
-        """``store_items``' pages, from ``at`` to the last: where they ended and the last
-        page's status; None when an item is pending (``OutOfTimeError`` at the deadline)."""
+        """The pages from ``at`` to the last: where they ended and the last page's status."""
         while True:
             retries.status = status
             done = self._store_page(attempt.key, at, status, retries)
             last = at.page >= status.page.page_count or not status.page.items
-            # Stopped by the deadline, only the items before the stop count: a pending item
-            # past it is the next attempt's.
-            if done.pending or (
-                done.stopped_at is None and _still_running(done, status, last=last)
-            ):
+            # An item of this page, or on its last of the job, is pending (stopped by the
+            # deadline, a pending item past the stop is the next attempt's).
+            if done.pending or (done.stopped_at is None and last and status.pending > 0):
                 self._hold_page(attempt, at, done)
                 return None
             size = len(status.page.items)
             at = at.plus(
-                self._manifest.record_range(
+                self.manifest.record_range(
                     attempt.key, at.page, at.item, done.records, page_items=size, last=last
                 )
             )
@@ -181,7 +146,7 @@ class PagedStore:
         # The page's finished items are stored (each object once); its counts and its part
         # wait for the pass that finds it drained, so none is counted twice and moving on
         # never skips a pending item.
-        if done.stored or done.failed:
+        if any(r.status in (ItemStatus.STORED, ItemStatus.DEAD_LETTERED) for r in done.records):
             self._checkpoint(attempt, at)
         if done.stopped_at is not None:
             raise OutOfTimeError
@@ -189,8 +154,7 @@ class PagedStore:
     def _finished(
         self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
     ) -> dict[str, str]:
-        """The detail of a job whose every page is stored: its manifest, written last, unless
-        items are still retrying (the manifest then waits for them)."""
+        """The detail of a job whose every page is stored: its manifest, unless items retry."""
         detail = {
             "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
             "items_stored": str(at.stored),
@@ -198,13 +162,12 @@ class PagedStore:
             DETAIL_CANCELLED: str(at.cancelled),
         }
         if retries.noted:
-            # Items still retrying: the manifest waits for them (the caller settles them).
-            self._manifest.keep_status(attempt.key, status)
+            self.manifest.keep_status(attempt.key, status)
             detail[DETAIL_RETRYING] = str(len(retries.noted))
             detail[DETAIL_PAGES] = str(at.page)
             return detail
         # Last, and before the caller's DONE: a manifest means every item is accounted for.
-        detail["manifest"] = self._manifest.write(attempt.key, status)
+        detail["manifest"] = self.manifest.write(attempt.key, status)
         # The job's whole charge, final now that nothing is pending: runs show adds it up.
         if status.tokens_charged is not None:
             detail[DETAIL_TOKENS] = str(status.tokens_charged)
@@ -218,9 +181,7 @@ class PagedStore:
     def _store_page(
         self, key: JobKey, at: _Position, status: BatchStatus, retries: _Retries
     ) -> _PageDone:
-        """One page's items from position ``at.item``: how many stored and dead-lettered,
-        whether any is pending, and where it stopped if the deadline came first (after one
-        item at least, so every attempt moves on)."""
+        """One page's items from ``at.item``; the deadline stops it after one item at least."""
         done = _PageDone()
         deadline = retries.attempt.deadline
         for position, item in enumerate(status.page.items[at.item :], start=at.item):
@@ -243,7 +204,6 @@ class PagedStore:
                 key.kind, key.job_id, item.data, metadata_of(item.raw), item=index
             )
             done.records.append(ItemRecord.of(item, index, ItemStatus.STORED, stored.keys))
-            done.stored += 1
         elif item.status == ApiStatus.FAILED:
             if not self._retried(key, item, index, done, retries):
                 where = self._results.dead_letter(
@@ -253,7 +213,6 @@ class PagedStore:
                     item=index,
                 )
                 done.records.append(ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where]))
-                done.failed += 1
         elif item.status == ApiStatus.CANCELLED:
             done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
         else:
@@ -262,8 +221,7 @@ class PagedStore:
     def _retried(
         self, key: JobKey, item: BatchItem, index: int, done: _PageDone, retries: _Retries
     ) -> bool:
-        """Resubmit a retryably failed item as an extract job linked to it (noted on the row
-        at once); False when it is not retried (not retryable, no retrier, no budget)."""
+        """Resubmit a retryably failed item as a linked extract job; False when not retried."""
         retrier, status = retries.retrier, retries.status
         if retrier is None or status is None or not is_retryable(item, self._retryable_codes):
             return False

@@ -63,11 +63,7 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.models import ApiStatus, BatchStatus, Job
-from scrape_pipeline.item_retries import (
-    DETAIL_KEYS,
-    ItemRetrier,
-    settled_items,
-)
+from scrape_pipeline.item_retries import DETAIL_KEYS, ItemRetrier, settled_items
 from scrape_pipeline.jobs import (
     DETAIL_RESUBMITTED_AS,
     DETAIL_TOKENS,
@@ -80,12 +76,7 @@ from scrape_pipeline.jobs import (
 )
 from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
 from scrape_pipeline.listing_lag import ListingCatchingUpError
-from scrape_pipeline.paged_store import (
-    DETAIL_CANCELLED,
-    DETAIL_PAGES,
-    DETAIL_RETRYING,
-    PagedStore,
-)
+from scrape_pipeline.paged_store import DETAIL_CANCELLED, DETAIL_PAGES, DETAIL_RETRYING, PagedStore
 from scrape_pipeline.processor_settings import ProcessorSettings
 from scrape_pipeline.queue import JobMessage
 from scrape_pipeline.resubmission import Resubmitter, hand_on
@@ -242,7 +233,9 @@ class JobProcessor:
             # is the API's lag or an incident. Re-checked until it answers, never closed.
             return self._call_failed(attempt, "404", not_found=True)
         if row.not_found + 1 >= self.settings.not_found_max_tries:
-            return self._dead_letter(attempt, {"reason": REASON_UNKNOWN_JOB, "status": "404"})
+            return self._closer.dead_letter(
+                attempt, {"reason": REASON_UNKNOWN_JOB, "status": "404"}
+            )
         self._ledger.release(attempt.key, attempt.owner, not_found=True)
         return Disposition(MessageOutcome.NOT_FOUND, self._backoff(row.not_found))
 
@@ -255,7 +248,7 @@ class JobProcessor:
         if detail is None:
             return self._not_settled(attempt, api_job, woken=attempt.woken)
         # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
-        self._retire_superseded(attempt.row)
+        self._closer.retire_superseded(attempt.row)
         self._closer.finish(attempt, Outcome.CANCELLED, detail)
         return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=items_dead(detail))
 
@@ -277,7 +270,7 @@ class JobProcessor:
             detail = items
         # A job closed as unknown or never settled that did settle: its result is the one
         # outcome now, so the dead-letter record it was closed with is retired.
-        self._retire_superseded(attempt.row)
+        self._closer.retire_superseded(attempt.row)
         if isinstance(api_job, Job):
             keys = [*stored.written, *stored.already_present]
             # Kept for a batch's item this job may retry: it may be linked only after this
@@ -291,16 +284,18 @@ class JobProcessor:
         return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(detail))
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
-        self._retire_superseded(attempt.row)
+        self._closer.retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
             items = self._pages.store_items(attempt, api_job)
-            closed = self._dead_letter(attempt, _failure_record("batch failed", None))
+            closed = self._closer.dead_letter(attempt, _failure_record("batch failed", None))
             return replace(closed, items_dead_lettered=items_dead(items or {}))
         if api_job.error is None or not api_job.error.retryable:
-            return self._dead_letter(attempt, _failure_record("not retryable", api_job))
+            return self._closer.dead_letter(attempt, _failure_record("not retryable", api_job))
         resubmission = self._resubmitter.resubmit(api_job, attempt)
         if resubmission is None:
-            return self._dead_letter(attempt, _failure_record("resubmission budget spent", api_job))
+            return self._closer.dead_letter(
+                attempt, _failure_record("resubmission budget spent", api_job)
+            )
         detail = {
             DETAIL_RESUBMITTED_AS: resubmission.job_id,
             "adopted": str(resubmission.adopted).lower(),
@@ -361,7 +356,7 @@ class JobProcessor:
         }
         if status.tokens_charged is not None:
             detail[DETAIL_TOKENS] = str(status.tokens_charged)
-        self._retire_superseded(attempt.row)
+        self._closer.retire_superseded(attempt.row)
         self._closer.finish(attempt, Outcome.STORED, detail)
         return Disposition(MessageOutcome.STORED, items_dead_lettered=counts[1])
 
@@ -409,21 +404,15 @@ class JobProcessor:
             self._ledger.release(attempt.key, attempt.owner, error=error)
         return Disposition(MessageOutcome.FAILED_ATTEMPT, self._backoff(attempt.row.strikes), error)
 
-    def _retire_superseded(self, row: LedgerRow) -> None:
-        self._closer.retire_superseded(row)
-
-    def _dead_letter(self, attempt: Attempt, record: Mapping[str, Any]) -> Disposition:
-        return self._closer.dead_letter(attempt, record)
-
     def _poisoned(self, attempt: Attempt, error: str | None) -> Disposition:
-        self._retire_superseded(attempt.row)
+        self._closer.retire_superseded(attempt.row)
         record = {
             "reason": REASON_POISON,
             "attempts": str(attempt.row.strikes),
             # No error recorded: the attempts were killed (a timeout, out of memory).
             "last_error": error or "attempt did not finish (timeout or crash)",
         }
-        self._dead_letter(attempt, record)
+        self._closer.dead_letter(attempt, record)
         return Disposition(MessageOutcome.POISONED, detail=record["last_error"])
 
     # -- helpers ---------------------------------------------------------------------------

@@ -1,14 +1,5 @@
-"""Results in S3 under deterministic keys, each written at most once.
-
-    results/<kind>/<job id>[/<item index>]/content.md | content.html | links.json | metadata.json
-    dead-letters/<kind>/<job id>[/<item index>].json
-    results/<kind>/<job id>/manifest.json            (a batch's or crawl's, ``manifest``)
-    manifest-parts/<kind>/<job id>/<page>-<first item>.json
-
-Every object is put with ``If-None-Match: *``: a second writer (a retry after a crash, a
-duplicate message) gets 412 and moves on, so a job never has two versions of an object.
-``metadata.json`` goes last: its presence means the whole result is there.
-"""
+"""Results in S3 under deterministic keys (docs/architecture.md), each written at most once
+(``If-None-Match: *``); ``metadata.json`` goes last: its presence means the result is whole."""
 
 from __future__ import annotations
 
@@ -114,8 +105,7 @@ class ResultStore:
         return bool(result.written)
 
     def read_json(self, key: str, *, missing_ok: bool = False) -> Any:
-        """The JSON object at ``key`` (one this store wrote); None if none is there and
-        ``missing_ok`` (S3 answers 404 only to a caller allowed to list the bucket)."""
+        """The JSON object at ``key``; None if none is there and ``missing_ok``."""
         try:
             body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except AWS_ERRORS as exc:
@@ -125,8 +115,7 @@ class ResultStore:
         return json.loads(body)
 
     def retire(self, key: str) -> None:
-        """Remove a dead-letter record that a later outcome overturned (the bucket keeps it as
-        a noncurrent version, so the history stays readable)."""
+        """Remove a dead-letter record a later outcome overturned (kept as a noncurrent version)."""
         if not key.startswith(f"{DEAD_LETTER_PREFIX}/"):
             raise ValueError(f"only dead-letter records are retired, not {key!r}")
         try:
@@ -149,9 +138,7 @@ class ResultStore:
                 if is_precondition_failed(exc):
                     result.already_present.append(key)
                     return
-                # 409: another conditional write to the key is in flight; nothing says it will
-                # succeed, so this one is tried again (S3's advice), never taken for "already
-                # there".
+                # 409: another conditional write is in flight and may fail: tried again.
                 if is_write_conflict(exc) and attempt < CONFLICT_TRIES:
                     continue
                 # Still conflicting, or S3 failing: the job is retried later, nothing is marked.

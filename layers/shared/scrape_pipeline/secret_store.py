@@ -4,31 +4,9 @@ just rotated verify at once, without a restart."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
+from scrape_pipeline.aws_errors import Fetch, fetch_secret
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.signatures import WebhookSecret, parse_secret_bundle
-
-Fetch = Callable[[str, float, bool], str]
-
-
-def fetch_secret(secret_id: str, max_age: float, force: bool) -> str:
-    """The secret's text (the API key's too); ``AWSUnavailableError`` when unavailable."""
-    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - cold start
-
-    try:
-        value: Any = parameters.get_secret(secret_id, max_age=int(max_age), force_fetch=force)
-    except parameters.GetParameterError as exc:
-        # Powertools wraps every failure in its own error; botocore's is its context.
-        cause = exc.__context__
-        if isinstance(cause, AWS_ERRORS):
-            raise unavailable("secretsmanager", "GetSecretValue", cause) from exc
-        raise AWSUnavailableError("secretsmanager", "GetSecretValue", type(exc).__name__) from exc
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    return str(value)
 
 
 class SecretStore:

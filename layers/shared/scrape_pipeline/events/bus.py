@@ -1,10 +1,5 @@
-"""PutEvents on the stack's bus: at most ten entries and 256 KB a call, refusals reported.
-
-EventBridge takes up to ten entries per call and 256 KB per call, counting each entry's
-``Source``, ``DetailType`` and ``Detail`` (UTF-8) and 14 bytes for its time. A call answers
-per entry: ``FailedEntryCount`` and, in order, an ``EventId`` or an ``ErrorCode`` for each.
-An entry refused, or a call that failed, leaves its events to be sent again.
-"""
+"""PutEvents on the stack's bus: at most ten entries and 256 KB a call, refusals reported (an
+entry refused, or a call that failed, leaves its events to be sent again)."""
 
 from __future__ import annotations
 
@@ -34,8 +29,7 @@ class PutResult:
 def _sort_answers(
     result: PutResult, batch: Sequence[OutcomeEvent], answers: Sequence[Mapping[str, Any]]
 ) -> None:
-    """Each event of ``batch`` as PutEvents answered it: sent, or failed (refused by its entry's
-    answer, or with no answer at all: not known to be taken)."""
+    """Each event of ``batch`` sent, or failed (refused, or with no answer: not known taken)."""
     for event, answer in zip(batch, answers, strict=False):
         (result.failed if answer.get("ErrorCode") else result.sent).append(event)
     result.failed += batch[len(answers) :]

@@ -1,9 +1,5 @@
-"""What an outcome's event says, and the id that every repeat of it carries.
-
-An event's id is derived from the outcome (kind, job id, outcome, how many times the row was
-reopened), never drawn at random, so the processor's emit and the outbox sweep's repeat of it
-carry the same one, and a reopened job's new outcome a new one.
-"""
+"""What an outcome's event says, and its id: derived from the outcome (never random), so every
+repeat of it carries the same one, and a reopened job's new outcome a new one."""
 
 from __future__ import annotations
 
@@ -84,13 +80,8 @@ def outcome_event(
     keys: list[str] | None = None,
     run: str | None = None,
 ) -> OutcomeEvent | None:
-    """The event of ``outcome`` (None: an outcome that is not told, a resubmission).
-
-    ``detail`` is what the row keeps of the outcome; ``keys`` the objects an extract stored;
-    ``settled_at`` when the API says the job ended (``finished_at``, ours, if it does not say);
-    ``run`` the submission run whose journal recorded the job.
-    A batch's or crawl's items are listed by its manifest, named here, not in the event.
-    """
+    """The event of ``outcome`` (None: not told, a resubmission), from the row's ``detail``;
+    a batch's or crawl's items are in its manifest, named here, not in the event."""
     detail_type = DETAIL_TYPES.get(outcome)
     if detail_type is None:
         return None

@@ -51,13 +51,11 @@ class BatchStatus(Settles):
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any], *, page: int | None = None) -> BatchStatus:
-        """``page`` is the page that was asked for: it numbers the answer, whatever ``page`` the
-        answer echoes (or leaves out); without it the echo is read, and a missing one is 1."""
+        """``page``, the page asked for, numbers the answer over its echo (none echoed: 1)."""
         items = [BatchItem.from_api(i) for i in objects(body.get("items") or [])]
         job_id = body.get("job_id") or body.get("id")
         if not job_id:
-            # As for an extract job: an answer that does not say which job it is cannot be
-            # acted on (the processor counts it a failed attempt, a poison job if it persists).
+            # As for an extract job: an answer that does not say which job it is is no answer.
             raise ValueError("batch or crawl answer without job_id")
         return cls(
             job_id=str(job_id),

@@ -1,8 +1,5 @@
-"""The Geonode Scraper API's endpoints (contract: docs/geonode-api.md), typed.
-
-The HTTP core, retries included, is ``transport.Transport``; this module names each endpoint,
-what it sends and how its answer is read.
-"""
+"""The Geonode Scraper API's endpoints (contract: docs/geonode-api.md), typed; the HTTP core,
+retries included, is ``transport.Transport``."""
 
 from __future__ import annotations
 
@@ -51,13 +48,7 @@ Formats = Sequence[str]
 
 
 class GeonodeClient(Transport):
-    """Every endpoint of the Geonode Scraper API, with typed results and safe retries.
-
-    The key comes from ``api_key`` or ``GEONODE_SCRAPER_API_KEY`` and is never part of a repr,
-    a log line or an error message. Thread-safe: one client can serve many pollers.
-    """
-
-    # -- extraction ------------------------------------------------------------------------
+    """Every endpoint of the Geonode Scraper API, with typed results and safe retries."""
 
     def extract_sync(
         self, url: str, *, formats: Formats = _MARKDOWN, render_js: bool = False, **options: Any
@@ -78,28 +69,12 @@ class GeonodeClient(Transport):
         return Job.from_api(self._get(f"/v1/extract/{_segment(job_id)}"))
 
     def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        url: str | None = None,
-        job_id: str | None = None,
-        output: str | None = None,
-        start_date: DateLike | None = None,
-        end_date: DateLike | None = None,
-        page: int = 1,
-        page_size: int = JOBS_PAGE_MAX,
+        self, *, page: int = 1, page_size: int = JOBS_PAGE_MAX, **filters: DateLike | None
     ) -> Page[JobSummary]:
-        """One page of the account's jobs, newest first."""
+        """One page of the account's jobs, newest first; ``filters``: ``status``, ``url``,
+        ``job_id``, ``output``, ``start_date``, ``end_date`` (None: not filtered)."""
         body = self._get(
-            "/v1/extract/jobs",
-            status=status,
-            url=url,
-            job_id=job_id,
-            output=output,
-            start_date=start_date,
-            end_date=end_date,
-            page=page,
-            page_size=min(page_size, JOBS_PAGE_MAX),
+            "/v1/extract/jobs", page=page, page_size=min(page_size, JOBS_PAGE_MAX), **filters
         )
         rows = body.get("jobs")
         if rows is None:
@@ -107,19 +82,14 @@ class GeonodeClient(Transport):
         return Page.from_api(body, [JobSummary.from_api(r) for r in objects(rows)])
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
-        """Every job matching ``filters`` across all pages, each once.
-
-        The list is newest first, so a job created while paging pushes rows down a page:
-        rows can repeat, never vanish. Repeats are dropped here.
-        """
+        """Every job matching ``filters`` across all pages, each once (newest first: a job
+        created while paging pushes rows down, repeating them)."""
         seen: set[str] = set()
         for page in self._pages(lambda n: self.list_jobs(page=n, **filters)):
             for job in page.items:
                 if job.job_id not in seen:
                     seen.add(job.job_id)
                     yield job
-
-    # -- batches and crawls ----------------------------------------------------------------
 
     def create_batch(
         self,
@@ -180,8 +150,6 @@ class GeonodeClient(Transport):
         """Stop scheduling new pages; in-flight pages drain. 409 when already finished."""
         body = self._json(self._send("DELETE", f"/v1/crawl/{_segment(crawl_id)}"))
         return CrawlCancel.from_api(body)
-
-    # -- webhooks --------------------------------------------------------------------------
 
     def create_webhook(
         self, url: str, event_type: str, *, description: str | None = None
@@ -255,8 +223,6 @@ class GeonodeClient(Transport):
         )
         for page in pages:
             yield from page.items
-
-    # -- paging ----------------------------------------------------------------------------
 
     @staticmethod
     def _pages[P: (Page[Any], BatchStatus)](

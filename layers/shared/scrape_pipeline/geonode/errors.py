@@ -1,21 +1,5 @@
-"""The one exception tree of the Geonode API client (a branch of ``scrape_pipeline.errors``).
-
-    GeonodeError                    a PipelineError
-    ├── MissingAPIKeyError          no key in the argument or the environment
-    ├── TransportError              the request may not have reached the API (network)
-    ├── JobTimeoutError             a poller's hard deadline passed before the job settled
-    └── APIError                    the API answered with an error status
-        ├── AuthError               401 / 403
-        ├── PaymentRequiredError    402, balance exhausted
-        ├── NotFoundError           404
-        ├── ConflictError           409, e.g. cancelling a finished crawl
-        ├── ValidationError         422, with FastAPI's ``detail`` list
-        ├── RateLimitedError        429, with ``retry_after`` seconds when sent
-        └── ServerError             5xx
-
-Messages carry the API's code, message and correlation id, never the API key. When retries
-give up (attempt cap or total deadline), the last error itself is raised, with ``attempts`` set.
-"""
+"""The Geonode API client's exceptions: the network's, and one class per error status. Messages
+carry the API's code, message and correlation id, never the API key."""
 
 from __future__ import annotations
 
@@ -106,9 +90,7 @@ class ValidationError(APIError):
     @property
     def detail(self) -> list[dict[str, Any]]:
         """FastAPI's ``detail`` items, or an empty list for the other error shape."""
-        if isinstance(self.body, dict) and isinstance(self.body.get("detail"), list):
-            return [d for d in self.body["detail"] if isinstance(d, dict)]
-        return []
+        return [d for d in as_dict(self.body).get("detail") or [] if isinstance(d, dict)]
 
 
 class RateLimitedError(APIError):
@@ -144,23 +126,14 @@ _CORRELATION_HEADERS: Final = ("X-Correlation-Id", "X-Request-Id")
 
 def error_class_for(status_code: int) -> type[APIError]:
     """The exception class for an HTTP error status."""
-    if status_code >= 500:
-        return ServerError
-    return _BY_STATUS.get(status_code, APIError)
+    return ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
 
 
 def api_error(
-    status_code: int,
-    body: Any,
-    headers: Mapping[str, str],
-    *,
-    retry_after: float | None = None,
+    status_code: int, body: Any, headers: Mapping[str, str], *, retry_after: float | None = None
 ) -> APIError:
-    """The error an answer of ``status_code`` carries, read from either error shape.
-
-    ``body`` is the parsed JSON (None when the answer is not JSON); ``retry_after`` is the
-    ``Retry-After`` wait in seconds, kept by a ``RateLimitedError`` only.
-    """
+    """The error an answer of ``status_code`` carries (``body``: its JSON, or None), read from
+    either error shape; ``retry_after`` is kept by a ``RateLimitedError`` only."""
     fields = _error_fields(body)
     code, message = _code_and_message(body, fields)
     retryable = fields.get("retryable")
@@ -180,10 +153,8 @@ def api_error(
 
 def _error_fields(body: Any) -> Mapping[str, Any]:
     """The error object: nested under ``error`` (older examples) or the body itself."""
-    if not isinstance(body, Mapping):
-        return {}
-    nested = body.get("error")
-    return nested if isinstance(nested, Mapping) else body
+    nested = as_dict(body).get("error")
+    return nested if isinstance(nested, Mapping) else as_dict(body)
 
 
 def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:

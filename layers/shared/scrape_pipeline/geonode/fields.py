@@ -36,8 +36,7 @@ def objects(rows: Iterable[Any]) -> list[Mapping[str, Any]]:
 
 
 def of_type[T](value: object, kind: type[T]) -> T | None:
-    """``value`` when it is a ``kind``; None for anything else (a field of the wrong type
-    reads as absent)."""
+    """``value`` when it is a ``kind``; None for anything else (a wrong type reads as absent)."""
     return value if isinstance(value, kind) else None
 
 

@@ -1,10 +1,5 @@
-"""Typed results of the Geonode API: frozen dataclasses read leniently from the JSON answers.
-
-Every model keeps the whole answer in ``raw`` so fields the contract does not name yet
-are never lost; readers tolerate missing fields because several shapes are unpublished.
-The extract jobs' models are here; ``status`` (``ApiStatus``), ``paging``, ``batches`` and
-``webhooks`` hold the others, and every one is importable from this module.
-"""
+"""Typed results of the Geonode API, read leniently (several shapes are unpublished); each keeps
+the whole answer in ``raw``, so no field the contract does not name yet is lost."""
 
 from __future__ import annotations
 

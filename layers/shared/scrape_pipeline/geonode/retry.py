@@ -1,10 +1,5 @@
-"""When a request is tried again, and after how long: the client's one place for both.
-
-A read (GET) is retried on 429, 5xx, 408 and network errors; a request that creates or
-changes something only when the API certainly did not act on it (429, or the connection was
-never made), never after a timeout. Waits: exponential backoff with full jitter under a total
-deadline, honouring ``Retry-After``.
-"""
+"""When a request is tried again, and after how long: a write only when the API certainly did
+not act on it (429, no connection made); waits with full jitter, ``Retry-After`` a floor."""
 
 from __future__ import annotations
 
@@ -24,11 +19,8 @@ from scrape_pipeline.geonode.errors import (
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long and how often a request is tried again.
-
-    The n-th wait (n from 0) is uniform in [0, min(max_delay, base_delay * 2**n)]: full
-    jitter keeps many clients from retrying in step. A server's ``Retry-After`` is a floor.
-    """
+    """How long and how often a request is tried again: the n-th wait is uniform in
+    [0, min(max_delay, base_delay * 2**n)], so many clients do not retry in step."""
 
     max_attempts: int = 6
     base_delay: float = 0.5

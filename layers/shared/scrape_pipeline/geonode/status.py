@@ -8,11 +8,8 @@ from typing import Any, Final
 
 
 class ApiStatus(StrEnum):
-    """A job's, batch's, crawl's or item's status as the API reports it (contract: GET answers).
-
-    The last three never change again. A value outside this set (a newer API, a partial answer)
-    is kept as the API wrote it by ``read_status``: not terminal, so it is looked at again.
-    """
+    """A job's, batch's, crawl's or item's status; the last three never change again. Another
+    value is kept as written (``read_status``): not terminal, so it is looked at again."""
 
     QUEUED = "queued"
     PROCESSING = "processing"

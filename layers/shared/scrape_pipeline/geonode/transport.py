@@ -1,8 +1,5 @@
-"""The client's HTTP core on httpx: the key, one request with its retries, httpx's errors as ours.
-
-Retries are decided by ``retry`` (``RetryPolicy.allows``, ``may_retry``) and carried out in one
-place, ``Transport._send``. This is the one place httpx's errors become the client's own.
-"""
+"""The client's HTTP core on httpx: the key, one request with its retries (``retry`` decides
+them, ``Transport._send`` carries them out), and the one place httpx's errors become ours."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import os
 import random
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self
@@ -162,10 +159,7 @@ class Transport:
         self._clock.sleep(wait)
 
     def _renew_key(self, refused: str | None) -> bool:
-        """After a 401 for ``refused``: True when there is another key to send the request with.
-
-        Another thread may have renewed it already; else ``refresh_key`` is asked for one.
-        """
+        """After a 401 for ``refused``: True when another key (maybe another thread's) is set."""
         if self._refresh_key is None:
             return False
         with self._key_lock:
@@ -258,29 +252,14 @@ _CAUSES: Final[Mapping[type[httpx.HTTPError], str]] = {
 
 def _cause(exc: httpx.HTTPError) -> str:
     """Why the network failed, in a few words ("connection refused"), never a header."""
-    if type(exc) in _CAUSES:
-        return _CAUSES[type(exc)]
-    # The socket's own error says it best (refused, unknown name); else httpx's message.
-    errors = _chain(exc)
-    text = next((e.strerror for e in errors if isinstance(e, OSError) and e.strerror), str(exc))
-    text = _ERRNO.sub("", " ".join(text.split()))[:120]
+    # httpx repeats the socket's own words (refused, unknown name) after their errno.
+    text = _CAUSES.get(type(exc)) or _ERRNO.sub("", " ".join(str(exc).split()))[:120]
     return (text[:1].lower() + text[1:]) or "no detail"
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc``, then what it was raised from or while handling, and so on."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        yield seen
-        seen = seen.__cause__ or seen.__context__
-
-
 def _transport_error(exc: httpx.HTTPError, method: str, path: str, host: str) -> TransportError:
-    """The one place httpx's errors become ours; says whether the request may have been acted on.
-
-    The message names the host and the cause: ``GET /v1/webhooks: cannot reach
-    scraper.geonode.io: connection refused (ConnectError)``.
-    """
+    """httpx's error as ours (``GET /v1/webhooks: cannot reach HOST: connection refused
+    (ConnectError)``), saying whether the request may have been acted on."""
     # No connection was made: the API cannot have seen the request, so even a POST is safe again.
     never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
     kind = type(exc).__name__

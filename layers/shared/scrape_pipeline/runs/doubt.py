@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.models import Job, JobSummary
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind
-from scrape_pipeline.runs.journal import Journal
-from scrape_pipeline.runs.plan import Run
 
+# Only annotations name these: the processor's look-ups (``item_retries``, ``resubmission``)
+# load none of the runs' journal with this module.
 if TYPE_CHECKING:
     from scrape_pipeline.ledger import LedgerRow
+    from scrape_pipeline.runs.journal import Journal
+    from scrape_pipeline.runs.plan import Run
 
 DEFAULT_SKEW_S = 300.0
 ASYNC = "async"  # the processing mode of every extract job a caller here posts

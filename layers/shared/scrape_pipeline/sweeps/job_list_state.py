@@ -10,19 +10,24 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+# The lag's part of the checkpoint row is the listing lag's: the processor reads it without this.
+from scrape_pipeline.listing_lag import JOBS_CHECKPOINT, LAG_MARGIN, saved_lag
 from scrape_pipeline.sweeps import passes
 from scrape_pipeline.sweeps.passes import SavedPass
 
-# The job-list sweep's checkpoint row (``meta#`` + this): the submitter and the processor read
-# its measured lag too (``scrape_pipeline.listing_lag``).
-JOBS_CHECKPOINT = "reconciler-jobs"
+__all__ = [
+    "JOBS_CHECKPOINT",
+    "LAG_MARGIN",
+    "MAX_PENDING_PASSES",
+    "Checkpoint",
+    "CountStep",
+    "Counted",
+    "Pass",
+]
+
 # Pending passes kept at most; beyond it the two newest are merged and read again from their
 # first page (each run adds at most one: its fresh pass, cut short).
 MAX_PENDING_PASSES = 16
-# The overlap covers this many times the measured listing lag: a measured lag is a lower bound.
-LAG_MARGIN = 2.0
-# A measured lag is remembered this long after it was last seen (Lambda's clock).
-LAG_MEMORY_SECONDS = 86_400.0
 # Parts of the count check's range kept at most (one a fresh pass between checks); beyond it the
 # two oldest are merged, the lower watermark kept (a lag sample can only come out smaller).
 MAX_MARKS = 16
@@ -90,9 +95,7 @@ class Checkpoint:
         """The saved state (absent fields are 0)."""
         if not saved:
             return cls(default_watermark)
-        lag, seen_at = number_field(saved, "lag"), number_field(saved, "lag_seen_at")
-        if now - seen_at > LAG_MEMORY_SECONDS:
-            lag = 0.0  # not seen for a day: the API lists on time again
+        lag, seen_at = saved_lag(saved, now)
         return cls(
             float(saved["watermark"]),
             [Pass.from_saved(p) for p in passes.decode(saved)],

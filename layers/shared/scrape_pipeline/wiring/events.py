@@ -13,8 +13,7 @@ from scrape_pipeline.resources import EVENT_BUS_NAME
 def emitter_from_env(
     env: Mapping[str, str], ledger: Ledger, *, linger: float = 0.0
 ) -> Emitter | None:
-    """The emitter for the bus ``EVENT_BUS_NAME`` names (holding short calls' events up to
-    ``linger`` seconds); None when it names none."""
+    """The emitter for the bus ``EVENT_BUS_NAME`` names (None: none), lingering ``linger`` s."""
     name = EVENT_BUS_NAME.read(env)
     if not name:
         return None

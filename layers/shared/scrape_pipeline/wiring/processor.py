@@ -22,8 +22,7 @@ from scrape_pipeline.wiring.events import emitter_from_env
 
 
 class BuiltProcessor(NamedTuple):
-    """The processor, the queue it sends delayed copies to, and the ledger it leases from
-    (a batch's suspects are read from it)."""
+    """The processor, the queue it sends delayed copies to, and the ledger it leases from."""
 
     processor: JobProcessor
     queue: JobQueue
@@ -33,8 +32,7 @@ class BuiltProcessor(NamedTuple):
 def build_processor(
     env: Mapping[str, str] | None = None, *, clock: Clock | None = None
 ) -> BuiltProcessor:
-    """The processor on real clients; it never waits on a throttled call (``NO_RETRY``): its
-    messages come back later instead."""
+    """The processor on real clients; it never waits on a throttled call (``NO_RETRY``)."""
     import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
 
     env = os.environ if env is None else env
@@ -46,8 +44,7 @@ def build_processor(
     queue = stores.queue_from_env(env)
 
     def wake(parent: JobKey) -> None:
-        # A batch or crawl whose retried item settled: any message makes the processor settle
-        # it (a WATCHING row may be leased at once; a held one comes back as busy).
+        # A batch or crawl whose retried item settled: any message makes the processor settle it.
         queue.send(JobMessage(parent, Source.WATCH))
 
     processor = JobProcessor(
