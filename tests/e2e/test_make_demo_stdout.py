@@ -13,10 +13,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_demo_prints_nothing_of_its_own_on_stdout():
-    # GIVEN the set-up done (.venv up to date, as the test run itself needs it)
+    # GIVEN the set-up done (.venv up to date, as the test run itself needs it): -o keeps make
+    # from installing it again, which from a checkout newer than the stamp (a git worktree
+    # sharing the .venv) would re-point the editable install at that checkout
     # WHEN `make demo` runs, asked only for its usage (the demo itself is tests/e2e/test_demo.py)
     done = subprocess.run(
-        ["make", "--no-print-directory", "demo", "DEMO_ARGS=--help"],
+        ["make", "--no-print-directory", "-o", ".venv/bin/.installed", "demo", "DEMO_ARGS=--help"],
         cwd=REPO,
         capture_output=True,
         text=True,
