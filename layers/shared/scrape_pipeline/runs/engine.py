@@ -8,51 +8,25 @@ import math
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError
-from scrape_pipeline.geonode.models import JobSummary, SubmittedJob
+from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.geonode.retry import may_retry
-from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
-from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, Held, JobLister, find_created
-from scrape_pipeline.runs.evidence import CandidateSource, JobReader, evidenced
+from scrape_pipeline.runs.doubt import Held, find_created
+from scrape_pipeline.runs.evidence import CandidateSource, evidenced
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Outcome, Verdict
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
-from scrape_pipeline.runs.posting import Posting
+from scrape_pipeline.runs.posting import Posting, SubmitClient, SubmitterSettings
 from scrape_pipeline.runs.report import Event, EventKind, Planned, RunReport
 from scrape_pipeline.runs.workers import _OutOfTimeError, holder_gone, new_owner
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
-
-
-class SubmitClient(JobLister, JobReader, Protocol):
-    """The API calls a run makes (``GeonodeClient`` has them all)."""
-
-    def submit_extract(self, url: str, **options: Any) -> SubmittedJob: ...
-
-    def create_batch(self, urls: Iterable[str], **options: Any) -> SubmittedJob: ...
-
-    def create_crawl(self, url: str, **options: Any) -> SubmittedJob: ...
-
-
-@dataclass(frozen=True)
-class SubmitterSettings:
-    """The submitter's timings; every one has a default the contract leaves open."""
-
-    skew_s: float = DEFAULT_SKEW_S  # how far the API's clock may run behind ours
-    listing_delay_s: float = LISTING_LAG_FLOOR.default  # the list's lag (``listing_lag``)
-    max_not_acted: int = 30  # consecutive 429s / unreachable before the run stops
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 60.0
-    wait_for_leases: bool = True  # wait out another submitter's posting lease, then settle it
-    wait_for_doubts: bool = True  # else a doubt the list may not cover yet is left for later
 
 
 class Submitter(Posting):

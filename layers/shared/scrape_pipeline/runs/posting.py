@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import SubmittedJob
+from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
+from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, JobLister
+from scrape_pipeline.runs.evidence import JobReader
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
@@ -24,11 +28,31 @@ from scrape_pipeline.runs.plan import Run, RunMode
 from scrape_pipeline.runs.report import Event, EventKind
 from scrape_pipeline.runs.workers import PostingPool, _OutOfTimeError
 
-if TYPE_CHECKING:
-    from scrape_pipeline.runs.engine import SubmitClient, SubmitterSettings
-
 S = EntryState
 _INTERRUPTED = "interrupted mid-POST (Ctrl-C): the answer may be lost"
+
+
+class SubmitClient(JobLister, JobReader, Protocol):
+    """The API calls a run makes (``GeonodeClient`` has them all)."""
+
+    def submit_extract(self, url: str, **options: Any) -> SubmittedJob: ...
+
+    def create_batch(self, urls: Iterable[str], **options: Any) -> SubmittedJob: ...
+
+    def create_crawl(self, url: str, **options: Any) -> SubmittedJob: ...
+
+
+@dataclass(frozen=True)
+class SubmitterSettings:
+    """The submitter's timings; every one has a default the contract leaves open."""
+
+    skew_s: float = DEFAULT_SKEW_S  # how far the API's clock may run behind ours
+    listing_delay_s: float = LISTING_LAG_FLOOR.default  # the list's lag (``listing_lag``)
+    max_not_acted: int = 30  # consecutive 429s / unreachable before the run stops
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    wait_for_leases: bool = True  # wait out another submitter's posting lease, then settle it
+    wait_for_doubts: bool = True  # else a doubt the list may not cover yet is left for later
 
 
 class Posting:
