@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from scrape_pipeline import lazy_exports
 from scrape_pipeline.ledger.attributes import (
     OUTBOX_AT,
     OUTBOX_EVENT,
@@ -36,22 +36,18 @@ if TYPE_CHECKING:
     from scrape_pipeline.ledger.outbox import PendingEvent as PendingEvent
     from scrape_pipeline.ledger.scans import RowCounts as RowCounts
 
-_HOMES = {
-    "Bookkeeping": "bookkeeping",
-    "Ledger": "full",
-    "LeaseResult": "leases",
-    "Streak": "leases",
-    "new_owner_id": "leases",
-    "PendingEvent": "outbox",
-    "RowCounts": "scans",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A role's name, imported from its own module on first use."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "Bookkeeping": "bookkeeping",
+        "Ledger": "full",
+        "LeaseResult": "leases",
+        "Streak": "leases",
+        "new_owner_id": "leases",
+        "PendingEvent": "outbox",
+        "RowCounts": "scans",
+    },
+)
 
 
 __all__: Sequence[str] = (

@@ -5,8 +5,9 @@ imports nothing itself and resolves ``from scrape_pipeline.wiring import build_x
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scrape_pipeline import lazy_exports
 
 if TYPE_CHECKING:
     from scrape_pipeline.wiring.processor import build_processor as build_processor
@@ -16,16 +17,12 @@ if TYPE_CHECKING:
 
 __all__ = ["build_inside", "build_processor", "build_receiver", "build_reconciler"]
 
-_HOMES = {
-    "build_processor": "processor",
-    "build_receiver": "receiver",
-    "build_reconciler": "reconciler",
-    "build_inside": "submitter",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A builder, imported from its own module on first use (PEP 562)."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "build_processor": "processor",
+        "build_receiver": "receiver",
+        "build_reconciler": "reconciler",
+        "build_inside": "submitter",
+    },
+)
