@@ -21,7 +21,7 @@ class Cadence:
     def from_template(cls) -> Cadence:
         """The template's reconciler, its parameters at their defaults."""
         from bench.scale_world import TemplateReconciler
-        from scrape_pipeline.reconciler import ReconcilerSettings
+        from scrape_pipeline.reconciler.run import ReconcilerSettings
 
         template = TemplateReconciler.read()
         settings = ReconcilerSettings.from_env(template.env)

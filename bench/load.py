@@ -79,8 +79,8 @@ def make_plan(
 ) -> Plan:
     """``deliveries`` signed deliveries, ``duplicate_share`` of them repeating an earlier job."""
     from scrape_pipeline.jobs import JobKey
-    from scrape_pipeline.payload import EVENT_KINDS
-    from scrape_pipeline.signatures import SignatureConfig
+    from scrape_pipeline.receiver.payload import EVENT_KINDS
+    from scrape_pipeline.receiver.signatures import SignatureConfig
     from scrape_pipeline_ops.signing import sign
 
     if deliveries < 1 or senders < 1:
@@ -229,7 +229,7 @@ def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
     (``Ledger.record``), then SendMessage if the row is new."""
     from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey
     from scrape_pipeline.ledger import Ledger
-    from scrape_pipeline.queue import JobMessage, JobQueue
+    from scrape_pipeline.processor.queue import JobMessage, JobQueue
 
     ledger = Ledger(table, client=dynamodb)
     queue = JobQueue(queue_url, client=sqs)
@@ -313,7 +313,7 @@ class QueueDrain:
 
     def drain_once(self) -> int:
         """One receive and one batch delete; returns how many messages there were."""
-        from scrape_pipeline.queue import JobMessage
+        from scrape_pipeline.processor.queue import JobMessage
 
         messages = self._sqs.receive_message(
             QueueUrl=self.queue_url, MaxNumberOfMessages=self.BATCH, WaitTimeSeconds=0
@@ -377,7 +377,7 @@ class LoadStack:
 
     def start(self) -> Self:
         from scrape_pipeline.clock import SYSTEM_CLOCK
-        from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets
+        from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets
         from scrape_pipeline_local.stack import LocalStack, StackSettings
 
         settings = StackSettings(

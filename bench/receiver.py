@@ -78,7 +78,7 @@ class Context:
 
 def signed_event(job_id: str, delivery: str) -> dict[str, Any]:
     """A signed ``extract_completed`` delivery as API Gateway hands it to the handler."""
-    from scrape_pipeline.signatures import SignatureConfig
+    from scrape_pipeline.receiver.signatures import SignatureConfig
     from scrape_pipeline_ops.signing import sign
     from tests.support.events import api_gateway_event
 
@@ -189,9 +189,9 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
     import app
 
     from scrape_pipeline.ledger import Ledger
-    from scrape_pipeline.queue import JobQueue
-    from scrape_pipeline.receiver import Receiver, ReceiverSettings
-    from scrape_pipeline.secret_store import SecretStore
+    from scrape_pipeline.processor.queue import JobQueue
+    from scrape_pipeline.receiver.secret_store import SecretStore
+    from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings
 
     bundle = json.dumps({"secrets": [{"value": SECRET, "expires_at": None}]})
     settings = ReceiverSettings(table_name="ledger", queue_url="queue", secret_id="hooks")

@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.update(QUIET_ENV)
     from bench import scale_report
-    from scrape_pipeline.reconciler import ReconcilerSettings
+    from scrape_pipeline.reconciler.run import ReconcilerSettings
 
     overrides = dict(item.split("=", 1) for item in args.env)
     template = TemplateReconciler.read(args.schedule)

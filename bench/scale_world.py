@@ -16,9 +16,9 @@ import boto3
 from bench.aws_calls import AwsCalls, event_source_on
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobState, Outcome
 from scrape_pipeline.ledger import PARTITION_KEY, STATE_SINCE, TTL_ATTRIBUTE, Ledger
-from scrape_pipeline.queue import JobMessage
-from scrape_pipeline.reconcile_report import ReconcileReport
-from scrape_pipeline.reconciler import Reconciler
+from scrape_pipeline.processor.queue import JobMessage
+from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.wiring import build_reconciler
 from scrape_pipeline_local.resolve import references
 from scrape_pipeline_local.settings import local_settings, schedule_seconds

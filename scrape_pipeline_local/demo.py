@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
-from scrape_pipeline.processor_settings import ProcessorSettings
-from scrape_pipeline.reconciler import ReconcilerSettings
-from scrape_pipeline.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
+from scrape_pipeline.processor.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
+from scrape_pipeline.processor.settings import ProcessorSettings
+from scrape_pipeline.reconciler.run import ReconcilerSettings
 from scrape_pipeline_local.agreement import compare, summary
 from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.bus_record import (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
-from scrape_pipeline.results import CONTENT_FILES
+from scrape_pipeline.processor.results import CONTENT_FILES
 from scrape_pipeline_local.simulator import content
 
 LARGE_RESULT_BYTES = 262_144  # the receiver's limit before large deliveries were carried

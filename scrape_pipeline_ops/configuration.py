@@ -6,23 +6,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from scrape_pipeline.freshness import Freshness
-from scrape_pipeline.geonode_settings import (
+from scrape_pipeline.config.resources import (
+    EVENT_BUS_NAME,
+    QUEUE_URL,
+    RESULTS_BUCKET,
+    LedgerSettings,
+)
+from scrape_pipeline.config.settings import Setting, declared
+from scrape_pipeline.geonode.settings import (
     GEONODE_API_KEY_SECRET_ID,
     GEONODE_SCRAPER_API_KEY,
     GeonodeSettings,
 )
-from scrape_pipeline.joblist import JobListSettings
-from scrape_pipeline.payload import FieldLocations
-from scrape_pipeline.processor_settings import ProcessorSettings
-from scrape_pipeline.receiver import ReceiverSettings
-from scrape_pipeline.reconciler import ReconcilerSettings
-from scrape_pipeline.recovery import RecoverySettings
-from scrape_pipeline.resources import EVENT_BUS_NAME, QUEUE_URL, RESULTS_BUCKET, LedgerSettings
+from scrape_pipeline.processor.settings import ProcessorSettings
+from scrape_pipeline.receiver.freshness import Freshness
+from scrape_pipeline.receiver.payload import FieldLocations
+from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.webhook import ReceiverSettings
+from scrape_pipeline.reconciler.recovery import RecoverySettings
+from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps.job_list import JobListSettings
+from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline.runs.inside import InsideSettings
-from scrape_pipeline.settings import Setting, declared
-from scrape_pipeline.signatures import SignatureConfig
-from scrape_pipeline.watch import WatchSettings
 
 SOURCES: tuple[type | Setting[Any], ...] = (
     GEONODE_SCRAPER_API_KEY,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import DEAD_LETTER_PREFIX, result_prefix
+from scrape_pipeline.processor.results import DEAD_LETTER_PREFIX, result_prefix
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode
 from scrape_pipeline_ops.audit.known import RunJournal

@@ -34,8 +34,8 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavaila
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_ROTATION
-from scrape_pipeline.reconciler import Reconciler
-from scrape_pipeline.signatures import WebhookSecret, WebhookSecrets, parse_secret_bundle
+from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets, parse_secret_bundle
+from scrape_pipeline.reconciler.run import Reconciler
 
 if TYPE_CHECKING:
     from types_boto3_secretsmanager.client import SecretsManagerClient

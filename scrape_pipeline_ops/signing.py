@@ -8,8 +8,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from scrape_pipeline.signatures.config import Encoding, Scheme, SignatureConfig
-from scrape_pipeline.signatures.signing import (
+from scrape_pipeline.receiver.signatures.config import Encoding, Scheme, SignatureConfig
+from scrape_pipeline.receiver.signatures.signing import (
     GITHUB_PREFIX,
     SW_ID,
     SW_TIMESTAMP,

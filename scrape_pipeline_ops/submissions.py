@@ -4,7 +4,7 @@ The API lists extract jobs but has no list of batches or crawls: if a batch's we
 lost, only the submitter knew it existed. Recording it at submission (``source=submitted``,
 state WATCHING, nothing enqueued) closes that gap: its webhook wakes it (the receiver enqueues
 it), and if none comes the reconciler's watch sweep polls it on a schedule that follows its
-age (``scrape_pipeline.watch``), so a quick batch whose webhook is lost is stored minutes
+age (``sweeps.watch``), so a quick batch whose webhook is lost is stored minutes
 after it settles, not after the stale-row sweep's quarter of an hour.
 
 The row is the ledger's ``submitted_row``: the DynamoDB run journal puts the same one in the

@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.batch_run import BatchRun
+from scrape_pipeline.processor.batch_run import BatchRun
 from scrape_pipeline.wiring.processor import BuiltProcessor, build_processor
 
 logger = Logger()

@@ -1,6 +1,6 @@
 """Webhook receiver Lambda: API Gateway (REST, binary media) -> verify -> ledger -> SQS.
 
-Wiring only: the logic is ``scrape_pipeline.receiver``, shared with the local stack and tests.
+Wiring only: the logic is ``receiver.webhook``, shared with the local stack and tests.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.receiver import Receiver, answer_proxy, correlation_id
+from scrape_pipeline.receiver.webhook import Receiver, answer_proxy, correlation_id
 from scrape_pipeline.wiring.receiver import build_receiver
 
 logger = Logger()

@@ -1,5 +1,5 @@
 """Reconciler Lambda (EventBridge schedule): find what the webhooks missed, enqueue it, count it.
-Wiring only: the logic is ``scrape_pipeline.reconciler``."""
+Wiring only: the logic is ``scrape_pipeline.reconciler.run``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.reconcile_metrics import emit_run
-from scrape_pipeline.reconciler import Reconciler
+from scrape_pipeline.reconciler.metrics import emit_run
+from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.wiring.reconciler import build_reconciler
 
 logger = Logger()

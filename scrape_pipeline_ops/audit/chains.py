@@ -6,7 +6,7 @@ Where to look, never what became of it: the API's job list for the URL since the
 creation (an extract job resubmitted, a batch item or crawl page retried as an extract job:
 one list page per failed URL); and, for a successor the API lists late (minutes, sometimes
 more), the pipeline's own links, each job they name read by its own GET: the ledger's
-(``scrape_pipeline.chains``: a row's ``resubmitted_as``, an open batch's ``retrying_items``)
+(``scrape_pipeline.ledger.chains``: a row's ``resubmitted_as``, an open batch's ``retrying_items``)
 and a closed batch's or crawl's manifest (an item's ``retry_job``, one GET per container with
 a failed item). Followed until no new job failed, at most ``MAX_CHAIN`` links.
 """
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS
-from scrape_pipeline.chains import MAX_CHAIN, RowReader, rows_of, successors
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.status import ApiStatus
-from scrape_pipeline.item_retries import retrying_by_index
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.manifest import manifest_key
+from scrape_pipeline.ledger.chains import MAX_CHAIN, RowReader, rows_of, successors
+from scrape_pipeline.processor.item_retries import retrying_by_index
+from scrape_pipeline.processor.manifest import manifest_key
 from scrape_pipeline_ops.audit.subjects import Calls, extract_subject, one_extract
 from scrape_pipeline_ops.audit.verdicts import Subject
 

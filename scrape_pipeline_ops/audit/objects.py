@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
+from scrape_pipeline.processor.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client

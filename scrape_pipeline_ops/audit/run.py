@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS
-from scrape_pipeline.chains import RowReader
-from scrape_pipeline.results import dead_letter_key
+from scrape_pipeline.ledger.chains import RowReader
+from scrape_pipeline.processor.results import dead_letter_key
 from scrape_pipeline_ops.audit.chains import Links, carried_on
 from scrape_pipeline_ops.audit.known import Known
 from scrape_pipeline_ops.audit.objects import Listing, kind_prefixes, list_histories

@@ -22,8 +22,8 @@ from scrape_pipeline.geonode.fields import parse_time
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.geonode.status import TERMINAL_STATUSES
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.paged_store import BATCH_PAGE_SIZE
-from scrape_pipeline.results import CONTENT_FILES
+from scrape_pipeline.processor.paged_store import BATCH_PAGE_SIZE
+from scrape_pipeline.processor.results import CONTENT_FILES
 from scrape_pipeline_ops.audit.objects import Where
 from scrape_pipeline_ops.audit.verdicts import Subject
 

@@ -23,10 +23,10 @@ from collections.abc import MutableMapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.api_key import SECRET_ID_ENV
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.geonode.api_key import SECRET_ID_ENV
 from scrape_pipeline.geonode.client import API_KEY_ENV, GeonodeClient
-from scrape_pipeline.geonode_settings import DEFAULT_BASE_URL
+from scrape_pipeline.geonode.settings import DEFAULT_BASE_URL
 
 if TYPE_CHECKING:
     import argparse

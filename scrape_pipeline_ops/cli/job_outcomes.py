@@ -1,7 +1,7 @@
 """How a run's jobs ended, for ``runs show`` to join with the journal's entries.
 
     with a stack    the ledger's rows of the run's job ids (``BatchGetItem``, 100 keys a call),
-                    each followed through its resubmissions (``scrape_pipeline.chains``) to
+                    each followed through its resubmissions (``scrape_pipeline.ledger.chains``) to
                     the job that ended its chain: settled = that chain ended (its last job
                     DONE, not resubmitted); stored / dead-lettered = that job's outcome (a
                     batch's URLs: its items stored and failed, which the processor
@@ -30,11 +30,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from scrape_pipeline import chains
-from scrape_pipeline.chains import Chain
 from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import Ledger, LedgerRow
+from scrape_pipeline.ledger import Ledger, LedgerRow, chains
+from scrape_pipeline.ledger.chains import Chain
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient

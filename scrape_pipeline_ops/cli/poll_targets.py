@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from scrape_pipeline.geonode.models import ApiStatus, Job
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import CONTENT_FILES, metadata_of, result_prefix
+from scrape_pipeline.processor.results import CONTENT_FILES, metadata_of, result_prefix
 from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class S3Target:
     """The pipeline's ``ResultStore``: results/extract/<id>/..., dead-letters/extract/<id>.json."""
 
     def __init__(self, url: str, client: Any) -> None:
-        from scrape_pipeline.results import ResultStore  # noqa: PLC0415
+        from scrape_pipeline.processor.results import ResultStore  # noqa: PLC0415
 
         bucket, _, prefix = url.removeprefix("s3://").partition("/")
         if not bucket:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.api_key import SECRET_ID_ENV
+from scrape_pipeline.geonode.api_key import SECRET_ID_ENV
 from scrape_pipeline.geonode.client import API_KEY_ENV
 from scrape_pipeline.geonode.errors import AuthError
 from scrape_pipeline_ops.cli.config import FailedError, UsageError

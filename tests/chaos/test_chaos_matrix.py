@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.processor_settings import ProcessorSettings
-from scrape_pipeline.reconciler import ReconcilerSettings
-from scrape_pipeline.watch import WatchSettings
+from scrape_pipeline.processor.settings import ProcessorSettings
+from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline_local.chaos import PROFILES
 from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, STEP_SECONDS, Demo, Report
 from scrape_pipeline_ops.audit.report import named

@@ -15,7 +15,7 @@ from moto import mock_aws
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import ResultStore, metadata_of
+from scrape_pipeline.processor.results import ResultStore, metadata_of
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.moto_server import forget_cached_clients
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import result_prefix
+from scrape_pipeline.processor.results import result_prefix
 from tests.cli.audit_fixtures import BUCKET, World, world
 from tests.cli.conftest import Cli, Result, assert_one_error_line
 
@@ -37,7 +37,7 @@ def _batch(cli: Cli, w: World, path: Path, urls: int, *options: str) -> str:
 
 def _store_items(w: World, batch_id: str, count: int) -> list[Any]:
     """The batch's first ``count`` items stored as the processor stores them; all its items."""
-    from scrape_pipeline.results import metadata_of
+    from scrape_pipeline.processor.results import metadata_of
 
     items = list(w.client.iter_batch_items(batch_id))
     for item in items[:count]:

@@ -11,7 +11,7 @@ import pytest
 
 from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import result_prefix
+from scrape_pipeline.processor.results import result_prefix
 from scrape_pipeline_local.stack import LocalStack
 from tests.cli.conftest import Cli, own_stack
 from tests.cli.test_cli_runs import _file

@@ -6,7 +6,7 @@ import pytest
 
 from scrape_pipeline.geonode.status import ApiStatus
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import dead_letter_key, result_prefix
+from scrape_pipeline.processor.results import dead_letter_key, result_prefix
 from scrape_pipeline_ops.audit.objects import KeyHistory, parse_key
 from scrape_pipeline_ops.audit.subjects import replaced_failures
 from scrape_pipeline_ops.audit.verdicts import Subject, Verdict, judge

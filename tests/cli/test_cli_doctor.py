@@ -19,7 +19,12 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.signatures import SignatureConfig, SignatureError, WebhookSecret, verify
+from scrape_pipeline.receiver.signatures import (
+    SignatureConfig,
+    SignatureError,
+    WebhookSecret,
+    verify,
+)
 from scrape_pipeline_local.stack import API_KEY, LocalStack
 from scrape_pipeline_ops.rotation import PLACEHOLDER_LENGTH, is_placeholder
 from scrape_pipeline_ops.samples import PUBLISHED_SECRETS, SAMPLE_FORGED_SECRET, SAMPLE_SECRET

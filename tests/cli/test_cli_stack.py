@@ -17,8 +17,8 @@ import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger, RowPrefix
-from scrape_pipeline.queue import JobMessage
-from scrape_pipeline.reconcile_report import ReconcileReport
+from scrape_pipeline.processor.queue import JobMessage
+from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline_local.simulator.subscriptions import Subscription
 from scrape_pipeline_local.stack import API_KEY, LocalStack
 from tests.cli.conftest import Cli, Result, assert_one_error_line

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.results import result_prefix
+from scrape_pipeline.processor.results import result_prefix
 from tests.cli.audit_fixtures import BUCKET, World, world
 from tests.cli.conftest import Cli, assert_one_error_line
 
@@ -87,7 +87,7 @@ def test_results_get_of_a_batch_writes_each_item_in_its_folder(
     world: World, cli: Cli, tmp_path: Path
 ):
     # GIVEN a batch of two URLs, both items stored
-    from scrape_pipeline.results import metadata_of
+    from scrape_pipeline.processor.results import metadata_of
 
     urls = tmp_path / "batch.txt"
     urls.write_text("https://example.com/rg-batch/0\nhttps://example.com/rg-batch/1\n")

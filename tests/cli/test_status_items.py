@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack, StackSettings

@@ -18,9 +18,9 @@ from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.reconcile_report import ReconcileReport
-from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
-from scrape_pipeline.sweeps.outbox import SWEEP_OUTBOX
+from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps.outbox import SWEEP_OUTBOX
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe
 from tests.support.template import create_ledger_table
@@ -97,8 +97,8 @@ def test_the_sweep_sends_what_a_crash_left_after_the_grace_once(
 
 
 def test_the_sweep_runs_first_and_every_run() -> None:
-    from scrape_pipeline.reconcile_cadence import Cadence
-    from scrape_pipeline.reconciler import SWEEP_TABLE
+    from scrape_pipeline.reconciler.cadence import Cadence
+    from scrape_pipeline.reconciler.run import SWEEP_TABLE
 
     # Late events are what a subscriber waits for: first, at every run (a minute apart).
     first = SWEEP_TABLE[0]

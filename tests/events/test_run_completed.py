@@ -19,23 +19,23 @@ from typing import Any, cast
 import boto3
 import pytest
 
-from scrape_pipeline.budget import Budget
 from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.manifest import manifest_key
-from scrape_pipeline.reconcile_report import ReconcileReport
-from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
-from scrape_pipeline.resubmission import hand_on
-from scrape_pipeline.results import ResultStore
+from scrape_pipeline.processor.manifest import manifest_key
+from scrape_pipeline.processor.resubmission import hand_on
+from scrape_pipeline.processor.results import ResultStore
+from scrape_pipeline.reconciler.budget import Budget
+from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps.outbox import SWEEP_OUTBOX
+from scrape_pipeline.reconciler.sweeps.runs import SWEEP_RUNS, RunsResult, RunsSweep
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec
-from scrape_pipeline.sweeps.outbox import SWEEP_OUTBOX
-from scrape_pipeline.sweeps.runs import SWEEP_RUNS, RunsResult, RunsSweep
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe
 from tests.runs.conftest import client, clock, moto_endpoint, server, table

@@ -22,7 +22,7 @@ from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.resubmission import hand_on
+from scrape_pipeline.processor.resubmission import hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.plan import RunMode, RunSpec

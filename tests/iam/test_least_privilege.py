@@ -36,7 +36,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.detail import SOURCE
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.aws_calls import Call, CallRecorder, acting_as
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.create import StackResources
@@ -326,7 +326,7 @@ def _audited(stack: LocalStack) -> tuple[str, str]:
     """A stored extract job's id for ``results get``, and the start of a window for ``audit``
     holding a job with a dead-letter record (written here, by no principal)."""
     from scrape_pipeline.geonode.models import format_time
-    from scrape_pipeline.results import ResultStore
+    from scrape_pipeline.processor.results import ResultStore
 
     assert stack.resources is not None
     bucket = stack.resources.bucket

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobState
+from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.expressions import Field, Update, expressions, state_is
 

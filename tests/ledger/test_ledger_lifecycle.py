@@ -1,6 +1,6 @@
 """Every verb of the ledger from every state, against the lifecycle table (moto; fake clock).
 
-The ledger derives the state part of its conditions from ``scrape_pipeline.lifecycle.MOVES``;
+The ledger derives the state part of its conditions from ``scrape_pipeline.ledger.lifecycle.MOVES``;
 this drives each verb, with its guard met, from each state a row can be in (no row included)
 and judges the row DynamoDB holds afterwards: a write exactly where the table has a move of
 that verb from that state, to one of its to-states, and the row untouched everywhere else.
@@ -19,7 +19,7 @@ from moto import mock_aws
 
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow
-from scrape_pipeline.lifecycle import ABSENT, MOVES, RECORD, RowState, Verb
+from scrape_pipeline.ledger.lifecycle import ABSENT, MOVES, RECORD, RowState, Verb
 from scrape_pipeline_local.clock import ManualClock
 from tests.conftest import OFFLINE_AWS_ENV
 from tests.support.template import create_ledger_table

@@ -7,7 +7,7 @@ import boto3
 
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, outcome_keys, stored_versions, truth
 

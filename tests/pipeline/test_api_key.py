@@ -14,7 +14,7 @@ import pytest
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.queue import JobMessage
+from scrape_pipeline.processor.queue import JobMessage
 from scrape_pipeline_local.aws_calls import CallRecorder
 from scrape_pipeline_local.events import sqs_event
 from scrape_pipeline_local.stack import API_KEY, LocalStack

@@ -15,12 +15,12 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.processing import JobProcessor
-from scrape_pipeline.processor_settings import ProcessorSettings
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.deadline import Deadline
+from scrape_pipeline.processor.processing import JobProcessor
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.settings import ProcessorSettings
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, truth, versions

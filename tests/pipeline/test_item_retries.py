@@ -16,8 +16,8 @@ import boto3
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.manifest import manifest_key
-from scrape_pipeline.processor_settings import ProcessorSettings
+from scrape_pipeline.processor.manifest import manifest_key
+from scrape_pipeline.processor.settings import ProcessorSettings
 from scrape_pipeline_local.stack import LocalStack
 from tests.pipeline.conftest import MakeStack, truth, versions
 from tests.pipeline.test_big_jobs import Killed, ledger, processor

@@ -8,8 +8,8 @@ from __future__ import annotations
 import boto3
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
-from scrape_pipeline.queue import JobMessage, JobQueue
-from scrape_pipeline.watch import WatchSettings
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
+from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, truth
 from tests.pipeline.test_big_jobs import gets, ledger, processor

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES
+from scrape_pipeline.receiver.webhook import PLATFORM_MAX_BODY_BYTES
 from scrape_pipeline_local.simulator import content
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, all_settled_and_done, check_exactly_once, truth

@@ -12,7 +12,7 @@ import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions
 

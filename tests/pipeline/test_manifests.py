@@ -16,11 +16,11 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.deadline import Deadline
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.manifest import PARTS_PREFIX, ItemStatus, manifest_key
-from scrape_pipeline.processing import JobProcessor
-from scrape_pipeline.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.deadline import Deadline
+from scrape_pipeline.processor.manifest import PARTS_PREFIX, ItemStatus, manifest_key
+from scrape_pipeline.processor.processing import JobProcessor
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, truth, versions

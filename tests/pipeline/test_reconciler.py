@@ -11,11 +11,11 @@ import pytest
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.reconcile_report import ReconcileReport
-from scrape_pipeline.reconciler import Reconciler
-from scrape_pipeline.sweeps import passes
-from scrape_pipeline.sweeps.job_list_state import JOBS_CHECKPOINT
-from scrape_pipeline.sweeps.stuck_rows import SOURCE_STUCK_ROWS
+from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.run import Reconciler
+from scrape_pipeline.reconciler.sweeps import passes
+from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT
+from scrape_pipeline.reconciler.sweeps.stuck_rows import SOURCE_STUCK_ROWS
 from scrape_pipeline_local.apigw import LambdaContext
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, truth

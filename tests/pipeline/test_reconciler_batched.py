@@ -14,9 +14,9 @@ import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import SOURCE_JOB_LIST
-from scrape_pipeline.queue import BATCH_MAX, JobMessage
-from scrape_pipeline.reconcile_report import ReconcileReport
-from scrape_pipeline.reconciler import Reconciler
+from scrape_pipeline.processor.queue import BATCH_MAX, JobMessage
+from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once
 from tests.pipeline.test_reconciler import NO_SCHEDULE, reconciler, settle

@@ -15,17 +15,17 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline import reconciler as reconciler_module
-from scrape_pipeline.budget import Budget
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.reconcile_cadence import CADENCE_CHECKPOINT, Cadence
-from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings, SweepRow
-from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.sweeps import Sweep, SweepResult
+from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.reconciler import run as reconciler_module
+from scrape_pipeline.reconciler.budget import Budget
+from scrape_pipeline.reconciler.cadence import CADENCE_CHECKPOINT, Cadence
+from scrape_pipeline.reconciler.recovery import Recoverer
+from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings, SweepRow
+from scrape_pipeline.reconciler.sweeps import Sweep, SweepResult
 from scrape_pipeline_local.clock import ManualClock
 from tests.pipeline.test_reconciler import FakeRemaining
 from tests.support.template import create_ledger_table, create_queues

@@ -17,15 +17,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline.budget import Budget, unlimited
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.reconcile_report import ReconcileReport
-from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.sweeps.watch_listing import WATCH_CHECKPOINT
-from scrape_pipeline.watch import ROWS_PER_PAGE, Watcher, WatchSettings
+from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.reconciler.budget import Budget, unlimited
+from scrape_pipeline.reconciler.recovery import Recoverer
+from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.sweeps.watch import ROWS_PER_PAGE, Watcher, WatchSettings
+from scrape_pipeline.reconciler.sweeps.watch_listing import WATCH_CHECKPOINT
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.stack import API_KEY, LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect

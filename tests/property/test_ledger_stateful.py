@@ -7,7 +7,7 @@ finish with each outcome, catching ``LeaseLostError``), the reconciler (``Recove
 with a real ``JobQueue`` on moto SQS, ``Recoverer.watch_many``, ``pending`` queries) and the
 clock (``ManualClock``; some advances beyond the lease) over a few job keys. After every step
 the whole table is read (unless the step sent no request at all) and every row that changed is
-checked against the runtime lifecycle table (``scrape_pipeline.lifecycle.MOVES``: a move of a
+checked against the runtime lifecycle table (``scrape_pipeline.ledger.lifecycle.MOVES``: a move of a
 verb the step called must take a row from its old state to its new one) and the model's leases
 and outcomes; whenever the table changed, its pending index is read and checked against it too.
 """
@@ -36,7 +36,7 @@ from moto import mock_aws
 
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger import PENDING_INDEX, LeaseLostError, Ledger, LedgerRow
-from scrape_pipeline.lifecycle import (
+from scrape_pipeline.ledger.lifecycle import (
     ABSENT,
     DONE,
     ENQUEUED,
@@ -47,8 +47,8 @@ from scrape_pipeline.lifecycle import (
     RowState,
     Verb,
 )
-from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.recovery import Recoverer, RecoverySettings
+from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.create import create_ledger_table, create_queues
 from tests.conftest import OFFLINE_AWS_ENV

@@ -22,7 +22,7 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.queue import JobMessage
+from scrape_pipeline.processor.queue import JobMessage
 from scrape_pipeline_local.events import sqs_event_of
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline import conftest as pipeline

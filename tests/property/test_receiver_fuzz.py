@@ -30,9 +30,18 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from functions.receiver import app as receiver_app
-from scrape_pipeline.freshness import DEFAULT_MAX_AGE_SECONDS, Freshness, StaleDeliveryError
-from scrape_pipeline.payload import EVENT_KINDS, FieldLocations, PayloadError, read_notification
-from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline.receiver.freshness import (
+    DEFAULT_MAX_AGE_SECONDS,
+    Freshness,
+    StaleDeliveryError,
+)
+from scrape_pipeline.receiver.payload import (
+    EVENT_KINDS,
+    FieldLocations,
+    PayloadError,
+    read_notification,
+)
+from scrape_pipeline.receiver.signatures import SignatureConfig
 from scrape_pipeline_local.events import api_gateway_event, response_json
 from scrape_pipeline_ops.signing import sign
 from tests.property.conftest import MAX_BODY_BYTES, SECRET, TABLE, FakeContext, ReceiverStack

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from scrape_pipeline.receiver import (
+from scrape_pipeline.receiver.webhook import (
     LAMBDA_SYNC_PAYLOAD_BYTES,
     PLATFORM_MAX_BODY_BYTES,
     ReceiverSettings,

@@ -14,8 +14,8 @@ import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.receiver import Receiver, ReceiverSettings
-from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings
 from scrape_pipeline.wiring.receiver import build_receiver
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_ops.signing import sign

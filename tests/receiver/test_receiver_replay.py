@@ -11,7 +11,7 @@ import pytest
 
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import Ledger, new_owner_id
-from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures import SignatureConfig
 from tests.receiver.conftest import TABLE, Invoke, Stack, delivery_body
 from tests.support.events import response_json
 

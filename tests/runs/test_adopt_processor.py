@@ -12,14 +12,14 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.attempt import Attempt
 from scrape_pipeline.geonode import GeonodeClient
-from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
-from scrape_pipeline.item_retries import ItemRetrier, RetryRef, formats_of
+from scrape_pipeline.geonode.listing_lag import ListingLag
+from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.listing_lag import ListingLag
-from scrape_pipeline.resubmission import Resubmitter, hand_on
+from scrape_pipeline.processor.attempt import Attempt
+from scrape_pipeline.processor.item_retries import ItemRetrier, RetryRef, formats_of
+from scrape_pipeline.processor.resubmission import Resubmitter, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options

@@ -15,15 +15,15 @@ import boto3
 import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.listing_lag import ListingLag
+from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT, Checkpoint
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.inside import Next
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline.runs.report import Event, EventKind
-from scrape_pipeline.sweeps.job_list_state import JOBS_CHECKPOINT, Checkpoint
 from scrape_pipeline_local.chaos import PROFILES
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer

@@ -12,7 +12,7 @@ import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.geonode.models import SubmittedJob
-from scrape_pipeline.geonode_settings import GeonodeSettings
+from scrape_pipeline.geonode.settings import GeonodeSettings
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec

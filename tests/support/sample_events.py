@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind
-from scrape_pipeline.queue import JobMessage
-from scrape_pipeline.signatures import SignatureConfig
+from scrape_pipeline.processor.queue import JobMessage
+from scrape_pipeline.receiver.signatures import SignatureConfig
 from scrape_pipeline_local.translate import template
 from scrape_pipeline_ops.samples import SAMPLE_FORGED_SECRET, SAMPLE_SECRET
 from scrape_pipeline_ops.signing import sign

@@ -594,7 +594,9 @@ def test_sick_jobs_alarm_counts_the_processors_parked_jobs_per_hour(cfn: dict[st
     # failing, where Powertools writes it (namespace, service dimension alone)
     assert (alarm["Namespace"], alarm["MetricName"]) == (
         env["POWERTOOLS_METRICS_NAMESPACE"],
-        importlib.import_module("scrape_pipeline.disposition").MessageOutcome.PARKED.metric,
+        importlib.import_module(
+            "scrape_pipeline.processor.disposition"
+        ).MessageOutcome.PARKED.metric,
     )
     assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
     # AND any parked job in an hour (a sick job's slowest poll) raises it
@@ -604,7 +606,7 @@ def test_sick_jobs_alarm_counts_the_processors_parked_jobs_per_hour(cfn: dict[st
 
 
 def _reconciler_metric() -> Any:
-    return importlib.import_module("scrape_pipeline.reconcile_metrics").ReconcilerMetric
+    return importlib.import_module("scrape_pipeline.reconciler.metrics").ReconcilerMetric
 
 
 def _reconciler_alarm(cfn: dict[str, Any], alarm_id: str, metric: str) -> dict[str, Any]:
@@ -763,7 +765,8 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
         *(custom(name, PROCESSOR) for name in _outcome_metrics("disposition", "MessageOutcome")),
         # a batch's or crawl's items resubmitted as extract jobs
         custom(
-            importlib.import_module("scrape_pipeline.disposition").ITEMS_RETRIED_METRIC, PROCESSOR
+            importlib.import_module("scrape_pipeline.processor.disposition").ITEMS_RETRIED_METRIC,
+            PROCESSOR,
         ),
         # recoveries by source: the measured webhook gap, per source the reconciler names
         *(custom("JobsRecovered", RECONCILER, source=s) for s in RECOVERY_SOURCES),
@@ -772,7 +775,7 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
             # the sweeps that recover jobs (the outbox sweep recovers events: no such series)
             for s in (
                 row.name
-                for row in importlib.import_module("scrape_pipeline.reconciler").SWEEP_TABLE
+                for row in importlib.import_module("scrape_pipeline.reconciler.run").SWEEP_TABLE
                 if row.sweep.recovers
             )
         ),
@@ -783,7 +786,7 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
         ),
         *(
             custom("ReconcileSweepFailed", RECONCILER, sweep=s)
-            for s in importlib.import_module("scrape_pipeline.reconciler").SWEEPS
+            for s in importlib.import_module("scrape_pipeline.reconciler.run").SWEEPS
         ),
         # queue depth, dead-letter queue depth
         *(

@@ -42,7 +42,12 @@ from tests.template.helpers import (
 LAYER = "SharedLayer"
 # The byte-code tag of the Lambda runtime's interpreter (python3.12).
 CACHE_TAG = "cpython-312"
-LAYER_MODULES = ("scrape_pipeline", "scrape_pipeline.signatures", "aws_lambda_powertools", "httpx")
+LAYER_MODULES = (
+    "scrape_pipeline",
+    "scrape_pipeline.receiver.signatures",
+    "aws_lambda_powertools",
+    "httpx",
+)
 # What the python3.12 Lambda runtime ships besides the standard library.
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six")
 # The operator tools, the local stack and what only they install (the `cli` and `local` extras).

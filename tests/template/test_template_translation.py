@@ -353,7 +353,7 @@ def test_receiver_environment_variable_comes_from_parameter(
 def test_signature_scheme_allows_the_four_schemes(template: dict[str, Any]) -> None:
     # GIVEN the SignatureScheme parameter
     scheme = template["Parameters"]["SignatureScheme"]
-    # THEN exactly the schemes scrape_pipeline.signatures verifies are accepted
+    # THEN exactly the schemes scrape_pipeline.receiver.signatures verifies are accepted
     assert set(scheme["AllowedValues"]) == {"geonode", "standard_webhooks", "stripe", "github"}
 
 

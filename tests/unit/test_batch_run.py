@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from scrape_pipeline.batch_run import suspects_last
-from scrape_pipeline.disposition import Disposition, MessageOutcome
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger import LedgerRow
-from scrape_pipeline.queue import JobMessage
+from scrape_pipeline.processor.batch_run import suspects_last
+from scrape_pipeline.processor.disposition import Disposition, MessageOutcome
+from scrape_pipeline.processor.queue import JobMessage
 
 # The metric names the dashboard and the alarms read (template.yaml): renaming one is a
 # reviewed change of this table, never a side effect.

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import (
     REASON_NEVER_SETTLED,
     REASON_POISON,
@@ -24,8 +23,8 @@ from scrape_pipeline.jobs import (
     Outcome,
     Source,
 )
-from scrape_pipeline.ledger import LedgerRow
-from scrape_pipeline.lifecycle import (
+from scrape_pipeline.ledger import LedgerRow, lifecycle
+from scrape_pipeline.ledger.lifecycle import (
     ABSENT,
     Decision,
     Evidence,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from scrape_pipeline.sweeps.job_list_state import LAG_MARGIN, MAX_PENDING_PASSES, CountStep
-from scrape_pipeline.sweeps.job_list_state import Checkpoint as _Checkpoint
-from scrape_pipeline.sweeps.job_list_state import Counted as _Counted
-from scrape_pipeline.sweeps.job_list_state import Pass as _Pass
+from scrape_pipeline.reconciler.sweeps.job_list_state import (
+    LAG_MARGIN,
+    MAX_PENDING_PASSES,
+    CountStep,
+)
+from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint as _Checkpoint
+from scrape_pipeline.reconciler.sweeps.job_list_state import Counted as _Counted
+from scrape_pipeline.reconciler.sweeps.job_list_state import Pass as _Pass
 
 EVERY = 600.0  # seconds between count checks in these tests
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from scrape_pipeline.jobs import JobState
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.lifecycle import ABSENT, MOVES, WAITING, RowState, Verb
+from scrape_pipeline.ledger.lifecycle import ABSENT, MOVES, WAITING, RowState, Verb
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = Path(__file__).with_name("lifecycle.md")
 PAGE = ROOT / "docs" / "lifecycle.md"
-BEGIN = "<!-- lifecycle: rendered from scrape_pipeline/lifecycle.py, checked by tests -->\n"
+BEGIN = "<!-- lifecycle: rendered from scrape_pipeline/ledger/lifecycle.py, checked by tests -->\n"
 END = "<!-- /lifecycle -->\n"
 UPDATE = "UPDATE_LIFECYCLE=1 .venv/bin/python -m pytest -n 0 tests/unit/test_lifecycle.py"
 
@@ -86,7 +86,7 @@ def test_lifecycle_page_shows_the_rendered_table_and_diagram():
         text = text.replace(BEGIN + str(_readme_block(text)) + END, BEGIN + rendered() + END)
         PAGE.write_text(text)
     assert _readme_block(PAGE.read_text()) == rendered(), (
-        f"{PAGE.name}'s lifecycle differs from scrape_pipeline/lifecycle.py: run `{UPDATE}`"
+        f"{PAGE.name}'s lifecycle differs from scrape_pipeline/ledger/lifecycle.py: run `{UPDATE}`"
     )
 
 

@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.manifest import (
+from scrape_pipeline.processor.manifest import (
     REASON_ITEM_FAILED,
     ItemRecord,
     ItemStatus,
@@ -26,7 +26,7 @@ from scrape_pipeline.manifest import (
     manifest_key,
     part_key,
 )
-from scrape_pipeline.results import ResultStore
+from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline_local.create import create_bucket
 from scrape_pipeline_local.resolve import Resolver
 from scrape_pipeline_local.translate import only_resource, translate

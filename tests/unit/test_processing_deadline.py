@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_pipeline.deadline import MAX_MARGIN_SHARE, Deadline
+from scrape_pipeline.processor.deadline import MAX_MARGIN_SHARE, Deadline
 
 
 class Remaining:

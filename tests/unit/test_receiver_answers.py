@@ -6,7 +6,8 @@ import base64
 
 import pytest
 
-from scrape_pipeline.receiver import (
+from scrape_pipeline.config.settings import SettingsError
+from scrape_pipeline.receiver.webhook import (
     MAX_CORRELATION_CHARS,
     Answer,
     Receiver,
@@ -15,7 +16,6 @@ from scrape_pipeline.receiver import (
     correlation_id,
     proxy_body,
 )
-from scrape_pipeline.settings import SettingsError
 
 
 class Recording:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scrape_pipeline.secret_store import SecretStore
+from scrape_pipeline.receiver.secret_store import SecretStore
 from scrape_pipeline_local.clock import ManualClock
 
 

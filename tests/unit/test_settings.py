@@ -9,16 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.freshness import Freshness
-from scrape_pipeline.geonode import GeonodeClient, ServerError
-from scrape_pipeline.geonode.retry import NO_RETRY
-from scrape_pipeline.geonode_settings import GeonodeSettings
-from scrape_pipeline.processor_settings import ProcessorSettings
-from scrape_pipeline.receiver import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
-from scrape_pipeline.reconciler import ReconcilerSettings
-from scrape_pipeline.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
-from scrape_pipeline.settings import (
+from scrape_pipeline.config.resources import QUEUE_URL, RESULTS_BUCKET, LedgerSettings
+from scrape_pipeline.config.settings import (
     Kind,
     Setting,
     SettingsError,
@@ -30,8 +22,16 @@ from scrape_pipeline.settings import (
     required,
     text,
 )
-from scrape_pipeline.signatures import SignatureConfig
-from scrape_pipeline.watch import WatchSettings
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.geonode import GeonodeClient, ServerError
+from scrape_pipeline.geonode.retry import NO_RETRY
+from scrape_pipeline.geonode.settings import GeonodeSettings
+from scrape_pipeline.processor.settings import ProcessorSettings
+from scrape_pipeline.receiver.freshness import Freshness
+from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.webhook import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
+from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline.wiring import build_processor
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_ops.configuration import SOURCES, catalogue, markdown

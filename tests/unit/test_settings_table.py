@@ -14,7 +14,7 @@ from typing import Any
 
 import scrape_pipeline
 from docs.hooks import SETTINGS_BEGIN, SETTINGS_END, with_settings
-from scrape_pipeline.settings import Setting, declared
+from scrape_pipeline.config.settings import Setting, declared
 from scrape_pipeline_ops.configuration import SOURCES, declared_settings, table
 from tests.support.readme import CONFIGURATION
 

@@ -1,4 +1,4 @@
-"""Unit tests for scrape_pipeline.signatures: published vectors, round trips, every failure."""
+"""Unit tests for receiver.signatures: published vectors, round trips, every failure."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any, get_args
 
 import pytest
 
-from scrape_pipeline.settings import SettingsError
-from scrape_pipeline.signatures import (
+from scrape_pipeline.config.settings import SettingsError
+from scrape_pipeline.receiver.signatures import (
     FailureReason,
     NoValidSecretError,
     Scheme,

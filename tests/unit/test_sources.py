@@ -9,7 +9,7 @@ import json
 import pytest
 
 from scrape_pipeline.jobs import Source, source_proven, source_recovers
-from scrape_pipeline.queue import MAX_SOURCE_CHARS, JobMessage
+from scrape_pipeline.processor.queue import MAX_SOURCE_CHARS, JobMessage
 
 # What PROVEN_SOURCES listed before the type, and the receiver's "not a late webhook" pair.
 PROVEN = {"webhook", "submitted", "job_list", "delivery_log", "cli_replay", "rotation_replay"}

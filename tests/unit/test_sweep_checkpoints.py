@@ -3,10 +3,10 @@ list and the delivery log."""
 
 from __future__ import annotations
 
-from scrape_pipeline.sweeps import passes
-from scrape_pipeline.sweeps.delivery_log import _DeliveryCheckpoint
-from scrape_pipeline.sweeps.job_list_state import Checkpoint as _Checkpoint
-from scrape_pipeline.sweeps.passes import SavedPass
+from scrape_pipeline.reconciler.sweeps import passes
+from scrape_pipeline.reconciler.sweeps.delivery_log import _DeliveryCheckpoint
+from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint as _Checkpoint
+from scrape_pipeline.reconciler.sweeps.passes import SavedPass
 
 
 def test_delivery_checkpoint_resumes_its_pass():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from scrape_pipeline.geonode.models import JobSummary
-from scrape_pipeline.sweeps.watch_listing import Listed, Listing, pack, unpack
+from scrape_pipeline.reconciler.sweeps.watch_listing import Listed, Listing, pack, unpack
 
 
 def jobs(*created: float) -> list[JobSummary]:

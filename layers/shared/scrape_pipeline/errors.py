@@ -29,7 +29,7 @@ Each class is defined beside the code that raises it and names its parent here; 
 that every public error of the package sits in this tree. Context rides on attributes (the
 variable's name, the AWS operation, the signature's ``reason``), never only in the message,
 so callers branch on the class and never on message text. The receiver turns these into
-HTTP statuses in one table (``scrape_pipeline.receiver``); the CLI turns them into one line
+HTTP statuses in one table (``scrape_pipeline.receiver.webhook``); the CLI turns them into one line
 and an exit status (``scrape_pipeline_ops.cli.main``).
 """
 

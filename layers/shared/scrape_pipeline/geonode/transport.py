@@ -26,7 +26,7 @@ from scrape_pipeline.geonode.errors import (
 )
 from scrape_pipeline.geonode.models import format_time
 from scrape_pipeline.geonode.retry import RetryPolicy
-from scrape_pipeline.geonode_settings import GEONODE_SCRAPER_API_KEY, GeonodeSettings
+from scrape_pipeline.geonode.settings import GEONODE_SCRAPER_API_KEY, GeonodeSettings
 
 API_KEY_ENV: Final = GEONODE_SCRAPER_API_KEY.name
 API_KEY_HEADER: Final = "X-Api-Key"

@@ -11,8 +11,8 @@ from typing import Any, Literal, Self
 from boto3.dynamodb.conditions import Attr as Field
 from boto3.dynamodb.conditions import ConditionBase, ConditionExpressionBuilder
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobState
+from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.rows import Value, encode
 

@@ -7,10 +7,11 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKey, JobState, Outcome, Source
+from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
+from scrape_pipeline.ledger.lifecycle import Decision, Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
 from scrape_pipeline.ledger.table import (
     ConditionFailedError,
@@ -19,7 +20,6 @@ from scrape_pipeline.ledger.table import (
     in_state,
     write,
 )
-from scrape_pipeline.lifecycle import Decision, Evidence, Policy, Seen, Why, decide
 
 
 @dataclass(frozen=True)

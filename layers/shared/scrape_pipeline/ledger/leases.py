@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobState, Outcome
+from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
 from scrape_pipeline.ledger.rows import LedgerRow, from_item

@@ -7,8 +7,8 @@ import contextlib
 import uuid
 from typing import Any
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import SOURCE_SUBMITTED, JobKey, JobState
+from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.expressions import Field, Update, expressions, state_is
 from scrape_pipeline.ledger.intake import Intake

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_pipeline import lifecycle
 from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import OUTBOX_INDEX, Attr, RowPrefix
 from scrape_pipeline.ledger.expressions import Field, Update, expressions, state_is
 from scrape_pipeline.ledger.table import ConditionFailedError, LedgerTable, call

@@ -11,7 +11,7 @@ from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.payload import EVENT_KINDS
+from scrape_pipeline.receiver.payload import EVENT_KINDS
 from scrape_pipeline.runs.evidence import CandidateSource, first_seen
 
 EVENT_OF_KIND: Final[Mapping[JobKind, str]] = {kind: event for event, kind in EVENT_KINDS.items()}

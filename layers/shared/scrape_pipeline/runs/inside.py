@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Final
 
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.config.settings import FromEnv, integer, number, required
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
@@ -27,7 +28,6 @@ from scrape_pipeline.runs.request import (
     spec_of,
     urls_key,
 )
-from scrape_pipeline.settings import FromEnv, integer, number, required
 
 SQS_MAX_DELAY_S: Final = 900
 S = EntryState

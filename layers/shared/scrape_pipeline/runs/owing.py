@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scrape_pipeline import chains
-from scrape_pipeline.chains import Chain, RowReader
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
+from scrape_pipeline.ledger import chains
+from scrape_pipeline.ledger.chains import Chain, RowReader
 
 # A stored batch's own manifest by job id (None: not there).
 type BatchItems = Callable[[str], Mapping[str, Any] | None]

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import SubmittedJob
-from scrape_pipeline.geonode_settings import LISTING_LAG_FLOOR
+from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
 from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, JobLister
 from scrape_pipeline.runs.evidence import JobReader
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scrape_pipeline.api_key import api_key_store
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.geonode.api_key import api_key_store
 from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.retry import RetryPolicy
-from scrape_pipeline.geonode_settings import GeonodeSettings
+from scrape_pipeline.geonode.settings import GeonodeSettings
 from scrape_pipeline.ledger import Bookkeeping, Ledger
-from scrape_pipeline.listing_lag import ListingLag
 
 
 def geonode_client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> GeonodeClient:

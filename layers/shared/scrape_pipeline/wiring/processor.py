@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.processing import JobProcessor
-from scrape_pipeline.processor_settings import ProcessorSettings
-from scrape_pipeline.queue import JobMessage, JobQueue
-from scrape_pipeline.resources import RESULTS_BUCKET
-from scrape_pipeline.resubmission import Resubmitter
-from scrape_pipeline.results import ResultStore
+from scrape_pipeline.processor.processing import JobProcessor
+from scrape_pipeline.processor.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.resubmission import Resubmitter
+from scrape_pipeline.processor.results import ResultStore
+from scrape_pipeline.processor.settings import ProcessorSettings
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client, listing_lag
 from scrape_pipeline.wiring.events import emitter_from_env

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 import boto3
 
 from scrape_pipeline.clock import Clock, active_clock
-from scrape_pipeline.job_message import JobSender
 from scrape_pipeline.ledger import Intake
-from scrape_pipeline.receiver import Receiver, ReceiverSettings
-from scrape_pipeline.secret_store import SecretStore
+from scrape_pipeline.processor.message import JobSender
+from scrape_pipeline.receiver.secret_store import SecretStore
+from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings
 
 
 def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Receiver:

@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 
 from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import RetryPolicy
-from scrape_pipeline.reconciler import Reconciler, ReconcilerSettings
-from scrape_pipeline.recovery import Recoverer
-from scrape_pipeline.resources import RESULTS_BUCKET
-from scrape_pipeline.results import ResultStore
+from scrape_pipeline.processor.results import ResultStore
+from scrape_pipeline.reconciler.recovery import Recoverer
+from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client
 from scrape_pipeline.wiring.events import emitter_from_env

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scrape_pipeline.clock import Clock
+from scrape_pipeline.config.resources import QUEUE_URL, LedgerSettings
 from scrape_pipeline.ledger import Ledger
-from scrape_pipeline.queue import JobQueue
-from scrape_pipeline.resources import QUEUE_URL, LedgerSettings
+from scrape_pipeline.processor.queue import JobQueue
 
 
 def ledger(table: str, *, ttl_days: int, max_reopens: int, clock: Clock) -> Ledger:

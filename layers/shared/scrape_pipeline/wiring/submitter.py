@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
 from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.config.resources import LedgerSettings
 from scrape_pipeline.geonode.retry import NO_RETRY
-from scrape_pipeline.resources import LedgerSettings
 from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter

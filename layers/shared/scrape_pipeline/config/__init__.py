@@ -1,0 +1,1 @@
+"""Settings the runtime reads from its environment, each declared once."""

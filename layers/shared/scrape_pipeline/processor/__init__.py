@@ -1,0 +1,1 @@
+"""The processor: one job message to exactly one outcome, stored once in S3."""

@@ -1,0 +1,122 @@
+"""Closing a job: its one outcome written DONE with its event (the outbox), a superseded record
+retired, the batch a retried item belongs to woken."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.clock import Clock
+from scrape_pipeline.events.detail import outcome_event
+from scrape_pipeline.events.outbox import Emitter
+from scrape_pipeline.geonode.fields import of_type
+from scrape_pipeline.geonode.models import Job
+from scrape_pipeline.jobs import JobKey, Outcome
+from scrape_pipeline.ledger import Ledger, LedgerRow
+from scrape_pipeline.processor.attempt import Attempt
+from scrape_pipeline.processor.disposition import Disposition, MessageOutcome
+from scrape_pipeline.processor.item_retries import RetryRef
+from scrape_pipeline.processor.results import ResultStore
+
+__all__ = ["Closer", "Waker"]
+
+# Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
+type Waker = Callable[[JobKey], None]
+
+
+def _told(row: LedgerRow, tell: Callable[[str | None], str]) -> str:
+    """The event the DONE wrote (told for the run the row names)."""
+    return row.outbox_event or tell(row.run)
+
+
+def _settled_at(job: Job | None) -> float | None:
+    """When the API says the job completed, if it does."""
+    return job.completed_at.timestamp() if job is not None and job.completed_at else None
+
+
+class Closer:
+    """Writes a job's outcome as the lease holder of ``attempt``."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        results: ResultStore,
+        *,
+        clock: Clock,
+        emitter: Emitter | None = None,
+        waker: Waker | None = None,
+    ) -> None:
+        self._ledger = ledger
+        self._results = results
+        self._clock = clock
+        # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
+        self._emitter = emitter
+        # None: nothing wakes a batch whose retried item settled but the watch sweep.
+        self._waker = waker
+
+    def retire_superseded(self, row: LedgerRow) -> None:
+        # A reopened job's first dead-letter record no longer speaks for it: retired before
+        # the outcome is written, so a new dead letter is the one live record.
+        superseded = row.detail.get("superseded")
+        if superseded:
+            self._results.retire(superseded)
+
+    def dead_letter(self, attempt: Attempt, record: Mapping[str, Any]) -> Disposition:
+        key = attempt.key
+        where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
+        reason = str(record.get("reason", ""))
+        self.finish(
+            attempt,
+            Outcome.DEAD_LETTERED,
+            {"record": where, "reason": reason},
+            url=of_type(record.get("url"), str),
+        )
+        return Disposition(MessageOutcome.DEAD_LETTERED, detail=reason)
+
+    def finish(
+        self,
+        attempt: Attempt,
+        outcome: Outcome,
+        detail: dict[str, str],
+        *,
+        url: str | None = None,
+        keys: list[str] | None = None,
+        job: Job | None = None,
+    ) -> None:
+        """DONE with ``outcome``, its event (naming the run the row names then) in the same
+        write (the outbox), held for the emit."""
+        now = self._clock.time()
+        told = partial(
+            outcome_event,
+            attempt.key,
+            outcome,
+            reopens=attempt.row.reopens,
+            finished_at=now,
+            settled_at=_settled_at(job),
+            bucket=self._results.bucket,
+            detail=detail,
+            url=url,
+            keys=keys,
+        )
+        event = told(run=attempt.row.run)
+        if self._emitter is None or event is None:
+            self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
+        else:
+            tell = lambda run: (told(run=run) or event).to_json()  # noqa: E731 - named for its use
+            row = self._ledger.finish(
+                attempt.key, attempt.owner, outcome, detail, event=tell, run=attempt.row.run
+            )
+            self._emitter.add(attempt.key, _told(row, tell), now)
+        self._wake_parent(attempt.row)
+
+    def _wake_parent(self, row: LedgerRow) -> None:
+        """A retried item's extract job settled for good: its batch or crawl settles it now.
+        If the message cannot be sent, the watch sweep wakes the batch on its own schedule."""
+        ref = RetryRef.read(row.retry_of)
+        if ref is None or self._waker is None:
+            return
+        with contextlib.suppress(AWSUnavailableError):
+            self._waker(ref.parent)

@@ -1,0 +1,262 @@
+"""A batch's or crawl's manifest (docs/architecture.md): a part per stored range of items before
+each checkpoint, then the manifest, once, before DONE: it means every item settled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from operator import attrgetter
+from typing import Any
+
+from scrape_pipeline.geonode.fields import int_or_none, of_type
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus
+from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.processor.results import ResultStore, result_prefix
+
+PARTS_PREFIX = "manifest-parts"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_VERSION = 1
+# The reason of a failed item the API gave no error code for.
+REASON_ITEM_FAILED = "item failed"
+_OPTIONAL = frozenset({"reason", "retry_job"})
+
+
+class ItemStatus(StrEnum):
+    """How a batch's or crawl's item ended, as its manifest says."""
+
+    # No "pending": a page with an item still running gets no part until it drains.
+    STORED = "stored"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+    # Only in parts: resubmitted as an extract job; the manifest gives the retry's outcome.
+    RETRYING = "retrying"
+
+
+@dataclass(frozen=True)
+class ItemRecord:
+    """One item's line in the manifest: where it is, how it ended, what it cost."""
+
+    index: int
+    url: str | None
+    status: ItemStatus
+    keys: tuple[str, ...] = ()
+    tokens: int | None = None
+    reason: str | None = None
+    # The extract job that retried the item (the last of its chain, once settled).
+    retry_job: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        item: BatchItem,
+        index: int,
+        status: ItemStatus,
+        keys: Sequence[str] = (),
+        *,
+        retry_job: str | None = None,
+    ) -> ItemRecord:
+        """The record of ``item`` (the API's answer for it) stored or parked at ``keys``."""
+        failed = status in (ItemStatus.DEAD_LETTERED, ItemStatus.RETRYING)
+        reason = (item.error_code or REASON_ITEM_FAILED) if failed else None
+        # What the item cost, as the API said (in its metadata, or beside it).
+        tokens = int_or_none(item.metadata.get("tokens_charged"))
+        if tokens is None:
+            tokens = int_or_none(item.raw.get("tokens_charged"))
+        return cls(index, item.url, status, tuple(keys), tokens, reason, retry_job)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the manifest and its parts keep it."""
+        body = {**asdict(self), "status": self.status.value, "keys": list(self.keys)}
+        # ``reason`` and ``retry_job`` only when set.
+        return {k: v for k, v in body.items() if v is not None or k not in _OPTIONAL}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ItemRecord:
+        """Read a record back from a part; ``ValueError`` for an unknown status."""
+        return cls(
+            index=int(body["index"]),
+            url=body.get("url"),
+            status=ItemStatus(body["status"]),
+            keys=tuple(str(k) for k in body.get("keys") or ()),
+            tokens=of_type(body.get("tokens"), int),
+            reason=body.get("reason"),
+            retry_job=body.get("retry_job"),
+        )
+
+
+def manifest_key(kind: JobKind, job_id: str) -> str:
+    """Where a batch's or crawl's manifest lives, beside its items."""
+    return f"{result_prefix(kind, job_id)}/{MANIFEST_FILE}"
+
+
+def parts_prefix(kind: JobKind, job_id: str) -> str:
+    """Where a batch's or crawl's parts live (outside its results: they are bookkeeping)."""
+    return f"{PARTS_PREFIX}/{kind.value}/{job_id}/"
+
+
+def part_key(kind: JobKind, job_id: str, page: int, first: int) -> str:
+    """The part of page ``page`` that starts at its item ``first``."""
+    return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}.json"
+
+
+def status_key(kind: JobKind, job_id: str) -> str:
+    """Where the last page's answer (its items left out) waits for a manifest written later."""
+    return f"{parts_prefix(kind, job_id)}status.json"
+
+
+def retry_key(kind: JobKind, job_id: str, index: int) -> str:
+    """Where a retried item's final record waits for the manifest."""
+    return f"{parts_prefix(kind, job_id)}retries/{index:05d}.json"
+
+
+def build_manifest(
+    key: JobKey, status: BatchStatus, records: Iterable[ItemRecord]
+) -> dict[str, Any]:
+    """The manifest of a settled batch or crawl: its items once each, counts, tokens, and the
+    job's status and times as its last page answered."""
+    by_index: dict[int, ItemRecord] = {}
+    for record in records:
+        by_index.setdefault(record.index, record)
+    items = sorted(by_index.values(), key=attrgetter("index"))
+    counts = {s.value: 0 for s in ItemStatus if s is not ItemStatus.RETRYING}
+    for record in items:
+        counts[record.status.value] += 1
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "kind": key.kind.value,
+        "job_id": key.job_id,
+        "status": str(status.status),
+        "created_at": status.raw.get("created_at"),
+        "settled_at": status.raw.get("completed_at"),
+        "counts": {**counts, "total": len(items)},
+        "tokens_total": sum(r.tokens for r in items if r.tokens is not None),
+        "api_tokens_charged_total": status.tokens_charged,
+        "api_counters": dict(status.counters),
+        "items": [record.to_json() for record in items],
+    }
+
+
+@dataclass(frozen=True)
+class Part:
+    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end``: the
+    page's end, ``last``: the job's."""
+
+    page: int
+    first: int
+    end: int
+    records: tuple[ItemRecord, ...]
+    page_end: bool
+    last: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The part as S3 keeps it."""
+        return {
+            "page": self.page,
+            "first": self.first,
+            "end": self.end,
+            "page_end": self.page_end,
+            "last": self.last,
+            "items": [r.to_json() for r in self.records],
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Part:
+        """Read a part back; ``ValueError`` for one that does not move on from ``first``."""
+        part = cls(
+            page=int(body["page"]),
+            first=int(body["first"]),
+            end=int(body["end"]),
+            records=tuple(ItemRecord.from_json(i) for i in body.get("items") or ()),
+            page_end=bool(body["page_end"]),
+            last=bool(body["last"]),
+        )
+        if part.end <= part.first and not part.page_end:
+            raise ValueError(f"part {part.page}-{part.first} ends at {part.end}")
+        return part
+
+
+@dataclass(frozen=True)
+class Covered:
+    """What the parts from a position now cover: up to ``end`` of the page, these records."""
+
+    end: int
+    records: tuple[ItemRecord, ...]
+
+
+class ManifestWriter:
+    """Writes the parts as pages are stored, and the manifest last. The parts chain with no
+    gap or overlap, read back by key alone: each ``end`` is where the next part starts."""
+
+    def __init__(self, results: ResultStore) -> None:
+        self._results = results
+
+    def record_range(
+        self,
+        key: JobKey,
+        page: int,
+        first: int,
+        records: Sequence[ItemRecord],
+        *,
+        page_items: int,
+        last: bool,
+    ) -> Covered:
+        """Keep the records of ``page``'s items from ``first``, before the checkpoint moves
+        past them; a part already there (a dead attempt's) stands and the range goes on
+        from its end."""
+        end = first + len(records)
+        covered: list[ItemRecord] = []
+        at = first
+        while True:
+            part = Part(page, at, end, tuple(records[at - first :]), end == page_items, last)
+            where = part_key(key.kind, key.job_id, page, at)
+            if self._results.put_json_once(where, part.to_json()):
+                return Covered(end, (*covered, *part.records))
+            existing = Part.from_json(self._results.read_json(where))
+            covered.extend(existing.records)
+            if existing.end >= end or existing.page_end:
+                return Covered(existing.end, tuple(covered))
+            at = existing.end
+
+    def keep_status(self, key: JobKey, status: BatchStatus) -> None:
+        """Keep the last page's answer for a manifest written once the retries settle."""
+        body = {k: v for k, v in status.raw.items() if k != "items"}
+        self._results.put_json_once(status_key(key.kind, key.job_id), body)
+
+    def kept_status(self, key: JobKey) -> BatchStatus:
+        """The last page's answer ``keep_status`` kept."""
+        return BatchStatus.from_api(self._results.read_json(status_key(key.kind, key.job_id)))
+
+    def settle_retry(self, key: JobKey, record: ItemRecord) -> None:
+        """Keep a retried item's final record (the first one written stands)."""
+        where = retry_key(key.kind, key.job_id, record.index)
+        self._results.put_json_once(where, record.to_json())
+
+    def write(self, key: JobKey, status: BatchStatus) -> str:
+        """Put the manifest once from the chain of parts, each retried item's final record in
+        its place; its key. One GetObject a part and a retry."""
+        records: list[ItemRecord] = []
+        page, first = 1, 0
+        while True:
+            part = Part.from_json(
+                self._results.read_json(part_key(key.kind, key.job_id, page, first))
+            )
+            records.extend(part.records)
+            if not part.page_end:
+                first = part.end
+            elif part.last:
+                break
+            else:
+                page, first = page + 1, 0
+        records = [self._final(key, record) for record in records]
+        where = manifest_key(key.kind, key.job_id)
+        self._results.put_json_once(where, build_manifest(key, status, records))
+        return where
+
+    def _final(self, key: JobKey, record: ItemRecord) -> ItemRecord:
+        if record.status is not ItemStatus.RETRYING:
+            return record
+        final = ItemRecord.from_json(
+            self._results.read_json(retry_key(key.kind, key.job_id, record.index))
+        )
+        return final if final.url is not None else replace(final, url=record.url)

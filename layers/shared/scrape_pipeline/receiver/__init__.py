@@ -1,0 +1,1 @@
+"""The webhook receiver: verify a delivery's signature, record its job once, enqueue it."""

@@ -1,0 +1,171 @@
+"""Reading a delivery's job id, event and job kind from configurable field locations.
+
+Everything is read from the signed body, never from a header: with the default scheme only the
+body is signed, so a captured body re-keyed by an unsigned header would become a new job. The
+event ``ping`` is our test delivery (``scrape-pipeline doctor``): answered, never recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scrape_pipeline.config.settings import FromEnv, paths
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.jobs import JobKind, is_job_id
+
+EVENT_KINDS: Mapping[str, JobKind] = {
+    "extract_completed": JobKind.EXTRACT,
+    "batch_completed": JobKind.BATCH,
+    "crawl_completed": JobKind.CRAWL,
+}
+TEST_EVENT = "ping"
+
+
+class PayloadError(PipelineError, ValueError):
+    """The delivery is not a usable job notification (answered 400); the message says why."""
+
+
+@dataclass(frozen=True)
+class FieldLocations(FromEnv):
+    """Dotted paths tried in order; the first present value wins. The defaults are the
+    contract's envelope, then the seed article's flat fields (the real payload is unpublished)."""
+
+    job_id: Sequence[str] = paths(
+        "JOB_ID_FIELDS",
+        ("data.job_id", "job_id"),
+        "where the job id is in the payload: the contract's envelope, then the seed article's "
+        "flat field",
+    ).field()
+    event: Sequence[str] = paths(
+        "EVENT_FIELDS",
+        ("event", "event_type"),
+        "where the event is, which names the job's kind. Read from the signed body only: "
+        "`X-Webhook-Event` is unsigned, and a body without an event is a 400",
+    ).field()
+    kind: Sequence[str] = paths(
+        "JOB_KIND_FIELDS",
+        (),
+        "a field naming the job's kind itself, for other payloads; none: the kind follows from "
+        "the event (`extract_completed` is an extract)",
+    ).field()
+    delivery_id: Sequence[str] = paths(
+        "DELIVERY_ID_FIELDS",
+        ("delivery_id", "id"),
+        "the attempt's id (kept on the row as evidence seen: a delivery that created, reopened "
+        "or woke a job never moves it again; one without an id only creates rows)",
+    ).field()
+    timestamp: Sequence[str] = paths(
+        "TIMESTAMP_FIELDS",
+        ("timestamp",),
+        "the attempt's time, which `WEBHOOK_MAX_AGE_SECONDS` judges",
+    ).field()
+
+
+@dataclass(frozen=True)
+class Notification:
+    """Which job, of what kind, which attempt (None: unnamed), and when: ``stamp`` is the
+    timestamp field as sent (None: absent), for ``freshness`` to judge."""
+
+    kind: JobKind
+    job_id: str
+    event: str
+    delivery_id: str | None = None
+    stamp: object = None
+
+
+@dataclass(frozen=True)
+class TestEvent:
+    """A signed test delivery (``TEST_EVENT``): answered, never recorded."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    event: str = TEST_EVENT
+    stamp: object = None
+
+
+def _lookup(document: Mapping[str, Any], path: str) -> Any:
+    node: Any = document
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
+    for path in paths:
+        value = _lookup(document, path)
+        if value is not None:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class _Field:
+    """A field is ``valid``, else ``malformed``; absent, ``missing`` (None: optional)."""
+
+    valid: Callable[[Any], bool]
+    malformed: str
+    missing: str | None = None
+
+
+_JOB_ID = _Field(is_job_id, "malformed job id", "missing job id")
+# An event that is not text names nothing: as good as none.
+_EVENT = _Field(
+    lambda value: isinstance(value, str) and bool(value), "missing event type", "missing event type"
+)
+# Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
+_DELIVERY_ID = _Field(is_job_id, "malformed delivery id")
+
+
+def _read(document: Mapping[str, Any], paths: Sequence[str], field: _Field) -> Any:
+    value = _first(document, paths)
+    if value is None:
+        if field.missing:
+            raise PayloadError(field.missing)
+        return None
+    if not field.valid(value):
+        raise PayloadError(field.malformed)
+    return value
+
+
+def _kind(event: str, named: Any) -> JobKind:
+    """The job's kind: the one a kind field names, else the one the event implies."""
+    if named is None:
+        if event not in EVENT_KINDS:
+            raise PayloadError("unknown event type")
+        return EVENT_KINDS[event]
+    try:
+        return JobKind(named)
+    except ValueError:
+        raise PayloadError("unknown job kind") from None
+
+
+def read_notification(document: Any, locations: FieldLocations) -> Notification:
+    """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
+    if not isinstance(document, Mapping):
+        raise PayloadError("body must be a JSON object")
+    job_id = _read(document, locations.job_id, _JOB_ID)
+    event = _read(document, locations.event, _EVENT)
+    kind = _kind(event, _first(document, locations.kind))
+    delivery_id = _read(document, locations.delivery_id, _DELIVERY_ID)
+    stamp = _first(document, locations.timestamp)
+    return Notification(kind, job_id, event, delivery_id, stamp)
+
+
+def _load(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):  # RecursionError: nesting that would blow the stack
+        raise PayloadError("body is not JSON") from None
+
+
+def parse_delivery(body: bytes, locations: FieldLocations) -> Notification | TestEvent:
+    """A delivery's raw body: a job notification, or a test event; ``PayloadError`` otherwise."""
+    document = _load(body)
+    if isinstance(document, Mapping) and _first(document, locations.event) == TEST_EVENT:
+        return TestEvent(stamp=_first(document, locations.timestamp))
+    return read_notification(document, locations)

@@ -1,0 +1,285 @@
+"""``sign`` and ``verify`` through each scheme's rules and one ``mac``, so signing and verifying
+cannot disagree on the bytes. ``verify`` works on the raw request bytes, before anything reads
+the body, and compares every candidate in constant time; a header's problem names the header,
+never its value.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
+
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.receiver.signatures.config import Encoding, Scheme, SignatureConfig
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret
+
+FailureReason = Literal[
+    "missing header",
+    "malformed header",
+    "timestamp outside tolerance",
+    "no matching signature",
+    "no valid secret",
+]
+
+
+class SignatureError(PipelineError):
+    """Not authentically signed; ``reason`` is one short phrase, the message names headers at
+    most (never their attacker-controlled values, a secret or an expected signature)."""
+
+    def __init__(self, reason: FailureReason, detail: str = "") -> None:
+        self.reason: FailureReason = reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+class SignatureMismatchError(SignatureError):
+    """Well-formed and in time, but no active secret signed it (a rotation may explain it)."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("no matching signature", detail)
+
+
+class NoValidSecretError(SignatureError):
+    """No unexpired, well-formed secret is configured: no request can pass, whatever it holds."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("no valid secret", detail)
+
+
+DIGEST_SIZE: Final = 32  # SHA-256
+SW_ID: Final = "webhook-id"
+SW_TIMESTAMP: Final = "webhook-timestamp"
+_SW_SECRET_PREFIX: Final = "whsec_"  # noqa: S105 (a prefix, not a secret)
+GITHUB_PREFIX: Final = "sha256="
+_HEX: Final = re.compile(f"[0-9a-fA-F]{{{2 * DIGEST_SIZE}}}")
+# ASCII digits only (int() also takes "+1", "1_0", " 1"); twelve keep int() cheap on junk.
+_EPOCH_SECONDS: Final = re.compile("[0-9]{1,12}")
+
+
+@dataclass(frozen=True)
+class Presented:
+    """What a request claims: its candidate signatures, and the timestamp and id they sign."""
+
+    candidates: list[bytes]
+    timestamp: str | None = None
+    msg_id: str | None = None
+
+
+def mac(key: bytes, body: bytes, timestamp: str | None, msg_id: str | None) -> bytes:
+    """HMAC-SHA256 of ``[msg_id "."][timestamp "."]body``; the body is never decoded."""
+    head = b"".join(part.encode() + b"." for part in (msg_id, timestamp) if part is not None)
+    return hmac.new(key, head + body, hashlib.sha256).digest()
+
+
+def key(scheme: Scheme, secret: str) -> bytes:
+    """The HMAC key of ``secret``: its UTF-8, or standard_webhooks' base64 after "whsec_";
+    ``ValueError`` when it cannot be one."""
+    if not isinstance(secret, str) or not secret:
+        raise ValueError("a webhook secret must be a non-empty string")
+    return _sw_key(secret) if scheme is Scheme.STANDARD_WEBHOOKS else secret.encode("utf-8")
+
+
+def _sw_key(secret: str) -> bytes:
+    encoded = secret.removeprefix(_SW_SECRET_PREFIX)
+    encoded += "=" * (-len(encoded) % 4)  # some senders publish unpadded base64
+    try:
+        decoded = base64.b64decode(encoded, validate=True)
+    except ValueError:  # binascii.Error and non-ASCII input are both ValueError
+        raise ValueError("the secret is not whsec_ followed by base64") from None
+    if not decoded:
+        raise ValueError("the secret decodes to an empty key")
+    return decoded
+
+
+def header(headers: Mapping[str, str], name: str) -> str:
+    """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
+    with different values are ambiguous, not chosen."""
+    wanted = name.lower()
+    values: list[object] = list(
+        {v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted}
+    )
+    _check(values, _VALUE_RULES, name)
+    return cast(str, values[0]).strip(" \t")
+
+
+def _check(values: Sequence[object], rules: _Rules, name: str) -> None:
+    """Raise the first rule ``values`` break as a ``SignatureError`` naming the header."""
+    for broken, reason, detail in rules:
+        if broken(values):
+            raise SignatureError(reason, detail.format(name=name))
+
+
+# The first rule broken is raised, each assuming those before hold.
+_Rules = tuple[tuple[Callable[[Any], bool], FailureReason, str], ...]
+_STRIPE_STAMP_RULES: Final[_Rules] = (
+    (lambda stamps: not stamps, "malformed header", "{name} has no t= timestamp"),
+    (lambda stamps: len(stamps) > 1, "malformed header", "{name} has two timestamps"),
+)
+# A header's distinct values.
+_VALUE_RULES: Final[_Rules] = (
+    (lambda values: not values, "missing header", "{name}"),
+    (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
+    (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
+    (lambda values: not cast(str, values[0]).strip(" \t"), "malformed header", "{name} is empty"),
+)
+
+
+def _timestamp(text: str, name: str) -> str:
+    """Integer epoch seconds exactly as sent (signed as sent: leading zeros still verify)."""
+    if not _EPOCH_SECONDS.fullmatch(text):
+        raise SignatureError("malformed header", f"{name} is not integer epoch seconds")
+    return text
+
+
+def _from_hex(text: str) -> bytes | None:
+    # bytes.fromhex alone would accept spaces between bytes.
+    return bytes.fromhex(text) if _HEX.fullmatch(text) else None
+
+
+def _from_base64(text: str) -> bytes | None:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error, or non-ASCII text
+        return None
+    return raw if len(raw) == DIGEST_SIZE else None
+
+
+# The 32 signature bytes, or None when the text is not exactly that in the encoding.
+_DECODE: Final[Mapping[Encoding, Callable[[str], bytes | None]]] = {
+    "hex": _from_hex,
+    "base64": _from_base64,
+}
+
+
+def _usable(candidates: list[bytes | None], name: str, problem: str) -> list[bytes]:
+    """The decodable candidates (any valid one suffices); a header with none is malformed."""
+    found = list(filter(None, candidates))
+    if not found:
+        raise SignatureError("malformed header", f"{name}: {problem}")
+    return found
+
+
+def _prefixed(headers: Mapping[str, str], name: str, prefix: str, enc: Encoding) -> list[bytes]:
+    value = header(headers, name)
+    if not value.startswith(prefix):
+        raise SignatureError("malformed header", f"{name} lacks its prefix")
+    return _usable([_DECODE[enc](value[len(prefix) :])], name, "not a signature")
+
+
+def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    found = _prefixed(headers, config.signature_header, config.prefix, config.encoding or "hex")
+    name = config.timestamp_header
+    return Presented(found, None if name is None else _timestamp(header(headers, name), name))
+
+
+def _standard_webhooks(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    name = config.signature_header
+    msg_id = header(headers, SW_ID)
+    ts = _timestamp(header(headers, SW_TIMESTAMP), SW_TIMESTAMP)
+    # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
+    found = [_from_base64(e[3:]) for e in header(headers, name).split() if e[:3] == "v1,"]
+    return Presented(_usable(found, name, "no v1 signature"), ts, msg_id)
+
+
+def _stripe(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    name = config.signature_header
+    # By label; others (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
+    stamps, found = _stripe_fields(header(headers, name))
+    _check(stamps, _STRIPE_STAMP_RULES, name)
+    return Presented(_usable(found, name, "no v1 signature"), _timestamp(stamps[0], name))
+
+
+def _stripe_fields(value: str) -> tuple[list[str], list[bytes | None]]:
+    fields = [item.strip().partition("=") for item in value.split(",")]
+    stamps = [value for label, sep, value in fields if label + sep == "t="]
+    return stamps, [_from_hex(value) for label, sep, value in fields if label + sep == "v1="]
+
+
+def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    return Presented(_prefixed(headers, config.signature_header, GITHUB_PREFIX, "hex"))
+
+
+PRESENT: Final[Mapping[Scheme, Callable[[SignatureConfig, Mapping[str, str]], Presented]]] = {
+    Scheme.GEONODE: _geonode,
+    Scheme.STANDARD_WEBHOOKS: _standard_webhooks,
+    Scheme.STRIPE: _stripe,
+    Scheme.GITHUB: _github,
+}
+
+
+def verify(
+    config: SignatureConfig,
+    headers: Mapping[str, str],
+    body: bytes,
+    secrets: Iterable[WebhookSecret],
+    now: float,
+) -> None:
+    """Return if an active secret signed the raw ``body`` as ``headers`` (any case) claim, else
+    ``SignatureError``; several secrets (rotation) and several signatures are accepted."""
+    check_inputs(body, now)
+    # Our own misconfiguration first: with no usable key no request can pass, whatever it holds.
+    keys = _active_keys(config, secrets, now)
+    presented = PRESENT[config.kind](config, headers)
+    if presented.timestamp is not None:
+        _check_tolerance(int(presented.timestamp), now, config.tolerance_seconds)
+    if not any(_signed_by(k, body, presented) for k in keys):
+        raise SignatureMismatchError()
+
+
+def _signed_by(key: bytes, body: bytes, presented: Presented) -> bool:
+    """``key`` made one of the candidates, compared in constant time."""
+    expected = mac(key, body, presented.timestamp, presented.msg_id)
+    return any(hmac.compare_digest(expected, candidate) for candidate in presented.candidates)
+
+
+def _active_keys(
+    config: SignatureConfig, secrets: Iterable[WebhookSecret], now: float
+) -> list[bytes]:
+    """The keys of the secrets active at ``now``; ``NoValidSecretError`` when there is none."""
+    keys = []
+    for secret in _checked(secrets):
+        if secret.is_active(now):
+            # One bad entry must not block the others during a rotation.
+            with contextlib.suppress(ValueError):
+                keys.append(key(config.kind, secret.value))
+    if not keys:
+        raise NoValidSecretError("no unexpired, well-formed secret is configured")
+    return keys
+
+
+def _checked(secrets: Iterable[WebhookSecret]) -> Iterator[WebhookSecret]:
+    """Each of ``secrets``; ``TypeError`` for a str, a lone secret, or anything else in it."""
+    if isinstance(secrets, str | WebhookSecret):
+        raise TypeError("secrets must be an iterable of WebhookSecret")
+    for secret in secrets:
+        if not isinstance(secret, WebhookSecret):
+            raise TypeError("secrets must be an iterable of WebhookSecret")
+        yield secret
+
+
+def _check_tolerance(signed_at: int, now: float, tolerance: int) -> None:
+    skew = now - signed_at
+    if abs(skew) > tolerance:
+        # Both ways: a far-future timestamp would otherwise stay replayable for longer.
+        direction = "old" if skew > 0 else "far in the future"
+        raise SignatureError("timestamp outside tolerance", f"more than {tolerance} s {direction}")
+
+
+def check_inputs(body: bytes, now: float) -> None:
+    """Raw bytes, and a finite time: the two inputs ``sign`` and ``verify`` refuse otherwise."""
+    if not isinstance(body, bytes | bytearray):
+        # A str body was already decoded (or is still base64): the caller must pass raw bytes.
+        raise TypeError("body must be the raw request bytes")
+    _check_now(now)
+
+
+def _check_now(now: float) -> None:
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        # NaN would make every tolerance and expiry comparison False, i.e. pass.
+        raise ValueError("now must be finite epoch seconds")

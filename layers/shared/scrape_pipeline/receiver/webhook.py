@@ -1,0 +1,357 @@
+"""The webhook receiver's logic: verify, record once, enqueue; answer within milliseconds.
+
+Independent of Lambda and API Gateway, so the handler, the local stack and the tests run the
+same code. Every outcome is an ``Answer``; errors become statuses here and nowhere else:
+
+    body not base64, or unusable    400   nothing written (PayloadError; no usable timestamp)
+    body too large                  413   nothing read further
+    signature invalid, or stale     401   nothing parsed, nothing written (SignatureError)
+    settings invalid, no valid      503   ours to fix, not the sender's; the sender retries
+      secret, secrets or AWS failing      (and no orphan row is left)
+    test event ("ping")             200 test       after the signature: nothing written or sent
+    new job                         200 accepted   ledger put + SQS send (2 AWS calls)
+    known job                       200 duplicate  ledger put only (1 AWS call)
+    a row this delivery moves on    200 accepted, recovered or reopened (``decisions``)
+    job recovered without it        200 late       first one only: the gap was a late webhook
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.config.resources import (
+    LEDGER_TABLE_NAME,
+    LEDGER_TTL_DAYS,
+    MAX_REOPENS,
+    QUEUE_URL,
+)
+from scrape_pipeline.config.settings import SettingsError, integer, number, read_declared, required
+from scrape_pipeline.jobs import JobKey, Source
+from scrape_pipeline.ledger import Intake, LedgerError
+from scrape_pipeline.ledger.lifecycle import Policy, Why
+from scrape_pipeline.processor.message import JobMessage, JobSender
+from scrape_pipeline.receiver.freshness import Freshness
+from scrape_pipeline.receiver.payload import (
+    FieldLocations,
+    Notification,
+    PayloadError,
+    TestEvent,
+    parse_delivery,
+)
+from scrape_pipeline.receiver.secret_store import SecretStore
+from scrape_pipeline.receiver.signatures import (
+    NoValidSecretError,
+    SecretBundleError,
+    SignatureConfig,
+    SignatureError,
+    SignatureMismatchError,
+    verify,
+)
+
+# The largest body the platform hands us: base64 (4 bytes per 3) inside a synchronous Lambda
+# event of at most 6 MiB, the rest of the event (headers twice, context) reserved generously.
+LAMBDA_SYNC_PAYLOAD_BYTES = 6_291_456
+PROXY_EVENT_OVERHEAD_BYTES = 32_768
+PLATFORM_MAX_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_OVERHEAD_BYTES) * 3 // 4
+
+
+@dataclass(frozen=True)
+class ReceiverSettings:
+    """The receiver's configuration: its declarations, and those of its parts' classes."""
+
+    table_name: str = LEDGER_TABLE_NAME.field()
+    queue_url: str = QUEUE_URL.field()
+    secret_id: str = required(
+        "WEBHOOK_SECRET_ID",
+        'the secret bundle, per subscription: `{"subscriptions": {"<webhook id>": '
+        '[{"value", "expires_at"}]}}`, several valid at once; an old flat '
+        '`{"secrets": [...]}` reads as shared by all and is migrated by the next rotation',
+    ).field()
+    signature: SignatureConfig = field(default_factory=SignatureConfig)
+    fields: FieldLocations = field(default_factory=FieldLocations)
+    freshness: Freshness = field(default_factory=Freshness)
+    max_body_bytes: int = integer(
+        "MAX_BODY_BYTES",
+        PLATFORM_MAX_BODY_BYTES,
+        "larger deliveries get 413 before any work; the default is the platform's own ceiling: "
+        "the body travels base64 (4/3) in a Lambda event of at most 6,291,456 bytes, 32,768 "
+        "kept for headers and context, so (6,291,456 - 32,768) x 3/4; API Gateway (REST) "
+        "would take 10 MB",
+    ).field()
+    secret_cache_seconds: float = number(
+        "SECRET_CACHE_SECONDS",
+        60.0,
+        "cached secrets; one forced refresh when none matches, so a rotation needs no restart "
+        "(0: no caching)",
+        minimum=0,
+    ).field()
+    secret_refresh_min_seconds: float = number(
+        "SECRET_REFRESH_MIN_SECONDS",
+        5.0,
+        "at most one forced refresh this often per container, so forged requests cannot turn "
+        "into one Secrets Manager call each (0: a refresh at every mismatch)",
+        minimum=0,
+    ).field()
+    ttl_days: int = LEDGER_TTL_DAYS.field()
+    resend_after_seconds: float = number(
+        "RESEND_AFTER_SECONDS",
+        120.0,
+        "a duplicate finding a RECEIVED row this old re-enqueues it (its writer crashed)",
+        minimum=0,
+    ).field()
+    max_reopens: int = MAX_REOPENS.field()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ReceiverSettings:
+        """Read and validate the settings; ``SettingsError`` names what is wrong."""
+        env = os.environ if env is None else env
+        values = read_declared(cls, env)
+        signature = SignatureConfig.from_env(env)
+        return cls(
+            **values,
+            signature=signature,
+            fields=FieldLocations.from_env(env),
+            freshness=Freshness.from_env(env, signature),
+        )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to tell the sender, and what happened (the metric to count)."""
+
+    status: int
+    body: dict[str, str]
+    outcome: WebhookOutcome
+    job: JobKey | None = None
+    reason: str | None = None
+
+
+class WebhookOutcome(StrEnum):
+    """What became of one delivery (its value is what the receiver logs as ``outcome``)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    RECOVERED = "recovered"
+    REOPENED = "reopened"
+    LATE = "late"
+    SIGNATURE_REJECTED = "signature_rejected"
+    BAD_REQUEST = "bad_request"
+    TOO_LARGE = "too_large"
+    UNAVAILABLE = "unavailable"
+    TEST = "test"
+
+    @property
+    def metric(self) -> str:
+        """The metric this outcome counts in (a body too large is a bad request)."""
+        return _METRICS[self]
+
+
+_METRICS: Mapping[WebhookOutcome, str] = {
+    WebhookOutcome.ACCEPTED: "WebhookAccepted",
+    WebhookOutcome.DUPLICATE: "WebhookDuplicate",
+    WebhookOutcome.RECOVERED: "WebhookRecovered",
+    WebhookOutcome.REOPENED: "JobsReopened",
+    WebhookOutcome.LATE: "WebhookLate",
+    WebhookOutcome.SIGNATURE_REJECTED: "SignatureRejected",
+    WebhookOutcome.BAD_REQUEST: "WebhookBadRequest",
+    WebhookOutcome.TOO_LARGE: "WebhookBadRequest",
+    WebhookOutcome.UNAVAILABLE: "ReceiverUnavailable",
+    WebhookOutcome.TEST: "WebhookTest",
+}
+
+
+# What the receiver answers, by why the delivery moved the row (or not: a duplicate).
+_OUTCOMES: Mapping[Why, WebhookOutcome] = {
+    Why.NEW: WebhookOutcome.ACCEPTED,
+    Why.SETTLED_AFTER_ALL: WebhookOutcome.REOPENED,  # closed as unknown or never settled
+    Why.ANNOUNCED: WebhookOutcome.ACCEPTED,  # the batch or crawl its submitter recorded
+    Why.WOKEN: WebhookOutcome.RECOVERED,  # a long-running job parked WATCHING
+    Why.STALE: WebhookOutcome.RECOVERED,  # an earlier delivery's writer died before its send
+    Why.LATE_WEBHOOK: WebhookOutcome.LATE,  # recovered without it: counted once per job
+}
+
+
+# Headers that name one delivery, by sender (Geonode's guess, Standard Webhooks, GitHub).
+_DELIVERY_ID_HEADERS = ("x-webhook-delivery-id", "webhook-id", "x-github-delivery")
+MAX_CORRELATION_CHARS = 128
+
+
+def correlation_id(headers: Mapping[str, str]) -> str | None:
+    """The delivery's id from its headers, to correlate its log lines; None when it has none."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    found = next(filter(None, map(lowered.get, _DELIVERY_ID_HEADERS)), "")
+    return found[:MAX_CORRELATION_CHARS] or None
+
+
+def _answer(outcome: WebhookOutcome, key: JobKey) -> Answer:
+    """200: accepted (this delivery moved the job on) or a duplicate, as ``outcome`` says."""
+    status = (
+        "duplicate" if outcome in (WebhookOutcome.DUPLICATE, WebhookOutcome.LATE) else "accepted"
+    )
+    return Answer(
+        200, {"status": status, "kind": key.kind.value, "job_id": key.job_id}, outcome, key
+    )
+
+
+def unavailable_answer(reason: str, job: JobKey | None = None) -> Answer:
+    """503: the sender must retry; nothing was recorded that a retry would not fix."""
+    return Answer(
+        503, {"error": "temporarily unavailable"}, WebhookOutcome.UNAVAILABLE, job, reason
+    )
+
+
+def bad_request(exc: PayloadError) -> Answer:
+    """400: the delivery itself is unusable; its error says why, to the sender too."""
+    return Answer(400, {"error": str(exc)}, WebhookOutcome.BAD_REQUEST, reason=str(exc))
+
+
+# A refusal before anything is written, answered by its kind whichever step raised it (the
+# first kind it is wins); a stale delivery (StaleDeliveryError) is refused like a bad signature.
+_REFUSALS: tuple[
+    tuple[type[Exception] | tuple[type[Exception], ...], Callable[[Any], Answer]], ...
+] = (
+    # Our configuration, not the sender's fault: make it retry, and alarm.
+    (NoValidSecretError, lambda exc: unavailable_answer("no valid secret configured")),
+    (
+        SignatureError,
+        lambda exc: Answer(
+            401,
+            {"error": "invalid signature"},
+            WebhookOutcome.SIGNATURE_REJECTED,
+            reason=exc.reason,
+        ),
+    ),
+    # A malformed stored bundle: a retry after it is fixed succeeds.
+    (
+        (AWSUnavailableError, SecretBundleError),
+        lambda exc: unavailable_answer(f"secret unavailable: {type(exc).__name__}"),
+    ),
+    (PayloadError, bad_request),
+)
+_REFUSED = (SignatureError, AWSUnavailableError, SecretBundleError, PayloadError)
+
+
+def _refusal(exc: Exception) -> Answer:
+    return next(answer for kind, answer in _REFUSALS if isinstance(exc, kind))(exc)
+
+
+def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
+    """The exact bytes of an API Gateway proxy body (base64 with binary media types): the
+    signature is over these bytes, so nothing is decoded as text on the way."""
+    text = body or ""
+    if not base64_encoded:
+        return text.encode()
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):  # ValueError: non-ASCII text
+        raise PayloadError("body is not valid base64") from None
+
+
+def answer_proxy(
+    body: str | None,
+    *,
+    base64_encoded: bool | None,
+    headers: Mapping[str, str],
+    receiver: Callable[[], Receiver],
+) -> Answer:
+    """One API Gateway delivery answered; ``receiver`` builds the container's receiver on first
+    use, after a body not base64 is refused, and settings it cannot be built from are a 503."""
+    try:
+        raw = proxy_body(body, base64_encoded)
+    except PayloadError as exc:
+        return bad_request(exc)
+    try:
+        built = receiver()
+    except SettingsError as exc:
+        return unavailable_answer(f"configuration: {exc}")
+    return built.handle(raw, headers)
+
+
+class Receiver:
+    """Verify, record, enqueue."""
+
+    def __init__(
+        self,
+        settings: ReceiverSettings,
+        *,
+        ledger: Intake,
+        queue: JobSender,
+        secrets: SecretStore,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.settings = settings
+        self._ledger = ledger
+        self._queue = queue
+        self._secrets = secrets
+        self._clock = clock
+
+    def handle(self, body: bytes, headers: Mapping[str, str]) -> Answer:
+        """Answer one delivery, given its exact bytes and headers."""
+        if len(body) > self.settings.max_body_bytes:
+            return Answer(
+                413, {"error": "body too large"}, WebhookOutcome.TOO_LARGE, reason="body too large"
+            )
+        try:
+            self._verify(body, headers)
+            note = parse_delivery(body, self.settings.fields)
+            # Verified bytes, but maybe captured long ago: the signed time says.
+            self.settings.freshness.check(note.stamp, self._clock.time())
+        except _REFUSED as exc:
+            return _refusal(exc)
+        if isinstance(note, TestEvent):
+            # Only a secret's holder gets here; nothing is recorded for a job that does not exist.
+            return Answer(200, {"status": "test", "event": note.event}, WebhookOutcome.TEST)
+        key = JobKey(note.kind, note.job_id)
+        try:
+            return self._record_and_enqueue(key, note)
+        except (AWSUnavailableError, LedgerError) as exc:
+            return unavailable_answer(str(exc), key)
+
+    def _verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        now = self._clock.time()
+        config = self.settings.signature
+        try:
+            verify(config, headers, body, self._secrets.secrets(), now)
+        except (SignatureMismatchError, NoValidSecretError):
+            # Maybe the secret was rotated since we cached it: read it anew, once.
+            fresh = self._secrets.refreshed()
+            if fresh is None:
+                raise
+            verify(config, headers, body, fresh, now)
+
+    def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
+        # One call decides and writes (``Intake.take_webhook``); what it wrote is sent here,
+        # and undone if the send fails.
+        taken = self._ledger.take_webhook(
+            key,
+            delivery_id=note.delivery_id,
+            detail={"event": note.event},
+            policy=Policy(resend_after_seconds=self.settings.resend_after_seconds),
+        )
+        before, written = taken.before, taken.written
+        if written is not None:
+            message = JobMessage(key, Source.WEBHOOK)
+            if before is None:
+                self._send_or_undo(message, lambda: self._ledger.forget_unsent(written))
+            else:
+                self._send_or_undo(message, lambda: self._ledger.unclaim(before, written))
+        return _answer(_OUTCOMES.get(taken.why, WebhookOutcome.DUPLICATE), key)
+
+    def _send_or_undo(self, message: JobMessage, undo: Callable[[], object]) -> None:
+        try:
+            self._queue.send(message)
+        except AWSUnavailableError:
+            # Undo the write so the sender's retry (this answer is a 503) makes it afresh; if
+            # the undo fails too, the stale row is re-enqueued by a delivery or the reconciler.
+            with contextlib.suppress(AWSUnavailableError):
+                undo()
+            raise

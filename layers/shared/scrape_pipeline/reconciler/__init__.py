@@ -1,0 +1,1 @@
+"""The reconciler: sweeps that find the jobs the webhooks missed, and finish runs."""

@@ -1,0 +1,270 @@
+"""The reconciler: sweeps that find the jobs the webhooks missed, enqueue them, and count them.
+
+``SWEEP_TABLE`` lists the sweeps in the order they run, with their share of the run's time and
+their cadence (``scrape_pipeline.reconciler.cadence``): a new sweep is one class and one row.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.config.settings import FromEnv, declared, integer, number, read_declared
+from scrape_pipeline.events.outbox import Emitter
+from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
+from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
+from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.processor.results import ResultStore
+from scrape_pipeline.reconciler.budget import Budget, RemainingSeconds, safety_margin, unlimited
+from scrape_pipeline.reconciler.cadence import CADENCE_CHECKPOINT, Cadence, CadenceRow
+from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
+from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
+from scrape_pipeline.reconciler.sweeps.delivery_log import DeliveryLogResult, DeliveryLogSweep
+from scrape_pipeline.reconciler.sweeps.job_list import JobListSettings, JobListSweep
+from scrape_pipeline.reconciler.sweeps.outbox import OutboxSweep
+from scrape_pipeline.reconciler.sweeps.runs import RunsSweep
+from scrape_pipeline.reconciler.sweeps.stuck_rows import StuckRowsSweep
+from scrape_pipeline.reconciler.sweeps.watch import Watcher, WatchSettings
+from scrape_pipeline.reconciler.unsettled import oldest_unsettled_age
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReconcilerSettings(FromEnv):
+    """The reconciler's knobs, the job list's, the watch sweep's and recovery's among them.
+
+    Each sweep gets its weight's fraction of the time left when it starts, the margin kept back.
+    """
+
+    job_list: JobListSettings = field(default_factory=JobListSettings)
+    watch: WatchSettings = field(
+        default_factory=lambda: WatchSettings(first_poll_seconds=JobListSettings.threshold_seconds)
+    )
+    recovery: RecoverySettings = field(default_factory=RecoverySettings)
+    full_sweep_seconds: float = number(
+        "RECONCILE_FULL_SWEEP_SECONDS",
+        600.0,
+        "the stuck-rows and delivery-log sweeps run this often, and at every run while "
+        "unfinished (a backlog is worked at the full pace); the watch sweep runs every run",
+    ).field()
+    gap_memory_seconds: float = number(
+        "RECONCILE_GAP_MEMORY_SECONDS",
+        900.0,
+        "the job list runs at every run (each minute) while a run has recovered a job within "
+        "this long, and at the full-sweep cadence once webhooks have been complete for it. A "
+        "first run counts as a gap, so a new deployment is watched every minute for its first "
+        "15 minutes. Measured on the 1,000-job pipeline benchmark (no webhook dropped): see the "
+        "Benchmarks section",
+    ).field()
+    delivery_overlap_seconds: float = number(
+        "DELIVERY_OVERLAP_SECONDS",
+        60.0,
+        "the delivery log is re-read this far before its checkpoint",
+    ).field()
+    rows_per_state: int = integer(
+        "RECONCILE_ROWS_PER_STATE", 200, "stuck rows per ledger page"
+    ).field()
+    delivery_page_size: int = integer(
+        "DELIVERY_PAGE_SIZE",
+        DELIVERIES_PAGE_MAX,
+        "delivery-log rows per page: the API's maximum, so a backlog costs the fewest calls",
+        maximum=DELIVERIES_PAGE_MAX,
+    ).field()
+    safety_margin_seconds: float = number(
+        "RECONCILE_SAFETY_MARGIN_SECONDS",
+        20.0,
+        "of the Lambda's remaining time, kept back for one slow page call and the checkpoint "
+        "writes",
+    ).field()
+    share_stuck_rows: float = number(
+        "RECONCILE_SHARE_STUCK_ROWS",
+        0.2,
+        "weight of the stuck-rows sweep in the run's time: each sweep gets its weight's fraction "
+        "of the time left when it starts, so time one leaves unused flows to the next",
+    ).field()
+    share_delivery_log: float = number(
+        "RECONCILE_SHARE_DELIVERY_LOG", 0.4, "weight of the delivery-log sweep"
+    ).field()
+    share_job_list: float = number(
+        "RECONCILE_SHARE_JOB_LIST",
+        0.4,
+        "weight of the job-list sweep (it runs last, so it takes what the others leave)",
+    ).field()
+    share_watch: float = number("RECONCILE_SHARE_WATCH", 0.1, "weight of the watch sweep").field()
+    share_outbox: float = number(
+        "RECONCILE_SHARE_OUTBOX", 0.05, "weight of the outbox sweep (it runs first)"
+    ).field()
+    share_runs: float = number(
+        "RECONCILE_SHARE_RUNS", 0.05, "weight of the run sweep (runs' manifests and events)"
+    ).field()
+    outbox_grace_seconds: float = number(
+        "OUTBOX_GRACE_SECONDS",
+        90.0,
+        "the outbox sweep emits an outcome's event once it has waited this long (a crash kept "
+        "it from the bus): longer than a processor invocation (ProcessorTimeoutSeconds, at "
+        "most 60), whose batch's events are still to be emitted by it",
+    ).field()
+
+    # The nested settings' values the sweeps built on these settings read.
+    @property
+    def threshold_seconds(self) -> float:
+        return self.job_list.threshold_seconds
+
+    @property
+    def overlap_seconds(self) -> float:
+        return self.job_list.overlap_seconds
+
+    @property
+    def lookback_seconds(self) -> float:
+        return self.job_list.lookback_seconds
+
+    @property
+    def max_pages(self) -> int:
+        return self.job_list.max_pages
+
+    @property
+    def stale_after_seconds(self) -> float:
+        return self.recovery.stale_after_seconds
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        """Read the settings; ``SettingsError`` names a bad value (an integer given "2.5" too)."""
+        env = os.environ if env is None else env
+        lists = JobListSettings.from_env(env)
+        watch = WatchSettings(
+            poll_seconds=declared(WatchSettings)["poll_seconds"].read(env),
+            first_poll_seconds=lists.threshold_seconds,
+            listing_lag_seconds=lists.overlap_seconds,
+            max_pages=lists.max_pages,
+        )
+        recovery = RecoverySettings.from_env(env)
+        return cls(job_list=lists, watch=watch, recovery=recovery, **read_declared(cls, env))
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One sweep of the run: its class, weight, cadence, and the part of the settings it takes."""
+
+    sweep: type[Sweep[Any, Any]]
+    share: Callable[[ReconcilerSettings], float]
+    cadence: Cadence
+    settings: Callable[[ReconcilerSettings], object] = lambda s: s
+
+    @property
+    def name(self) -> str:
+        """The sweep's name: its recovery source."""
+        return self.sweep.name
+
+
+# Most specific evidence first, so the gap is attributed to its cause: the outbox and the runs
+# (cheap scans of a sparse index) first, the job list last, taking the time the others leave.
+SWEEP_TABLE: tuple[SweepRow, ...] = (
+    SweepRow(OutboxSweep, lambda s: s.share_outbox, Cadence.EVERY_RUN),
+    SweepRow(RunsSweep, lambda s: s.share_runs, Cadence.EVERY_RUN),
+    SweepRow(StuckRowsSweep, lambda s: s.share_stuck_rows, Cadence.FULL_SWEEP),
+    SweepRow(DeliveryLogSweep, lambda s: s.share_delivery_log, Cadence.FULL_SWEEP),
+    SweepRow(Watcher, lambda s: s.share_watch, Cadence.EVERY_RUN, lambda s: s.watch),
+    SweepRow(JobListSweep, lambda s: s.share_job_list, Cadence.ADAPTIVE, lambda s: s.job_list),
+)
+SWEEPS = tuple(row.name for row in SWEEP_TABLE)
+
+
+def _due(cadence: CadenceRow, now: float, *, full: bool) -> list[SweepRow]:
+    """The table's sweeps due at ``now`` (all of them when ``full``), in order."""
+    return [row for row in SWEEP_TABLE if full or cadence.due(row, now)]
+
+
+def _recovering() -> list[str]:
+    """The table's sweeps that recover jobs (read when asked: a test may run its own table)."""
+    return [row.name for row in SWEEP_TABLE if row.sweep.recovers]
+
+
+class Reconciler:
+    """One reconciliation run at a time (the template reserves a concurrency of one)."""
+
+    def __init__(
+        self,
+        settings: ReconcilerSettings,
+        *,
+        ledger: Ledger,
+        client: GeonodeClient,
+        recoverer: Recoverer,
+        clock: Clock = SYSTEM_CLOCK,
+        emitter: Emitter | None = None,
+        results: ResultStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self._parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
+        self._parts["emitter"], self._parts["results"] = emitter, results
+        self._ledger, self._client, self._recoverer, self._clock = ledger, client, recoverer, clock
+        self.sweeps: dict[str, Sweep[Any, Any]] = {
+            row.name: row.sweep(row.settings(settings), **self._parts) for row in SWEEP_TABLE
+        }
+
+    def run(
+        self, remaining: RemainingSeconds = unlimited, *, full: bool = False
+    ) -> ReconcileReport:
+        """The sweeps due (all with ``full``) in order, each in its share of ``remaining()``.
+
+        Nothing is raised: a raise makes Lambda retry the whole run, and a failed sweep resumes
+        from its checkpoint on the next run anyway (its failure is in ``report.errors``)."""
+        report = ReconcileReport(recovered=dict.fromkeys(_recovering(), 0))
+        margin = safety_margin(remaining, self.settings.safety_margin_seconds)
+
+        def usable() -> float:
+            return remaining() - margin
+
+        run_budget = Budget(usable, usable())
+        started = self._clock.time()
+        books = Bookkeeping(self._ledger)
+        s = self.settings
+        cadence = CadenceRow(
+            books.read(CADENCE_CHECKPOINT) or {}, s.full_sweep_seconds, s.gap_memory_seconds
+        )
+        due = _due(cadence, started, full=full)
+        report.skipped = [row.name for row in SWEEP_TABLE if row not in due]
+        weights = [row.share(s) for row in due]
+        for index, row in enumerate(due):
+            result = self.run_sweep(row.name, report, run_budget.share(weights[index:]))
+            cadence.ran(row, result, started)
+        report.gap_open = cadence.close(report.total_recovered, started, books)
+        report.oldest_unsettled_seconds = self.oldest_unsettled()
+        return report
+
+    def oldest_unsettled(self) -> float | None:
+        """The lag after the sweeps; None, and a log line, when the ledger cannot be read."""
+        try:
+            return oldest_unsettled_age(self._ledger, self._clock.time())
+        except SWEEP_ERRORS as exc:
+            logger.warning("reconciler could not measure the oldest unsettled row: %s", exc)
+            return None
+
+    def run_sweep(
+        self, name: str, report: ReconcileReport, budget: Budget | None = None
+    ) -> SweepResult:
+        """Run the sweep ``name`` into ``report``, whatever its cadence (no budget: page cap)."""
+        sweep = self.sweeps[name]
+        result: SweepResult = sweep.run(budget or Budget.no_deadline())
+        report.add(name, result, recovers=sweep.recovers)
+        if result.error is not None:
+            logger.warning("reconciler sweep %s failed: %s", name, result.error)
+        return result
+
+    def replay_failed(
+        self,
+        webhook_id: str,
+        *,
+        since: float,
+        only_status: int | None = None,
+        source: str = SOURCE_DELIVERY_LOG,
+    ) -> DeliveryLogResult:
+        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
+        A failing page is raised."""
+        log = DeliveryLogSweep(self.settings, **self._parts)
+        return log.replay(webhook_id, since=since, only_status=only_status, source=source)

@@ -1,0 +1,208 @@
+"""The delivery-log sweep: per subscription, the job of every failed delivery is made sure of.
+
+Each log is read in passes from its checkpoint less an overlap, resumed by page number: rows
+are only added at the top, so a row can move down a page, never up: a resume never skips one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scrape_pipeline.geonode.errors import GeonodeError
+from scrape_pipeline.geonode.models import Delivery, Page
+from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey
+from scrape_pipeline.receiver.payload import EVENT_KINDS
+from scrape_pipeline.reconciler.budget import Budget
+from scrape_pipeline.reconciler.sweeps import ReconcilerKnobs, Sweep, SweepResult, passes
+from scrape_pipeline.reconciler.sweeps.passes import SavedPass
+
+if TYPE_CHECKING:
+    from scrape_pipeline.reconciler.report import ReconcileReport
+
+DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
+ENSURE_CHUNK = 100  # keys ensured at a time: one BatchGetItem's worth
+
+
+@dataclass
+class DeliveryLogResult(SweepResult):
+    """What one delivery-log sweep (or replay) did."""
+
+    delivery_pages: int = 0
+    resumed_passes: int = 0
+
+    def add_to(self, report: ReconcileReport) -> None:
+        report.delivery_pages += self.delivery_pages
+        report.resumed_passes += self.resumed_passes
+
+
+@dataclass(frozen=True)
+class _DeliveryCheckpoint:
+    """One subscription's state, one bookkeeping row: attempts older than ``checkpoint`` (less
+    the overlap) were read; ``resume``: the pass cut short, if any."""
+
+    checkpoint: float
+    resume: SavedPass | None = None
+
+    @classmethod
+    def read(cls, saved: Mapping[str, str] | None, default: float) -> _DeliveryCheckpoint:
+        if not saved:
+            return cls(default)
+        pending = passes.decode(saved)
+        return cls(float(saved["checkpoint"]), pending[0] if pending else None)
+
+    def fields(self) -> dict[str, str]:
+        out = {"checkpoint": f"{self.checkpoint:.3f}"}
+        out.update(passes.encode([self.resume] if self.resume is not None else []))
+        return out
+
+    def next_pass(self, overlap: float) -> tuple[float, float | None, int]:
+        """The range and page the next pass reads: the pass cut short, or a fresh one (its top,
+        None, is the newest attempt it meets)."""
+        if self.resume is None:
+            return self.checkpoint - overlap, None, 1
+        return self.resume.start, self.resume.end, self.resume.page
+
+    def after(self, low: float, high: float | None, next_page: int | None) -> _DeliveryCheckpoint:
+        """The state once a pass over [low, high] stopped before ``next_page`` (None: finished,
+        the checkpoint moves up to ``high``)."""
+        if high is None:  # nothing read: nothing to resume, nothing to move
+            return self
+        if next_page is None:
+            return _DeliveryCheckpoint(max(self.checkpoint, high))
+        return _DeliveryCheckpoint(self.checkpoint, SavedPass(low, high, next_page))
+
+
+@dataclass
+class _Scan:
+    """What one stretch of delivery-log pages gave."""
+
+    next_page: int | None  # where to go on; None once the lower bound or the end was reached
+    keys: list[JobKey] = field(default_factory=list)
+    newest: float | None = None  # the newest attempt seen: a fresh pass's upper bound
+    error: GeonodeError | None = None  # the page read that failed, after the pages before it
+
+    def take(self, listing: Page[Delivery], low: float, only_status: int | None) -> bool:
+        """The jobs of ``listing``'s attempts; True once the lower bound or the end is reached."""
+        for delivery in listing.items:
+            created = passes.created(delivery, low)
+            if created < low:
+                return True
+            self.newest = created if self.newest is None else max(self.newest, created)
+            if only_status in (None, delivery.http_status):
+                self.keys += _key(delivery)
+        return passes.ends(listing)
+
+
+def _key(delivery: Delivery) -> list[JobKey]:
+    kind = EVENT_KINDS.get(delivery.event_type)
+    return [JobKey(kind, delivery.job_id)] if kind is not None and delivery.job_id else []
+
+
+class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
+    """Make sure of every job whose delivery failed, each subscription in an equal share."""
+
+    name = SOURCE_DELIVERY_LOG
+
+    def new_result(self) -> DeliveryLogResult:
+        return DeliveryLogResult()
+
+    def work(self, budget: Budget, result: DeliveryLogResult) -> None:
+        hooks = self._client.list_webhooks()
+        for index, hook in enumerate(hooks):
+            share = budget.share([1.0] * (len(hooks) - index))
+            self._sweep_subscription(hook.id, result, share.capped(self.settings.max_pages))
+
+    def replay(
+        self, webhook_id: str, *, since: float, only_status: int | None, source: str
+    ) -> DeliveryLogResult:
+        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
+        No checkpoint is read or moved; a failing page is raised."""
+        result = self.new_result()
+        budget = Budget.no_deadline().capped(self.settings.max_pages)
+        scan = self._scan_failed(webhook_id, since, 1, result, budget, only_status=only_status)
+        if scan.error is not None:
+            raise scan.error
+        result.complete = scan.next_page is None
+        result.recovered = self._ensure(scan.keys, source)
+        return result
+
+    def _sweep_subscription(
+        self, webhook_id: str, result: DeliveryLogResult, budget: Budget
+    ) -> None:
+        """One subscription's log, in passes, the checkpoint saved once."""
+        name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
+        saved = self._books.read(name)
+        default = self._clock.time() - self.settings.lookback_seconds
+        mark = _DeliveryCheckpoint.read(saved, default)
+        read_before = result.delivery_pages
+        go_on, failure = True, None
+        while go_on:
+            mark, failure, go_on = self._pass(webhook_id, mark, result, budget, read_before)
+        if mark.fields() != (saved or {}):
+            self._books.write(name, mark.fields())
+        if failure is not None:
+            raise failure  # after saving the pages read before it
+
+    def _pass(
+        self,
+        webhook_id: str,
+        mark: _DeliveryCheckpoint,
+        result: DeliveryLogResult,
+        budget: Budget,
+        read_before: int,
+    ) -> tuple[_DeliveryCheckpoint, GeonodeError | None, bool]:
+        """One pass, resumed or fresh: the checkpoint after it, the failure that cut it short,
+        and whether to go on with a fresh one."""
+        resumed = mark.resume is not None
+        if resumed:
+            result.resumed_passes += 1
+        low, high, page = mark.next_pass(self.settings.delivery_overlap_seconds)
+        scan = self._scan_failed(webhook_id, low, page, result, budget, read_before=read_before)
+        result.recovered += self._ensure(scan.keys, SOURCE_DELIVERY_LOG)
+        finished = scan.next_page is None  # a failed page leaves the scan unfinished
+        result.complete &= finished
+        go_on = resumed and finished and not budget.spent(result.delivery_pages - read_before)
+        top = scan.newest if high is None else high
+        return mark.after(low, top, scan.next_page), scan.error, go_on
+
+    def _scan_failed(
+        self,
+        webhook_id: str,
+        low: float,
+        page: int,
+        result: DeliveryLogResult,
+        budget: Budget,
+        *,
+        read_before: int = 0,
+        only_status: int | None = None,
+    ) -> _Scan:
+        """Jobs of failed attempts from ``page`` down to ``low`` while ``budget`` lasts; a
+        failing page ends the scan with its error, keeping what the pages before gave."""
+        scan = _Scan(page)
+        while scan.next_page is not None and not budget.spent(result.delivery_pages - read_before):
+            try:
+                listing = self._client.list_deliveries(
+                    webhook_id,
+                    status="failed",
+                    page=scan.next_page,
+                    page_size=self.settings.delivery_page_size,
+                )
+            except GeonodeError as exc:
+                scan.error = exc
+                break
+            result.delivery_pages += 1
+            scan.next_page = None if scan.take(listing, low, only_status) else scan.next_page + 1
+        scan.keys = list(dict.fromkeys(scan.keys))
+        return scan
+
+    def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
+        """Ensure ``keys`` a hundred at a time."""
+        recovered = 0
+        for start in range(0, len(keys), ENSURE_CHUNK):
+            chunk = keys[start : start + ENSURE_CHUNK]
+            recovered += self._recoverer.ensure_many(
+                chunk, self._ledger.get_many(chunk), source=source
+            )
+        return recovered
