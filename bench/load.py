@@ -228,7 +228,7 @@ def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
     """The receiver's AWS calls without the receiver: its ledger's conditional PutItem
     (``Ledger.record``), then SendMessage if the row is new."""
     from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline.processor.queue import JobMessage, JobQueue
 
     ledger = Ledger(table, client=dynamodb)
@@ -417,7 +417,7 @@ class LoadStack:
 
     def ledger_keys(self, table: str) -> list[str]:
         """Every job's ledger key in a table (a paginated scan)."""
-        from scrape_pipeline.ledger import Ledger
+        from scrape_pipeline.ledger.full import Ledger
 
         return [key.pk for key in Ledger(table, client=self.client("dynamodb")).job_keys()]
 

@@ -188,7 +188,7 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
     sys.path.insert(0, os.path.join(ROOT, "functions", "receiver"))
     import app
 
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline.processor.queue import JobQueue
     from scrape_pipeline.receiver.secret_store import SecretStore
     from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings

@@ -16,7 +16,8 @@ from bench import scale_world
 from bench.report import percentile
 from bench.scale_world import API_KEY, TemplateReconciler, World, start_world
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import PARTITION_KEY, Ledger
+from scrape_pipeline.ledger.attributes import PARTITION_KEY
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator.seeding import rng_for
 

@@ -15,11 +15,12 @@ import boto3
 
 from bench.aws_calls import AwsCalls, event_source_on
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobState, Outcome
-from scrape_pipeline.ledger import PARTITION_KEY, STATE_SINCE, TTL_ATTRIBUTE, Ledger
+from scrape_pipeline.ledger.attributes import PARTITION_KEY, STATE_SINCE, TTL_ATTRIBUTE
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobMessage
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
-from scrape_pipeline.wiring import build_reconciler
+from scrape_pipeline.wiring.reconciler import build_reconciler
 from scrape_pipeline_local.resolve import references
 from scrape_pipeline_local.settings import local_settings, schedule_seconds
 from scrape_pipeline_local.simulator import SimConfig

@@ -535,7 +535,7 @@ class Demo:
     def _ledger(self) -> Any:
         import boto3
 
-        from scrape_pipeline.ledger import Ledger
+        from scrape_pipeline.ledger.full import Ledger
 
         assert self.stack.resources is not None
         return Ledger(self.stack.resources.table, client=boto3.client("dynamodb"), clock=self.clock)

@@ -14,7 +14,8 @@ transaction that records the job id (``scrape_pipeline.runs.dynamodb``).
 from __future__ import annotations
 
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Ledger, Recorded
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.intake import Recorded
 
 
 def expect(ledger: Ledger, kind: JobKind, job_id: str) -> Recorded:

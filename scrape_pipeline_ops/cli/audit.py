@@ -22,7 +22,7 @@ from scrape_pipeline_ops.cli.submit_run import LEDGER_ENV, OpenJournal, open_jou
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline_ops.cli.config import Context
 
 
@@ -94,7 +94,7 @@ def _ledger(ctx: Context) -> Ledger | None:
     table = ctx.environ.get(LEDGER_ENV)
     if not table:
         return None
-    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+    from scrape_pipeline.ledger.full import Ledger  # noqa: PLC0415
 
     return Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
 

@@ -102,7 +102,7 @@ def since_time(args: argparse.Namespace, now: float) -> float:
 
 
 def replay(ctx: Context, args: argparse.Namespace) -> int:
-    from scrape_pipeline.wiring import build_reconciler  # noqa: PLC0415
+    from scrape_pipeline.wiring.reconciler import build_reconciler  # noqa: PLC0415
 
     since = since_time(args, ctx.clock.time())
     reconciler = build_reconciler(ctx.wiring_env("LEDGER_TABLE_NAME", "QUEUE_URL"), clock=ctx.clock)

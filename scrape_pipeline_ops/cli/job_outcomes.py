@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import Ledger, LedgerRow, chains
+from scrape_pipeline.ledger import chains
 from scrape_pipeline.ledger.chains import Chain
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.rows import LedgerRow
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient

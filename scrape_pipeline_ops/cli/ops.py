@@ -20,7 +20,7 @@ from scrape_pipeline_ops.cli.config import UsageError
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline_ops.cli.config import Context
 
 LEDGER = "LEDGER_TABLE_NAME"
@@ -103,7 +103,7 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def reconcile(ctx: Context, args: argparse.Namespace) -> int:
-    from scrape_pipeline.wiring import build_reconciler  # noqa: PLC0415
+    from scrape_pipeline.wiring.reconciler import build_reconciler  # noqa: PLC0415
 
     reconciler = build_reconciler(ctx.wiring_env(LEDGER, QUEUE), clock=ctx.clock)
     report = reconciler.run(full=True)  # by hand: every sweep, whatever the cadence
@@ -160,7 +160,7 @@ def dlq_url(ctx: Context) -> str:
 
 
 def _watermark(ledger: Ledger) -> dict[str, Any]:
-    from scrape_pipeline.ledger import Bookkeeping  # noqa: PLC0415
+    from scrape_pipeline.ledger.bookkeeping import Bookkeeping  # noqa: PLC0415
     from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT  # noqa: PLC0415
 
     saved = Bookkeeping(ledger).read(JOBS_CHECKPOINT)
@@ -174,7 +174,7 @@ def _watermark(ledger: Ledger) -> dict[str, Any]:
 
 
 def status(ctx: Context, args: argparse.Namespace) -> int:
-    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+    from scrape_pipeline.ledger.full import Ledger  # noqa: PLC0415
 
     names = ctx.require(LEDGER, QUEUE)
     sqs = ctx.aws("sqs")

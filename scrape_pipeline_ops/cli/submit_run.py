@@ -75,7 +75,7 @@ class OpenJournal:
 
 
 def _ttl_days(ctx: Context) -> int:
-    from scrape_pipeline.ledger import DEFAULT_TTL_DAYS  # noqa: PLC0415
+    from scrape_pipeline.ledger.table import DEFAULT_TTL_DAYS  # noqa: PLC0415
 
     return int(ctx.environ.get("LEDGER_TTL_DAYS") or DEFAULT_TTL_DAYS)
 
@@ -102,7 +102,7 @@ def announcer(ctx: Context) -> Callable[[str, str], None] | None:
     if not table:
         return None
     from scrape_pipeline.jobs import JobKind  # noqa: PLC0415
-    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+    from scrape_pipeline.ledger.full import Ledger  # noqa: PLC0415
     from scrape_pipeline_ops.submissions import expect  # noqa: PLC0415
 
     ledger = Ledger(table, client=ctx.aws("dynamodb"), ttl_days=_ttl_days(ctx), clock=ctx.clock)
@@ -144,7 +144,7 @@ def evidence_source(ctx: Context, log: DeliveryLog, *, operator: bool = False) -
     delivery_log = DeliveryLogCandidates(log)
     if not table:
         return delivery_log
-    from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+    from scrape_pipeline.ledger.full import Ledger  # noqa: PLC0415
 
     ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
     rows = LedgerCandidates(ledger, scan_done=operator)
@@ -202,7 +202,7 @@ def cli_listing_lag(ctx: Context) -> float:
     table = ctx.environ.get(LEDGER_ENV)
     ledger = None
     if table:
-        from scrape_pipeline.ledger import Ledger  # noqa: PLC0415
+        from scrape_pipeline.ledger.full import Ledger  # noqa: PLC0415
 
         ledger = Ledger(table, client=ctx.aws("dynamodb"), clock=ctx.clock)
     return listing_lag(ctx.environ, ledger, ctx.clock).allowed()

@@ -232,7 +232,7 @@ def rotate_secret(ctx: Context, args: argparse.Namespace) -> int:
     secret_id = bundle_id(ctx, args.secret_id)
     reconciler = None
     if not args.no_replay:
-        from scrape_pipeline.wiring import build_reconciler  # noqa: PLC0415
+        from scrape_pipeline.wiring.reconciler import build_reconciler  # noqa: PLC0415
 
         # Built before rotating: missing settings stop the command while nothing has changed.
         env = ctx.wiring_env("LEDGER_TABLE_NAME", "QUEUE_URL")

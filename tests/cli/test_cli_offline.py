@@ -242,7 +242,7 @@ def test_aws_without_region_is_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPatch)
 def test_runtime_errors_are_one_line_by_class(cli: Cli, monkeypatch: pytest.MonkeyPatch):
     # GIVEN errors of the runtime's tree reaching the top: a bad setting, a ledger error
     from scrape_pipeline.config.settings import SettingsError
-    from scrape_pipeline.ledger import LedgerError
+    from scrape_pipeline.ledger.table import LedgerError
 
     bad = SettingsError("LEDGER_TTL_DAYS must be an integer, got '2.5'", names=("X",))
     _failing_status(monkeypatch, bad)

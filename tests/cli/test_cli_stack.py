@@ -16,7 +16,8 @@ import boto3
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Ledger, RowPrefix
+from scrape_pipeline.ledger.attributes import RowPrefix
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobMessage
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline_local.simulator.subscriptions import Subscription

@@ -19,7 +19,7 @@ from scrape_pipeline.events.bus import MAX_REQUEST_BYTES, EventBus, chunks, entr
 from scrape_pipeline.events.detail import DetailType, OutcomeEvent, event_id, outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe
 from tests.support.template import create_ledger_table

@@ -17,7 +17,7 @@ from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps.outbox import SWEEP_OUTBOX

@@ -24,7 +24,7 @@ from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.manifest import manifest_key
 from scrape_pipeline.processor.resubmission import hand_on
 from scrape_pipeline.processor.results import ResultStore

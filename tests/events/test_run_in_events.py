@@ -21,7 +21,7 @@ from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.resubmission import hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.journal import Entry

@@ -35,7 +35,7 @@ import pytest
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.detail import SOURCE
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.aws_calls import Call, CallRecorder, acting_as
 from scrape_pipeline_local.clock import ManualClock

@@ -26,7 +26,10 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, Streak
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.leases import Streak
+from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table
 

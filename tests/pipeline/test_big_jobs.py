@@ -16,7 +16,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.deadline import Deadline
 from scrape_pipeline.processor.processing import JobProcessor
 from scrape_pipeline.processor.queue import JobMessage, JobQueue

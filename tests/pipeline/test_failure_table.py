@@ -13,7 +13,7 @@ import boto3
 import httpx
 
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (

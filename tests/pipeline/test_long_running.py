@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions

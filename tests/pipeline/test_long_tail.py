@@ -14,7 +14,7 @@ import boto3
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import (

@@ -136,7 +136,7 @@ def test_processing_cancelled_crawl_recorded_with_its_finished_pages(make_stack:
     stack.step(7.0)
     client.cancel_crawl(crawl_id)
     assert stack.resources is not None
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
 
     ledger = Ledger(stack.resources.table, client=boto3.client("dynamodb"))
 

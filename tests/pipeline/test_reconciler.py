@@ -10,7 +10,8 @@ import pytest
 
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.reconciler.sweeps import passes

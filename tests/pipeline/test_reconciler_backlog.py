@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, versions

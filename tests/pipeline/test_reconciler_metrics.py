@@ -13,7 +13,7 @@ import pytest
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.metrics import ReconcilerMetric
 from scrape_pipeline.reconciler.unsettled import oldest_unsettled_age
 from scrape_pipeline_local.stack import LocalStack, StackSettings

@@ -18,7 +18,8 @@ from moto import mock_aws
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobQueue
 from scrape_pipeline.reconciler import run as reconciler_module
 from scrape_pipeline.reconciler.budget import Budget

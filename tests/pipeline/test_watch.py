@@ -19,7 +19,8 @@ from moto import mock_aws
 
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobQueue
 from scrape_pipeline.reconciler.budget import Budget, unlimited
 from scrape_pipeline.reconciler.recovery import Recoverer

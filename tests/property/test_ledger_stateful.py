@@ -35,7 +35,8 @@ from hypothesis.stateful import (
 from moto import mock_aws
 
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import PENDING_INDEX, LeaseLostError, Ledger, LedgerRow
+from scrape_pipeline.ledger.attributes import PENDING_INDEX
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.lifecycle import (
     ABSENT,
     DONE,
@@ -47,6 +48,8 @@ from scrape_pipeline.ledger.lifecycle import (
     RowState,
     Verb,
 )
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline.processor.queue import JobQueue
 from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock

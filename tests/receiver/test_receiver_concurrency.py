@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.receiver.signatures import SignatureConfig
 from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings
 from scrape_pipeline.wiring.receiver import build_receiver

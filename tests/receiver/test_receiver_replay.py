@@ -10,7 +10,8 @@ import time
 import pytest
 
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger, new_owner_id
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.leases import new_owner_id
 from scrape_pipeline.receiver.signatures import SignatureConfig
 from tests.receiver.conftest import TABLE, Invoke, Stack, delivery_body
 from tests.support.events import response_json

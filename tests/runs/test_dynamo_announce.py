@@ -22,7 +22,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import SubmittedJob
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState

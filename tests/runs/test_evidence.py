@@ -13,7 +13,7 @@ import pytest
 
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind, JobState
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import LedgerCandidates, find_by_evidence
 from scrape_pipeline.runs.moves import EntryState

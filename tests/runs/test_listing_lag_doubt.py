@@ -16,7 +16,8 @@ import pytest
 
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
 from scrape_pipeline.geonode.listing_lag import ListingLag
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT, Checkpoint
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.inside import Next

@@ -759,10 +759,16 @@ def test_dashboard_shows_every_pipeline_metric(cfn: dict[str, Any]) -> None:
 
     expected = {
         # every webhook outcome the receiver counts
-        *(custom(name, RECEIVER) for name in _outcome_metrics("receiver", "WebhookOutcome")),
+        *(
+            custom(name, RECEIVER)
+            for name in _outcome_metrics("receiver.webhook", "WebhookOutcome")
+        ),
         # every processor outcome: the six the pipeline is judged by, and the rest it counts
         *(custom(name, PROCESSOR) for name in PROCESSOR_METRICS),
-        *(custom(name, PROCESSOR) for name in _outcome_metrics("disposition", "MessageOutcome")),
+        *(
+            custom(name, PROCESSOR)
+            for name in _outcome_metrics("processor.disposition", "MessageOutcome")
+        ),
         # a batch's or crawl's items resubmitted as extract jobs
         custom(
             importlib.import_module("scrape_pipeline.processor.disposition").ITEMS_RETRIED_METRIC,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
-from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.processor.batch_run import suspects_last
 from scrape_pipeline.processor.disposition import Disposition, MessageOutcome
 from scrape_pipeline.processor.queue import JobMessage
@@ -94,21 +94,6 @@ def test_suspects_last_keeps_unreadable_messages_and_unknown_jobs_in_place():
     # WHEN it is ordered
     # THEN only the suspect moves (to the end)
     assert suspects_last(messages, rows) == ([1, 2, 3, 0], {0})
-
-
-def test_the_wiring_package_resolves_each_builder_from_its_own_module():
-    # GIVEN the package the operator CLI imports its builder from
-    from scrape_pipeline import wiring
-    from scrape_pipeline.wiring.processor import build_processor
-    from scrape_pipeline.wiring.receiver import build_receiver
-    from scrape_pipeline.wiring.reconciler import build_reconciler
-
-    # THEN each name is its own module's builder, and an unknown name is an AttributeError
-    assert wiring.build_processor is build_processor
-    assert wiring.build_receiver is build_receiver
-    assert wiring.build_reconciler is build_reconciler
-    with pytest.raises(AttributeError):
-        _ = wiring.build_everything
 
 
 def test_a_closed_batch_counts_its_dead_lettered_items_in_jobs_dead_lettered():

@@ -16,8 +16,10 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger import Ledger, LedgerRow, chains
+from scrape_pipeline.ledger import chains
 from scrape_pipeline.ledger.chains import successor
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.template import create_ledger_table
 

@@ -23,7 +23,7 @@ from scrape_pipeline.jobs import (
     Outcome,
     Source,
 )
-from scrape_pipeline.ledger import LedgerRow, lifecycle
+from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.lifecycle import (
     ABSENT,
     Decision,
@@ -35,6 +35,7 @@ from scrape_pipeline.ledger.lifecycle import (
     decide,
     recovery_evidence,
 )
+from scrape_pipeline.ledger.rows import LedgerRow
 
 NOW = 1_900_000_000.0  # whole, so NOW - 120.5 and the like are exact
 RESEND = 120.0  # the receiver's bound (ReceiverSettings.resend_after_seconds' default)

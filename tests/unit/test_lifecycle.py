@@ -17,7 +17,7 @@ from itertools import product
 from pathlib import Path
 
 from scrape_pipeline.jobs import JobState
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.lifecycle import ABSENT, MOVES, WAITING, RowState, Verb
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from scrape_pipeline.receiver.signatures import SignatureConfig
 from scrape_pipeline.receiver.webhook import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
 from scrape_pipeline.reconciler.run import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
-from scrape_pipeline.wiring import build_processor
+from scrape_pipeline.wiring.processor import build_processor
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_ops.configuration import SOURCES, catalogue, markdown
 

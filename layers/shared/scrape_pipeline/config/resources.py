@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrape_pipeline.config.settings import FromEnv, integer, required, text
-from scrape_pipeline.ledger import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS
+from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS
 
 LEDGER_TABLE_NAME = required("LEDGER_TABLE_NAME", "the ledger table")
 QUEUE_URL = required("QUEUE_URL", "the job queue (the processor re-sends delayed copies to it)")

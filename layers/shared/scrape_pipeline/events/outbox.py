@@ -11,7 +11,9 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.bus import MAX_ENTRIES, EventBus
 from scrape_pipeline.events.detail import OutcomeEvent, with_run
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger import Ledger, LedgerRow, PendingEvent
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.outbox import PendingEvent
+from scrape_pipeline.ledger.rows import LedgerRow
 
 
 def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:

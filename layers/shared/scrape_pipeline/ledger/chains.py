@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.ledger.rows import LedgerRow
 
 # How far a chain of resubmissions is followed in one pass (resubmissions are bounded by
 # MAX_RESUBMISSIONS_PER_URL far below this; a longer chain reads as going on).

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger import LedgerRow
+from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.processor.deadline import Deadline
 
 

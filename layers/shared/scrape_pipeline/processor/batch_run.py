@@ -13,7 +13,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger import Ledger, LedgerError, LedgerRow
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.table import LedgerError
 from scrape_pipeline.processor.deadline import Deadline
 from scrape_pipeline.processor.processing import JobProcessor
 from scrape_pipeline.processor.queue import JobMessage, JobQueue

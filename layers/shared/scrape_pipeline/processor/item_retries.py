@@ -13,7 +13,11 @@ from scrape_pipeline.geonode.fields import as_dict
 from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.models import BatchItem, BatchStatus, parse_time
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow, chains
+from scrape_pipeline.ledger import chains
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline.processor.attempt import Attempt
 from scrape_pipeline.processor.manifest import ItemRecord, ItemStatus
 from scrape_pipeline.processor.resubmission import NOTHING_DONE, did_nothing, posted_before

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.processor.item_retries import (
     ItemRetrier,

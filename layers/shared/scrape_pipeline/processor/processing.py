@@ -70,7 +70,10 @@ from scrape_pipeline.jobs import (
     Source,
     source_proven,
 )
-from scrape_pipeline.ledger import LeaseLostError, Ledger, LedgerRow, Streak, new_owner_id
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.leases import Streak, new_owner_id
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline.processor.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.processor.closing import Closer, Waker
 from scrape_pipeline.processor.deadline import Deadline

@@ -18,7 +18,10 @@ from scrape_pipeline.geonode.errors import (
 from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import Bookkeeping, LeaseLostError, Ledger, LedgerRow
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline.processor.attempt import Attempt
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 

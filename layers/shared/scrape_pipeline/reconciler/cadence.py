@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from scrape_pipeline.ledger import Bookkeeping
+    from scrape_pipeline.ledger.bookkeeping import Bookkeeping
     from scrape_pipeline.reconciler.sweeps import SweepResult
 
 CADENCE_CHECKPOINT = "reconciler-cadence"

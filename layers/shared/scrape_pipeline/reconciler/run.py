@@ -17,7 +17,8 @@ from scrape_pipeline.config.settings import FromEnv, declared, integer, number, 
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.reconciler.budget import Budget, RemainingSeconds, safety_margin, unlimited
 from scrape_pipeline.reconciler.cadence import CADENCE_CHECKPOINT, Cadence, CadenceRow

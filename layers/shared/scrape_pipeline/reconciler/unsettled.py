@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from scrape_pipeline.jobs import JobState
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 
 __all__ = ["OWED_STATES", "oldest_unsettled_age"]
 

@@ -16,7 +16,7 @@ from scrape_pipeline.aws_errors import (
 )
 from scrape_pipeline.events.outbox import retell_with_run
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient

@@ -11,8 +11,8 @@ from typing import Any, Final
 
 from scrape_pipeline.events.detail import DetailType, OutcomeEvent
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import LedgerRow
 from scrape_pipeline.ledger.chains import Chain
+from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.owing import BatchItems

@@ -14,7 +14,7 @@ from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind
 # Only annotations name these: the processor's look-ups (``item_retries``, ``resubmission``)
 # load none of the runs' journal with this module.
 if TYPE_CHECKING:
-    from scrape_pipeline.ledger import LedgerRow
+    from scrape_pipeline.ledger.rows import LedgerRow
     from scrape_pipeline.runs.journal import Journal
     from scrape_pipeline.runs.plan import Run
 

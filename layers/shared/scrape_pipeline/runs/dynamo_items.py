@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore import xform_name
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, unavailable
-from scrape_pipeline.ledger import PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
+from scrape_pipeline.ledger.attributes import PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
 from scrape_pipeline.runs.journal import FIELDS, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
 

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_transaction_canceled, unavailable
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger import DEFAULT_TTL_DAYS, OUTBOX_AT, Ledger, RowPrefix
+from scrape_pipeline.ledger.attributes import OUTBOX_AT, RowPrefix
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.table import DEFAULT_TTL_DAYS
 from scrape_pipeline.runs import moves
 from scrape_pipeline.runs.announce import Announcer
 from scrape_pipeline.runs.dynamo_items import (

@@ -19,7 +19,7 @@ from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
 
 # A batch's first page, with its counters: most wrong candidates are told apart by it.
 _FIRST_PAGE: Final = 50

@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from scrape_pipeline.ledger import OUTBOX_AT, OUTBOX_EVENT, OUTBOX_INDEX, PARTITION_KEY, RowPrefix
+from scrape_pipeline.ledger.attributes import (
+    OUTBOX_AT,
+    OUTBOX_EVENT,
+    OUTBOX_INDEX,
+    PARTITION_KEY,
+    RowPrefix,
+)
 from scrape_pipeline.runs.dynamo_items import head_key, send, written
 
 if TYPE_CHECKING:

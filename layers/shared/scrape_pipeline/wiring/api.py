@@ -10,7 +10,8 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.geonode.settings import GeonodeSettings
-from scrape_pipeline.ledger import Bookkeeping, Ledger
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.full import Ledger
 
 
 def geonode_client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> GeonodeClient:

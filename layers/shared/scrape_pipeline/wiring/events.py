@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from scrape_pipeline.config.resources import EVENT_BUS_NAME
 from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.outbox import Emitter
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 
 
 def emitter_from_env(

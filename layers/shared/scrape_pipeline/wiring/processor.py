@@ -10,7 +10,7 @@ from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.jobs import JobKey, Source
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.processing import JobProcessor
 from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline.processor.resubmission import Resubmitter

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import boto3
 
 from scrape_pipeline.clock import Clock, active_clock
-from scrape_pipeline.ledger import Intake
+from scrape_pipeline.ledger.intake import Intake
 from scrape_pipeline.processor.message import JobSender
 from scrape_pipeline.receiver.secret_store import SecretStore
 from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings

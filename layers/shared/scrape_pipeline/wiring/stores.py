@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.resources import QUEUE_URL, LedgerSettings
-from scrape_pipeline.ledger import Ledger
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobQueue
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, Protocol, TypedDic
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.ledger import Bookkeeping
+from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 
 # Only for annotations: ``job_list_state`` (which the processor and submitter load for the
 # listing lag) then loads none of the reconciler's recovery, client or result store.
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from scrape_pipeline.clock import Clock
     from scrape_pipeline.events.outbox import Emitter
     from scrape_pipeline.geonode.client import GeonodeClient
-    from scrape_pipeline.ledger import Ledger
+    from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline.processor.results import ResultStore
     from scrape_pipeline.reconciler.budget import Budget
     from scrape_pipeline.reconciler.recovery import Recoverer

@@ -14,7 +14,7 @@ from scrape_pipeline.geonode.models import ApiStatus, JobSummary, Page, format_t
 from scrape_pipeline.reconciler.sweeps import passes
 
 if TYPE_CHECKING:
-    from scrape_pipeline.ledger import LedgerRow
+    from scrape_pipeline.ledger.rows import LedgerRow
 
 # The rows' resume point and the listing under way (its ``list_`` fields), one row.
 WATCH_CHECKPOINT = "reconciler-watch"
