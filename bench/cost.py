@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bench.cadence import Cadence
 
+LINES = Path(__file__).resolve().parent / "templates" / "cost_lines.md"  # the lines, as data
 PRICES_AS_OF = "published list price, as of 2026-11, check before relying"
 PER_MILLION = 1_000_000
 SECONDS_PER_MONTH = 30 * 86_400
@@ -198,7 +200,7 @@ def aws_call_line(
     basis: str,
     *,
     mode: str,
-    prices: Prices,
+    prices: Mapping[str, float],
     assumptions: Assumptions,
 ) -> Line | None:
     """The line for ``per_job`` calls of ``service:Operation``; None for calls priced elsewhere."""
@@ -215,166 +217,44 @@ def aws_call_line(
         units, unit, price = 1.0, "GET-tier request", "s3_get"
     else:
         return None
-    price_per_unit = getattr(prices, price)
+    item = f"{service} {operation}"
+    return Line(mode, component, item, per_job * units, unit, prices[price], basis)
+
+
+def _rows(kind: str) -> list[list[str]]:
+    """``templates/cost_lines.md``'s rows for ``kind`` ("pipeline", "poller"), less that column."""
+    cells = (line.strip(" |").split(" | ") for line in LINES.read_text().splitlines())
+    return [row[1:] for row in cells if row[0] == kind]
+
+
+def _line(
+    row: list[str],
+    mode: str,
+    per_job: Mapping[str, float],
+    prices: Mapping[str, float],
+    **figures: Any,
+) -> Line:
+    component, item, figure, unit, price, basis = row
     return Line(
-        mode, component, f"{service} {operation}", per_job * units, unit, price_per_unit, basis
+        mode, component, item, per_job[figure], unit, prices[price], basis.format_map(figures)
     )
 
 
-def pipeline_lines(
-    measure: PipelineMeasure,
-    assumptions: Assumptions,
-    prices: Prices | None = None,
-    mode: str = "webhook pipeline",
-) -> list[Line]:
-    """Every line of the webhook pipeline, per settled job."""
-    a = assumptions
+def _prices(prices: Prices | None, assumptions: Assumptions | None = None) -> dict[str, float]:
+    """Price field -> dollars per unit; ``lambda_gb_second`` at the assumed architecture."""
     p = prices or Prices()
+    found = {f.name: getattr(p, f.name) for f in fields(p)}
+    if assumptions is not None:
+        found["lambda_gb_second"] = found[assumptions.gb_second_price_field]
+    return found
+
+
+def _measured_lines(
+    measure: PipelineMeasure, a: Assumptions, prices: Mapping[str, float], mode: str, volume: str
+) -> list[Line]:
+    """A line per AWS call counted in the run (those priced here), per settled job."""
     jobs = max(1, measure.settled_jobs)
-    runs_per_job = a.reconciler_runs_per_job
-    gbs_price = getattr(p, a.gb_second_price_field)
-    deliveries = measure.deliveries / jobs
-    new_deliveries = (measure.deliveries - measure.duplicate_deliveries) / jobs
-    listings_per_job = a.job_listings_per_job
-    listed_per_listing = a.jobs_per_month / (SECONDS_PER_MONTH / a.job_list_interval_s)
-    listed_per_listing *= a.listed_again
-    pages_per_listing = max(1, math.ceil(listed_per_listing / a.jobs_page_size))
-    fixed_reads_per_run = measure.reconciler_fixed_reads / max(1, measure.reconciler_runs)
-    volume = f"{a.jobs_per_month:,.0f} jobs/month"
-    measured = f"measured: {measure.settled_jobs} settled jobs"
-    outcomes = measure.settled_jobs if measure.outcomes is None else measure.outcomes
-    idle_polls = a.esm_pollers * SECONDS_PER_MONTH / a.esm_wait_s / a.jobs_per_month
-    refreshes = (
-        a.warm_containers
-        * SECONDS_PER_MONTH
-        * (1 / a.receiver_secret_cache_s + 1 / a.processor_secret_cache_s)
-        + SECONDS_PER_MONTH / a.reconcile_interval_s
-    )
-
-    def geonode(item: str, per_job: float, basis: str) -> Line:
-        return Line(mode, "Geonode", item, per_job, "request", p.geonode_request, basis)
-
-    lines = [
-        geonode("submission POST", 1.0, "one per settled job (a resubmission is a new job)"),
-        geonode(
-            "job fetch GET /v1/extract/{id}",
-            measure.job_reads / jobs,
-            f"{measured}, {measure.job_reads} fetches",
-        ),
-        geonode(
-            "reconciler job-list pages",
-            pages_per_listing * listings_per_job,
-            f"assumed: {pages_per_listing} page(s) of {a.jobs_page_size} per listing at "
-            f"{volume}, one listing every {a.job_list_interval_s:g} s while webhooks arrive "
-            f"complete ({listings_per_job * PER_MILLION:,.0f} per million jobs)",
-        ),
-        geonode(
-            "reconciler job-list count checks",
-            a.count_queries_per_listing * listings_per_job,
-            f"assumed: {a.count_queries_per_listing} one-job pages per listing (the late-listing "
-            "count check), at the listings' pace",
-        ),
-        geonode(
-            "reconciler subscriptions + delivery log",
-            fixed_reads_per_run * runs_per_job,
-            f"measured: {fixed_reads_per_run:g} reads per run ({measure.reconciler_runs} runs), "
-            f"amortised at {volume}",
-        ),
-        Line(
-            mode,
-            "API Gateway",
-            "webhook deliveries",
-            deliveries,
-            "request",
-            p.apigw_rest_request,
-            f"{measured}, {measure.deliveries} deliveries "
-            f"({measure.duplicate_deliveries} duplicates)",
-        ),
-        Line(
-            mode,
-            "receiver λ",
-            "invocations",
-            deliveries,
-            "request",
-            p.lambda_request,
-            "one per delivery",
-        ),
-        Line(
-            mode,
-            "receiver λ",
-            "duration",
-            deliveries * gb_seconds(a.lambda_memory_mb, a.receiver_ms),
-            "GB-second",
-            gbs_price,
-            f"assumed: {a.receiver_ms:g} ms at {a.lambda_memory_mb} MB, "
-            f"{'arm64' if a.arm64 else 'x86'}",
-        ),
-        Line(
-            mode,
-            "receiver λ",
-            "dynamodb PutItem (ledger)",
-            deliveries * a.write_units_per_write,
-            "write unit",
-            p.dynamodb_write_unit,
-            "receiver.json: 1 conditional put per delivery, duplicates included",
-        ),
-        Line(
-            mode,
-            "receiver λ",
-            "sqs SendMessage",
-            new_deliveries * (measure.receiver_calls_new - 1),
-            "request",
-            p.sqs_request,
-            f"receiver.json: {measure.receiver_calls_new} calls per new delivery "
-            f"(put + send), {measure.receiver_calls_duplicate} per duplicate (put)",
-        ),
-        Line(
-            mode,
-            "processor λ",
-            "invocations",
-            measure.processor_batches / jobs,
-            "request",
-            p.lambda_request,
-            f"{measured}, {measure.processor_batches} batches "
-            f"({measure.settled_jobs / max(1, measure.processor_batches):.1f} jobs each)",
-        ),
-        Line(
-            mode,
-            "processor λ",
-            "duration",
-            gb_seconds(a.lambda_memory_mb, a.processor_ms_per_job),
-            "GB-second",
-            gbs_price,
-            f"assumed: {a.processor_ms_per_job:g} ms per job at {a.lambda_memory_mb} MB",
-        ),
-        Line(
-            mode,
-            "reconciler λ",
-            "invocations",
-            runs_per_job,
-            "request",
-            p.lambda_request,
-            f"assumed: every {a.reconcile_interval_s:g} s at {volume}",
-        ),
-        Line(
-            mode,
-            "reconciler λ",
-            "duration",
-            runs_per_job * gb_seconds(a.lambda_memory_mb, a.reconciler_ms_per_run),
-            "GB-second",
-            gbs_price,
-            f"assumed: {a.reconciler_ms_per_run:g} ms per run",
-        ),
-        Line(
-            mode,
-            "reconciler λ",
-            "dynamodb BatchGetItem (listed jobs)",
-            a.listed_again * a.read_units_per_read,
-            "read unit",
-            p.dynamodb_read_unit,
-            "assumed: each listed job's row read once per run that lists it (overlap included)",
-        ),
-    ]
+    measured = _measured(measure)
     calls = [
         (component, call, count / jobs, basis)
         for component, counts, basis in (
@@ -388,46 +268,80 @@ def pipeline_lines(
         for call, count in sorted(counts.items())
     ]
     for call, count in sorted(measure.reconciler_calls.items()):
-        if call != "dynamodb:BatchGetItem":  # priced above, by listed job
+        if call != "dynamodb:BatchGetItem":  # priced by listed job, in the table
             per_run = count / max(1, measure.reconciler_runs)
             basis = f"measured: {per_run:g} per run, amortised at {volume}"
-            calls.append(("reconciler λ", call, per_run * runs_per_job, basis))
-    for component, call, per_job, basis in calls:
-        line = aws_call_line(component, call, per_job, basis, mode=mode, prices=p, assumptions=a)
-        if line is not None:
-            lines.append(line)
-    lines += [
-        Line(
-            mode,
-            "EventBridge",
-            "outcome events (PutEvents entries)",
-            outcomes / jobs,
-            "event",
-            p.eventbridge_event,
-            f"{measured}, {outcomes} outcomes told (a resubmission is not); entries under 64 KB, "
-            "batched ten a call",
-        ),
-        Line(
-            mode,
-            "SQS event source",
-            "sqs ReceiveMessage (empty long polls)",
-            idle_polls,
-            "request",
-            p.sqs_request,
-            f"assumed: {a.esm_pollers} pollers, {a.esm_wait_s:g} s waits, all month, at {volume}",
-        ),
-        Line(
-            mode,
-            "Secrets Manager",
-            "GetSecretValue",
-            refreshes / a.jobs_per_month,
-            "API call",
-            p.secrets_api_call,
-            f"assumed: receiver every {a.receiver_secret_cache_s:g} s, processor every "
-            f"{a.processor_secret_cache_s:g} s ({a.warm_containers} warm container "
-            f"each), reconciler once per run, at {volume}",
-        ),
+            calls.append(("reconciler λ", call, per_run * a.reconciler_runs_per_job, basis))
+    found = [
+        aws_call_line(component, call, per_job, basis, mode=mode, prices=prices, assumptions=a)
+        for component, call, per_job, basis in calls
     ]
+    return [line for line in found if line is not None]
+
+
+def _measured(measure: PipelineMeasure) -> str:
+    return f"measured: {measure.settled_jobs} settled jobs"
+
+
+def pipeline_lines(
+    measure: PipelineMeasure,
+    assumptions: Assumptions,
+    prices: Prices | None = None,
+    mode: str = "webhook pipeline",
+) -> list[Line]:
+    """Every line of the webhook pipeline, per settled job."""
+    a, m = assumptions, measure
+    jobs = max(1, m.settled_jobs)
+    listings = a.job_listings_per_job
+    listed = a.jobs_per_month / (SECONDS_PER_MONTH / a.job_list_interval_s) * a.listed_again
+    pages_per_listing = max(1, math.ceil(listed / a.jobs_page_size))
+    fixed_reads_per_run = m.reconciler_fixed_reads / max(1, m.reconciler_runs)
+    deliveries = m.deliveries / jobs
+    outcomes = m.settled_jobs if m.outcomes is None else m.outcomes
+    runs = a.reconciler_runs_per_job
+    new_deliveries = (m.deliveries - m.duplicate_deliveries) / jobs
+    cached = 1 / a.receiver_secret_cache_s + 1 / a.processor_secret_cache_s
+    secret_reads = a.warm_containers * SECONDS_PER_MONTH * cached
+    secret_reads += SECONDS_PER_MONTH / a.reconcile_interval_s
+    per_job = {
+        "one": 1.0,
+        "job_reads": m.job_reads / jobs,
+        "list_pages": pages_per_listing * listings,
+        "count_checks": a.count_queries_per_listing * listings,
+        "fixed_reads": fixed_reads_per_run * runs,
+        "deliveries": deliveries,
+        "receiver_gbs": deliveries * gb_seconds(a.lambda_memory_mb, a.receiver_ms),
+        "receiver_writes": deliveries * a.write_units_per_write,
+        "receiver_sends": new_deliveries * (m.receiver_calls_new - 1),
+        "batches": m.processor_batches / jobs,
+        "processor_gbs": gb_seconds(a.lambda_memory_mb, a.processor_ms_per_job),
+        "runs": runs,
+        "reconciler_gbs": runs * gb_seconds(a.lambda_memory_mb, a.reconciler_ms_per_run),
+        "listed_reads": a.listed_again * a.read_units_per_read,
+        "outcomes": outcomes / jobs,
+        "idle_polls": a.esm_pollers * SECONDS_PER_MONTH / a.esm_wait_s / a.jobs_per_month,
+        "secret_reads": secret_reads / a.jobs_per_month,
+    }
+    volume = f"{a.jobs_per_month:,.0f} jobs/month"
+    figures = {
+        "a": a,
+        "m": m,
+        "measured": _measured(m),
+        "volume": volume,
+        "pages_per_listing": pages_per_listing,
+        "listings_per_million": listings * PER_MILLION,
+        "fixed_reads_per_run": fixed_reads_per_run,
+        "arch": "arm64" if a.arm64 else "x86",
+        "batch_jobs": m.settled_jobs / max(1, m.processor_batches),
+        "outcomes": outcomes,
+    }
+    p = _prices(prices, a)
+    lines: list[Line] = []
+    for row in _rows("pipeline"):
+        if row[2] == "measured":
+            lines += _measured_lines(m, a, p, mode, volume)
+        else:
+            lines.append(_line(row, mode, per_job, p, **figures))
     order = list(COMPONENT_ORDER)
     return sorted(lines, key=lambda x: order.index(x.component) if x.component in order else 99)
 
@@ -440,37 +354,15 @@ def poller_lines(
     basis: str = "measured",
 ) -> list[Line]:
     """A poller: its submission, its polls, and the same result writes as the pipeline."""
-    p = prices or Prices()
-    return [
-        Line(mode, "Geonode", "submission POST", 1.0, "request", p.geonode_request, "one per job"),
-        Line(
-            mode,
-            "Geonode",
-            "status polls (GET)",
-            reads_per_job,
-            "request",
-            p.geonode_request,
-            basis,
-        ),
-        Line(
-            mode,
-            "S3",
-            "result PUTs",
-            s3_puts_per_job,
-            "PUT-tier request",
-            p.s3_put,
-            "as the pipeline's processor (its measured PUTs per job); "
-            "the poller's host is not priced",
-        ),
-    ]
+    per_job = {"one": 1.0, "reads": reads_per_job, "s3_puts": s3_puts_per_job}
+    return [_line(row, mode, per_job, _prices(prices), basis=basis) for row in _rows("poller")]
 
 
 def price_rows(prices: Prices | None = None) -> list[list[str]]:
     """Prices as table rows: field, unit price, as published, source, as of."""
-    p = prices or Prices()
     rows = []
-    for f in fields(p):
-        published, source = PRICE_SOURCES[f.name]
-        per_unit = "$" + f"{getattr(p, f.name):.10f}".rstrip("0").rstrip(".")
-        rows.append([f"`{f.name}`", per_unit, published, source, PRICES_AS_OF])
+    for name, value in _prices(prices).items():
+        published, source = PRICE_SOURCES[name]
+        per_unit = "$" + f"{value:.10f}".rstrip("0").rstrip(".")
+        rows.append([f"`{name}`", per_unit, published, source, PRICES_AS_OF])
     return rows
