@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+BENCH = ROOT / "bench"
+RESULTS = BENCH / "results"
 README = ROOT / "docs" / "benchmarks.md"  # the benchmarks page
 
 
@@ -92,6 +93,20 @@ def save(
             block = readme_block(document) + "\n"
             README.write_text(pattern.sub(lambda m: m.group(1) + block + m.group(2), text))
     return path
+
+
+def with_section(text: str, name: str, block: str) -> str:
+    """``text`` with its ``<!-- bench:name -->`` section replaced by ``block``, or appended."""
+    pattern = re.compile(rf"<!-- bench:{name} -->\n.*?<!-- /bench:{name} -->\n?", re.S)
+    if pattern.search(text):
+        return pattern.sub(lambda _: block, text)
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def put_section(path: Path, name: str, block: str) -> None:
+    """Write ``block`` as its section of ``path`` (RESULTS.md), made if missing."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    path.write_text(with_section(text, name, block))
 
 
 def markdown_table(headers: str | list[str], rows: list[list[Any]]) -> str:

@@ -12,12 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cost, scale_report, submit
+from bench import cost, scale, submit
 from bench.cadence import Cadence, every
-from bench.report import RESULTS, load_text, markdown_table, percentile
+from bench.report import BENCH, RESULTS, load_text, markdown_table, percentile
 from bench.sweep import POLLERS, SUBMIT_RATE
 
-BENCH = Path(__file__).resolve().parent
 TEMPLATE = BENCH / "templates" / "results.md"  # the prose, with the figures as named fields
 MODES = (*POLLERS, "webhook")
 LABELS = {
@@ -446,7 +445,7 @@ def build(results: Path, out_dir: Path, log: Callable[[str], None] = print) -> P
     )
     # The scale and submit benchmarks take minutes (make bench-scale, make bench-submit): their
     # sections come from their JSON.
-    for section in (scale_report.from_saved(out_dir), submit.from_saved()):
+    for section in (scale.from_saved(out_dir), submit.from_saved()):
         if section:
             text = text.rstrip("\n") + "\n\n" + section
     path = out_dir / "RESULTS.md"

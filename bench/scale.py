@@ -6,6 +6,7 @@ python -m bench.scale [--runs 10] [--workers 2] [--rates 1 10 50] [--drops 0 0.2
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing
 import os
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS, load_average, machine
+from bench.report import RESULTS, load_average, load_text, machine, markdown_table, put_section
 from bench.scale_point import BOUNDED_RULE
 from bench.scale_world import TemplateReconciler
 
@@ -42,6 +43,10 @@ TARGETS = {
 }
 P99_TARGET_SECONDS = 180.0
 DEFAULT_OUT = RESULTS / "scale.json"
+TEMPLATE = RESULTS.parent / "templates" / "scale.md"  # the RESULTS.md section, figures as fields
+CHART = "scale_lag.png"
+HEADING = "## Scale: reconciler lag at sustained settle rates"
+SMALL_COUNT = 100  # below it, calls per 1,000 jobs keep three significant digits
 
 
 def plan_timing(interval: float, threshold: float, runs: int) -> tuple[int, int]:
@@ -132,6 +137,149 @@ def build_document(
     }
 
 
+def _calls(per_1000: dict[str, float]) -> str:
+    total = sum(per_1000.values())
+    return f"{total:,.0f}" if total >= SMALL_COUNT else f"{total:.3g}"
+
+
+def _latency(point: dict[str, Any]) -> str:
+    figures = point.get("settle_to_stored")
+    if not figures:
+        return "n/a"
+    return f"{figures['p50']:.0f} / {figures['p99']:.0f}"
+
+
+def table(document: dict[str, Any]) -> str:
+    """One row per point."""
+    rows = []
+    for p in document["points"]:
+        geonode, aws = p["geonode_per_1000"], p["aws_per_1000"]
+        rows.append(
+            [
+                f"{p['rate']:g}",
+                f"{p['drop']:.0%}",
+                p["jobs"],
+                p["runs"],
+                f"{p['lag_max']:.0f}",
+                f"{p['lag_final']:.0f}",
+                {True: "yes", False: "**no**", None: "not judged"}[p["bounded"]],
+                f"{p['run_seconds_p50']:.2f} / {p['run_seconds_max']:.2f}",
+                p["recovered"],
+                f"{_calls(geonode['reconciler'])} / {_calls(geonode['pipeline'])}",
+                f"{_calls(aws['reconciler'])} / {_calls(aws['pipeline'])}"
+                f" / {_calls(aws['event_source'])}",
+                _latency(p),
+                "real" if p["processing"].startswith("real") else "stand-in",
+            ]
+        )
+    headers = (
+        "jobs/s|dropped|jobs|runs|lag max (s)|lag at last run (s)|bounded|run s p50 / max|"
+        "recovered|Geonode calls per 1,000 jobs: reconciler / pipeline|"
+        "AWS calls per 1,000 jobs: reconciler / pipeline / event source|"
+        "dropped jobs' settle-to-stored p50 / p99 (s)|processing"
+    )
+    return markdown_table(headers, rows)
+
+
+def _details(document: dict[str, Any]) -> str:
+    """Lag per run and calls by route and operation, per point."""
+    lines = []
+    for p in document["points"]:
+        lags = ", ".join(f"{lag:.0f}" for lag in p["lag"])
+        lines.append(f"- **{p['rate']:g}/s, {p['drop']:.0%} dropped**: lag after each run {lags}")
+        for who, routes in p["geonode_per_1000"].items():
+            if routes:
+                text = ", ".join(f"`{r}` {n:g}" for r, n in routes.items())
+                lines.append(f"  - Geonode per 1,000 jobs, {who}: {text}")
+        for who, calls in p["aws_per_1000"].items():
+            if calls:
+                text = ", ".join(f"`{c}` {n:g}" for c, n in calls.items())
+                lines.append(f"  - AWS per 1,000 jobs, {who}: {text}")
+        spent = ", ".join(f"{k} {v:g} s" for k, v in p["wall_seconds_by_activity"].items())
+        lines.append(f"  - wall time {p['wall_seconds']:g} s: {spent}")
+        if p["runs_incomplete"]:
+            lines.append(f"  - runs cut short or with a failed sweep: {p['runs_incomplete']}")
+    return "\n".join(lines)
+
+
+def section(document: dict[str, Any], chart_path: str = f"charts/{CHART}") -> str:
+    """The whole RESULTS.md section, between its markers."""
+    rec = document["reconciler"]
+    env = ", ".join(f"`{k}={v}`" for k, v in sorted(rec["env"].items()) if "RECONCILE" in k)
+    origin = (
+        "the template's defaults" if rec["from_template"] else "**a preview, not the template**"
+    )
+    targets = "; ".join(
+        f"{document['target_text'][name]}: **{_verdict(met)}**"
+        for name, met in document["targets"].items()
+    )
+    about = document["machine"]
+    # A point measured again after the full run, when one was (its note says why).
+    rerun = f"\n{document['rerun']}\n" if document.get("rerun") else ""
+    return TEMPLATE.read_text().format_map(
+        {
+            **document,
+            "about": about,
+            "cpu": about.get("cpu_model", about["machine"]),
+            "load": load_text(document["load_average"]),
+            "rec": rec,
+            "origin": origin,
+            "env": env,
+            "table": table(document),
+            "targets": targets,
+            "rerun": rerun,
+            "chart_path": chart_path,
+            "details": _details(document),
+        }
+    )
+
+
+def _verdict(met: bool | None) -> str:
+    return "not run" if met is None else ("met" if met else "not met")
+
+
+def chart(document: dict[str, Any], path: Path) -> None:
+    """Lag after each run against simulated minutes, one line per point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for p in document["points"]:
+        minutes = [at / 60 for at in p["lag_at"]]
+        style = "-" if p["processing"].startswith("real") else "--"
+        label = f"{p['rate']:g}/s, {p['drop']:.0%} dropped"
+        ax.plot(minutes, p["lag"], style, marker="o", markersize=3, label=label)
+    ax.set_xlabel("simulated minutes")
+    ax.set_ylabel("lag after the run (s)")
+    ax.set_title(f"Reconciler lag, schedule {document['reconciler']['schedule']}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, ncol=3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def from_saved(out_dir: Path, source: Path = DEFAULT_OUT) -> str:
+    """The section from the saved JSON, its chart drawn into ``out_dir``; "" when none saved."""
+    if not source.exists():
+        return ""
+    document = json.loads(source.read_text())
+    chart(document, out_dir / "charts" / CHART)
+    return section(document)
+
+
+def save(document: dict[str, Any], out: str | Path, results_md: Path) -> None:
+    """Write the JSON, the chart next to RESULTS.md, and the section into RESULTS.md."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    chart(document, results_md.parent / "charts" / CHART)
+    put_section(results_md, "scale", section(document))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=MIN_RUNS, help="scheduled runs per point")
@@ -147,7 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     os.environ.update(QUIET_ENV)
-    from bench import scale_report
     from scrape_pipeline.reconciler.run import ReconcilerSettings
 
     overrides = dict(item.split("=", 1) for item in args.env)
@@ -193,13 +340,16 @@ def main(argv: list[str] | None = None) -> int:
         preview=bool(args.schedule or overrides),
         load_start=load_start,
     )
-    print(scale_report.table(document))
+    print(table(document))
     print(f"targets: {document['targets']}; wall time {wall:.0f} s")
     if not args.no_save:
         out = Path(args.out)
         # Elsewhere than bench/results, the section goes next to the JSON, not into RESULTS.md.
-        markdown = scale_report.RESULTS_MD if out == DEFAULT_OUT else out.with_suffix(".md")
-        scale_report.save(document, out, markdown)
+        save(
+            document,
+            out,
+            RESULTS.parent / "RESULTS.md" if out == DEFAULT_OUT else out.with_suffix(".md"),
+        )
     return 0
 
 

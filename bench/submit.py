@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import random
-import re
 import signal
 import socket
 import subprocess
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS, machine, save
+from bench.report import BENCH, RESULTS, machine, put_section, save
 from scrape_pipeline.clock import SYSTEM_CLOCK
 from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.geonode.client import API_KEY_ENV
@@ -33,11 +32,9 @@ ROUTES = {"async": "POST /v1/extract", "batch": "POST /v1/batch"}
 BATCH_SIZE = 10
 CLI = Path(sys.executable).with_name("scrape-pipeline")
 TARGETS = {"fraction_of_limit": 0.9, "share_429": 0.02, "kill_wall_ratio": 1.15}
-RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
-TEMPLATE = RESULTS_MD.parent / "templates" / "submit.md"  # the section's prose, figures as fields
+RESULTS_MD = BENCH / "RESULTS.md"
+TEMPLATE = BENCH / "templates" / "submit.md"  # the section's prose, figures as fields
 SUBMIT_JSON = RESULTS / "submit.json"
-BEGIN, END = "<!-- bench:submit -->", "<!-- /bench:submit -->"
-_BLOCK = re.compile(rf"{re.escape(BEGIN)}\n.*?{re.escape(END)}\n?", re.S)
 SETTLE_TIMEOUT_S = 120.0  # the simulator's batches settle within ~20 s of their POST
 
 
@@ -337,14 +334,6 @@ def section(results: dict[str, Any]) -> str:
     )
 
 
-def with_section(text: str, results: dict[str, Any]) -> str:
-    """``text`` with the section replaced, or appended when it has none."""
-    block = section(results)
-    if _BLOCK.search(text):
-        return _BLOCK.sub(lambda _: block, text)
-    return text.rstrip("\n") + "\n\n" + block
-
-
 def saved_results(source: Path = SUBMIT_JSON) -> dict[str, Any] | None:
     """The figures saved last, or None."""
     return json.loads(source.read_text()) if source.exists() else None
@@ -438,8 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_save:
         save("submit", results, text, load_start=[round(x, 2) for x in load_before])
         saved = json.loads(SUBMIT_JSON.read_text())  # with its machine
-        text_md = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
-        RESULTS_MD.write_text(with_section(text_md, saved))
+        put_section(RESULTS_MD, "submit", section(saved))
         print(f"wrote {SUBMIT_JSON} and its section of {RESULTS_MD}")
     return 0
 

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench import scale_report
-from bench.scale import build_document
+from bench import scale
 from bench.scale_point import Point, Timing, bounded, run_point
 from bench.scale_world import TemplateReconciler
 
@@ -82,12 +81,12 @@ def test_scale_point_recovers_every_dropped_job_and_reports_its_figures(tmp_path
     document = _document(figures)
     results_md = tmp_path / "RESULTS.md"
     results_md.write_text("# Benchmark results\n\nearlier sections\n")
-    scale_report.save(document, tmp_path / "scale.json", results_md)
-    scale_report.save(document, tmp_path / "scale.json", results_md)
+    scale.save(document, tmp_path / "scale.json", results_md)
+    scale.save(document, tmp_path / "scale.json", results_md)
     text = results_md.read_text()
     assert text.startswith("# Benchmark results\n\nearlier sections\n")
-    assert text.count(scale_report.HEADING) == 1
-    assert (tmp_path / "charts" / scale_report.CHART).read_bytes().startswith(b"\x89PNG")
+    assert text.count(scale.HEADING) == 1
+    assert (tmp_path / "charts" / scale.CHART).read_bytes().startswith(b"\x89PNG")
 
 
 def test_scale_point_stores_the_last_runs_recoveries_before_it_ends() -> None:
@@ -108,7 +107,7 @@ def test_scale_bounded_judges_the_second_half() -> None:
 
 
 def _document(point: dict[str, Any]) -> dict[str, Any]:
-    return build_document(
+    return scale.build_document(
         TemplateReconciler.read(SCHEDULE),
         OVERRIDES,
         [point],

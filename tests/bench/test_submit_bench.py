@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench import submit
+from bench.report import with_section
 
 
 def run(**figures: Any) -> dict[str, Any]:
@@ -45,7 +46,8 @@ def results() -> dict[str, Any]:
 
 def test_submit_section_has_the_table_and_says_which_targets_are_missed():
     text = submit.section(results())
-    assert text.startswith(submit.BEGIN) and text.rstrip().endswith(submit.END)
+    assert text.startswith("<!-- bench:submit -->")
+    assert text.rstrip().endswith("<!-- /bench:submit -->")
     assert "| async | clean | 20000 |" in text and "| async | kill + 1 % lost |" in text
     [verdict] = [line for line in text.splitlines() if line.startswith("- async:")]
     assert "POSTs/s x limit 0.976 (met" in verdict
@@ -54,6 +56,6 @@ def test_submit_section_has_the_table_and_says_which_targets_are_missed():
 
 
 def test_submit_section_replaces_its_block_and_keeps_the_rest():
-    first = submit.with_section("# Benchmark results\n\nintro\n", results())
-    again = submit.with_section(first + "\ntail\n", results())
-    assert again.count(submit.BEGIN) == 1 and "intro" in again and "tail" in again
+    first = with_section("# Benchmark results\n\nintro\n", "submit", submit.section(results()))
+    again = with_section(first + "\ntail\n", "submit", submit.section(results()))
+    assert again.count("<!-- bench:submit -->") == 1 and "intro" in again and "tail" in again
