@@ -358,11 +358,15 @@ def poller_lines(
     return [_line(row, mode, per_job, _prices(prices), basis=basis) for row in _rows("poller")]
 
 
+def price_text(value: float) -> str:
+    """A unit price in full: ``$0.0000133334``."""
+    return "$" + f"{value:.10f}".rstrip("0").rstrip(".")
+
+
 def price_rows(prices: Prices | None = None) -> list[list[str]]:
     """Prices as table rows: field, unit price, as published, source, as of."""
     rows = []
     for name, value in _prices(prices).items():
         published, source = PRICE_SOURCES[name]
-        per_unit = "$" + f"{value:.10f}".rstrip("0").rstrip(".")
-        rows.append([f"`{name}`", per_unit, published, source, PRICES_AS_OF])
+        rows.append([f"`{name}`", price_text(value), published, source, PRICES_AS_OF])
     return rows

@@ -43,12 +43,8 @@ def load_average() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def load_text(load: dict[str, Any] | float | None) -> str:
-    """``load average 0.9 → 2.1`` (1-minute, at start and end), or what was not recorded."""
-    if load is None or load == {}:
-        return "load average not recorded"
-    if isinstance(load, int | float):  # files saved with one reading only
-        return f"load average {load:.1f} (one reading)"
+def load_text(load: dict[str, Any]) -> str:
+    """``load average 0.9 → 2.1``: the 1-minute average at start and end."""
     return f"load average {load['start'][0]:.1f} → {load['end'][0]:.1f}"
 
 
@@ -57,7 +53,7 @@ def stamp(figures: dict[str, Any]) -> str:
     about = figures["machine"]
     return (
         f"_Measured {about['date']} on {about['cpus']} CPUs ({about['cpu_model']}), Python "
-        f"{about['python']}, {load_text(figures.get('load_average'))}._"
+        f"{about['python']}, {load_text(figures['load_average'])}._"
     )
 
 
@@ -107,6 +103,16 @@ def put_section(path: Path, name: str, block: str) -> None:
     """Write ``block`` as its section of ``path`` (RESULTS.md), made if missing."""
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     path.write_text(with_section(text, name, block))
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files (no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def markdown_table(headers: str | list[str], rows: list[list[Any]]) -> str:

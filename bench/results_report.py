@@ -14,7 +14,7 @@ from typing import Any
 
 from bench import cost, scale, submit
 from bench.cadence import Cadence, every
-from bench.report import BENCH, RESULTS, load_text, markdown_table, percentile
+from bench.report import BENCH, RESULTS, load_text, markdown_table, percentile, pyplot
 from bench.sweep import POLLERS, SUBMIT_RATE
 
 TEMPLATE = BENCH / "templates" / "results.md"  # the prose, with the figures as named fields
@@ -25,6 +25,7 @@ LABELS = {
     "many_jobs": "many-jobs poller",
     "webhook": "webhook pipeline",
 }
+COST_ORDER = ("webhook", "many_jobs", "seed_backoff", "fixed_1s")  # cheapest first
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -71,7 +72,7 @@ def pipeline_measure(run: dict[str, Any], receiver: dict[str, Any]) -> cost.Pipe
         + reads.get("GET /v1/webhooks/{webhook_id}/deliveries", 0),
         receiver_calls_new=int(aws.get("new", 2)),
         receiver_calls_duplicate=int(aws.get("duplicate", 1)),
-        outcomes=run["settled_jobs"] - run.get("resubmissions", 0),
+        outcomes=run["settled_jobs"] - run["resubmissions"],
     )
 
 
@@ -97,17 +98,8 @@ def cost_lines(
 # -- charts ----------------------------------------------------------------------------------
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def chart_requests(path: Path, counts: list[int], table: dict[str, list[float]]) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
@@ -133,7 +125,7 @@ def chart_requests(path: Path, counts: list[int], table: dict[str, list[float]])
 
 
 def chart_latency(path: Path, demos: dict[str, Any], threshold: float) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=110)
     values = [v for d in demos.values() for v in d["latencies"] if v > 0]
     low = 10 ** math.floor(math.log10(min(values, default=0.1)))
@@ -163,8 +155,8 @@ def chart_latency(path: Path, demos: dict[str, Any], threshold: float) -> None:
 
 
 def chart_cost(path: Path, lines: dict[str, list[cost.Line]]) -> None:
-    plt = _pyplot()
-    modes = ["webhook", "many_jobs", "seed_backoff", "fixed_1s"]
+    plt = pyplot()
+    modes = COST_ORDER
     names = [LABELS[m] for m in modes]
     submit = [sum(x.per_million for x in lines[m] if x.item == "submission POST") for m in modes]
     geonode = [
@@ -205,19 +197,16 @@ def _money(value: float) -> str:
     return f"${value:,.2f}" if value >= 0.01 else f"${value:.4f}"
 
 
-def _price(value: float) -> str:
-    return "$" + f"{value:.10f}".rstrip("0").rstrip(".")
-
-
 def _sources_table(sources: dict[str, dict[str, Any]]) -> str:
     """Each results file drawn here: when, on what and under which load it was measured."""
     rows = []
     for name, doc in sources.items():
-        about = doc.get("machine") or {}
-        when = " ".join(str(about[k]) for k in ("date", "time") if k in about) or "not recorded"
-        cpus = f"{about.get('cpus', '?')} CPUs ({about.get('cpu_model', 'model not recorded')})"
-        load = load_text(doc.get("load_average")).removeprefix("load average ")
-        rows.append([f"`bench/results/{name}.json`", when, cpus, load])
+        about = doc["machine"]
+        load = load_text(doc["load_average"]).removeprefix("load average ")
+        cpus = f"{about['cpus']} CPUs ({about['cpu_model']})"
+        rows.append(
+            [f"`bench/results/{name}.json`", f"{about['date']} {about['time']}", cpus, load]
+        )
     return markdown_table("results|measured (UTC)|machine|load average (1 min)", rows)
 
 
@@ -245,44 +234,45 @@ def _events_section(pipeline: dict[str, Any], big: dict[str, Any]) -> str:
 
     run = pipeline["pipeline"]
     cadence = Cadence.from_saved(pipeline["reconciler"])
-    lingering = pipeline.get("event_linger", {}).get("events")
-    out = (
-        "## Outcome events on the bus (`make bench-pipeline`)\n\n"
-        f"{run['jobs_submitted']} jobs submitted over {pipeline['args']['spread']:g} simulated s "
-        f"({run['settled_jobs']} settled), a rule and queue on the local stack's bus receiving "
-        f"every event.\n\n{events_table(run['events'], cadence, lingering)}\n\n"
-    )
-    calls = big.get("aws_calls", {}).get("processor", {}).get("events:PutEvents")
-    if calls is not None:
-        outcomes = big["settled_jobs"] - big.get("resubmissions", 0)
-        out += (
-            f"In the sweep's largest pipeline run ({big['jobs_submitted']} jobs submitted at "
-            f"{SUBMIT_RATE:g} a second, so the processor's batches fill): {calls} PutEvents "
-            f"calls from the processor for {outcomes} outcomes, {calls / max(1, outcomes):.3f} "
-            "per outcome. The processor puts its batch's events in one call at the batch's end: "
-            "calls per outcome follow the batches' fill, which the arrival rate and the event "
-            "source's batching window set.\n\n"
+    table = events_table(run["events"], cadence, pipeline["event_linger"]["events"])
+    calls = big["aws_calls"]["processor"]["events:PutEvents"]
+    outcomes = big["settled_jobs"] - big["resubmissions"]
+    return (
+        (BENCH / "templates" / "events.md")
+        .read_text()
+        .format(
+            run=run,
+            spread=pipeline["args"]["spread"],
+            events_table=table,
+            big=big,
+            submit_rate=SUBMIT_RATE,
+            calls=calls,
+            outcomes=outcomes,
+            per_outcome=calls / max(1, outcomes),
         )
-    return out
+    )
 
 
 def _line_row(x: cost.Line) -> list[str]:
-    per_job, price, per_million = f"{x.per_job:.4g}", _price(x.unit_price), _money(x.per_million)
+    per_job, price, per_million = (
+        f"{x.per_job:.4g}",
+        cost.price_text(x.unit_price),
+        _money(x.per_million),
+    )
     return [x.mode, x.component, x.item, per_job, x.unit, price, per_million, x.basis]
 
 
 def _cost_fields(lines: dict[str, list[cost.Line]]) -> dict[str, Any]:
     """The cost section's tables and ratios."""
-    order = ["webhook", "many_jobs", "seed_backoff", "fixed_1s"]
-    totals = {mode: cost.total(lines[mode]) for mode in order}
+    totals = {mode: cost.total(lines[mode]) for mode in COST_ORDER}
     rows = []
-    for mode in order:
+    for mode in COST_ORDER:
         cats = cost.by_category(lines[mode])
         requests = sum(x.per_job for x in lines[mode] if x.component == "Geonode")
         ratio = f"{totals[mode] / totals['seed_backoff']:.2f}×"
         money = [_money(cats["geonode"]), _money(cats["aws"]), _money(totals[mode])]
         rows.append([LABELS[mode], _fmt(requests), *money, ratio])
-    detail = [_line_row(x) for mode in order for x in lines[mode]]
+    detail = [_line_row(x) for mode in COST_ORDER for x in lines[mode]]
     many_ratio = totals["many_jobs"] / totals["webhook"]
     close = (
         ": on cost the pipeline and the many-jobs poller are within the model's margin, and the "
@@ -331,13 +321,12 @@ def render(
         for name in POLLERS
         if polling[n][name]["missed"]
     }
-    reference = json.loads((RESULTS / "polling.json").read_text())["figures"]
+    reference = json.loads((RESULTS / "polling.json").read_text())["figures"]  # time scale 1
     latency_rows, checks = _latency_rows(latency["demos"], cadence.threshold_seconds)
     assumptions = cost.Assumptions.on(cadence)
     fields = {
         "quick": " --quick" if sweep["plan"]["quick"] else "",
         "about": about,
-        "cpu": about.get("cpu_model", about["machine"]),
         "elapsed": sweep["wall_seconds"] + latency["wall_seconds"],
         "c": cadence,
         "a": assumptions,
@@ -357,7 +346,9 @@ def render(
         "big": big,
         "gap_minutes": cadence.gap_memory_seconds / 60,
         "missed": f"Jobs a poller never saw settle: {missed}.\n\n" if missed else "",
-        "reference": _reference(reference),
+        "reference": ", ".join(
+            f"{LABELS[name]} {reference[name]['requests_per_job']}" for name in POLLERS
+        ),
         "settled": ", ".join(str(pipelines[n]["settled_jobs"]) for n in counts),
         "throttled": sum(int(pipelines[n]["statuses"].get("429", 0)) for n in counts),
         "reads": ", ".join(f"`{r}` {n}" for r, n in sorted(big["reads"].items())),
@@ -375,19 +366,6 @@ def render(
         **_cost_fields(lines),
     }
     return TEMPLATE.read_text().format_map(fields)
-
-
-def _reference(figures: dict[str, Any]) -> str:
-    """The time-scale-1 polling figures, beside the sped-up sweep's."""
-    reference = ", ".join(
-        f"{LABELS[name]} {figures[name]['requests_per_job']}" for name in POLLERS if name in figures
-    )
-    return (
-        "The speed-up stretches every request's own time in simulated time, so on a busy "
-        "machine the fixed and seed pollers ask a little less often than at time scale 1. "
-        "For reference, `bench/results/polling.json` (time scale 1, 200 jobs, the three "
-        f"pollers at once): {reference}.\n\n"
-    )
 
 
 def _changed(then: Cadence) -> str:

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS, load_average, load_text, machine, markdown_table, put_section
+from bench.report import (
+    RESULTS,
+    load_average,
+    load_text,
+    machine,
+    markdown_table,
+    put_section,
+    pyplot,
+)
 from bench.scale_point import BOUNDED_RULE
 from bench.scale_world import TemplateReconciler
 
@@ -220,7 +228,6 @@ def section(document: dict[str, Any], chart_path: str = f"charts/{CHART}") -> st
         {
             **document,
             "about": about,
-            "cpu": about.get("cpu_model", about["machine"]),
             "load": load_text(document["load_average"]),
             "rec": rec,
             "origin": origin,
@@ -240,11 +247,7 @@ def _verdict(met: bool | None) -> str:
 
 def chart(document: dict[str, Any], path: Path) -> None:
     """Lag after each run against simulated minutes, one line per point."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5))
     for p in document["points"]:
         minutes = [at / 60 for at in p["lag_at"]]
