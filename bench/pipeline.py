@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -211,26 +210,13 @@ def batching_table(
 
 def run_seed_poller(jobs: int, time_scale: float, seed: int) -> dict[str, Any]:
     """The polling benchmark's seed poller, alone, in this same run."""
-    import httpx
-
-    from bench.polling import aligned_clock, run_strategy, start_simulator
+    from bench.polling import reads, run_strategy, simulator
 
     args = argparse.Namespace(seed=seed, min_duration=1.0, max_duration=20.0, time_scale=time_scale)
-    process, base_url = start_simulator(args)
-    try:
-        clock = aligned_clock(base_url, time_scale)
-        result: dict[str, Any] = {}
-        thread = threading.Thread(
-            target=lambda: result.update(run_strategy("seed_backoff", base_url, clock, jobs, seed))
-        )
-        thread.start()
-        thread.join()
-        routes = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-    reads = sum(n for r, n in routes.get("seed_backoff", {}).items() if r.startswith("GET "))
-    return {"jobs": jobs, "requests_per_job": round(reads / jobs, 3)}
+    with simulator(args) as (base_url, clock):
+        run_strategy("seed_backoff", base_url, clock, jobs, seed)
+        made = reads(base_url).get("seed_backoff", 0)
+    return {"jobs": jobs, "requests_per_job": round(made / jobs, 3)}
 
 
 def main(argv: list[str] | None = None) -> int:

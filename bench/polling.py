@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,8 +30,10 @@ TARGET_REQUESTS_PER_JOB = 1.2
 TARGET_RATIO_VS_SEED = 4.0
 
 
-def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
-    """The simulator in its own process, so pollers and server do not share one GIL."""
+@contextlib.contextmanager
+def simulator(args: argparse.Namespace) -> Iterator[tuple[str, ScaledClock]]:
+    """The simulator in its own process (pollers and server do not share one GIL): its URL, and
+    a client clock that reads its time (it runs ``args.time_scale`` times faster)."""
     command = [
         sys.executable,
         "-m",
@@ -45,20 +48,26 @@ def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[str], st
     for name in STRATEGIES:
         command += ["--api-key", name]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    base_url = process.stdout.readline().strip()
-    if not base_url.startswith("http"):
-        process.kill()
-        raise RuntimeError("the simulator did not start")
-    return process, base_url
+    try:
+        assert process.stdout is not None
+        base_url = process.stdout.readline().strip()
+        if not base_url.startswith("http"):
+            raise RuntimeError("the simulator did not start")
+        before = time.time()
+        sim_now = float(httpx.get(f"{base_url}/_sim/health").json()["now"])
+        origin = (before + time.time()) / 2
+        yield base_url, ScaledClock(args.time_scale, real_origin=origin, sim_origin=sim_now)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
-def aligned_clock(base_url: str, scale: float) -> ScaledClock:
-    """A client clock that reads the simulator's time (it runs ``scale`` times faster)."""
-    before = time.time()
-    sim_now = float(httpx.get(f"{base_url}/_sim/health").json()["now"])
-    after = time.time()
-    return ScaledClock(scale, real_origin=(before + after) / 2, sim_origin=sim_now)
+def reads(base_url: str) -> dict[str, int]:
+    """Each poller's (API key's) GETs, as the simulator counted them."""
+    routes = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
+    return {
+        key: sum(n for r, n in by.items() if r.startswith("GET ")) for key, by in routes.items()
+    }
 
 
 def fixed_poller(client: GeonodeClient, job_id: str, clock: Clock) -> float:
@@ -112,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load_start = load_average()
 
-    process, base_url = start_simulator(args)
-    try:
-        clock = aligned_clock(base_url, args.time_scale)
+    with simulator(args) as (base_url, clock):
         started = time.perf_counter()
         with ThreadPoolExecutor(len(STRATEGIES)) as pool:  # the three pollers at once
             futures = {
@@ -124,16 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         results = {name: future.result() for name, future in futures.items()}
         wall = time.perf_counter() - started
         truth = httpx.get(f"{base_url}/_sim/truth/jobs", params={"kind": "extract"}).json()["items"]
-        counts = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+        counts = reads(base_url)
 
     settled = {j["job_id"]: float(j["settled_at"]) for j in truth}
     figures: dict[str, Any] = {}
     for name in STRATEGIES:
-        routes = counts.get(name, {})
-        polling = sum(n for route, n in routes.items() if route.startswith("GET "))
+        polling = counts.get(name, 0)
         delays = [results[name]["noticed"][j] - settled[j] for j in results[name]["jobs"]]
         figures[name] = {
             "jobs": len(results[name]["jobs"]),

@@ -45,31 +45,24 @@ QUICK = Plan(job_counts=(3, 6), time_scale=8.0, max_duration=4.0, quick=True)
 
 def run_pollers(plan: Plan, log: Callable[[str], None]) -> dict[int, dict[str, Any]]:
     """Per job count: each poller's Geonode GETs per job, one poller at a time."""
-    import httpx
-
-    from bench.polling import aligned_clock, run_strategy, start_simulator
+    from bench.polling import reads, run_strategy, simulator
 
     out: dict[int, dict[str, Any]] = {}
     for jobs in plan.job_counts:
-        process, base_url = start_simulator(argparse.Namespace(**asdict(plan)))
         missed: dict[str, int] = {}
-        try:
-            clock = aligned_clock(base_url, plan.time_scale)
+        with simulator(argparse.Namespace(**asdict(plan))) as (base_url, clock):
             for name in POLLERS:
                 started = time.perf_counter()
                 result = run_strategy(name, base_url, clock, jobs, plan.seed)
                 missed[name] = jobs - len(result["noticed"])
                 log(f"  {name} × {jobs}: {time.perf_counter() - started:.1f} s")
-            routes = httpx.get(f"{base_url}/_sim/truth/requests").json()["by_key_route"]
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
+            made = reads(base_url)
         figures: dict[str, Any] = {}
         for name in POLLERS:
-            reads = sum(n for route, n in routes.get(name, {}).items() if route.startswith("GET "))
+            count = made.get(name, 0)
             figures[name] = {
-                "reads": reads,
-                "requests_per_job": reads / jobs,
+                "reads": count,
+                "requests_per_job": count / jobs,
                 "missed": missed[name],
             }
         out[jobs] = figures
