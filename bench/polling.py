@@ -34,16 +34,8 @@ TARGET_RATIO_VS_SEED = 4.0
 def simulator(args: argparse.Namespace) -> Iterator[tuple[str, ScaledClock]]:
     """The simulator in its own process (pollers and server do not share one GIL): its URL, and
     a client clock that reads its time (it runs ``args.time_scale`` times faster)."""
-    command = [
-        sys.executable,
-        "-m",
-        "scrape_pipeline_local.simulator",
-        "--port",
-        "0",
-        "--rate",
-        "0",
-    ]
-    command += ["--seed", str(args.seed), "--time-scale", str(args.time_scale)]
+    command = [sys.executable, "-m", "scrape_pipeline_local.simulator", "--port", "0"]
+    command += ["--rate", "0", "--seed", str(args.seed), "--time-scale", str(args.time_scale)]
     command += ["--min-duration", str(args.min_duration), "--max-duration", str(args.max_duration)]
     for name in STRATEGIES:
         command += ["--api-key", name]
