@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.cadence import Cadence
 from bench.event_probe import EventProbe
-from bench.report import load_average, markdown_table, save
+from bench.report import fill, load_average, markdown_table, save
 
 TARGET_REQUESTS_PER_JOB = 1.05
 # Issue 20: events in batches (at most one PutEvents call per 10 outcomes, on average) and a
@@ -123,59 +123,27 @@ def stored_job_ids(bucket: str) -> set[str]:
     }
 
 
-def events_table(
-    events: dict[str, Any], cadence: Cadence, lingering: dict[str, Any] | None = None
-) -> str:
+def events_table(events: dict[str, Any], cadence: Cadence, lingering: dict[str, Any]) -> str:
     """The outcome events a subscriber of the local bus received, against issue 20's targets;
     ``lingering`` the same jobs' events with ``LINGER_SECONDS`` of EventLingerSeconds."""
-    latency, wall = events["stored_to_event_s"], events["stored_to_event_wall_ms"]
-    puts = events["put_events_calls"]
-    by_type = ", ".join(f"{name} {n}" for name, n in events["events_by_type"].items())
-    calls = f"{events['put_events_per_outcome']:g} ({events['put_events_per_settled_job']:g})"
-    if lingering is not None:
-        calls += (
-            f"; {lingering['put_events_per_outcome']:g} "
-            f"({lingering['put_events_per_settled_job']:g}) with a {LINGER_SECONDS:g} s linger"
-        )
-    rows = [
-        [
-            "stored → event on the bus: p50 / p99 (s)",
-            f"{latency['p50']:g} / {latency['p99']:g} (max {latency['max']:g})",
-            f"p99 ≤ {TARGET_STORED_TO_EVENT_P99_S:g} s",
-        ],
-        [
-            "of which the processor's batch (wall): p50 / p99 (ms)",
-            f"{wall['p50']:.0f} / {wall['p99']:.0f}",
-            "(the rest of its batch after the result's last S3 write)",
-        ],
-        [
-            "PutEvents calls per outcome (per settled job)",
-            calls,
-            f"≤ {TARGET_PUT_EVENTS_PER_OUTCOME:g} (one call per 10 outcomes)",
-        ],
-        [
-            "outcomes told / stored without an event / repeats",
-            f"{events['outcomes_with_an_event']} / {events['stored_without_an_event']} / "
-            f"{events['repeats']}",
-            "0 without an event",
-        ],
-    ]
-    return (
-        markdown_table(["outcome events (same run)", "measured", "target"], rows)
-        + f"\n\nEvents received by a rule and queue on the stack's bus: {by_type}. PutEvents "
-        f"calls: processor {puts['processor']}, reconciler {puts['reconciler']} (its outbox "
-        f"sweep, {cadence.every}). Latency: the bus's delivery to the queue (SentTimestamp, on "
-        "the stack's clock) minus the detail's `stored_at`; where both fall on one instant of the "
-        "manual clock (the processor emits at its batch's end), the wall time from the "
-        "result's last PutObject to the PutEvents that carried its event."
+    return fill(
+        "pipeline_events",
+        e=events,
+        latency=events["stored_to_event_s"],
+        wall=events["stored_to_event_wall_ms"],
+        lingering=lingering,
+        linger=LINGER_SECONDS,
+        target_p99=TARGET_STORED_TO_EVENT_P99_S,
+        target_calls=TARGET_PUT_EVENTS_PER_OUTCOME,
+        by_type=", ".join(f"{name} {n}" for name, n in events["events_by_type"].items()),
+        every=cadence.every,
     )
 
 
-def batching_table(
-    template: dict[str, Any], wide: dict[str, Any], lingering: dict[str, Any]
-) -> str:
-    """PutEvents per outcome and both latencies: the template's defaults, a wider batching
-    window, and a linger."""
+def readme_table(saved: dict[str, Any]) -> str:
+    """The benchmark's tables and notes, from what it saves (``bench/results/pipeline.json``)."""
+    p, before, seed = saved["pipeline"], saved["ten_minute_reconciler"], saved["seed_poller"]
+    lingering = saved["event_linger"]
 
     def row(name: str, events: dict[str, Any]) -> list[str]:
         settle, told = events["settle_to_stored_s"], events["stored_to_event_s"]
@@ -187,24 +155,31 @@ def batching_table(
             f"{events['repeats']}",
         ]
 
-    window = template["batching_window_seconds"]
-    rows = [
-        row(f"template: {window:g} s window, no linger", template["events"]),
+    window = p["batching_window_seconds"]
+    wide = saved["wide_batching_window"]
+    batching = [
+        row(f"template: {window:g} s window, no linger", p["events"]),
         row(f"{wide['batching_window_seconds']:g} s window", wide["events"]),
         row(f"{window:g} s window, {LINGER_SECONDS:g} s linger", lingering["events"]),
     ]
-    return (
-        markdown_table(
-            "processor|PutEvents per outcome|settle → stored p50 / p99 (s)|"
-            "stored → event p50 / p99 (s)|repeats",
-            rows,
-        )
-        + "\n\nA batch's end sends its own outcomes, ten a call. At this pace a batch holds a "
-        "few, so a call carries a few: a longer window (`ProcessorBatchingWindowSeconds`) fills "
-        "batches, but a batch's call is rounded up to whole calls and messages with no outcome "
-        "(a job not settled yet, throttled) keep batches short of ten, so it stays above 0.1; "
-        "a linger (`EventLingerSeconds`) holds the short remainder in the warm processor for "
-        "the next batches' outcomes and sends full calls, paid in stored-to-event latency."
+    headers = "processor|PutEvents per outcome|settle → stored p50 / p99 (s)|"
+    headers += "stored → event p50 / p99 (s)|repeats"
+    cadence = Cadence.from_saved(saved["reconciler"])
+    return fill(
+        "pipeline",
+        p=p,
+        before=before,
+        seed=seed,
+        ratio=seed["requests_per_job"] / p["requests_per_settled_job"],
+        before_ratio=seed["requests_per_job"] / before["requests_per_settled_job"],
+        target=TARGET_REQUESTS_PER_JOB,
+        added=saved["reconciler_added_per_job"],
+        target_added=TARGET_ADDED_PER_JOB,
+        events_table=events_table(p["events"], cadence, lingering["events"]),
+        batching_table=markdown_table(headers, batching),
+        spread=saved["args"]["spread"],
+        reads=", ".join(f"`{r}` {n}" for r, n in sorted(p["reads"].items())),
+        before_reads=", ".join(f"`{r}` {n}" for r, n in sorted(before["reads"].items())),
     )
 
 
@@ -240,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     lingering = run_pipeline(args.jobs, args.spread, args.seed, events=True, linger=LINGER_SECONDS)
     seed_poller = run_seed_poller(args.seed_jobs, args.seed_time_scale, args.seed)
-    ratio = seed_poller["requests_per_job"] / pipeline["requests_per_settled_job"]
     added = round(pipeline["requests_per_settled_job"] - before["requests_per_settled_job"], 4)
     ok = {
         "requests_per_job": pipeline["requests_per_settled_job"] <= TARGET_REQUESTS_PER_JOB,
@@ -251,61 +225,22 @@ def main(argv: list[str] | None = None) -> int:
         "stored_to_event_p99": latency["p99"] <= TARGET_STORED_TO_EVENT_P99_S,
         "every_outcome_told": events["stored_without_an_event"] == 0,
     }
-    rows = [
-        [
-            "webhook pipeline (reconciler every minute included)",
-            pipeline["requests_per_settled_job"],
-            f"{ratio:.1f}×",
-            "≤ 1.05",
-        ],
-        [
-            "same jobs, reconciler every 10 min (before)",
-            before["requests_per_settled_job"],
-            f"{seed_poller['requests_per_job'] / before['requests_per_settled_job']:.1f}×",
-            f"every minute adds {added:+.4f} (≤ +{TARGET_ADDED_PER_JOB})",
-        ],
-        [
-            "seed article's backoff poller (polling benchmark)",
-            seed_poller["requests_per_job"],
-            "1.0×",
-            "baseline",
-        ],
-    ]
-    table = markdown_table(
-        ["mode", "Geonode requests per settled job", "fewer than seed", "target"], rows
-    )
-    table += "\n\n" + events_table(events, cadence, lingering["events"])
-    table += "\n\n" + batching_table(pipeline, wide, lingering)
-    table += (
-        f"\n\n{pipeline['jobs_submitted']} jobs submitted over {args.spread:.0f} simulated s, "
-        f"{pipeline['settled_jobs']} settled ({pipeline['resubmissions']} of them resubmissions of "
-        f"retryable failures); reads by route: "
-        + ", ".join(f"`{r}` {n}" for r, n in sorted(pipeline["reads"].items()))
-        + f"; {pipeline['reconciler_runs']} reconciler runs, recovered {pipeline['recovered']}. "
-        f"Every 10 minutes: reads by route "
-        + ", ".join(f"`{r}` {n}" for r, n in sorted(before["reads"].items()))
-        + f", {before['reconciler_runs']} runs. "
-        f"Seed poller: {seed_poller['jobs']} jobs of 1–20 s. Submissions are not counted."
-    )
+    saved = {
+        "args": vars(args),
+        "pipeline": pipeline,
+        "ten_minute_reconciler": before,
+        "wide_batching_window": {"seconds": WIDE_WINDOW_SECONDS, **wide},
+        "event_linger": {"seconds": LINGER_SECONDS, **lingering},
+        "reconciler_added_per_job": added,
+        "seed_poller": seed_poller,
+        "reconciler": cadence.as_dict(),
+        "targets_met": ok,
+    }
+    table = readme_table(saved)
     print(table)
     print(f"wall time {pipeline['wall_seconds']} s; targets met: {ok}")
     if not args.no_save:
-        save(
-            "pipeline",
-            {
-                "args": vars(args),
-                "pipeline": pipeline,
-                "ten_minute_reconciler": before,
-                "wide_batching_window": {"seconds": WIDE_WINDOW_SECONDS, **wide},
-                "event_linger": {"seconds": LINGER_SECONDS, **lingering},
-                "reconciler_added_per_job": added,
-                "seed_poller": seed_poller,
-                "reconciler": cadence.as_dict(),
-                "targets_met": ok,
-            },
-            table,
-            load_start=load_start,
-        )
+        save("pipeline", saved, table, load_start=load_start)
     return 0 if all(ok.values()) else 1
 
 

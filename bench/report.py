@@ -105,6 +105,11 @@ def put_section(path: Path, name: str, block: str) -> None:
     path.write_text(with_section(text, name, block))
 
 
+def fill(template: str, **fields: Any) -> str:
+    """``bench/templates/<template>.md`` with its named fields filled (its last newline off)."""
+    return (BENCH / "templates" / f"{template}.md").read_text().rstrip("\n").format_map(fields)
+
+
 def pyplot() -> Any:
     """matplotlib's pyplot, drawing to files (no display)."""
     import matplotlib
