@@ -48,6 +48,18 @@ class AwsCalls:
         return {call: n for call, n in sorted(self.counts.items()) if n}
 
 
+def take(sqs: Any, queue_url: str, **receive: Any) -> list[dict[str, Any]]:
+    """One receive of up to ten messages, deleted in one batch; the messages."""
+    answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, **receive)
+    messages: list[dict[str, Any]] = answer.get("Messages", [])
+    if messages:
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+        ]
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+    return messages
+
+
 def build_under(session: Any, build: Callable[[], Any]) -> Any:
     """Run ``build`` with ``session`` as boto3's default session (the clients it makes)."""
     previous = boto3.DEFAULT_SESSION

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.aws_calls import count_by_function
+from bench.aws_calls import count_by_function, take
 from bench.report import percentile
 from scrape_pipeline.events.detail import SOURCE
 
@@ -88,23 +88,10 @@ class EventProbe:
 
     def drain(self) -> None:
         """Take every event the bus has delivered so far (call before the stack stops)."""
-        while True:
-            batch = self._sqs.receive_message(
-                QueueUrl=self._url, MaxNumberOfMessages=10, AttributeNames=["SentTimestamp"]
-            )
-            messages = batch.get("Messages", [])
-            if not messages:
-                return
+        while messages := take(self._sqs, self._url, AttributeNames=["SentTimestamp"]):
             for message in messages:
                 queued = int(message["Attributes"]["SentTimestamp"]) / 1000
                 self.received.append((json.loads(message["Body"]), queued))
-            self._sqs.delete_message_batch(
-                QueueUrl=self._url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                    for i, m in enumerate(messages)
-                ],
-            )
 
     def figures(self, settled_jobs: int, stored_jobs: set[str]) -> dict[str, Any]:
         """Events by type, repeats, stored-to-event latencies and PutEvents calls;

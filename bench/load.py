@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Self
 
+from bench.aws_calls import take
 from bench.report import markdown_table, percentile, save
 from scrape_pipeline_local.moto_server import forget_cached_clients
 
@@ -315,17 +316,7 @@ class QueueDrain:
         """One receive and one batch delete; returns how many messages there were."""
         from scrape_pipeline.processor.queue import JobMessage
 
-        messages = self._sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=self.BATCH, WaitTimeSeconds=0
-        ).get("Messages", [])
-        if not messages:
-            return 0
-        self._sqs.delete_message_batch(
-            QueueUrl=self.queue_url,
-            Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-            ],
-        )
+        messages = take(self._sqs, self.queue_url, WaitTimeSeconds=0)
         with self._state:
             for message in messages:
                 self.jobs[JobMessage.from_json(message["Body"]).key.pk] += 1

@@ -16,7 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.report import load_average, markdown_table, percentile, save
+from bench.aws_calls import take
+from bench.report import fill, load_average, percentile, save
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "whsec_YmVuY2htYXJrLXNlY3JldC1ub3QtcmVhbA"
@@ -138,8 +139,7 @@ def run_handler(deliveries: int) -> dict[str, Any]:
                     statuses[label].append(response["statusCode"])
                     if label == "new":
                         # keep moto's queue shallow: its cost grows with depth (field-notes)
-                        for m in sqs.receive_message(QueueUrl=queue_url).get("Messages", []):
-                            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+                        take(sqs, queue_url)
     assert set(statuses["new"]) == {200} and set(statuses["duplicate"]) == {200}
     both = overhead["new"] + overhead["duplicate"]
     return {
@@ -277,36 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "calls_duplicate": handler["aws_calls"]["duplicate"] <= TARGETS["calls_duplicate"],
         "import_ratio": imports["ratio"] <= TARGETS["import_ratio"],
     }
-    rows = [
-        [
-            "handler time, AWS answered instantly: p50 / p99 (ms)",
-            f"{own['p50']} / {own['p99']}",
-            "p99 ≤ 1 ms",
-        ],
-        [
-            "handler time against moto, AWS calls subtracted: p50 / p99 (ms)",
-            f"{handler['overhead_ms']['p50']} / {handler['overhead_ms']['p99']}",
-            "(moto's garbage inflates the tail)",
-        ],
-        ["AWS calls per new delivery", handler["aws_calls"]["new"], "≤ 2"],
-        ["AWS calls per duplicate", handler["aws_calls"]["duplicate"], "≤ 1"],
-        [
-            "cold import, byte code cached: `import boto3` (ms, median)",
-            imports["boto3"],
-            "baseline",
-        ],
-        [
-            "cold import, byte code cached: receiver handler (ms, median)",
-            f"{imports['receiver']} ({imports['ratio']}×)",
-            "≤ 1.6×",
-        ],
-        [
-            "cold init, byte code cached: handler + its boto3 clients (ms)",
-            f"{imports['receiver_and_clients']} ({imports['ratio_with_clients']}×)",
-            "(for reference)",
-        ],
-    ]
-    table = markdown_table(["receiver", "measured", "target"], rows)
+    table = fill("receiver", own=own, moto=handler, imports=imports, targets=TARGETS)
     print(table)
     print("targets met:", ok)
     save(
