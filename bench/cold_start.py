@@ -22,7 +22,7 @@ from typing import Any
 
 from cfnlint.decode import cfn_yaml
 
-from bench.report import load_average, markdown_table, percentile, save
+from bench.report import fill, load_average, markdown_table, percentile, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SAM_VENV_BIN = ROOT / ".venv-sam" / "bin"
@@ -306,17 +306,14 @@ def table(figures: dict[str, Any]) -> str:
         rows.append(row(label, "(d) as shipped + X-Ray SDK", f["tracer"], ratios))
     rows.append(row("bare `import boto3`", "(c) runtime's", figures["boto3"], ("1×", "1×")))
     headers = ["import", "byte code", "wall ms: median / p90", "÷ (c)", "CPU ms: median / p90"]
-    mib = {k: round(v / 2**20, 1) for k, v in figures["layer_bytes"].items()}
-    return (
-        markdown_table([*headers, "÷ (c)"], rows)
-        + f"\n\n{figures['repeats']} fresh python3.12 processes per row, round-robin, "
-        + "PYTHONDONTWRITEBYTECODE=1, the build read-only, the import statement timed inside "
-        + "the process (medians divided by (c)'s). CPU time is the import's own: other work on "
-        + f"the machine inflates wall time (load average {figures['load_average_1m_after']} "
-        + f"on {os.cpu_count()} CPUs). Layer: {mib['source']} MiB without byte code, "
-        + f"{mib['bytecode']} MiB as shipped. (d) is what code subsegments through Powertools' "
-        + f"Tracer would add ({', '.join(TRACER_PACKAGES)} beside the layer, compiled), "
-        + "divided by (b) of the same run."
+    return fill(
+        "cold_start",
+        table=markdown_table([*headers, "÷ (c)"], rows),
+        repeats=figures["repeats"],
+        load=figures["load_average_1m_after"],
+        cpus=os.cpu_count(),
+        mib={k: round(v / 2**20, 1) for k, v in figures["layer_bytes"].items()},
+        tracer=", ".join(TRACER_PACKAGES),
     )
 
 

@@ -24,7 +24,6 @@ from scrape_pipeline_local.simulator.seeding import rng_for
 # Rounds of "deliver, then process" per step: a processed batch can make more work due.
 SETTLE_ROUNDS = 20
 DRAIN_TIMEOUT_SECONDS = 30.0
-MINUTE = 60.0
 PERCENTILES = (50, 99)
 
 
@@ -34,10 +33,6 @@ class Point:
 
     rate: float
     drop: float
-
-    @property
-    def name(self) -> str:
-        return f"{self.rate:g}/s, {self.drop:.0%} dropped"
 
 
 @dataclass(frozen=True)
@@ -106,7 +101,7 @@ def _drive(
     arrivals: list[tuple[float, str]] = []  # stand-in webhooks: a heap of (settle time, id)
     spent: defaultdict[str, float] = defaultdict(float)  # wall seconds by activity
     runs: list[dict[str, Any]] = []
-    reconciler_routes: dict[str, int] = {}
+    reconciler_routes: Counter[str] = Counter()
     next_run = origin + interval
     carry = 0.0
     started = time.perf_counter()
@@ -158,7 +153,7 @@ def _run(
     now: float,
     *,
     reconcile: bool,
-    routes: dict[str, int],
+    routes: Counter[str],
     consume: bool,
 ) -> dict[str, Any]:
     """One scheduled run (unless ``reconcile`` is off), then the lag measured right after it."""
@@ -167,7 +162,7 @@ def _run(
     if reconcile:
         before = world.geonode_requests()
         report, seconds = world.run_reconciler(consume=consume)
-        _add(routes, _diff(world.geonode_requests(), before))
+        routes.update(world.geonode_requests() - before)
         recovered, complete, errors = report.total_recovered, report.complete, report.errors
     measuring = time.perf_counter()
     lag = tracker.lag(now)
@@ -224,17 +219,6 @@ def _settle(world: World) -> None:
             return
 
 
-def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    """``after`` less ``before``, route by route, zeros left out."""
-    changed = {route: n - before.get(route, 0) for route, n in after.items()}
-    return {route: n for route, n in changed.items() if n}
-
-
-def _add(total: dict[str, int], more: dict[str, int]) -> None:
-    for route, n in more.items():
-        total[route] = total.get(route, 0) + n
-
-
 def _dropped_latencies(
     world: World, settle_at: dict[JobKey, float], real: bool
 ) -> tuple[list[float], int, int]:
@@ -266,8 +250,8 @@ class _Observed:
 
     settle_at: dict[JobKey, float]  # every job created, and when the simulator settles it
     runs: list[dict[str, Any]]
-    reconciler_routes: dict[str, int]  # the reconciler's Geonode requests, by route
-    baseline: dict[str, int]  # Geonode requests of the stack's set-up, not counted
+    reconciler_routes: Counter[str]  # the reconciler's Geonode requests, by route
+    baseline: Counter[str]  # Geonode requests of the stack's set-up, not counted
     spent: defaultdict[str, float]  # wall seconds by activity
 
 
@@ -280,8 +264,7 @@ def _figures(
     in_period = [run for run in runs if run["in_period"]]
     lags = [run["lag"] for run in in_period]
     seconds = [run["seconds"] for run in runs]
-    total_routes = _diff(world.geonode_requests(), baseline)
-    pipeline_routes = _diff(total_routes, reconciler_routes)
+    pipeline_routes = world.geonode_requests() - baseline - reconciler_routes
     latencies, dropped, missing = _dropped_latencies(world, settle_at, real)
     calls = world.counted.figures()
     return {

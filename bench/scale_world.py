@@ -7,8 +7,9 @@ import os
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -94,13 +95,6 @@ class World:
     poller: SqsEventSource
     pipeline_ledger: Ledger  # counted: the stand-ins write through it
     probe_ledger: Ledger  # uncounted: the benchmark's own reads
-    pipeline_sqs: Any  # counted as the event source: the stand-in processor's queue client
-    overrides: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def queue_url(self) -> str:
-        assert self.stack.resources is not None
-        return self.stack.resources.queue_url
 
     def run_reconciler(self, *, consume: bool) -> tuple[ReconcileReport, float]:
         """One run with the wall time a Lambda of the template's Timeout has; (report, seconds)."""
@@ -130,9 +124,9 @@ class World:
                 consumer.join()
         return report, time.monotonic() - started
 
-    def geonode_requests(self) -> dict[str, int]:
+    def geonode_requests(self) -> Counter[str]:
         """The simulator's own count of API requests, by route."""
-        return dict(self.stack.sim.request_counts()["by_route"])
+        return Counter(self.stack.sim.request_counts()["by_route"])
 
     def stop(self) -> None:
         self.stack.stop()
@@ -200,8 +194,6 @@ def start_world(
             poller=poller,
             pipeline_ledger=Ledger(table, client=sessions["pipe"].client("dynamodb"), clock=clock),
             probe_ledger=Ledger(table, client=sessions["probe"].client("dynamodb"), clock=clock),
-            pipeline_sqs=source_sqs,
-            overrides=dict(overrides or {}),
         )
     except BaseException:
         stack.stop()
