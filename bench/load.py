@@ -18,15 +18,11 @@ from datetime import UTC, datetime
 from typing import Any, Self
 
 from bench.aws_calls import take
-from bench.report import markdown_table, percentile, save
+from bench.report import fill, markdown_table, percentile, save
 from scrape_pipeline_local.moto_server import forget_cached_clients
 
 SECRET = "whsec_bG9hZC10ZXN0LXNlY3JldC1ub3QtcmVhbC1hdC1hbGw"
 EVENTS = ("extract_completed", "batch_completed", "crawl_completed")
-SERIALIZED_NOTE = (
-    "The API front runs one receiver invocation at a time, as one Lambda container does: that "
-    "is the honest local model, so latency grows with the senders and throughput does not"
-)
 REGION = "us-east-1"
 CEILING_TABLE = "load-ceiling-ledger"
 CEILING_QUEUE = "load-ceiling-jobs"
@@ -573,13 +569,7 @@ class LoadResult:
             if self.front_backlog > 5
             else "its listen backlog is socketserver's 5"
         )
-        return (
-            f"{SERIALIZED_NOTE}; {backlog}. No processor runs: a drain receives the job "
-            "messages (holding the senders back when moto's queue runs deep, in both columns), "
-            "and RESEND_AFTER_SECONDS is a day so that late duplicates are not re-enqueued as "
-            "stale rows. The senders, the front, the receiver, moto and the drain share one "
-            "interpreter and this machine with whatever else runs there (see the load average)."
-        )
+        return fill("load_note", backlog=backlog)
 
     def table(self) -> str:
         r, c = self.receiver, self.ceiling
