@@ -60,16 +60,6 @@ def take(sqs: Any, queue_url: str, **receive: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def build_under(session: Any, build: Callable[[], Any]) -> Any:
-    """Run ``build`` with ``session`` as boto3's default session (the clients it makes)."""
-    previous = boto3.DEFAULT_SESSION
-    boto3.DEFAULT_SESSION = session
-    try:
-        return build()
-    finally:
-        boto3.DEFAULT_SESSION = previous
-
-
 def event_source_on(stack: Any, sqs: Any, handler: Any = None) -> SqsEventSource:
     """A copy of the stack's SQS event source that polls through ``sqs`` (a counted client)."""
     poller = stack.poller
@@ -92,12 +82,17 @@ def count_by_function(
 ) -> dict[str, AwsCalls]:
     """Count a started stack's calls by the function that makes them, its event source apart."""
     counted: dict[str, AwsCalls] = {}
-    for name, builder in BUILDERS.items():
-        session = boto3.session.Session()
-        counted[name] = AwsCalls(session, empty_receives=True)
-        if watch is not None:
-            watch(name, session)
-        build_under(session, getattr(stack.handlers[name], builder))
+    previous = boto3.DEFAULT_SESSION
+    try:
+        for name, builder in BUILDERS.items():
+            session = boto3.session.Session()
+            counted[name] = AwsCalls(session, empty_receives=True)
+            if watch is not None:
+                watch(name, session)
+            boto3.DEFAULT_SESSION = session  # the clients the builder makes are this session's
+            getattr(stack.handlers[name], builder)()
+    finally:
+        boto3.DEFAULT_SESSION = previous
     session = boto3.session.Session()
     counted[EVENT_SOURCE] = AwsCalls(session, empty_receives=True)
     stack.poller = event_source_on(stack, session.client("sqs"))

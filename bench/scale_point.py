@@ -16,7 +16,6 @@ from bench import scale_world
 from bench.report import percentile
 from bench.scale_world import API_KEY, TemplateReconciler, World, start_world
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger.attributes import PARTITION_KEY
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator.seeding import rng_for
@@ -307,10 +306,7 @@ def _figures(
 KEYS_PER_READ = 100
 # A job counts as handed to the pipeline once its row is in any of these states (a RECEIVED
 # row is the receiver's: its message went out with it).
-IN_PIPELINE = frozenset(
-    state.value
-    for state in (JobState.RECEIVED, JobState.ENQUEUED, JobState.PROCESSING, JobState.DONE)
-)
+IN_PIPELINE = {JobState.RECEIVED, JobState.ENQUEUED, JobState.PROCESSING, JobState.DONE}
 
 
 @dataclass(order=True)
@@ -323,8 +319,7 @@ class LagTracker:
     """The age of the oldest settled job the pipeline has not taken in yet."""
 
     def __init__(self, ledger: Ledger) -> None:
-        self._db = ledger.client
-        self._table = ledger.table_name
+        self._ledger = ledger
         self._unsettled: list[_Job] = []
         self._settled: list[_Job] = []  # in settle order: the walk's track
         self._next = 0  # the first settled job not yet seen in the pipeline
@@ -339,29 +334,13 @@ class LagTracker:
             self._settled.append(heapq.heappop(self._unsettled))
         while self._next < len(self._settled):
             chunk = self._settled[self._next : self._next + KEYS_PER_READ]
-            states = self._states([job.key for job in chunk])
+            rows = self._ledger.get_many([job.key for job in chunk])
             for job in chunk:
-                if states.get(job.key.pk) not in IN_PIPELINE:
+                row = rows.get(job.key)
+                if row is None or row.state not in IN_PIPELINE:
                     return now - job.settle_at
                 self._next += 1
         return 0.0
-
-    def _states(self, keys: list[JobKey]) -> dict[str, str]:
-        """pk -> state of the rows that exist, reading only those two attributes."""
-        request: Any = {
-            self._table: {
-                "Keys": [{PARTITION_KEY: {"S": key.pk}} for key in keys],
-                "ProjectionExpression": "#pk, #state",
-                "ExpressionAttributeNames": {"#pk": PARTITION_KEY, "#state": "state"},
-            }
-        }
-        states: dict[str, str] = {}
-        while request:
-            response = self._db.batch_get_item(RequestItems=request)
-            for item in response["Responses"].get(self._table, []):
-                states[item[PARTITION_KEY]["S"]] = item["state"]["S"]
-            request = response.get("UnprocessedKeys") or {}
-        return states
 
     @property
     def waiting(self) -> int:
