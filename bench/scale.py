@@ -10,9 +10,7 @@ import json
 import math
 import multiprocessing
 import os
-import sys
 import time
-import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -78,12 +76,11 @@ class PointTask:
 
 def point_task(task: PointTask) -> dict[str, Any]:
     """One point, in a worker process of its own (one local stack per process)."""
-    os.environ.update(QUIET_ENV)
-    warnings.simplefilter("ignore")
-    # Powertools prints a metrics blob when 100 accumulate, metrics disabled or not.
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - this worker's stdout, for its life
     from bench.scale_point import Point, Timing, run_point
-    from bench.scale_world import TemplateReconciler
+    from bench.sweep import quiet_worker
+
+    quiet_worker()
+    os.environ.update(QUIET_ENV)
 
     template = TemplateReconciler.read(task.schedule)
     timing = Timing(

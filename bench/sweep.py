@@ -70,7 +70,8 @@ def run_pollers(plan: Plan, log: Callable[[str], None]) -> dict[int, dict[str, A
 
 
 def quiet_worker() -> None:
-    """The handlers' log and metric lines would bury the report's own output."""
+    """The handlers' log and metric lines would bury the report's own output (Powertools prints
+    a metrics blob when 100 accumulate, metrics disabled or not)."""
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ScrapePipelineBench")
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "bench")
     os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"
