@@ -265,7 +265,7 @@ def _figures(
     seconds = [run["seconds"] for run in runs]
     pipeline_routes = world.geonode_requests() - baseline - reconciler_routes
     latencies, dropped, missing = _dropped_latencies(world, settle_at, real)
-    calls = world.counted.figures()
+    calls = {who: dict(counts.counts) for who, counts in world.counted.items()}
     return {
         "rate": point.rate,
         "drop": point.drop,

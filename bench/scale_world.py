@@ -34,6 +34,7 @@ NEVER_SECONDS = 10.0**9
 SCHEDULED_RULE = "AWS::Events::Rule"
 # How long the event source waits when the queue was empty, during a reconciler run.
 CONSUME_IDLE_SECONDS = 0.05
+COUNTED = ("reconciler", "pipeline", "event_source")  # whose AWS calls a point counts
 
 
 @dataclass(frozen=True)
@@ -69,29 +70,15 @@ class TemplateReconciler:
 
 
 @dataclass
-class Counted:
-    """AWS calls by who made them, each through a boto3 session of its own."""
-
-    reconciler: AwsCalls
-    pipeline: AwsCalls  # the receiver and processor (or their stand-ins)
-    event_source: AwsCalls  # Lambda's SQS poller: ReceiveMessage, DeleteMessageBatch
-
-    def figures(self) -> dict[str, dict[str, int]]:
-        return {
-            "reconciler": dict(self.reconciler.counts),
-            "pipeline": dict(self.pipeline.counts),
-            "event_source": dict(self.event_source.counts),
-        }
-
-
-@dataclass
 class World:
     """One point's stack, reconciler, event source and ledger views."""
 
     stack: LocalStack
     reconciler: Reconciler
     template: TemplateReconciler
-    counted: Counted
+    # AWS calls by who made them, each through a session of its own: the reconciler, the
+    # pipeline (receiver and processor, or their stand-ins) and the event source (SQS polls).
+    counted: dict[str, AwsCalls]
     poller: SqsEventSource
     pipeline_ledger: Ledger  # counted: the stand-ins write through it
     probe_ledger: Ledger  # uncounted: the benchmark's own reads
@@ -174,17 +161,14 @@ def start_world(
             **local,
             **(overrides or {}),
         }
-        sessions = {name: boto3.session.Session() for name in ("rec", "pipe", "source", "probe")}
-        counted = Counted(
-            AwsCalls(sessions["rec"]), AwsCalls(sessions["pipe"]), AwsCalls(sessions["source"])
-        )
+        sessions = {name: boto3.session.Session() for name in (*COUNTED, "probe")}
+        counted = {name: AwsCalls(sessions[name]) for name in COUNTED}
         # build_reconciler makes its clients from boto3's default session, at build time.
-        boto3.DEFAULT_SESSION = sessions["rec"]
+        boto3.DEFAULT_SESSION = sessions["reconciler"]
         reconciler = build_reconciler(env, clock=clock)
         # The handlers build theirs lazily, at their first invocation: the pipeline's session.
-        boto3.DEFAULT_SESSION = sessions["pipe"]
-        source_sqs = sessions["source"].client("sqs")
-        poller = event_source_on(stack, source_sqs, processor)
+        boto3.DEFAULT_SESSION = sessions["pipeline"]
+        poller = event_source_on(stack, sessions["event_source"].client("sqs"), processor)
         table = stack.resources.table
         return World(
             stack=stack,
@@ -192,7 +176,9 @@ def start_world(
             template=template,
             counted=counted,
             poller=poller,
-            pipeline_ledger=Ledger(table, client=sessions["pipe"].client("dynamodb"), clock=clock),
+            pipeline_ledger=Ledger(
+                table, client=sessions["pipeline"].client("dynamodb"), clock=clock
+            ),
             probe_ledger=Ledger(table, client=sessions["probe"].client("dynamodb"), clock=clock),
         )
     except BaseException:
@@ -200,7 +186,7 @@ def start_world(
         raise
 
 
-__all__ = ["API_KEY", "Counted", "TemplateReconciler", "World", "start_world"]
+__all__ = ["API_KEY", "TemplateReconciler", "World", "start_world"]
 
 
 BATCH_WRITE_MAX = 25  # DynamoDB's limit of items per BatchWriteItem
