@@ -77,7 +77,7 @@ def make_plan(
     """``deliveries`` signed deliveries, ``duplicate_share`` of them repeating an earlier job."""
     from scrape_pipeline.jobs import JobKey
     from scrape_pipeline.receiver.payload import EVENT_KINDS
-    from scrape_pipeline.receiver.signatures import SignatureConfig
+    from scrape_pipeline.receiver.signatures.config import SignatureConfig
     from scrape_pipeline_ops.signing import sign
 
     if deliveries < 1 or senders < 1:
@@ -364,7 +364,7 @@ class LoadStack:
 
     def start(self) -> Self:
         from scrape_pipeline.clock import SYSTEM_CLOCK
-        from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets
+        from scrape_pipeline.receiver.signatures.secret import WebhookSecret, WebhookSecrets
         from scrape_pipeline_local.stack import LocalStack, StackSettings
 
         settings = StackSettings(

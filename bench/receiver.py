@@ -73,7 +73,7 @@ def quiet(logger: Any) -> Iterator[None]:
 
 def signed_event(job_id: str, delivery: str) -> dict[str, Any]:
     """A signed ``extract_completed`` delivery as API Gateway hands it to the handler."""
-    from scrape_pipeline.receiver.signatures import SignatureConfig
+    from scrape_pipeline.receiver.signatures.config import SignatureConfig
     from scrape_pipeline_ops.signing import sign
     from tests.support.events import api_gateway_event
 

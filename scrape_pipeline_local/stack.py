@@ -28,7 +28,7 @@ import boto3
 
 from scrape_pipeline.clock import use_clock
 from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
-from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local import function_env
 from scrape_pipeline_local.apigw import ApiGatewayFront
 from scrape_pipeline_local.boto_sessions import new_session

@@ -21,7 +21,7 @@ from scrape_pipeline.geonode.settings import (
 from scrape_pipeline.processor.settings import ProcessorSettings
 from scrape_pipeline.receiver.freshness import Freshness
 from scrape_pipeline.receiver.payload import FieldLocations
-from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline.receiver.webhook import ReceiverSettings
 from scrape_pipeline.reconciler.recovery import RecoverySettings
 from scrape_pipeline.reconciler.run import ReconcilerSettings

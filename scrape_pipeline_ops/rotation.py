@@ -34,7 +34,11 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavaila
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_ROTATION
-from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets, parse_secret_bundle
+from scrape_pipeline.receiver.signatures.secret import (
+    WebhookSecret,
+    WebhookSecrets,
+    parse_secret_bundle,
+)
 from scrape_pipeline.reconciler.run import Reconciler
 
 if TYPE_CHECKING:

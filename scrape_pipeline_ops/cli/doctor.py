@@ -29,7 +29,8 @@ from scrape_pipeline.geonode.api_key import SECRET_ID_ENV
 from scrape_pipeline.geonode.errors import AuthError, GeonodeError
 from scrape_pipeline.geonode.models import Delivery, Webhook, format_time
 from scrape_pipeline.receiver.payload import EVENT_KINDS, TEST_EVENT
-from scrape_pipeline.receiver.signatures import SecretBundleError, SignatureConfig, WebhookSecret
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
+from scrape_pipeline.receiver.signatures.secret import SecretBundleError, WebhookSecret
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.webhooks import WEBHOOK_SECRET_ENV, WEBHOOK_URL_ENV
 from scrape_pipeline_ops.samples import PUBLISHED_SECRETS, is_public_receiver

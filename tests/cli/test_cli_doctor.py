@@ -19,12 +19,9 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.receiver.signatures import (
-    SignatureConfig,
-    SignatureError,
-    WebhookSecret,
-    verify,
-)
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret
+from scrape_pipeline.receiver.signatures.signing import SignatureError, verify
 from scrape_pipeline_local.stack import API_KEY, LocalStack
 from scrape_pipeline_ops.rotation import PLACEHOLDER_LENGTH, is_placeholder
 from scrape_pipeline_ops.samples import PUBLISHED_SECRETS, SAMPLE_FORGED_SECRET, SAMPLE_SECRET

@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack, StackSettings

@@ -41,7 +41,7 @@ from scrape_pipeline.receiver.payload import (
     PayloadError,
     read_notification,
 )
-from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline_local.events import api_gateway_event, response_json
 from scrape_pipeline_ops.signing import sign
 from tests.property.conftest import MAX_BODY_BYTES, SECRET, TABLE, FakeContext, ReceiverStack

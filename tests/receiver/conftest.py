@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities import parameters
 from moto import mock_aws
 
 from functions.receiver import app as receiver_app
-from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline_ops.signing import sign
 from tests.support.events import api_gateway_event
 from tests.support.template import create_ledger_table, create_queues, create_secret

@@ -14,7 +14,7 @@ import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings
 from scrape_pipeline.wiring.receiver import build_receiver
 from scrape_pipeline_local.clock import ManualClock

@@ -12,7 +12,7 @@ import pytest
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.leases import new_owner_id
-from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from tests.receiver.conftest import TABLE, Invoke, Stack, delivery_body
 from tests.support.events import response_json
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind
 from scrape_pipeline.processor.queue import JobMessage
-from scrape_pipeline.receiver.signatures import SignatureConfig
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline_local.translate import template
 from scrape_pipeline_ops.samples import SAMPLE_FORGED_SECRET, SAMPLE_SECRET
 from scrape_pipeline_ops.signing import sign

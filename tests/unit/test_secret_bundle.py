@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets, parse_secret_bundle
+from scrape_pipeline.receiver.signatures.secret import (
+    WebhookSecret,
+    WebhookSecrets,
+    parse_secret_bundle,
+)
 from scrape_pipeline_ops.rotation import (
     BundleContents,
     render_bundle,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 from moto import mock_aws
 
-from scrape_pipeline.receiver.signatures import WebhookSecret, WebhookSecrets
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local.create import create_all
 from scrape_pipeline_ops.rotation import SecretBundle, is_placeholder, render_bundle
 

@@ -11,16 +11,17 @@ from typing import Any, get_args
 import pytest
 
 from scrape_pipeline.config.settings import SettingsError
-from scrape_pipeline.receiver.signatures import (
-    FailureReason,
-    NoValidSecretError,
-    Scheme,
+from scrape_pipeline.receiver.signatures.config import Scheme, SignatureConfig
+from scrape_pipeline.receiver.signatures.secret import (
     SecretBundleError,
-    SignatureConfig,
-    SignatureError,
-    SignatureMismatchError,
     WebhookSecret,
     parse_secret_bundle,
+)
+from scrape_pipeline.receiver.signatures.signing import (
+    FailureReason,
+    NoValidSecretError,
+    SignatureError,
+    SignatureMismatchError,
     verify,
 )
 from scrape_pipeline_ops.signing import sign

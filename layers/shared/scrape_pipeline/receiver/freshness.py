@@ -14,11 +14,8 @@ from typing import Final
 
 from scrape_pipeline.config.settings import Kind, Setting, read_declared
 from scrape_pipeline.receiver.payload import PayloadError
-from scrape_pipeline.receiver.signatures import (
-    DEFAULT_TOLERANCE_SECONDS,
-    SignatureConfig,
-    SignatureError,
-)
+from scrape_pipeline.receiver.signatures.config import DEFAULT_TOLERANCE_SECONDS, SignatureConfig
+from scrape_pipeline.receiver.signatures.signing import SignatureError
 
 DEFAULT_MAX_AGE_SECONDS: Final = 36 * 3600
 OFF: Final = "off"

@@ -1,9 +1,5 @@
-"""Reading a delivery's job id, event and job kind from configurable field locations.
-
-Everything is read from the signed body, never from a header: with the default scheme only the
-body is signed, so a captured body re-keyed by an unsigned header would become a new job. The
-event ``ping`` is our test delivery (``scrape-pipeline doctor``): answered, never recorded.
-"""
+"""A delivery's job id, event and kind, read from the signed body only (never a header: with
+only the body signed, an unsigned header could re-key a capture into a new job)."""
 
 from __future__ import annotations
 
@@ -21,7 +17,7 @@ EVENT_KINDS: Mapping[str, JobKind] = {
     "batch_completed": JobKind.BATCH,
     "crawl_completed": JobKind.CRAWL,
 }
-TEST_EVENT = "ping"
+TEST_EVENT = "ping"  # our test delivery (``scrape-pipeline doctor``): answered, never recorded
 
 
 class PayloadError(PipelineError, ValueError):
@@ -86,49 +82,24 @@ class TestEvent:
     stamp: object = None
 
 
-def _lookup(document: Mapping[str, Any], path: str) -> Any:
-    node: Any = document
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
+    """The value at the first dotted path present (a JSON null is absent)."""
     for path in paths:
-        value = _lookup(document, path)
-        if value is not None:
-            return value
+        node: Any = document
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None:
+            return node
     return None
 
 
-@dataclass(frozen=True)
-class _Field:
-    """A field is ``valid``, else ``malformed``; absent, ``missing`` (None: optional)."""
-
-    valid: Callable[[Any], bool]
-    malformed: str
-    missing: str | None = None
-
-
-_JOB_ID = _Field(is_job_id, "malformed job id", "missing job id")
-# An event that is not text names nothing: as good as none.
-_EVENT = _Field(
-    lambda value: isinstance(value, str) and bool(value), "missing event type", "missing event type"
-)
-# Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
-_DELIVERY_ID = _Field(is_job_id, "malformed delivery id")
-
-
-def _read(document: Mapping[str, Any], paths: Sequence[str], field: _Field) -> Any:
+def _read(
+    document: Mapping[str, Any], paths: Sequence[str], valid: Callable[[Any], bool], problem: str
+) -> Any:
+    """The field at ``paths``: None when absent, ``PayloadError(problem)`` when not ``valid``."""
     value = _first(document, paths)
-    if value is None:
-        if field.missing:
-            raise PayloadError(field.missing)
-        return None
-    if not field.valid(value):
-        raise PayloadError(field.malformed)
+    if value is not None and not valid(value):
+        raise PayloadError(problem)
     return value
 
 
@@ -148,10 +119,15 @@ def read_notification(document: Any, locations: FieldLocations) -> Notification:
     """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
     if not isinstance(document, Mapping):
         raise PayloadError("body must be a JSON object")
-    job_id = _read(document, locations.job_id, _JOB_ID)
-    event = _read(document, locations.event, _EVENT)
+    job_id = _read(document, locations.job_id, is_job_id, "malformed job id")
+    if job_id is None:
+        raise PayloadError("missing job id")
+    event = _first(document, locations.event)
+    if not isinstance(event, str) or not event:  # not text: it names nothing, as good as none
+        raise PayloadError("missing event type")
     kind = _kind(event, _first(document, locations.kind))
-    delivery_id = _read(document, locations.delivery_id, _DELIVERY_ID)
+    # Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
+    delivery_id = _read(document, locations.delivery_id, is_job_id, "malformed delivery id")
     stamp = _first(document, locations.timestamp)
     return Notification(kind, job_id, event, delivery_id, stamp)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from scrape_pipeline.aws_errors import Fetch, fetch_secret
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.receiver.signatures import WebhookSecret, parse_secret_bundle
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret, parse_secret_bundle
 
 
 class SecretStore:

@@ -1,19 +1,5 @@
-"""The webhook receiver's logic: verify, record once, enqueue; answer within milliseconds.
-
-Independent of Lambda and API Gateway, so the handler, the local stack and the tests run the
-same code. Every outcome is an ``Answer``; errors become statuses here and nowhere else:
-
-    body not base64, or unusable    400   nothing written (PayloadError; no usable timestamp)
-    body too large                  413   nothing read further
-    signature invalid, or stale     401   nothing parsed, nothing written (SignatureError)
-    settings invalid, no valid      503   ours to fix, not the sender's; the sender retries
-      secret, secrets or AWS failing      (and no orphan row is left)
-    test event ("ping")             200 test       after the signature: nothing written or sent
-    new job                         200 accepted   ledger put + SQS send (2 AWS calls)
-    known job                       200 duplicate  ledger put only (1 AWS call)
-    a row this delivery moves on    200 accepted, recovered or reopened (``decisions``)
-    job recovered without it        200 late       first one only: the gap was a late webhook
-"""
+"""The webhook receiver's logic, Lambda-free: verify, record once, enqueue; errors become
+statuses here and nowhere else (docs/architecture.md lists the answers)."""
 
 from __future__ import annotations
 
@@ -24,7 +10,6 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
@@ -49,17 +34,16 @@ from scrape_pipeline.receiver.payload import (
     parse_delivery,
 )
 from scrape_pipeline.receiver.secret_store import SecretStore
-from scrape_pipeline.receiver.signatures import (
+from scrape_pipeline.receiver.signatures.config import SignatureConfig
+from scrape_pipeline.receiver.signatures.secret import SecretBundleError
+from scrape_pipeline.receiver.signatures.signing import (
     NoValidSecretError,
-    SecretBundleError,
-    SignatureConfig,
     SignatureError,
     SignatureMismatchError,
     verify,
 )
 
-# The largest body the platform hands us: base64 (4 bytes per 3) inside a synchronous Lambda
-# event of at most 6 MiB, the rest of the event (headers twice, context) reserved generously.
+# The largest body the platform hands us (``max_body_bytes`` says how).
 LAMBDA_SYNC_PAYLOAD_BYTES = 6_291_456
 PROXY_EVENT_OVERHEAD_BYTES = 32_768
 PLATFORM_MAX_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_OVERHEAD_BYTES) * 3 // 4
@@ -67,7 +51,7 @@ PLATFORM_MAX_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_OVERHEAD_BYTE
 
 @dataclass(frozen=True)
 class ReceiverSettings:
-    """The receiver's configuration: its declarations, and those of its parts' classes."""
+    """The receiver's declarations, and those of its parts."""
 
     table_name: str = LEDGER_TABLE_NAME.field()
     queue_url: str = QUEUE_URL.field()
@@ -137,7 +121,7 @@ class Answer:
 
 
 class WebhookOutcome(StrEnum):
-    """What became of one delivery (its value is what the receiver logs as ``outcome``)."""
+    """What became of one delivery (its value is logged as ``outcome``)."""
 
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"
@@ -215,39 +199,24 @@ def bad_request(exc: PayloadError) -> Answer:
     return Answer(400, {"error": str(exc)}, WebhookOutcome.BAD_REQUEST, reason=str(exc))
 
 
-# A refusal before anything is written, answered by its kind whichever step raised it (the
-# first kind it is wins); a stale delivery (StaleDeliveryError) is refused like a bad signature.
-_REFUSALS: tuple[
-    tuple[type[Exception] | tuple[type[Exception], ...], Callable[[Any], Answer]], ...
-] = (
-    # Our configuration, not the sender's fault: make it retry, and alarm.
-    (NoValidSecretError, lambda exc: unavailable_answer("no valid secret configured")),
-    (
-        SignatureError,
-        lambda exc: Answer(
-            401,
-            {"error": "invalid signature"},
-            WebhookOutcome.SIGNATURE_REJECTED,
-            reason=exc.reason,
-        ),
-    ),
-    # A malformed stored bundle: a retry after it is fixed succeeds.
-    (
-        (AWSUnavailableError, SecretBundleError),
-        lambda exc: unavailable_answer(f"secret unavailable: {type(exc).__name__}"),
-    ),
-    (PayloadError, bad_request),
-)
+def _refusal(exc: Exception) -> Answer:
+    """A refusal before anything is written, by its kind (a stale delivery is a bad signature)."""
+    if isinstance(exc, NoValidSecretError):  # our configuration: make the sender retry, alarm
+        return unavailable_answer("no valid secret configured")
+    if isinstance(exc, SignatureError):
+        rejected = WebhookOutcome.SIGNATURE_REJECTED
+        return Answer(401, {"error": "invalid signature"}, rejected, reason=exc.reason)
+    if isinstance(exc, PayloadError):
+        return bad_request(exc)
+    # AWS failing or a malformed stored bundle: a retry after it is fixed succeeds.
+    return unavailable_answer(f"secret unavailable: {type(exc).__name__}")
+
+
 _REFUSED = (SignatureError, AWSUnavailableError, SecretBundleError, PayloadError)
 
 
-def _refusal(exc: Exception) -> Answer:
-    return next(answer for kind, answer in _REFUSALS if isinstance(exc, kind))(exc)
-
-
 def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
-    """The exact bytes of an API Gateway proxy body (base64 with binary media types): the
-    signature is over these bytes, so nothing is decoded as text on the way."""
+    """The exact bytes of a proxy body, which the signature is over: never decoded as text."""
     text = body or ""
     if not base64_encoded:
         return text.encode()
@@ -264,8 +233,8 @@ def answer_proxy(
     headers: Mapping[str, str],
     receiver: Callable[[], Receiver],
 ) -> Answer:
-    """One API Gateway delivery answered; ``receiver`` builds the container's receiver on first
-    use, after a body not base64 is refused, and settings it cannot be built from are a 503."""
+    """One API Gateway delivery answered; ``receiver`` builds the container's receiver, once the
+    body decoded (bad settings: 503)."""
     try:
         raw = proxy_body(body, base64_encoded)
     except PayloadError as exc:
@@ -330,8 +299,7 @@ class Receiver:
             verify(config, headers, body, fresh, now)
 
     def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
-        # One call decides and writes (``Intake.take_webhook``); what it wrote is sent here,
-        # and undone if the send fails.
+        # One call decides and writes; what it wrote is sent here, and undone if the send fails.
         taken = self._ledger.take_webhook(
             key,
             delivery_id=note.delivery_id,

@@ -20,7 +20,7 @@ from scrape_pipeline.config.settings import (
 
 
 class Scheme(StrEnum):
-    """The signature schemes ``verify`` knows (the package docstring describes each)."""
+    """The signature schemes ``verify`` knows (docs/security.md describes each)."""
 
     GEONODE = "geonode"
     STANDARD_WEBHOOKS = "standard_webhooks"
@@ -111,11 +111,10 @@ class SignatureConfig:
 
     @property
     def signs_timestamp(self) -> bool:
-        """The signed bytes include a timestamp ``verify`` checks; when not, ``freshness`` reads
-        the time from the signed body instead."""
-        if self.kind is Scheme.GEONODE:
-            return self.timestamp_header is not None
-        return self.kind in (Scheme.STANDARD_WEBHOOKS, Scheme.STRIPE)
+        """The signed bytes include a timestamp ``verify`` checks (only geonode may name its
+        header); when not, ``freshness`` reads the time from the signed body instead."""
+        timestamped = (Scheme.STANDARD_WEBHOOKS, Scheme.STRIPE)
+        return self.timestamp_header is not None or self.kind in timestamped
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SignatureConfig:
@@ -161,10 +160,9 @@ _FIXED: Final[_Rules] = (
 )
 _CONFIGURABLE: Final[_Rules] = (
     *_TOLERANCE,
-    (lambda c: _bad_name(c.header), "header name {c.header!r} is not a valid HTTP header name"),
     (
-        lambda c: _bad_name(c.timestamp_header),
-        "header name {c.timestamp_header!r} is not a valid HTTP header name",
+        lambda c: _bad_name(c.header) or _bad_name(c.timestamp_header),
+        "header name {c.header!r} or {c.timestamp_header!r} is not a valid HTTP header name",
     ),
     (
         lambda c: c.encoding is not None and c.encoding not in ENCODINGS,

@@ -1,8 +1,5 @@
-"""``sign`` and ``verify`` through each scheme's rules and one ``mac``, so signing and verifying
-cannot disagree on the bytes. ``verify`` works on the raw request bytes, before anything reads
-the body, and compares every candidate in constant time; a header's problem names the header,
-never its value.
-"""
+"""``verify`` on the raw request bytes, in constant time, through the one ``mac`` that ops'
+``sign`` uses too; a header's problem names the header, never its value."""
 
 from __future__ import annotations
 
@@ -12,9 +9,9 @@ import hashlib
 import hmac
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, cast
+from typing import Final, Literal
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.receiver.signatures.config import Encoding, Scheme, SignatureConfig
@@ -82,10 +79,8 @@ def key(scheme: Scheme, secret: str) -> bytes:
     ``ValueError`` when it cannot be one."""
     if not isinstance(secret, str) or not secret:
         raise ValueError("a webhook secret must be a non-empty string")
-    return _sw_key(secret) if scheme is Scheme.STANDARD_WEBHOOKS else secret.encode("utf-8")
-
-
-def _sw_key(secret: str) -> bytes:
+    if scheme is not Scheme.STANDARD_WEBHOOKS:
+        return secret.encode("utf-8")
     encoded = secret.removeprefix(_SW_SECRET_PREFIX)
     encoded += "=" * (-len(encoded) % 4)  # some senders publish unpadded base64
     try:
@@ -97,43 +92,29 @@ def _sw_key(secret: str) -> bytes:
     return decoded
 
 
+def _malformed(detail: str) -> SignatureError:
+    return SignatureError("malformed header", detail)
+
+
 def header(headers: Mapping[str, str], name: str) -> str:
     """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
     with different values are ambiguous, not chosen."""
     wanted = name.lower()
-    values: list[object] = list(
-        {v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted}
-    )
-    _check(values, _VALUE_RULES, name)
-    return cast(str, values[0]).strip(" \t")
-
-
-def _check(values: Sequence[object], rules: _Rules, name: str) -> None:
-    """Raise the first rule ``values`` break as a ``SignatureError`` naming the header."""
-    for broken, reason, detail in rules:
-        if broken(values):
-            raise SignatureError(reason, detail.format(name=name))
-
-
-# The first rule broken is raised, each assuming those before hold.
-_Rules = tuple[tuple[Callable[[Any], bool], FailureReason, str], ...]
-_STRIPE_STAMP_RULES: Final[_Rules] = (
-    (lambda stamps: not stamps, "malformed header", "{name} has no t= timestamp"),
-    (lambda stamps: len(stamps) > 1, "malformed header", "{name} has two timestamps"),
-)
-# A header's distinct values.
-_VALUE_RULES: Final[_Rules] = (
-    (lambda values: not values, "missing header", "{name}"),
-    (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
-    (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
-    (lambda values: not cast(str, values[0]).strip(" \t"), "malformed header", "{name} is empty"),
-)
+    values = {v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted}
+    if not values:
+        raise SignatureError("missing header", name)
+    if len(values) > 1:
+        raise _malformed(f"{name} appears with different values")
+    value = values.pop()
+    if not isinstance(value, str) or not value.strip(" \t"):
+        raise _malformed(f"{name} is empty or not text")
+    return value.strip(" \t")
 
 
 def _timestamp(text: str, name: str) -> str:
     """Integer epoch seconds exactly as sent (signed as sent: leading zeros still verify)."""
     if not _EPOCH_SECONDS.fullmatch(text):
-        raise SignatureError("malformed header", f"{name} is not integer epoch seconds")
+        raise _malformed(f"{name} is not integer epoch seconds")
     return text
 
 
@@ -157,19 +138,19 @@ _DECODE: Final[Mapping[Encoding, Callable[[str], bytes | None]]] = {
 }
 
 
-def _usable(candidates: list[bytes | None], name: str, problem: str) -> list[bytes]:
+def _usable(candidates: list[bytes | None], name: str) -> list[bytes]:
     """The decodable candidates (any valid one suffices); a header with none is malformed."""
     found = list(filter(None, candidates))
     if not found:
-        raise SignatureError("malformed header", f"{name}: {problem}")
+        raise _malformed(f"{name} holds no usable signature")
     return found
 
 
 def _prefixed(headers: Mapping[str, str], name: str, prefix: str, enc: Encoding) -> list[bytes]:
     value = header(headers, name)
     if not value.startswith(prefix):
-        raise SignatureError("malformed header", f"{name} lacks its prefix")
-    return _usable([_DECODE[enc](value[len(prefix) :])], name, "not a signature")
+        raise _malformed(f"{name} lacks its prefix")
+    return _usable([_DECODE[enc](value[len(prefix) :])], name)
 
 
 def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
@@ -184,32 +165,27 @@ def _standard_webhooks(config: SignatureConfig, headers: Mapping[str, str]) -> P
     ts = _timestamp(header(headers, SW_TIMESTAMP), SW_TIMESTAMP)
     # Entries of other versions (e.g. "v1a", asymmetric) are skipped, as the spec asks.
     found = [_from_base64(e[3:]) for e in header(headers, name).split() if e[:3] == "v1,"]
-    return Presented(_usable(found, name, "no v1 signature"), ts, msg_id)
+    return Presented(_usable(found, name), ts, msg_id)
 
 
 def _stripe(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
     name = config.signature_header
     # By label; others (v0 test-mode signatures, future schemes) are ignored, as Stripe says.
-    stamps, found = _stripe_fields(header(headers, name))
-    _check(stamps, _STRIPE_STAMP_RULES, name)
-    return Presented(_usable(found, name, "no v1 signature"), _timestamp(stamps[0], name))
-
-
-def _stripe_fields(value: str) -> tuple[list[str], list[bytes | None]]:
-    fields = [item.strip().partition("=") for item in value.split(",")]
+    fields = [item.strip().partition("=") for item in header(headers, name).split(",")]
     stamps = [value for label, sep, value in fields if label + sep == "t="]
-    return stamps, [_from_hex(value) for label, sep, value in fields if label + sep == "v1="]
-
-
-def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
-    return Presented(_prefixed(headers, config.signature_header, GITHUB_PREFIX, "hex"))
+    if len(stamps) != 1:
+        raise _malformed(f"{name} needs one t= timestamp")
+    found = [_from_hex(value) for label, sep, value in fields if label + sep == "v1="]
+    return Presented(_usable(found, name), _timestamp(stamps[0], name))
 
 
 PRESENT: Final[Mapping[Scheme, Callable[[SignatureConfig, Mapping[str, str]], Presented]]] = {
     Scheme.GEONODE: _geonode,
     Scheme.STANDARD_WEBHOOKS: _standard_webhooks,
     Scheme.STRIPE: _stripe,
-    Scheme.GITHUB: _github,
+    Scheme.GITHUB: lambda config, headers: Presented(
+        _prefixed(headers, config.signature_header, GITHUB_PREFIX, "hex")
+    ),
 }
 
 
@@ -227,9 +203,16 @@ def verify(
     keys = _active_keys(config, secrets, now)
     presented = PRESENT[config.kind](config, headers)
     if presented.timestamp is not None:
-        _check_tolerance(int(presented.timestamp), now, config.tolerance_seconds)
+        _check_tolerance(now - int(presented.timestamp), config.tolerance_seconds)
     if not any(_signed_by(k, body, presented) for k in keys):
         raise SignatureMismatchError()
+
+
+def _check_tolerance(skew: float, tolerance: int) -> None:
+    if abs(skew) > tolerance:
+        # Both ways: a far-future timestamp would otherwise stay replayable for longer.
+        direction = "old" if skew > 0 else "far in the future"
+        raise SignatureError("timestamp outside tolerance", f"more than {tolerance} s {direction}")
 
 
 def _signed_by(key: bytes, body: bytes, presented: Presented) -> bool:
@@ -241,9 +224,14 @@ def _signed_by(key: bytes, body: bytes, presented: Presented) -> bool:
 def _active_keys(
     config: SignatureConfig, secrets: Iterable[WebhookSecret], now: float
 ) -> list[bytes]:
-    """The keys of the secrets active at ``now``; ``NoValidSecretError`` when there is none."""
+    """The keys of the secrets active at ``now``; ``NoValidSecretError`` when there is none;
+    ``TypeError`` for a str, a lone secret, or anything else in ``secrets``."""
+    if isinstance(secrets, str | WebhookSecret):
+        raise TypeError("secrets must be an iterable of WebhookSecret")
     keys = []
-    for secret in _checked(secrets):
+    for secret in secrets:
+        if not isinstance(secret, WebhookSecret):
+            raise TypeError("secrets must be an iterable of WebhookSecret")
         if secret.is_active(now):
             # One bad entry must not block the others during a rotation.
             with contextlib.suppress(ValueError):
@@ -253,33 +241,11 @@ def _active_keys(
     return keys
 
 
-def _checked(secrets: Iterable[WebhookSecret]) -> Iterator[WebhookSecret]:
-    """Each of ``secrets``; ``TypeError`` for a str, a lone secret, or anything else in it."""
-    if isinstance(secrets, str | WebhookSecret):
-        raise TypeError("secrets must be an iterable of WebhookSecret")
-    for secret in secrets:
-        if not isinstance(secret, WebhookSecret):
-            raise TypeError("secrets must be an iterable of WebhookSecret")
-        yield secret
-
-
-def _check_tolerance(signed_at: int, now: float, tolerance: int) -> None:
-    skew = now - signed_at
-    if abs(skew) > tolerance:
-        # Both ways: a far-future timestamp would otherwise stay replayable for longer.
-        direction = "old" if skew > 0 else "far in the future"
-        raise SignatureError("timestamp outside tolerance", f"more than {tolerance} s {direction}")
-
-
 def check_inputs(body: bytes, now: float) -> None:
     """Raw bytes, and a finite time: the two inputs ``sign`` and ``verify`` refuse otherwise."""
     if not isinstance(body, bytes | bytearray):
         # A str body was already decoded (or is still base64): the caller must pass raw bytes.
         raise TypeError("body must be the raw request bytes")
-    _check_now(now)
-
-
-def _check_now(now: float) -> None:
     if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
         # NaN would make every tolerance and expiry comparison False, i.e. pass.
         raise ValueError("now must be finite epoch seconds")
