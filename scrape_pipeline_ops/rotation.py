@@ -106,6 +106,11 @@ def with_rotated_secret(
     return WebhookSecrets({**current.subscriptions, **changes}, shared=())
 
 
+def valid_for(secrets: WebhookSecrets, webhook_id: str, now: float) -> list[WebhookSecret]:
+    """``webhook_id``'s secrets still valid at ``now`` (none: its deliveries are refused)."""
+    return [s for s in secrets.of(webhook_id) if s.is_active(now)]
+
+
 @dataclass(frozen=True)
 class BundleContents:
     """What the bundle holds: its real secrets (expired ones too), and whether the placeholder."""
@@ -119,7 +124,7 @@ class BundleContents:
 
     def without_valid_secret(self, webhook_ids: Iterable[str], now: float) -> list[str]:
         """Those of ``webhook_ids`` whose deliveries the bundle would refuse at ``now``."""
-        return [i for i in webhook_ids if not self.secrets.valid_for(i, now)]
+        return [i for i in webhook_ids if not valid_for(self.secrets, i, now)]
 
 
 def render_bundle(secrets: WebhookSecrets) -> str:

@@ -65,4 +65,6 @@ def sign(
     """The headers a sender attaches to ``body`` at ``now``; ``ValueError`` for an unusable
     secret or a missing ``msg_id`` (standard_webhooks)."""
     check_inputs(body, now)
+    if not isinstance(secret, str) or not secret:  # the receiver's secrets are checked on reading
+        raise ValueError("a webhook secret must be a non-empty string")
     return attach(config, key(config.kind, secret), body, str(math.floor(now)), msg_id)

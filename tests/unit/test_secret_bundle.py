@@ -12,6 +12,7 @@ from scrape_pipeline.receiver.signatures.secret import (
 from scrape_pipeline_ops.rotation import (
     BundleContents,
     render_bundle,
+    valid_for,
     with_new_secret,
     with_rotated_secret,
 )
@@ -36,7 +37,7 @@ def test_old_flat_bundle_reads_as_shared_by_every_subscription():
     raw = json.dumps({"secrets": [{"value": "whsec_x"}, {"value": "whsec_y"}]})
     secrets = parse_secret_bundle(raw)
     assert secrets.subscriptions == {}
-    assert [s.value for s in secrets.valid_for("any-webhook", NOW)] == ["whsec_x", "whsec_y"]
+    assert [s.value for s in valid_for(secrets, "any-webhook", NOW)] == ["whsec_x", "whsec_y"]
     assert render_bundle(secrets) == json.dumps(
         {
             "secrets": [
@@ -57,8 +58,8 @@ def test_rotation_expires_only_that_subscriptions_previous_secret():
         "wh-b": (WebhookSecret("whsec_b"),),
     }
     # past the grace, a's old secret is retired and b's own still verifies b
-    assert [s.value for s in after.valid_for("wh-a", UNTIL)] == ["whsec_a2"]
-    assert [s.value for s in after.valid_for("wh-b", UNTIL + 86_400)] == ["whsec_b"]
+    assert [s.value for s in valid_for(after, "wh-a", UNTIL)] == ["whsec_a2"]
+    assert [s.value for s in valid_for(after, "wh-b", UNTIL + 86_400)] == ["whsec_b"]
 
 
 def test_rotation_drops_a_secret_already_expired_and_never_lengthens_a_grace():

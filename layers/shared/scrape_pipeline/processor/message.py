@@ -65,11 +65,7 @@ def _label(source: object) -> str:
 class JobSender:
     """Sends job messages to SQS (``queue.JobQueue`` also brings received ones back later)."""
 
-    def __init__(self, queue_url: str, *, client: SQSClient | None = None) -> None:
-        if client is None:
-            import boto3  # noqa: PLC0415 - only when no client is injected
-
-            client = boto3.client("sqs")
+    def __init__(self, queue_url: str, *, client: SQSClient) -> None:
         self.queue_url = queue_url
         self._sqs = client
 

@@ -1,12 +1,9 @@
-"""How old a delivery may be when its signature covers no timestamp.
-
-The default scheme signs the body only, so a capture verifies for ever: the envelope's signed
-``timestamp`` must fall in the window (401 outside, 400 when absent or unreadable). A late retry
-refused here is replayed from the delivery log by the reconciler, not through the receiver.
-"""
+"""How old a delivery may be when its signature covers no timestamp (a capture would verify
+for ever); a late retry refused here is replayed from the delivery log by the reconciler."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,10 +39,8 @@ class Freshness:
         "`SIGNATURE_TIMESTAMP_HEADER`, github): the envelope's signed `timestamp` must be at most "
         "this old and at most `SIGNATURE_TOLERANCE_SECONDS` ahead, else 401 with nothing "
         "written; a body without one is a 400. 36 h covers the sender's whole retry schedule "
-        "(0 s, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: 27.6 h, 33.1 h at +20 % jitter, plus "
-        "eight 15 s timeouts) even if every retry keeps the event's time (the contract does not "
-        "say). `off`, by name only, for a sender that stamps no time. Standard Webhooks and "
-        "Stripe keep their own signed timestamp's check instead (`freshness.py`)",
+        "at +20 % jitter (33.1 h, docs/geonode-api.md) even if every retry keeps the event's "
+        "time. `off`, by name only, for a sender that stamps no time",
         Kind.INTEGER,
         maximum=_MAX_AGE_LIMIT,
         off=OFF,
@@ -63,38 +58,26 @@ class Freshness:
         or unreadable, ``StaleDeliveryError`` when outside."""
         if self.max_age is None:
             return
-        if stamp is None:
-            raise PayloadError("missing timestamp")
-        self._judge(now - sent_at(stamp), self.max_age)
-
-    def _judge(self, age: float, max_age: int) -> None:
-        if age > max_age:
-            raise StaleDeliveryError(f"more than {max_age} s old")
+        age = now - sent_at(stamp)
+        if age > self.max_age:
+            raise StaleDeliveryError(f"more than {self.max_age} s old")
         if -age > self.max_ahead:
             raise StaleDeliveryError(f"more than {self.max_ahead} s in the future")
 
 
 def sent_at(stamp: object) -> float:
     """Epoch seconds of an ISO 8601 date-time with a zone, or of whole epoch seconds."""
-    seconds = _epoch_seconds(stamp) if isinstance(stamp, int) else _iso_seconds(stamp)
-    if seconds is None:
-        raise PayloadError("malformed timestamp")
-    return seconds
-
-
-def _epoch_seconds(stamp: int) -> float | None:
+    if stamp is None:
+        raise PayloadError("missing timestamp")
     # JSON's true and false are ints to Python, not times.
-    usable = not isinstance(stamp, bool) and 0 <= stamp < _MAX_EPOCH
-    return float(stamp) if usable else None
-
-
-def _iso_seconds(stamp: object) -> float | None:
-    if not isinstance(stamp, str) or len(stamp) > 40:
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
+    if isinstance(stamp, int) and not isinstance(stamp, bool) and 0 <= stamp < _MAX_EPOCH:
+        return float(stamp)
+    moment = None
+    if isinstance(stamp, str) and len(stamp) <= 40:
+        with contextlib.suppress(ValueError):
+            moment = datetime.fromisoformat(stamp)
     # A naive time would be read in the Lambda's zone: insist on the sender's. An aware one
     # is within datetime's years, so its epoch seconds are always finite.
-    return moment.timestamp() if moment.tzinfo is not None else None
+    if moment is None or moment.tzinfo is None:
+        raise PayloadError("malformed timestamp")
+    return moment.timestamp()

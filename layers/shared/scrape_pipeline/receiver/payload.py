@@ -93,13 +93,32 @@ def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
     return None
 
 
-def _read(
-    document: Mapping[str, Any], paths: Sequence[str], valid: Callable[[Any], bool], problem: str
-) -> Any:
-    """The field at ``paths``: None when absent, ``PayloadError(problem)`` when not ``valid``."""
+@dataclass(frozen=True)
+class _Field:
+    """A field is ``valid``, else ``malformed``; absent, ``missing`` (None: optional)."""
+
+    valid: Callable[[Any], bool]
+    malformed: str
+    missing: str | None = None
+
+
+_JOB_ID = _Field(is_job_id, "malformed job id", "missing job id")
+# An event that is not text names nothing: as good as none.
+_EVENT = _Field(
+    lambda v: isinstance(v, str) and bool(v), "missing event type", "missing event type"
+)
+# Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
+_DELIVERY_ID = _Field(is_job_id, "malformed delivery id")
+
+
+def _read(document: Mapping[str, Any], paths: Sequence[str], field: _Field) -> Any:
     value = _first(document, paths)
-    if value is not None and not valid(value):
-        raise PayloadError(problem)
+    if value is None:
+        if field.missing:
+            raise PayloadError(field.missing)
+        return None
+    if not field.valid(value):
+        raise PayloadError(field.malformed)
     return value
 
 
@@ -119,15 +138,10 @@ def read_notification(document: Any, locations: FieldLocations) -> Notification:
     """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
     if not isinstance(document, Mapping):
         raise PayloadError("body must be a JSON object")
-    job_id = _read(document, locations.job_id, is_job_id, "malformed job id")
-    if job_id is None:
-        raise PayloadError("missing job id")
-    event = _first(document, locations.event)
-    if not isinstance(event, str) or not event:  # not text: it names nothing, as good as none
-        raise PayloadError("missing event type")
+    job_id = _read(document, locations.job_id, _JOB_ID)
+    event = _read(document, locations.event, _EVENT)
     kind = _kind(event, _first(document, locations.kind))
-    # Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
-    delivery_id = _read(document, locations.delivery_id, is_job_id, "malformed delivery id")
+    delivery_id = _read(document, locations.delivery_id, _DELIVERY_ID)
     stamp = _first(document, locations.timestamp)
     return Notification(kind, job_id, event, delivery_id, stamp)
 

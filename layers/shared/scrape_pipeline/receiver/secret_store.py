@@ -1,6 +1,5 @@
-"""The receiver's webhook secrets from Secrets Manager (Powertools Parameters): a short cache
-keeps the hot path free of AWS calls; one forced refresh when no secret matches lets a secret
-just rotated verify at once, without a restart."""
+"""The receiver's webhook secrets, cached off the hot path; one forced refresh when none matches
+lets a secret just rotated verify at once, without a restart."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ class SecretStore:
         *,
         max_age: float = 60.0,
         min_refresh_interval: float = 5.0,
-        fetch: Fetch | None = None,
+        fetch: Fetch = fetch_secret,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.secret_id = secret_id
@@ -26,7 +25,7 @@ class SecretStore:
         # Forged requests must not turn into one Secrets Manager call each.
         self._min_refresh_interval = min_refresh_interval
         self._last_refresh = float("-inf")
-        self._fetch = fetch or fetch_secret
+        self._fetch = fetch
         self._clock = clock
         # Parsed secrets and when read: the hot path skips the provider's cache and the parse.
         self._cached: tuple[float, list[WebhookSecret]] | None = None

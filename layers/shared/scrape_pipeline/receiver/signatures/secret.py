@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from itertools import chain
+from typing import Any, Final, cast
 
 from scrape_pipeline.errors import PipelineError
-
-_BUNDLE_KEYS: Final = frozenset({"secrets", "subscriptions"})
-_ENTRY_KEYS: Final = frozenset({"value", "expires_at"})
 
 
 class SecretBundleError(PipelineError, ValueError):
@@ -29,11 +27,7 @@ class WebhookSecret:
     expires_at: float | None = None
 
     def __post_init__(self) -> None:
-        if not _is_text(self.value):  # an empty HMAC key is a valid key that anyone can use
-            raise ValueError("a webhook secret must be a non-empty string")
-        if not (self.expires_at is None or _finite(self.expires_at)):
-            # NaN would compare False against every `now`; a bool is not a time.
-            raise ValueError("expires_at must be finite epoch seconds or None")
+        _check(self, _SECRET_RULES, ValueError)
 
     def is_active(self, now: float) -> bool:
         """True until ``expires_at``; the expiry instant itself is expired (as JWT ``exp``)."""
@@ -55,16 +49,10 @@ class WebhookSecrets:
         """The secrets that may have signed ``webhook_id``'s deliveries: its own and the shared."""
         return (*self.subscriptions.get(webhook_id, ()), *self.shared)
 
-    def valid_for(self, webhook_id: str, now: float) -> list[WebhookSecret]:
-        """``webhook_id``'s secrets still valid at ``now`` (none: its deliveries are refused)."""
-        return [s for s in self.of(webhook_id) if s.is_active(now)]
-
     def every(self) -> list[WebhookSecret]:
         """Every secret once, unexpiring first: the receiver tries them all, because the body
         that names the subscription is parsed only after the signature is verified."""
-        unique = dict.fromkeys(
-            [*(s for group in self.subscriptions.values() for s in group), *self.shared]
-        )
+        unique = dict.fromkeys(chain(*self.subscriptions.values(), self.shared))
         return sorted(unique, key=lambda s: s.expires_at is not None)
 
 
@@ -83,14 +71,11 @@ def parse_secret_bundle(raw: str) -> WebhookSecrets:
 
 
 def _bundle(document: dict[str, Any]) -> WebhookSecrets:
-    subscriptions = document.get("subscriptions", {})
-    if not isinstance(subscriptions, dict) or not (subscriptions or "secrets" in document):
-        raise SecretBundleError('"subscriptions" must be a non-empty object of webhook ids')
+    _check(document, _SUBSCRIPTIONS_RULES)
     shared = _secret_list(document["secrets"], "secrets") if "secrets" in document else ()
     parsed: dict[str, tuple[WebhookSecret, ...]] = {}
-    for index, (webhook_id, entries) in enumerate(subscriptions.items()):
-        if not webhook_id.strip():
-            raise SecretBundleError(f"subscription #{index} has an empty webhook id")
+    for index, (webhook_id, entries) in enumerate(document.get("subscriptions", {}).items()):
+        _check(webhook_id, _WEBHOOK_ID_RULES, where=f"#{index}")
         parsed[webhook_id] = _secret_list(entries, f"subscriptions[#{index}]")
     return WebhookSecrets(parsed, shared)
 
@@ -99,30 +84,20 @@ def _document(text: str) -> dict[str, Any]:
     try:
         document = json.loads(text)
     except (ValueError, RecursionError):
-        document = None
-    # Raised outside the handler: the JSON error keeps the whole document (the secret) in
+        document = _UNPARSABLE
+    # Checked outside the handler: the JSON error keeps the whole document (the secret) in
     # `.doc`, and a chained context would carry it into error reporters.
-    if document is None:
-        raise SecretBundleError("the secret bundle looks like JSON but does not parse")
-    if not isinstance(document, dict) or not document or not set(document) <= _BUNDLE_KEYS:
-        raise SecretBundleError(
-            'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"'
-        )
-    return document
+    _check(document, _DOCUMENT_RULES)
+    return cast("dict[str, Any]", document)
 
 
 def _secret_list(entries: Any, where: str) -> tuple[WebhookSecret, ...]:
-    if not isinstance(entries, list) or not entries:
-        raise SecretBundleError(f"{where} must be a non-empty list")
+    _check(entries, _LIST_RULES, where=where)
     return tuple(_secret(entry, f"{where}[{i}]") for i, entry in enumerate(entries))
 
 
 def _secret(entry: Any, where: str) -> WebhookSecret:
-    # Unknown keys are refused: a misspelt "expire_at" would otherwise keep an old secret forever.
-    if not (isinstance(entry, dict) and set(entry) <= _ENTRY_KEYS and _is_text(entry.get("value"))):
-        raise SecretBundleError(
-            f'{where} must be an object with a non-empty "value" and optional "expires_at"'
-        )
+    _check(entry, _ENTRY_RULES, where=where)
     expires = entry.get("expires_at")
     return WebhookSecret(entry["value"], None if expires is None else _expiry(expires, where))
 
@@ -139,9 +114,67 @@ def _expiry(expires: Any, where: str) -> float:
     return moment.timestamp()
 
 
-def _is_text(value: object) -> bool:
-    return isinstance(value, str) and bool(value)
+def _check(
+    part: Any, rules: _Rules, error: type[ValueError] = SecretBundleError, where: str = ""
+) -> None:
+    """Raise ``error`` with the message of the first rule ``part`` breaks."""
+    for broken, message in rules:
+        if broken(part):
+            raise error(message.format(where=where))
 
 
-def _finite(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+_Rules = tuple[tuple[Callable[[Any], bool], str], ...]
+_UNPARSABLE: Final = object()
+_BUNDLE_KEYS: Final = frozenset({"secrets", "subscriptions"})
+_ENTRY_KEYS: Final = frozenset({"value", "expires_at"})
+_SECRET_RULES: Final[_Rules] = (
+    # An empty HMAC key is a valid key that anyone can use.
+    (
+        lambda s: not isinstance(s.value, str) or not s.value,
+        "a webhook secret must be a non-empty string",
+    ),
+    # NaN would compare False against every `now` and never expire; a bool is not a time.
+    (
+        lambda s: (
+            (
+                s.expires_at is not None
+                and (isinstance(s.expires_at, bool) or not isinstance(s.expires_at, int | float))
+            )
+            or not math.isfinite(s.expires_at or 0)
+        ),
+        "expires_at must be finite epoch seconds or None",
+    ),
+)
+_DOCUMENT_RULES: Final[_Rules] = (
+    (lambda d: d is _UNPARSABLE, "the secret bundle looks like JSON but does not parse"),
+    (
+        lambda d: not isinstance(d, dict) or not d or not set(d) <= _BUNDLE_KEYS,
+        'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"',
+    ),
+)
+_SUBSCRIPTIONS_RULES: Final[_Rules] = (
+    (
+        lambda d: (
+            not isinstance(d.get("subscriptions", {}), dict)
+            or not (d.get("subscriptions") or "secrets" in d)
+        ),
+        '"subscriptions" must be a non-empty object of webhook ids',
+    ),
+)
+_WEBHOOK_ID_RULES: Final[_Rules] = (
+    (lambda webhook_id: not webhook_id.strip(), "subscription {where} has an empty webhook id"),
+)
+_LIST_RULES: Final[_Rules] = (
+    (lambda e: not isinstance(e, list) or not e, "{where} must be a non-empty list"),
+)
+# Unknown keys are refused: a misspelt "expire_at" would otherwise keep an old secret forever.
+_ENTRY_RULES: Final[_Rules] = (
+    (
+        lambda e: not isinstance(e, dict) or "value" not in e or not set(e) <= _ENTRY_KEYS,
+        '{where} must be an object with "value" and optional "expires_at"',
+    ),
+    (
+        lambda e: not isinstance(e["value"], str) or not e["value"],
+        "{where}.value must be a non-empty string",
+    ),
+)

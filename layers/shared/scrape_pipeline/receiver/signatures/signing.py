@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal, cast
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.receiver.signatures.config import Encoding, Scheme, SignatureConfig
@@ -75,12 +75,12 @@ def mac(key: bytes, body: bytes, timestamp: str | None, msg_id: str | None) -> b
 
 
 def key(scheme: Scheme, secret: str) -> bytes:
-    """The HMAC key of ``secret``: its UTF-8, or standard_webhooks' base64 after "whsec_";
-    ``ValueError`` when it cannot be one."""
-    if not isinstance(secret, str) or not secret:
-        raise ValueError("a webhook secret must be a non-empty string")
-    if scheme is not Scheme.STANDARD_WEBHOOKS:
-        return secret.encode("utf-8")
+    """The HMAC key of a non-empty ``secret``: its UTF-8, or standard_webhooks' base64 after
+    "whsec_"; ``ValueError`` when it cannot be one."""
+    return _sw_key(secret) if scheme is Scheme.STANDARD_WEBHOOKS else secret.encode("utf-8")
+
+
+def _sw_key(secret: str) -> bytes:
     encoded = secret.removeprefix(_SW_SECRET_PREFIX)
     encoded += "=" * (-len(encoded) % 4)  # some senders publish unpadded base64
     try:
@@ -100,15 +100,20 @@ def header(headers: Mapping[str, str], name: str) -> str:
     """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
     with different values are ambiguous, not chosen."""
     wanted = name.lower()
-    values = {v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted}
-    if not values:
-        raise SignatureError("missing header", name)
-    if len(values) > 1:
-        raise _malformed(f"{name} appears with different values")
-    value = values.pop()
-    if not isinstance(value, str) or not value.strip(" \t"):
-        raise _malformed(f"{name} is empty or not text")
-    return value.strip(" \t")
+    values = list({v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted})
+    for broken, reason, detail in _VALUE_RULES:  # the first broken, each assuming those before
+        if broken(values):
+            raise SignatureError(reason, detail.format(name=name))
+    return cast(str, values[0]).strip(" \t")
+
+
+# A header's distinct values.
+_VALUE_RULES: Final[tuple[tuple[Callable[[Any], bool], FailureReason, str], ...]] = (
+    (lambda values: not values, "missing header", "{name}"),
+    (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
+    (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
+    (lambda values: not cast(str, values[0]).strip(" \t"), "malformed header", "{name} is empty"),
+)
 
 
 def _timestamp(text: str, name: str) -> str:
@@ -179,13 +184,15 @@ def _stripe(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
     return Presented(_usable(found, name), _timestamp(stamps[0], name))
 
 
+def _github(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
+    return Presented(_prefixed(headers, config.signature_header, GITHUB_PREFIX, "hex"))
+
+
 PRESENT: Final[Mapping[Scheme, Callable[[SignatureConfig, Mapping[str, str]], Presented]]] = {
     Scheme.GEONODE: _geonode,
     Scheme.STANDARD_WEBHOOKS: _standard_webhooks,
     Scheme.STRIPE: _stripe,
-    Scheme.GITHUB: lambda config, headers: Presented(
-        _prefixed(headers, config.signature_header, GITHUB_PREFIX, "hex")
-    ),
+    Scheme.GITHUB: _github,
 }
 
 
@@ -225,9 +232,7 @@ def _active_keys(
     config: SignatureConfig, secrets: Iterable[WebhookSecret], now: float
 ) -> list[bytes]:
     """The keys of the secrets active at ``now``; ``NoValidSecretError`` when there is none;
-    ``TypeError`` for a str, a lone secret, or anything else in ``secrets``."""
-    if isinstance(secrets, str | WebhookSecret):
-        raise TypeError("secrets must be an iterable of WebhookSecret")
+    ``TypeError`` for anything but secrets in ``secrets`` (a str's characters included)."""
     keys = []
     for secret in secrets:
         if not isinstance(secret, WebhookSecret):
@@ -246,6 +251,10 @@ def check_inputs(body: bytes, now: float) -> None:
     if not isinstance(body, bytes | bytearray):
         # A str body was already decoded (or is still base64): the caller must pass raw bytes.
         raise TypeError("body must be the raw request bytes")
+    _check_now(now)
+
+
+def _check_now(now: float) -> None:
     if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
         # NaN would make every tolerance and expiry comparison False, i.e. pass.
         raise ValueError("now must be finite epoch seconds")
