@@ -1,9 +1,5 @@
-"""The AWS resources the stack hands the Lambdas, and the ledger's two knobs, declared once.
-
-The receiver's settings and the wiring of the processor and the reconciler read the same
-declarations (``scrape_pipeline.config.settings``): ``LedgerSettings`` for the ledger, ``QUEUE_URL``
-and ``RESULTS_BUCKET`` read alone (``QUEUE_URL.read(env)``).
-"""
+"""The AWS resources the stack hands the Lambdas, and the ledger's two knobs, declared once for
+every function that reads them (``LedgerSettings``, or alone: ``QUEUE_URL.read(env)``)."""
 
 from __future__ import annotations
 

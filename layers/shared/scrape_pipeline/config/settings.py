@@ -1,11 +1,5 @@
-"""Every setting the runtime takes from the environment: declared once, read one way.
-
-A settings class is a frozen dataclass whose fields are ``Setting`` declarations
-(``lease_seconds: float = number("LEASE_SECONDS", 120.0, "why").field()``); the configuration
-page is rendered from them (``scrape_pipeline_ops.configuration``). An unset or empty variable
-is the default (SAM parameters default to ""); a bad value is a ``SettingsError`` naming the
-variable and the value, never truncated or clamped.
-"""
+"""Every setting the runtime reads, declared once as a dataclass field (docs/configuration.md
+is rendered from them); unset or empty is the default, a bad value a ``SettingsError``."""
 
 from __future__ import annotations
 
@@ -100,10 +94,8 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class Setting[T]:
-    """One environment variable: its name, its default, why (``reason``), and how it parses.
-
-    ``required``: no default (``require``'s error). ``off``: a word meaning None, no limit.
-    """
+    """One environment variable: its name, default, why (``reason``), and how it parses;
+    ``required``: no default. ``off``: a word meaning None, no limit."""
 
     name: str
     default: T

@@ -129,19 +129,10 @@ _BUNDLE_KEYS: Final = frozenset({"secrets", "subscriptions"})
 _ENTRY_KEYS: Final = frozenset({"value", "expires_at"})
 _SECRET_RULES: Final[_Rules] = (
     # An empty HMAC key is a valid key that anyone can use.
+    (lambda s: not _text(s.value), "a webhook secret must be a non-empty string"),
+    # NaN would compare False against every `now`; a bool is not a time.
     (
-        lambda s: not isinstance(s.value, str) or not s.value,
-        "a webhook secret must be a non-empty string",
-    ),
-    # NaN would compare False against every `now` and never expire; a bool is not a time.
-    (
-        lambda s: (
-            (
-                s.expires_at is not None
-                and (isinstance(s.expires_at, bool) or not isinstance(s.expires_at, int | float))
-            )
-            or not math.isfinite(s.expires_at or 0)
-        ),
+        lambda s: s.expires_at is not None and not _finite(s.expires_at),
         "expires_at must be finite epoch seconds or None",
     ),
 )
@@ -170,11 +161,15 @@ _LIST_RULES: Final[_Rules] = (
 # Unknown keys are refused: a misspelt "expire_at" would otherwise keep an old secret forever.
 _ENTRY_RULES: Final[_Rules] = (
     (
-        lambda e: not isinstance(e, dict) or "value" not in e or not set(e) <= _ENTRY_KEYS,
-        '{where} must be an object with "value" and optional "expires_at"',
-    ),
-    (
-        lambda e: not isinstance(e["value"], str) or not e["value"],
-        "{where}.value must be a non-empty string",
+        lambda e: not isinstance(e, dict) or not set(e) <= _ENTRY_KEYS or not _text(e.get("value")),
+        '{where} must be an object with a non-empty "value" and optional "expires_at"',
     ),
 )
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
