@@ -104,7 +104,7 @@ def header(headers: Mapping[str, str], name: str) -> str:
     for broken, reason, detail in _VALUE_RULES:  # the first broken, each assuming those before
         if broken(values):
             raise SignatureError(reason, detail.format(name=name))
-    return cast(str, values[0]).strip(" \t")
+    return values[0].strip(" \t")
 
 
 # A header's distinct values.
