@@ -404,7 +404,7 @@ class LoadStack:
 
     def ledger_keys(self, table: str) -> list[str]:
         """Every job's ledger key in a table (a paginated scan)."""
-        from scrape_pipeline.ledger.full import Ledger
+        from scrape_pipeline_ops.ledger import Ledger
 
         return [key.pk for key in Ledger(table, client=self.client("dynamodb")).job_keys()]
 

@@ -20,8 +20,8 @@ from scrape_pipeline_ops.cli.config import UsageError
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline_ops.cli.config import Context
+    from scrape_pipeline_ops.ledger import Ledger
 
 LEDGER = "LEDGER_TABLE_NAME"
 QUEUE = "QUEUE_URL"
@@ -174,7 +174,7 @@ def _watermark(ledger: Ledger) -> dict[str, Any]:
 
 
 def status(ctx: Context, args: argparse.Namespace) -> int:
-    from scrape_pipeline.ledger.full import Ledger  # noqa: PLC0415
+    from scrape_pipeline_ops.ledger import Ledger  # noqa: PLC0415
 
     names = ctx.require(LEDGER, QUEUE)
     sqs = ctx.aws("sqs")

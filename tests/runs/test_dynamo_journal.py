@@ -8,10 +8,10 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.journal import BaseJournal
 from scrape_pipeline.runs.plan import RunMode, RunSpec
+from scrape_pipeline_ops.ledger import Ledger
 from tests.runs.journal_contract import NOW, JournalContract
 
 

@@ -6,11 +6,7 @@ from scrape_pipeline.ledger.leases import Leases
 from scrape_pipeline.ledger.links import Links
 from scrape_pipeline.ledger.outbox import OutboxRows
 from scrape_pipeline.ledger.reads import Reads
-from scrape_pipeline.ledger.scans import Scans
 
 
-class Ledger(Links, Leases, Reads, Scans, OutboxRows):
+class Ledger(Links, Leases, Reads, OutboxRows):
     """Typed, conditional operations on the ledger table (one DynamoDB call each)."""
-
-
-__all__ = ("Ledger",)

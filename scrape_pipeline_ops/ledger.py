@@ -1,19 +1,15 @@
-"""The whole table, page by page: for operators and benchmarks, never the pipeline."""
+"""The pipeline's ledger with the operator's whole-table counts: no Lambda scans the table."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.conditions import Attr as Field
-
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
-from scrape_pipeline.ledger.attributes import Attr, RowPrefix
-from scrape_pipeline.ledger.expressions import Condition, expressions
-from scrape_pipeline.ledger.table import LedgerTable, call
+from scrape_pipeline.ledger import full
+from scrape_pipeline.ledger.attributes import Attr
 
 MAX_NAMED = 20  # how many batches or crawls not simply stored ``ItemCounts`` names, at most
 # What ``count_rows(with_items=True)`` reads besides the state and the outcome.
@@ -21,19 +17,19 @@ _ITEM_ATTRS = (Attr.ITEMS_STORED, Attr.ITEMS_FAILED, Attr.ITEMS_CANCELLED, Attr.
 
 
 def _verdict(state: str, outcome: str | None, dead: int, retrying: int) -> tuple[str, str]:
-    """What a batch's or crawl's row says of its items, as a key and in words: "stored" only
-    when every item is; "retrying 12", "stored with 3 dead-lettered", else its outcome or state."""
+    """A batch's or crawl's verdict as a key and in words ("retrying 12", "stored with 3
+    dead-lettered"): "stored" only when every item is."""
     if retrying:
         return "retrying", f"retrying {retrying}"
     if state != JobState.DONE:
         return state.lower(), state.lower()
-    return _closed_verdict(outcome, dead)
-
-
-def _closed_verdict(outcome: str | None, dead: int) -> tuple[str, str]:
     if outcome == Outcome.STORED and dead:
         return "stored with dead-lettered", f"stored with {dead} dead-lettered"
     return outcome or "?", outcome or "?"
+
+
+def _number(item: dict[str, Any], attr: Attr) -> int:
+    return int(item.get(attr, {}).get("N", 0))
 
 
 @dataclass
@@ -62,14 +58,9 @@ class ItemCounts:
             self.named[pk] = words
 
 
-def _number(item: dict[str, Any], attr: Attr) -> int:
-    return int(item.get(attr, {}).get("N", 0))
-
-
 @dataclass(frozen=True)
 class RowCounts:
-    """The result of ``Ledger.count_rows``: job rows by state, DONE rows by outcome, and
-    (asked for) the batches' and crawls' items."""
+    """Job rows by state, DONE rows by outcome, and (asked for) the batches' and crawls' items."""
 
     by_state: dict[str, int]
     by_outcome: dict[str, int]
@@ -92,45 +83,22 @@ class RowCounts:
             self.items.add(pk, item)
 
 
-class Scans(LedgerTable):
-    """Every job row, by paginated Scans of a few attributes (bookkeeping rows skipped)."""
+class Ledger(full.Ledger):
+    """``full.Ledger`` and the operator's paginated Scans of every job row."""
 
     def job_keys(self) -> Iterator[JobKey]:
         """Every job's key, by a paginated Scan of the keys alone."""
-        for item in self._scan():
+        for item in self.scan_jobs():
             yield JobKey.from_pk(item[Attr.PK]["S"])
 
     def count_rows(self, *, with_items: bool = False) -> RowCounts:
         """Job rows by state and DONE rows by outcome, by one paginated Scan (``with_items``:
         and the batches' and crawls' item counts)."""
         counts = RowCounts({}, {}, ItemCounts() if with_items else None)
-        for item in self._scan(Attr.STATE, Attr.OUTCOME, *(_ITEM_ATTRS if with_items else ())):
+        for item in self.scan_jobs(Attr.STATE, Attr.OUTCOME, *(_ITEM_ATTRS if with_items else ())):
             counts.add(item)
         return RowCounts(
             dict(sorted(counts.by_state.items())),
             dict(sorted(counts.by_outcome.items())),
             counts.items,
         )
-
-    def created_since(
-        self, kind: JobKind, since: float, until: float | None = None
-    ) -> Iterator[str]:
-        """The ids of ``kind``'s jobs whose rows were first written from ``since`` (to
-        ``until``), by a filtered Scan: an operator's call, billed as the whole table."""
-        created, low = Field(Attr.CREATED_AT), Decimal(repr(since))  # exact, not to the ms
-        bound = created.gte(low) if until is None else created.between(low, Decimal(repr(until)))
-        for item in self._scan(only=Field(Attr.PK).begins_with(f"{kind.value}#") & bound):
-            yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
-
-    def _scan(self, *attributes: Attr, only: Condition | None = None) -> Iterator[dict[str, Any]]:
-        """The job rows' items, projected to the key and ``attributes``, page by page."""
-        request: dict[str, Any] = {"TableName": self.table_name}
-        request |= expressions(FilterExpression=only, ProjectionExpression=(Attr.PK, *attributes))
-        while True:
-            page = call(self.client, "Scan", **request)
-            for item in page.get("Items", []):
-                if not item[Attr.PK]["S"].startswith(tuple(RowPrefix)):
-                    yield dict(item)
-            if not page.get("LastEvaluatedKey"):
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
