@@ -1,9 +1,5 @@
-"""A job's lifecycle in one place: every move of its ledger row, and which one evidence calls
-for (``decide``). ``ledger.intake``/``leases`` write each move under its from-states (a
-conditional write); the README's table is rendered from ``MOVES`` (``tests/unit/test_lifecycle``).
-
-"No row" is a state here (``ABSENT``) but not a ``JobState``: no row can store "no row".
-"""
+"""A job's lifecycle: every move of its ledger row (written under its from-states; docs/lifecycle.md
+renders ``MOVES``) and which one evidence calls for (``decide``)."""
 
 from __future__ import annotations
 
@@ -20,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class Absent(Enum):
-    """The ledger has no row for the job: not yet recorded, or its writer's row undone."""
+    """No row for the job (a state here, not a ``JobState``: no row can store "no row")."""
 
     ABSENT = "ABSENT"
 
@@ -29,8 +25,7 @@ ABSENT: Final = Absent.ABSENT
 type RowState = JobState | Absent  # where a job's row can be, "no row" included
 
 RECEIVED, ENQUEUED, PROCESSING, WATCHING, DONE = JobState
-# Where a row waits for its message or for evidence: the sweeps find it there, evidence may
-# enqueue it, a processor may lease it straight away.
+# Where a row waits for its message or for evidence (the sweeps find it there).
 WAITING: Final = (RECEIVED, ENQUEUED, WATCHING)
 _HOLDER = "the caller holds the lease"
 
@@ -40,8 +35,8 @@ class Verb(StrEnum):
 
     RECORD = "record"
     FORGET_UNSENT = "forget_unsent"
-    ENQUEUE = "enqueue"  # also ``mark_enqueued``, which says only whether it moved
-    REOPEN = "reopen"  # also ``reopened``, which returns the row written
+    ENQUEUE = "enqueue"  # also ``mark_enqueued``
+    REOPEN = "reopen"  # also ``reopened``
     UNCLAIM = "unclaim"
     ACQUIRE = "acquire"
     CHECKPOINT = "checkpoint"
@@ -62,8 +57,8 @@ class Verb(StrEnum):
 
 @dataclass(frozen=True)
 class Move:
-    """A write that takes a row from one of ``sources`` to one of ``targets`` (none: it keeps
-    its state) if ``guard`` holds too (none: the state is the whole condition)."""
+    """A write from one of ``sources`` to one of ``targets`` (none: the state kept) if ``guard``
+    holds too."""
 
     verb: Verb
     sources: tuple[RowState, ...]
@@ -98,24 +93,20 @@ WATCH = Move(V.WATCH, (PROCESSING,), (WATCHING,), _HOLDER)
 PARK = Move(V.PARK, (PROCESSING,), (WATCHING,), _HOLDER)
 FINISH = Move(V.FINISH, (PROCESSING,), (DONE,), _HOLDER)
 NOTE_LATE_WEBHOOK = Move(V.NOTE_LATE_WEBHOOK, tuple(JobState), (), "not marked late before")
-# Any state: a row reopened before its close's event went out still owes that event.
+# Any state: a row reopened before its close's event went out still owes it.
 CLEAR_OUTBOX = Move(V.CLEAR_OUTBOX, tuple(JobState), (), "its pending event as emitted")
-# A run's journal names the job of a row that exists already (its webhook came first).
 LINK_RUN = Move(V.LINK_RUN, tuple(JobState), (), "in the write of the job id to the run")
-# A settled row's event owed again, now naming its run (linked after the event was written).
+# A settled row's event owed again, naming the run linked after it was written.
 RETELL = Move(V.RETELL, (DONE,), (), "its event as written, without its run")
-# A batch's or crawl's items retried as extract jobs (``item_retries``): the holder notes each
-# retry, then settles them; the retry's row is linked to its item (recorded WATCHING if new).
+# A batch's or crawl's items retried as extract jobs (``item_retries``).
 NOTE_ITEM_RETRY = Move(V.NOTE_ITEM_RETRY, (PROCESSING,), (), _HOLDER)
 SETTLE_ITEMS = Move(V.SETTLE_ITEMS, (PROCESSING,), (), _HOLDER)
 LINK_NEW_RETRY = Move(V.LINK_RETRY, (ABSENT,), (WATCHING,), "a retry's job not known yet")
 LINK_RETRY = Move(V.LINK_RETRY, tuple(JobState), (), "linked to no item yet")
-# A followed job resubmitted: its holder notes the new job before it closes the row.
 NOTE_RESUBMISSION = Move(V.NOTE_RESUBMISSION, (PROCESSING,), (), _HOLDER)
-# A run's job resubmitted: the job that carries on names the run on its row.
+# A run's job resubmitted: the job that carries on names the run.
 CARRY_NEW_RUN = Move(V.CARRY_RUN, (ABSENT,), (WATCHING,), "a resubmission's job not known yet")
 CARRY_RUN = Move(V.CARRY_RUN, tuple(JobState), (), "naming no other run; its run only is written")
-# Every move above, in the table's order (the README's).
 MOVES: Final = tuple(move for move in list(globals().values()) if isinstance(move, Move))
 
 
@@ -137,8 +128,8 @@ class Evidence:
     """What was seen, who saw it, and (a webhook's) the delivery id that brought it."""
 
     seen: Seen
-    source: Source | str  # a label that is not a ``Source`` (an operator's) is kept as it came
-    # Moves a row once (the ledger keeps it); a delivery without one never reopens or wakes.
+    source: Source | str  # an operator's label is kept as it came
+    # Moves a row once; a delivery without one never reopens or wakes.
     delivery_id: str | None = None
 
 
@@ -146,9 +137,7 @@ class Evidence:
 class Policy:
     """When a waiting row counts as stale (its message lost); a bound not passed never does."""
 
-    # A webhook for a RECEIVED row: its writer died between put and send (milliseconds apart).
-    resend_after_seconds: float = math.inf
-    # A sweep's or a replay's, for RECEIVED or ENQUEUED: its message may still be queued.
+    resend_after_seconds: float = math.inf  # a webhook's, for a RECEIVED row
     stale_after_seconds: float = math.inf
 
 
@@ -176,8 +165,8 @@ class Why(StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
-    """The move to make (None: nothing), the row's state after it, and why; ``otherwise``, for
-    a webhook, the decision if the move does not happen (the row moved since it was read)."""
+    """The move to make (None: nothing), the state after it, and why; ``otherwise``: a webhook's
+    decision if the move does not happen."""
 
     move: Move | None
     state: JobState
@@ -186,8 +175,7 @@ class Decision:
 
 
 def decide(row: LedgerRow | None, evidence: Evidence, now: float, policy: Policy) -> Decision:
-    """The move ``evidence`` calls for on ``row`` (as just read; None: no row) at ``now``; pure
-    (``tests/unit/test_decisions.py`` is its full table)."""
+    """The move ``evidence`` calls for on ``row`` (as just read; None: no row) at ``now``."""
     if row is None:
         return Decision(RECORD, _NEW_ROW_STATE.get(evidence.seen, ENQUEUED), Why.NEW)
     return _RULE_BY_SEEN.get(evidence.seen, _recovery)(row, evidence, now, policy)
@@ -215,8 +203,8 @@ def _stale(row: LedgerRow, now: float, bound: float) -> bool:
 
 
 def _webhook(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
-    """Wake or reopen a row that waits for this webhook; else, for a job recovered without
-    it, note the webhook late (once: the mark is on the row)."""
+    """Wake or reopen a row that waits for this webhook; else note it late (once) for a job
+    recovered without it."""
     if row.late_webhook_at is None and source_recovers(row.source):
         otherwise = Decision(NOTE_LATE_WEBHOOK, row.state, Why.LATE_WEBHOOK)
     else:
@@ -228,8 +216,6 @@ def _webhook(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> 
 def _webhook_moves(
     row: LedgerRow, evidence: Evidence, now: float, policy: Policy
 ) -> Decision | None:
-    """A row closed as unknown, parked WATCHING, recorded at our submission, or whose writer
-    died between put and send: each moved once per delivery id (the ledger's condition)."""
     announced = row.source == Source.SUBMITTED
     if evidence.delivery_id is not None and (woken := _woken(row, announced)):
         return woken
@@ -237,15 +223,14 @@ def _webhook_moves(
 
 
 def _received(row: LedgerRow, announced: bool, now: float, policy: Policy) -> Decision | None:
-    """A RECEIVED row: announced by our submitter, or its writer died between put and send."""
+    """Announced by our submitter, or its writer died between put and send."""
     if announced:
         return _enqueue(Why.ANNOUNCED)
     return _enqueue(Why.STALE) if _stale(row, now, policy.resend_after_seconds) else None
 
 
 def _woken(row: LedgerRow, announced: bool) -> Decision | None:
-    """A delivery with an id: reopens a close as unknown, wakes a parked row (each wake costs
-    a GET: only a delivery not seen wakes it)."""
+    """A delivery with an id reopens a close as unknown, wakes a parked row (a wake costs a GET)."""
     if row.reopenable:
         return _reopen()
     if row.state is WATCHING:
@@ -254,13 +239,11 @@ def _woken(row: LedgerRow, announced: bool) -> Decision | None:
 
 
 def _listed_running(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
-    """Listed as running: only a close as unknown or never settled is overturned by it."""
     return _reopen() if row.reopenable else _nothing(row, Why.KNOWN)
 
 
 def _parked(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
-    """The watch sweep's rows pass: batches, crawls and sick jobs are polled by age; a
-    healthy extract job is judged by the listing."""
+    """Batches, crawls and sick jobs are polled by age; a healthy extract job by the listing."""
     if row.state is not WATCHING:
         return _nothing(row, Why.KNOWN)
     if _healthy_extract(row):
@@ -273,7 +256,6 @@ def _healthy_extract(row: LedgerRow) -> bool:
 
 
 def _recovery(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
-    """Evidence that a job settled or that its row is stuck, by the row's state."""
     return _RECOVERY_BY_STATE.get(row.state, _recover_waiting)(row, evidence, now, policy)
 
 
@@ -289,7 +271,6 @@ def _recover_watching(row: LedgerRow, evidence: Evidence, now: float, policy: Po
 
 
 def _recover_processing(row: LedgerRow, evidence: Evidence, now: float, policy: Policy) -> Decision:
-    # The holder died and its message may be gone: the processor that gets another takes over.
     if row.lease_expired(now):
         return Decision(TAKE_OVER, PROCESSING, Why.LEASE_EXPIRED)
     return _nothing(row, Why.HELD)
@@ -303,7 +284,7 @@ def _recover_waiting(row: LedgerRow, evidence: Evidence, now: float, policy: Pol
 
 type _Rule = Callable[[LedgerRow, Evidence, float, Policy], Decision]
 
-# A new row's state: a webhook's waits for its own send, a running job's is parked; else ENQUEUED.
+# A new row's state (else ENQUEUED).
 _NEW_ROW_STATE: Mapping[Seen, JobState] = {Seen.WEBHOOK: RECEIVED, Seen.LISTED_RUNNING: WATCHING}
 _RULE_BY_SEEN: Mapping[Seen, _Rule] = {
     Seen.WEBHOOK: _webhook,
@@ -316,7 +297,7 @@ _RECOVERY_BY_STATE: Mapping[JobState, _Rule] = {
     WATCHING: _recover_watching,
     PROCESSING: _recover_processing,
 }
-# What a recoverer's caller saw, by the source it names (any other: a delivery-log entry).
+# What a recoverer's caller saw, by the source it names (else a delivery-log entry).
 _SEEN_BY_SOURCE: Mapping[str, Seen] = {
     Source.WATCH: Seen.WATCH_WAKE,
     Source.STUCK_ROWS: Seen.STUCK,

@@ -1,5 +1,5 @@
-"""A job's row: the ``LedgerRow`` model and its marshalling by boto3's own type codec; an
-attribute a row lacks (an older row, a field never set) reads as its field's default."""
+"""A job's row: ``LedgerRow`` and its marshalling by boto3's type codec; an attribute a row
+lacks reads as its field's default."""
 
 from __future__ import annotations
 
@@ -122,68 +122,35 @@ def to_item(values: Mapping[Attr, Value | None]) -> Item:
     return {attr.value: encode(value) for attr, value in values.items() if value is not None}
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, Decimal) else None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _members(value: object) -> frozenset[str]:
-    return frozenset(value) if isinstance(value, set) else frozenset()
-
-
-def _key(value: object) -> JobKey:
-    return JobKey.from_pk(_text(value) or "")
-
-
-def _state(value: object) -> JobState:
-    return JobState(_text(value) or JobState.RECEIVED)
-
-
-def _outcome(value: object) -> Outcome | None:
-    return Outcome(value) if isinstance(value, str) and value else None
-
-
-def _source(value: object) -> str:
-    return _text(value) or ""
-
-
-def _seconds(value: object) -> float:
-    return _number(value) or 0.0
-
-
-def _count(value: object) -> int:
-    return int(_number(value) or 0)
-
-
-def _detail(value: object) -> dict[str, str]:
-    return {k: _text(v) or "" for k, v in value.items()} if isinstance(value, dict) else {}
-
-
 def _strikes(value: object) -> int:
     # Rows from before strikes were a set kept a number: ignored (forgotten once).
-    return len(_members(value))
+    return len(value) if isinstance(value, set) else 0
 
 
-# How a present attribute (boto3-decoded) is read, by its field's type (or its name); a missing
-# one reads as the field's default.
-_BY_TYPE: Final[Mapping[str, Callable[[object], Any]]] = {
-    "JobKey": _key,
-    "JobState": _state,
-    "Outcome | None": _outcome,
-    "str": _source,
-    "str | None": _text,
-    "float": _seconds,
-    "float | None": _number,
-    "int": _count,
-    "frozenset[str]": _members,
-    "dict[str, str]": _detail,
+# How a present attribute (boto3-decoded) is read, by its field's type (or its name).
+_BY_TYPE: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "JobKey": JobKey.from_pk,
+    "JobState": JobState,
+    "Outcome | None": lambda value: Outcome(value) if value else None,
+    "str": str,
+    "str | None": str,
+    "float": float,
+    "float | None": float,
+    "int": int,
+    "frozenset[str]": frozenset,
+    "dict[str, str]": lambda value: {k: str(v) for k, v in value.items()},
     "strikes": _strikes,
 }
 # Fields read from an attribute of another name.
 _ATTRIBUTE: Final = {"key": Attr.PK.value, "strikes": Attr.STRUCK_BY.value}
+# What a field without a default reads as where its attribute is missing.
+_MISSING: Final[Mapping[str, Callable[[], Any]]] = {
+    "JobKey": lambda: JobKey.from_pk(""),
+    "JobState": lambda: JobState.RECEIVED,
+    "float": float,
+    "str": str,
+    "dict[str, str]": dict,
+}
 
 
 def from_item(item: Mapping[str, Any]) -> LedgerRow:
@@ -193,11 +160,11 @@ def from_item(item: Mapping[str, Any]) -> LedgerRow:
 
 
 def _decoded(spec: Field[Any], values: Mapping[str, object]) -> Any:
-    """A field's value read from its attribute's; the field's default where there is none."""
+    """A field's value read from its attribute's; its default where there is none."""
     value = values.get(_ATTRIBUTE.get(spec.name, spec.name))
-    if value is None and spec.default is not MISSING:
-        return spec.default
-    return _BY_TYPE.get(spec.name, _BY_TYPE[str(spec.type)])(value)
+    if value is not None:
+        return _BY_TYPE.get(spec.name, _BY_TYPE[str(spec.type)])(value)
+    return _MISSING[str(spec.type)]() if spec.default is MISSING else spec.default
 
 
 __all__ = ("Item", "LedgerRow", "Value", "encode", "from_item", "to_item")
