@@ -19,7 +19,7 @@ from scrape_pipeline.ledger.leases import Streak
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS, LeaseLostError
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_ops.ledger import Ledger
+from tests.support.ledger import Ledger
 from tests.support.template import create_ledger_table, moto_server
 
 KEY = JobKey(JobKind.EXTRACT, "job-1")

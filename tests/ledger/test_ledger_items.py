@@ -30,7 +30,7 @@ from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.leases import Streak
 from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline_local.clock import ManualClock
-from scrape_pipeline_ops.ledger import Ledger
+from tests.support.ledger import Ledger
 from tests.support.template import create_ledger_table
 
 GOLDEN = Path(__file__).with_name("ledger_items.json")

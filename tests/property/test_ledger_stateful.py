@@ -36,7 +36,6 @@ from moto import mock_aws
 
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger.attributes import PENDING_INDEX
-from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.lifecycle import (
     ABSENT,
     DONE,
@@ -55,6 +54,7 @@ from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.create import create_ledger_table, create_queues
 from tests.conftest import OFFLINE_AWS_ENV
+from tests.support.ledger import Ledger
 
 LEASE_SECONDS = 60.0
 STALE_AFTER_SECONDS = 900.0

@@ -17,8 +17,8 @@ from itertools import product
 from pathlib import Path
 
 from scrape_pipeline.jobs import JobState
-from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.lifecycle import ABSENT, MOVES, WAITING, RowState, Verb
+from tests.support.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = Path(__file__).with_name("lifecycle.md")

@@ -1,5 +1,4 @@
-"""The ledger table's names, each written once: its attributes, its indexes, its key prefixes
-(``tests/template`` pins the template's, ``tests/ledger/test_ledger_items.py`` the items')."""
+"""The ledger table's names, each written once: its attributes, indexes and key prefixes."""
 
 from __future__ import annotations
 
@@ -42,16 +41,14 @@ class Attr(StrEnum):
     PAGE_SECONDS = "page_seconds"
     RETRYING_ITEMS = "retrying_items"  # ``<item index>:<extract job id>`` (``item_retries``)
     RETRY_POSTING = "retry_posting"  # the items whose retry's POST is under way
-    # When a holder last began a POST for this row: until the job list covers it
-    # (``listing_lag``) a look-up that finds nothing proves nothing.
     POSTED_AT = "posted_at"
     PAGES_STORED = "pages_stored"
     RETRY_OF = "retry_of"  # an extract job that retries an item: ``<kind>#<job id>#<index>``
     OUTCOME = "outcome"
     FINISHED_AT = "finished_at"
     REOPENS = "reopens"
-    # The outcome's event, written with the DONE; ``outbox_at`` (the sparse outbox index's key)
-    # is removed once the bus took it, the event kept: a run linked later retells it.
+    # The outcome's event, written with the DONE; ``outbox_at`` (the sparse index's key) goes
+    # once the bus took it.
     OUTBOX_AT = "outbox_at"
     OUTBOX_EVENT = "outbox_event"
     RUN = "run"  # the submission run whose journal recorded the job (its events name it)

@@ -17,15 +17,14 @@ if TYPE_CHECKING:
 
 
 class Bookkeeping:
-    """``chain#<kind>#<job_id>`` rows (how deep in its chain of resubmissions a job is) and
-    ``meta#<name>`` rows (the reconciler's watermark and checkpoints), beside the job rows."""
+    """``chain#<kind>#<job_id>`` rows (a job's depth in its chain of resubmissions) and
+    ``meta#<name>`` rows (the reconciler's watermark and checkpoints)."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
 
     def chain_depth(self, key: JobKey) -> int:
-        """How many resubmissions came before ``key`` in its chain of failed attempts (0: the
-        job was submitted by someone else, so a chain starts with it)."""
+        """How many resubmissions came before ``key`` in its chain (0: it starts one)."""
         ledger = self._ledger
         request: dict[str, Any] = {
             ledger.table_name: {
@@ -42,8 +41,8 @@ class Bookkeeping:
         return int(depth["N"]) if "N" in depth else 0
 
     def record_chain(self, key: JobKey, depth: int) -> bool:
-        """Record that ``key`` is the ``depth``-th resubmission of its chain unless recorded
-        already (True when this call wrote it): its poster knew the chain, an adopter may not."""
+        """Record ``key`` as its chain's ``depth``-th resubmission unless recorded already (True:
+        this call wrote it)."""
         ledger = self._ledger
         expires = ledger.expiry(ledger.clock.time())
         update = Update().set(Attr.DEPTH, depth).set(Attr.EXPIRES_AT, expires)
@@ -90,5 +89,4 @@ class Bookkeeping:
 
 
 def _fields(item: Mapping[str, Any]) -> dict[str, str]:
-    """A checkpoint item's fields as strings (its key left out)."""
     return {k: v.get("S", v.get("N", "")) for k, v in item.items() if k != Attr.PK}

@@ -1,6 +1,5 @@
 """Chains of work: the job that carries on a job's work, as the ledger notes it (one
-BatchGetItem a hundred jobs a link; the API is never asked).
-"""
+BatchGetItem a hundred jobs a link)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from typing import Final, Protocol
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.rows import LedgerRow
 
-# How far a chain of resubmissions is followed in one pass (resubmissions are bounded by
-# MAX_RESUBMISSIONS_PER_URL far below this; a longer chain reads as going on).
+# How far a chain is followed in one pass (resubmissions are bounded far below this).
 MAX_CHAIN: Final = 16
 _READ_MAX: Final = 100  # keys per BatchGetItem
 
@@ -25,8 +23,8 @@ class RowReader(Protocol):
 
 
 def successor(row: LedgerRow) -> str | None:
-    """The extract job that carries ``row``'s work on (closed so, or only noted by a holder
-    that died); None for a job that ended or runs on itself."""
+    """The extract job that carries ``row``'s work on (closed so, or noted by a holder that
+    died); None for a job that ended or runs on itself."""
     job_id = row.detail.get(DETAIL_RESUBMITTED_AS)
     if job_id and (not row.is_done or row.outcome is Outcome.RESUBMITTED):
         return job_id
@@ -42,12 +40,6 @@ def rows_of(ledger: RowReader, keys: Iterable[JobKey]) -> dict[JobKey, LedgerRow
     return rows
 
 
-def successors(ledger: RowReader, job_ids: Iterable[str]) -> dict[str, str]:
-    """Each extract job of ``job_ids`` that the ledger says was resubmitted: its successor."""
-    rows = rows_of(ledger, (JobKey(JobKind.EXTRACT, job_id) for job_id in job_ids))
-    return {key.job_id: following for key, row in rows.items() if (following := successor(row))}
-
-
 @dataclass(frozen=True)
 class Chain:
     """The rows of one chain read so far, first to last, and whether its last ended it."""
@@ -57,7 +49,7 @@ class Chain:
 
     @property
     def final(self) -> LedgerRow | None:
-        """The job that ended the chain (None while it goes on). Only a row read ends one."""
+        """The job that ended the chain (None while it goes on)."""
         return self.rows[-1] if self.ended else None
 
     @property

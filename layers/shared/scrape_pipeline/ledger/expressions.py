@@ -42,22 +42,20 @@ class _Placeholders:
         return placeholder
 
     def condition(self, condition: Condition, *, key: bool) -> str:
-        """``condition`` rendered by boto3's builder, its placeholders kept."""
         built = self.builder.build_expression(condition, is_key_condition=key)
         self.names |= built.attribute_name_placeholders
         self.values |= built.attribute_value_placeholders
         return str(built.condition_expression)
 
     def maps(self) -> dict[str, Any]:
-        """The request's placeholder maps: exactly the names and values its expressions use."""
         values = {k: encode(v) for k, v in self.values.items()}
         maps = {"ExpressionAttributeNames": self.names, "ExpressionAttributeValues": values}
         return {parameter: placeholders for parameter, placeholders in maps.items() if placeholders}
 
 
 class Update:
-    """An update expression, one clause per attribute (a later one replaces it); a clause is a
-    template: ``{0}`` is the attribute's placeholder, ``{1}``... its values'."""
+    """An update expression, one clause per attribute (a later one replaces it): a template of
+    the attribute's placeholder ``{0}`` and its values' ``{1}``..."""
 
     def __init__(self) -> None:
         self._clauses: dict[Attr, tuple[_Action, str, tuple[Value, ...]]] = {}
@@ -113,15 +111,15 @@ def _rendered(parameter: str, part: Condition | Update | tuple[Attr, ...], p: _P
 
 
 def expressions(**parts: Condition | Update | tuple[Attr, ...] | None) -> dict[str, Any]:
-    """The request parameters ``parts`` (by name; None: left out) and the placeholders they use:
-    a condition (boto3's), an ``Update``, or a projection (a tuple of attributes)."""
+    """The request parameters ``parts`` (None: left out; a condition, an ``Update`` or a
+    projection) and the placeholders they use."""
     placeholders = _Placeholders()
     request = {k: _rendered(k, part, placeholders) for k, part in parts.items() if part is not None}
     return request | placeholders.maps()
 
 
 def state_is(move: lifecycle.Move) -> Condition:
-    """The state part of ``move``'s condition, from its from-states in the lifecycle table."""
+    """The condition that a row is in one of ``move``'s from-states."""
     absent = [Field(Attr.PK).not_exists()] if lifecycle.ABSENT in move.sources else []
     clauses = absent + _in_states([s for s in move.sources if isinstance(s, JobState)])
     if not clauses:

@@ -24,7 +24,7 @@ from scrape_pipeline.ledger.table import (
 
 @dataclass(frozen=True)
 class Recorded:
-    """The result of ``Ledger.record``: ``created`` is False when the job was known already."""
+    """``record``'s result: ``created`` is False when the job was known already."""
 
     created: bool
     row: LedgerRow
@@ -32,8 +32,8 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Taken:
-    """What a webhook did to its job's row: why, and the row before and as written (``before``
-    None: recorded new; ``written`` None: nothing to send, and nothing to undo)."""
+    """What a webhook did: why, the row before (None: recorded new) and as written (None:
+    nothing to send or undo)."""
 
     why: Why
     before: LedgerRow | None = None
@@ -43,8 +43,7 @@ class Taken:
 def _with_evidence(
     update: Update, guard: Condition, evidence: str | None
 ) -> tuple[Update, Condition]:
-    """``update`` and ``guard`` that keep ``evidence`` (a delivery id) as seen and hold only
-    if it is not seen yet; unchanged without one."""
+    """``update`` and ``guard`` that keep ``evidence`` (a delivery id) as seen, if not seen yet."""
     if evidence is None:
         return update, guard
     seen = ~Field(Attr.SEEN_DELIVERIES).contains(evidence)
@@ -66,8 +65,7 @@ def _check_new(state: JobState) -> None:
 
 
 def _closed_again(before: LedgerRow) -> Update:
-    """A reopen undone: the close it overturned, and its count (a reopen that sent nothing must
-    not use up the bound)."""
+    """A reopen undone: the close it overturned and its count (one that sent nothing is free)."""
     return (
         Update()
         .set(Attr.STATE, before.state)
@@ -88,10 +86,8 @@ class Intake(LedgerTable):
     def take_webhook(
         self, key: JobKey, *, delivery_id: str | None, detail: Mapping[str, str], policy: Policy
     ) -> Taken:
-        """A verified delivery for ``key`` decided (``decide``) and written: recorded new,
-        enqueued, reopened, noted late or nothing; the caller sends what ``written`` calls for."""
-        # No read first: the conditional put of a RECEIVED row is the decision for "no row"
-        # (``decide``'s first line), made atomically; ``decide`` judges only a row it found.
+        """A verified delivery for ``key`` decided and written; the caller sends ``written``."""
+        # No read first: the conditional put is ``decide``'s "no row" line, made atomically.
         recorded = self.record(key, source=Source.WEBHOOK, detail=detail, delivery_id=delivery_id)
         if recorded.created:
             return Taken(Why.NEW, written=recorded.row)
@@ -103,7 +99,6 @@ class Intake(LedgerTable):
         return self._instead(decision.otherwise or decision, row)
 
     def _instead(self, decision: Decision, row: LedgerRow) -> Taken:
-        """What a webhook does when its move did not happen (moved since read, or refused)."""
         if decision.move is lifecycle.NOTE_LATE_WEBHOOK and self.note_late_webhook(row):
             return Taken(Why.LATE_WEBHOOK, row)
         return Taken(Why.DUPLICATE, row)
@@ -111,7 +106,6 @@ class Intake(LedgerTable):
     def _make(
         self, move: lifecycle.Move | None, row: LedgerRow, evidence: str | None
     ) -> LedgerRow | None:
-        """A webhook's move made: the row as written, or None (refused, or nothing to make)."""
         if move is lifecycle.REOPEN:
             return self.reopened(row, evidence=evidence)
         return self.enqueue(row, evidence=evidence) if move is lifecycle.ENQUEUE else None
@@ -139,7 +133,7 @@ class Intake(LedgerTable):
         return self.put_new(key, item)
 
     def put_new(self, key: JobKey, item: Item) -> Recorded:
-        """Put a new row's ``item`` (``new_row``) unless the job's row exists."""
+        """Put ``item`` (``new_row``) unless the job's row exists."""
         try:
             write(self.client, self.table_name, state_is(lifecycle.RECORD), item=item)
         except ConditionFailedError as refused:
@@ -181,7 +175,7 @@ class Intake(LedgerTable):
         )
 
     def forget_unsent(self, row: LedgerRow) -> bool:
-        """Delete a row its writer could not enqueue, so no orphan is left; False if it moved on."""
+        """Delete a row its writer could not enqueue (no orphan left); False if it moved on."""
         condition = state_is(lifecycle.FORGET_UNSENT) & Field(Attr.TOKEN).eq(row.token or "")
         try:
             write(self.client, self.table_name, condition, pk=row.key.pk)
@@ -190,8 +184,8 @@ class Intake(LedgerTable):
         return True
 
     def enqueue(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
-        """A waiting row moved to ENQUEUED if unmoved since ``row`` (concurrent enqueuers agree
-        on one winner) and ``evidence`` is not seen: the row as written, or None."""
+        """A waiting row to ENQUEUED if unmoved since ``row`` (one winner) and ``evidence`` not
+        seen: the row as written, or None."""
         if row.has_seen(evidence):
             return None
         now = self.clock.time()
@@ -206,8 +200,8 @@ class Intake(LedgerTable):
         return replace(row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=seen)
 
     def reopened(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
-        """A close as "never settled" or "unknown" back to ENQUEUED, counters reset, reopens + 1,
-        conditional on the close as read: the row as written, or None."""
+        """A reopenable close as read back to ENQUEUED, counters reset, reopens + 1: the row as
+        written, or None."""
         if not self._may_reopen(row, evidence) or row.finished_at is None:
             return None
         now = self.clock.time()
@@ -246,27 +240,24 @@ class Intake(LedgerTable):
         )
 
     def _may_reopen(self, row: LedgerRow, evidence: str | None) -> bool:
-        """Closed for a reopenable reason, under the bound, by evidence not used yet."""
         return row.reopenable and row.reopens < self.max_reopens and not row.has_seen(evidence)
 
     def unclaim(self, before: LedgerRow, written: LedgerRow) -> bool:
-        """Put back a row ``enqueue``/``reopened`` wrote whose message could not be sent, if it
-        is still as ``written``: the sender's retry then finds it as it was."""
+        """Put back a row ``enqueue``/``reopened`` wrote whose message could not be sent, if
+        still as ``written``."""
         if before.state not in lifecycle.UNCLAIM.targets:
             raise ValueError(f"unclaim puts no row back to {before.state}")
         update = (
             _closed_again(before) if before.is_done else in_state(before.state, before.state_since)
         )
         if added := written.seen_deliveries - before.seen_deliveries:
-            # Evidence that moved nothing in the end is not seen: where one id serves every
-            # retry of an event (Stripe's evt_), the retry this 503 asks for must move it.
+            # Evidence that moved nothing is not seen: the retry this 503 asks for must move it.
             update = update.delete(Attr.SEEN_DELIVERIES, added)
         guard = Field(Attr.STATE_SINCE).eq(written.state_since)
         return self._moved(before.key, lifecycle.UNCLAIM, update, guard, self.clock.time())
 
     def note_late_webhook(self, row: LedgerRow) -> bool:
-        """Mark that a webhook came for a job recovered without it; True the first time only
-        (the reconciler's recoveries then tell late webhooks from lost ones)."""
+        """Mark a webhook come for a job recovered without it; True the first time only."""
         now = self.clock.time()
         update = Update().set(Attr.LATE_WEBHOOK_AT, now)
         guard = Field(Attr.LATE_WEBHOOK_AT).not_exists()
@@ -275,7 +266,6 @@ class Intake(LedgerTable):
     def _moved(
         self, key: JobKey, move: lifecycle.Move, update: Update, guard: Condition, now: float
     ) -> bool:
-        """``move``, if ``guard`` holds too, written at ``now``; False if refused."""
         try:
             self._update(key, state_is(move) & guard, update, now)
         except ConditionFailedError:

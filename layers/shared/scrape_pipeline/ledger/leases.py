@@ -1,5 +1,5 @@
-"""The processor's writes: a job's lease, then its holder's moves. ``struck_by``: the attempts
-since the last progress that did not end cleanly; ``failures``: consecutive failed API calls."""
+"""The processor's writes: a job's lease, then its holder's moves (``struck_by``: attempts since
+the last progress not ended cleanly; ``failures``: consecutive failed API calls)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ class Streak(StrEnum):
 
 
 def _with_streak(update: Update, streak: Streak, now: float) -> Update:
-    """``update`` with the job's run of failed calls counted, cleared or left alone."""
     if streak is Streak.FAILED:
         return update.increment(Attr.FAILURES).set_default(Attr.FAILING_SINCE, now)
     if streak is Streak.ANSWERED:
@@ -40,13 +39,12 @@ def _with_streak(update: Update, streak: Streak, now: float) -> Update:
 
 
 def _parked(state: JobState, now: float) -> Update:
-    """The lease given back: the row waits in ``state`` from ``now``."""
     return in_state(state, now).remove(Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
 
 
 @dataclass(frozen=True)
 class LeaseResult:
-    """The result of ``Ledger.acquire``: ``row`` is the new row when granted, else the old one."""
+    """``acquire``'s result: the new row when granted, else the old one."""
 
     granted: bool
     row: LedgerRow | None
@@ -56,8 +54,8 @@ class Leases(LedgerTable):
     """The processor's writes: one attempt's lease taken, then moved only by its holder."""
 
     def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
-        """Take the job's lease (from a waiting state, an expired lease, or no row: ``source``
-        is its source); the attempt holds a strike until it ends cleanly or stores a page."""
+        """Take the job's lease (from a waiting state, an expired lease, or no row: ``source``'s);
+        the attempt holds a strike until it ends cleanly or stores a page."""
         now = self.clock.time()
         update = (
             in_state(JobState.PROCESSING, now)
@@ -88,8 +86,8 @@ class Leases(LedgerTable):
         not_found: bool = False,
         streak: Streak = Streak.KEEP,
     ) -> LedgerRow:
-        """Give the lease back, the job still to do: clean, the strike taken back; with
-        ``error`` (may repeat: a poison job) the strike and the error kept."""
+        """Give the lease back, the job still to do: the strike taken back, or kept with
+        ``error`` (a poison job may repeat it)."""
         now = self.clock.time()
         update = _parked(JobState.ENQUEUED, now).increment(Attr.RELEASES)
         if error is None:
@@ -109,13 +107,12 @@ class Leases(LedgerTable):
             .set(Attr.JOB_CREATED_AT, float(job_created_at))
             .delete(Attr.STRUCK_BY, {owner})
         )
-        # The API answered the job's state: any run of failed calls is over.
         update = _with_streak(update, Streak.ANSWERED, now)
         return self._leased_update(key, owner, lifecycle.WATCH, update, now)
 
     def park(self, key: JobKey, owner: str, *, not_found: bool = False) -> LedgerRow:
-        """Park a job whose own API calls keep failing: WATCHING, one more failure counted, the
-        strike taken back (a sick API is not a poison job); the watch sweep polls it."""
+        """Park a job whose API calls keep failing: WATCHING, one more failure, the strike taken
+        back (a sick API is not a poison job)."""
         now = self.clock.time()
         update = _parked(JobState.WATCHING, now).delete(Attr.STRUCK_BY, {owner})
         if not_found:
@@ -135,8 +132,8 @@ class Leases(LedgerTable):
         next_item: int = 0,
         cancelled: int = 0,
     ) -> LedgerRow:
-        """A batch's or crawl's progress after a page (or ``next_item`` items of it) is stored,
-        the lease kept: progress clears every strike (``cancelled`` only once there is one)."""
+        """A batch's or crawl's progress after a page (or ``next_item`` of it) is stored, the
+        lease kept: progress clears every strike."""
         update = (
             Update()
             .set(Attr.NEXT_PAGE, next_page)
@@ -159,8 +156,8 @@ class Leases(LedgerTable):
         *,
         posting: bool = False,
     ) -> LedgerRow:
-        """How the retry of item ``index`` stands: its POST under way (``posting``), answered
-        with a job (``retry``: ``<index>:<job id>``), or neither: it certainly did nothing."""
+        """Item ``index``'s retry: its POST under way (``posting``), answered with a job
+        (``retry``: ``<index>:<job id>``), or neither: it certainly did nothing."""
         update = Update()
         now = self.clock.time()
         if posting:
@@ -172,15 +169,14 @@ class Leases(LedgerTable):
         return self._leased_update(key, owner, lifecycle.NOTE_ITEM_RETRY, update, now)
 
     def note_resubmission(self, key: JobKey, owner: str, job_id: str) -> LedgerRow:
-        """Note the job that resubmits a held row (``resubmitted_as``) ahead of its close, so
-        the batch or run it is part of follows on to it."""
+        """Note the job that resubmits a held row ahead of its close: its batch or run follows."""
         update = Update().set(Attr.DETAIL, {DETAIL_RESUBMITTED_AS: job_id})
         now = self.clock.time()
         return self._leased_update(key, owner, lifecycle.NOTE_RESUBMISSION, update, now)
 
     def note_posting(self, key: JobKey, owner: str, *, posting: bool) -> LedgerRow:
-        """Note on a held row that its resubmission's POST is about to be sent (``posting``),
-        or that it certainly did nothing (the note taken off): ``LedgerRow.posted_at``."""
+        """Note that a held row's resubmission POST is about to be sent, or (not ``posting``)
+        that it certainly did nothing."""
         now = self.clock.time()
         update = Update().set(Attr.POSTED_AT, now) if posting else Update().remove(Attr.POSTED_AT)
         return self._leased_update(key, owner, lifecycle.NOTE_RESUBMISSION, update, now)
@@ -194,8 +190,8 @@ class Leases(LedgerTable):
         counts: tuple[int, int, int],
         pages: int,
     ) -> LedgerRow:
-        """Take the retried items that settled off the row, with the item counts (stored,
-        dead-lettered, cancelled) once all ``pages`` are stored; the lease kept."""
+        """Take settled retries off the row, with the item counts (stored, dead-lettered,
+        cancelled) once all ``pages`` are stored."""
         update = Update().set(Attr.PAGES_STORED, pages)
         for attr, count in zip(_ITEM_COUNTS, counts, strict=True):
             update.set(attr, count)
@@ -214,9 +210,8 @@ class Leases(LedgerTable):
         event: str | Telling | None = None,
         run: str | None = None,
     ) -> LedgerRow:
-        """The job DONE with its one outcome and its ``event`` (the outbox), by the lease holder.
-        A ``Telling`` event is told for ``run`` as read, the write's condition: a run linked since
-        shows in the refusal and the event is told for it, so it is written once."""
+        """The job DONE with its outcome and ``event`` (the outbox); a ``Telling`` event is told
+        for ``run`` as read (the condition): a run linked since is told on the refusal."""
         now = self.clock.time()
         update = (
             Update()
@@ -235,7 +230,6 @@ class Leases(LedgerTable):
     def _finish_told(
         self, key: JobKey, owner: str, update: Update, now: float, *, tell: Telling, run: str | None
     ) -> LedgerRow:
-        """``finish`` with the event told for the run the row names, written once."""
         for _ in range(3):
             update.set(Attr.OUTBOX_AT, now).set(Attr.OUTBOX_EVENT, tell(run))
             named = Field(Attr.RUN).not_exists() if run is None else Field(Attr.RUN).eq(run)
@@ -255,23 +249,19 @@ class Leases(LedgerTable):
         *,
         guard: Condition | None = None,
     ) -> LedgerRow:
-        """``move`` by the lease holder ``owner``; ``LeaseLostError`` if ``owner`` is not it."""
+        """``move`` by the lease holder ``owner``, else ``LeaseLostError``."""
         condition = state_is(move) & Field(Attr.LEASE_OWNER).eq(owner)
+        if guard is not None:
+            condition &= guard
         try:
-            response = self._update(
-                key,
-                condition if guard is None else condition & guard,
-                update,
-                now,
-                returns_new=True,
-            )
+            response = self._update(key, condition, update, now, returns_new=True)
         except ConditionFailedError as refused:
             raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
         return from_item(response["Attributes"])
 
 
 def _linked_run(lost: LeaseLostError, owner: str, run: str | None) -> str | None:
-    """The run linked to a row still held by ``owner`` since it named ``run``; else ``lost``."""
+    """The run linked since to a row ``owner`` still holds; else ``lost`` raised."""
     if lost.row is None or lost.row.lease_owner != owner or lost.row.run == run:
         raise lost
     return lost.row.run

@@ -31,12 +31,13 @@ _HOLDER = "the caller holds the lease"
 
 
 class Verb(StrEnum):
-    """A write of the ledger's, named after the ``Ledger`` method that makes it."""
+    """A write of the ledger's, named after the ``Ledger`` method that makes it (or its short
+    form: ``reopened``, ``link_run_update``)."""
 
     RECORD = "record"
     FORGET_UNSENT = "forget_unsent"
-    ENQUEUE = "enqueue"  # also ``mark_enqueued``
-    REOPEN = "reopen"  # also ``reopened``
+    ENQUEUE = "enqueue"
+    REOPEN = "reopen"
     UNCLAIM = "unclaim"
     ACQUIRE = "acquire"
     CHECKPOINT = "checkpoint"

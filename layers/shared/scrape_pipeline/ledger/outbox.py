@@ -1,5 +1,5 @@
 """The outbox: outcomes whose event the bus has not taken, on the job rows (``finish`` writes
-both at once); ``outbox_at`` keys the sparse index ``outbox-by-time`` until ``clear_outbox``."""
+both); ``outbox_at`` keys the sparse index ``outbox-by-time`` until ``clear_outbox``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from scrape_pipeline.ledger.table import ConditionFailedError, LedgerTable, call
 
 @dataclass(frozen=True)
 class PendingEvent:
-    """A row's event not yet emitted: the job, when its outcome was written, the event's text."""
+    """A row's event not yet emitted, and when its outcome was written."""
 
     key: JobKey
     outbox_at: float
@@ -28,8 +28,7 @@ class OutboxRows(LedgerTable):
 
     def clear_outbox(self, key: JobKey, event: str) -> bool:
         """Forget the row's pending event if it is still ``event``; False if it changed or went."""
-        # The event's text stays on the row (out of the index): a run that records the job
-        # after its outcome retells it (``retell``), and a run's manifest reads its keys there.
+        # The event stays on the row (out of the index): a run linked later retells it.
         update = Update().remove(Attr.OUTBOX_AT)
         condition = (
             state_is(lifecycle.CLEAR_OUTBOX)
@@ -43,8 +42,8 @@ class OutboxRows(LedgerTable):
         return True
 
     def retell(self, key: JobKey, event: str, told: str) -> bool:
-        """Owe a settled row's event again as ``told`` (the same outcome, now naming its run)
-        if the row still holds ``event``; False if it changed (retold already, reopened)."""
+        """Owe a settled row's event again as ``told`` (naming its run) if the row still holds
+        ``event``; False if it changed."""
         now = self.clock.time()
         update = Update().set(Attr.OUTBOX_EVENT, told).set(Attr.OUTBOX_AT, now)
         condition = state_is(lifecycle.RETELL) & Field(Attr.OUTBOX_EVENT).eq(event)

@@ -1,10 +1,12 @@
-"""The ledger table: its client and settings, its errors, a row read, and ``call`` (botocore's
-errors become ours once) under the one conditional ``write`` (the refusing item comes back)."""
+"""The ledger table: its client and settings, its errors, and ``call`` (botocore's errors made
+ours) under the one conditional ``write`` (the refusing item comes back)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
+
+from botocore import xform_name
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, refused_item, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
@@ -50,9 +52,8 @@ class ConditionFailedError(LedgerError):
 
 
 def call(db: DynamoDBClient, operation: Operation, **request: Any) -> dict[str, Any]:
-    """``operation`` sent to DynamoDB: its response, ``ConditionFailedError`` (the item as it
-    was) or ``AWSUnavailableError`` (try again later)."""
-    send: Callable[..., Any] = getattr(db, _snake(operation))
+    """``operation``'s response, else ``ConditionFailedError`` or ``AWSUnavailableError``."""
+    send: Callable[..., Any] = getattr(db, xform_name(operation))
     try:
         return dict(send(**request))
     except AWS_ERRORS as exc:
@@ -60,10 +61,6 @@ def call(db: DynamoDBClient, operation: Operation, **request: Any) -> dict[str, 
             pk = (request.get("Key") or request["Item"])[Attr.PK]["S"]
             raise ConditionFailedError(pk, refused_item(exc)) from exc
         raise unavailable("dynamodb", operation, exc) from exc
-
-
-def _snake(operation: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
 
 
 def write(
@@ -76,22 +73,16 @@ def write(
     update: Update | None = None,
     returns_new: bool = False,
 ) -> dict[str, Any]:
-    """The one conditional write: ``item`` put, else the row at ``pk`` updated (or, with no
-    ``update``, deleted) if ``condition`` holds; a refusal carries the row that won."""
-    operation, target = _target(pk, item, update)
+    """The one conditional write: ``item`` put, else the row at ``pk`` updated (no ``update``:
+    deleted) if ``condition`` holds; a refusal carries the row that won."""
     request: dict[str, Any] = {"TableName": table, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
     if returns_new:
         request["ReturnValues"] = "ALL_NEW"
-    parts = expressions(UpdateExpression=update, ConditionExpression=condition)
-    return call(db, operation, **request, **target, **parts)
-
-
-def _target(pk: str | None, item: Item | None, update: Update | None) -> tuple[Operation, Item]:
-    """The operation and the item it writes: put, else the row at ``pk`` updated or deleted."""
+    request |= expressions(UpdateExpression=update, ConditionExpression=condition)
     if item is not None:
-        return "PutItem", {"Item": item}
-    key = {"Key": {Attr.PK.value: encode(pk or "")}}
-    return ("DeleteItem" if update is None else "UpdateItem"), key
+        return call(db, "PutItem", Item=item, **request)
+    operation: Operation = "DeleteItem" if update is None else "UpdateItem"
+    return call(db, operation, Key={Attr.PK.value: encode(pk or "")}, **request)
 
 
 def in_state(state: JobState, since: float) -> Update:
@@ -124,7 +115,7 @@ class LedgerTable:
         self.clock = clock
 
     def expiry(self, now: float) -> int:
-        """When a row written at ``now`` expires (``expires_at``): a TTL after its last change."""
+        """When a row written at ``now`` expires: a TTL after its last change."""
         return int(now) + self.ttl_seconds
 
     def _update(
@@ -136,7 +127,7 @@ class LedgerTable:
         *,
         returns_new: bool = False,
     ) -> dict[str, Any]:
-        """``write`` of a job's row updated at ``now``, with ``updated_at`` and the TTL."""
+        """``write`` of a job's row at ``now``, with ``updated_at`` and the TTL."""
         update.set(Attr.UPDATED_AT, now).set(Attr.EXPIRES_AT, self.expiry(now))
         return write(
             self.client,

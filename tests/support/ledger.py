@@ -1,0 +1,28 @@
+"""The ledger as the tests drive it: the operator's, and its moves as booleans."""
+
+from __future__ import annotations
+
+from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.table import ConditionFailedError, call
+from scrape_pipeline_ops import ledger
+
+
+class Ledger(ledger.Ledger):
+    """``scrape_pipeline_ops.ledger.Ledger`` with the boolean forms the tests' tables use."""
+
+    def mark_enqueued(self, row: LedgerRow) -> bool:
+        """``enqueue``, saying only whether it moved."""
+        return self.enqueue(row) is not None
+
+    def reopen(self, row: LedgerRow, *, evidence: str | None = None) -> bool:
+        """``reopened``, saying only whether it moved."""
+        return self.reopened(row, evidence=evidence) is not None
+
+    def link_run(self, key: JobKey, run: str) -> bool:
+        """``link_run_update`` on its own: False if the job has no row."""
+        try:
+            call(self.client, "UpdateItem", **self.link_run_update(key, run))
+        except ConditionFailedError:
+            return False
+        return True
