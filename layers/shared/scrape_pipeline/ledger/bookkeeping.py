@@ -37,8 +37,7 @@ class Bookkeeping:
         if response.get("UnprocessedKeys"):
             raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
         items = response.get("Responses", {}).get(ledger.table_name, [])
-        depth = items[0].get(Attr.DEPTH, {}) if items else {}
-        return int(depth["N"]) if "N" in depth else 0
+        return int(items[0][Attr.DEPTH]["N"]) if items else 0  # record_chain writes the depth
 
     def record_chain(self, key: JobKey, depth: int) -> bool:
         """Record ``key`` as its chain's ``depth``-th resubmission unless recorded already (True:

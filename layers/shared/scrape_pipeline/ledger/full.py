@@ -4,7 +4,6 @@ reads, and the rows of submitted jobs linked to runs and retried items."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -19,7 +18,7 @@ from scrape_pipeline.ledger.intake import Intake
 from scrape_pipeline.ledger.leases import Leases
 from scrape_pipeline.ledger.outbox import OutboxRows
 from scrape_pipeline.ledger.rows import Item, LedgerRow, encode, from_item, to_item
-from scrape_pipeline.ledger.table import ConditionFailedError, LedgerError, call, in_state
+from scrape_pipeline.ledger.table import ConditionFailedError, LedgerError, call
 
 
 def _since(before: float, after: float | None) -> Condition:
@@ -88,19 +87,12 @@ class Ledger(Intake, Leases, OutboxRows):
                     return from_item(refused.old)
         raise LedgerError(f"{key.pk} neither absent nor present while its run was carried")
 
-    @staticmethod
-    def _watched(key: JobKey, now: float) -> Update:
+    def _watched(self, key: JobKey, now: float) -> Update:
         """The new row of a job posted a moment ago, waiting WATCHING for its webhook."""
-        return (
-            in_state(JobState.WATCHING, now)
-            .set(Attr.KIND, key.kind)
-            .set(Attr.JOB_ID, key.job_id)
-            .set(Attr.CREATED_AT, now)
-            .set(Attr.SOURCE, SOURCE_SUBMITTED)
-            .set(Attr.TOKEN, uuid.uuid4().hex)
-            .set(Attr.ATTEMPTS, 0)
-            .set(Attr.JOB_CREATED_AT, now)
-        )
+        update = Update().set(Attr.JOB_CREATED_AT, now)
+        for attr, value in self.new_values(key, now, SOURCE_SUBMITTED, JobState.WATCHING).items():
+            update.set(attr, value)
+        return update
 
     def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]:
         """The rows of up to 100 jobs in one read (missing jobs are absent from the result)."""

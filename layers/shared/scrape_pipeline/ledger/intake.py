@@ -12,7 +12,7 @@ from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
 from scrape_pipeline.ledger.lifecycle import Decision, Evidence, Policy, Seen, Why, decide
-from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
+from scrape_pipeline.ledger.rows import Item, LedgerRow, Value, from_item, to_item
 from scrape_pipeline.ledger.table import (
     ConditionFailedError,
     LedgerError,
@@ -156,23 +156,31 @@ class Intake(LedgerTable):
         return to_item(
             {
                 Attr.PK: key.pk,
-                Attr.KIND: key.kind,
-                Attr.JOB_ID: key.job_id,
-                Attr.STATE: state,
-                Attr.PENDING_STATE: state,
-                Attr.STATE_SINCE: now,
-                Attr.CREATED_AT: now,
-                Attr.UPDATED_AT: now,
-                Attr.EXPIRES_AT: self.expiry(now),
-                Attr.SOURCE: source,
-                # Lets the writer undo its own row, and only its own (forget_unsent).
-                Attr.TOKEN: uuid.uuid4().hex,
-                Attr.ATTEMPTS: 0,
+                **self.new_values(key, now, source, state),
                 Attr.DETAIL: detail or None,
                 Attr.JOB_CREATED_AT: job_created_at,
                 Attr.SEEN_DELIVERIES: None if delivery_id is None else {delivery_id},
             }
         )
+
+    def new_values(
+        self, key: JobKey, now: float, source: str, state: JobState
+    ) -> dict[Attr, Value]:
+        """A new row's attributes but its key and what its writer may know (detail, ...)."""
+        return {
+            Attr.KIND: key.kind,
+            Attr.JOB_ID: key.job_id,
+            Attr.STATE: state,
+            Attr.PENDING_STATE: state,
+            Attr.STATE_SINCE: now,
+            Attr.CREATED_AT: now,
+            Attr.UPDATED_AT: now,
+            Attr.EXPIRES_AT: self.expiry(now),
+            Attr.SOURCE: source,
+            # Lets the writer undo its own row, and only its own (forget_unsent).
+            Attr.TOKEN: uuid.uuid4().hex,
+            Attr.ATTEMPTS: 0,
+        }
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue (no orphan left); False if it moved on."""

@@ -82,7 +82,7 @@ def write(
     if item is not None:
         return call(db, "PutItem", Item=item, **request)
     operation: Operation = "DeleteItem" if update is None else "UpdateItem"
-    return call(db, operation, Key={Attr.PK.value: encode(pk or "")}, **request)
+    return call(db, operation, Key={Attr.PK.value: encode(str(pk))}, **request)
 
 
 def in_state(state: JobState, since: float) -> Update:
