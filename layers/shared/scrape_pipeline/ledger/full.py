@@ -31,10 +31,8 @@ class Ledger(Intake, Leases, OutboxRows):
 
     def submitted_row(self, key: JobKey, now: float, *, run: str | None = None) -> Item:
         """The new row of a job just submitted (WATCHING, nothing enqueued): ``run``'s."""
-        item = self.new_row(
-            key, now=now, source=SOURCE_SUBMITTED, state=JobState.WATCHING, job_created_at=now
-        )
-        return item if run is None else {**item, **to_item({Attr.RUN: run})}
+        values = self.new_values(key, now, SOURCE_SUBMITTED, JobState.WATCHING)
+        return to_item({Attr.PK: key.pk, **values, Attr.JOB_CREATED_AT: now, Attr.RUN: run})
 
     def submitted_put(self, key: JobKey, now: float, *, run: str | None = None) -> dict[str, Any]:
         """``submitted_row`` as a ``TransactWriteItems`` Put under ``record``'s condition."""

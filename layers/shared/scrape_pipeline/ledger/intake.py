@@ -121,47 +121,23 @@ class Intake(LedgerTable):
         delivery_id: str | None = None,
     ) -> Recorded:
         """Create the job's row unless it exists; the old row comes back when it does."""
-        item = self.new_row(
-            key,
-            now=self.clock.time(),
-            source=source,
-            state=state,
-            detail=detail,
-            job_created_at=job_created_at,
-            delivery_id=delivery_id,
-        )
-        return self.put_new(key, item)
+        _check_new(state)
+        values = {
+            Attr.PK: key.pk,
+            **self.new_values(key, self.clock.time(), source, state),
+            Attr.DETAIL: detail or None,
+            Attr.JOB_CREATED_AT: job_created_at,
+            Attr.SEEN_DELIVERIES: None if delivery_id is None else {delivery_id},
+        }
+        return self.put_new(key, to_item(values))
 
     def put_new(self, key: JobKey, item: Item) -> Recorded:
-        """Put ``item`` (``new_row``) unless the job's row exists."""
+        """Put a new row's ``item`` unless the job's row exists."""
         try:
             write(self.client, self.table_name, state_is(lifecycle.RECORD), item=item)
         except ConditionFailedError as refused:
             return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
         return Recorded(True, from_item(item))
-
-    def new_row(
-        self,
-        key: JobKey,
-        *,
-        now: float,
-        source: str,
-        state: JobState = JobState.RECEIVED,
-        detail: Mapping[str, str] | None = None,
-        job_created_at: float | None = None,
-        delivery_id: str | None = None,
-    ) -> Item:
-        """The item ``record`` puts for a new row."""
-        _check_new(state)
-        return to_item(
-            {
-                Attr.PK: key.pk,
-                **self.new_values(key, now, source, state),
-                Attr.DETAIL: detail or None,
-                Attr.JOB_CREATED_AT: job_created_at,
-                Attr.SEEN_DELIVERIES: None if delivery_id is None else {delivery_id},
-            }
-        )
 
     def new_values(
         self, key: JobKey, now: float, source: str, state: JobState
