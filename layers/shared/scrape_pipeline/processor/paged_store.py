@@ -1,6 +1,5 @@
 """A batch's or crawl's items stored page by page, with a checkpoint in the ledger after each,
-so a large job completes across invocations without storing a page twice.
-"""
+so a large job completes across invocations without storing a page twice."""
 
 from __future__ import annotations
 
@@ -12,13 +11,15 @@ from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.attempt import Attempt, OutOfTimeError
-from scrape_pipeline.processor.item_retries import (
-    ItemRetrier,
-    RetryRef,
-    is_retryable,
-    retrying_by_index,
+from scrape_pipeline.processor.item_retries import RetryRef, is_retryable, retrying_by_index
+from scrape_pipeline.processor.manifest import (
+    Covered,
+    ItemRecord,
+    ItemStatus,
+    ManifestWriter,
+    counted,
 )
-from scrape_pipeline.processor.manifest import Covered, ItemRecord, ItemStatus, ManifestWriter
+from scrape_pipeline.processor.resubmission import Resubmitter
 from scrape_pipeline.processor.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
@@ -32,7 +33,7 @@ DETAIL_CANCELLED = "items_cancelled"
 class _Retries:
     """One attempt's retrying items (index to job id); no ``retrier``: none is retried."""
 
-    retrier: ItemRetrier | None
+    retrier: Resubmitter | None
     attempt: Attempt
     noted: dict[int, str]
     status: BatchStatus | None = None
@@ -50,13 +51,13 @@ class _Position:
 
     def plus(self, covered: Covered) -> _Position:
         """On to the end of what the parts cover, their items counted."""
-        statuses = [record.status for record in covered.records]
-        return replace(
-            self,
-            item=covered.end,
-            stored=self.stored + statuses.count(ItemStatus.STORED),
-            failed=self.failed + statuses.count(ItemStatus.DEAD_LETTERED),
-            cancelled=self.cancelled + statuses.count(ItemStatus.CANCELLED),
+        stored, failed, cancelled = counted(covered.records)
+        return _Position(
+            self.page,
+            covered.end,
+            self.stored + stored,
+            self.failed + failed,
+            self.cancelled + cancelled,
         )
 
 
@@ -78,7 +79,7 @@ class PagedStore:
         ledger: Ledger,
         client: GeonodeClient,
         results: ResultStore,
-        retrier: ItemRetrier | None = None,
+        retrier: Resubmitter | None = None,
         retryable_codes: Sequence[str] = (),
     ) -> None:
         self._ledger = ledger
@@ -96,8 +97,8 @@ class PagedStore:
     def store_items(
         self, attempt: Attempt, first_page: BatchStatus, *, retry: bool = False
     ) -> dict[str, str] | None:
-        """Store each completed item once and dead-letter the failed ones (``retry``: resubmit
-        the retryable), from the checkpoint on; None while an item is pending."""
+        """Store each completed item once, dead-letter (``retry``: resubmit the retryable) the
+        failed, from the checkpoint on; None while an item is pending."""
         row = attempt.row
         at = _Position(
             row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
@@ -121,8 +122,7 @@ class PagedStore:
             retries.status = status
             done = self._store_page(attempt.key, at, status, retries)
             last = at.page >= status.page.page_count or not status.page.items
-            # An item of this page, or on its last of the job, is pending (stopped by the
-            # deadline, a pending item past the stop is the next attempt's).
+            # An item of this page (before a deadline's stop), or of the job's last, is pending.
             if done.pending or (done.stopped_at is None and last and status.pending > 0):
                 self._hold_page(attempt, at, done)
                 return None
@@ -147,10 +147,8 @@ class PagedStore:
             status = self._get(attempt.key, page=at.page)
 
     def _hold_page(self, attempt: Attempt, at: _Position, done: _PageDone) -> None:
-        """A page with an item pending, or cut by the deadline (``OutOfTimeError``)."""
-        # The page's finished items are stored (each object once); its counts and its part
-        # wait for the pass that finds it drained, so none is counted twice and moving on
-        # never skips a pending item.
+        """A page with an item pending, or cut by the deadline (``OutOfTimeError``): its counts
+        and part wait for the pass that finds it drained, so none is counted twice."""
         if any(r.status in (ItemStatus.STORED, ItemStatus.DEAD_LETTERED) for r in done.records):
             self._checkpoint(attempt, at)
         if done.stopped_at is not None:
@@ -231,7 +229,7 @@ class PagedStore:
         if retrier is None or status is None or not is_retryable(item, self._retryable_codes):
             return False
         ref = RetryRef(key, index)
-        job_id = retrier.retry(
+        job_id = retrier.retry_item(
             ref, item, status=status, attempt=retries.attempt, noted=retries.noted
         )
         if job_id is None:

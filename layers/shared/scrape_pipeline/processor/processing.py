@@ -1,41 +1,5 @@
-"""The processor's logic: turn one job id into exactly one outcome, whatever order things came in.
-
-    lease ─▶ GET job ─▶ completed          store each format once (S3); DONE stored (a batch's
-      │             │                      or crawl's retryably failed items resubmitted as
-      │             │                      extract jobs first: WATCHING until they settle)
-      │             ├─▶ failed, retryable  resubmit (once per job, N per URL); DONE resubmitted
-      │             ├─▶ failed otherwise   dead-letter record; DONE dead_lettered
-      │             ├─▶ cancelled          DONE cancelled (a crawl's finished pages stored first)
-      │             ├─▶ not settled        release, retry later with a growing delay; after
-      │             │                      WATCH_AFTER, or at once when the watch sweep woke
-      │             │                      it, park it WATCHING (no message, no polls)
-      │             ├─▶ 404                release; only 404s count toward "unknown job", and
-      │             │                      only for a job nothing proves exists (its row's
-      │             │                      source): a proven one is re-checked, never closed
-      │             ├─▶ 5xx, network       release; retry after a backoff that grows with the
-      │             │                      job's run of failed calls; at SICK_AFTER_FAILURES
-      │             │                      (404s of a proven job count too) park it WATCHING:
-      │             │                      the watch sweep polls it slowly, an alarm counts it
-      │             └─▶ 429                release; retry after Retry-After
-      ├─ any other error: release, keeping the attempt's strike and the error
-      ├─ strikes past MAX_ATTEMPTS (errors, or attempts killed by a timeout): dead-letter, no call
-      ├─ a batch or crawl with every page stored and items retrying: no GET; settle those
-      │  whose extract jobs settled (the ledger says), manifest and DONE once none is left
-      └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
-
-An extract job that retries an item (its row's ``retry_of``) wakes its batch or crawl once it
-settles for good (``scrape_pipeline.processor.item_retries``).
-
-It acts on the job as the API reports it now (``api_job``, beside ``row.state``, the ledger's
-view), never on the webhook payload. It never sleeps: "retry later" is a ``Disposition`` with a
-delay, which the handler turns into an SQS visibility change. It watches the invocation's
-remaining time (``processor.deadline``): no job is started within ``STOP_MARGIN`` of the
-deadline, and no page of a batch or crawl unless it fits. A batch's or crawl's items are
-stored page by page with a checkpoint (``processor.paged_store``). A batch or crawl is
-closed only once none of its items is pending: a cancelled crawl's in-flight pages still
-complete, and are stored when they do. The batch a Lambda invocation holds is
-``scrape_pipeline.processor.batch_run``'s.
-"""
+"""The processor's logic: one job id in, exactly one outcome, whatever order things came in; it
+acts on the API's answer now and never sleeps ("later" is a ``Disposition``'s delay)."""
 
 from __future__ import annotations
 
@@ -78,7 +42,7 @@ from scrape_pipeline.processor.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.processor.closing import Closer, Waker
 from scrape_pipeline.processor.deadline import Deadline
 from scrape_pipeline.processor.disposition import Disposition, MessageOutcome, items_dead
-from scrape_pipeline.processor.item_retries import DETAIL_KEYS, ItemRetrier, settled_items
+from scrape_pipeline.processor.item_retries import DETAIL_KEYS, settled_items
 from scrape_pipeline.processor.paged_store import (
     DETAIL_CANCELLED,
     DETAIL_PAGES,
@@ -116,19 +80,16 @@ class JobProcessor:
         waker: Waker | None = None,
     ) -> None:
         self.settings = settings
-        # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
         self._emitter = emitter
         self._ledger = ledger
         self._client = client
         self._results = results
-        self._retrier = ItemRetrier(
-            client, ledger, per_chain_limit=settings.max_resubmissions_per_url, lag=resubmitter.lag
-        )
+        # The resubmitter retries items too, within the same per-chain budget.
         self._pages = PagedStore(
             ledger=ledger,
             client=client,
             results=results,
-            retrier=self._retrier,
+            retrier=resubmitter,
             retryable_codes=settings.retryable_item_codes,
         )
         self._resubmitter = resubmitter
@@ -208,12 +169,9 @@ class JobProcessor:
         except AWSUnavailableError:  # the lease expires on its own; the message comes back
             return Disposition(MessageOutcome.API_UNAVAILABLE, self._backoff(attempt.row.failures))
 
-    # -- acting on the job as the API reports it -------------------------------------------
-
     def _act(self, attempt: Attempt) -> Disposition:
         if attempt.key.kind is not JobKind.EXTRACT and attempt.row.pages_stored:
-            # Every page is stored; only retried items are left, and the ledger says how they
-            # went: no Geonode call.
+            # Only retried items are left, and the ledger says how they went: no Geonode call.
             return self._settle_items(attempt, attempt.row)
         try:
             api_job: Job | BatchStatus = (
@@ -237,8 +195,7 @@ class JobProcessor:
     def _not_found(self, attempt: Attempt) -> Disposition:
         row = attempt.row
         if source_proven(row.source):
-            # A verified webhook, the job list or our own submission says it exists: a 404
-            # is the API's lag or an incident. Re-checked until it answers, never closed.
+            # Known to exist: a 404 is the API's lag or an incident, re-checked, never closed.
             return self._call_failed(attempt, "404", not_found=True)
         if row.not_found + 1 >= self.settings.not_found_max_tries:
             return self._closer.dead_letter(
@@ -248,8 +205,7 @@ class JobProcessor:
         return Disposition(MessageOutcome.NOT_FOUND, self._backoff(row.not_found))
 
     def _cancelled(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
-        """Cancelled: a batch's or crawl's in-flight items still complete (the API lets them
-        drain), so it is closed only once none is pending; what is done is stored meanwhile."""
+        """Closed once no item is pending (the API lets a crawl's in-flight items drain)."""
         detail: dict[str, str] | None = {}
         if isinstance(api_job, BatchStatus):
             detail = self._pages.store_items(attempt, api_job)
@@ -276,13 +232,11 @@ class JobProcessor:
             if DETAIL_RETRYING in items:
                 return self._retrying(attempt, items)
             detail = items
-        # A job closed as unknown or never settled that did settle: its result is the one
-        # outcome now, so the dead-letter record it was closed with is retired.
+        # A job closed as unknown that did settle: its dead-letter record is retired.
         self._closer.retire_superseded(attempt.row)
         if isinstance(api_job, Job):
             keys = [*stored.written, *stored.already_present]
-            # Kept for a batch's item this job may retry: it may be linked only after this
-            # (its webhook came before the link), and the item's manifest line gives them.
+            # For the item this job may retry (linked maybe only later): its manifest line.
             detail[DETAIL_KEYS] = ",".join(sorted(keys))
             self._closer.finish(
                 attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
@@ -313,11 +267,8 @@ class JobProcessor:
         self._ledger.finish(attempt.key, attempt.owner, Outcome.RESUBMITTED, detail)
         return Disposition(MessageOutcome.RESUBMITTED, detail=resubmission.job_id)
 
-    # -- a batch's or crawl's retried items --------------------------------------------------
-
     def _retrying(self, attempt: Attempt, items: Mapping[str, str]) -> Disposition:
-        """Every page stored, some items retrying: settle what has settled already (the row
-        read back with this attempt's notes on it)."""
+        """Every page stored, some items retrying: settle those already settled."""
         pages = int(items[DETAIL_PAGES])
         row = self._ledger.settle_items(
             attempt.key,
@@ -334,8 +285,7 @@ class JobProcessor:
         return replace(settled, items_retried=int(items[DETAIL_RETRYING]))
 
     def _settle_items(self, attempt: Attempt, row: LedgerRow) -> Disposition:
-        """Take the retried items whose extract jobs settled off the row (their final records
-        kept first); the manifest and DONE once none is left, else WATCHING until woken."""
+        """Take settled retried items off the row; the manifest and DONE once none is left."""
         settled = settled_items(self._ledger, row)
         manifest = self._pages.manifest
         for record in settled.records:
@@ -379,20 +329,15 @@ class JobProcessor:
         )
         created = created or row.created_at
         if woken or self._clock.time() - created >= self.settings.watch_after_seconds:
-            # A crawl that runs for days: polling it every few minutes would cost a call per
-            # job per poll. Parked, it is woken by its webhook or by the reconciler.
+            # Parked, not polled: woken by its webhook or by the watch sweep.
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
             return Disposition(MessageOutcome.WATCHING, detail=api_job.status)
         self._ledger.release(attempt.key, attempt.owner, streak=Streak.ANSWERED)
         return Disposition(MessageOutcome.NOT_SETTLED, self._backoff(row.releases))
 
-    # -- failures of the attempt itself ----------------------------------------------------
-
     def _call_failed(self, attempt: Attempt, why: str, *, not_found: bool = False) -> Disposition:
-        """One more failed call in the job's run: retried after a wait that doubles with the
-        run, and parked WATCHING at SICK_AFTER_FAILURES, so a job whose every GET fails while
-        others succeed costs a few GETs an hour (the watch sweep's schedule), not one a retry.
-        """
+        """One more failed call: a doubling wait; parked WATCHING at SICK_AFTER_FAILURES, so a
+        job whose every GET fails costs a few GETs an hour (the watch sweep's), not one a retry."""
         row = attempt.row
         if row.failures + 1 >= self.settings.sick_after_failures:
             self._ledger.park(attempt.key, attempt.owner, not_found=not_found)
@@ -422,8 +367,6 @@ class JobProcessor:
         }
         self._closer.dead_letter(attempt, record)
         return Disposition(MessageOutcome.POISONED, detail=record["last_error"])
-
-    # -- helpers ---------------------------------------------------------------------------
 
     def _backoff(self, tries: int) -> int:
         wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)
