@@ -17,7 +17,7 @@ from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.processor.attempt import Attempt
+from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.item_retries import RetryRef, formats_of
 from scrape_pipeline.processor.resubmission import Resubmitter, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal

@@ -1,10 +1,10 @@
-"""PutEvents on the stack's bus: at most ten entries and 256 KB a call, refusals reported (an
-entry refused, or a call that failed, leaves its events to be sent again)."""
+"""PutEvents on the stack's bus: at most ten entries and 256 KB a call; an entry refused, or a
+call that failed, leaves its events to be sent again."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,15 +24,6 @@ class PutResult:
     failed: list[OutcomeEvent] = field(default_factory=list)
     calls: int = 0
     error: str | None = None  # a call that failed altogether ("ErrorType: message")
-
-
-def _sort_answers(
-    result: PutResult, batch: Sequence[OutcomeEvent], answers: Sequence[Mapping[str, Any]]
-) -> None:
-    """Each event of ``batch`` sent, or failed (refused, or with no answer: not known taken)."""
-    for event, answer in zip(batch, answers, strict=False):
-        (result.failed if answer.get("ErrorCode") else result.sent).append(event)
-    result.failed += batch[len(answers) :]
 
 
 def _entry(bus_name: str, event: OutcomeEvent) -> dict[str, Any]:
@@ -70,11 +61,7 @@ def chunks(
 class EventBus:
     """The stack's bus, through one EventBridge client."""
 
-    def __init__(self, name: str, *, client: Any = None) -> None:
-        if client is None:
-            import boto3  # noqa: PLC0415 - only when no client is injected
-
-            client = boto3.client("events")
+    def __init__(self, name: str, *, client: Any) -> None:
         self.name = name
         self._events = client
 
@@ -92,5 +79,9 @@ class EventBus:
                 result.failed += batch
                 result.error = f"{type(exc).__name__}: {exc}"
                 continue
-            _sort_answers(result, batch, response.get("Entries", []))
+            # An event refused, or with no answer, is not known taken.
+            answers = response.get("Entries", [])
+            for event, answer in zip(batch, answers, strict=False):
+                (result.failed if answer.get("ErrorCode") else result.sent).append(event)
+            result.failed += batch[len(answers) :]
         return result

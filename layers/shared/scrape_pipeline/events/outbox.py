@@ -1,6 +1,5 @@
-"""The emitter: outbox events put on the bus, then cleared from their rows (only if the row
-still holds them). The processor ``add``s its outcomes and ``flush``es them at its batch's end
-(with a linger: full calls only, the rest held until due); the outbox sweep ``emit``s the rest."""
+"""The emitter: outbox events put on the bus, then cleared from the rows still holding them; the
+processor ``add``s and ``flush``es its outcomes, the outbox sweep ``emit``s what is left."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ from scrape_pipeline.ledger.rows import LedgerRow
 
 
 def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:
-    """A row that names its run and settled with an event that does not (the run linked after
-    the close): that event owed again naming it, the same id. True when it was retold."""
+    """A settled row whose event does not name the run it names now (linked after the close):
+    that event owed again naming it, the same id. True when it was retold."""
     if not row.is_done or row.run is None or row.outbox_event is None:
         return False
     return _retold(ledger, row.key, row.outbox_event, with_run(row.outbox_event, row.run))
@@ -40,8 +39,8 @@ class EmitResult:
 
 
 class Emitter:
-    """Sends outbox events and clears them; holds a processor's events until its batch's end,
-    or with a ``linger`` until they fill a call or the oldest has waited that long."""
+    """Sends outbox events and clears them; holds a processor's until its batch's end, or with
+    a ``linger`` until they fill a call or the oldest has waited that long."""
 
     def __init__(self, bus: EventBus, ledger: Ledger, *, linger: float = 0.0) -> None:
         self.bus = bus
@@ -59,8 +58,8 @@ class Emitter:
         self._held.append(PendingEvent(key, at, event))
 
     def flush(self, now: float) -> EmitResult:
-        """Send the events held: all of them, or with a linger the full calls' worth and the
-        rest only once its oldest has waited the linger (the rows keep any not taken)."""
+        """Send the events held: all, or with a linger the full calls' worth and the rest only
+        once its oldest has waited the linger (the rows keep any not taken)."""
         send, keep = self._held, []
         if self._linger > 0:
             full = len(send) - len(send) % MAX_ENTRIES

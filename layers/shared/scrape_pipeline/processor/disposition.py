@@ -1,5 +1,5 @@
-"""What became of one job message in the processor (not the ledger's ``jobs.Outcome``: a
-message may end "busy" while its job goes on), each with the metric that counts it."""
+"""What became of one job message in the processor (not the ledger's ``jobs.Outcome``: a message
+may end "busy" while its job goes on), each with the metric that counts it."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ ITEMS_RETRIED_METRIC = "ItemsRetried"
 @dataclass(frozen=True)
 class Disposition:
     """What became of one message: ``retry_in`` seconds means "bring it back then"; a batch's
-    or crawl's items dead-lettered (counted once, when it is closed) and resubmitted."""
+    items dead-lettered (counted once, at its close) and resubmitted."""
 
     outcome: MessageOutcome
     retry_in: int | None = None

@@ -146,8 +146,14 @@ class Part:
 
     def to_json(self) -> dict[str, Any]:
         """The part as S3 keeps it."""
-        body = {k: v for k, v in vars(self).items() if k != "records"}
-        return {**body, "items": [r.to_json() for r in self.records]}
+        return {
+            "page": self.page,
+            "first": self.first,
+            "end": self.end,
+            "page_end": self.page_end,
+            "last": self.last,
+            "items": [r.to_json() for r in self.records],
+        }
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Part:

@@ -38,9 +38,8 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.leases import Streak, new_owner_id
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LeaseLostError
-from scrape_pipeline.processor.attempt import Attempt, OutOfTimeError
 from scrape_pipeline.processor.closing import Closer, Waker
-from scrape_pipeline.processor.deadline import Deadline
+from scrape_pipeline.processor.deadline import Attempt, Deadline, OutOfTimeError
 from scrape_pipeline.processor.disposition import Disposition, MessageOutcome, items_dead
 from scrape_pipeline.processor.item_retries import DETAIL_KEYS, settled_items
 from scrape_pipeline.processor.paged_store import (
@@ -217,33 +216,28 @@ class JobProcessor:
         return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=items_dead(detail))
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
-        key = attempt.key
-        if isinstance(api_job, Job):
-            stored = self._results.store(
-                key.kind, key.job_id, api_job.data, metadata_of(api_job.raw)
-            )
-            detail = {"prefix": result_prefix(key.kind, key.job_id)}
-            if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
-                detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
-        else:
+        if isinstance(api_job, BatchStatus):
             items = self._pages.store_items(attempt, api_job, retry=True)
             if items is None:  # "completed" with an item still running: not settled after all
                 return self._not_settled(attempt, api_job, woken=False)
             if DETAIL_RETRYING in items:
                 return self._retrying(attempt, items)
-            detail = items
-        # A job closed as unknown that did settle: its dead-letter record is retired.
+            # A job closed as unknown that did settle: its dead-letter record is retired.
+            self._closer.retire_superseded(attempt.row)
+            self._closer.finish(attempt, Outcome.STORED, items)
+            return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(items))
+        key = attempt.key
+        data, metadata = api_job.data, metadata_of(api_job.raw)
+        keys = self._results.store(key.kind, key.job_id, data, metadata)
+        # The keys, for the item this job may retry (linked maybe only later): its manifest line.
+        detail = {"prefix": result_prefix(key.kind, key.job_id), DETAIL_KEYS: ",".join(keys)}
+        if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
+            detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
         self._closer.retire_superseded(attempt.row)
-        if isinstance(api_job, Job):
-            keys = [*stored.written, *stored.already_present]
-            # For the item this job may retry (linked maybe only later): its manifest line.
-            detail[DETAIL_KEYS] = ",".join(sorted(keys))
-            self._closer.finish(
-                attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
-            )
-        else:
-            self._closer.finish(attempt, Outcome.STORED, detail)
-        return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(detail))
+        self._closer.finish(
+            attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
+        )
+        return Disposition(MessageOutcome.STORED)
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         self._closer.retire_superseded(attempt.row)
@@ -269,17 +263,14 @@ class JobProcessor:
 
     def _retrying(self, attempt: Attempt, items: Mapping[str, str]) -> Disposition:
         """Every page stored, some items retrying: settle those already settled."""
-        pages = int(items[DETAIL_PAGES])
+        names = ("items_stored", "items_failed", DETAIL_CANCELLED)
+        stored, failed, cancelled = (int(items[name]) for name in names)
         row = self._ledger.settle_items(
             attempt.key,
             attempt.owner,
             settled=frozenset(),
-            counts=(
-                int(items["items_stored"]),
-                int(items["items_failed"]),
-                int(items[DETAIL_CANCELLED]),
-            ),
-            pages=pages,
+            counts=(stored, failed, cancelled),
+            pages=int(items[DETAIL_PAGES]),
         )
         settled = self._settle_items(attempt, row)
         return replace(settled, items_retried=int(items[DETAIL_RETRYING]))
@@ -303,17 +294,7 @@ class JobProcessor:
             created = row.job_created_at or row.created_at
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
             return Disposition(MessageOutcome.ITEMS_RETRYING, detail=str(row.items_retrying))
-        key = attempt.key
-        status = manifest.kept_status(key)
-        detail = {
-            "prefix": result_prefix(key.kind, key.job_id),
-            "items_stored": str(counts[0]),
-            "items_failed": str(counts[1]),
-            DETAIL_CANCELLED: str(counts[2]),
-            "manifest": manifest.write(key, status),
-        }
-        if status.tokens_charged is not None:
-            detail[DETAIL_TOKENS] = str(status.tokens_charged)
+        detail = self._pages.closed(attempt.key, counts, manifest.kept_status(attempt.key))
         self._closer.retire_superseded(attempt.row)
         self._closer.finish(attempt, Outcome.STORED, detail)
         return Disposition(MessageOutcome.STORED, items_dead_lettered=counts[1])
@@ -384,10 +365,9 @@ class JobProcessor:
 
 def _failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:
     """The dead-letter record of a failed job: why, and the API's error and URL if it said."""
-    error = api_job.error if api_job is not None else None
-    return {
-        "reason": reason,
-        "code": error.code if error else None,
-        "message": error.message if error else None,
-        "url": api_job.url if api_job is not None else None,
-    }
+    record: dict[str, Any] = {"reason": reason, "code": None, "message": None, "url": None}
+    if api_job is not None:
+        record["url"] = api_job.url
+        if api_job.error is not None:
+            record.update(code=api_job.error.code, message=api_job.error.message)
+    return record

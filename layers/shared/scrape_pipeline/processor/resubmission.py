@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.outbox import retell_with_run
@@ -23,7 +24,7 @@ from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LeaseLostError
-from scrape_pipeline.processor.attempt import Attempt
+from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.item_retries import RetryRef, entry, formats_of
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
@@ -67,11 +68,9 @@ class Resubmitter:
             return None
         depth = self._bookkeeping.chain_depth(JobKey(JobKind.EXTRACT, job.job_id))
         if attempt.row.attempts > 1:
-            self.lag.check(attempt.row.posted_at)
-            since = job.created_at.timestamp() if job.created_at else 0.0
             # A retry's resubmission carries on for the same item (``like``): not another's.
             claims = LedgerClaims(self._ledger, _posted(job), own={job.job_id}, like=job.job_id)
-            newer = posted_before(self._client, url, since, claims)
+            newer = self._adopt(url, job.created_at, claims, attempt)
             if newer is not None:
                 # Recorded again in case the holder that posted it died before recording it.
                 self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, newer), depth + 1)
@@ -107,14 +106,12 @@ class Resubmitter:
         job_id = noted.get(ref.index)
         if job_id is None and str(ref.index) in attempt.row.retry_posting:
             # An earlier holder began this POST and noted no answer: the API may have made it.
-            self.lag.check(attempt.row.posted_at)
             # Not one retrying another item (a batch may hold a URL twice) nor a run's.
             claims = LedgerClaims(
                 self._ledger, Posted(formats_of(status)), own=set(noted.values()), item=ref.text()
             )
             created = parse_time(status.raw.get("created_at"))
-            since = created.timestamp() if created else 0.0
-            job_id = posted_before(self._client, url, since, claims)
+            job_id = self._adopt(url, created, claims, attempt)
         if job_id is None:
             parent, owner = ref.parent, attempt.owner
             job_id = _post_noted(
@@ -130,6 +127,16 @@ class Resubmitter:
         self._ledger.link_retry(key, ref.text(), run=attempt.row.run)
         return job_id
 
+    def _adopt(
+        self, url: str, since: datetime | None, claims: LedgerClaims, attempt: Attempt
+    ) -> str | None:
+        """The earliest job of ``url`` since ``since`` posted as ``claims`` say and held by no
+        run or other item (one a holder that died after its POST made), once the list shows it."""
+        self.lag.check(attempt.row.posted_at)
+        start = since.timestamp() if since else 0.0
+        found = find_created(self._client, url, start, claims=claims, skew_s=0.0)
+        return found.job_id if found else None
+
 
 def _post_noted(note: Callable[[bool], object], post: Callable[[], str]) -> str:
     """The POST, noted on the row first; the note taken off if the POST certainly did nothing
@@ -142,15 +149,6 @@ def _post_noted(note: Callable[[bool], object], post: Callable[[], str]) -> str:
             with contextlib.suppress(AWSUnavailableError, LeaseLostError):
                 note(False)
         raise
-
-
-def posted_before(
-    client: GeonodeClient, url: str, since: float, claims: LedgerClaims
-) -> str | None:
-    """The earliest job of ``url`` since ``since`` posted as ``claims`` say and held by no run
-    or other item: one a holder that died after its POST made and did not note."""
-    found = find_created(client, url, since, claims=claims, skew_s=0.0)
-    return found.job_id if found else None
 
 
 def _posted(job: Job) -> Posted:
