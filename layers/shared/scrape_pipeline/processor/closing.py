@@ -121,3 +121,13 @@ class Closer:
             return
         with contextlib.suppress(AWSUnavailableError):
             self._waker(ref.parent)
+
+
+def failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:
+    """The dead-letter record of a failed job: why, and the API's error and URL if it said."""
+    record: dict[str, Any] = {"reason": reason, "code": None, "message": None, "url": None}
+    if api_job is not None:
+        record["url"] = api_job.url
+        if api_job.error is not None:
+            record.update(code=api_job.error.code, message=api_job.error.message)
+    return record

@@ -1,13 +1,35 @@
 """The processor's logic: one job id in, exactly one outcome, whatever order things came in; it
-acts on the API's answer now and never sleeps ("later" is a ``Disposition``'s delay)."""
+acts on the API's answer now and never sleeps ("later" is a ``Disposition``'s delay).
+
+    lease ─▶ GET job ─▶ completed          store each format once (S3); DONE stored (a batch's
+      │             │                      or crawl's retryably failed items resubmitted as
+      │             │                      extract jobs first: WATCHING until they settle)
+      │             ├─▶ failed, retryable  resubmit (once per job, N per URL); DONE resubmitted
+      │             ├─▶ failed otherwise   dead-letter record; DONE dead_lettered
+      │             ├─▶ cancelled          DONE cancelled (a crawl's finished pages stored first)
+      │             ├─▶ not settled        release, retry later with a growing delay; after
+      │             │                      WATCH_AFTER, or at once when the watch sweep woke
+      │             │                      it, park it WATCHING (no message, no polls)
+      │             ├─▶ 404                release; only 404s count toward "unknown job", and
+      │             │                      only for a job nothing proves exists (its row's
+      │             │                      source): a proven one is re-checked, never closed
+      │             ├─▶ 5xx, network       release; retry after a backoff that grows with the
+      │             │                      job's run of failed calls; at SICK_AFTER_FAILURES
+      │             │                      (404s of a proven job count too) park it WATCHING:
+      │             │                      the watch sweep polls it slowly, an alarm counts it
+      │             └─▶ 429                release; retry after Retry-After
+      ├─ any other error: release, keeping the attempt's strike and the error
+      ├─ strikes past MAX_ATTEMPTS (errors, or attempts killed by a timeout): dead-letter, no call
+      ├─ a batch or crawl with every page stored and items retrying: no GET; settle those
+      │  whose extract jobs settled (the ledger says), manifest and DONE once none is left
+      └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
+"""
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
@@ -38,9 +60,16 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.leases import Streak, new_owner_id
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LeaseLostError
-from scrape_pipeline.processor.closing import Closer, Waker
+from scrape_pipeline.processor.closing import Closer, Waker, failure_record
 from scrape_pipeline.processor.deadline import Attempt, Deadline, OutOfTimeError
-from scrape_pipeline.processor.disposition import Disposition, MessageOutcome, items_dead
+from scrape_pipeline.processor.disposition import (
+    Disposition,
+    MessageOutcome,
+    backoff,
+    items_dead,
+    retry_after,
+    seconds,
+)
 from scrape_pipeline.processor.item_retries import DETAIL_KEYS, settled_items
 from scrape_pipeline.processor.paged_store import (
     DETAIL_CANCELLED,
@@ -53,8 +82,6 @@ from scrape_pipeline.processor.resubmission import Resubmitter, hand_on
 from scrape_pipeline.processor.results import ResultStore, metadata_of, result_prefix
 from scrape_pipeline.processor.settings import ProcessorSettings
 
-# SQS caps a visibility timeout at 12 h; our waits stay far below.
-MAX_VISIBILITY_SECONDS = 43_200
 # Errors that say nothing about the job: our key, our balance (the whole account's).
 _NOT_THE_JOBS_FAULT = (AuthError, MissingAPIKeyError, PaymentRequiredError)
 # A call for this job that failed without an answer about it: one more in its failed run.
@@ -124,7 +151,7 @@ class JobProcessor:
             return Disposition(MessageOutcome.LEASE_LOST)
         except (*_RELEASED_ON, *_NOT_THE_JOBS_FAULT) as exc:
             self._release_quietly(attempt)
-            return self._retry_after(exc, attempt.row)
+            return retry_after(exc, attempt.row, self.settings, self._clock.time())
         except _FAILED_CALL as exc:
             return self._after_failed_call(attempt, type(exc).__name__)
         except Exception as exc:  # noqa: BLE001 - a job that fails this way must not hold its lease
@@ -141,24 +168,7 @@ class JobProcessor:
             return Disposition(MessageOutcome.ALREADY_DONE)
         # Someone holds it; if they die, their lease ends and this message finds it free.
         wait = (row.lease_until or self._clock.time()) - self._clock.time()
-        return Disposition(MessageOutcome.BUSY, self._seconds(wait + 1))
-
-    def _retry_after(self, exc: Exception, row: LedgerRow) -> Disposition:
-        """When to bring back a message whose lease ``exc`` made us hand back at once."""
-        if isinstance(exc, OutOfTimeError):
-            return Disposition(MessageOutcome.IN_PROGRESS, 1)
-        if isinstance(exc, ListingCatchingUpError):  # a POST's answer lost: in doubt till then
-            return Disposition(MessageOutcome.IN_DOUBT, exc.retry_in(self._clock.time()))
-        if isinstance(exc, AWSUnavailableError):
-            return Disposition(
-                MessageOutcome.AWS_UNAVAILABLE, self._backoff(row.releases), str(exc)
-            )
-        if isinstance(exc, RateLimitedError):
-            wait = exc.retry_after or self.settings.throttle_default_seconds
-            return Disposition(MessageOutcome.THROTTLED, self._seconds(wait))
-        return Disposition(
-            MessageOutcome.API_UNAVAILABLE, self._backoff(row.releases), type(exc).__name__
-        )
+        return Disposition(MessageOutcome.BUSY, seconds(wait + 1))
 
     def _after_failed_call(self, attempt: Attempt, why: str) -> Disposition:
         try:
@@ -166,7 +176,9 @@ class JobProcessor:
         except LeaseLostError:
             return Disposition(MessageOutcome.LEASE_LOST)
         except AWSUnavailableError:  # the lease expires on its own; the message comes back
-            return Disposition(MessageOutcome.API_UNAVAILABLE, self._backoff(attempt.row.failures))
+            return Disposition(
+                MessageOutcome.API_UNAVAILABLE, backoff(self.settings, attempt.row.failures)
+            )
 
     def _act(self, attempt: Attempt) -> Disposition:
         if attempt.key.kind is not JobKind.EXTRACT and attempt.row.pages_stored:
@@ -201,7 +213,7 @@ class JobProcessor:
                 attempt, {"reason": REASON_UNKNOWN_JOB, "status": "404"}
             )
         self._ledger.release(attempt.key, attempt.owner, not_found=True)
-        return Disposition(MessageOutcome.NOT_FOUND, self._backoff(row.not_found))
+        return Disposition(MessageOutcome.NOT_FOUND, backoff(self.settings, row.not_found))
 
     def _cancelled(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         """Closed once no item is pending (the API lets a crawl's in-flight items drain)."""
@@ -243,14 +255,14 @@ class JobProcessor:
         self._closer.retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
             items = self._pages.store_items(attempt, api_job)
-            closed = self._closer.dead_letter(attempt, _failure_record("batch failed", None))
+            closed = self._closer.dead_letter(attempt, failure_record("batch failed", None))
             return replace(closed, items_dead_lettered=items_dead(items or {}))
         if api_job.error is None or not api_job.error.retryable:
-            return self._closer.dead_letter(attempt, _failure_record("not retryable", api_job))
+            return self._closer.dead_letter(attempt, failure_record("not retryable", api_job))
         resubmission = self._resubmitter.resubmit(api_job, attempt)
         if resubmission is None:
             return self._closer.dead_letter(
-                attempt, _failure_record("resubmission budget spent", api_job)
+                attempt, failure_record("resubmission budget spent", api_job)
             )
         detail = {
             DETAIL_RESUBMITTED_AS: resubmission.job_id,
@@ -314,7 +326,7 @@ class JobProcessor:
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
             return Disposition(MessageOutcome.WATCHING, detail=api_job.status)
         self._ledger.release(attempt.key, attempt.owner, streak=Streak.ANSWERED)
-        return Disposition(MessageOutcome.NOT_SETTLED, self._backoff(row.releases))
+        return Disposition(MessageOutcome.NOT_SETTLED, backoff(self.settings, row.releases))
 
     def _call_failed(self, attempt: Attempt, why: str, *, not_found: bool = False) -> Disposition:
         """One more failed call: a doubling wait; parked WATCHING at SICK_AFTER_FAILURES, so a
@@ -325,7 +337,7 @@ class JobProcessor:
             return Disposition(MessageOutcome.PARKED, detail=why)
         self._ledger.release(attempt.key, attempt.owner, not_found=not_found, streak=Streak.FAILED)
         outcome = MessageOutcome.NOT_FOUND if not_found else MessageOutcome.API_UNAVAILABLE
-        return Disposition(outcome, self._backoff(row.failures), why)
+        return Disposition(outcome, backoff(self.settings, row.failures), why)
 
     def _failed_attempt(self, attempt: Attempt, exc: Exception) -> Disposition:
         """An unexpected error: keep the strike and the error; dead-letter at the bound."""
@@ -336,7 +348,9 @@ class JobProcessor:
         # If the release fails, the lease expires on its own; the strike stays, so the bound holds.
         with contextlib.suppress(AWSUnavailableError, LeaseLostError):
             self._ledger.release(attempt.key, attempt.owner, error=error)
-        return Disposition(MessageOutcome.FAILED_ATTEMPT, self._backoff(attempt.row.strikes), error)
+        return Disposition(
+            MessageOutcome.FAILED_ATTEMPT, backoff(self.settings, attempt.row.strikes), error
+        )
 
     def _poisoned(self, attempt: Attempt, error: str | None) -> Disposition:
         self._closer.retire_superseded(attempt.row)
@@ -349,25 +363,7 @@ class JobProcessor:
         self._closer.dead_letter(attempt, record)
         return Disposition(MessageOutcome.POISONED, detail=record["last_error"])
 
-    def _backoff(self, tries: int) -> int:
-        wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)
-        return self._seconds(min(wait, self.settings.retry_max_seconds))
-
-    @staticmethod
-    def _seconds(wait: float) -> int:
-        return max(1, min(MAX_VISIBILITY_SECONDS, math.ceil(wait)))
-
     def _release_quietly(self, attempt: Attempt) -> None:
         # If this fails too, the lease expires on its own and the job is retaken then.
         with contextlib.suppress(AWSUnavailableError, LeaseLostError):
             self._ledger.release(attempt.key, attempt.owner)
-
-
-def _failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:
-    """The dead-letter record of a failed job: why, and the API's error and URL if it said."""
-    record: dict[str, Any] = {"reason": reason, "code": None, "message": None, "url": None}
-    if api_job is not None:
-        record["url"] = api_job.url
-        if api_job.error is not None:
-            record.update(code=api_job.error.code, message=api_job.error.message)
-    return record
