@@ -118,16 +118,16 @@ class S3Target:
     def write(self, job: Job) -> str:
         base = self._base
         if job.status == ApiStatus.COMPLETED:
-            stored = self._store.store(JobKind.EXTRACT, job.job_id, job.data, job_metadata(job))
-            return base + stored.prefix
+            self._store.store(JobKind.EXTRACT, job.job_id, job.data, job_metadata(job))
+            return base + result_prefix(JobKind.EXTRACT, job.job_id)
         record = {"job_id": job.job_id, "status": job.status, **job_metadata(job)}
         return base + self._store.dead_letter(JobKind.EXTRACT, job.job_id, record)
 
     def write_item(self, kind: JobKind, job_id: str, index: int, item: BatchItem) -> str:
         # As the pipeline's PagedStore: completed stored, the others dead-lettered.
         if item.status == ApiStatus.COMPLETED:
-            stored = self._store.store(kind, job_id, item.data, metadata_of(item.raw), item=index)
-            return self._base + stored.prefix
+            self._store.store(kind, job_id, item.data, metadata_of(item.raw), item=index)
+            return self._base + result_prefix(kind, job_id, index)
         record = {
             "url": item.url,
             "status": item.status,

@@ -15,9 +15,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline.events.bus import MAX_REQUEST_BYTES, EventBus, chunks, entry_size
 from scrape_pipeline.events.detail import DetailType, OutcomeEvent, event_id, outcome_event
-from scrape_pipeline.events.outbox import Emitter
+from scrape_pipeline.events.outbox import MAX_REQUEST_BYTES, Emitter, EventBus, chunks, entry_size
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline_local.clock import ManualClock

@@ -13,9 +13,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import Emitter
+from scrape_pipeline.events.outbox import Emitter, EventBus
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport

@@ -19,9 +19,8 @@ from typing import Any, cast
 import boto3
 import pytest
 
-from scrape_pipeline.events.bus import EventBus
 from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import Emitter
+from scrape_pipeline.events.outbox import Emitter, EventBus
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger

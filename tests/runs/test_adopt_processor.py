@@ -17,8 +17,8 @@ from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.processor.attempt import Attempt
-from scrape_pipeline.processor.item_retries import ItemRetrier, RetryRef, formats_of
+from scrape_pipeline.processor.deadline import Attempt
+from scrape_pipeline.processor.item_retries import RetryRef, formats_of
 from scrape_pipeline.processor.resubmission import Resubmitter, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
@@ -143,9 +143,9 @@ def test_an_item_retry_adopts_the_job_its_dead_holder_posted_not_a_later_runs(
     lease = ledger.acquire(key, "next", 120, source="webhook")
     assert lease.granted and lease.row is not None
     [item] = [i for i in client.iter_batch_items(batch) if i.url == URL]
-    retrier = ItemRetrier(client, ledger, per_chain_limit=2, lag=ListingLag(None, clock=clock))
+    retrier = resubmitter(client, ledger, clock)
     ref = RetryRef(key, 0)
-    job_id = retrier.retry(
+    job_id = retrier.retry_item(
         ref, item, status=status, attempt=Attempt(key, "next", lease.row), noted={}
     )
     # THEN it adopted the dead holder's job, never the run's, and posted nothing

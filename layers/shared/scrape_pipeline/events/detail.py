@@ -49,11 +49,11 @@ class OutcomeEvent:
 
     @property
     def event_id(self) -> str:
-        """The outcome's stable id (``event_id``)."""
+        """The outcome's stable id."""
         return str(self.detail["event_id"])
 
     def to_json(self) -> str:
-        """The form the outbox keeps on the row (``OutcomeEvent.from_json`` reads it back)."""
+        """The form the outbox keeps on the row."""
         return json.dumps(
             {"detail_type": self.detail_type.value, "detail": self.detail},
             sort_keys=True,
@@ -80,8 +80,8 @@ def outcome_event(
     keys: list[str] | None = None,
     run: str | None = None,
 ) -> OutcomeEvent | None:
-    """The event of ``outcome`` (None: not told, a resubmission), from the row's ``detail``;
-    a batch's or crawl's items are in its manifest, named here, not in the event."""
+    """The event of ``outcome`` (None: not told, a resubmission), from the row's ``detail``; a
+    batch's items are in its manifest, which it names."""
     detail_type = DETAIL_TYPES.get(outcome)
     if detail_type is None:
         return None

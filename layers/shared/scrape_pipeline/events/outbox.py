@@ -1,24 +1,99 @@
-"""The emitter: outbox events put on the bus, then cleared from their rows (only if the row
-still holds them). The processor ``add``s its outcomes and ``flush``es them at its batch's end
-(with a linger: full calls only, the rest held until due); the outbox sweep ``emit``s the rest."""
+"""Outcome events on the bus at least once: ``EventBus`` puts them (at most ten entries and 256 KB
+a call), the ``Emitter`` clears them from the rows still holding them once the bus took them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Final
 
-from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.events.bus import MAX_ENTRIES, EventBus
-from scrape_pipeline.events.detail import OutcomeEvent, with_run
+from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError
+from scrape_pipeline.events.detail import SOURCE, OutcomeEvent, with_run
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.outbox import PendingEvent
 from scrape_pipeline.ledger.rows import LedgerRow
 
+MAX_ENTRIES: Final = 10
+MAX_REQUEST_BYTES: Final = 256 * 1024
+_TIME_BYTES: Final = 14  # what EventBridge counts for an entry's time, sent or not
+
+
+@dataclass
+class PutResult:
+    """What one ``EventBus.put`` did: the events the bus took, those it did not, its calls."""
+
+    sent: list[OutcomeEvent] = field(default_factory=list)
+    failed: list[OutcomeEvent] = field(default_factory=list)
+    calls: int = 0
+    error: str | None = None  # a call that failed altogether ("ErrorType: message")
+
+
+def _entry(bus_name: str, event: OutcomeEvent) -> dict[str, Any]:
+    return {
+        "EventBusName": bus_name,
+        "Source": SOURCE,
+        "DetailType": event.detail_type.value,
+        "Detail": json.dumps(event.detail, sort_keys=True, separators=(",", ":")),
+    }
+
+
+def entry_size(entry: dict[str, Any]) -> int:
+    """An entry's size as EventBridge counts it against the 256 KB of a call."""
+    text = entry["Source"] + entry["DetailType"] + entry["Detail"]
+    return len(text.encode()) + _TIME_BYTES
+
+
+def chunks(
+    entries: Sequence[dict[str, Any]], *, limit: int = MAX_REQUEST_BYTES
+) -> Iterator[list[int]]:
+    """The entries' indexes, cut into calls of at most ten entries and ``limit`` bytes."""
+    chunk: list[int] = []
+    size = 0
+    for index, entry in enumerate(entries):
+        grown = size + entry_size(entry)
+        if chunk and (len(chunk) == MAX_ENTRIES or grown > limit):
+            yield chunk
+            chunk, grown = [], entry_size(entry)
+        chunk.append(index)
+        size = grown
+    if chunk:
+        yield chunk
+
+
+class EventBus:
+    """The stack's bus, through one EventBridge client."""
+
+    def __init__(self, name: str, *, client: Any) -> None:
+        self.name = name
+        self._events = client
+
+    def put(self, events: Sequence[OutcomeEvent]) -> PutResult:
+        """Send ``events`` in as few calls as the limits allow; never raises for AWS."""
+        result = PutResult()
+        entries = [_entry(self.name, event) for event in events]
+        for chunk in chunks(entries):
+            batch = [events[i] for i in chunk]
+            result.calls += 1
+            try:
+                response = self._events.put_events(Entries=[entries[i] for i in chunk])
+            except AWS_ERRORS as exc:
+                # The bus or the network failed: these wait in the outbox for the next try.
+                result.failed += batch
+                result.error = f"{type(exc).__name__}: {exc}"
+                continue
+            # An event refused, or with no answer, is not known taken.
+            answers = response.get("Entries", [])
+            for event, answer in zip(batch, answers, strict=False):
+                (result.failed if answer.get("ErrorCode") else result.sent).append(event)
+            result.failed += batch[len(answers) :]
+        return result
+
 
 def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:
-    """A row that names its run and settled with an event that does not (the run linked after
-    the close): that event owed again naming it, the same id. True when it was retold."""
+    """A settled row whose event does not name the run it names now (linked after the close):
+    that event owed again naming it, the same id. True when it was retold."""
     if not row.is_done or row.run is None or row.outbox_event is None:
         return False
     return _retold(ledger, row.key, row.outbox_event, with_run(row.outbox_event, row.run))
@@ -40,8 +115,8 @@ class EmitResult:
 
 
 class Emitter:
-    """Sends outbox events and clears them; holds a processor's events until its batch's end,
-    or with a ``linger`` until they fill a call or the oldest has waited that long."""
+    """Sends outbox events and clears them; holds a processor's until its batch's end, or with
+    a ``linger`` until they fill a call or the oldest has waited that long."""
 
     def __init__(self, bus: EventBus, ledger: Ledger, *, linger: float = 0.0) -> None:
         self.bus = bus
@@ -59,8 +134,8 @@ class Emitter:
         self._held.append(PendingEvent(key, at, event))
 
     def flush(self, now: float) -> EmitResult:
-        """Send the events held: all of them, or with a linger the full calls' worth and the
-        rest only once its oldest has waited the linger (the rows keep any not taken)."""
+        """Send the events held: all, or with a linger the full calls' worth and the rest only
+        once its oldest has waited the linger (the rows keep any not taken)."""
         send, keep = self._held, []
         if self._linger > 0:
             full = len(send) - len(send) % MAX_ENTRIES

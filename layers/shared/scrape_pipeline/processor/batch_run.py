@@ -38,8 +38,8 @@ class RetryLaterError(PipelineError):
 def suspects_last(
     messages: Sequence[JobMessage | None], rows: Mapping[JobKey, LedgerRow]
 ) -> tuple[list[int], set[int]]:
-    """The order to process a batch in, jobs with strikes last (fewest first; ``None`` keeps
-    its place), and the indexes of those suspects."""
+    """The order to process a batch in, jobs with strikes last (fewest first), and the indexes
+    of those suspects."""
 
     def strikes(index: int) -> int:
         message = messages[index]
@@ -48,13 +48,6 @@ def suspects_last(
 
     order = sorted(range(len(messages)), key=strikes)  # stable: equal strikes keep order
     return order, {i for i in order if strikes(i) > 0}
-
-
-def _job_message(body: object) -> JobMessage | None:
-    try:
-        return JobMessage.from_json(body)
-    except ValueError:
-        return None  # not a job: handle reports it failed, in place
 
 
 @dataclass
@@ -124,8 +117,8 @@ class BatchRun:
         self.finished.append(record.receipt_handle)
 
     def emit_events(self) -> None:
-        """At the batch's end: its outcomes' events; what the bus did not take stays in the
-        outbox for the reconciler's sweep, so nothing here fails the batch."""
+        """At the batch's end: its outcomes' events (what the bus did not take stays in the
+        outbox for the reconciler's sweep, so nothing here fails the batch)."""
         result = self.processor.emit_events()
         if result.calls:
             self.metrics.add_metric(
@@ -152,3 +145,10 @@ class BatchRun:
         order, suspects = suspects_last(messages, rows)
         self.suspects.update(str(records[i].get("messageId")) for i in suspects)
         return [records[i] for i in order]
+
+
+def _job_message(body: object) -> JobMessage | None:
+    try:
+        return JobMessage.from_json(body)
+    except ValueError:
+        return None  # not a job: handle reports it failed, in place

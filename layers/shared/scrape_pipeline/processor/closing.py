@@ -17,12 +17,10 @@ from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.processor.attempt import Attempt
+from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.disposition import Disposition, MessageOutcome
 from scrape_pipeline.processor.item_retries import RetryRef
 from scrape_pipeline.processor.results import ResultStore
-
-__all__ = ["Closer", "Waker"]
 
 # Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
 type Waker = Callable[[JobKey], None]
@@ -55,12 +53,11 @@ class Closer:
         self._clock = clock
         # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
         self._emitter = emitter
-        # None: nothing wakes a batch whose retried item settled but the watch sweep.
-        self._waker = waker
+        self._waker = waker  # None: only the watch sweep wakes a batch whose item settled
 
     def retire_superseded(self, row: LedgerRow) -> None:
-        # A reopened job's first dead-letter record no longer speaks for it: retired before
-        # the outcome is written, so a new dead letter is the one live record.
+        """A reopened job's dead-letter record, retired before its outcome is written, so a new
+        dead letter is the one live record."""
         superseded = row.detail.get("superseded")
         if superseded:
             self._results.retire(superseded)
@@ -87,8 +84,8 @@ class Closer:
         keys: list[str] | None = None,
         job: Job | None = None,
     ) -> None:
-        """DONE with ``outcome``, its event (naming the run the row names then) in the same
-        write (the outbox), held for the emit."""
+        """DONE with ``outcome``, its event (naming the row's run then) in the same write (the
+        outbox), held for the emit."""
         now = self._clock.time()
         told = partial(
             outcome_event,
@@ -106,7 +103,10 @@ class Closer:
         if self._emitter is None or event is None:
             self._ledger.finish(attempt.key, attempt.owner, outcome, detail)
         else:
-            tell = lambda run: (told(run=run) or event).to_json()  # noqa: E731 - named for its use
+
+            def tell(run: str | None) -> str:
+                return (told(run=run) or event).to_json()
+
             row = self._ledger.finish(
                 attempt.key, attempt.owner, outcome, detail, event=tell, run=attempt.row.run
             )
@@ -114,10 +114,20 @@ class Closer:
         self._wake_parent(attempt.row)
 
     def _wake_parent(self, row: LedgerRow) -> None:
-        """A retried item's extract job settled for good: its batch or crawl settles it now.
-        If the message cannot be sent, the watch sweep wakes the batch on its own schedule."""
+        """A retried item's extract job settled: its batch or crawl settles it now (if the
+        message is not sent, the watch sweep wakes the batch)."""
         ref = RetryRef.read(row.retry_of)
         if ref is None or self._waker is None:
             return
         with contextlib.suppress(AWSUnavailableError):
             self._waker(ref.parent)
+
+
+def failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:
+    """The dead-letter record of a failed job: why, and the API's error and URL if it said."""
+    record: dict[str, Any] = {"reason": reason, "code": None, "message": None, "url": None}
+    if api_job is not None:
+        record["url"] = api_job.url
+        if api_job.error is not None:
+            record.update(code=api_job.error.code, message=api_job.error.message)
+    return record

@@ -1,10 +1,15 @@
-"""The processor's view of its invocation's end: whether a job or a page may still start."""
+"""The processor's view of its invocation's end (whether a job or a page may still start), and
+one attempt at a job under its lease."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.ledger.rows import LedgerRow
 
 RemainingSeconds = Callable[[], float]
 
@@ -22,8 +27,8 @@ def safety_margin(remaining: RemainingSeconds, wanted: float) -> float:
 
 @dataclass
 class Deadline:
-    """Seconds left, the margin kept, and the longest page so far, timed on ``remaining``
-    itself (Lambda's clock or a test's fake)."""
+    """Seconds left, the margin kept, and the longest page so far, timed on ``remaining`` (Lambda's
+    clock or a test's fake)."""
 
     remaining: RemainingSeconds
     margin: float
@@ -58,3 +63,20 @@ class Deadline:
         if self._page_from is not None:
             self.longest_page = max(self.longest_page, self._page_from - self.remaining())
             self._page_from = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The job, the lease's owner id, its row as the lease returned it, and the deadline."""
+
+    key: JobKey
+    owner: str
+    row: LedgerRow
+    deadline: Deadline | None = None
+    # Woken by the watch sweep: a job that still runs goes back to sleep at once.
+    woken: bool = False
+
+
+class OutOfTimeError(PipelineError):
+    """A batch or crawl stopped at a page boundary (or after an item): what comes next would not
+    fit before the deadline. Its progress is checkpointed."""

@@ -1,11 +1,22 @@
-"""What became of one job message in the processor (not the ledger's ``jobs.Outcome``: a
-message may end "busy" while its job goes on), each with the metric that counts it."""
+"""What became of one job message in the processor (not the ledger's ``jobs.Outcome``: a message
+may end "busy" while its job goes on), the metric that counts it, and when it comes back."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+
+from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.geonode.errors import RateLimitedError
+from scrape_pipeline.geonode.listing_lag import ListingCatchingUpError
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.processor.deadline import OutOfTimeError
+from scrape_pipeline.processor.settings import ProcessorSettings
+
+# SQS caps a visibility timeout at 12 h; our waits stay far below.
+MAX_VISIBILITY_SECONDS = 43_200
 
 
 class MessageOutcome(StrEnum):
@@ -71,7 +82,7 @@ ITEMS_RETRIED_METRIC = "ItemsRetried"
 @dataclass(frozen=True)
 class Disposition:
     """What became of one message: ``retry_in`` seconds means "bring it back then"; a batch's
-    or crawl's items dead-lettered (counted once, when it is closed) and resubmitted."""
+    items dead-lettered (counted once, at its close) and resubmitted."""
 
     outcome: MessageOutcome
     retry_in: int | None = None
@@ -91,3 +102,34 @@ class Disposition:
 def items_dead(detail: Mapping[str, str]) -> int:
     """A closed batch's or crawl's items dead-lettered, as its detail counts them."""
     return int(detail.get("items_failed") or 0)
+
+
+def seconds(wait: float) -> int:
+    """A wait as SQS takes it: whole seconds, from 1 to 12 h."""
+    return max(1, min(MAX_VISIBILITY_SECONDS, math.ceil(wait)))
+
+
+def backoff(settings: ProcessorSettings, tries: int) -> int:
+    """The wait after ``tries`` in a row: doubling from the base, at most the longest."""
+    wait = settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)
+    return seconds(min(wait, settings.retry_max_seconds))
+
+
+def retry_after(
+    exc: Exception, row: LedgerRow, settings: ProcessorSettings, now: float
+) -> Disposition:
+    """When to bring back a message whose lease ``exc`` made us hand back at once."""
+    if isinstance(exc, OutOfTimeError):
+        return Disposition(MessageOutcome.IN_PROGRESS, 1)
+    if isinstance(exc, ListingCatchingUpError):  # a POST's answer lost: in doubt till then
+        return Disposition(MessageOutcome.IN_DOUBT, exc.retry_in(now))
+    if isinstance(exc, AWSUnavailableError):
+        return Disposition(
+            MessageOutcome.AWS_UNAVAILABLE, backoff(settings, row.releases), str(exc)
+        )
+    if isinstance(exc, RateLimitedError):
+        wait = exc.retry_after or settings.throttle_default_seconds
+        return Disposition(MessageOutcome.THROTTLED, seconds(wait))
+    return Disposition(
+        MessageOutcome.API_UNAVAILABLE, backoff(settings, row.releases), type(exc).__name__
+    )

@@ -23,9 +23,8 @@ _OPTIONAL = frozenset({"reason", "retry_job"})
 
 
 class ItemStatus(StrEnum):
-    """How a batch's or crawl's item ended, as its manifest says."""
+    """How a batch's or crawl's item ended (no "pending": such a page gets no part yet)."""
 
-    # No "pending": a page with an item still running gets no part until it drains.
     STORED = "stored"
     DEAD_LETTERED = "dead_lettered"
     CANCELLED = "cancelled"
@@ -90,38 +89,34 @@ def manifest_key(kind: JobKind, job_id: str) -> str:
     return f"{result_prefix(kind, job_id)}/{MANIFEST_FILE}"
 
 
-def parts_prefix(kind: JobKind, job_id: str) -> str:
-    """Where a batch's or crawl's parts live (outside its results: they are bookkeeping)."""
-    return f"{PARTS_PREFIX}/{kind.value}/{job_id}/"
-
-
 def part_key(kind: JobKind, job_id: str, page: int, first: int) -> str:
     """The part of page ``page`` that starts at its item ``first``."""
-    return f"{parts_prefix(kind, job_id)}{page:05d}-{first:03d}.json"
+    return _kept(JobKey(kind, job_id), f"{page:05d}-{first:03d}.json")
 
 
-def status_key(kind: JobKind, job_id: str) -> str:
-    """Where the last page's answer (its items left out) waits for a manifest written later."""
-    return f"{parts_prefix(kind, job_id)}status.json"
+def _kept(key: JobKey, name: str) -> str:
+    """Where the parts, the last page's answer (``status.json``) and retried items' final records
+    (``retries/``) wait for the manifest: bookkeeping, outside the job's results."""
+    return f"{PARTS_PREFIX}/{key.kind.value}/{key.job_id}/{name}"
 
 
-def retry_key(kind: JobKind, job_id: str, index: int) -> str:
-    """Where a retried item's final record waits for the manifest."""
-    return f"{parts_prefix(kind, job_id)}retries/{index:05d}.json"
+def counted(records: Iterable[ItemRecord]) -> tuple[int, int, int]:
+    """How many of ``records`` were stored, dead-lettered, cancelled."""
+    statuses = [record.status for record in records]
+    done = (ItemStatus.STORED, ItemStatus.DEAD_LETTERED, ItemStatus.CANCELLED)
+    return (statuses.count(done[0]), statuses.count(done[1]), statuses.count(done[2]))
 
 
 def build_manifest(
     key: JobKey, status: BatchStatus, records: Iterable[ItemRecord]
 ) -> dict[str, Any]:
-    """The manifest of a settled batch or crawl: its items once each, counts, tokens, and the
-    job's status and times as its last page answered."""
+    """The manifest of a settled batch or crawl: its items once each, counts, tokens, and its
+    status and times as its last page answered."""
     by_index: dict[int, ItemRecord] = {}
     for record in records:
         by_index.setdefault(record.index, record)
     items = sorted(by_index.values(), key=attrgetter("index"))
-    counts = {s.value: 0 for s in ItemStatus if s is not ItemStatus.RETRYING}
-    for record in items:
-        counts[record.status.value] += 1
+    counts = dict(zip(("stored", "dead_lettered", "cancelled"), counted(items), strict=True))
     return {
         "manifest_version": MANIFEST_VERSION,
         "kind": key.kind.value,
@@ -139,8 +134,8 @@ def build_manifest(
 
 @dataclass(frozen=True)
 class Part:
-    """The records of items ``first`` to ``end`` (excluded) of one page; ``page_end``: the
-    page's end, ``last``: the job's."""
+    """The records of one page's items ``first`` to ``end`` (excluded); ``page_end``: the page
+    ends there, ``last``: the job does."""
 
     page: int
     first: int
@@ -185,8 +180,8 @@ class Covered:
 
 
 class ManifestWriter:
-    """Writes the parts as pages are stored, and the manifest last. The parts chain with no
-    gap or overlap, read back by key alone: each ``end`` is where the next part starts."""
+    """Writes the parts as pages are stored, the manifest last; the parts chain with no gap or
+    overlap, read back by key alone (each ``end`` is where the next part starts)."""
 
     def __init__(self, results: ResultStore) -> None:
         self._results = results
@@ -201,9 +196,8 @@ class ManifestWriter:
         page_items: int,
         last: bool,
     ) -> Covered:
-        """Keep the records of ``page``'s items from ``first``, before the checkpoint moves
-        past them; a part already there (a dead attempt's) stands and the range goes on
-        from its end."""
+        """Keep the records of ``page``'s items from ``first`` before the checkpoint passes them;
+        a dead attempt's part there stands and the range goes on from its end."""
         end = first + len(records)
         covered: list[ItemRecord] = []
         at = first
@@ -221,20 +215,19 @@ class ManifestWriter:
     def keep_status(self, key: JobKey, status: BatchStatus) -> None:
         """Keep the last page's answer for a manifest written once the retries settle."""
         body = {k: v for k, v in status.raw.items() if k != "items"}
-        self._results.put_json_once(status_key(key.kind, key.job_id), body)
+        self._results.put_json_once(_kept(key, "status.json"), body)
 
     def kept_status(self, key: JobKey) -> BatchStatus:
         """The last page's answer ``keep_status`` kept."""
-        return BatchStatus.from_api(self._results.read_json(status_key(key.kind, key.job_id)))
+        return BatchStatus.from_api(self._results.read_json(_kept(key, "status.json")))
 
     def settle_retry(self, key: JobKey, record: ItemRecord) -> None:
         """Keep a retried item's final record (the first one written stands)."""
-        where = retry_key(key.kind, key.job_id, record.index)
-        self._results.put_json_once(where, record.to_json())
+        self._results.put_json_once(_retry(key, record.index), record.to_json())
 
     def write(self, key: JobKey, status: BatchStatus) -> str:
-        """Put the manifest once from the chain of parts, each retried item's final record in
-        its place; its key. One GetObject a part and a retry."""
+        """Put the manifest once from the chain of parts (a retried item's final record in its
+        place); its key. One GetObject a part and a retry."""
         records: list[ItemRecord] = []
         page, first = 1, 0
         while True:
@@ -256,7 +249,9 @@ class ManifestWriter:
     def _final(self, key: JobKey, record: ItemRecord) -> ItemRecord:
         if record.status is not ItemStatus.RETRYING:
             return record
-        final = ItemRecord.from_json(
-            self._results.read_json(retry_key(key.kind, key.job_id, record.index))
-        )
+        final = ItemRecord.from_json(self._results.read_json(_retry(key, record.index)))
         return final if final.url is not None else replace(final, url=record.url)
+
+
+def _retry(key: JobKey, index: int) -> str:
+    return _kept(key, f"retries/{index:05d}.json")

@@ -1,6 +1,5 @@
 """A batch's or crawl's items stored page by page, with a checkpoint in the ledger after each,
-so a large job completes across invocations without storing a page twice.
-"""
+so a large job completes across invocations without storing a page twice."""
 
 from __future__ import annotations
 
@@ -11,14 +10,16 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus, BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.processor.attempt import Attempt, OutOfTimeError
-from scrape_pipeline.processor.item_retries import (
-    ItemRetrier,
-    RetryRef,
-    is_retryable,
-    retrying_by_index,
+from scrape_pipeline.processor.deadline import Attempt, OutOfTimeError
+from scrape_pipeline.processor.item_retries import RetryRef, is_retryable, retrying_by_index
+from scrape_pipeline.processor.manifest import (
+    Covered,
+    ItemRecord,
+    ItemStatus,
+    ManifestWriter,
+    counted,
 )
-from scrape_pipeline.processor.manifest import Covered, ItemRecord, ItemStatus, ManifestWriter
+from scrape_pipeline.processor.resubmission import Resubmitter
 from scrape_pipeline.processor.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items
@@ -29,13 +30,14 @@ DETAIL_CANCELLED = "items_cancelled"
 
 
 @dataclass
-class _Retries:
-    """One attempt's retrying items (index to job id); no ``retrier``: none is retried."""
+class _Pass:
+    """One attempt's pass over the pages: the retrying items (index to job id), the page's
+    status; no ``retrier``: none is retried."""
 
-    retrier: ItemRetrier | None
     attempt: Attempt
+    retrier: Resubmitter | None
     noted: dict[int, str]
-    status: BatchStatus | None = None
+    status: BatchStatus
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,13 @@ class _Position:
 
     def plus(self, covered: Covered) -> _Position:
         """On to the end of what the parts cover, their items counted."""
-        statuses = [record.status for record in covered.records]
-        return replace(
-            self,
-            item=covered.end,
-            stored=self.stored + statuses.count(ItemStatus.STORED),
-            failed=self.failed + statuses.count(ItemStatus.DEAD_LETTERED),
-            cancelled=self.cancelled + statuses.count(ItemStatus.CANCELLED),
+        stored, failed, cancelled = counted(covered.records)
+        return _Position(
+            self.page,
+            covered.end,
+            self.stored + stored,
+            self.failed + failed,
+            self.cancelled + cancelled,
         )
 
 
@@ -78,7 +80,7 @@ class PagedStore:
         ledger: Ledger,
         client: GeonodeClient,
         results: ResultStore,
-        retrier: ItemRetrier | None = None,
+        retrier: Resubmitter | None = None,
         retryable_codes: Sequence[str] = (),
     ) -> None:
         self._ledger = ledger
@@ -96,37 +98,47 @@ class PagedStore:
     def store_items(
         self, attempt: Attempt, first_page: BatchStatus, *, retry: bool = False
     ) -> dict[str, str] | None:
-        """Store each completed item once and dead-letter the failed ones (``retry``: resubmit
-        the retryable), from the checkpoint on; None while an item is pending."""
+        """Store each completed item once, dead-letter (``retry``: resubmit the retryable) the
+        failed, from the checkpoint on; None while an item is pending."""
         row = attempt.row
         at = _Position(
             row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
         )
-        retries = _Retries(
-            self._retrier if retry else None, attempt, retrying_by_index(row.retrying_items)
-        )
-        stored = self._store_pages(attempt, at, first_page, retries)
-        if stored is None:
+        noted = retrying_by_index(row.retrying_items)
+        run = _Pass(attempt, self._retrier if retry else None, noted, first_page)
+        end = self._store_pages(run, at)
+        if end is None:
             return None
-        at, status = stored
         if attempt.deadline is not None:
             attempt.deadline.end_page()
-        return self._finished(attempt, at, status, retries)
+        counts = (end.stored, end.failed, end.cancelled)
+        if not noted:
+            return self.closed(attempt.key, counts, run.status)
+        self.manifest.keep_status(attempt.key, run.status)
+        retrying = {DETAIL_RETRYING: str(len(noted)), DETAIL_PAGES: str(end.page)}
+        return {**items_detail(attempt.key, counts), **retrying}
 
-    def _store_pages(
-        self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
-    ) -> tuple[_Position, BatchStatus] | None:
-        """The pages from ``at`` to the last: where they ended and the last page's status."""
+    def closed(self, key: JobKey, counts: Sequence[int], status: BatchStatus) -> dict[str, str]:
+        """The detail of a job none of whose items is left: its manifest written (last, and
+        before the caller's DONE: a manifest means every item is accounted for)."""
+        detail = {**items_detail(key, counts), "manifest": self.manifest.write(key, status)}
+        # The job's whole charge, final now that nothing is pending: runs show adds it up.
+        if status.tokens_charged is not None:
+            detail[DETAIL_TOKENS] = str(status.tokens_charged)
+        return detail
+
+    def _store_pages(self, run: _Pass, at: _Position) -> _Position | None:
+        """The pages from ``at`` to the last (``run.status`` the last page's): where they ended."""
+        attempt = run.attempt
         while True:
-            retries.status = status
-            done = self._store_page(attempt.key, at, status, retries)
-            last = at.page >= status.page.page_count or not status.page.items
-            # An item of this page, or on its last of the job, is pending (stopped by the
-            # deadline, a pending item past the stop is the next attempt's).
-            if done.pending or (done.stopped_at is None and last and status.pending > 0):
+            done = self._store_page(run, at)
+            page = run.status.page
+            last = at.page >= page.page_count or not page.items
+            # An item of this page (before a deadline's stop), or of the job's last, is pending.
+            if done.pending or (done.stopped_at is None and last and run.status.pending > 0):
                 self._hold_page(attempt, at, done)
                 return None
-            size = len(status.page.items)
+            size = len(page.items)
             at = at.plus(
                 self.manifest.record_range(
                     attempt.key, at.page, at.item, done.records, page_items=size, last=last
@@ -138,108 +150,69 @@ class PagedStore:
                 self._checkpoint(attempt, at)
                 raise OutOfTimeError
             if last:
-                return at, status
-            at = replace(at, page=at.page + 1, item=0)
-            self._checkpoint(attempt, at)
-            if done.stopped_at is not None:
-                raise OutOfTimeError  # out of time, though a dead attempt's part ended the page
-            _begin_page(attempt)
-            status = self._get(attempt.key, page=at.page)
+                return at
+            at = self._turn_page(run, at, done)
+
+    def _turn_page(self, run: _Pass, at: _Position, done: _PageDone) -> _Position:
+        """Checkpoint the next page as where to go on, and read it if there is time."""
+        at = replace(at, page=at.page + 1, item=0)
+        self._checkpoint(run.attempt, at)
+        if done.stopped_at is not None:
+            raise OutOfTimeError  # out of time, though a dead attempt's part ended the page
+        _begin_page(run.attempt)
+        run.status = self._get(run.attempt.key, page=at.page)
+        return at
 
     def _hold_page(self, attempt: Attempt, at: _Position, done: _PageDone) -> None:
-        """A page with an item pending, or cut by the deadline (``OutOfTimeError``)."""
-        # The page's finished items are stored (each object once); its counts and its part
-        # wait for the pass that finds it drained, so none is counted twice and moving on
-        # never skips a pending item.
+        """A page with an item pending, or cut by the deadline (``OutOfTimeError``): its counts
+        and part wait for the pass that finds it drained, so none is counted twice."""
         if any(r.status in (ItemStatus.STORED, ItemStatus.DEAD_LETTERED) for r in done.records):
             self._checkpoint(attempt, at)
         if done.stopped_at is not None:
             raise OutOfTimeError
-
-    def _finished(
-        self, attempt: Attempt, at: _Position, status: BatchStatus, retries: _Retries
-    ) -> dict[str, str]:
-        """The detail of a job whose every page is stored: its manifest, unless items retry."""
-        detail = {
-            "prefix": result_prefix(attempt.key.kind, attempt.key.job_id),
-            "items_stored": str(at.stored),
-            "items_failed": str(at.failed),
-            DETAIL_CANCELLED: str(at.cancelled),
-        }
-        if retries.noted:
-            self.manifest.keep_status(attempt.key, status)
-            detail[DETAIL_RETRYING] = str(len(retries.noted))
-            detail[DETAIL_PAGES] = str(at.page)
-            return detail
-        # Last, and before the caller's DONE: a manifest means every item is accounted for.
-        detail["manifest"] = self.manifest.write(attempt.key, status)
-        # The job's whole charge, final now that nothing is pending: runs show adds it up.
-        if status.tokens_charged is not None:
-            detail[DETAIL_TOKENS] = str(status.tokens_charged)
-        return detail
 
     def _get(self, key: JobKey, page: int) -> BatchStatus:
         if key.kind is JobKind.BATCH:
             return self._client.get_batch(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
         return self._client.get_crawl(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
 
-    def _store_page(
-        self, key: JobKey, at: _Position, status: BatchStatus, retries: _Retries
-    ) -> _PageDone:
+    def _store_page(self, run: _Pass, at: _Position) -> _PageDone:
         """One page's items from ``at.item``; the deadline stops it after one item at least."""
         done = _PageDone()
-        deadline = retries.attempt.deadline
-        for position, item in enumerate(status.page.items[at.item :], start=at.item):
+        deadline = run.attempt.deadline
+        for position, item in enumerate(run.status.page.items[at.item :], start=at.item):
             if position > at.item and deadline is not None and deadline.near():
                 done.stopped_at = position
                 return done
-            index = (
-                item.input_index
-                if item.input_index is not None
-                else (at.page - 1) * BATCH_PAGE_SIZE + position
-            )
-            self._store_item(key, item, index, done, retries)
+            record = self._record(run, item, _index(item, at.page, position))
+            if record is None:
+                done.pending = True
+            else:
+                done.records.append(record)
         return done
 
-    def _store_item(
-        self, key: JobKey, item: BatchItem, index: int, done: _PageDone, retries: _Retries
-    ) -> None:
+    def _record(self, run: _Pass, item: BatchItem, index: int) -> ItemRecord | None:
+        """Store, dead-letter or retry one settled item: its record (None: it is pending)."""
+        key = run.attempt.key
         if item.status == ApiStatus.COMPLETED:
-            stored = self._results.store(
-                key.kind, key.job_id, item.data, metadata_of(item.raw), item=index
+            metadata = metadata_of(item.raw)
+            stored = self._results.store(key.kind, key.job_id, item.data, metadata, item=index)
+            return ItemRecord.of(item, index, ItemStatus.STORED, stored)
+        if item.status == ApiStatus.CANCELLED:
+            return ItemRecord.of(item, index, ItemStatus.CANCELLED)
+        if item.status != ApiStatus.FAILED:
+            return None
+        if run.retrier is not None and is_retryable(item, self._retryable_codes):
+            # Resubmitted as a linked extract job, unless the budget allows none.
+            job_id = run.retrier.retry_item(
+                RetryRef(key, index), item, status=run.status, attempt=run.attempt, noted=run.noted
             )
-            done.records.append(ItemRecord.of(item, index, ItemStatus.STORED, stored.keys))
-        elif item.status == ApiStatus.FAILED:
-            if not self._retried(key, item, index, done, retries):
-                where = self._results.dead_letter(
-                    key.kind,
-                    key.job_id,
-                    {"url": item.url, "code": item.error_code, "message": item.error_message},
-                    item=index,
-                )
-                done.records.append(ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where]))
-        elif item.status == ApiStatus.CANCELLED:
-            done.records.append(ItemRecord.of(item, index, ItemStatus.CANCELLED))
-        else:
-            done.pending = True
-
-    def _retried(
-        self, key: JobKey, item: BatchItem, index: int, done: _PageDone, retries: _Retries
-    ) -> bool:
-        """Resubmit a retryably failed item as a linked extract job; False when not retried."""
-        retrier, status = retries.retrier, retries.status
-        if retrier is None or status is None or not is_retryable(item, self._retryable_codes):
-            return False
-        ref = RetryRef(key, index)
-        job_id = retrier.retry(
-            ref, item, status=status, attempt=retries.attempt, noted=retries.noted
-        )
-        if job_id is None:
-            return False
-        retries.noted[index] = job_id
-        record = ItemRecord.of(item, index, ItemStatus.RETRYING, retry_job=job_id)
-        done.records.append(record)
-        return True
+            if job_id is not None:
+                run.noted[index] = job_id
+                return ItemRecord.of(item, index, ItemStatus.RETRYING, retry_job=job_id)
+        record = {"url": item.url, "code": item.error_code, "message": item.error_message}
+        where = self._results.dead_letter(key.kind, key.job_id, record, item=index)
+        return ItemRecord.of(item, index, ItemStatus.DEAD_LETTERED, [where])
 
     def _checkpoint(self, attempt: Attempt, at: _Position) -> None:
         """Record the pages (and items) done so far: progress, which clears the strikes."""
@@ -265,3 +238,19 @@ def _begin_page(attempt: Attempt) -> None:
         if not attempt.deadline.room_for_page(attempt.row.page_seconds):
             raise OutOfTimeError
         attempt.deadline.start_page()
+
+
+def items_detail(key: JobKey, counts: Sequence[int]) -> dict[str, str]:
+    """A batch's or crawl's detail: where its items are, how many were stored, failed, cancelled."""
+    names = ("items_stored", "items_failed", DETAIL_CANCELLED)
+    return {
+        "prefix": result_prefix(key.kind, key.job_id),
+        **{name: str(count) for name, count in zip(names, counts, strict=True)},
+    }
+
+
+def _index(item: BatchItem, page: int, position: int) -> int:
+    """The item's index in the job: as the API numbers it, else by its place."""
+    if item.input_index is not None:
+        return item.input_index
+    return (page - 1) * BATCH_PAGE_SIZE + position

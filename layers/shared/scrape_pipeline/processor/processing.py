@@ -1,4 +1,5 @@
-"""The processor's logic: turn one job id into exactly one outcome, whatever order things came in.
+"""The processor's logic: one job id in, exactly one outcome, whatever order things came in; it
+acts on the API's answer now and never sleeps ("later" is a ``Disposition``'s delay).
 
     lease ─▶ GET job ─▶ completed          store each format once (S3); DONE stored (a batch's
       │             │                      or crawl's retryably failed items resubmitted as
@@ -22,28 +23,13 @@
       ├─ a batch or crawl with every page stored and items retrying: no GET; settle those
       │  whose extract jobs settled (the ledger says), manifest and DONE once none is left
       └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
-
-An extract job that retries an item (its row's ``retry_of``) wakes its batch or crawl once it
-settles for good (``scrape_pipeline.processor.item_retries``).
-
-It acts on the job as the API reports it now (``api_job``, beside ``row.state``, the ledger's
-view), never on the webhook payload. It never sleeps: "retry later" is a ``Disposition`` with a
-delay, which the handler turns into an SQS visibility change. It watches the invocation's
-remaining time (``processor.deadline``): no job is started within ``STOP_MARGIN`` of the
-deadline, and no page of a batch or crawl unless it fits. A batch's or crawl's items are
-stored page by page with a checkpoint (``processor.paged_store``). A batch or crawl is
-closed only once none of its items is pending: a cancelled crawl's in-flight pages still
-complete, and are stored when they do. The batch a Lambda invocation holds is
-``scrape_pipeline.processor.batch_run``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
@@ -74,11 +60,17 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.leases import Streak, new_owner_id
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LeaseLostError
-from scrape_pipeline.processor.attempt import Attempt, OutOfTimeError
-from scrape_pipeline.processor.closing import Closer, Waker
-from scrape_pipeline.processor.deadline import Deadline
-from scrape_pipeline.processor.disposition import Disposition, MessageOutcome, items_dead
-from scrape_pipeline.processor.item_retries import DETAIL_KEYS, ItemRetrier, settled_items
+from scrape_pipeline.processor.closing import Closer, Waker, failure_record
+from scrape_pipeline.processor.deadline import Attempt, Deadline, OutOfTimeError
+from scrape_pipeline.processor.disposition import (
+    Disposition,
+    MessageOutcome,
+    backoff,
+    items_dead,
+    retry_after,
+    seconds,
+)
+from scrape_pipeline.processor.item_retries import DETAIL_KEYS, settled_items
 from scrape_pipeline.processor.paged_store import (
     DETAIL_CANCELLED,
     DETAIL_PAGES,
@@ -90,8 +82,6 @@ from scrape_pipeline.processor.resubmission import Resubmitter, hand_on
 from scrape_pipeline.processor.results import ResultStore, metadata_of, result_prefix
 from scrape_pipeline.processor.settings import ProcessorSettings
 
-# SQS caps a visibility timeout at 12 h; our waits stay far below.
-MAX_VISIBILITY_SECONDS = 43_200
 # Errors that say nothing about the job: our key, our balance (the whole account's).
 _NOT_THE_JOBS_FAULT = (AuthError, MissingAPIKeyError, PaymentRequiredError)
 # A call for this job that failed without an answer about it: one more in its failed run.
@@ -116,19 +106,16 @@ class JobProcessor:
         waker: Waker | None = None,
     ) -> None:
         self.settings = settings
-        # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
         self._emitter = emitter
         self._ledger = ledger
         self._client = client
         self._results = results
-        self._retrier = ItemRetrier(
-            client, ledger, per_chain_limit=settings.max_resubmissions_per_url, lag=resubmitter.lag
-        )
+        # The resubmitter retries items too, within the same per-chain budget.
         self._pages = PagedStore(
             ledger=ledger,
             client=client,
             results=results,
-            retrier=self._retrier,
+            retrier=resubmitter,
             retryable_codes=settings.retryable_item_codes,
         )
         self._resubmitter = resubmitter
@@ -164,7 +151,7 @@ class JobProcessor:
             return Disposition(MessageOutcome.LEASE_LOST)
         except (*_RELEASED_ON, *_NOT_THE_JOBS_FAULT) as exc:
             self._release_quietly(attempt)
-            return self._retry_after(exc, attempt.row)
+            return retry_after(exc, attempt.row, self.settings, self._clock.time())
         except _FAILED_CALL as exc:
             return self._after_failed_call(attempt, type(exc).__name__)
         except Exception as exc:  # noqa: BLE001 - a job that fails this way must not hold its lease
@@ -181,24 +168,7 @@ class JobProcessor:
             return Disposition(MessageOutcome.ALREADY_DONE)
         # Someone holds it; if they die, their lease ends and this message finds it free.
         wait = (row.lease_until or self._clock.time()) - self._clock.time()
-        return Disposition(MessageOutcome.BUSY, self._seconds(wait + 1))
-
-    def _retry_after(self, exc: Exception, row: LedgerRow) -> Disposition:
-        """When to bring back a message whose lease ``exc`` made us hand back at once."""
-        if isinstance(exc, OutOfTimeError):
-            return Disposition(MessageOutcome.IN_PROGRESS, 1)
-        if isinstance(exc, ListingCatchingUpError):  # a POST's answer lost: in doubt till then
-            return Disposition(MessageOutcome.IN_DOUBT, exc.retry_in(self._clock.time()))
-        if isinstance(exc, AWSUnavailableError):
-            return Disposition(
-                MessageOutcome.AWS_UNAVAILABLE, self._backoff(row.releases), str(exc)
-            )
-        if isinstance(exc, RateLimitedError):
-            wait = exc.retry_after or self.settings.throttle_default_seconds
-            return Disposition(MessageOutcome.THROTTLED, self._seconds(wait))
-        return Disposition(
-            MessageOutcome.API_UNAVAILABLE, self._backoff(row.releases), type(exc).__name__
-        )
+        return Disposition(MessageOutcome.BUSY, seconds(wait + 1))
 
     def _after_failed_call(self, attempt: Attempt, why: str) -> Disposition:
         try:
@@ -206,14 +176,13 @@ class JobProcessor:
         except LeaseLostError:
             return Disposition(MessageOutcome.LEASE_LOST)
         except AWSUnavailableError:  # the lease expires on its own; the message comes back
-            return Disposition(MessageOutcome.API_UNAVAILABLE, self._backoff(attempt.row.failures))
-
-    # -- acting on the job as the API reports it -------------------------------------------
+            return Disposition(
+                MessageOutcome.API_UNAVAILABLE, backoff(self.settings, attempt.row.failures)
+            )
 
     def _act(self, attempt: Attempt) -> Disposition:
         if attempt.key.kind is not JobKind.EXTRACT and attempt.row.pages_stored:
-            # Every page is stored; only retried items are left, and the ledger says how they
-            # went: no Geonode call.
+            # Only retried items are left, and the ledger says how they went: no Geonode call.
             return self._settle_items(attempt, attempt.row)
         try:
             api_job: Job | BatchStatus = (
@@ -237,19 +206,17 @@ class JobProcessor:
     def _not_found(self, attempt: Attempt) -> Disposition:
         row = attempt.row
         if source_proven(row.source):
-            # A verified webhook, the job list or our own submission says it exists: a 404
-            # is the API's lag or an incident. Re-checked until it answers, never closed.
+            # Known to exist: a 404 is the API's lag or an incident, re-checked, never closed.
             return self._call_failed(attempt, "404", not_found=True)
         if row.not_found + 1 >= self.settings.not_found_max_tries:
             return self._closer.dead_letter(
                 attempt, {"reason": REASON_UNKNOWN_JOB, "status": "404"}
             )
         self._ledger.release(attempt.key, attempt.owner, not_found=True)
-        return Disposition(MessageOutcome.NOT_FOUND, self._backoff(row.not_found))
+        return Disposition(MessageOutcome.NOT_FOUND, backoff(self.settings, row.not_found))
 
     def _cancelled(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
-        """Cancelled: a batch's or crawl's in-flight items still complete (the API lets them
-        drain), so it is closed only once none is pending; what is done is stored meanwhile."""
+        """Closed once no item is pending (the API lets a crawl's in-flight items drain)."""
         detail: dict[str, str] | None = {}
         if isinstance(api_job, BatchStatus):
             detail = self._pages.store_items(attempt, api_job)
@@ -261,48 +228,41 @@ class JobProcessor:
         return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=items_dead(detail))
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
-        key = attempt.key
-        if isinstance(api_job, Job):
-            stored = self._results.store(
-                key.kind, key.job_id, api_job.data, metadata_of(api_job.raw)
-            )
-            detail = {"prefix": result_prefix(key.kind, key.job_id)}
-            if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
-                detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
-        else:
+        if isinstance(api_job, BatchStatus):
             items = self._pages.store_items(attempt, api_job, retry=True)
             if items is None:  # "completed" with an item still running: not settled after all
                 return self._not_settled(attempt, api_job, woken=False)
             if DETAIL_RETRYING in items:
                 return self._retrying(attempt, items)
-            detail = items
-        # A job closed as unknown or never settled that did settle: its result is the one
-        # outcome now, so the dead-letter record it was closed with is retired.
+            # A job closed as unknown that did settle: its dead-letter record is retired.
+            self._closer.retire_superseded(attempt.row)
+            self._closer.finish(attempt, Outcome.STORED, items)
+            return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(items))
+        key = attempt.key
+        data, metadata = api_job.data, metadata_of(api_job.raw)
+        keys = self._results.store(key.kind, key.job_id, data, metadata)
+        # The keys, for the item this job may retry (linked maybe only later): its manifest line.
+        detail = {"prefix": result_prefix(key.kind, key.job_id), DETAIL_KEYS: ",".join(keys)}
+        if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
+            detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
         self._closer.retire_superseded(attempt.row)
-        if isinstance(api_job, Job):
-            keys = [*stored.written, *stored.already_present]
-            # Kept for a batch's item this job may retry: it may be linked only after this
-            # (its webhook came before the link), and the item's manifest line gives them.
-            detail[DETAIL_KEYS] = ",".join(sorted(keys))
-            self._closer.finish(
-                attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
-            )
-        else:
-            self._closer.finish(attempt, Outcome.STORED, detail)
-        return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(detail))
+        self._closer.finish(
+            attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
+        )
+        return Disposition(MessageOutcome.STORED)
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         self._closer.retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
             items = self._pages.store_items(attempt, api_job)
-            closed = self._closer.dead_letter(attempt, _failure_record("batch failed", None))
+            closed = self._closer.dead_letter(attempt, failure_record("batch failed", None))
             return replace(closed, items_dead_lettered=items_dead(items or {}))
         if api_job.error is None or not api_job.error.retryable:
-            return self._closer.dead_letter(attempt, _failure_record("not retryable", api_job))
+            return self._closer.dead_letter(attempt, failure_record("not retryable", api_job))
         resubmission = self._resubmitter.resubmit(api_job, attempt)
         if resubmission is None:
             return self._closer.dead_letter(
-                attempt, _failure_record("resubmission budget spent", api_job)
+                attempt, failure_record("resubmission budget spent", api_job)
             )
         detail = {
             DETAIL_RESUBMITTED_AS: resubmission.job_id,
@@ -313,29 +273,22 @@ class JobProcessor:
         self._ledger.finish(attempt.key, attempt.owner, Outcome.RESUBMITTED, detail)
         return Disposition(MessageOutcome.RESUBMITTED, detail=resubmission.job_id)
 
-    # -- a batch's or crawl's retried items --------------------------------------------------
-
     def _retrying(self, attempt: Attempt, items: Mapping[str, str]) -> Disposition:
-        """Every page stored, some items retrying: settle what has settled already (the row
-        read back with this attempt's notes on it)."""
-        pages = int(items[DETAIL_PAGES])
+        """Every page stored, some items retrying: settle those already settled."""
+        names = ("items_stored", "items_failed", DETAIL_CANCELLED)
+        stored, failed, cancelled = (int(items[name]) for name in names)
         row = self._ledger.settle_items(
             attempt.key,
             attempt.owner,
             settled=frozenset(),
-            counts=(
-                int(items["items_stored"]),
-                int(items["items_failed"]),
-                int(items[DETAIL_CANCELLED]),
-            ),
-            pages=pages,
+            counts=(stored, failed, cancelled),
+            pages=int(items[DETAIL_PAGES]),
         )
         settled = self._settle_items(attempt, row)
         return replace(settled, items_retried=int(items[DETAIL_RETRYING]))
 
     def _settle_items(self, attempt: Attempt, row: LedgerRow) -> Disposition:
-        """Take the retried items whose extract jobs settled off the row (their final records
-        kept first); the manifest and DONE once none is left, else WATCHING until woken."""
+        """Take settled retried items off the row; the manifest and DONE once none is left."""
         settled = settled_items(self._ledger, row)
         manifest = self._pages.manifest
         for record in settled.records:
@@ -353,17 +306,7 @@ class JobProcessor:
             created = row.job_created_at or row.created_at
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
             return Disposition(MessageOutcome.ITEMS_RETRYING, detail=str(row.items_retrying))
-        key = attempt.key
-        status = manifest.kept_status(key)
-        detail = {
-            "prefix": result_prefix(key.kind, key.job_id),
-            "items_stored": str(counts[0]),
-            "items_failed": str(counts[1]),
-            DETAIL_CANCELLED: str(counts[2]),
-            "manifest": manifest.write(key, status),
-        }
-        if status.tokens_charged is not None:
-            detail[DETAIL_TOKENS] = str(status.tokens_charged)
+        detail = self._pages.closed(attempt.key, counts, manifest.kept_status(attempt.key))
         self._closer.retire_superseded(attempt.row)
         self._closer.finish(attempt, Outcome.STORED, detail)
         return Disposition(MessageOutcome.STORED, items_dead_lettered=counts[1])
@@ -379,27 +322,22 @@ class JobProcessor:
         )
         created = created or row.created_at
         if woken or self._clock.time() - created >= self.settings.watch_after_seconds:
-            # A crawl that runs for days: polling it every few minutes would cost a call per
-            # job per poll. Parked, it is woken by its webhook or by the reconciler.
+            # Parked, not polled: woken by its webhook or by the watch sweep.
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
             return Disposition(MessageOutcome.WATCHING, detail=api_job.status)
         self._ledger.release(attempt.key, attempt.owner, streak=Streak.ANSWERED)
-        return Disposition(MessageOutcome.NOT_SETTLED, self._backoff(row.releases))
-
-    # -- failures of the attempt itself ----------------------------------------------------
+        return Disposition(MessageOutcome.NOT_SETTLED, backoff(self.settings, row.releases))
 
     def _call_failed(self, attempt: Attempt, why: str, *, not_found: bool = False) -> Disposition:
-        """One more failed call in the job's run: retried after a wait that doubles with the
-        run, and parked WATCHING at SICK_AFTER_FAILURES, so a job whose every GET fails while
-        others succeed costs a few GETs an hour (the watch sweep's schedule), not one a retry.
-        """
+        """One more failed call: a doubling wait; parked WATCHING at SICK_AFTER_FAILURES, so a
+        job whose every GET fails costs a few GETs an hour (the watch sweep's), not one a retry."""
         row = attempt.row
         if row.failures + 1 >= self.settings.sick_after_failures:
             self._ledger.park(attempt.key, attempt.owner, not_found=not_found)
             return Disposition(MessageOutcome.PARKED, detail=why)
         self._ledger.release(attempt.key, attempt.owner, not_found=not_found, streak=Streak.FAILED)
         outcome = MessageOutcome.NOT_FOUND if not_found else MessageOutcome.API_UNAVAILABLE
-        return Disposition(outcome, self._backoff(row.failures), why)
+        return Disposition(outcome, backoff(self.settings, row.failures), why)
 
     def _failed_attempt(self, attempt: Attempt, exc: Exception) -> Disposition:
         """An unexpected error: keep the strike and the error; dead-letter at the bound."""
@@ -410,7 +348,9 @@ class JobProcessor:
         # If the release fails, the lease expires on its own; the strike stays, so the bound holds.
         with contextlib.suppress(AWSUnavailableError, LeaseLostError):
             self._ledger.release(attempt.key, attempt.owner, error=error)
-        return Disposition(MessageOutcome.FAILED_ATTEMPT, self._backoff(attempt.row.strikes), error)
+        return Disposition(
+            MessageOutcome.FAILED_ATTEMPT, backoff(self.settings, attempt.row.strikes), error
+        )
 
     def _poisoned(self, attempt: Attempt, error: str | None) -> Disposition:
         self._closer.retire_superseded(attempt.row)
@@ -423,28 +363,7 @@ class JobProcessor:
         self._closer.dead_letter(attempt, record)
         return Disposition(MessageOutcome.POISONED, detail=record["last_error"])
 
-    # -- helpers ---------------------------------------------------------------------------
-
-    def _backoff(self, tries: int) -> int:
-        wait = self.settings.retry_base_seconds * 2 ** min(max(tries, 0), 20)
-        return self._seconds(min(wait, self.settings.retry_max_seconds))
-
-    @staticmethod
-    def _seconds(wait: float) -> int:
-        return max(1, min(MAX_VISIBILITY_SECONDS, math.ceil(wait)))
-
     def _release_quietly(self, attempt: Attempt) -> None:
         # If this fails too, the lease expires on its own and the job is retaken then.
         with contextlib.suppress(AWSUnavailableError, LeaseLostError):
             self._ledger.release(attempt.key, attempt.owner)
-
-
-def _failure_record(reason: str, api_job: Job | None) -> dict[str, Any]:
-    """The dead-letter record of a failed job: why, and the API's error and URL if it said."""
-    error = api_job.error if api_job is not None else None
-    return {
-        "reason": reason,
-        "code": error.code if error else None,
-        "message": error.message if error else None,
-        "url": api_job.url if api_job is not None else None,
-    }

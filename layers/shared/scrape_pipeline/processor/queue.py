@@ -1,5 +1,5 @@
 """The job queue: sends in batches, and brings received messages back later or acknowledges them
-(``job_message`` has the message and the one send the receiver uses)."""
+(``message`` has the message and the one send the receiver uses)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,8 @@ from scrape_pipeline.processor.message import MAX_SOURCE_CHARS, JobMessage, JobS
 if TYPE_CHECKING:
     from types_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
-# The message is ``job_message``'s; callers import it from here too.
-__all__ = [
-    "BATCH_MAX",
-    "MAX_DELAY_SECONDS",
-    "MAX_SOURCE_CHARS",
-    "JobMessage",
-    "JobQueue",
-    "UnsentError",
-]
+# The message is ``message``'s; callers import it from here too.
+__all__ = ["BATCH_MAX", "MAX_SOURCE_CHARS", "JobMessage", "JobQueue", "UnsentError"]
 
 
 class UnsentError(AWSUnavailableError):
@@ -39,8 +32,8 @@ class JobQueue(JobSender):
     """Sends job messages to SQS, and brings received ones back later."""
 
     def send_many(self, messages: Sequence[JobMessage]) -> None:
-        """Enqueue jobs ten to a SendMessageBatch call; the entries that failed are sent once
-        more, and those that fail again raise ``UnsentError`` naming them, after every other."""
+        """Enqueue jobs ten to a SendMessageBatch call; those that failed are sent once more, and
+        those that fail again raise ``UnsentError`` naming them, after every other."""
         failed = self._send_chunks(messages)
         still = self._send_chunks(failed)
         if still:
@@ -90,8 +83,8 @@ class JobQueue(JobSender):
         receive_count: int,
         max_receive_count: int,
     ) -> bool:
-        """Make a received message come back in ``seconds`` (its visibility); near the redrive
-        limit, which would move a healthy job to the DLQ, a delayed copy is sent instead (True)."""
+        """Make a received message come back in ``seconds``; near the redrive limit, which would
+        move a healthy job to the DLQ, a delayed copy is sent instead (True)."""
         if receive_count + 1 >= max_receive_count:
             self.send(message, delay_seconds=min(seconds, MAX_DELAY_SECONDS))
             return True

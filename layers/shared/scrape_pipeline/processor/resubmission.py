@@ -1,10 +1,12 @@
-"""Resubmitting a retryable failed job: at most once per job, N times per chain; a holder that
-died after its POST is followed by one that adopts its job (once the listing lag has passed)."""
+"""Resubmitting a retryable failed job, or a batch's or crawl's retryably failed item, within its
+chain's budget; a holder that died after its POST is followed by one that adopts its job."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.outbox import retell_with_run
@@ -16,13 +18,14 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.listing_lag import ListingLag
-from scrape_pipeline.geonode.models import Job
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus, Job, parse_time
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LeaseLostError
-from scrape_pipeline.processor.attempt import Attempt
+from scrape_pipeline.processor.deadline import Attempt
+from scrape_pipeline.processor.item_retries import RetryRef, entry, formats_of
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
 # A POST that failed so did nothing (429, 402, 401), or may not have (``request_sent``).
@@ -45,8 +48,8 @@ class Resubmission:
 
 
 class Resubmitter:
-    """Posts the original request again, within its chain's budget, never while an earlier
-    POST's job may still be missing from the job list (``lag``)."""
+    """Posts a job's or an item's request again, never while an earlier POST's job may still be
+    missing from the job list (``lag``)."""
 
     def __init__(
         self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int, lag: ListingLag
@@ -65,46 +68,87 @@ class Resubmitter:
             return None
         depth = self._bookkeeping.chain_depth(JobKey(JobKind.EXTRACT, job.job_id))
         if attempt.row.attempts > 1:
-            self.lag.check(attempt.row.posted_at)
-            newer = self._newer_job_for(job, url)
+            # A retry's resubmission carries on for the same item (``like``): not another's.
+            claims = LedgerClaims(self._ledger, _posted(job), own={job.job_id}, like=job.job_id)
+            newer = self._adopt(url, job.created_at, claims, attempt)
             if newer is not None:
                 # Recorded again in case the holder that posted it died before recording it.
                 self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, newer), depth + 1)
                 return Resubmission(newer, adopted=True)
         if depth >= self.per_chain_limit:
             return None
-        submitted = self._post(job, url, attempt)
+        posted = _posted(job)
+        submitted = _post_noted(
+            lambda posting: self._ledger.note_posting(attempt.key, attempt.owner, posting=posting),
+            lambda: (
+                self._client.submit_extract(
+                    url, formats=posted.formats, render_js=posted.render_js
+                ).job_id
+            ),
+        )
         self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, submitted), depth + 1)
         return Resubmission(submitted, adopted=False)
 
-    def _post(self, job: Job, url: str, attempt: Attempt) -> str:
-        """The POST, noted on the row before it is sent; the note taken off if it did nothing."""
-        self._ledger.note_posting(attempt.key, attempt.owner, posting=True)
-        posted = _posted(job)
-        try:
-            return self._client.submit_extract(
-                url, formats=posted.formats, render_js=posted.render_js
-            ).job_id
-        except NOTHING_DONE as exc:
-            if did_nothing(exc):
-                with contextlib.suppress(AWSUnavailableError, LeaseLostError):
-                    self._ledger.note_posting(attempt.key, attempt.owner, posting=False)
-            raise
+    def retry_item(
+        self,
+        ref: RetryRef,
+        item: BatchItem,
+        *,
+        status: BatchStatus,
+        attempt: Attempt,
+        noted: Mapping[int, str],
+    ) -> str | None:
+        """The job retrying item ``ref``, posted or adopted, noted on the batch's row; None
+        when the budget allows none. ``noted``: the row's retrying items so far."""
+        url = item.url
+        if not url or self.per_chain_limit < 1:
+            return None
+        job_id = noted.get(ref.index)
+        if job_id is None and str(ref.index) in attempt.row.retry_posting:
+            # An earlier holder began this POST and noted no answer: the API may have made it.
+            # Not one retrying another item (a batch may hold a URL twice) nor a run's.
+            claims = LedgerClaims(
+                self._ledger, Posted(formats_of(status)), own=set(noted.values()), item=ref.text()
+            )
+            created = parse_time(status.raw.get("created_at"))
+            job_id = self._adopt(url, created, claims, attempt)
+        if job_id is None:
+            parent, owner = ref.parent, attempt.owner
+            job_id = _post_noted(
+                lambda posting: self._ledger.note_item_retry(
+                    parent, owner, ref.index, posting=posting
+                ),
+                # Posted as the look-up matches it: the batch's formats, not rendered.
+                lambda: self._client.submit_extract(url, formats=formats_of(status)).job_id,
+            )
+        self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
+        key = JobKey(JobKind.EXTRACT, job_id)
+        self._bookkeeping.record_chain(key, 1)
+        self._ledger.link_retry(key, ref.text(), run=attempt.row.run)
+        return job_id
 
-    def _newer_job_for(self, job: Job, url: str) -> str | None:
-        # A retry's resubmission carries on for the same item (``like``): not another's.
-        since = job.created_at.timestamp() if job.created_at else 0.0
-        claims = LedgerClaims(self._ledger, _posted(job), own={job.job_id}, like=job.job_id)
-        return posted_before(self._client, url, since, claims)
+    def _adopt(
+        self, url: str, since: datetime | None, claims: LedgerClaims, attempt: Attempt
+    ) -> str | None:
+        """The earliest job of ``url`` since ``since`` posted as ``claims`` say and held by no
+        run or other item (one a holder that died after its POST made), once the list shows it."""
+        self.lag.check(attempt.row.posted_at)
+        start = since.timestamp() if since else 0.0
+        found = find_created(self._client, url, start, claims=claims, skew_s=0.0)
+        return found.job_id if found else None
 
 
-def posted_before(
-    client: GeonodeClient, url: str, since: float, claims: LedgerClaims
-) -> str | None:
-    """The earliest job of ``url`` since ``since`` posted as ``claims`` say and held by no run
-    or other item: one a holder that died after its POST made and did not note."""
-    found = find_created(client, url, since, claims=claims, skew_s=0.0)
-    return found.job_id if found else None
+def _post_noted(note: Callable[[bool], object], post: Callable[[], str]) -> str:
+    """The POST, noted on the row first; the note taken off if the POST certainly did nothing
+    (the next attempt then posts without a look-up)."""
+    note(True)
+    try:
+        return post()
+    except NOTHING_DONE as exc:
+        if did_nothing(exc):
+            with contextlib.suppress(AWSUnavailableError, LeaseLostError):
+                note(False)
+        raise
 
 
 def _posted(job: Job) -> Posted:

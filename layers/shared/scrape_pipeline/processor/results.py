@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import (
@@ -30,20 +29,6 @@ CONTENT_FILES: Mapping[str, tuple[str, str]] = {
 }
 # How often a put meeting another conditional write to the same key (409) is made at all.
 CONFLICT_TRIES = 3
-
-
-@dataclass(frozen=True)
-class StoredResult:
-    """Which keys this call wrote, and which were already there."""
-
-    prefix: str
-    written: list[str] = field(default_factory=list)
-    already_present: list[str] = field(default_factory=list)
-
-    @property
-    def keys(self) -> list[str]:
-        """Every key of the result, whoever wrote it, in key order."""
-        return sorted({*self.written, *self.already_present})
 
 
 def result_prefix(kind: JobKind, job_id: str, item: int | None = None) -> str:
@@ -77,32 +62,31 @@ class ResultStore:
         metadata: Mapping[str, Any],
         *,
         item: int | None = None,
-    ) -> StoredResult:
-        """Write each content format the job returned, then its metadata."""
+    ) -> list[str]:
+        """Write each content format the job returned, then its metadata: every key, in order."""
         prefix = result_prefix(kind, job_id, item)
-        result = StoredResult(prefix)
+        keys: list[str] = []
         for name, (filename, content_type) in CONTENT_FILES.items():
             value = data.get(name)
-            if value is None:
-                continue
-            body = value.encode() if isinstance(value, str) else _json(value)
-            self._put_once(f"{prefix}/{filename}", body, content_type, result)
-        self._put_once(f"{prefix}/metadata.json", _json(metadata), "application/json", result)
-        return result
+            if value is not None:
+                body = value.encode() if isinstance(value, str) else _json(value)
+                keys.append(f"{prefix}/{filename}")
+                self._put_once(keys[-1], body, content_type)
+        keys.append(f"{prefix}/metadata.json")
+        self._put_once(keys[-1], _json(metadata), "application/json")
+        return sorted(keys)
 
     def dead_letter(
         self, kind: JobKind, job_id: str, record: Mapping[str, Any], *, item: int | None = None
     ) -> str:
         """Park a job that will not succeed, with why, for an operator to look at."""
         key = dead_letter_key(kind, job_id, item)
-        self._put_once(key, _json(record), "application/json", StoredResult(key))
+        self._put_once(key, _json(record), "application/json")
         return key
 
     def put_json_once(self, key: str, value: Any) -> bool:
         """Write ``value`` as JSON at ``key`` unless an object is there: True if this wrote it."""
-        result = StoredResult(key)
-        self._put_once(key, _json(value), "application/json", result)
-        return bool(result.written)
+        return self._put_once(key, _json(value), "application/json")
 
     def read_json(self, key: str, *, missing_ok: bool = False) -> Any:
         """The JSON object at ``key``; None if none is there and ``missing_ok``."""
@@ -115,7 +99,7 @@ class ResultStore:
         return json.loads(body)
 
     def retire(self, key: str) -> None:
-        """Remove a dead-letter record a later outcome overturned (kept as a noncurrent version)."""
+        """Remove a dead-letter record a later outcome overturned (a noncurrent version stays)."""
         if not key.startswith(f"{DEAD_LETTER_PREFIX}/"):
             raise ValueError(f"only dead-letter records are retired, not {key!r}")
         try:
@@ -123,8 +107,10 @@ class ResultStore:
         except AWS_ERRORS as exc:
             raise unavailable("s3", "DeleteObject", exc) from exc
 
-    def _put_once(self, key: str, body: bytes, content_type: str, result: StoredResult) -> None:
-        for attempt in range(1, CONFLICT_TRIES + 1):
+    def _put_once(self, key: str, body: bytes, content_type: str) -> bool:
+        """Put unless an object is at ``key``: True if this call wrote it."""
+        tries = 1
+        while True:
             try:
                 self._s3.put_object(
                     Bucket=self.bucket,
@@ -136,15 +122,14 @@ class ResultStore:
             except AWS_ERRORS as exc:
                 # 412: an object is already at the key, so this write repeats one that succeeded.
                 if is_precondition_failed(exc):
-                    result.already_present.append(key)
-                    return
+                    return False
                 # 409: another conditional write is in flight and may fail: tried again.
-                if is_write_conflict(exc) and attempt < CONFLICT_TRIES:
+                if is_write_conflict(exc) and tries < CONFLICT_TRIES:
+                    tries += 1
                     continue
                 # Still conflicting, or S3 failing: the job is retried later, nothing is marked.
                 raise unavailable("s3", "PutObject", exc) from exc
-            result.written.append(key)
-            return
+            return True
 
 
 def metadata_of(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scrape_pipeline.config.resources import EVENT_BUS_NAME
-from scrape_pipeline.events.bus import EventBus
-from scrape_pipeline.events.outbox import Emitter
+from scrape_pipeline.events.outbox import Emitter, EventBus
 from scrape_pipeline.ledger.full import Ledger
 
 
