@@ -19,8 +19,7 @@ from typing import Any
 
 from bench.report import BENCH, RESULTS, machine, put_section, save
 from scrape_pipeline.clock import SYSTEM_CLOCK
-from scrape_pipeline.geonode import GeonodeClient
-from scrape_pipeline.geonode.client import API_KEY_ENV
+from scrape_pipeline.geonode.client import API_KEY_ENV, GeonodeClient
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal

@@ -27,7 +27,8 @@ from typing import Any, Self
 import boto3
 
 from scrape_pipeline.clock import use_clock
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.receiver.signatures.secret import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local import function_env
 from scrape_pipeline_local.apigw import ApiGatewayFront

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient, JobTimeoutError
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import JobTimeoutError
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer

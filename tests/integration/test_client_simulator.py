@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.geonode import (
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import (
     AuthError,
     ConflictError,
-    GeonodeClient,
     NotFoundError,
     PaymentRequiredError,
     RateLimitedError,
-    RetryPolicy,
     ServerError,
     ValidationError,
 )
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind, JobState
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.engine import Submitter

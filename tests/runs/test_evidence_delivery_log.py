@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLogCandidates
 from scrape_pipeline.runs.engine import Submitter

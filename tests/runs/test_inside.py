@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.runs.inside import Inside, Next
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode

@@ -23,7 +23,8 @@ from scrape_pipeline.config.settings import (
     text,
 )
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.geonode import GeonodeClient, ServerError
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.geonode.settings import GeonodeSettings
 from scrape_pipeline.processor.settings import ProcessorSettings

@@ -24,7 +24,7 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
     api_error,
 )
-from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.geonode.settings import GEONODE_SCRAPER_API_KEY, GeonodeSettings
 
