@@ -101,31 +101,6 @@ class SubmittedJob:
 
 
 @dataclass(frozen=True)
-class ExtractResult:
-    """The 200 answer of a synchronous extract."""
-
-    data: dict[str, Any]
-    metadata: dict[str, Any]
-    tokens_charged: int | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> ExtractResult:
-        """Read the 200 answer of ``POST /v1/extract`` in sync mode."""
-        return cls(**_content(body))
-
-
-def _content(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What an extraction answers, synchronous or as a job: its data, metadata and charge."""
-    return {
-        "data": as_dict(body.get("data")),
-        "metadata": as_dict(body.get("metadata")),
-        "tokens_charged": body.get("tokens_charged"),
-        "raw": dict(body),
-    }
-
-
-@dataclass(frozen=True)
 class JobError:
     """Why a job failed, and whether trying again may help."""
 
@@ -174,8 +149,11 @@ class Job(Settles):
             status=read_status(body.get("status", "")),
             created_at=parse_time(body.get("created_at")),
             completed_at=parse_time(body.get("completed_at")),
+            data=as_dict(body.get("data")),
+            metadata=as_dict(body.get("metadata")),
             error=JobError.from_api(body.get("error")),
-            **_content(body),
+            tokens_charged=body.get("tokens_charged"),
+            raw=dict(body),
         )
 
 
@@ -272,26 +250,6 @@ class BatchStatus(Settles):
     def pending(self) -> int:
         """Items the counters say are still pending (0 when they say nothing)."""
         return sum(n for name, n in self.counters.items() if name.startswith("pending_"))
-
-
-@dataclass(frozen=True)
-class CrawlCancel:
-    """The answer to ``DELETE /v1/crawl/{id}``."""
-
-    job_id: str
-    status: ApiStatus | str
-    in_flight_pages: int
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> CrawlCancel:
-        """Read the answer to a crawl's cancellation."""
-        return cls(
-            job_id=str(body.get("job_id", "")),
-            status=read_status(body.get("status", "")),
-            in_flight_pages=as_int(body.get("in_flight_pages")),
-            raw=dict(body),
-        )
 
 
 @dataclass(frozen=True)
