@@ -12,12 +12,12 @@ from collections.abc import Iterator
 import pytest
 
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError
+from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 from scrape_pipeline_ops.many_poller import ManyJobsPoller, ManyJobsSettings
-from scrape_pipeline_ops.polling import PollSchedule, poll_job
+from scrape_pipeline_ops.polling import JobTimeoutError, PollSchedule, poll_job
 from scrape_pipeline_ops.ratebudget import RateBudget
 
 KEY = "poller-key"

@@ -51,10 +51,8 @@ class GeonodeClient(Transport):
         body = self._get(
             "/v1/extract/jobs", page=page, page_size=min(page_size, JOBS_PAGE_MAX), **filters
         )
-        rows = body.get("jobs")
-        if rows is None:
-            rows = body.get("items") or []  # the seed article's name for the same list
-        return Page.from_api(body, [JobSummary.from_api(r) for r in objects(rows)])
+        rows = _rows(body, "jobs", "items")  # items: the seed article's name for the same list
+        return Page.from_api(body, [JobSummary.from_api(r) for r in rows])
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
         """Every job matching ``filters`` across all pages, each once (newest first: a job
@@ -119,11 +117,10 @@ class GeonodeClient(Transport):
 
     def list_webhooks(self) -> list[Webhook]:
         """Every subscription of the account."""
-        body = self._get("/v1/webhooks")
-        rows = body
-        if isinstance(body, Mapping):
-            rows = body.get("webhooks") or body.get("items") or body.get("data") or []
-        return [Webhook.from_api(r) for r in objects(rows)]
+        return [
+            Webhook.from_api(r)
+            for r in _rows(self._get("/v1/webhooks"), "webhooks", "items", "data")
+        ]
 
     def list_deliveries(
         self,
@@ -140,10 +137,8 @@ class GeonodeClient(Transport):
             page=page,
             page_size=min(page_size, DELIVERIES_PAGE_MAX),
         )
-        rows = body.get("items")
-        if rows is None:
-            rows = body.get("deliveries") or []
-        return Page.from_api(body, [Delivery.from_api(r) for r in objects(rows)])
+        rows = _rows(body, "items", "deliveries")
+        return Page.from_api(body, [Delivery.from_api(r) for r in rows])
 
     def iter_deliveries(
         self, webhook_id: str, *, status: str | None = None, start_page: int = 1
@@ -167,6 +162,13 @@ class GeonodeClient(Transport):
             if page.is_last or not page.items:
                 return
             number += 1
+
+
+def _rows(body: Any, *names: str) -> list[Mapping[str, Any]]:
+    """The objects of the answer's list: under the first of ``names`` it has, or the answer."""
+    if isinstance(body, Mapping):
+        body = next((body[n] for n in names if body.get(n) is not None), [])
+    return objects(body)
 
 
 def segment(value: str) -> str:

@@ -25,20 +25,11 @@ class MissingAPIKeyError(GeonodeError):
 class TransportError(GeonodeError):
     """The network failed; ``request_sent`` says whether the API may have acted on the request."""
 
+    retryable = True
+
     def __init__(self, message: str, *, request_sent: bool) -> None:
         super().__init__(message)
         self.request_sent = request_sent
-        self.retryable = True
-
-
-class JobTimeoutError(GeonodeError):
-    """A poller's deadline passed with the job (or jobs) still unsettled."""
-
-    def __init__(self, job_ids: Sequence[str], waited: float) -> None:
-        shown = ", ".join(list(job_ids)[:5]) + (" ..." if len(job_ids) > 5 else "")
-        super().__init__(f"{len(job_ids)} job(s) not settled after {waited:.1f}s: {shown}")
-        self.job_ids = list(job_ids)
-        self.waited = waited
 
 
 class APIError(GeonodeError):
@@ -54,17 +45,11 @@ class APIError(GeonodeError):
         correlation_id: str | None = None,
         body: Any = None,
     ) -> None:
-        self.status_code = status_code
-        self.code = code
-        self.message = message
-        self.retryable = retryable
-        self.correlation_id = correlation_id
-        self.body = body
+        self.status_code, self.code, self.message = status_code, code, message
+        self.retryable, self.correlation_id, self.body = retryable, correlation_id, body
         text = f"HTTP {status_code}" + (f" {code}" if code else "")
-        if message:
-            text += f": {message}"
-        if correlation_id:
-            text += f" (correlation id {correlation_id})"
+        text += f": {message}" if message else ""
+        text += f" (correlation id {correlation_id})" if correlation_id else ""
         super().__init__(text)
 
 
@@ -96,12 +81,6 @@ class ValidationError(APIError):
 class RateLimitedError(APIError):
     """Throttled or over the concurrency limit (429); ``retry_after`` in seconds when sent."""
 
-    def __init__(
-        self, status_code: int, *, retry_after: float | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(status_code, **kwargs)
-        self.retry_after = retry_after
-
 
 class ServerError(APIError):
     """The API failed (5xx)."""
@@ -117,16 +96,8 @@ _BY_STATUS: Final[Mapping[int, type[APIError]]] = {
     422: ValidationError,
     429: RateLimitedError,
 }
-
 # Statuses whose failure is transient by nature, whatever the body says.
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-_MESSAGE_LIMIT: Final = 500
-_CORRELATION_HEADERS: Final = ("X-Correlation-Id", "X-Request-Id")
-
-
-def error_class_for(status_code: int) -> type[APIError]:
-    """The exception class for an HTTP error status."""
-    return ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
 
 
 def api_error(
@@ -134,27 +105,25 @@ def api_error(
 ) -> APIError:
     """The error an answer of ``status_code`` carries (``body``: its JSON, or None), read from
     either error shape; ``retry_after`` is kept by a ``RateLimitedError`` only."""
-    fields = _error_fields(body)
+    # The error object: nested under ``error`` (older examples) or the body itself.
+    fields = as_dict(as_dict(body).get("error")) or as_dict(body)
     code, message = _code_and_message(body, fields)
     retryable = fields.get("retryable")
-    correlation_id = fields.get("correlation_id") or _first_header(headers, _CORRELATION_HEADERS)
-    cls = error_class_for(status_code)
-    extra: dict[str, Any] = {"retry_after": retry_after} if cls is RateLimitedError else {}
-    return cls(
+    correlation_id = fields.get("correlation_id") or next(
+        (headers[n] for n in ("X-Correlation-Id", "X-Request-Id") if headers.get(n)), None
+    )
+    cls = ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
+    error = cls(
         status_code,
-        code=_text(code),
-        message=_text(message, _MESSAGE_LIMIT),
+        code=None if code is None else str(code),
+        message=None if message is None else str(message)[:500],
         retryable=retryable if isinstance(retryable, bool) else status_code in TRANSIENT_STATUSES,
         correlation_id=str(correlation_id) if correlation_id else None,
         body=body,
-        **extra,
     )
-
-
-def _error_fields(body: Any) -> Mapping[str, Any]:
-    """The error object: nested under ``error`` (older examples) or the body itself."""
-    nested = as_dict(body).get("error")
-    return nested if isinstance(nested, Mapping) else as_dict(body)
+    if cls is RateLimitedError:
+        error.retry_after = retry_after
+    return error
 
 
 def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -173,11 +142,3 @@ def _validation_message(detail: Sequence[Any]) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}" for d in objects(detail)
     )
-
-
-def _first_header(headers: Mapping[str, str], names: Sequence[str]) -> str | None:
-    return next((headers[n] for n in names if headers.get(n)), None)
-
-
-def _text(value: Any, limit: int | None = None) -> str | None:
-    return None if value is None else str(value)[:limit]

@@ -1,8 +1,5 @@
-"""How late the job list may show a job: a look-up that finds nothing proves nothing until then.
-
-The floor (``GEONODE_LISTING_LAG_FLOOR_SECONDS``) or the reconciler's measured lag times its
-margin, whichever is larger; until then the submitter, processor and CLI keep a URL in doubt.
-"""
+"""How late the job list may show a job: the floor or the reconciler's measured lag times its
+margin; until then a look-up that finds nothing proves nothing (the URL stays in doubt)."""
 
 from __future__ import annotations
 
@@ -24,12 +21,9 @@ LAG_MEMORY_SECONDS = 86_400.0
 
 def saved_lag(saved: Mapping[str, str], now: float) -> tuple[float, float]:
     """The lag the checkpoint row holds (0 once not seen for a day) and when it was seen."""
-    lag, seen_at = _number(saved, "lag"), _number(saved, "lag_seen_at")
+    # Absent (rows of earlier versions) or empty: 0.
+    lag, seen_at = (float(saved.get(name) or 0.0) for name in ("lag", "lag_seen_at"))
     return (0.0 if now - seen_at > LAG_MEMORY_SECONDS else lag), seen_at
-
-
-def _number(saved: Mapping[str, str], name: str) -> float:
-    return float(saved.get(name) or 0.0)  # absent (rows of earlier versions) or empty: 0
 
 
 class CheckpointReader(Protocol):

@@ -63,7 +63,6 @@ class Page[T]:
 
     @property
     def is_last(self) -> bool:
-        """No page after this one."""
         return self.page >= self.page_count
 
     @classmethod
@@ -111,7 +110,7 @@ class JobError:
 
     @classmethod
     def from_api(cls, body: Any) -> JobError | None:
-        """Read a failed job's ``error`` object; None when there is none."""
+        """None when the job has no ``error`` object."""
         if not isinstance(body, Mapping):
             return None
         return cls(
@@ -138,7 +137,6 @@ class Job(Settles):
 
     @property
     def url(self) -> str | None:
-        """The URL the job scraped, from its metadata."""
         return of_type(self.metadata.get("url"), str)
 
     @classmethod
@@ -198,7 +196,6 @@ class BatchItem(Settles):
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> BatchItem:
-        """Read one item of a batch's or crawl's page."""
         return cls(
             input_index=of_type(body.get("input_index"), int),
             url=body.get("url"),
@@ -298,12 +295,10 @@ class Delivery:
 
     @property
     def succeeded(self) -> bool:
-        """The receiver answered 2xx."""
         return self.http_status is not None and 200 <= self.http_status < 300
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> Delivery:
-        """Read one row of the delivery log."""
         return cls(
             id=str(body.get("id", "")),
             event_type=str(body.get("event_type", "")),

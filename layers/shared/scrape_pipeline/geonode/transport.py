@@ -11,7 +11,6 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, Final, Self
 
 import httpx
@@ -37,11 +36,8 @@ DateLike = datetime | str | float
 
 
 class Transport:
-    """The API key, the connection pool and ``_send``; ``GeonodeClient`` adds the endpoints.
-
-    The key comes from ``api_key`` or ``GEONODE_SCRAPER_API_KEY`` and is never part of a repr,
-    a log line or an error message. Thread-safe: one client can serve many pollers.
-    """
+    """The key (``api_key`` or the environment's; never in a repr, log or error), the connection
+    pool and ``_send``; ``GeonodeClient`` adds the endpoints. Thread-safe."""
 
     def __init__(
         self,
@@ -56,13 +52,12 @@ class Transport:
         connect_timeout: float | None = None,
         refresh_key: Callable[[], str | None] | None = None,
     ) -> None:
-        """``connect_timeout``: seconds to make a connection (default: the whole timeout).
-
-        ``refresh_key``: called on a 401 for a key read anew (None: none to offer); a request
-        refused with the old key is sent once more with a new one (a 401 did nothing).
-        """
+        """``refresh_key``: called on a 401 for a key read anew; a request refused with the old
+        key is sent once more with a new one (a 401 did nothing)."""
         settings = settings or GeonodeSettings.from_env()
-        key = _api_key(api_key)
+        key = api_key or os.environ.get(API_KEY_ENV)
+        if not key:
+            raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
         self.base_url = (base_url or settings.base_url).rstrip("/")
         self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
         self.retry = retry or RetryPolicy(
@@ -74,8 +69,9 @@ class Transport:
         self._clock = clock
         self._rng = rng or random.Random()  # jitter only, not security
         self._rng_lock = threading.Lock()
-        self._sent = itertools.count()
-        self._requests_sent = 0
+        self._sent = itertools.count(1)
+        # HTTP requests sent so far, retries included (what the API bills and rate-limits).
+        self.requests_sent = 0
         self._refresh_key = refresh_key
         self._key_lock = threading.Lock()
         timeout = settings.timeout_seconds
@@ -92,22 +88,12 @@ class Transport:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
         """Close the connection pool."""
         self._http.close()
-
-    @property
-    def requests_sent(self) -> int:
-        """HTTP requests sent so far, retries included (what the API bills and rate-limits)."""
-        return self._requests_sent
 
     def _send(
         self,
@@ -127,7 +113,8 @@ class Transport:
             outcome = self._attempt(method, path, params, json)
             if isinstance(outcome, httpx.Response):
                 return outcome
-            if not key_renewed and _refused(outcome) and self._renew_key(sent_with):
+            refused = isinstance(outcome, APIError) and outcome.status_code == 401
+            if refused and not key_renewed and self._renew_key(sent_with):
                 key_renewed = True  # once per request: a wrong new key is not chased
                 continue
             outcome.attempts = attempt
@@ -139,7 +126,7 @@ class Transport:
         self, method: str, path: str, params: Mapping[str, Any] | None, json: Any
     ) -> httpx.Response | GeonodeError:
         """One request: the successful answer, or the error it ended in (not raised)."""
-        self._requests_sent = next(self._sent) + 1
+        self.requests_sent = next(self._sent)
         try:
             response = self._http.request(method, path, params=params, json=json)
         except httpx.HTTPError as exc:
@@ -199,21 +186,8 @@ def _date_param(value: DateLike) -> str:
     return value if isinstance(value, str) else format_time(value)
 
 
-def _api_key(given: str | None) -> str:
-    """The key given, else the environment's; ``MissingAPIKeyError`` when neither has one."""
-    key = given or os.environ.get(API_KEY_ENV)
-    if not key:
-        raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
-    return key
-
-
-def _refused(outcome: GeonodeError) -> bool:
-    """A 401: the key was refused (a rotated key may be read anew)."""
-    return isinstance(outcome, APIError) and outcome.status_code == 401
-
-
 def _api_error(response: httpx.Response, now: float) -> APIError:
-    """The error an unsuccessful answer carries (``errors.api_error`` reads its body)."""
+    """The error an unsuccessful answer carries."""
     try:
         body: Any = response.json()
     except ValueError:
