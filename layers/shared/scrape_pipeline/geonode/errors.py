@@ -73,9 +73,9 @@ class ValidationError(APIError):
     """The request was rejected as invalid, or the extraction itself failed (422)."""
 
     @property
-    def detail(self) -> list[dict[str, Any]]:
+    def detail(self) -> list[Mapping[str, Any]]:
         """FastAPI's ``detail`` items, or an empty list for the other error shape."""
-        return [d for d in as_dict(self.body).get("detail") or [] if isinstance(d, dict)]
+        return objects(as_dict(self.body).get("detail") or [])
 
 
 class RateLimitedError(APIError):
@@ -98,6 +98,12 @@ _BY_STATUS: Final[Mapping[int, type[APIError]]] = {
 }
 # Statuses whose failure is transient by nature, whatever the body says.
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_CORRELATION_HEADERS: Final = ("X-Correlation-Id", "X-Request-Id")
+
+
+def error_class_for(status_code: int) -> type[APIError]:
+    """The exception class for an HTTP error status."""
+    return ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
 
 
 def api_error(
@@ -105,18 +111,15 @@ def api_error(
 ) -> APIError:
     """The error an answer of ``status_code`` carries (``body``: its JSON, or None), read from
     either error shape; ``retry_after`` is kept by a ``RateLimitedError`` only."""
-    # The error object: nested under ``error`` (older examples) or the body itself.
-    fields = as_dict(as_dict(body).get("error")) or as_dict(body)
+    fields = _error_fields(body)
     code, message = _code_and_message(body, fields)
     retryable = fields.get("retryable")
-    correlation_id = fields.get("correlation_id") or next(
-        (headers[n] for n in ("X-Correlation-Id", "X-Request-Id") if headers.get(n)), None
-    )
-    cls = ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
+    correlation_id = fields.get("correlation_id") or _first_header(headers, _CORRELATION_HEADERS)
+    cls = error_class_for(status_code)
     error = cls(
         status_code,
-        code=None if code is None else str(code),
-        message=None if message is None else str(message)[:500],
+        code=_text(code),
+        message=_text(message, 500),
         retryable=retryable if isinstance(retryable, bool) else status_code in TRANSIENT_STATUSES,
         correlation_id=str(correlation_id) if correlation_id else None,
         body=body,
@@ -124,6 +127,12 @@ def api_error(
     if cls is RateLimitedError:
         error.retry_after = retry_after
     return error
+
+
+def _error_fields(body: Any) -> Mapping[str, Any]:
+    """The error object: nested under ``error`` (older examples) or the body itself."""
+    nested = as_dict(body).get("error")
+    return nested if isinstance(nested, Mapping) else as_dict(body)
 
 
 def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -142,3 +151,11 @@ def _validation_message(detail: Sequence[Any]) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}" for d in objects(detail)
     )
+
+
+def _first_header(headers: Mapping[str, str], names: Sequence[str]) -> str | None:
+    return next((headers[n] for n in names if headers.get(n)), None)
+
+
+def _text(value: Any, limit: int | None = None) -> str | None:
+    return None if value is None else str(value)[:limit]

@@ -21,9 +21,12 @@ LAG_MEMORY_SECONDS = 86_400.0
 
 def saved_lag(saved: Mapping[str, str], now: float) -> tuple[float, float]:
     """The lag the checkpoint row holds (0 once not seen for a day) and when it was seen."""
-    # Absent (rows of earlier versions) or empty: 0.
-    lag, seen_at = (float(saved.get(name) or 0.0) for name in ("lag", "lag_seen_at"))
+    lag, seen_at = _number(saved, "lag"), _number(saved, "lag_seen_at")
     return (0.0 if now - seen_at > LAG_MEMORY_SECONDS else lag), seen_at
+
+
+def _number(saved: Mapping[str, str], name: str) -> float:
+    return float(saved.get(name) or 0.0)  # absent (rows of earlier versions) or empty: 0
 
 
 class CheckpointReader(Protocol):

@@ -226,14 +226,10 @@ class BatchStatus(Settles):
         if not job_id:
             # As for an extract job: an answer that does not say which job it is is no answer.
             raise ValueError("batch or crawl answer without job_id")
-        # The counters: ``*_urls`` (batch) or ``*_pages`` (crawl).
-        counters = {
-            k: v for k, v in body.items() if k.endswith(("_urls", "_pages")) and isinstance(v, int)
-        }
         return cls(
             job_id=str(job_id),
             status=read_status(body.get("status", "")),
-            counters=counters,
+            counters=_counters(body),
             page=Page.from_api(body, items, page),
             raw=dict(body),
         )
@@ -247,6 +243,11 @@ class BatchStatus(Settles):
     def pending(self) -> int:
         """Items the counters say are still pending (0 when they say nothing)."""
         return sum(n for name, n in self.counters.items() if name.startswith("pending_"))
+
+
+def _counters(body: Mapping[str, Any]) -> dict[str, int]:
+    """The ``*_urls`` (batch) or ``*_pages`` (crawl) counts of a paged answer."""
+    return {k: v for k, v in body.items() if k.endswith(("_urls", "_pages")) and isinstance(v, int)}
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,8 @@ class Webhook:
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> Webhook:
         """Read a subscription; its ``secret`` stays out of ``raw`` (which is logged)."""
+        raw = dict(body)
+        secret = raw.pop("secret", None)
         return cls(
             id=str(body["id"]),
             url=str(body.get("url", "")),
@@ -274,8 +277,8 @@ class Webhook:
             description=body.get("description"),
             created_at=parse_time(body.get("created_at")),
             updated_at=parse_time(body.get("updated_at")),
-            secret=body.get("secret"),
-            raw={k: v for k, v in body.items() if k != "secret"},
+            secret=secret,
+            raw=raw,
         )
 
 

@@ -4,7 +4,9 @@ not act on it (429, no connection made); waits with full jitter, ``Retry-After``
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Final
 
 from scrape_pipeline.geonode.errors import (
     TRANSIENT_STATUSES,
@@ -29,35 +31,51 @@ class RetryPolicy:
     connect_attempts: int = 6
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1 or self.connect_attempts < 1:
-            raise ValueError("max_attempts and connect_attempts must be at least 1")
-        if self.base_delay <= 0 or self.max_delay < self.base_delay:
-            raise ValueError("need 0 < base_delay <= max_delay")
-        if self.deadline <= 0:
-            raise ValueError("deadline must be positive")
+        for broken, message in _POLICY_RULES:
+            if broken(self):
+                raise ValueError(message)
 
     def backoff(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
         """The wait before try ``attempt + 1`` (``attempt`` counts failures so far, from 0)."""
         ceiling = min(self.max_delay, self.base_delay * (2 ** min(attempt, 30)))
         return max(rng.uniform(0.0, ceiling), retry_after or 0.0)
 
+    def attempts_for(self, error: GeonodeError) -> int:
+        """How many tries a request that failed with ``error`` gets in all."""
+        if isinstance(error, TransportError) and not error.request_sent:
+            return min(self.connect_attempts, self.max_attempts)
+        return self.max_attempts
+
     def allows(self, error: GeonodeError, attempt: int, is_read: bool) -> bool:
         """Whether try ``attempt`` (from 1), failed with ``error``, is followed by another."""
-        tries = self.max_attempts
-        if isinstance(error, TransportError) and not error.request_sent:
-            tries = min(self.connect_attempts, self.max_attempts)  # it never connected
-        return may_retry(error, is_read) and attempt < tries
+        return may_retry(error, is_read) and attempt < self.attempts_for(error)
+
+
+# What a policy must hold, checked when it is made: the first broken is the ValueError.
+_POLICY_RULES: Final[tuple[tuple[Callable[[RetryPolicy], bool], str], ...]] = (
+    (
+        lambda p: p.max_attempts < 1 or p.connect_attempts < 1,
+        "max_attempts and connect_attempts must be at least 1",
+    ),
+    (lambda p: p.base_delay <= 0 or p.max_delay < p.base_delay, "need 0 < base_delay <= max_delay"),
+    (lambda p: p.deadline <= 0, "deadline must be positive"),
+)
 
 
 def may_retry(error: GeonodeError, is_read: bool) -> bool:
     """Whether trying again is safe and may help (``is_read``: a GET or HEAD)."""
-    if isinstance(error, RateLimitedError):
-        return True  # a 429 is an APIError, but a throttled request was not acted on
-    if isinstance(error, TransportError):
-        return is_read or not error.request_sent
-    if isinstance(error, APIError):
-        return is_read and error.status_code in TRANSIENT_STATUSES
-    return False
+    when = next(_RETRY_WHEN[kind] for kind in type(error).__mro__ if kind in _RETRY_WHEN)
+    return when(error, is_read)
+
+
+# When each kind of error may be tried again, given ``is_read``; an error takes the rule of the
+# nearest class in its MRO (a 429 is an APIError, but throttled requests were not acted on).
+_RETRY_WHEN: Final[Mapping[type[GeonodeError], Callable[[Any, bool], bool]]] = {
+    RateLimitedError: lambda error, is_read: True,
+    TransportError: lambda error, is_read: is_read or not error.request_sent,
+    APIError: lambda error, is_read: is_read and error.status_code in TRANSIENT_STATUSES,
+    GeonodeError: lambda error, is_read: False,
+}
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)

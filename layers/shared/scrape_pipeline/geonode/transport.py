@@ -55,9 +55,7 @@ class Transport:
         """``refresh_key``: called on a 401 for a key read anew; a request refused with the old
         key is sent once more with a new one (a 401 did nothing)."""
         settings = settings or GeonodeSettings.from_env()
-        key = api_key or os.environ.get(API_KEY_ENV)
-        if not key:
-            raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
+        key = _api_key(api_key)
         self.base_url = (base_url or settings.base_url).rstrip("/")
         self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
         self.retry = retry or RetryPolicy(
@@ -113,8 +111,7 @@ class Transport:
             outcome = self._attempt(method, path, params, json)
             if isinstance(outcome, httpx.Response):
                 return outcome
-            refused = isinstance(outcome, APIError) and outcome.status_code == 401
-            if refused and not key_renewed and self._renew_key(sent_with):
+            if not key_renewed and _refused(outcome) and self._renew_key(sent_with):
                 key_renewed = True  # once per request: a wrong new key is not chased
                 continue
             outcome.attempts = attempt
@@ -169,8 +166,8 @@ class Transport:
     def _get(self, path: str, **params: Any) -> Any:
         return self._json(self._send("GET", path, params=query(**params)))
 
-    def _post(self, path: str, body: Mapping[str, Any] | None = None) -> Any:
-        return self._json(self._send("POST", path, json=dict(body) if body is not None else None))
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self._json(self._send("POST", path, json=body))
 
 
 def query(**values: Any) -> dict[str, Any]:
@@ -184,6 +181,19 @@ def query(**values: Any) -> dict[str, Any]:
 
 def _date_param(value: DateLike) -> str:
     return value if isinstance(value, str) else format_time(value)
+
+
+def _api_key(given: str | None) -> str:
+    """The key given, else the environment's; ``MissingAPIKeyError`` when neither has one."""
+    key = given or os.environ.get(API_KEY_ENV)
+    if not key:
+        raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
+    return key
+
+
+def _refused(outcome: GeonodeError) -> bool:
+    """A 401: the key was refused (a rotated key may be read anew)."""
+    return isinstance(outcome, APIError) and outcome.status_code == 401
 
 
 def _api_error(response: httpx.Response, now: float) -> APIError:
