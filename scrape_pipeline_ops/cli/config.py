@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.clock import Clock
@@ -28,6 +27,7 @@ from scrape_pipeline.geonode.api_key import SECRET_ID_ENV
 from scrape_pipeline.geonode.client import API_KEY_ENV
 from scrape_pipeline.geonode.settings import DEFAULT_BASE_URL
 from scrape_pipeline_ops.geonode_admin import AdminClient
+from scrape_pipeline_ops.retry_settings import RetrySettings
 
 if TYPE_CHECKING:
     import argparse
@@ -164,11 +164,14 @@ class Context:
         return self._client
 
     def _new_client(self, api_key: str) -> AdminClient:
-        client = AdminClient(
-            api_key, base_url=self.base_url, clock=self.clock, connect_timeout=CONNECT_TIMEOUT
+        retry = RetrySettings.from_env(self.environ).policy(connect_attempts=CONNECT_ATTEMPTS)
+        return AdminClient(
+            api_key,
+            base_url=self.base_url,
+            retry=retry,
+            clock=self.clock,
+            connect_timeout=CONNECT_TIMEOUT,
         )
-        client.retry = replace(client.retry, connect_attempts=CONNECT_ATTEMPTS)
-        return client
 
     def wiring_env(self, *required: str) -> dict[str, str]:
         """The environment for ``scrape_pipeline.wiring``: this CLI's key and base URL included."""

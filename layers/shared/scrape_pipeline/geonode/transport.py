@@ -58,12 +58,7 @@ class Transport:
         key = _api_key(api_key)
         self.base_url = (base_url or settings.base_url).rstrip("/")
         self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
-        self.retry = retry or RetryPolicy(
-            max_attempts=settings.retry_max_attempts,
-            base_delay=settings.retry_base_delay,
-            max_delay=settings.retry_max_delay,
-            deadline=settings.retry_deadline,
-        )
+        self.retry = retry or RetryPolicy()
         self._clock = clock
         self._rng = rng or random.Random()  # jitter only, not security
         self._rng_lock = threading.Lock()
