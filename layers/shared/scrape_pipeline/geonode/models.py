@@ -57,7 +57,6 @@ class Page[T]:
 
     items: list[T]
     page: int
-    page_size: int
     page_count: int
     raw: dict[str, Any] = field(repr=False, compare=False)
 
@@ -71,7 +70,6 @@ class Page[T]:
         return cls(
             items=items,
             page=page if page is not None else as_int(body.get("page"), 1),
-            page_size=as_int(body.get("page_size"), len(items)),
             page_count=as_int(body.get("page_count"), 1),
             raw=dict(body),
         )
@@ -84,7 +82,6 @@ class SubmittedJob:
     job_id: str
     status: ApiStatus | str
     status_url: str | None
-    estimated_tokens: int | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -94,7 +91,6 @@ class SubmittedJob:
             job_id=str(body["job_id"]),
             status=read_status(body.get("status", ApiStatus.QUEUED)),
             status_url=body.get("status_url"),
-            estimated_tokens=body.get("estimated_tokens"),
             raw=dict(body),
         )
 
@@ -106,7 +102,6 @@ class JobError:
     code: str
     message: str
     retryable: bool
-    details: dict[str, Any]
 
     @classmethod
     def from_api(cls, body: Any) -> JobError | None:
@@ -117,7 +112,6 @@ class JobError:
             code=str(body.get("code", "")),
             message=str(body.get("message", "")),
             retryable=bool(body.get("retryable", False)),
-            details=as_dict(body.get("details")),
         )
 
 
