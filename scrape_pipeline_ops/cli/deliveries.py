@@ -11,7 +11,7 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.geonode.fields import format_time, parse_time
-from scrape_pipeline.geonode.models import Delivery
+from scrape_pipeline.geonode.webhooks import Delivery
 from scrape_pipeline.jobs import SOURCE_CLI_REPLAY
 from scrape_pipeline_ops.cli.config import UsageError
 

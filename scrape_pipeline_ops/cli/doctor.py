@@ -28,7 +28,7 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, AWSError
 from scrape_pipeline.geonode.api_key import SECRET_ID_ENV
 from scrape_pipeline.geonode.errors import AuthError, GeonodeError
 from scrape_pipeline.geonode.fields import format_time
-from scrape_pipeline.geonode.models import Delivery, Webhook
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.receiver.payload import EVENT_KINDS, TEST_EVENT
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline.receiver.signatures.secret import SecretBundleError, WebhookSecret

@@ -7,18 +7,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
+from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.fields import objects
-from scrape_pipeline.geonode.models import (
-    BatchItem,
-    BatchStatus,
-    Delivery,
-    Job,
-    JobSummary,
-    Page,
-    SubmittedJob,
-    Webhook,
-)
+from scrape_pipeline.geonode.models import Job, JobSummary, Page, SubmittedJob
 from scrape_pipeline.geonode.transport import API_KEY_ENV, DateLike, Transport
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 
 __all__ = ["API_KEY_ENV", "BATCH_PAGE_MAX", "DELIVERIES_PAGE_MAX", "JOBS_PAGE_MAX", "GeonodeClient"]
 

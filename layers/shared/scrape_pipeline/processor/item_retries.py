@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
+from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.fields import as_dict, parse_time
 from scrape_pipeline.geonode.listing_lag import ListingLag
-from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import chains
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping

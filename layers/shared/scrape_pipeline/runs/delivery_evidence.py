@@ -9,7 +9,7 @@ from typing import Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import NotFoundError
-from scrape_pipeline.geonode.models import Delivery, Webhook
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.receiver.payload import EVENT_KINDS
 from scrape_pipeline.runs.evidence import CandidateSource, first_seen

@@ -10,8 +10,8 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
+from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
-from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.jobs import JobKind, JobState
 from scrape_pipeline.runs.doubt import Held
 from scrape_pipeline.runs.journal import Entry, Journal
