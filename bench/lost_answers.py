@@ -10,7 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind

@@ -20,7 +20,9 @@ import httpx
 
 from bench.report import load_average, markdown_table, percentile, save
 from scrape_pipeline.clock import Clock
-from scrape_pipeline.geonode import GeonodeClient, GeonodeError, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import GeonodeError
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline_local.clock import ScaledClock
 from scrape_pipeline_ops.many_poller import ManyJobsPoller
 from scrape_pipeline_ops.polling import PollSchedule, poll_job

@@ -19,10 +19,10 @@ from typing import Any
 
 from bench.report import BENCH, RESULTS, machine, put_section, save
 from scrape_pipeline.clock import SYSTEM_CLOCK
-from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.geonode.client import API_KEY_ENV
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
+from scrape_pipeline_ops.geonode_admin import AdminClient
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 
 KEY = "bench-submit-key"
@@ -70,7 +70,7 @@ def subscribe(server: SimulatorServer) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again once the block ends
-    with GeonodeClient(KEY, base_url=server.base_url) as client:
+    with AdminClient(KEY, base_url=server.base_url) as client:
         client.create_webhook(f"http://127.0.0.1:{port}/hook", "batch_completed")
 
 

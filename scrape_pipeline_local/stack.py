@@ -27,7 +27,7 @@ from typing import Any, Self
 import boto3
 
 from scrape_pipeline.clock import use_clock
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.receiver.signatures.secret import WebhookSecret, WebhookSecrets
 from scrape_pipeline_local import function_env
 from scrape_pipeline_local.apigw import ApiGatewayFront
@@ -41,6 +41,7 @@ from scrape_pipeline_local.settings import LocalSettings, local_settings
 from scrape_pipeline_local.simulator import SimConfig, Simulator, SimulatorServer
 from scrape_pipeline_local.sqs_poller import SqsEventSource
 from scrape_pipeline_local.translate import ROOT, TemplateError, translate
+from scrape_pipeline_ops.geonode_admin import AdminClient
 from scrape_pipeline_ops.rotation import render_bundle
 
 _SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
@@ -248,11 +249,11 @@ class LocalStack(Service):
 
     # -- as a user would -------------------------------------------------------------------
 
-    def client(self, **kwargs: Any) -> GeonodeClient:
+    def client(self, **kwargs: Any) -> AdminClient:
         """An API client for the simulator, on the stack's clock."""
         assert self.simulator is not None
         kwargs.setdefault("retry", RetryPolicy(max_attempts=6, deadline=120))
-        return GeonodeClient(API_KEY, base_url=self.simulator.base_url, clock=self.clock, **kwargs)
+        return AdminClient(API_KEY, base_url=self.simulator.base_url, clock=self.clock, **kwargs)
 
     def subscribe(self) -> None:
         """Register the receiver for every event type and store the secrets, as an operator."""

@@ -28,11 +28,13 @@ from scrape_pipeline.reconciler.run import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps.job_list import JobListSettings
 from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline.runs.inside import InsideSettings
+from scrape_pipeline_ops.retry_settings import RetrySettings
 
 SOURCES: tuple[type | Setting[Any], ...] = (
     GEONODE_SCRAPER_API_KEY,
     GEONODE_API_KEY_SECRET_ID,
     GeonodeSettings,
+    RetrySettings,
     LedgerSettings,
     QUEUE_URL,
     RESULTS_BUCKET,

@@ -25,13 +25,13 @@ from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import (
     GeonodeError,
-    JobTimeoutError,
     NotFoundError,
     RateLimitedError,
     ServerError,
     TransportError,
 )
 from scrape_pipeline.geonode.models import Job, SubmittedJob
+from scrape_pipeline_ops.polling import JobTimeoutError
 from scrape_pipeline_ops.ratebudget import RateBudget
 
 

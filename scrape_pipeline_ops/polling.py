@@ -6,12 +6,23 @@ Good for a handful of jobs; for many, ``ManyJobsPoller`` costs list pages, not j
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError, RateLimitedError
+from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError, RateLimitedError
 from scrape_pipeline.geonode.models import Job
+
+
+class JobTimeoutError(GeonodeError):
+    """A poller's deadline passed with the job (or jobs) still unsettled."""
+
+    def __init__(self, job_ids: Sequence[str], waited: float) -> None:
+        shown = ", ".join(list(job_ids)[:5]) + (" ..." if len(job_ids) > 5 else "")
+        super().__init__(f"{len(job_ids)} job(s) not settled after {waited:.1f}s: {shown}")
+        self.job_ids = list(job_ids)
+        self.waited = waited
 
 
 @dataclass(frozen=True)

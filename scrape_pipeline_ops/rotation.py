@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_ROTATION
 from scrape_pipeline.receiver.signatures.secret import (
     WebhookSecret,
@@ -40,6 +39,7 @@ from scrape_pipeline.receiver.signatures.secret import (
     parse_secret_bundle,
 )
 from scrape_pipeline.reconciler.run import Reconciler
+from scrape_pipeline_ops.geonode_admin import AdminClient
 
 if TYPE_CHECKING:
     from types_boto3_secretsmanager.client import SecretsManagerClient
@@ -194,7 +194,7 @@ class RotationResult:
 
 
 def rotate_webhook_secret(
-    client: GeonodeClient,
+    client: AdminClient,
     webhook_id: str,
     bundle: SecretBundle,
     *,
@@ -246,7 +246,7 @@ def rotate_webhook_secret(
     )
 
 
-def _siblings(client: GeonodeClient, webhook_id: str) -> list[str]:
+def _siblings(client: AdminClient, webhook_id: str) -> list[str]:
     """The account's other subscriptions delivering where ``webhook_id`` does."""
     hooks = client.list_webhooks()
     url = next((h.url for h in hooks if h.id == webhook_id), None)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
-from scrape_pipeline.geonode.status import ApiStatus
+from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.chains import MAX_CHAIN, RowReader, rows_of, successor
 from scrape_pipeline.processor.item_retries import retrying_by_index

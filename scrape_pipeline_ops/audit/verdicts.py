@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from scrape_pipeline.geonode.status import TERMINAL_STATUSES, ApiStatus
+from scrape_pipeline.geonode.models import TERMINAL_STATUSES, ApiStatus
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_ops.audit.objects import KeyHistory, Where
 

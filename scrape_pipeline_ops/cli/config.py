@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.api_key import SECRET_ID_ENV
-from scrape_pipeline.geonode.client import API_KEY_ENV, GeonodeClient
+from scrape_pipeline.geonode.client import API_KEY_ENV
 from scrape_pipeline.geonode.settings import DEFAULT_BASE_URL
+from scrape_pipeline_ops.geonode_admin import AdminClient
+from scrape_pipeline_ops.retry_settings import RetrySettings
 
 if TYPE_CHECKING:
     import argparse
@@ -109,7 +110,7 @@ class Context:
         self.clock = clock
         self.environ = os.environ if environ is None else environ
         self._api_key: str | None = None
-        self._client: GeonodeClient | None = None
+        self._client: AdminClient | None = None
         self._boto: dict[str, Any] = {}
         self._sensitive: set[str] = set()
 
@@ -149,7 +150,7 @@ class Context:
             raise UsageError(f"the API key secret {secret_id!r} is empty")
         return key
 
-    def client(self, api_key: str | None = None) -> GeonodeClient:
+    def client(self, api_key: str | None = None) -> AdminClient:
         """One API client for the whole command, on the CLI's clock (``api_key``: another one).
 
         A connection that cannot be made is tried twice, for at most 5 s each, not for the
@@ -162,12 +163,15 @@ class Context:
             self._client = self._new_client(self.api_key())
         return self._client
 
-    def _new_client(self, api_key: str) -> GeonodeClient:
-        client = GeonodeClient(
-            api_key, base_url=self.base_url, clock=self.clock, connect_timeout=CONNECT_TIMEOUT
+    def _new_client(self, api_key: str) -> AdminClient:
+        retry = RetrySettings.from_env(self.environ).policy(connect_attempts=CONNECT_ATTEMPTS)
+        return AdminClient(
+            api_key,
+            base_url=self.base_url,
+            retry=retry,
+            clock=self.clock,
+            connect_timeout=CONNECT_TIMEOUT,
         )
-        client.retry = replace(client.retry, connect_attempts=CONNECT_ATTEMPTS)
-        return client
 
     def wiring_env(self, *required: str) -> dict[str, str]:
         """The environment for ``scrape_pipeline.wiring``: this CLI's key and base URL included."""

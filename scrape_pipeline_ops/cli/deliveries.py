@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.geonode.models import Delivery, format_time, parse_time
+from scrape_pipeline.geonode.fields import format_time, parse_time
+from scrape_pipeline.geonode.webhooks import Delivery
 from scrape_pipeline.jobs import SOURCE_CLI_REPLAY
 from scrape_pipeline_ops.cli.config import UsageError
 

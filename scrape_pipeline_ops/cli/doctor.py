@@ -24,13 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, AWSError, translate
+from scrape_pipeline.aws_errors import AWS_ERRORS, AWSError
 from scrape_pipeline.geonode.api_key import SECRET_ID_ENV
 from scrape_pipeline.geonode.errors import AuthError, GeonodeError
-from scrape_pipeline.geonode.models import Delivery, Webhook, format_time
+from scrape_pipeline.geonode.fields import format_time
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.receiver.payload import EVENT_KINDS, TEST_EVENT
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline.receiver.signatures.secret import SecretBundleError, WebhookSecret
+from scrape_pipeline_ops.aws_translate import translate
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.webhooks import WEBHOOK_SECRET_ENV, WEBHOOK_URL_ENV
 from scrape_pipeline_ops.samples import PUBLISHED_SECRETS, is_public_receiver

@@ -16,10 +16,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, AWSConfigurationError, translate
+from scrape_pipeline.aws_errors import AWS_ERRORS
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import GeonodeError, MissingAPIKeyError
+from scrape_pipeline_ops.aws_translate import AWSConfigurationError, translate
 from scrape_pipeline_ops.cli import (
     audit,
     deliveries,

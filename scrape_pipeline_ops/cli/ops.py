@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TextIO
 
-from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.geonode.fields import format_time
 
 Row = Mapping[str, Any]
 

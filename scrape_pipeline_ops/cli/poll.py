@@ -34,12 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.geonode.errors import JobTimeoutError, NotFoundError
-from scrape_pipeline.geonode.models import Job, parse_time
+from scrape_pipeline.geonode.errors import NotFoundError
+from scrape_pipeline.geonode.fields import parse_time
+from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.job_outcomes import FileOutcomes
 from scrape_pipeline_ops.cli.poll_targets import Target, open_target
+from scrape_pipeline_ops.polling import JobTimeoutError
 
 if TYPE_CHECKING:
     import argparse

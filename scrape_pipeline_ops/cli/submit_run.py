@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLog, DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.geonode.models import Webhook, format_time
+from scrape_pipeline.geonode.fields import format_time
+from scrape_pipeline.geonode.webhooks import Webhook
 from scrape_pipeline.receiver.payload import EVENT_KINDS
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 

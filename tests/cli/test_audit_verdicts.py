@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_pipeline.geonode.status import ApiStatus
+from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.processor.results import dead_letter_key, result_prefix
 from scrape_pipeline_ops.audit.objects import KeyHistory, parse_key

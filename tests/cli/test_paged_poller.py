@@ -8,13 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient, JobTimeoutError
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 from scrape_pipeline_local.simulator.state import Batch
 from scrape_pipeline_ops.many_poller import ManyJobsSettings
 from scrape_pipeline_ops.paged_poller import PagedJob, PagedJobsPoller
+from scrape_pipeline_ops.polling import JobTimeoutError
 from tests.cli.conftest import QUIET
 
 KEY = "paged-poller-key"

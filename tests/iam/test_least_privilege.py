@@ -325,7 +325,7 @@ def _events_tail(stack: LocalStack) -> None:
 def _audited(stack: LocalStack) -> tuple[str, str]:
     """A stored extract job's id for ``results get``, and the start of a window for ``audit``
     holding a job with a dead-letter record (written here, by no principal)."""
-    from scrape_pipeline.geonode.models import format_time
+    from scrape_pipeline.geonode.fields import format_time
     from scrape_pipeline.processor.results import ResultStore
 
     assert stack.resources is not None

@@ -8,19 +8,20 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.geonode import (
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import (
     AuthError,
     ConflictError,
-    GeonodeClient,
     NotFoundError,
     PaymentRequiredError,
     RateLimitedError,
-    RetryPolicy,
     ServerError,
     ValidationError,
 )
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
+from scrape_pipeline_ops.geonode_admin import AdminClient
 
 KEY = "client-key"
 
@@ -51,18 +52,18 @@ def server(clock: ManualClock) -> Iterator[SimulatorServer]:
 
 
 @pytest.fixture
-def client(server: SimulatorServer, clock: ManualClock) -> Iterator[GeonodeClient]:
-    with GeonodeClient(KEY, base_url=server.base_url, clock=clock, rng=random.Random(1)) as c:
+def client(server: SimulatorServer, clock: ManualClock) -> Iterator[AdminClient]:
+    with AdminClient(KEY, base_url=server.base_url, clock=clock, rng=random.Random(1)) as c:
         yield c
 
 
-def test_client_extract_sync(client: GeonodeClient):
+def test_client_extract_sync(client: AdminClient):
     result = client.extract_sync("https://example.com/s", formats=["markdown", "html"])
     assert result.data["markdown"] and result.data["html"]
     assert result.metadata["url"] == "https://example.com/s"
 
 
-def test_client_extract_async_then_get(client: GeonodeClient, clock: ManualClock):
+def test_client_extract_async_then_get(client: AdminClient, clock: ManualClock):
     submitted = client.submit_extract("https://example.com/a", formats=["html"], render_js=True)
     assert submitted.status == "queued" and submitted.status_url
     clock.advance(30)
@@ -72,7 +73,7 @@ def test_client_extract_async_then_get(client: GeonodeClient, clock: ManualClock
     assert job.created_at is not None and job.completed_at is not None
 
 
-def test_client_list_and_iterate_jobs(client: GeonodeClient, clock: ManualClock):
+def test_client_list_and_iterate_jobs(client: AdminClient, clock: ManualClock):
     ids = [client.submit_extract(f"https://example.com/l{i}").job_id for i in range(130)]
     clock.advance(30)
     first = client.list_jobs(page_size=100)
@@ -94,7 +95,7 @@ def test_client_list_jobs_seed_field_name(clock: ManualClock):
         server.stop()
 
 
-def test_client_batch_create_get_and_items(client: GeonodeClient, clock: ManualClock):
+def test_client_batch_create_get_and_items(client: AdminClient, clock: ManualClock):
     urls = [f"https://example.com/b{i}" for i in range(23)] + ["not a url"]
     batch = client.create_batch(urls)
     clock.advance(60)
@@ -107,7 +108,7 @@ def test_client_batch_create_get_and_items(client: GeonodeClient, clock: ManualC
     assert all(i.is_terminal for i in items)
 
 
-def test_client_crawl_create_get_cancel(client: GeonodeClient, clock: ManualClock):
+def test_client_crawl_create_get_cancel(client: AdminClient, clock: ManualClock):
     crawl = client.create_crawl("https://example.com/", max_pages=40)
     clock.advance(2)
     cancelled = client.cancel_crawl(crawl.job_id)
@@ -120,7 +121,7 @@ def test_client_crawl_create_get_cancel(client: GeonodeClient, clock: ManualCloc
         client.cancel_crawl(crawl.job_id)
 
 
-def test_client_webhooks_lifecycle(client: GeonodeClient):
+def test_client_webhooks_lifecycle(client: AdminClient):
     hook = client.create_webhook("https://hooks.example/x", "extract_completed", description="d")
     assert hook.secret and hook.secret.startswith("whsec_")
     assert hook.secret not in repr(hook)
@@ -138,7 +139,7 @@ def test_client_deliveries_listing(clock: ManualClock):
     # The subscription points where nobody listens: every attempt fails and is logged.
     server = start(clock, webhook_retry_schedule_s=(0, 1, 1), webhook_jitter=0.0)
     try:
-        with GeonodeClient(KEY, base_url=server.base_url, clock=clock) as client:
+        with AdminClient(KEY, base_url=server.base_url, clock=clock) as client:
             hook = client.create_webhook("http://127.0.0.1:9/nowhere", "extract_completed")
             client.submit_extract("https://example.com/d")
             for _ in range(5):
@@ -163,13 +164,13 @@ def test_client_auth_error_over_http(server: SimulatorServer, clock: ManualClock
     assert info.value.status_code == 401 and info.value.correlation_id
 
 
-def test_client_not_found_over_http(client: GeonodeClient):
+def test_client_not_found_over_http(client: AdminClient):
     with pytest.raises(NotFoundError) as info:
         client.get_job("00000000-0000-0000-0000-000000000000")
     assert info.value.code and info.value.retryable is False
 
 
-def test_client_validation_error_over_http(client: GeonodeClient):
+def test_client_validation_error_over_http(client: AdminClient):
     with pytest.raises(ValidationError) as info:
         client.submit_extract("not-a-url")
     assert info.value.status_code == 422 and info.value.detail
@@ -207,9 +208,7 @@ def test_client_rate_limited_over_http(clock: ManualClock):
         server.stop()
 
 
-def test_client_server_error_burst_retried_for_reads(
-    server: SimulatorServer, client: GeonodeClient
-):
+def test_client_server_error_burst_retried_for_reads(server: SimulatorServer, client: AdminClient):
     server.sim.faults.burst(count=2, status=503)
     assert client.list_jobs().items == []
     assert client.requests_sent == 3
@@ -219,9 +218,7 @@ def test_client_server_error_burst_retried_for_reads(
     assert server.sim.submissions().get("https://example.com/never-twice", 0) == 0
 
 
-def test_client_lost_answer_after_the_job_was_created(
-    server: SimulatorServer, client: GeonodeClient
-):
+def test_client_lost_answer_after_the_job_was_created(server: SimulatorServer, client: AdminClient):
     # GIVEN the simulator told to lose the next POST's answer after carrying it out
     url = "https://example.com/answer-lost"
     server.sim.faults.lose_answers("POST /v1/extract", [504])
@@ -235,7 +232,7 @@ def test_client_lost_answer_after_the_job_was_created(
 
 
 def test_lost_answers_at_a_rate_are_logged_with_the_job_they_made(
-    server: SimulatorServer, client: GeonodeClient
+    server: SimulatorServer, client: AdminClient
 ):
     # GIVEN the simulator told to lose every job-creating POST's answer (504 only)
     server.sim.faults.lose_answers_at(1.0, (504,))

@@ -11,11 +11,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient, JobTimeoutError, NotFoundError, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import NotFoundError
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig, SimulatorServer
 from scrape_pipeline_ops.many_poller import ManyJobsPoller, ManyJobsSettings
-from scrape_pipeline_ops.polling import PollSchedule, poll_job
+from scrape_pipeline_ops.polling import JobTimeoutError, PollSchedule, poll_job
 from scrape_pipeline_ops.ratebudget import RateBudget
 
 KEY = "poller-key"
@@ -207,7 +209,7 @@ def test_rate_budget_spaces_requests(clock: ManualClock):
 
 
 def test_many_jobs_poller_propagates_auth_errors(sim: SimulatorServer, clock: ManualClock):
-    from scrape_pipeline.geonode import AuthError
+    from scrape_pipeline.geonode.errors import AuthError
 
     good = client_for(sim, clock)
     job = good.submit_extract("https://example.com/auth")

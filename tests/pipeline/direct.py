@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import boto3
 
-from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.processor.queue import JobMessage, JobQueue
 from scrape_pipeline_local.stack import LocalStack, StackSettings

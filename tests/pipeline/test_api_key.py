@@ -12,7 +12,8 @@ import boto3
 import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.processor.queue import JobMessage
 from scrape_pipeline_local.aws_calls import CallRecorder

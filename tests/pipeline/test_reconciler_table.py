@@ -15,7 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping

@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger

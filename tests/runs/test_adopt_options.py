@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import Job
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.runs.doubt import Posted
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import BaseJournal

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
 from scrape_pipeline.jobs import JobKey, JobKind

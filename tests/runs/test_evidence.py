@@ -11,7 +11,6 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind, JobState
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.engine import Submitter
@@ -22,6 +21,7 @@ from scrape_pipeline.runs.report import Event, EventKind
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main
+from scrape_pipeline_ops.geonode_admin import AdminClient
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
 
@@ -62,7 +62,7 @@ def webhook_rows(server: SimulatorServer, ledger: Ledger, clock: ManualClock) ->
     return named
 
 
-def subscribe(client: GeonodeClient, *event_types: str) -> None:
+def subscribe(client: AdminClient, *event_types: str) -> None:
     # Nobody listens there: the event is owed and recorded, its delivery fails.
     for event_type in event_types:
         client.create_webhook("http://127.0.0.1:9/hook", event_type)
@@ -71,7 +71,7 @@ def subscribe(client: GeonodeClient, *event_types: str) -> None:
 @pytest.mark.parametrize("mode", [RunMode.BATCH, RunMode.CRAWL])
 def test_evidence_lost_answer_adopted_once_its_webhook_row_is_in_the_ledger(
     server: SimulatorServer,
-    client: GeonodeClient,
+    client: AdminClient,
     journal: SqliteJournal,
     clock: ManualClock,
     ledger: Ledger,
@@ -119,7 +119,7 @@ class Listed:
 
 
 def test_evidence_is_a_match_only_for_the_same_urls_after_the_post(
-    client: GeonodeClient, clock: ManualClock
+    client: AdminClient, clock: ManualClock
 ):
     # GIVEN batches of the entry's URLs, of a part of them, of more, and one made too early
     entry = urls("match", 3)
@@ -142,7 +142,7 @@ def test_evidence_is_a_match_only_for_the_same_urls_after_the_post(
 
 
 def test_evidence_batch_with_an_invalid_url_is_still_the_entry_s(
-    client: GeonodeClient, clock: ManualClock
+    client: AdminClient, clock: ManualClock
 ):
     # The API counts an invalid URL (ignore_invalid_urls) instead of making it an item.
     entry = [*urls("invalid", 2), "not a url"]
@@ -184,7 +184,7 @@ def test_evidence_ledger_candidates_query_the_pending_index_and_scan_for_done_ro
 
 def test_evidence_runs_resolve_adopts_from_the_ledger_before_asking_for_a_repost(
     server: SimulatorServer,
-    client: GeonodeClient,
+    client: AdminClient,
     clock: ManualClock,
     ledger: Ledger,
     moto_endpoint: str,
@@ -221,7 +221,7 @@ def test_evidence_runs_resolve_adopts_from_the_ledger_before_asking_for_a_repost
 class Counting:
     """The client, counting the batches it was asked about."""
 
-    def __init__(self, client: GeonodeClient) -> None:
+    def __init__(self, client: AdminClient) -> None:
         self.client = client
         self.asked: list[str] = []
 
@@ -234,7 +234,7 @@ class Counting:
 
 
 def test_evidence_asks_the_source_once_and_the_api_once_per_candidate(
-    server: SimulatorServer, client: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+    server: SimulatorServer, client: AdminClient, journal: SqliteJournal, clock: ManualClock
 ):
     # GIVEN three batches whose answers were all lost, and a foreign batch
     foreign = client.create_batch(urls("foreign-many", 2)).job_id
@@ -255,7 +255,7 @@ def test_evidence_asks_the_source_once_and_the_api_once_per_candidate(
 
 
 def test_evidence_never_adopts_the_batch_another_run_of_the_same_urls_holds(
-    server: SimulatorServer, client: GeonodeClient, journal: SqliteJournal, clock: ManualClock
+    server: SimulatorServer, client: AdminClient, journal: SqliteJournal, clock: ManualClock
 ):
     # GIVEN a run of two URLs as markdown, then the same URLs as html, whose answer is lost
     listed = urls("two-runs", 2)
@@ -274,7 +274,7 @@ def test_evidence_never_adopts_the_batch_another_run_of_the_same_urls_holds(
 
 def test_evidence_submit_rerun_with_a_stack_adopts_a_lost_batch_once_its_webhook_row_is_there(
     server: SimulatorServer,
-    client: GeonodeClient,
+    client: AdminClient,
     clock: ManualClock,
     ledger: Ledger,
     moto_endpoint: str,

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLogCandidates
 from scrape_pipeline.runs.engine import Submitter
@@ -20,6 +19,7 @@ from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main
+from scrape_pipeline_ops.geonode_admin import AdminClient
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
 
@@ -50,7 +50,7 @@ def batch_of(server: SimulatorServer, url: str) -> str:
 
 
 def test_delivery_log_names_the_kind_s_jobs_since_once_each_and_stops_at_older_attempts(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock
+    server: SimulatorServer, client: AdminClient, clock: ManualClock
 ):
     # GIVEN subscriptions of each kind, and 110 batches whose deliveries were all tried and
     # abandoned long ago (8 attempts each: 880 older attempts, 9 pages of the log)
@@ -83,7 +83,7 @@ def test_delivery_log_names_the_kind_s_jobs_since_once_each_and_stops_at_older_a
 
 
 def test_delivery_log_of_an_account_without_subscriptions_is_no_evidence_and_no_error(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock
+    server: SimulatorServer, client: AdminClient, clock: ManualClock
 ):
     # GIVEN a batch settled on an account subscribed only to extracts
     client.create_webhook(DEAD, "extract_completed")
@@ -171,7 +171,7 @@ def run_name(err: str) -> str:
 
 
 def test_delivery_log_submit_rerun_without_a_stack_adopts_a_lost_batch(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, cli: Cli
+    server: SimulatorServer, client: AdminClient, clock: ManualClock, cli: Cli
 ):
     # GIVEN a batch run without a stack whose first batch's answer was lost after the API
     # created it, on an account with a batch_completed subscription nobody receives
@@ -193,7 +193,7 @@ def test_delivery_log_submit_rerun_without_a_stack_adopts_a_lost_batch(
 
 
 def test_delivery_log_resolve_repost_adopts_the_batch_the_api_made_and_reposts_the_other(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, cli: Cli
+    server: SimulatorServer, client: AdminClient, clock: ManualClock, cli: Cli
 ):
     # GIVEN two batches in doubt: one the API never acted on (a 503 before it did), one whose
     # answer was lost after the API created it
@@ -240,7 +240,7 @@ def test_delivery_log_resolve_without_subscriptions_leaves_the_batch_in_doubt(
 
 
 def test_delivery_log_is_read_after_posting_not_by_a_rerun_cut_before_it(
-    server: SimulatorServer, client: GeonodeClient, clock: ManualClock, tmp_path: Path
+    server: SimulatorServer, client: AdminClient, clock: ManualClock, tmp_path: Path
 ):
     # GIVEN a batch in doubt (answer lost) whose delivery is logged, and one batch planned
     client.create_webhook(DEAD, "batch_completed")

@@ -13,7 +13,6 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient
 from scrape_pipeline.runs.inside import Inside, Next
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode
@@ -21,6 +20,7 @@ from scrape_pipeline.runs.request import BadRequestError, Continue, Start, reque
 from scrape_pipeline.wiring.submitter import build_inside
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
+from scrape_pipeline_ops.geonode_admin import AdminClient
 from tests.integration.test_client_simulator import KEY, start
 from tests.support.events import sqs_event
 from tests.support.template import create_ledger_table, moto_server
@@ -254,7 +254,7 @@ def test_a_batch_whose_answer_was_lost_is_adopted_once_the_delivery_log_names_it
     # GIVEN an account subscribed to batch_completed (nobody listens: each attempt is logged)
     # and a batch run whose first POST's answer is lost after the API created the batch
     inside = _inside(aws, sim, clock)
-    with GeonodeClient(KEY, base_url=sim.base_url, clock=clock) as client:
+    with AdminClient(KEY, base_url=sim.base_url, clock=clock) as client:
         client.create_webhook("http://127.0.0.1:9/hook", "batch_completed")
     urls = [f"https://example.com/lost/{i}" for i in range(4)]
     sim.sim.faults.lose_answers("POST /v1/batch", [502])

@@ -14,8 +14,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.listing_lag import ListingLag
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT, Checkpoint

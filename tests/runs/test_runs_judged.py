@@ -17,7 +17,8 @@ from typing import Any, Final, Literal
 
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter

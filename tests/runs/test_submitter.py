@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.geonode import GeonodeClient, RetryPolicy
+from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import SubmittedJob
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.geonode.settings import GeonodeSettings
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState

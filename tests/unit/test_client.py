@@ -11,21 +11,21 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from scrape_pipeline.geonode import (
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import (
     APIError,
-    ApiStatus,
     AuthError,
     ConflictError,
-    GeonodeClient,
     MissingAPIKeyError,
     NotFoundError,
     PaymentRequiredError,
     RateLimitedError,
-    RetryPolicy,
     ServerError,
     TransportError,
     ValidationError,
 )
+from scrape_pipeline.geonode.models import ApiStatus
+from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline_local.clock import ManualClock
 
 API_KEY = "test-key-c0ffee-do-not-leak"

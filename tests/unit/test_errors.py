@@ -16,14 +16,9 @@ from botocore.exceptions import (
 
 import scrape_pipeline
 from scrape_pipeline import errors
-from scrape_pipeline.aws_errors import (
-    AWSConfigurationError,
-    AWSError,
-    AWSUnavailableError,
-    translate,
-    unavailable,
-)
+from scrape_pipeline.aws_errors import AWSError, AWSUnavailableError, unavailable
 from scrape_pipeline.errors import PipelineError
+from scrape_pipeline_ops.aws_translate import AWSConfigurationError, translate
 
 
 def _public_errors() -> dict[str, type[BaseException]]:

@@ -23,7 +23,8 @@ from scrape_pipeline.config.settings import (
     text,
 )
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.geonode import GeonodeClient, ServerError
+from scrape_pipeline.geonode.client import GeonodeClient
+from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.geonode.settings import GeonodeSettings
 from scrape_pipeline.processor.settings import ProcessorSettings
@@ -35,6 +36,7 @@ from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline.wiring.processor import build_processor
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_ops.configuration import SOURCES, catalogue, markdown
+from scrape_pipeline_ops.retry_settings import RetrySettings
 
 RECEIVER_ENV = {"LEDGER_TABLE_NAME": "t", "QUEUE_URL": "q", "WEBHOOK_SECRET_ID": "s"}
 
@@ -178,7 +180,7 @@ def test_processor_integer_setting_given_a_fraction_is_an_error(name: str):
         (ReconcilerSettings, {"RECONCILE_SHARE_WATCH": "0"}, "RECONCILE_SHARE_WATCH"),
         # Above the API's page maximum: an error, no longer clamped silently.
         (ReconcilerSettings, {"DELIVERY_PAGE_SIZE": "500"}, "DELIVERY_PAGE_SIZE"),
-        (GeonodeSettings, {"GEONODE_RETRY_MAX_ATTEMPTS": "x"}, "GEONODE_RETRY_MAX_ATTEMPTS"),
+        (RetrySettings, {"GEONODE_RETRY_MAX_ATTEMPTS": "x"}, "GEONODE_RETRY_MAX_ATTEMPTS"),
     ],
 )
 def test_settings_classes_name_a_bad_value(cls: Any, env: dict[str, str], name: str):
@@ -328,7 +330,7 @@ def test_markdown_shows_defaults_as_written():
     assert rows[2:] == ["| `A` | (required) | a &#124; b |", "| `B` | `x,y` |  |", "| `C` | 3 |  |"]
 
 
-# --- GEONODE_RETRY_*: the client's retries where no policy is given, and only there ----------
+# --- GEONODE_RETRY_*: the CLI client's retries; a client without a policy has the defaults ---
 
 
 def _always_503() -> tuple[httpx.MockTransport, list[httpx.Request]]:
@@ -341,16 +343,16 @@ def _always_503() -> tuple[httpx.MockTransport, list[httpx.Request]]:
     return httpx.MockTransport(answer), seen
 
 
-@pytest.mark.parametrize(("policy", "requests"), [(None, 3), (NO_RETRY, 1)])
-def test_geonode_retry_settings_apply_to_a_client_without_a_policy(policy: Any, requests: int):
-    # GIVEN GEONODE_RETRY_MAX_ATTEMPTS=3 and an API that answers 503 to everything
-    settings = GeonodeSettings.from_env({"GEONODE_RETRY_MAX_ATTEMPTS": "3"})
+_CLI_RETRY = RetrySettings.from_env({"GEONODE_RETRY_MAX_ATTEMPTS": "3"}).policy(connect_attempts=2)
+
+
+@pytest.mark.parametrize(("policy", "requests"), [(_CLI_RETRY, 3), (None, 6), (NO_RETRY, 1)])
+def test_geonode_retry_settings_make_the_cli_clients_policy(policy: Any, requests: int):
+    # GIVEN GEONODE_RETRY_MAX_ATTEMPTS=3 read as the CLI reads it, and an API that answers 503
     transport, seen = _always_503()
-    client = GeonodeClient(
-        "k", settings=settings, retry=policy, transport=transport, clock=ManualClock()
-    )
-    # WHEN a job is read THEN the setting decides the attempts, unless the builder gave a
-    # policy of its own (as the Lambdas' wiring does: NO_RETRY, RECONCILER_RETRY)
+    client = GeonodeClient("k", retry=policy, transport=transport, clock=ManualClock())
+    # WHEN a job is read THEN the setting decides the attempts; a client built without a policy
+    # has RetryPolicy's defaults, and the Lambdas' wiring gives its own (NO_RETRY, ...)
     with pytest.raises(ServerError):
         client.get_job("j1")
     assert len(seen) == requests

@@ -18,7 +18,7 @@ AWAIT_THEIR_WEBHOOK = {"webhook", "submitted"}
 
 
 def test_every_source_states_both_traits() -> None:
-    # A member added without its line in ``_TRAITS`` fails here, not silently in production.
+    # A member is proven and recovers unless its property says otherwise: these pin which.
     assert {s.value for s in Source if s.proven} == PROVEN
     assert {s.value for s in Source if not s.recovers} == AWAIT_THEIR_WEBHOOK
     assert Source.STUCK_ROWS.value == "stuck_rows"  # the reconciler's sweep name too

@@ -1,6 +1,5 @@
 """The one place botocore's errors become ours (``errors`` draws the tree), so callers never
-match on error-code strings: the runtime wraps each call (``unavailable``), the CLI ``translate``s.
-"""
+match on error-code strings: the runtime wraps each call in ``unavailable``."""
 
 from __future__ import annotations
 
@@ -14,9 +13,6 @@ from botocore.exceptions import (
     ClientError,
     ConnectTimeoutError,
     HTTPClientError,
-    NoCredentialsError,
-    NoRegionError,
-    PartialCredentialsError,
     ReadTimeoutError,
 )
 from botocore.exceptions import (
@@ -25,7 +21,6 @@ from botocore.exceptions import (
 
 from scrape_pipeline.errors import PipelineError
 
-_CONFIGURATION = (NoRegionError, NoCredentialsError, PartialCredentialsError)
 _ERRNO: Final = re.compile(r"\[Errno -?\d+\]\s*([^\])'\"]+)")
 
 
@@ -41,14 +36,7 @@ class AWSUnavailableError(AWSError):
         super().__init__(
             f"{service} {operation} failed: {code}" + (f": {detail}" if detail else "")
         )
-        self.service = service
-        self.operation = operation
-        self.code = code
-        self.detail = detail
-
-
-class AWSConfigurationError(AWSError):
-    """boto3 has no region or no credentials to call AWS with."""
+        self.service, self.operation, self.code, self.detail = service, operation, code, detail
 
 
 def error_code(exc: BaseException) -> str:
@@ -64,7 +52,7 @@ def network_detail(exc: BaseException) -> str:
     if not isinstance(exc, HTTPClientError | BotocoreConnectionError):
         return ""
     kwargs = getattr(exc, "kwargs", {})
-    host = urlsplit(str(kwargs.get("endpoint_url") or "")).netloc or "the AWS endpoint"
+    host = urlsplit(str(kwargs.get("endpoint_url", ""))).netloc or "the AWS endpoint"
     return _where_and_why(exc, host, kwargs)
 
 
@@ -85,7 +73,7 @@ def _where_and_why(exc: BaseException, host: str, kwargs: dict[str, Any]) -> str
 
 def _socket_cause(kwargs: dict[str, Any]) -> str:
     """The socket's own words (refused, unknown name) in the wrapped urllib3 error, or ""."""
-    found = _ERRNO.search(str(kwargs.get("error") or ""))
+    found = _ERRNO.search(str(kwargs.get("error", "")))
     return " ".join(found.group(1).split()) if found else ""
 
 
@@ -96,55 +84,40 @@ def unavailable(
     return AWSUnavailableError(service, operation, error_code(exc), network_detail(exc))
 
 
-def translate(exc: ClientError | BotoCoreError) -> AWSError:
-    """Any botocore failure as ours, AWS's message included (for a person to read)."""
-    if isinstance(exc, _CONFIGURATION):
-        return AWSConfigurationError(f"AWS configuration: {exc}")
-    if isinstance(exc, ClientError):
-        detail = str(exc.response.get("Error", {}).get("Message") or "")
-        return AWSUnavailableError("AWS", exc.operation_name, error_code(exc), detail)
-    # A BotoCoreError: the network's host and cause, else its text, which names what failed.
-    return AWSUnavailableError("AWS", "call", error_code(exc), network_detail(exc) or str(exc))
-
-
 AWS_ERRORS = (ClientError, BotoCoreError)
-
-# The refusals a conditional write expects: not failures, answers.
-_CONDITION_FAILED = frozenset({"ConditionalCheckFailedException"})
-_PRECONDITION_FAILED = frozenset({"PreconditionFailed", "412"})  # S3: an object at the key
-_WRITE_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})  # S3: a write in flight
-_TRANSACTION_CANCELED = frozenset({"TransactionCanceledException"})
 # A cancelled transaction's reason for the item whose own condition failed.
 CANCELLED_BY_CONDITION = "ConditionalCheckFailed"
-_NO_SUCH_KEY = frozenset({"NoSuchKey", "404"})  # 404 when the caller may list the bucket
 
 
+def _has_code(exc: BaseException, *codes: str) -> bool:
+    return isinstance(exc, ClientError) and error_code(exc) in codes
+
+
+# The refusals a conditional write expects are not failures but answers.
 def is_condition_failed(exc: BaseException) -> bool:
     """DynamoDB refused a conditional write: its ``ConditionExpression`` did not hold."""
-    return isinstance(exc, ClientError) and error_code(exc) in _CONDITION_FAILED
+    return _has_code(exc, "ConditionalCheckFailedException")
 
 
 def refused_item(exc: BaseException) -> dict[str, Any] | None:
     """The item a refused DynamoDB write found (``ReturnValuesOnConditionCheckFailure``)."""
-    if not is_condition_failed(exc):
-        return None
-    item = getattr(exc, "response", {}).get("Item")
+    item = getattr(exc, "response", {}).get("Item") if is_condition_failed(exc) else None
     return dict(item) if item else None
 
 
 def is_precondition_failed(exc: BaseException) -> bool:
     """S3 refused a conditional put (412): ``If-None-Match: *`` found an object at the key."""
-    return isinstance(exc, ClientError) and error_code(exc) in _PRECONDITION_FAILED
+    return _has_code(exc, "PreconditionFailed", "412")
 
 
 def is_write_conflict(exc: BaseException) -> bool:
     """S3 refused a conditional put (409): another conditional write to the key is in flight."""
-    return isinstance(exc, ClientError) and error_code(exc) in _WRITE_CONFLICT
+    return _has_code(exc, "ConditionalRequestConflict", "409")
 
 
 def is_transaction_canceled(exc: BaseException) -> bool:
     """DynamoDB refused a ``TransactWriteItems`` as a whole (a condition, or a conflict)."""
-    return isinstance(exc, ClientError) and error_code(exc) in _TRANSACTION_CANCELED
+    return _has_code(exc, "TransactionCanceledException")
 
 
 def cancellation_codes(exc: BaseException, items: int) -> list[str] | None:
@@ -157,8 +130,8 @@ def cancellation_codes(exc: BaseException, items: int) -> list[str] | None:
 
 
 def is_no_such_key(exc: BaseException) -> bool:
-    """S3 has no object at the key asked for."""
-    return isinstance(exc, ClientError) and error_code(exc) in _NO_SUCH_KEY
+    """S3 has no object at the key asked for (404 when the caller may list the bucket)."""
+    return _has_code(exc, "NoSuchKey", "404")
 
 
 # A secret's read: (secret id, max age in seconds, force) -> its text.
@@ -166,8 +139,8 @@ Fetch = Callable[[str, float, bool], str]
 
 
 def fetch_secret(secret_id: str, max_age: float, force: bool) -> str:
-    """A secret's text through Powertools (the webhook secrets', the API key's), here so that
-    reading the API key loads none of the signatures; ``AWSUnavailableError`` when unavailable."""
+    """A secret's text through Powertools (here, so the API key's read loads no signatures);
+    ``AWSUnavailableError`` when unavailable."""
     from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - cold start
 
     try:

@@ -7,19 +7,14 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """What the pollers and retry loops need from time."""
+    """What the pollers and retry loops need from time: ``time`` is the wall clock (comparable
+    with API timestamps), ``monotonic`` never goes backwards (deadlines)."""
 
-    def time(self) -> float:
-        """Wall-clock seconds since the epoch (comparable with API timestamps)."""
-        ...
+    def time(self) -> float: ...
 
-    def monotonic(self) -> float:
-        """Seconds from an arbitrary origin that never go backwards (deadlines)."""
-        ...
+    def monotonic(self) -> float: ...
 
-    def sleep(self, seconds: float) -> None:
-        """Wait ``seconds``."""
-        ...
+    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:

@@ -5,7 +5,7 @@
     ├── AWSError                         aws_errors: a botocore failure, translated there only
     │   ├── AWSUnavailableError          the call failed: retry later (the Lambdas: 503, retry)
     │   │   └── UnsentError              queue: messages of a batch send not sent; ``unsent``
-    │   └── AWSConfigurationError        no region or no credentials (the CLI: exit 2)
+    │   └── AWSConfigurationError        ops.aws_translate: no region or no credentials (exit 2)
     ├── GeonodeError                     geonode.errors: the API client's own tree
     ├── SignatureError                   signatures: the delivery is not authentically signed
     │   ├── SignatureMismatchError       no configured secret signed it (maybe just rotated)
@@ -25,12 +25,8 @@
     │   └── MoveRefusedError             an entry was not where the move starts; ``entry``
     └── RetryLaterError                  batch_run: a record reported failed, back after a delay
 
-Each class is defined beside the code that raises it and names its parent here; a test pins
-that every public error of the package sits in this tree. Context rides on attributes (the
-variable's name, the AWS operation, the signature's ``reason``), never only in the message,
-so callers branch on the class and never on message text. The receiver turns these into
-HTTP statuses in one table (``scrape_pipeline.receiver.webhook``); the CLI turns them into one line
-and an exit status (``scrape_pipeline_ops.cli.main``).
+Each class is defined beside the code that raises it (a test pins this tree); context rides on
+attributes, never only in the message, so callers branch on the class, never on its text.
 """
 
 from __future__ import annotations

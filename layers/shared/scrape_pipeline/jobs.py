@@ -1,13 +1,12 @@
 """What a job is to the pipeline: its identity, where it stands, how it ended and why (the
-domain's words; the ledger stores them, ``geonode.models`` are the API's own shapes)."""
+domain's words, which the ledger stores; ``geonode.models`` are the API's own shapes)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, NamedTuple, TypeGuard
+from typing import Final, TypeGuard
 
 
 class JobKind(StrEnum):
@@ -52,8 +51,8 @@ DETAIL_RESUBMITTED_AS: Final = "resubmitted_as"
 
 
 class Source(StrEnum):
-    """Where a job became known (a row's ``source``) and who sent a message; each member states
-    both ``_TRAITS``. A label that is not a member (an operator's) reads as None."""
+    """Where a job became known (a row's ``source``) and who sent a message. A label that is not
+    a member (an operator's) reads as None."""
 
     WEBHOOK = "webhook"  # a delivery whose signature was verified
     SUBMITTED = "submitted"  # our own submitter, after the API's 202
@@ -68,16 +67,15 @@ class Source(StrEnum):
 
     @property
     def proven(self) -> bool:
-        """The job exists: a 404 for it is the API's lag or an incident, never a reason to
-        close it (a stuck row's re-send, or an unknown label, proves nothing by itself)."""
-        return _TRAITS[self].proven
+        """The job exists: a 404 for it is the API's lag or an incident, never a reason to close
+        it (a stuck row's re-send, or an unknown label, proves nothing by itself)."""
+        return self is not Source.STUCK_ROWS
 
     @property
     def recovers(self) -> bool:
-        """A row from here was written without the job's webhook: a webhook that comes later
-        was late, not lost (``Ledger.note_late_webhook``). The webhook's own row and our
-        submission's, which waits for it, are not."""
-        return _TRAITS[self].recovers
+        """A row from here was written without the job's webhook: one that comes later was late,
+        not lost (``Ledger.note_late_webhook``); our submission's row waits for its webhook."""
+        return self not in (Source.WEBHOOK, Source.SUBMITTED)
 
     @classmethod
     def read(cls, label: str) -> Source | None:
@@ -86,23 +84,6 @@ class Source(StrEnum):
             return cls(label)
         except ValueError:
             return None
-
-
-class _Traits(NamedTuple):
-    proven: bool
-    recovers: bool
-
-
-_TRAITS: Final[Mapping[Source, _Traits]] = {
-    Source.WEBHOOK: _Traits(proven=True, recovers=False),
-    Source.SUBMITTED: _Traits(proven=True, recovers=False),
-    Source.JOB_LIST: _Traits(proven=True, recovers=True),
-    Source.DELIVERY_LOG: _Traits(proven=True, recovers=True),
-    Source.CLI_REPLAY: _Traits(proven=True, recovers=True),
-    Source.ROTATION: _Traits(proven=True, recovers=True),
-    Source.WATCH: _Traits(proven=True, recovers=True),
-    Source.STUCK_ROWS: _Traits(proven=False, recovers=True),
-}
 
 
 def source_proven(label: str) -> bool:

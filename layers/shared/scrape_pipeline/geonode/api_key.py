@@ -1,9 +1,5 @@
-"""The Geonode API key for the Lambdas: the environment when set (local), else Secrets Manager.
-
-A warm container keeps the key it read. When the API answers 401 the key may have been rotated
-since: ``ApiKeyStore.refreshed`` reads it anew, at most once per ``KEY_REFRESH_MIN_SECONDS``, so
-a key that is simply wrong costs one Secrets Manager read per interval, not one per message.
-"""
+"""The API key for the Lambdas: the environment's (local), else Secrets Manager's, read anew
+after a 401 at most once per ``KEY_REFRESH_MIN_SECONDS`` (a wrong key costs a read per interval)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Typed batch and crawl answers: counters, a page of items, and a crawl's cancellation."""
+"""Typed batch and crawl answers: counters, and a page of items (a URL of a batch, a page of a
+crawl), read as leniently as ``models``."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_pipeline.geonode.fields import as_dict, as_int, int_or_none, objects, of_type
-from scrape_pipeline.geonode.paging import Page
-from scrape_pipeline.geonode.status import ApiStatus, Settles, read_status
+from scrape_pipeline.geonode.fields import as_dict, int_or_none, objects, of_type
+from scrape_pipeline.geonode.models import ApiStatus, Page, Settles, read_status
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,6 @@ class BatchItem(Settles):
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> BatchItem:
-        """Read one item of a batch's or crawl's page."""
         return cls(
             input_index=of_type(body.get("input_index"), int),
             url=body.get("url"),
@@ -79,23 +78,3 @@ class BatchStatus(Settles):
 def _counters(body: Mapping[str, Any]) -> dict[str, int]:
     """The ``*_urls`` (batch) or ``*_pages`` (crawl) counts of a paged answer."""
     return {k: v for k, v in body.items() if k.endswith(("_urls", "_pages")) and isinstance(v, int)}
-
-
-@dataclass(frozen=True)
-class CrawlCancel:
-    """The answer to ``DELETE /v1/crawl/{id}``."""
-
-    job_id: str
-    status: ApiStatus | str
-    in_flight_pages: int
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> CrawlCancel:
-        """Read the answer to a crawl's cancellation."""
-        return cls(
-            job_id=str(body.get("job_id", "")),
-            status=read_status(body.get("status", "")),
-            in_flight_pages=as_int(body.get("in_flight_pages")),
-            raw=dict(body),
-        )

@@ -7,66 +7,34 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
+from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.fields import objects
-from scrape_pipeline.geonode.models import (
-    BatchItem,
-    BatchStatus,
-    CrawlCancel,
-    Delivery,
-    ExtractResult,
-    Job,
-    JobSummary,
-    Page,
-    SubmittedJob,
-    Webhook,
-)
-from scrape_pipeline.geonode.transport import (
-    API_KEY_ENV,
-    API_KEY_HEADER,
-    USER_AGENT,
-    DateLike,
-    Transport,
-    query,
-)
+from scrape_pipeline.geonode.models import Job, JobSummary, Page, SubmittedJob
+from scrape_pipeline.geonode.transport import API_KEY_ENV, DateLike, Transport
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 
-__all__ = [
-    "API_KEY_ENV",
-    "API_KEY_HEADER",
-    "BATCH_PAGE_MAX",
-    "DELIVERIES_PAGE_MAX",
-    "JOBS_PAGE_MAX",
-    "USER_AGENT",
-    "DateLike",
-    "GeonodeClient",
-]
+__all__ = ["API_KEY_ENV", "BATCH_PAGE_MAX", "DELIVERIES_PAGE_MAX", "JOBS_PAGE_MAX", "GeonodeClient"]
 
 JOBS_PAGE_MAX: Final = 100
 BATCH_PAGE_MAX: Final = 50
 DELIVERIES_PAGE_MAX: Final = 100
-_MARKDOWN: Final = ("markdown",)
+MARKDOWN: Final = ("markdown",)
 Formats = Sequence[str]
 
 
 class GeonodeClient(Transport):
     """Every endpoint of the Geonode Scraper API, with typed results and safe retries."""
 
-    def extract_sync(
-        self, url: str, *, formats: Formats = _MARKDOWN, render_js: bool = False, **options: Any
-    ) -> ExtractResult:
-        """Scrape ``url`` and wait for the result (``processing_mode: sync``)."""
-        body = _job_body(url, formats, render_js, options, processing_mode="sync")
-        return ExtractResult.from_api(self._post("/v1/extract", body))
-
     def submit_extract(
-        self, url: str, *, formats: Formats = _MARKDOWN, render_js: bool = False, **options: Any
+        self, url: str, *, formats: Formats = MARKDOWN, render_js: bool = False, **options: Any
     ) -> SubmittedJob:
         """Start an asynchronous extract job; the answer carries its ``job_id``."""
-        body = _job_body(url, formats, render_js, options, processing_mode="async")
+        body = job_body(url, formats, render_js, options, processing_mode="async")
         return SubmittedJob.from_api(self._post("/v1/extract", body))
 
     def get_job(self, job_id: str) -> Job:
         """The job's current state (may be 404 briefly right after submission)."""
-        return Job.from_api(self._get(f"/v1/extract/{_segment(job_id)}"))
+        return Job.from_api(self._get(f"/v1/extract/{segment(job_id)}"))
 
     def list_jobs(
         self, *, page: int = 1, page_size: int = JOBS_PAGE_MAX, **filters: DateLike | None
@@ -76,10 +44,8 @@ class GeonodeClient(Transport):
         body = self._get(
             "/v1/extract/jobs", page=page, page_size=min(page_size, JOBS_PAGE_MAX), **filters
         )
-        rows = body.get("jobs")
-        if rows is None:
-            rows = body.get("items") or []  # the seed article's name for the same list
-        return Page.from_api(body, [JobSummary.from_api(r) for r in objects(rows)])
+        rows = _rows(body, "jobs", "items")  # items: the seed article's name for the same list
+        return Page.from_api(body, [JobSummary.from_api(r) for r in rows])
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
         """Every job matching ``filters`` across all pages, each once (newest first: a job
@@ -95,7 +61,7 @@ class GeonodeClient(Transport):
         self,
         urls: Iterable[str],
         *,
-        formats: Formats = _MARKDOWN,
+        formats: Formats = MARKDOWN,
         render_js: bool = False,
         ignore_invalid_urls: bool = True,
         **options: Any,
@@ -121,7 +87,7 @@ class GeonodeClient(Transport):
     def _paged_job(self, kind: str, job_id: str, page: int, page_size: int) -> BatchStatus:
         # Batches and crawls share one paged shape: counters plus a page of items.
         body = self._get(
-            f"/v1/{kind}/{_segment(job_id)}", page=page, page_size=min(page_size, BATCH_PAGE_MAX)
+            f"/v1/{kind}/{segment(job_id)}", page=page, page_size=min(page_size, BATCH_PAGE_MAX)
         )
         return BatchStatus.from_api(body, page=page)
 
@@ -131,68 +97,23 @@ class GeonodeClient(Transport):
             yield from status.page.items
 
     def create_crawl(
-        self, url: str, *, formats: Formats = _MARKDOWN, render_js: bool = False, **options: Any
+        self, url: str, *, formats: Formats = MARKDOWN, render_js: bool = False, **options: Any
     ) -> SubmittedJob:
         """Start a crawl from ``url`` (limits such as ``max_pages`` pass through ``options``)."""
         return SubmittedJob.from_api(
-            self._post("/v1/crawl", _job_body(url, formats, render_js, options))
+            self._post("/v1/crawl", job_body(url, formats, render_js, options))
         )
 
     def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
         """The crawl's counters and one page of its pages."""
         return self._paged_job("crawl", crawl_id, page, page_size)
 
-    def iter_crawl_items(self, crawl_id: str) -> Iterator[BatchItem]:
-        """Every page of a crawl, page by page."""
-        return self._items("crawl", crawl_id)
-
-    def cancel_crawl(self, crawl_id: str) -> CrawlCancel:
-        """Stop scheduling new pages; in-flight pages drain. 409 when already finished."""
-        body = self._json(self._send("DELETE", f"/v1/crawl/{_segment(crawl_id)}"))
-        return CrawlCancel.from_api(body)
-
-    def create_webhook(
-        self, url: str, event_type: str, *, description: str | None = None
-    ) -> Webhook:
-        """Subscribe ``url`` to one event type; the answer's ``secret`` is shown only now."""
-        body: dict[str, Any] = {"url": url, "event_type": event_type}
-        if description is not None:
-            body["description"] = description
-        return Webhook.from_api(self._post("/v1/webhooks", body))
-
     def list_webhooks(self) -> list[Webhook]:
         """Every subscription of the account."""
-        body = self._get("/v1/webhooks")
-        rows = body
-        if isinstance(body, Mapping):
-            rows = body.get("webhooks") or body.get("items") or body.get("data") or []
-        return [Webhook.from_api(r) for r in objects(rows)]
-
-    def get_webhook(self, webhook_id: str) -> Webhook:
-        """One subscription."""
-        return Webhook.from_api(self._get(f"/v1/webhooks/{_segment(webhook_id)}"))
-
-    def update_webhook(
-        self,
-        webhook_id: str,
-        *,
-        is_active: bool | None = None,
-        url: str | None = None,
-        description: str | None = None,
-    ) -> Webhook:
-        """Change a subscription; ``is_active=False`` disables it."""
-        body = query(is_active=is_active, url=url, description=description)
-        response = self._send("PATCH", f"/v1/webhooks/{_segment(webhook_id)}", json=body)
-        return Webhook.from_api(self._json(response))
-
-    def delete_webhook(self, webhook_id: str) -> None:
-        """Remove a subscription."""
-        self._send("DELETE", f"/v1/webhooks/{_segment(webhook_id)}")
-
-    def rotate_webhook_secret(self, webhook_id: str) -> str:
-        """A new secret; the previous one stops working at once on the sender's side."""
-        body = self._post(f"/v1/webhooks/{_segment(webhook_id)}/rotate-secret")
-        return str(body["secret"])
+        return [
+            Webhook.from_api(r)
+            for r in _rows(self._get("/v1/webhooks"), "webhooks", "items", "data")
+        ]
 
     def list_deliveries(
         self,
@@ -204,15 +125,13 @@ class GeonodeClient(Transport):
     ) -> Page[Delivery]:
         """One page of a subscription's delivery attempts."""
         body = self._get(
-            f"/v1/webhooks/{_segment(webhook_id)}/deliveries",
+            f"/v1/webhooks/{segment(webhook_id)}/deliveries",
             status=status,
             page=page,
             page_size=min(page_size, DELIVERIES_PAGE_MAX),
         )
-        rows = body.get("items")
-        if rows is None:
-            rows = body.get("deliveries") or []
-        return Page.from_api(body, [Delivery.from_api(r) for r in objects(rows)])
+        rows = _rows(body, "items", "deliveries")
+        return Page.from_api(body, [Delivery.from_api(r) for r in rows])
 
     def iter_deliveries(
         self, webhook_id: str, *, status: str | None = None, start_page: int = 1
@@ -238,14 +157,21 @@ class GeonodeClient(Transport):
             number += 1
 
 
-def _segment(value: str) -> str:
+def _rows(body: Any, *names: str) -> list[Mapping[str, Any]]:
+    """The objects of the answer's list: under the first of ``names`` it has, or the answer."""
+    if isinstance(body, Mapping):
+        body = next((body[n] for n in names if body.get(n) is not None), [])
+    return objects(body)
+
+
+def segment(value: str) -> str:
     """A path segment that cannot escape its route (ids come from webhooks: untrusted)."""
     if not value or value in {".", ".."}:
         raise ValueError("an id must be a non-empty path segment")
     return quote(value, safe="")
 
 
-def _job_body(
+def job_body(
     url: str,
     formats: Formats,
     render_js: bool,

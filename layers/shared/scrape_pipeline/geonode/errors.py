@@ -25,20 +25,11 @@ class MissingAPIKeyError(GeonodeError):
 class TransportError(GeonodeError):
     """The network failed; ``request_sent`` says whether the API may have acted on the request."""
 
+    retryable = True
+
     def __init__(self, message: str, *, request_sent: bool) -> None:
         super().__init__(message)
         self.request_sent = request_sent
-        self.retryable = True
-
-
-class JobTimeoutError(GeonodeError):
-    """A poller's deadline passed with the job (or jobs) still unsettled."""
-
-    def __init__(self, job_ids: Sequence[str], waited: float) -> None:
-        shown = ", ".join(list(job_ids)[:5]) + (" ..." if len(job_ids) > 5 else "")
-        super().__init__(f"{len(job_ids)} job(s) not settled after {waited:.1f}s: {shown}")
-        self.job_ids = list(job_ids)
-        self.waited = waited
 
 
 class APIError(GeonodeError):
@@ -54,17 +45,11 @@ class APIError(GeonodeError):
         correlation_id: str | None = None,
         body: Any = None,
     ) -> None:
-        self.status_code = status_code
-        self.code = code
-        self.message = message
-        self.retryable = retryable
-        self.correlation_id = correlation_id
-        self.body = body
+        self.status_code, self.code, self.message = status_code, code, message
+        self.retryable, self.correlation_id, self.body = retryable, correlation_id, body
         text = f"HTTP {status_code}" + (f" {code}" if code else "")
-        if message:
-            text += f": {message}"
-        if correlation_id:
-            text += f" (correlation id {correlation_id})"
+        text += f": {message}" if message else ""
+        text += f" (correlation id {correlation_id})" if correlation_id else ""
         super().__init__(text)
 
 
@@ -88,19 +73,13 @@ class ValidationError(APIError):
     """The request was rejected as invalid, or the extraction itself failed (422)."""
 
     @property
-    def detail(self) -> list[dict[str, Any]]:
+    def detail(self) -> list[Mapping[str, Any]]:
         """FastAPI's ``detail`` items, or an empty list for the other error shape."""
-        return [d for d in as_dict(self.body).get("detail") or [] if isinstance(d, dict)]
+        return objects(as_dict(self.body).get("detail") or [])
 
 
 class RateLimitedError(APIError):
     """Throttled or over the concurrency limit (429); ``retry_after`` in seconds when sent."""
-
-    def __init__(
-        self, status_code: int, *, retry_after: float | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(status_code, **kwargs)
-        self.retry_after = retry_after
 
 
 class ServerError(APIError):
@@ -117,10 +96,8 @@ _BY_STATUS: Final[Mapping[int, type[APIError]]] = {
     422: ValidationError,
     429: RateLimitedError,
 }
-
 # Statuses whose failure is transient by nature, whatever the body says.
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-_MESSAGE_LIMIT: Final = 500
 _CORRELATION_HEADERS: Final = ("X-Correlation-Id", "X-Request-Id")
 
 
@@ -139,16 +116,17 @@ def api_error(
     retryable = fields.get("retryable")
     correlation_id = fields.get("correlation_id") or _first_header(headers, _CORRELATION_HEADERS)
     cls = error_class_for(status_code)
-    extra: dict[str, Any] = {"retry_after": retry_after} if cls is RateLimitedError else {}
-    return cls(
+    error = cls(
         status_code,
         code=_text(code),
-        message=_text(message, _MESSAGE_LIMIT),
+        message=_text(message, 500),
         retryable=retryable if isinstance(retryable, bool) else status_code in TRANSIENT_STATUSES,
         correlation_id=str(correlation_id) if correlation_id else None,
         body=body,
-        **extra,
     )
+    if cls is RateLimitedError:
+        error.retry_after = retry_after
+    return error
 
 
 def _error_fields(body: Any) -> Mapping[str, Any]:

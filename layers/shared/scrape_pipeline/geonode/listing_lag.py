@@ -1,8 +1,5 @@
-"""How late the job list may show a job: a look-up that finds nothing proves nothing until then.
-
-The floor (``GEONODE_LISTING_LAG_FLOOR_SECONDS``) or the reconciler's measured lag times its
-margin, whichever is larger; until then the submitter, processor and CLI keep a URL in doubt.
-"""
+"""How late the job list may show a job: the floor or the reconciler's measured lag times its
+margin; until then a look-up that finds nothing proves nothing (the URL stays in doubt)."""
 
 from __future__ import annotations
 

@@ -6,32 +6,71 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, Final
 
-from scrape_pipeline.geonode.batches import BatchItem, BatchStatus, CrawlCancel
-from scrape_pipeline.geonode.fields import as_dict, format_time, of_type, parse_time
-from scrape_pipeline.geonode.paging import Page
-from scrape_pipeline.geonode.status import TERMINAL_STATUSES, ApiStatus, Settles, read_status
-from scrape_pipeline.geonode.webhooks import Delivery, Webhook
+from scrape_pipeline.geonode.fields import (
+    as_dict,
+    as_int,
+    of_type,
+    parse_time,
+)
 
-__all__ = [
-    "TERMINAL_STATUSES",
-    "ApiStatus",
-    "BatchItem",
-    "BatchStatus",
-    "CrawlCancel",
-    "Delivery",
-    "ExtractResult",
-    "Job",
-    "JobError",
-    "JobSummary",
-    "Page",
-    "SubmittedJob",
-    "Webhook",
-    "format_time",
-    "parse_time",
-    "read_status",
-]
+
+class ApiStatus(StrEnum):
+    """A job's, batch's, crawl's or item's status; the last three never change again. Another
+    value is kept as written (``read_status``): not terminal, so it is looked at again."""
+
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_STATUSES: Final = frozenset({ApiStatus.COMPLETED, ApiStatus.FAILED, ApiStatus.CANCELLED})
+_STATUS_BY_VALUE: Final[Mapping[str, ApiStatus]] = {s.value: s for s in ApiStatus}
+
+
+def read_status(value: Any) -> ApiStatus | str:
+    """The ``ApiStatus`` the API named, or its text as written when it names none of them."""
+    text = str(value)
+    return _STATUS_BY_VALUE.get(text, text)
+
+
+class Settles:
+    """What has a status: it is terminal once the status is one that never changes again."""
+
+    status: ApiStatus | str
+
+    @property
+    def is_terminal(self) -> bool:
+        """Completed, failed or cancelled: the status will never change again."""
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class Page[T]:
+    """One page of a paged listing, numbered as the answer says (or as it was asked for)."""
+
+    items: list[T]
+    page: int
+    page_count: int
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def is_last(self) -> bool:
+        return self.page >= self.page_count
+
+    @classmethod
+    def from_api(cls, body: Mapping[str, Any], items: list[T], page: int | None = None) -> Page[T]:
+        """``items`` numbered as ``body`` says: ``page`` (the one asked for) over its echo."""
+        return cls(
+            items=items,
+            page=page if page is not None else as_int(body.get("page"), 1),
+            page_count=as_int(body.get("page_count"), 1),
+            raw=dict(body),
+        )
 
 
 @dataclass(frozen=True)
@@ -41,7 +80,6 @@ class SubmittedJob:
     job_id: str
     status: ApiStatus | str
     status_url: str | None
-    estimated_tokens: int | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -51,34 +89,8 @@ class SubmittedJob:
             job_id=str(body["job_id"]),
             status=read_status(body.get("status", ApiStatus.QUEUED)),
             status_url=body.get("status_url"),
-            estimated_tokens=body.get("estimated_tokens"),
             raw=dict(body),
         )
-
-
-@dataclass(frozen=True)
-class ExtractResult:
-    """The 200 answer of a synchronous extract."""
-
-    data: dict[str, Any]
-    metadata: dict[str, Any]
-    tokens_charged: int | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> ExtractResult:
-        """Read the 200 answer of ``POST /v1/extract`` in sync mode."""
-        return cls(**_content(body))
-
-
-def _content(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What an extraction answers, synchronous or as a job: its data, metadata and charge."""
-    return {
-        "data": as_dict(body.get("data")),
-        "metadata": as_dict(body.get("metadata")),
-        "tokens_charged": body.get("tokens_charged"),
-        "raw": dict(body),
-    }
 
 
 @dataclass(frozen=True)
@@ -88,18 +100,16 @@ class JobError:
     code: str
     message: str
     retryable: bool
-    details: dict[str, Any]
 
     @classmethod
     def from_api(cls, body: Any) -> JobError | None:
-        """Read a failed job's ``error`` object; None when there is none."""
+        """None when the job has no ``error`` object."""
         if not isinstance(body, Mapping):
             return None
         return cls(
             code=str(body.get("code", "")),
             message=str(body.get("message", "")),
             retryable=bool(body.get("retryable", False)),
-            details=as_dict(body.get("details")),
         )
 
 
@@ -119,7 +129,6 @@ class Job(Settles):
 
     @property
     def url(self) -> str | None:
-        """The URL the job scraped, from its metadata."""
         return of_type(self.metadata.get("url"), str)
 
     @classmethod
@@ -130,8 +139,11 @@ class Job(Settles):
             status=read_status(body.get("status", "")),
             created_at=parse_time(body.get("created_at")),
             completed_at=parse_time(body.get("completed_at")),
+            data=as_dict(body.get("data")),
+            metadata=as_dict(body.get("metadata")),
             error=JobError.from_api(body.get("error")),
-            **_content(body),
+            tokens_charged=body.get("tokens_charged"),
+            raw=dict(body),
         )
 
 

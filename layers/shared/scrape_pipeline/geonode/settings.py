@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scrape_pipeline.config.settings import FromEnv, Kind, Setting, integer, number, text
+from scrape_pipeline.config.settings import FromEnv, Kind, Setting, number, text
 
 DEFAULT_BASE_URL = "https://scraper.geonode.io"
 
@@ -20,8 +20,6 @@ GEONODE_API_KEY_SECRET_ID = text(
     "",
     "where the Lambdas read the key (Secrets Manager, cached 5 min); one of the two is required",
 )
-# The Lambdas build their clients with retry policies of their own (wiring).
-_RETRIES = "same clients as `GEONODE_RETRY_MAX_ATTEMPTS`"
 
 
 # Declared here, beside the client's settings, because the submitter, the processor and the
@@ -48,27 +46,3 @@ class GeonodeSettings(FromEnv):
         "GEONODE_TIMEOUT_SECONDS", 30.0, "a sync extract may render JavaScript"
     ).field()
     listing_lag_floor_s: float = LISTING_LAG_FLOOR.field()
-    retry_max_attempts: int = integer(
-        "GEONODE_RETRY_MAX_ATTEMPTS",
-        6,
-        "attempts at one API call of a client built without a retry policy of its own: the "
-        "operator CLI's own calls and scripts using the library. Not the Lambdas': the processor "
-        "never retries within a call (`NO_RETRY`: the job's message comes back later), and the "
-        "reconciler, with the CLI commands that run it, uses `wiring.RECONCILER_RETRY`. Reads "
-        "are retried after 429, 5xx and network errors, exponential with full jitter, "
-        "`Retry-After` honoured; creations only when the API certainly did not act (429, no "
-        "connection)",
-    ).field()
-    retry_base_delay: float = number(
-        "GEONODE_RETRY_BASE_DELAY_SECONDS",
-        0.5,
-        f"the first backoff's ceiling, doubled at each retry ({_RETRIES})",
-    ).field()
-    retry_max_delay: float = number(
-        "GEONODE_RETRY_MAX_DELAY_SECONDS", 20.0, f"the longest backoff ({_RETRIES})"
-    ).field()
-    retry_deadline: float = number(
-        "GEONODE_RETRY_DEADLINE_SECONDS",
-        60.0,
-        f"the most time one call spends retrying ({_RETRIES})",
-    ).field()

@@ -11,7 +11,6 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, Final, Self
 
 import httpx
@@ -24,7 +23,7 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
     api_error,
 )
-from scrape_pipeline.geonode.models import format_time
+from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.geonode.settings import GEONODE_SCRAPER_API_KEY, GeonodeSettings
 
@@ -37,11 +36,8 @@ DateLike = datetime | str | float
 
 
 class Transport:
-    """The API key, the connection pool and ``_send``; ``GeonodeClient`` adds the endpoints.
-
-    The key comes from ``api_key`` or ``GEONODE_SCRAPER_API_KEY`` and is never part of a repr,
-    a log line or an error message. Thread-safe: one client can serve many pollers.
-    """
+    """The key (``api_key`` or the environment's; never in a repr, log or error), the connection
+    pool and ``_send``; ``GeonodeClient`` adds the endpoints. Thread-safe."""
 
     def __init__(
         self,
@@ -56,26 +52,19 @@ class Transport:
         connect_timeout: float | None = None,
         refresh_key: Callable[[], str | None] | None = None,
     ) -> None:
-        """``connect_timeout``: seconds to make a connection (default: the whole timeout).
-
-        ``refresh_key``: called on a 401 for a key read anew (None: none to offer); a request
-        refused with the old key is sent once more with a new one (a 401 did nothing).
-        """
+        """``refresh_key``: called on a 401 for a key read anew; a request refused with the old
+        key is sent once more with a new one (a 401 did nothing)."""
         settings = settings or GeonodeSettings.from_env()
         key = _api_key(api_key)
         self.base_url = (base_url or settings.base_url).rstrip("/")
         self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
-        self.retry = retry or RetryPolicy(
-            max_attempts=settings.retry_max_attempts,
-            base_delay=settings.retry_base_delay,
-            max_delay=settings.retry_max_delay,
-            deadline=settings.retry_deadline,
-        )
+        self.retry = retry or RetryPolicy()
         self._clock = clock
         self._rng = rng or random.Random()  # jitter only, not security
         self._rng_lock = threading.Lock()
-        self._sent = itertools.count()
-        self._requests_sent = 0
+        self._sent = itertools.count(1)
+        # HTTP requests sent so far, retries included (what the API bills and rate-limits).
+        self.requests_sent = 0
         self._refresh_key = refresh_key
         self._key_lock = threading.Lock()
         timeout = settings.timeout_seconds
@@ -92,22 +81,12 @@ class Transport:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
         """Close the connection pool."""
         self._http.close()
-
-    @property
-    def requests_sent(self) -> int:
-        """HTTP requests sent so far, retries included (what the API bills and rate-limits)."""
-        return self._requests_sent
 
     def _send(
         self,
@@ -139,7 +118,7 @@ class Transport:
         self, method: str, path: str, params: Mapping[str, Any] | None, json: Any
     ) -> httpx.Response | GeonodeError:
         """One request: the successful answer, or the error it ended in (not raised)."""
-        self._requests_sent = next(self._sent) + 1
+        self.requests_sent = next(self._sent)
         try:
             response = self._http.request(method, path, params=params, json=json)
         except httpx.HTTPError as exc:
@@ -182,8 +161,8 @@ class Transport:
     def _get(self, path: str, **params: Any) -> Any:
         return self._json(self._send("GET", path, params=query(**params)))
 
-    def _post(self, path: str, body: Mapping[str, Any] | None = None) -> Any:
-        return self._json(self._send("POST", path, json=dict(body) if body is not None else None))
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self._json(self._send("POST", path, json=body))
 
 
 def query(**values: Any) -> dict[str, Any]:
@@ -213,7 +192,7 @@ def _refused(outcome: GeonodeError) -> bool:
 
 
 def _api_error(response: httpx.Response, now: float) -> APIError:
-    """The error an unsuccessful answer carries (``errors.api_error`` reads its body)."""
+    """The error an unsuccessful answer carries."""
     try:
         body: Any = response.json()
     except ValueError:

@@ -27,7 +27,8 @@ class Webhook:
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> Webhook:
         """Read a subscription; its ``secret`` stays out of ``raw`` (which is logged)."""
-        raw = {k: v for k, v in body.items() if k != "secret"}
+        raw = dict(body)
+        secret = raw.pop("secret", None)
         return cls(
             id=str(body["id"]),
             url=str(body.get("url", "")),
@@ -36,7 +37,7 @@ class Webhook:
             description=body.get("description"),
             created_at=parse_time(body.get("created_at")),
             updated_at=parse_time(body.get("updated_at")),
-            secret=body.get("secret"),
+            secret=secret,
             raw=raw,
         )
 
@@ -57,12 +58,10 @@ class Delivery:
 
     @property
     def succeeded(self) -> bool:
-        """The receiver answered 2xx."""
         return self.http_status is not None and 200 <= self.http_status < 300
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> Delivery:
-        """Read one row of the delivery log."""
         return cls(
             id=str(body.get("id", "")),
             event_type=str(body.get("event_type", "")),

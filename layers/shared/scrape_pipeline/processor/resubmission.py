@@ -10,6 +10,7 @@ from datetime import datetime
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.outbox import retell_with_run
+from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -17,8 +18,9 @@ from scrape_pipeline.geonode.errors import (
     RateLimitedError,
     TransportError,
 )
+from scrape_pipeline.geonode.fields import parse_time
 from scrape_pipeline.geonode.listing_lag import ListingLag
-from scrape_pipeline.geonode.models import BatchItem, BatchStatus, Job, parse_time
+from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.geonode.errors import GeonodeError
-from scrape_pipeline.geonode.models import Delivery, Page
+from scrape_pipeline.geonode.models import Page
+from scrape_pipeline.geonode.webhooks import Delivery
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey
 from scrape_pipeline.receiver.payload import EVENT_KINDS
 from scrape_pipeline.reconciler.budget import Budget

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_pipeline.geonode.models import Delivery, JobSummary, Page
+from scrape_pipeline.geonode.models import JobSummary, Page
+from scrape_pipeline.geonode.webhooks import Delivery
 
 # The sweep's bookkeeping field holding its passes cut short: one JSON list, oldest first.
 PENDING = "pending"

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
-from scrape_pipeline.geonode.models import ApiStatus, JobSummary, Page, format_time
+from scrape_pipeline.geonode.fields import format_time
+from scrape_pipeline.geonode.models import ApiStatus, JobSummary, Page
 from scrape_pipeline.reconciler.sweeps import passes
 
 if TYPE_CHECKING:
