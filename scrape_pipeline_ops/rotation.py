@@ -40,6 +40,7 @@ from scrape_pipeline.receiver.signatures.secret import (
 )
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline_ops.geonode_admin import AdminClient
+from scrape_pipeline_ops.replay import replay_failed
 
 if TYPE_CHECKING:
     from types_boto3_secretsmanager.client import SecretsManagerClient
@@ -231,7 +232,8 @@ def rotate_webhook_secret(
     replayed = 0
     if replay_with is not None:
         # A little before the start: a 401 logged just as the API switched still counts.
-        replayed = replay_with.replay_failed(
+        replayed = replay_failed(
+            replay_with,
             webhook_id,
             since=started - 60.0,
             only_status=401,

@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scrape_pipeline.reconciler.metrics import emit_run
+from scrape_pipeline.reconciler.report import emit_run
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.wiring.reconciler import build_reconciler
 

@@ -2,7 +2,7 @@
 
 Geonode publishes no redelivery endpoint, so "replay" means what the reconciler does with
 the log: every job whose delivery failed since a moment is made sure of in the ledger and
-enqueued unless already done (``Reconciler.replay_failed``); the processor does the rest.
+enqueued unless already done (``scrape_pipeline_ops.replay``); the processor does the rest.
 """
 
 from __future__ import annotations
@@ -104,10 +104,12 @@ def since_time(args: argparse.Namespace, now: float) -> float:
 
 def replay(ctx: Context, args: argparse.Namespace) -> int:
     from scrape_pipeline.wiring.reconciler import build_reconciler  # noqa: PLC0415
+    from scrape_pipeline_ops.replay import replay_failed  # noqa: PLC0415
 
     since = since_time(args, ctx.clock.time())
     reconciler = build_reconciler(ctx.wiring_env("LEDGER_TABLE_NAME", "QUEUE_URL"), clock=ctx.clock)
-    result = reconciler.replay_failed(
+    result = replay_failed(
+        reconciler,
         args.webhook_id,
         since=since,
         only_status=args.status_code,

@@ -160,8 +160,8 @@ def dlq_url(ctx: Context) -> str:
 
 
 def _watermark(ledger: Ledger) -> dict[str, Any]:
+    from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT  # noqa: PLC0415
     from scrape_pipeline.ledger.bookkeeping import Bookkeeping  # noqa: PLC0415
-    from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT  # noqa: PLC0415
 
     saved = Bookkeeping(ledger).read(JOBS_CHECKPOINT)
     if not saved or not saved.get("watermark"):

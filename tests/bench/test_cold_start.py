@@ -44,7 +44,6 @@ NOT_IMPORTED = {
         "scrape_pipeline.wiring.reconciler",
         # Reached once through shared modules: the listing lag, the API key, the doubt look-up.
         "scrape_pipeline.reconciler.sweeps",
-        "scrape_pipeline.reconciler.budget",
         "scrape_pipeline.receiver.signatures",
         "scrape_pipeline.receiver.secret_store",
         "scrape_pipeline.runs.journal",

@@ -19,7 +19,7 @@ from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
-from scrape_pipeline.reconciler.sweeps.outbox import SWEEP_OUTBOX
+from scrape_pipeline.reconciler.sweeps.ledger_scans import SWEEP_OUTBOX
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe
 from tests.support.template import create_ledger_table
@@ -96,8 +96,7 @@ def test_the_sweep_sends_what_a_crash_left_after_the_grace_once(
 
 
 def test_the_sweep_runs_first_and_every_run() -> None:
-    from scrape_pipeline.reconciler.cadence import Cadence
-    from scrape_pipeline.reconciler.run import SWEEP_TABLE
+    from scrape_pipeline.reconciler.run import SWEEP_TABLE, Cadence
 
     # Late events are what a subscriber waits for: first, at every run (a minute apart).
     first = SWEEP_TABLE[0]

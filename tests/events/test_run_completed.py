@@ -27,10 +27,10 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.manifest import manifest_key
 from scrape_pipeline.processor.resubmission import hand_on
 from scrape_pipeline.processor.results import ResultStore
-from scrape_pipeline.reconciler.budget import Budget
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
-from scrape_pipeline.reconciler.sweeps.outbox import SWEEP_OUTBOX
+from scrape_pipeline.reconciler.sweeps import Budget
+from scrape_pipeline.reconciler.sweeps.ledger_scans import SWEEP_OUTBOX
 from scrape_pipeline.reconciler.sweeps.runs import SWEEP_RUNS, RunsResult, RunsSweep
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
@@ -181,13 +181,13 @@ def test_a_refused_run_completed_is_sent_again_by_the_next_sweep_with_its_id(
         _settle(world, JobKind.BATCH, entry.job_id or "", Outcome.DEAD_LETTERED, entry.urls[0])
     # WHEN the sweep completes it but the bus refuses the event (a bus that is not there)
     refused = world.run_sweep(bus="no-such-bus")
-    assert refused.runs_completed == 1 and refused.run_events_sent == 0
+    assert refused.runs_completed == 1 and refused.events_sent == 0
     assert _run_completed(world) == []
     # AND the next sweeps run on the bus
     again = world.run_sweep()
     world.run_sweep()
     # THEN the event came once, and the manifest was not written again
-    assert again.runs_completed == 0 and again.run_events_sent == 1
+    assert again.runs_completed == 0 and again.events_sent == 1
     ids = Counter(e["detail"]["event_id"] for e in _run_completed(world))
     assert list(ids.values()) == [1]
     manifest = world.manifest("batches")

@@ -9,14 +9,14 @@ import boto3
 import pytest
 
 from scrape_pipeline.geonode.errors import ServerError
+from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey, JobKind, JobState
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
-from scrape_pipeline.reconciler.sweeps import passes
-from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT
-from scrape_pipeline.reconciler.sweeps.stuck_rows import SOURCE_STUCK_ROWS
+from scrape_pipeline.reconciler.sweeps import saved_passes
+from scrape_pipeline.reconciler.sweeps.ledger_scans import SOURCE_STUCK_ROWS
 from scrape_pipeline_local.apigw import LambdaContext
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, truth
@@ -284,7 +284,7 @@ def test_reconciler_sweep_out_of_time_saves_its_page_and_next_run_resumes(
     # THEN it stopped after two pages and saved the third as the pass's resume point
     assert pages == [1, 2]
     assert first.complete is False and first.errors == {}
-    (cut_short,) = passes.decode(checkpoint(stack, f"deliveries-{hook}"))
+    (cut_short,) = saved_passes(checkpoint(stack, f"deliveries-{hook}"))
     assert cut_short.page == 3
     assert cut_short.start < cut_short.end
     # AND the next run takes up the pass at that page, not at the top again
@@ -296,7 +296,7 @@ def test_reconciler_sweep_out_of_time_saves_its_page_and_next_run_resumes(
     for _ in range(3):
         found.run()
     done = checkpoint(stack, f"deliveries-{hook}")
-    assert passes.decode(done) == []
+    assert saved_passes(done) == []
     assert float(done["checkpoint"]) >= cut_short.end
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 30}
@@ -339,7 +339,7 @@ def test_reconciler_delivery_log_resumes_a_saved_pass_then_reads_afresh(
     settle(stack, 60)
     assert check_exactly_once(stack) == {"stored": 30}
     saved = checkpoint(stack, f"deliveries-{hook}")
-    assert set(saved) == {"checkpoint"} and passes.decode(saved) == []
+    assert set(saved) == {"checkpoint"} and saved_passes(saved) == []
 
 
 def test_reconciler_failing_delivery_log_does_not_starve_the_job_list(

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from scrape_pipeline.jobs import SOURCE_JOB_LIST
-from scrape_pipeline.reconciler.budget import Budget
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
+from scrape_pipeline.reconciler.sweeps import Budget
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, versions
 from tests.pipeline.test_reconciler import (

@@ -14,8 +14,8 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.reconciler.metrics import ReconcilerMetric
-from scrape_pipeline.reconciler.unsettled import oldest_unsettled_age
+from scrape_pipeline.reconciler.report import ReconcilerMetric
+from scrape_pipeline.reconciler.run import oldest_unsettled_age
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from scrape_pipeline_local.translate import resources_of_type, translate
 from tests.pipeline.conftest import MakeStack

@@ -22,11 +22,15 @@ from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobQueue
 from scrape_pipeline.reconciler import run as reconciler_module
-from scrape_pipeline.reconciler.budget import Budget
-from scrape_pipeline.reconciler.cadence import CADENCE_CHECKPOINT, Cadence
 from scrape_pipeline.reconciler.recovery import Recoverer
-from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings, SweepRow
-from scrape_pipeline.reconciler.sweeps import Sweep, SweepResult
+from scrape_pipeline.reconciler.run import (
+    CADENCE_CHECKPOINT,
+    Cadence,
+    Reconciler,
+    ReconcilerSettings,
+    SweepRow,
+)
+from scrape_pipeline.reconciler.sweeps import Budget, Sweep, SweepResult
 from scrape_pipeline_local.clock import ManualClock
 from tests.pipeline.test_reconciler import FakeRemaining
 from tests.support.template import create_ledger_table, create_queues

@@ -22,9 +22,9 @@ from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import JobQueue
-from scrape_pipeline.reconciler.budget import Budget, unlimited
 from scrape_pipeline.reconciler.recovery import Recoverer
 from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.sweeps import Budget, unlimited
 from scrape_pipeline.reconciler.sweeps.watch import ROWS_PER_PAGE, Watcher, WatchSettings
 from scrape_pipeline.reconciler.sweeps.watch_listing import WATCH_CHECKPOINT
 from scrape_pipeline_local.clock import ManualClock

@@ -3,7 +3,7 @@
 A ``RuleBasedStateMachine`` plays the receiver (record, forget_unsent, mark_enqueued, reopen,
 enqueue or reopened then maybe unclaim, note_late_webhook, each with a possibly stale snapshot),
 several processors (acquire, release clean or with an error or a 404, watch, park, checkpoint,
-finish with each outcome, catching ``LeaseLostError``), the reconciler (``Recoverer.ensure``
+finish with each outcome, catching ``LeaseLostError``), the reconciler (``Recoverer.ensure_many``
 with a real ``JobQueue`` on moto SQS, ``Recoverer.watch_many``, ``pending`` queries) and the
 clock (``ManualClock``; some advances beyond the lease) over a few job keys. After every step
 the whole table is read (unless the step sent no request at all) and every row that changed is
@@ -160,7 +160,7 @@ class LedgerMachine(RuleBasedStateMachine):
     # Snapshots callers hold on to: the receiver's own rows (from record); any row read at some
     # point, in any state (what mark_enqueued is handed: the receiver hands it RECEIVED rows only,
     # but the ledger must refuse to move any other whatever it is given); rows the reconciler
-    # read (any state but DONE: what Recoverer.ensure is given).
+    # read (any state but DONE: what Recoverer.ensure_many is given).
     recorded = Bundle("recorded")
     snapshots = Bundle("snapshots")
     read = Bundle("read")
@@ -462,7 +462,8 @@ class LedgerMachine(RuleBasedStateMachine):
         before = self.before(key)
         step = self.begin("ensure", key, snapshot=row)
         now = step.now
-        enqueued = self.recoverer.ensure(key, row, source="reconciler")
+        rows = {key: row} if row is not None else {}
+        enqueued = bool(self.recoverer.ensure_many([key], rows, source="reconciler"))
         step.wrote = enqueued
         if enqueued and _state(before) == DONE:
             self.outcomes[key].clear()  # reopened: the next outcome is its one outcome

@@ -15,11 +15,11 @@ import boto3
 import pytest
 
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.geonode.listing_lag import ListingLag
+from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT, ListingLag
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.reconciler.sweeps.job_list_state import JOBS_CHECKPOINT, Checkpoint
+from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.inside import Next
 from scrape_pipeline.runs.moves import EntryState

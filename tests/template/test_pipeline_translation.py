@@ -606,7 +606,7 @@ def test_sick_jobs_alarm_counts_the_processors_parked_jobs_per_hour(cfn: dict[st
 
 
 def _reconciler_metric() -> Any:
-    return importlib.import_module("scrape_pipeline.reconciler.metrics").ReconcilerMetric
+    return importlib.import_module("scrape_pipeline.reconciler.report").ReconcilerMetric
 
 
 def _reconciler_alarm(cfn: dict[str, Any], alarm_id: str, metric: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scrape_pipeline.reconciler.budget import Budget, unlimited
+from scrape_pipeline.reconciler.sweeps import Budget, unlimited
 
 
 class Remaining:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from scrape_pipeline.reconciler.sweeps.job_list_state import (
-    LAG_MARGIN,
-    MAX_PENDING_PASSES,
-    CountStep,
-)
+from scrape_pipeline.geonode.listing_lag import LAG_MARGIN
+from scrape_pipeline.reconciler.sweeps.job_list_state import MAX_PENDING_PASSES, CountStep
 from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint as _Checkpoint
 from scrape_pipeline.reconciler.sweeps.job_list_state import Counted as _Counted
 from scrape_pipeline.reconciler.sweeps.job_list_state import Pass as _Pass

@@ -3,10 +3,9 @@ list and the delivery log."""
 
 from __future__ import annotations
 
-from scrape_pipeline.reconciler.sweeps import passes
+from scrape_pipeline.reconciler.sweeps import SavedPass, pending_field, saved_passes
 from scrape_pipeline.reconciler.sweeps.delivery_log import _DeliveryCheckpoint
 from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint as _Checkpoint
-from scrape_pipeline.reconciler.sweeps.passes import SavedPass
 
 
 def test_delivery_checkpoint_resumes_its_pass():
@@ -30,4 +29,4 @@ def test_job_list_and_delivery_log_save_passes_in_one_format():
 def test_a_range_read_again_keeps_its_lag_watermark_in_the_fifth_field():
     late = SavedPass(100.0, 400.0, 2, lag_from=350.0)
     assert late.encode() == [100.0, 400.0, 2, None, 350.0]
-    assert passes.decode(passes.encode([late])) == [late]
+    assert saved_passes(pending_field([late])) == [late]

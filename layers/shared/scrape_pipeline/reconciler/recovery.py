@@ -1,6 +1,5 @@
-"""Making sure a job the webhooks missed is in the pipeline: recorded once, enqueued.
-
-Shared by the reconciler's sweeps and secret rotation, so "recovered" means the same everywhere."""
+"""Making sure a job the webhooks missed is in the pipeline, recorded once and enqueued (for every
+sweep and for secret rotation's replay, so "recovered" means the same everywhere)."""
 
 from __future__ import annotations
 
@@ -54,24 +53,11 @@ class Recoverer:
         self._policy = Policy(stale_after_seconds=self.settings.stale_after_seconds)
         self._clock = clock
 
-    def ensure(self, key: JobKey, row: LedgerRow | None, *, source: str) -> bool:
-        """Enqueue ``key`` if it needs it, given its row as just read (and evidence that it
-        settled, or is stuck); True when enqueued."""
-        undo = self._claim(key, row, source=source)
-        if undo is None:
-            return False
-        try:
-            self._queue.send(JobMessage(key, source))
-        except AWSUnavailableError:
-            _quietly(undo)
-            raise
-        return True
-
     def ensure_many(
         self, keys: Sequence[JobKey], rows: Mapping[JobKey, LedgerRow], *, source: str
     ) -> int:
-        """``ensure`` for many jobs, their rows as ``Ledger.get_many`` gave them; how many were
-        enqueued. Writes run concurrently; every job claimed is sent before the first error."""
+        """Enqueue each job that needs it, given its row as ``Ledger.get_many`` gave it; how many
+        were. Writes run concurrently; every job claimed is sent before the first error."""
         claimed, errors = self._claim_many(keys, rows, source=source)
         try:
             self._queue.send_many([JobMessage(key, source) for key in claimed])

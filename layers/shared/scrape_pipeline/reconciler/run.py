@@ -1,8 +1,5 @@
-"""The reconciler: sweeps that find the jobs the webhooks missed, enqueue them, and count them.
-
-``SWEEP_TABLE`` lists the sweeps in the order they run, with their share of the run's time and
-their cadence (``scrape_pipeline.reconciler.cadence``): a new sweep is one class and one row.
-"""
+"""The reconciler: ``SWEEP_TABLE``'s sweeps, in order, each in its share of the run's time and at
+its cadence (remembered in one bookkeeping row), find what the webhooks missed and enqueue it."""
 
 from __future__ import annotations
 
@@ -10,38 +7,41 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Self
 
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.config.settings import FromEnv, declared, integer, number, read_declared
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import DELIVERIES_PAGE_MAX, GeonodeClient
-from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
+from scrape_pipeline.jobs import JobState
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.processor.deadline import RemainingSeconds, safety_margin
 from scrape_pipeline.processor.results import ResultStore
-from scrape_pipeline.reconciler.budget import Budget, RemainingSeconds, safety_margin, unlimited
-from scrape_pipeline.reconciler.cadence import CADENCE_CHECKPOINT, Cadence, CadenceRow
 from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline.reconciler.report import ReconcileReport
-from scrape_pipeline.reconciler.sweeps import SWEEP_ERRORS, Sweep, SweepParts, SweepResult
-from scrape_pipeline.reconciler.sweeps.delivery_log import DeliveryLogResult, DeliveryLogSweep
+from scrape_pipeline.reconciler.sweeps import (
+    SWEEP_ERRORS,
+    Budget,
+    Sweep,
+    SweepParts,
+    SweepResult,
+    unlimited,
+)
+from scrape_pipeline.reconciler.sweeps.delivery_log import DeliveryLogSweep
 from scrape_pipeline.reconciler.sweeps.job_list import JobListSettings, JobListSweep
-from scrape_pipeline.reconciler.sweeps.outbox import OutboxSweep
+from scrape_pipeline.reconciler.sweeps.ledger_scans import OutboxSweep, StuckRowsSweep
 from scrape_pipeline.reconciler.sweeps.runs import RunsSweep
-from scrape_pipeline.reconciler.sweeps.stuck_rows import StuckRowsSweep
 from scrape_pipeline.reconciler.sweeps.watch import Watcher, WatchSettings
-from scrape_pipeline.reconciler.unsettled import oldest_unsettled_age
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ReconcilerSettings(FromEnv):
-    """The reconciler's knobs, the job list's, the watch sweep's and recovery's among them.
-
-    Each sweep gets its weight's fraction of the time left when it starts, the margin kept back.
-    """
+    """The reconciler's knobs, the job list's, the watch sweep's and recovery's among them (each
+    sweep gets its weight's fraction of the time left when it starts, the margin kept back)."""
 
     job_list: JobListSettings = field(default_factory=JobListSettings)
     watch: WatchSettings = field(
@@ -112,7 +112,7 @@ class ReconcilerSettings(FromEnv):
         "most 60), whose batch's events are still to be emitted by it",
     ).field()
 
-    # The nested settings' values the sweeps built on these settings read.
+    # The nested settings' values the sweeps, the CLI and the benchmarks read.
     @property
     def threshold_seconds(self) -> float:
         return self.job_list.threshold_seconds
@@ -148,6 +148,24 @@ class ReconcilerSettings(FromEnv):
         return cls(job_list=lists, watch=watch, recovery=recovery, **read_declared(cls, env))
 
 
+class Cadence(StrEnum):
+    """How often a sweep runs."""
+
+    EVERY_RUN = "every run"
+    # Every RECONCILE_FULL_SWEEP seconds, and every run while its last one is unfinished: a lost
+    # message waits STALE_AFTER anyway, a failed delivery is retried by the sender for minutes.
+    FULL_SWEEP = "full sweep"
+    # Every run while a run recovered a job within RECONCILE_GAP_MEMORY (a first run too: a new
+    # deployment is watched closely), else as FULL_SWEEP.
+    ADAPTIVE = "adaptive"
+
+
+CADENCE_CHECKPOINT = "reconciler-cadence"
+GAP_SEEN = "gap_seen_at"  # its field: when a run last recovered a job (the gap was open)
+# Schedules fire a little early or late: a sweep due every 600 s is due at runs 599.5 s apart.
+CADENCE_SLACK = 5.0
+
+
 @dataclass(frozen=True)
 class SweepRow:
     """One sweep of the run: its class, weight, cadence, and the part of the settings it takes."""
@@ -181,9 +199,63 @@ def _due(cadence: CadenceRow, now: float, *, full: bool) -> list[SweepRow]:
     return [row for row in SWEEP_TABLE if full or cadence.due(row, now)]
 
 
-def _recovering() -> list[str]:
+def _recovering() -> dict[str, int]:
     """The table's sweeps that recover jobs (read when asked: a test may run its own table)."""
-    return [row.name for row in SWEEP_TABLE if row.sweep.recovers]
+    return {row.name: 0 for row in SWEEP_TABLE if row.sweep.recovers}
+
+
+@dataclass
+class CadenceRow:
+    """The cadence's memory, as saved, and what this run adds to it (``finished``)."""
+
+    saved: dict[str, str]
+    full_sweep_seconds: float
+    gap_memory_seconds: float
+    finished: dict[str, str] = field(default_factory=dict)
+
+    def due(self, row: SweepRow, now: float) -> bool:
+        """``row`` is due at ``now``: by its cadence, the gap, and its last finished run's start."""
+        if row.cadence is Cadence.ADAPTIVE and self.gap_open(now):
+            return True
+        last = self.saved.get(row.name)
+        if row.cadence is Cadence.EVERY_RUN or not last:
+            return True
+        return now - float(last) >= self.full_sweep_seconds - CADENCE_SLACK
+
+    def gap_open(self, now: float) -> bool:
+        """A run recovered a job less than ``gap_memory_seconds`` ago: webhooks go missing."""
+        seen = self.finished.get(GAP_SEEN) or self.saved.get(GAP_SEEN)
+        if not seen:
+            return False
+        return now - float(seen) < self.gap_memory_seconds
+
+    def ran(self, row: SweepRow, result: SweepResult, started: float) -> None:
+        """Remember a cadenced sweep's finished run (one cut short or failed is due again)."""
+        if result.complete and row.cadence is not Cadence.EVERY_RUN:
+            self.finished[row.name] = f"{started:.3f}"
+
+    def close(self, recovered: int, started: float, books: Bookkeeping) -> bool:
+        """Save what this run learned; whether the gap is open now."""
+        if recovered or GAP_SEEN not in self.saved:
+            # A first run knows nothing of the gap yet: it starts open.
+            self.finished[GAP_SEEN] = f"{started:.3f}"
+        if self.finished:
+            books.write(CADENCE_CHECKPOINT, {**self.saved, **self.finished})
+        return self.gap_open(started)
+
+
+# The reconciler's lag: WATCHING is not lag (a job may run for days).
+OWED_STATES = (JobState.RECEIVED, JobState.ENQUEUED, JobState.PROCESSING)
+
+
+def oldest_unsettled_age(ledger: Ledger, now: float) -> float:
+    """Seconds the oldest RECEIVED/ENQUEUED/PROCESSING row has been in its state (0: none)."""
+    oldest = now
+    for state in OWED_STATES:
+        rows, _ = ledger.pending(state, since_before=now, limit=1)
+        if rows:
+            oldest = min(oldest, rows[0].state_since)
+    return max(0.0, now - oldest)
 
 
 class Reconciler:
@@ -201,21 +273,19 @@ class Reconciler:
         results: ResultStore | None = None,
     ) -> None:
         self.settings = settings
-        self._parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
-        self._parts["emitter"], self._parts["results"] = emitter, results
+        self.parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
+        self.parts["emitter"], self.parts["results"] = emitter, results
         self._ledger, self._client, self._recoverer, self._clock = ledger, client, recoverer, clock
         self.sweeps: dict[str, Sweep[Any, Any]] = {
-            row.name: row.sweep(row.settings(settings), **self._parts) for row in SWEEP_TABLE
+            row.name: row.sweep(row.settings(settings), **self.parts) for row in SWEEP_TABLE
         }
 
     def run(
         self, remaining: RemainingSeconds = unlimited, *, full: bool = False
     ) -> ReconcileReport:
         """The sweeps due (all with ``full``) in order, each in its share of ``remaining()``.
-
-        Nothing is raised: a raise makes Lambda retry the whole run, and a failed sweep resumes
-        from its checkpoint on the next run anyway (its failure is in ``report.errors``)."""
-        report = ReconcileReport(recovered=dict.fromkeys(_recovering(), 0))
+        Nothing is raised: a failed sweep resumes from its checkpoint next run (``errors``)."""
+        report = ReconcileReport(recovered=_recovering())
         margin = safety_margin(remaining, self.settings.safety_margin_seconds)
 
         def usable() -> float:
@@ -256,16 +326,3 @@ class Reconciler:
         if result.error is not None:
             logger.warning("reconciler sweep %s failed: %s", name, result.error)
         return result
-
-    def replay_failed(
-        self,
-        webhook_id: str,
-        *,
-        since: float,
-        only_status: int | None = None,
-        source: str = SOURCE_DELIVERY_LOG,
-    ) -> DeliveryLogResult:
-        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
-        A failing page is raised."""
-        log = DeliveryLogSweep(self.settings, **self._parts)
-        return log.replay(webhook_id, since=since, only_status=only_status, source=source)

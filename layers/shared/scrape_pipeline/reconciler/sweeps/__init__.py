@@ -1,44 +1,97 @@
-"""The reconciler's sweeps: one shape for all of them (``Sweep``, its ``SweepResult``), and
-the paged loop most of them read their index with."""
+"""The reconciler's sweeps: one shape for all of them (``Sweep``, its ``SweepResult``), their
+time and page ``Budget``, the paged loop, and the passes over a list read newest first."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, Protocol, TypedDict, Unpack
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.processor.deadline import RemainingSeconds
 
-# Only for annotations: ``job_list_state`` (which the processor and submitter load for the
-# listing lag) then loads none of the reconciler's recovery, client or result store.
 if TYPE_CHECKING:
     from scrape_pipeline.clock import Clock
     from scrape_pipeline.events.outbox import Emitter
     from scrape_pipeline.geonode.client import GeonodeClient
+    from scrape_pipeline.geonode.models import JobSummary, Page
+    from scrape_pipeline.geonode.webhooks import Delivery
     from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline.processor.results import ResultStore
-    from scrape_pipeline.reconciler.budget import Budget
     from scrape_pipeline.reconciler.recovery import Recoverer
-    from scrape_pipeline.reconciler.report import ReconcileReport
 
 # What a sweep may fail with and the run survive: the API's errors and AWS being unavailable.
 SWEEP_ERRORS = (GeonodeError, AWSUnavailableError)
+# The bookkeeping field holding a sweep's passes cut short: one JSON list, oldest first.
+PENDING = "pending"
+
+
+# Pages one sweep may read in a run (RECONCILE_MAX_PAGES' default): time is the working bound;
+# this only ends a run with no deadline (the CLI, tests). 1,000 pages are 100,000 jobs.
+DEFAULT_MAX_PAGES = 1000
+
+
+def unlimited() -> float:
+    """The remaining time of a run with no deadline (the CLI, tests): page caps bound it."""
+    return math.inf
+
+
+class Budget:
+    """A share of a run's time, spent once ``seconds`` have gone by or ``pages`` pages are read."""
+
+    def __init__(
+        self, remaining: RemainingSeconds, seconds: float, *, pages: float = math.inf
+    ) -> None:
+        self._remaining = remaining
+        self._pages = pages
+        left = remaining()
+        # With no deadline there is no floor: the budget is never spent.
+        self._floor = None if math.isinf(left) else left - max(seconds, 0.0)
+
+    def spent(self, pages_read: int = 0) -> bool:
+        """The time is used up or ``pages_read`` reached the page cap: stop at this page."""
+        if pages_read >= self._pages:
+            return True
+        return self._floor is not None and self._remaining() <= self._floor
+
+    def capped(self, pages: int) -> Budget:
+        """This budget's time, at most ``pages`` pages (or its own cap, if lower)."""
+        return Budget(self._remaining, self.left(), pages=min(pages, self._pages))
+
+    def share(self, weights: Sequence[float]) -> Budget:
+        """A budget for the first of ``weights``' steps out of what is left (the last gets it all):
+        time a step did not use flows to the ones after it."""
+        total = sum(weights)
+        left = self.left()
+        seconds = left if total <= 0 or math.isinf(left) else left * weights[0] / total
+        # The page cap is the caller's count, shared: the steps read against one cap.
+        return Budget(self._remaining, seconds, pages=self._pages)
+
+    @classmethod
+    def no_deadline(cls) -> Budget:
+        """A budget that is never spent: only page caps bound the work."""
+        return cls(unlimited, 0.0)
+
+    def left(self) -> float:
+        """Seconds of this budget still unspent (``inf`` without a deadline)."""
+        if self._floor is None:
+            return math.inf
+        return max(0.0, self._remaining() - self._floor)
 
 
 @dataclass
 class SweepResult:
-    """What one sweep's run did: the counts every sweep has; subclasses add their own."""
+    """What one sweep's run did; subclasses add their counts, named as the report's."""
 
     recovered: int = 0  # jobs enqueued (or woken)
     complete: bool = True  # False: cut short (time, pages) or failed; the next run goes on
     error: str | None = None  # what failed ("ErrorType: message"), after the work before it
-
-    def add_to(self, report: ReconcileReport) -> None:
-        """Add this sweep's own counts to the run's report (``ReconcileReport.add`` the rest)."""
 
     def failed(self, error: str | None) -> None:
         """Note ``error`` (None: none) unless an earlier one is noted: the first cause is kept."""
@@ -129,3 +182,46 @@ def paged[T](
         yield page
         if cursor is None:
             return
+
+
+@dataclass(frozen=True)
+class SavedPass:
+    """A pass cut short: its range and the next page to read (``lag_from``: the job list's)."""
+
+    start: float
+    end: float
+    page: int = 1
+    lag_from: float | None = None
+
+    def encode(self) -> list[float | int | None]:
+        """``[start, end, page]``, or ``[start, end, page, null, lag_from]`` for a re-read range."""
+        out: list[float | int | None] = [round(self.start, 3), round(self.end, 3), self.page]
+        return out if self.lag_from is None else [*out, None, round(self.lag_from, 3)]
+
+    @classmethod
+    def decode(cls, raw: Sequence[Any]) -> SavedPass:
+        start, end, page, _, lag_from = (*raw, None, None)[:5]
+        return cls(
+            float(start), float(end), int(page), None if lag_from is None else float(lag_from)
+        )
+
+
+def saved_passes(saved: Mapping[str, str]) -> list[SavedPass]:
+    """The passes ``saved`` holds, oldest first."""
+    return [SavedPass.decode(raw) for raw in json.loads(saved.get(PENDING) or "[]")]
+
+
+def pending_field(passes: Iterable[SavedPass]) -> dict[str, str]:
+    """The ``pending`` field for ``passes``; none when there are none."""
+    listed = [p.encode() for p in passes]
+    return {PENDING: json.dumps(listed, separators=(",", ":"))} if listed else {}
+
+
+def ends(page: Page[Any]) -> bool:
+    """A listing read newest first ends at ``page``: the API says it is the last, or it is empty."""
+    return page.is_last or not page.items
+
+
+def created(entry: JobSummary | Delivery, missing: float) -> float:
+    """When ``entry`` was created; one listed without its time counts as created at ``missing``."""
+    return entry.created_at.timestamp() if entry.created_at else missing

@@ -1,41 +1,30 @@
-"""The delivery-log sweep: per subscription, the job of every failed delivery is made sure of.
-
-Each log is read in passes from its checkpoint less an overlap, resumed by page number: rows
-are only added at the top, so a row can move down a page, never up: a resume never skips one.
-"""
+"""The delivery-log sweep: each subscription's failed deliveries' jobs, read in passes from a
+checkpoint less an overlap, resumed by page (rows only move down a page: none is skipped)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import Page
 from scrape_pipeline.geonode.webhooks import Delivery
 from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey
 from scrape_pipeline.receiver.payload import EVENT_KINDS
-from scrape_pipeline.reconciler.budget import Budget
-from scrape_pipeline.reconciler.sweeps import ReconcilerKnobs, Sweep, SweepResult, passes
-from scrape_pipeline.reconciler.sweeps.passes import SavedPass
-
-if TYPE_CHECKING:
-    from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.sweeps import (
+    Budget,
+    ReconcilerKnobs,
+    SavedPass,
+    Sweep,
+    SweepResult,
+    created,
+    ends,
+    pending_field,
+    saved_passes,
+)
 
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
 ENSURE_CHUNK = 100  # keys ensured at a time: one BatchGetItem's worth
-
-
-@dataclass
-class DeliveryLogResult(SweepResult):
-    """What one delivery-log sweep (or replay) did."""
-
-    delivery_pages: int = 0
-    resumed_passes: int = 0
-
-    def add_to(self, report: ReconcileReport) -> None:
-        report.delivery_pages += self.delivery_pages
-        report.resumed_passes += self.resumed_passes
 
 
 @dataclass(frozen=True)
@@ -50,12 +39,12 @@ class _DeliveryCheckpoint:
     def read(cls, saved: Mapping[str, str] | None, default: float) -> _DeliveryCheckpoint:
         if not saved:
             return cls(default)
-        pending = passes.decode(saved)
+        pending = saved_passes(saved)
         return cls(float(saved["checkpoint"]), pending[0] if pending else None)
 
     def fields(self) -> dict[str, str]:
         out = {"checkpoint": f"{self.checkpoint:.3f}"}
-        out.update(passes.encode([self.resume] if self.resume is not None else []))
+        out.update(pending_field([self.resume] if self.resume is not None else []))
         return out
 
     def next_pass(self, overlap: float) -> tuple[float, float | None, int]:
@@ -84,21 +73,30 @@ class _Scan:
     newest: float | None = None  # the newest attempt seen: a fresh pass's upper bound
     error: GeonodeError | None = None  # the page read that failed, after the pages before it
 
-    def take(self, listing: Page[Delivery], low: float, only_status: int | None) -> bool:
-        """The jobs of ``listing``'s attempts; True once the lower bound or the end is reached."""
-        for delivery in listing.items:
-            created = passes.created(delivery, low)
-            if created < low:
-                return True
-            self.newest = created if self.newest is None else max(self.newest, created)
-            if only_status in (None, delivery.http_status):
-                self.keys += _key(delivery)
-        return passes.ends(listing)
+
+def _take(scan: _Scan, listing: Page[Delivery], low: float, only_status: int | None) -> bool:
+    """Add the jobs of ``listing``'s attempts; True once the lower bound or the end is reached."""
+    for delivery in listing.items:
+        at = created(delivery, low)
+        if at < low:
+            return True
+        scan.newest = at if scan.newest is None else max(scan.newest, at)
+        if only_status in (None, delivery.http_status):
+            scan.keys += _key(delivery)
+    return ends(listing)
 
 
 def _key(delivery: Delivery) -> list[JobKey]:
     kind = EVENT_KINDS.get(delivery.event_type)
     return [JobKey(kind, delivery.job_id)] if kind is not None and delivery.job_id else []
+
+
+@dataclass
+class DeliveryLogResult(SweepResult):
+    """What one delivery-log sweep (or replay) did."""
+
+    delivery_pages: int = 0
+    resumed_passes: int = 0
 
 
 class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
@@ -114,20 +112,6 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
         for index, hook in enumerate(hooks):
             share = budget.share([1.0] * (len(hooks) - index))
             self._sweep_subscription(hook.id, result, share.capped(self.settings.max_pages))
-
-    def replay(
-        self, webhook_id: str, *, since: float, only_status: int | None, source: str
-    ) -> DeliveryLogResult:
-        """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
-        No checkpoint is read or moved; a failing page is raised."""
-        result = self.new_result()
-        budget = Budget.no_deadline().capped(self.settings.max_pages)
-        scan = self._scan_failed(webhook_id, since, 1, result, budget, only_status=only_status)
-        if scan.error is not None:
-            raise scan.error
-        result.complete = scan.next_page is None
-        result.recovered = self._ensure(scan.keys, source)
-        return result
 
     def _sweep_subscription(
         self, webhook_id: str, result: DeliveryLogResult, budget: Budget
@@ -160,15 +144,15 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
         if resumed:
             result.resumed_passes += 1
         low, high, page = mark.next_pass(self.settings.delivery_overlap_seconds)
-        scan = self._scan_failed(webhook_id, low, page, result, budget, read_before=read_before)
-        result.recovered += self._ensure(scan.keys, SOURCE_DELIVERY_LOG)
+        scan = self.scan(webhook_id, low, page, result, budget, read_before=read_before)
+        result.recovered += self.ensure(scan.keys, SOURCE_DELIVERY_LOG)
         finished = scan.next_page is None  # a failed page leaves the scan unfinished
         result.complete &= finished
         go_on = resumed and finished and not budget.spent(result.delivery_pages - read_before)
         top = scan.newest if high is None else high
         return mark.after(low, top, scan.next_page), scan.error, go_on
 
-    def _scan_failed(
+    def scan(
         self,
         webhook_id: str,
         low: float,
@@ -194,11 +178,11 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
                 scan.error = exc
                 break
             result.delivery_pages += 1
-            scan.next_page = None if scan.take(listing, low, only_status) else scan.next_page + 1
+            scan.next_page = None if _take(scan, listing, low, only_status) else scan.next_page + 1
         scan.keys = list(dict.fromkeys(scan.keys))
         return scan
 
-    def _ensure(self, keys: Sequence[JobKey], source: str) -> int:
+    def ensure(self, keys: Sequence[JobKey], source: str) -> int:
         """Ensure ``keys`` a hundred at a time."""
         recovered = 0
         for start in range(0, len(keys), ENSURE_CHUNK):

@@ -1,34 +1,27 @@
-"""The job-list sweep: settled jobs the ledger has not finished, read from the extract job list.
-
-Passes (time ranges read newest first, resumable by page) from the watermark less the overlap;
-a count check finds jobs the API listed too late for them. Unsettled jobs are parked WATCHING.
-"""
+"""The job-list sweep: settled jobs the ledger has not finished, read in resumable passes from the
+watermark less the overlap; a count check finds those listed late. Unsettled ones are WATCHING."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from scrape_pipeline.config.settings import FromEnv, integer, number
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
+from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT, LAG_MARGIN
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.lifecycle import Evidence, Policy, Seen, decide
-from scrape_pipeline.reconciler.budget import DEFAULT_MAX_PAGES, Budget
-from scrape_pipeline.reconciler.sweeps import Sweep, SweepResult, passes
-from scrape_pipeline.reconciler.sweeps.job_list_state import (
-    JOBS_CHECKPOINT,
-    LAG_MARGIN,
-    Checkpoint,
-    Counted,
-    CountStep,
-    Pass,
+from scrape_pipeline.reconciler.sweeps import (
+    DEFAULT_MAX_PAGES,
+    Budget,
+    Sweep,
+    SweepResult,
+    created,
+    ends,
 )
-
-if TYPE_CHECKING:
-    from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint, Counted, CountStep, Pass
 
 # How far below the watermark the count check reaches (at least twice the overlap).
 LATE_CHECK_SECONDS = 1800.0
@@ -82,24 +75,15 @@ class JobListSettings(FromEnv):
 
 @dataclass
 class JobListResult(SweepResult):
-    """What one sweep did."""
+    """What one job-list sweep did."""
 
-    watched: int = 0  # unsettled jobs recorded WATCHING for the watch sweep
+    newly_watched: int = 0  # unsettled jobs recorded WATCHING for the watch sweep
     list_pages: int = 0
-    fresh_passes: int = 0  # passes begun at the watermark this run
+    list_passes: int = 0  # fresh passes: begun at the watermark this run
     resumed_passes: int = 0
     jobs_seen: int = 0
     watermark: float = 0.0
     listing_lag: float = 0.0
-
-    def add_to(self, report: ReconcileReport) -> None:
-        report.newly_watched += self.watched
-        report.list_pages += self.list_pages
-        report.list_passes += self.fresh_passes
-        report.resumed_passes += self.resumed_passes
-        report.jobs_seen += self.jobs_seen
-        report.watermark = self.watermark
-        report.listing_lag = self.listing_lag
 
 
 class JobListSweep(Sweep[JobListSettings, JobListResult]):
@@ -192,7 +176,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         # overlap is done with, unless this pass moves it again.
         since_moved = end + s.threshold_seconds - mark.moved_at
         mark.pending.append(current)  # the newest pass until it completes
-        result.fresh_passes += 1
+        result.list_passes += 1
         return current, bool(overlap) and since_moved >= overlap, counting
 
     def _count_check(self, mark: Checkpoint, start: float) -> Counted:
@@ -258,7 +242,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             if current.fresh and current.page == 1:
                 now = self._clock.time()
                 mark.first_page(current.end, created_at.values(), now, confirming=confirming)
-            if passes.ends(listing):
+            if ends(listing):
                 current.done = True
                 return
             current.page += 1
@@ -282,17 +266,17 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         now = self._clock.time()
         reopen: list[JobKey] = []
         unknown: dict[JobKey, float] = {}
-        for key, created in running.items():
+        for key, born in running.items():
             # The list proves a job closed as "unknown" exists; one it does not know is parked.
             move = decide(rows.get(key), _RUNNING, now, _POLICY).move
             if move is lifecycle.REOPEN:
                 reopen.append(key)
             elif move is lifecycle.RECORD:
-                unknown[key] = created
+                unknown[key] = born
         result.recovered += self._recoverer.ensure_many(
             [*settled, *reopen], rows, source=Source.JOB_LIST
         )
-        result.watched += self._recoverer.watch_many(unknown, source=Source.WATCH)
+        result.newly_watched += self._recoverer.watch_many(unknown, source=Source.WATCH)
         return created_at
 
 
@@ -312,7 +296,7 @@ def _sorted(
         key = JobKey(JobKind.EXTRACT, item.job_id)
         # A job listed without its creation time counts as created at the range's start, so
         # inside the range read.
-        created_at[key] = current.seen[item.job_id] = passes.created(item, current.start)
+        created_at[key] = current.seen[item.job_id] = created(item, current.start)
         if item.is_terminal:
             settled.append(key)
         else:

@@ -1,6 +1,5 @@
-"""The job-list sweep's durable state: its passes, its checkpoint row, the count check's range.
-
-Its own module so the sweep reads as the algorithm alone (``sweeps.job_list``)."""
+"""The job-list sweep's durable state: its passes, its checkpoint row, the count check's range
+(its own module so the sweep, ``sweeps.job_list``, reads as the algorithm alone)."""
 
 from __future__ import annotations
 
@@ -11,19 +10,8 @@ from enum import Enum
 from typing import Any
 
 # The lag's part of the checkpoint row is the listing lag's: the processor reads it without this.
-from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT, LAG_MARGIN, saved_lag
-from scrape_pipeline.reconciler.sweeps import passes
-from scrape_pipeline.reconciler.sweeps.passes import SavedPass
-
-__all__ = [
-    "JOBS_CHECKPOINT",
-    "LAG_MARGIN",
-    "MAX_PENDING_PASSES",
-    "Checkpoint",
-    "CountStep",
-    "Counted",
-    "Pass",
-]
+from scrape_pipeline.geonode.listing_lag import LAG_MARGIN, saved_lag
+from scrape_pipeline.reconciler.sweeps import SavedPass, pending_field, saved_passes
 
 # Pending passes kept at most; beyond it the two newest are merged and read again from their
 # first page (each run adds at most one: its fresh pass, cut short).
@@ -98,7 +86,7 @@ class Checkpoint:
         lag, seen_at = saved_lag(saved, now)
         return cls(
             float(saved["watermark"]),
-            [Pass.from_saved(p) for p in passes.decode(saved)],
+            [Pass.from_saved(p) for p in saved_passes(saved)],
             lag,
             seen_at,
             number_field(saved, "moved_at"),
@@ -158,7 +146,7 @@ class Checkpoint:
         out.update(_times_set(moved_at=self.moved_at, fresh_end=self.fresh_end))
         if self.confirmed:
             out["confirmed"] = "1"
-        out.update(passes.encode(p.saved() for p in self.pending))
+        out.update(pending_field(p.saved() for p in self.pending))
         if self.counted is not None:
             out["counted"] = json.dumps(self.counted.encode())
         out.update(_times_set(counted_at=self.counted_at))
@@ -202,9 +190,7 @@ class Counted:
             return self
         top = max(self.top, int(next_start // 1))
         if self.low > self.top:  # nothing counted: the range is what the pass saw
-            low = max(self.low, floor)
-            seen = sum(low <= created <= top for created in read.seen.values())
-            return Counted(low, top, seen, ((top, watermark),))
+            return self._first(read, max(self.low, floor), top, watermark)
         if top == self.top:
             return self
         seen = sum(self.top < created <= top for created in read.seen.values())
@@ -212,6 +198,12 @@ class Counted:
         while len(marks) > MAX_MARKS:
             marks[:2] = [(marks[1][0], marks[0][1])]
         return Counted(self.low, top, self.count + seen, tuple(marks))
+
+    @staticmethod
+    def _first(read: Pass, low: int, top: int, watermark: float) -> Counted:
+        """The range [low, top] as the pass ``read`` saw it, its first count."""
+        seen = sum(low <= created <= top for created in read.seen.values())
+        return Counted(low, top, seen, ((top, watermark),))
 
     def recounted(self, count: int, watermark: float) -> Counted:
         """The range counted again at ``watermark``."""

@@ -1,30 +1,30 @@
 """The run sweep: a complete run gets its manifest, once, and its ``Run Completed`` event.
-
-Open runs are read from the sparse outbox index and checked from their head's ``checked`` index
-to the first entry whose chain has not ended (or whose event is still owed), saving how far.
-"""
+Open runs are checked from their head's ``checked`` index to the first unsettled entry."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Unpack
+from typing import Any, Final, Unpack
 
 from scrape_pipeline.events.detail import OutcomeEvent
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import chains
 from scrape_pipeline.ledger.chains import Chain
 from scrape_pipeline.processor.manifest import manifest_key
-from scrape_pipeline.reconciler.budget import Budget
-from scrape_pipeline.reconciler.sweeps import ReconcilerKnobs, Sweep, SweepParts, SweepResult, paged
+from scrape_pipeline.reconciler.sweeps import (
+    Budget,
+    ReconcilerKnobs,
+    Sweep,
+    SweepParts,
+    SweepResult,
+    paged,
+)
 from scrape_pipeline.runs import completion, owing
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.heads import Head, RunHeads
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.plan import Run
-
-if TYPE_CHECKING:
-    from scrape_pipeline.reconciler.report import ReconcileReport
 
 SWEEP_RUNS: Final = "runs"
 RUN_PAGE: Final = 100  # heads a page of the index; entries (and rows) a read
@@ -35,13 +35,8 @@ class RunsResult(SweepResult):
     """What one run sweep did: runs checked, runs completed, their events sent."""
 
     runs_checked: int = 0
-    runs_completed: int = 0
-    run_events_sent: int = 0
-
-    def add_to(self, report: ReconcileReport) -> None:
-        report.runs_checked += self.runs_checked
-        report.runs_completed += self.runs_completed
-        report.events_sent += self.run_events_sent
+    runs_completed: int = 0  # manifest and event written
+    events_sent: int = 0
 
 
 class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
@@ -50,13 +45,13 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
     name = SWEEP_RUNS
     recovers = False
 
+    def new_result(self) -> RunsResult:
+        return RunsResult()
+
     def __init__(self, settings: ReconcilerKnobs, **parts: Unpack[SweepParts]) -> None:
         super().__init__(settings, **parts)
         self._heads = RunHeads(self._ledger.table_name, client=self._ledger.client)
         self._journal = DynamoJournal(self._ledger.table_name, client=self._ledger.client)
-
-    def new_result(self) -> RunsResult:
-        return RunsResult()
 
     def work(self, budget: Budget, result: RunsResult) -> None:
         """The open runs page by page, each checked while the budget lasts."""
@@ -77,13 +72,16 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
             return  # its planner is still at work (or stopped half-way: its rerun finishes)
         result.runs_checked += 1
         event = head.completed or self._completed(run, head, result)
-        if event is None:
-            return
+        if event is not None:
+            self._tell(name, event, result)
+
+    def _tell(self, name: str, event: str, result: RunsResult) -> None:
+        """Put the run's event on the bus; the head remembers once the bus took it."""
         assert self._emitter is not None
         put = self._emitter.bus.put([OutcomeEvent.from_json(event)])
         result.failed(put.error)
         if put.sent:
-            result.run_events_sent += 1
+            result.events_sent += 1
             self._heads.told(name, event)
 
     def _completed(self, run: Run, head: Head, result: RunsResult) -> str | None:
@@ -104,15 +102,7 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
         index = start
         while index < run.entries:
             stop = min(run.entries, index + RUN_PAGE)
-            entries = self._journal.entries_between(run.name, index, stop)
-            followed = self._chains(run, entries)
-            reached = completion.first_unsettled(run, index, entries, followed)
-            # Only the batches it would pass have their manifests read: an open run is swept
-            # every minute, and the entries past its first open one are read again next time.
-            passed = {completion.submitted_key(run, e) for e in entries if e.index < reached}
-            ending = {key: chain for key, chain in followed.items() if key in passed}
-            owed = owing.retries_owing(ending, self._batch_items, self._ledger)
-            reached = completion.first_unsettled(run, index, entries, followed, owed)
+            reached = self._reached(run, index, stop)
             if reached < stop:  # an entry open, or its job not settled: checked up to it
                 index = reached
                 break
@@ -120,6 +110,18 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
         if index > start:
             self._heads.checked(run.name, index)
         return index
+
+    def _reached(self, run: Run, index: int, stop: int) -> int:
+        """The first entry from ``index`` not settled for good (``stop``: none before it)."""
+        entries = self._journal.entries_between(run.name, index, stop)
+        followed = self._chains(run, entries)
+        reached = completion.first_unsettled(run, index, entries, followed)
+        # Only the batches it would pass have their manifests read: an open run is swept
+        # every minute, and the entries past its first open one are read again next time.
+        passed = {completion.submitted_key(run, e) for e in entries if e.index < reached}
+        ending = {key: chain for key, chain in followed.items() if key in passed}
+        owed = owing.retries_owing(ending, self._batch_items, self._ledger)
+        return completion.first_unsettled(run, index, entries, followed, owed)
 
     def _chains(self, run: Run, entries: list[Entry]) -> dict[JobKey, Chain]:
         """Each submitted entry's job followed to the job that ended its chain, if it has."""

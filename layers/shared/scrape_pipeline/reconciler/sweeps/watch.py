@@ -1,14 +1,10 @@
-"""The watch sweep: parked WATCHING rows woken once their job settles, at a shared cost.
-
-Batches, crawls and sick jobs are polled by age; extract jobs missing from one listing of the
-account's unsettled jobs (resumable across runs, ids saved a page at a time) have settled.
-"""
+"""The watch sweep: WATCHING rows woken once their job settles. Batches, crawls and sick jobs are
+polled by age; extract jobs missing from one (resumable) listing of the unsettled ones settled."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from scrape_pipeline.config.settings import number
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
@@ -16,8 +12,7 @@ from scrape_pipeline.geonode.models import JobSummary, Page
 from scrape_pipeline.jobs import SOURCE_WATCH, JobState, Source
 from scrape_pipeline.ledger.lifecycle import Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.reconciler.budget import DEFAULT_MAX_PAGES, Budget
-from scrape_pipeline.reconciler.sweeps import Sweep, SweepResult
+from scrape_pipeline.reconciler.sweeps import DEFAULT_MAX_PAGES, Budget, Sweep, SweepResult
 from scrape_pipeline.reconciler.sweeps.watch_listing import (
     LISTED_CHECKPOINT,
     MAX_LISTED,
@@ -29,9 +24,6 @@ from scrape_pipeline.reconciler.sweeps.watch_listing import (
     pack,
     unpack,
 )
-
-if TYPE_CHECKING:
-    from scrape_pipeline.reconciler.report import ReconcileReport
 
 ROWS_PER_PAGE = 100
 # What the rows pass shows ``decide`` of a parked row: whether its poll is due by age (``_due``).
@@ -65,17 +57,12 @@ class WatchSettings:
 
 @dataclass
 class WatchResult(SweepResult):
-    """What one sweep did (``recovered``: the jobs woken)."""
+    """What one watch sweep did (``recovered``: the jobs woken)."""
 
     row_pages: int = 0
     list_pages: int = 0
-    listings: int = 0  # listings of the unsettled jobs finished this run
-
-    def add_to(self, report: ReconcileReport) -> None:
-        report.row_pages += self.row_pages
-        report.list_pages += self.list_pages
-        report.watch_list_pages += self.list_pages
-        report.watch_listings += self.listings
+    watch_list_pages: int = 0  # the same pages: the report tells the watch sweep's apart
+    watch_listings: int = 0  # listings of the unsettled jobs finished this run
 
 
 class Watcher(Sweep[WatchSettings, WatchResult]):
@@ -185,7 +172,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
 
     def _judge(self, rows: list[LedgerRow], listed: Listed | None, result: WatchResult) -> None:
         """Wake the extract rows that ``listed`` shows settled (or, oversize, due by age)."""
-        if listed is None or not rows:
+        if listed is None:
             return
         now = self._clock.time()
         self._wake([row for row in rows if self._settled(row, listed, now)], result)
@@ -221,6 +208,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
             )
             read += 1
             result.list_pages += 1
+            result.watch_list_pages += 1
             finished = self._take(listing, page, result, now)
             if finished is not None:
                 return None, finished
@@ -248,7 +236,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
 
     def _complete(self, listing: Listing, result: WatchResult) -> Listed:
         """The finished ``listing``, with the ids earlier runs saved (then kept till the next)."""
-        result.listings += 1
+        result.watch_listings += 1
         ids = set(listing.ids)
         if listing.read_this_run:
             return Listed(listing.started, frozenset(ids))  # read within this run: used at once

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.geonode.models import ApiStatus, JobSummary, Page
-from scrape_pipeline.reconciler.sweeps import passes
+from scrape_pipeline.reconciler.sweeps import ends
 
 if TYPE_CHECKING:
     from scrape_pipeline.ledger.rows import LedgerRow
@@ -92,12 +92,12 @@ class Listing:
 
     def completed_by(self, page: Page[JobSummary]) -> bool:
         """``page`` is the last of the last status: the listing is complete."""
-        return passes.ends(page) and self.status + 1 == len(UNSETTLED_STATUSES)
+        return ends(page) and self.status + 1 == len(UNSETTLED_STATUSES)
 
     def past(self, page: Page[JobSummary]) -> None:
         """Past ``page``: on to the next status once it ends this one's list, else to the
         next page of the same bound."""
-        if passes.ends(page):
+        if ends(page):
             self.next_status()
         else:
             self.turn(page.items)
