@@ -47,6 +47,8 @@ SETTINGS = StackSettings(
     submitter_timeout=TIMEOUT_S,
     env={"SUBMITTER_MARGIN_SECONDS": "2.8", "POWERTOOLS_METRICS_DISABLED": "true"},
 )
+# The sizes, past the suite's 120 s on a busy machine.
+SLOW = [pytest.mark.slow, pytest.mark.timeout(600)]
 STEP_S = 60.0  # the queue's visibility timeout (960 s) passes in 16 steps
 
 
@@ -92,7 +94,7 @@ def _run_until_posted(stack: LocalStack, urls: list[str], limit_steps: int = 120
 
 
 @pytest.mark.parametrize(
-    "count", [pytest.param(100, id="100"), pytest.param(150, id="150", marks=pytest.mark.slow)]
+    "count", [pytest.param(100, id="100"), pytest.param(150, id="150", marks=SLOW)]
 )
 def test_an_async_run_outlives_its_invocations_and_posts_each_url_once(stack, count):
     # GIVEN a run of URLs, and the first POST's answer lost past the function's timeout
@@ -117,7 +119,7 @@ def test_an_async_run_outlives_its_invocations_and_posts_each_url_once(stack, co
 
 @pytest.mark.parametrize(
     "count",
-    [pytest.param(2_000, id="2000"), pytest.param(20_000, id="20000", marks=pytest.mark.slow)],
+    [pytest.param(2_000, id="2000"), pytest.param(20_000, id="20000", marks=SLOW)],
 )
 def test_a_batch_run_posts_each_url_once_and_announces_its_batches(stack, count):
     # GIVEN a run of URLs in 100 batches (100 POSTs, as many at 2,000 URLs as at 20,000),
