@@ -289,8 +289,8 @@ def test_reconciler_job_list_loses_no_job_listed_late(
     # GIVEN an API that lists each job minutes after its created_at (or whose clock is behind
     # Lambda's), every webhook lost, and a reconciler run every minute
     stack = lagging_stack(make_stack, lag, api_clock_offset_s=offset)
-    # WHEN jobs are submitted for ten minutes, one every 5 s (closer than the lag's spread)
-    jobs, reports = submitted_every_few_seconds(stack, 120, every=5.0)
+    # WHEN jobs are submitted for five minutes, one every 5 s (closer than the lag's spread)
+    jobs, reports = submitted_every_few_seconds(stack, 60, every=5.0)
     # THEN every job is stored once
     assert len(stored(stack, jobs)) == len(jobs)
     assert check_exactly_once(stack) == {"stored": len(jobs)}
