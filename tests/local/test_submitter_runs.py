@@ -3,9 +3,15 @@ submitter function across invocations cut by their timeout, every URL exactly on
 
 Judged from outside: the simulator's record of POSTs per URL (``sim.submissions()``), the
 invocations the SQS stand-in made and stopped, and the ledger's rows of announced batches.
-The function runs with a 2 s timeout (wall time, as Lambda's) and stops claiming 0.8 s before
-it, so a few hundred URLs take several invocations; S3 itself (moto) delivers the upload's
-notification to the submissions queue.
+The function runs with a 4 s timeout (wall time, as Lambda's) and stops claiming 2.8 s before
+it: 1.2 s of claims, and room for a POST begun late on a busy machine (a batch POST killed
+mid-way would wait for evidence no webhook brings here). So a hundred URLs take several
+invocations; S3 itself (moto) delivers the upload's notification to the submissions queue.
+
+``make test`` runs each at the size that proves it (a run handed on from invocation to
+invocation; 100 batch POSTs); ``-m slow`` runs the issue's sizes too (150 and 20,000 URLs). No
+reconciler is scheduled: no job settles here, and its runs sweep, following every URL's chain
+each minute, once took most of these tests' time.
 """
 
 from __future__ import annotations
@@ -32,14 +38,17 @@ QUIET = SimConfig(
     webhook_jitter=0.0,
     # A lost answer holds its connection past the submitter's timeout: the invocation is
     # killed mid-POST, after the API created the job.
-    lost_answer_hold_s=3.0,
+    lost_answer_hold_s=5.0,
 )
-TIMEOUT_S = 2.0
+TIMEOUT_S = 4.0
 SETTINGS = StackSettings(
     webhooks=False,
+    reconcile_interval=10.0**9,
     submitter_timeout=TIMEOUT_S,
-    env={"SUBMITTER_MARGIN_SECONDS": "0.8", "POWERTOOLS_METRICS_DISABLED": "true"},
+    env={"SUBMITTER_MARGIN_SECONDS": "2.8", "POWERTOOLS_METRICS_DISABLED": "true"},
 )
+# The issue's sizes, past the suite's 120 s on a busy machine.
+SLOW = [pytest.mark.slow, pytest.mark.timeout(600)]
 STEP_S = 60.0  # the queue's visibility timeout (960 s) passes in 16 steps
 
 
@@ -74,7 +83,7 @@ def _posted(stack: LocalStack, urls: list[str]) -> dict[str, int]:
 
 def _run_until_posted(stack: LocalStack, urls: list[str], limit_steps: int = 120) -> int:
     """Step the stack until every URL was posted; the steps it took. Each invocation the
-    2 s timeout kills on a busy machine costs 16 steps (the visibility timeout) before its
+    timeout kills on a busy machine costs 16 steps (the visibility timeout) before its
     message comes back: the limit allows several."""
     for steps in range(limit_steps):
         if all(_posted(stack, urls).values()):
@@ -84,10 +93,13 @@ def _run_until_posted(stack: LocalStack, urls: list[str], limit_steps: int = 120
     raise AssertionError(f"not every URL posted after {limit_steps} steps")
 
 
-def test_an_async_run_outlives_its_invocations_and_posts_each_url_once(stack):
-    # GIVEN a run of 150 URLs, and the first POST's answer lost past the function's timeout
+@pytest.mark.parametrize(
+    "count", [pytest.param(100, id="100"), pytest.param(150, id="150", marks=SLOW)]
+)
+def test_an_async_run_outlives_its_invocations_and_posts_each_url_once(stack, count):
+    # GIVEN a run of URLs, and the first POST's answer lost past the function's timeout
     assert stack.submissions is not None
-    urls = [f"https://example.com/async/{i}" for i in range(150)]
+    urls = [f"https://example.com/async/{i}" for i in range(count)]
     stack.sim.faults.lose_answers("POST /v1/extract", ["timeout"])
     before = stack.submissions.batches, stack.submissions.timeouts
     # WHEN its file is uploaded
@@ -95,22 +107,28 @@ def test_an_async_run_outlives_its_invocations_and_posts_each_url_once(stack):
     _run_until_posted(stack, urls)
     # THEN every URL was posted exactly once: the killed POST was looked up, not posted again
     assert _posted(stack, urls) == {url: 1 for url in urls}
-    # AND it took several invocations, one of them stopped by its timeout
+    # AND it took several invocations: the one stopped by its timeout, the one its message
+    # came back to, and at least one it handed on (40 or so URLs fit in one on an idle machine)
     invocations = stack.submissions.batches - before[0]
     assert stack.submissions.timeouts - before[1] >= 1
-    assert invocations >= 4
+    assert invocations >= 3
     # AND no message is left to invoke the function again
     stack.step(STEP_S)
     assert stack.submissions.batches - before[0] == invocations
 
 
-def test_a_20000_url_batch_run_posts_each_url_once_and_announces_its_batches(stack):
-    # GIVEN a run of 20,000 URLs in batches of 200 (100 POSTs), options uploaded first
+@pytest.mark.parametrize(
+    "count",
+    [pytest.param(2_000, id="2000"), pytest.param(20_000, id="20000", marks=SLOW)],
+)
+def test_a_batch_run_posts_each_url_once_and_announces_its_batches(stack, count):
+    # GIVEN a run of URLs in 100 batches (100 POSTs, as many at 2,000 URLs as at 20,000),
+    # options uploaded first
     assert stack.submissions is not None and stack.resources is not None
-    urls = [f"https://example.com/batch/{i}" for i in range(20_000)]
+    urls = [f"https://example.com/batch/{i}" for i in range(count)]
     before = stack.submissions.batches
     # WHEN its file is uploaded
-    _upload(stack, "nightly-batch", urls, {"mode": "batch", "batch_size": 200})
+    _upload(stack, "nightly-batch", urls, {"mode": "batch", "batch_size": count // 100})
     _run_until_posted(stack, urls)
     # THEN each URL was posted once, in one of 100 batch jobs
     assert _posted(stack, urls) == {url: 1 for url in urls}

@@ -21,7 +21,7 @@ def test_item_retry_posts_answered_429_are_posted_later_once_each(make_stack: Ma
     key = JobKey(JobKind.BATCH, batch.job_id)
 
     # WHEN the stack runs until the batch is DONE
-    took = stack.run_until(lambda: done(stack, key), step=5.0, limit=4 * 3600)
+    took = stack.run_until(lambda: done(stack, key), step=15.0, limit=4 * 3600)
 
     # THEN the POSTs were refused at first, and yet each failed item's URL has one extract
     # job, posted after the throttle, stored once and named by the manifest

@@ -21,9 +21,11 @@ from scrape_pipeline_ops.submissions import expect
 from tests.pipeline.conftest import MakeStack, versions
 
 OUTAGE_SECONDS = 3600.0
-BURST_MINUTES = 20
+BURST_MINUTES = 10
 PER_MINUTE = {"extract": 5, "batch": 3, "crawl": 1}
-PAGE_SIZE = 10  # small pages, so a few hundred units make a backlog of many pages
+# Small pages, so 90 units make a backlog of many pages (54: as many as 180 units on pages of
+# 10 made, each of which the stack would process)
+PAGE_SIZE = 5
 PAGES_PER_RUN = 4
 RUN_INTERVAL = 600.0
 HOOKS = 3  # one subscription per event type
@@ -98,12 +100,15 @@ def test_hour_long_outage_backlog_loses_nothing_and_runs_resume(make_stack: Make
     assert stack.front is not None and stack.schedule is not None
     stack.front.failing_with = 503
     started = stack.clock.time()
+    # (steps as long as what they must resolve: a job's settling and its first retries in the
+    # burst, the 300 s and 1800 s retries during the outage, a run every 600 s after it; each
+    # step costs the stack's drains whatever is due)
     for minute in range(BURST_MINUTES):
         _submit_minute(stack, minute)
-        for _ in range(6):
-            stack.step(10.0)
+        for _ in range(2):
+            stack.step(30.0)
     while stack.clock.time() - started < OUTAGE_SECONDS:
-        stack.step(30.0)  # only retries and reconciler runs are due now
+        stack.step(120.0)  # only retries and reconciler runs are due now
     stack.front.failing_with = None
     units = len(stack.sim.truth_jobs())
     assert units == BURST_MINUTES * sum(PER_MINUTE.values())
@@ -119,8 +124,8 @@ def test_hour_long_outage_backlog_loses_nothing_and_runs_resume(make_stack: Make
 
     deadline = stack.clock.time() + RUNS_TO_CATCH_UP * RUN_INTERVAL
     while not caught_up() and stack.clock.time() < deadline:
-        for _ in range(10):
-            stack.step(30.0)
+        for _ in range(3):
+            stack.step(100.0)
 
     # THEN every unit of work is stored, once
     lost = _without_outcome(stack)

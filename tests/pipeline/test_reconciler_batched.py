@@ -55,10 +55,11 @@ def dropped_jobs(stack: LocalStack, count: int, prefix: str) -> None:
 
 
 def test_reconciler_recovers_in_batches_of_ten(make_stack: MakeStack):
-    # GIVEN 350 settled jobs whose webhooks were all dropped
+    # GIVEN 150 settled jobs whose webhooks were all dropped (a page and a half: the last
+    # page and the last BatchGetItem partial)
     stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
     stack.sim.faults.update(drop_rate=1.0)
-    jobs = 350
+    jobs = 150
     dropped_jobs(stack, jobs, "batched")
     settle(stack, 700)
     found = reconciler(stack)
@@ -76,9 +77,9 @@ def test_reconciler_recovers_in_batches_of_ten(make_stack: MakeStack):
 
 
 def test_reconciler_healthy_account_costs_a_page_and_a_read_per_hundred(make_stack: MakeStack):
-    # GIVEN 300 settled jobs whose webhooks all arrived, so the ledger has them all DONE
+    # GIVEN 200 settled jobs whose webhooks all arrived, so the ledger has them all DONE
     stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
-    jobs = 300
+    jobs = 200
     dropped_jobs(stack, jobs, "healthy")
     settle(stack, 700)
     assert check_exactly_once(stack) == {"stored": jobs}

@@ -2,6 +2,8 @@
 
 Runs are driven by hand on the manual clock; a "slow" API is a remaining-time callable that
 each list page moves (never a real sleep). Outcomes are judged from S3's object versions.
+The tests of passes and pages list 10 jobs a page (``small_pages``), not the API's 100: the
+same pages and passes from a tenth of the jobs, each of which the stack would process.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 from scrape_pipeline.jobs import SOURCE_JOB_LIST
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
-from scrape_pipeline.reconciler.sweeps import Budget
+from scrape_pipeline.reconciler.sweeps import Budget, job_list, watch, watch_listing
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, versions
 from tests.pipeline.test_reconciler import (
@@ -30,6 +32,20 @@ PAGE_SECONDS = 10.0  # what one list page costs of the fake remaining time
 TWO_PAGES = 15.0  # a budget that lets a sweep start a second page, not a third
 BACKLOG_SECONDS = 20 * 3600.0  # inside the first run's 24 h lookback
 SLOW_JOB_SECONDS = 1000  # still running when first listed, settled well within WATCH_AFTER
+
+
+PAGE = 10  # jobs a list page holds in these tests (``small_pages``)
+
+
+def list_small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweeps list PAGE jobs a page instead of the API's most (100)."""
+    for module in (job_list, watch, watch_listing):
+        monkeypatch.setattr(module, "JOBS_PAGE_MAX", PAGE)
+
+
+@pytest.fixture
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    list_small_pages(monkeypatch)
 
 
 def dropped_jobs(stack: LocalStack, count: int, prefix: str) -> list[str]:
@@ -63,11 +79,12 @@ def stored(stack: LocalStack, job_ids: list[str]) -> list[str]:
 def pending_pass(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, *, age: float = 1000.0, **sim: Any
 ) -> tuple[LocalStack, Reconciler, FakeRemaining, list[dict[str, Any]], ReconcileReport]:
-    """250 dropped jobs ``age`` old and a first sweep whose budget lasts two of their three
+    """25 dropped jobs ``age`` old and a first sweep whose budget lasts two of their three
     list pages; ``sim`` configures the simulator."""
+    list_small_pages(monkeypatch)
     stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE), **sim)
     stack.sim.faults.update(drop_rate=1.0)
-    dropped_jobs(stack, 250, "old")
+    dropped_jobs(stack, 25, "old")
     settle(stack, age)
     found = reconciler(stack)
     remaining = FakeRemaining(1000.0)
@@ -80,26 +97,26 @@ def pending_pass(
 def test_reconciler_run_reads_fresh_ground_and_finishes_a_pending_pass(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ):
-    # GIVEN 250 dropped jobs, and a first sweep whose budget lasts two list pages
+    # GIVEN 25 dropped jobs, and a first sweep whose budget lasts two list pages
     stack, found, remaining, pages, first = pending_pass(make_stack, monkeypatch)
     assert (first.list_pages, first.list_passes, first.complete) == (2, 1, False)
-    assert first.recovered[SOURCE_JOB_LIST] == 200
-    # AND 30 more dropped jobs settle before the next run
-    fresh = dropped_jobs(stack, 30, "fresh")
+    assert first.recovered[SOURCE_JOB_LIST] == 20
+    # AND 3 more dropped jobs settle before the next run
+    fresh = dropped_jobs(stack, 3, "fresh")
     settle(stack, 700)
     # WHEN the next sweep runs with time to spare
     pages.clear()
     second = ReconcileReport()
     found.run_sweep(SOURCE_JOB_LIST, second, Budget(remaining, 1000.0))
-    # THEN it read the fresh ground first (the 30 new jobs, and the overlap below the
+    # THEN it read the fresh ground first (the 3 new jobs, and the overlap below the
     # watermark read again once: here the old jobs, all created at one instant, three pages),
     # then finished the pending pass at its third page, all in the same run
     assert [call["page"] for call in pages] == [1, 2, 3, 3]
     assert (second.list_passes, second.resumed_passes, second.complete) == (1, 1, True)
-    assert second.recovered[SOURCE_JOB_LIST] == 30 + 50
+    assert second.recovered[SOURCE_JOB_LIST] == 3 + 5
     settle(stack, 60)
     assert stored(stack, fresh) == fresh
-    assert check_exactly_once(stack) == {"stored": 280}
+    assert check_exactly_once(stack) == {"stored": 28}
 
 
 def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
@@ -108,7 +125,7 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
     # GIVEN a pending pass left by a run whose budget lasted two pages
     stack, found, remaining, _, _ = pending_pass(make_stack, monkeypatch)
     # AND jobs submitted just now, not yet past the threshold when the next run starts
-    late = dropped_jobs(stack, 20, "late")
+    late = dropped_jobs(stack, 2, "late")
     settle(stack, 30)  # settled, younger than the threshold
     # WHEN the next run's pending pass takes long enough for them to come due (each page
     # moves the clock as a slow API would)
@@ -133,25 +150,25 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
     assert report.resumed_passes == 1 and report.list_passes == 2
     assert report.complete is True
     # (the old jobs read again are re-sent too: at 600 s a page their messages look lost)
-    assert report.recovered[SOURCE_JOB_LIST] >= 50 + 20
+    assert report.recovered[SOURCE_JOB_LIST] >= 5 + 2
     settle(stack, 60)
     assert stored(stack, late) == late
-    assert check_exactly_once(stack) == {"stored": 270}
+    assert check_exactly_once(stack) == {"stored": 27}
 
 
 def test_reconciler_first_run_recovers_fresh_jobs_before_a_day_of_backlog(
-    make_stack: MakeStack,
+    make_stack: MakeStack, small_pages: None
 ):
-    # GIVEN 300 dropped jobs from 20 hours ago, 40 that settled just now, and a reconciler
+    # GIVEN 30 dropped jobs from 20 hours ago, 4 that settled just now, and a reconciler
     # that may read one list page a run (a short budget, as on a busy account)
     stack = make_stack(
         StackSettings(reconcile_interval=NO_SCHEDULE, env={"RECONCILE_MAX_PAGES": "1"})
     )
     stack.sim.faults.update(drop_rate=1.0)
-    dropped_jobs(stack, 300, "backlog")
+    dropped_jobs(stack, 30, "backlog")
     settle(stack, 700)
     stack.clock.advance(BACKLOG_SECONDS)
-    fresh = dropped_jobs(stack, 40, "fresh")
+    fresh = dropped_jobs(stack, 4, "fresh")
     settle(stack, 700)
     found = reconciler(stack)
     # WHEN the very first run reads its one page
@@ -161,7 +178,7 @@ def test_reconciler_first_run_recovers_fresh_jobs_before_a_day_of_backlog(
     assert stored(stack, fresh) == fresh
     assert first.complete is False
     # AND jobs that settle later are recovered by the next run, before the backlog is done
-    later = dropped_jobs(stack, 40, "later")
+    later = dropped_jobs(stack, 4, "later")
     settle(stack, 700)
     second = found.run()
     settle(stack, 60)
@@ -172,13 +189,13 @@ def test_reconciler_first_run_recovers_fresh_jobs_before_a_day_of_backlog(
     assert runs[-1].complete is True
     assert all(r.list_pages <= 1 for r in [first, second, *runs])
     settle(stack, 60)
-    assert check_exactly_once(stack) == {"stored": 380}
+    assert check_exactly_once(stack) == {"stored": 38}
 
 
 def test_reconciler_pending_pass_watches_its_unsettled_jobs_and_never_rereads_them(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ):
-    # GIVEN 250 dropped jobs still running when a first sweep reads two of their three pages
+    # GIVEN 25 dropped jobs still running when a first sweep reads two of their three pages
     # and runs out of time
     stack, found, remaining, pages, first = pending_pass(
         make_stack,
@@ -188,32 +205,32 @@ def test_reconciler_pending_pass_watches_its_unsettled_jobs_and_never_rereads_th
         job_duration_max_s=SLOW_JOB_SECONDS + 1,
     )
     assert (first.list_pages, first.recovered[SOURCE_JOB_LIST]) == (2, 0)
-    assert first.newly_watched == 200
+    assert first.newly_watched == 20
     pass_end = pages[0]["end_date"]
     # WHEN the next run finishes the pending pass while they still run
     second = ReconcileReport()
     found.run_sweep(SOURCE_JOB_LIST, second, Budget(remaining, 1000.0))
-    # THEN the last 50 are watched too, and the pass is done: no page of it is read again
-    assert (second.newly_watched, second.recovered[SOURCE_JOB_LIST]) == (50, 0)
+    # THEN the last 5 are watched too, and the pass is done: no page of it is read again
+    assert (second.newly_watched, second.recovered[SOURCE_JOB_LIST]) == (5, 0)
     assert second.complete is True
     pages.clear()
     settle(stack, 300)  # they settle
     third = found.run()
     assert not [p for p in pages if p.get("end_date") == pass_end]
-    # AND the watch sweep wakes all 250 in one run, from one list of the unsettled jobs
-    assert third.recovered["watch"] == 250
+    # AND the watch sweep wakes all 25 in one run, from one list of the unsettled jobs
+    assert third.recovered["watch"] == 25
     settle(stack, 60)
-    assert check_exactly_once(stack) == {"stored": 250}
+    assert check_exactly_once(stack) == {"stored": 25}
 
 
 def test_reconciler_fresh_ground_leaves_half_the_run_to_older_passes(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ):
-    # GIVEN a pass left pending with one page to go (250 dropped jobs, two pages read)
+    # GIVEN a pass left pending with one page to go (25 dropped jobs, two pages read)
     stack, found, remaining, pages, _ = pending_pass(make_stack, monkeypatch)
     old_end = pages[0]["end_date"]
-    # AND five pages of fresh ground: 500 more dropped jobs, due now
-    dropped_jobs(stack, 500, "fresh")
+    # AND five pages of fresh ground: 50 more dropped jobs, due now
+    dropped_jobs(stack, 50, "fresh")
     settle(stack, 200)
     # WHEN a run's budget would let the fresh ground alone take all of it (3.5 pages)
     pages.clear()
@@ -223,7 +240,7 @@ def test_reconciler_fresh_ground_leaves_half_the_run_to_older_passes(
     # drains even while every run's new ground could fill the run
     assert [p["page"] for p in pages if p["end_date"] == old_end] == [3]
     assert len([p for p in pages if p["end_date"] != old_end]) >= 2
-    assert report.recovered[SOURCE_JOB_LIST] >= 50 + 200
+    assert report.recovered[SOURCE_JOB_LIST] >= 5 + 20
 
 
 def lagging_stack(make_stack: MakeStack, lag: tuple[float, float], **sim: Any) -> LocalStack:
@@ -271,8 +288,8 @@ def test_reconciler_job_list_loses_no_job_listed_late(
     # GIVEN an API that lists each job minutes after its created_at (or whose clock is behind
     # Lambda's), every webhook lost, and a reconciler run every minute
     stack = lagging_stack(make_stack, lag, api_clock_offset_s=offset)
-    # WHEN jobs are submitted for ten minutes, one every 5 s (closer than the lag's spread)
-    jobs, reports = submitted_every_few_seconds(stack, 120, every=5.0)
+    # WHEN jobs are submitted for five minutes, one every 5 s (closer than the lag's spread)
+    jobs, reports = submitted_every_few_seconds(stack, 60, every=5.0)
     # THEN every job is stored once
     assert len(stored(stack, jobs)) == len(jobs)
     assert check_exactly_once(stack) == {"stored": len(jobs)}
@@ -282,13 +299,13 @@ def test_reconciler_job_list_loses_no_job_listed_late(
 
 
 def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
-    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, small_pages: None
 ):
-    # GIVEN 250 dropped jobs created a second apart (three list pages), all settled
+    # GIVEN 25 dropped jobs created a second apart (three list pages), all settled
     stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
     stack.sim.faults.update(drop_rate=1.0)
     client = stack.client()
-    for i in range(250):
+    for i in range(25):
         client.submit_extract(f"https://example.com/killed/{i}")
         stack.clock.advance(1.0)
     settle(stack, 700)
@@ -307,7 +324,7 @@ def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
     assert [page for *bounds, page in reads if tuple(bounds) == first_range] == [2, 3]
     assert sum(1 for *bounds, _ in reads if tuple(bounds) != first_range) <= 1
     settle(stack, 60)
-    assert check_exactly_once(stack) == {"stored": 250}
+    assert check_exactly_once(stack) == {"stored": 25}
 
 
 RAMP_JOBS = 60  # one every 20 s: 20 minutes of submissions

@@ -3,7 +3,9 @@
 The profile is derandomized (the same examples on every run, on every machine) and keeps no
 example database, so CI sees exactly what a developer sees. Each test sets its own example
 count. ``HYPOTHESIS_PROFILE=property-explore`` draws new examples on every run instead: run it
-a few times locally to look for failures the fixed examples miss.
+a few times locally to look for failures the fixed examples miss. The costly tests (a whole
+stack, or moto under a state machine) draw a quarter of their thorough count in ``make test``;
+``-m slow`` and ``HYPOTHESIS_PROFILE=property-thorough`` (or ``property-explore``) draw it all.
 """
 
 from __future__ import annotations
@@ -40,7 +42,16 @@ settings.register_profile(
 settings.register_profile(
     "property-explore", parent=settings.get_profile("property"), derandomize=False
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "property"))
+settings.register_profile("property-thorough", parent=settings.get_profile("property"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "property")
+settings.load_profile(PROFILE)
+
+
+def examples(thorough: int, *, slow: bool = False) -> int:
+    """A costly test's example count: ``thorough`` in a ``-m slow`` variant (``slow``) or under
+    a profile other than the default one, a quarter of it (at least 5) otherwise."""
+    return thorough if slow or PROFILE != "property" else max(5, thorough // 4)
+
 
 # The receiver under test: the template's default secret scheme, a body limit lowered so that
 # bodies near and over it stay cheap to generate.

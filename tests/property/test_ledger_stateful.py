@@ -54,6 +54,7 @@ from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.create import create_ledger_table, create_queues
 from tests.conftest import OFFLINE_AWS_ENV
+from tests.property.conftest import examples
 from tests.support.ledger import Ledger
 
 LEASE_SECONDS = 60.0
@@ -665,7 +666,11 @@ def aws() -> Iterator[Aws]:
 # A failing run spends minutes shrinking 30-step examples against moto; the suite's 120 s
 # timeout would cut that short and show a timeout instead of the minimal example.
 @pytest.mark.timeout(600)
-def test_ledger_random_interleavings_keep_transitions_and_invariants(aws: Aws):
+@pytest.mark.parametrize(
+    "slow",
+    [pytest.param(False, id="suite"), pytest.param(True, id="thorough", marks=pytest.mark.slow)],
+)
+def test_ledger_random_interleavings_keep_transitions_and_invariants(aws: Aws, slow: bool):
     """Random interleavings of receiver, processor, reconciler steps and clock advances: every
     observed transition is a move of the lifecycle table by a verb the step called; DONE rows
     change only when a reopenable close is reopened; one outcome per job since its last reopen;
@@ -679,7 +684,7 @@ def test_ledger_random_interleavings_keep_transitions_and_invariants(aws: Aws):
 
     run_state_machine_as_test(
         Machine,
-        settings=settings(max_examples=40, stateful_step_count=50),
+        settings=settings(max_examples=examples(40, slow=slow), stateful_step_count=50),
     )
 
 

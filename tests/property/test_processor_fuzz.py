@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ from scrape_pipeline_local.events import sqs_event_of
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline import conftest as pipeline
 from tests.pipeline.conftest import MakeStack, outcome_keys, truth, versions
+from tests.property.conftest import examples
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
@@ -236,7 +238,11 @@ def run_batch(stack: LocalStack, pool: JobPool, batch: Batch) -> None:
     event(f"{len(batch.hostile)} hostile")
 
 
-def test_processor_fuzz_a_hostile_body_fails_its_record_alone(make_stack: MakeStack):
+@pytest.mark.parametrize(
+    "slow",
+    [pytest.param(False, id="suite"), pytest.param(True, id="thorough", marks=pytest.mark.slow)],
+)
+def test_processor_fuzz_a_hostile_body_fails_its_record_alone(make_stack: MakeStack, slow: bool):
     # GIVEN the whole stack, with no webhooks and no reconciler: only the batches sent here
     # reach the processor
     stack = make_stack(
@@ -252,4 +258,4 @@ def test_processor_fuzz_a_hostile_body_fails_its_record_alone(make_stack: MakeSt
     fuzzed = given(batches())(check)
     for known in KNOWN_KILLERS:  # what failed whole batches before: always tried first
         fuzzed = example(Batch(1, [known], [1, 0]))(fuzzed)
-    settings(max_examples=15)(fuzzed)()
+    settings(max_examples=examples(15, slow=slow))(fuzzed)()
