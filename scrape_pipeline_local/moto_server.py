@@ -385,6 +385,14 @@ class MotoServer(Service):
             queue = sqs_models.sqs_backends[account][REGION].queues.get(name)
             return queue is None or bool(queue.messages)
 
+    def holds_messages(self, queue_url: str) -> bool:
+        """Whether the queue holds any message: visible, in flight or delayed (moto's view)."""
+        account, name = urlsplit(queue_url).path.strip("/").split("/")[-2:]
+        assert self._app is not None
+        with self._app.lock:
+            queue = sqs_models.sqs_backends[account][REGION].queues.get(name)
+            return queue is not None and bool(queue._messages)  # delayed and in flight too
+
     def object_versions(self, bucket: str) -> Counter[str]:
         """Object versions per key, as ListObjectVersions counts them, read from moto here.
 
