@@ -309,7 +309,7 @@ class LocalStack(Service):
         a queue holds a message. The simulator's answers cannot change before it."""
         assert self.simulator is not None and self.schedule is not None and self.moto is not None
         assert self.resources is not None
-        now = self.clock.time()
+        now = float(self.clock.time())
         queues = (self.resources.queue_url, self._submissions_queue)
         if any(self.moto.holds_messages(url) for url in queues):
             return now
