@@ -27,6 +27,7 @@ from botocore.compat import HTTPHeaders
 from botocore.handlers import BUILTIN_HANDLERS
 from moto import backends as moto_backends
 from moto.core.botocore_stubber import MockRawResponse
+from moto.core.serialize import BaseJSONSerializer
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
@@ -316,6 +317,30 @@ _ORIGINAL_UNIX_TIME = _ORIGINALS["unix_time"]
 _LIST_MODULES = moto_backends.list_of_moto_modules
 
 
+_SERIALIZE_STRUCTURE = BaseJSONSerializer._serialize_type_structure
+
+
+def _wire_ready(value: Any) -> bool:
+    """Already a DynamoDB AttributeValue as sent: strings, booleans, and lists and maps of them
+    (no binary, which moto's serializer base64-encodes)."""
+    if isinstance(value, dict):
+        return all(k not in ("B", "BS") and _wire_ready(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_wire_ready(v) for v in value)
+    return isinstance(value, (str, bool))
+
+
+def _serialize_structure(
+    self: BaseJSONSerializer, serialized: Any, value: Any, shape: Any, key: str
+) -> None:
+    """moto's JSON serializer, passing a wire-ready AttributeValue through whole: it walks
+    each value's ten members by name and alias, most of a DynamoDB read's CPU here."""
+    if key and shape.name == "AttributeValue" and _wire_ready(value):
+        serialized[key] = value
+        return
+    _SERIALIZE_STRUCTURE(self, serialized, value, shape, key)
+
+
 class MotoServer(Service):
     """Start with ``start()`` or ``with``; ``endpoint`` is the URL for ``AWS_ENDPOINT_URL``.
 
@@ -351,6 +376,7 @@ class MotoServer(Service):
                 setattr(sqs_models, name, helper)
         modules = tuple(_LIST_MODULES())
         moto_backends.list_of_moto_modules = lambda: modules
+        BaseJSONSerializer._serialize_type_structure = _serialize_structure  # type: ignore[method-assign]
         app = self._app = _OneCallAtATime(DomainDispatcherApplication(create_backend_app))
         self._server = _Server(self._host, self._port, app)
         host, port = self._server.server_address[:2]
@@ -385,6 +411,14 @@ class MotoServer(Service):
             queue = sqs_models.sqs_backends[account][REGION].queues.get(name)
             return queue is None or bool(queue.messages)
 
+    def holds_messages(self, queue_url: str) -> bool:
+        """Whether the queue holds any message: visible, in flight or delayed (moto's view)."""
+        account, name = urlsplit(queue_url).path.strip("/").split("/")[-2:]
+        assert self._app is not None
+        with self._app.lock:
+            queue = sqs_models.sqs_backends[account][REGION].queues.get(name)
+            return queue is not None and bool(queue._messages)  # delayed and in flight too
+
     def object_versions(self, bucket: str) -> Counter[str]:
         """Object versions per key, as ListObjectVersions counts them, read from moto here.
 
@@ -410,6 +444,7 @@ class MotoServer(Service):
         if self._thread is not None:
             self._thread.join(timeout=5)
         moto_backends.list_of_moto_modules = _LIST_MODULES
+        BaseJSONSerializer._serialize_type_structure = _SERIALIZE_STRUCTURE  # type: ignore[method-assign]
         if self._clock is not None:
             for name, original in _ORIGINALS.items():
                 setattr(sqs_models, name, original)

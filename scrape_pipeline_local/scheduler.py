@@ -105,6 +105,10 @@ class Schedule(RunsAFunction):
         self._run(_Pending(now, event, 0, ""), now)
         return True
 
+    def retry_due(self) -> float | None:
+        """When Lambda's next retry of a failed run falls due (None: no retry pending)."""
+        return min((pending.due for pending in self._retries), default=None)
+
     def _run(self, pending: _Pending, now: float) -> None:
         outcome = self._invoker.invoke(pending.event, request_id=pending.request_id or None)
         if outcome.ok:

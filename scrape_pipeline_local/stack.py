@@ -101,6 +101,7 @@ class LocalStack(Service):
         self.front: ApiGatewayFront | None = None
         self.poller: SqsEventSource | None = None
         self.submissions: SqsEventSource | None = None  # the submitter's event source
+        self._submissions_queue = ""
         self.schedule: Schedule | None = None
         self.resources: StackResources | None = None
         self.webhook_ids: dict[str, str] = {}
@@ -182,9 +183,10 @@ class LocalStack(Service):
             clock=self.clock,
             may_receive=partial(self.moto.may_receive, self.resources.queue_url),
         )
+        self._submissions_queue = wiring["submitter"]["queue_url"]
         self.submissions = SqsEventSource(
             session.client("sqs"),
-            wiring["submitter"]["queue_url"],
+            self._submissions_queue,
             invoke["submitter"],
             batch_size=wiring["submitter"]["batch_size"],
             timeout_seconds=_chosen(
@@ -300,6 +302,21 @@ class LocalStack(Service):
                 due = self.simulator.sim.next_due()
                 if due is not None and due > self.clock.time():
                     return
+
+    def quiet_until(self) -> float:
+        """The clock time before which nothing falls due but the schedule's own runs: the next
+        settlement or webhook attempt, Lambda retry, or end of a job's GET fault; now while
+        a queue holds a message. The simulator's answers cannot change before it."""
+        assert self.simulator is not None and self.schedule is not None and self.moto is not None
+        assert self.resources is not None
+        now = float(self.clock.time())
+        queues = (self.resources.queue_url, self._submissions_queue)
+        if any(self.moto.holds_messages(url) for url in queues):
+            return now
+        faults = self.simulator.sim.faults.sick_jobs().values()
+        due = [self.simulator.sim.next_due(), self.schedule.retry_due()]
+        due += [fault.until for fault in faults if fault.until > now]
+        return min((at for at in due if at is not None), default=float("inf"))
 
     def run_until(
         self, done: Callable[[], bool], *, step: float = 1.0, limit: float = 7200.0
