@@ -27,7 +27,7 @@ from scrape_pipeline.runs.dynamo_items import (
     head_key,
     send,
 )
-from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
+from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, Entry, Journal
 from scrape_pipeline.runs.moves import EntryState, Move
 from scrape_pipeline.runs.plan import Run, RunMode
 
@@ -41,7 +41,7 @@ _BATCH: Final = 100  # BatchGetItem's and TransactWriteItems' limit
 _RECORDING: Final = frozenset({moves.SUBMIT.verb, moves.ADOPT.verb})
 
 
-class DynamoJournal(BaseJournal):
+class DynamoJournal(Journal):
     """A journal in the ledger table ``table_name`` (``client``: a boto3 DynamoDB client)."""
 
     def __init__(
@@ -221,7 +221,7 @@ class DynamoJournal(BaseJournal):
         encoded = encode({name: values[name] for name in values if name in FIELDS})
         names = {f"#{name}": name for name in encoded}
         placeholders = {f":{name}": value for name, value in encoded.items()}
-        now = float(values["updated_at"])  # every move writes it (``BaseJournal._move``)
+        now = float(values["updated_at"])  # every move writes it (``Journal._move``)
         placeholders[":ttl"] = {"N": str(int(now + self._ttl_s))}
         where, condition_names, condition_values = condition(move, guard_value)
         sets = ", ".join(f"#{name} = :{name}" for name in encoded)
