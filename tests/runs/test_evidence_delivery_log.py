@@ -12,7 +12,7 @@ import pytest
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLogCandidates
+from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
@@ -20,6 +20,7 @@ from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main
 from scrape_pipeline_ops.geonode_admin import AdminClient
+from scrape_pipeline_ops.runs.evidence import AnyOf
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_transaction_canceled, unavailable
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger.attributes import OUTBOX_AT, RowPrefix
+from scrape_pipeline.ledger.attributes import OUTBOX_AT
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.table import DEFAULT_TTL_DAYS
 from scrape_pipeline.runs import moves
@@ -60,9 +60,6 @@ class DynamoJournal(Journal):
         self._ledger = Ledger(table_name, client=client, ttl_days=ttl_days)
         self._announcer = Announcer(self._ledger, client=client, sleep=sleep)
         self._modes: dict[str, RunMode] = {}  # a run's mode never changes: read once
-
-    def close(self) -> None:
-        """Nothing to close (the client is the caller's)."""
 
     def _insert_run(self, run: Run, entries: Sequence[Entry]) -> bool:
         head = {
@@ -132,23 +129,6 @@ class DynamoJournal(Journal):
             urls=int(found["urls"]["N"]),
             created_at=float(found["created_at"]["N"]),
         )
-
-    def runs(self) -> list[Run]:
-        """Every run of the table, oldest first (``runs list``): a Scan for the heads."""
-        names: list[str] = []
-        request: dict[str, Any] = {
-            "FilterExpression": f"begins_with({PK}, :run) AND attribute_exists(fingerprint)",
-            "ExpressionAttributeValues": {":run": {"S": str(RowPrefix.RUN)}},
-            "ProjectionExpression": PK,
-        }
-        while True:
-            page = self._call("Scan", **request)
-            names += [item[PK]["S"].removeprefix(RowPrefix.RUN) for item in page.get("Items", [])]
-            if not page.get("LastEvaluatedKey"):
-                break
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        found = [run for name in names if (run := self.run(name)) is not None]
-        return sorted(found, key=lambda r: (r.created_at, r.name))
 
     def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
         run = self.run(name)

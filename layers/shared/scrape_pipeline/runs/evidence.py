@@ -6,20 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache, partial
-from itertools import chain
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
-from scrape_pipeline.jobs import JobKind, JobState
+from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.doubt import Held
 from scrape_pipeline.runs.journal import Entry, Journal
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
-
-if TYPE_CHECKING:
-    from scrape_pipeline.ledger.full import Ledger
 
 # A batch's first page, with its counters: most wrong candidates are told apart by it.
 _FIRST_PAGE: Final = 50
@@ -192,39 +188,3 @@ def _created_since(head: BatchStatus, since: float) -> bool:
         return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() >= since
     except ValueError:
         return True
-
-
-# The states a row of a job not finished is in: what the ledger's pending index holds.
-_NOT_DONE: Final = tuple(state for state in JobState if state is not JobState.DONE)
-
-
-class LedgerCandidates:
-    """Batches and crawls the ledger has rows for: one bounded Query of the pending index per
-    state not DONE; ``scan_done`` also Scans the table (billed as reading all of it) for rows
-    DONE already: for an operator's ``runs resolve``, never a submitter's loop."""
-
-    def __init__(self, ledger: Ledger, *, scan_done: bool = False, page: int = 100) -> None:
-        self.ledger = ledger
-        self.scan_done = scan_done
-        self.page = page
-
-    def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
-        found = self._pending(kind, since)
-        if self.scan_done:
-            found = chain(found, self._scanned(kind, since))
-        return first_seen(found)
-
-    def _pending(self, kind: JobKind, since: float) -> Iterator[str]:
-        until = self.ledger.clock.time() + 1.0
-        for state in _NOT_DONE:
-            cursor: dict[str, Any] | None = None
-            while True:
-                rows, cursor = self.ledger.pending(
-                    state, since_before=until, since_after=since, limit=self.page, cursor=cursor
-                )
-                yield from (r.key.job_id for r in rows if r.key.kind is kind)
-                if not cursor:
-                    break
-
-    def _scanned(self, kind: JobKind, since: float) -> Iterator[str]:
-        return self.ledger.created_since(kind, since)
