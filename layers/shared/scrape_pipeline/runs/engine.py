@@ -132,11 +132,7 @@ class Submitter:
         self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
         # Only doubts already listable now: the rest are looked up after posting, not waited for.
         self._settle_doubts(run, ready_only=True)
-        planned_entries = self.journal.entries(run.name, [S.PLANNED])
-        if self.pace is None or self.pace.settings.workers == 1:
-            was_cut = self._post_serially(run, planned_entries)
-        else:
-            was_cut = self._post_in_parallel(run, planned_entries, self.pace.settings.workers)
+        was_cut = self._post_all(run, self.journal.entries(run.name, [S.PLANNED]))
         if self._stopped is None and not was_cut:
             self._wait_for_held(run)
             self._settle_doubts(run)
@@ -256,32 +252,18 @@ class Submitter:
     def _out_of_time(self) -> bool:
         return self._time_left() <= 0
 
-    def _post_serially(self, run: Run, entries: Sequence[Entry]) -> bool:
-        """Post ``entries`` one after another; True when the caller's time ended it."""
-        for entry in entries:
-            if self._out_of_time():
-                return True
-            try:
-                self._post_planned(run, entry)
-            except _OutOfTimeError:
-                return True
-            if self._stopped is not None:
-                break
-        return False
-
-    def _post_in_parallel(self, run: Run, entries: Sequence[Entry], workers: int) -> bool:
-        """Post ``entries`` with up to ``workers`` threads (``workers.PostingPool``); True when
-        the caller's time ended it."""
-        pace = self.pace
-        assert pace is not None
+    def _post_all(self, run: Run, entries: Sequence[Entry]) -> bool:
+        """Post ``entries`` with the pace's workers (one without a pace) in a
+        ``workers.PostingPool``; True when the caller's time ended it."""
         pool = PostingPool(
             entries,
             post=lambda entry: self._post_planned(run, entry),
-            concurrency=pace.concurrency,
+            concurrency=self.pace.concurrency if self.pace is not None else lambda: 1,
             stopped=lambda: self._stopped is not None,
             out_of_time=self._out_of_time,
             lock=self._lock,
         )
+        workers = self.pace.settings.workers if self.pace is not None else 1
         return pool.run(workers, lambda: self._doubt_in_flight(_INTERRUPTED))
 
     def _doubt_in_flight(self, reason: str) -> None:
