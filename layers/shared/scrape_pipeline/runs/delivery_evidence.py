@@ -3,17 +3,14 @@ settles, failed deliveries too (``evidence.evidenced`` checks each against the e
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from itertools import chain
-from typing import Final, Protocol
+from typing import Protocol
 
 from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.receiver.payload import EVENT_KINDS
 from scrape_pipeline.runs.evidence import first_seen
-
-EVENT_OF_KIND: Final[Mapping[JobKind, str]] = {kind: event for event, kind in EVENT_KINDS.items()}
 
 
 class DeliveryLog(Protocol):
@@ -35,9 +32,7 @@ class DeliveryLogCandidates:
         self.log = log
 
     def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
-        event = EVENT_OF_KIND.get(kind)
-        if event is None:
-            return
+        event = f"{kind}_completed"  # the API's names (``receiver.payload.EVENT_KINDS``)
         try:
             hooks = [h for h in self.log.list_webhooks() if h.event_type == event]
         except NotFoundError:

@@ -246,7 +246,7 @@ class DynamoJournal(Journal):
         run = self.run(name)
         if run is None:
             return []
-        wanted = {EntryState(s) for s in states}
+        wanted = set(states)  # a StrEnum: its values match too
         found = [e for e in self._read_all(name, run.entries) if not wanted or e.state in wanted]
         return sorted(found, key=lambda e: e.index)
 

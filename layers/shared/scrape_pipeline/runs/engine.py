@@ -157,26 +157,32 @@ class Submitter:
         extract again. ``ready_only``: skip extracts the list may not show yet, and batches and
         crawls (their evidence is read once, after posting)."""
         self._expire_leases(run)
-        if run.mode is not RunMode.ASYNC:
-            if ready_only:
-                return
-            found = evidenced(
-                self._evidence, self.client, self.journal, run, skew_s=self.settings.skew_s
-            )
-            for entry, job_id in found:
-                with contextlib.suppress(MoveRefusedError):  # another submitter settled it
-                    self._submitted(run, entry, job_id, None, EventKind.ADOPTED)
-            return
+        if run.mode is RunMode.ASYNC:
+            self._look_up_doubts(run, waits=ready_only or not self.settings.wait_for_doubts)
+        elif not ready_only:
+            self._adopt_evidenced(run)
+
+    def _adopt_evidenced(self, run: Run) -> None:
+        """Adopt each batch or crawl in doubt that later evidence names (no API lists them)."""
+        found = evidenced(
+            self._evidence, self.client, self.journal, run, skew_s=self.settings.skew_s
+        )
+        for entry, job_id in found:
+            with contextlib.suppress(MoveRefusedError):  # another submitter settled it
+                self._submitted(run, entry, job_id, None, EventKind.ADOPTED)
+
+    def _look_up_doubts(self, run: Run, *, waits: bool) -> None:
+        """Resolve each extract in doubt once a call; ``waits``: skip those the job list may
+        not cover yet rather than wait for it."""
         taken = Held(self.journal, run)  # every run's jobs: never adopted by another
         for entry in self.journal.entries(run.name, [S.IN_DOUBT]):
             if entry.index in self._looked_up or self._stopped is not None:
                 continue
             posted_at = entry.posted_at if entry.posted_at is not None else self._t()
-            waits = ready_only or not self.settings.wait_for_doubts
             if waits and posted_at + self.settings.listing_delay_s > self._t():
                 continue
             self._looked_up.add(entry.index)
-            self._resolve(run, entry, taken)
+            self._resolve(run, entry, posted_at, taken)
 
     def _expire_leases(self, run: Run) -> None:
         """Entries another submitter left posting past its lease, or whose process is gone:
@@ -193,8 +199,7 @@ class Submitter:
             except MoveRefusedError:
                 continue  # its submitter answered after all
 
-    def _resolve(self, run: Run, entry: Entry, taken: Held) -> None:
-        posted_at = entry.posted_at if entry.posted_at is not None else self._t()
+    def _resolve(self, run: Run, entry: Entry, posted_at: float, taken: Held) -> None:
         if posted_at + self.settings.listing_delay_s > self._t():
             self._tell(EventKind.CATCHING_UP, entry)  # a look-up before proves nothing
         self._wait_until(posted_at + self.settings.listing_delay_s)
@@ -220,22 +225,22 @@ class Submitter:
     def _look_up(self, url: str, posted_at: float, taken: Held) -> JobSummary | None:
         """``find_created`` at the pace's rate, tried again as the client would a read: a 429
         pauses every worker, other errors back off."""
-        tries = LOOKUP_TRIES if self.pace is not None else 1
-        for attempt in range(1, tries + 1):
+        pace = self.pace  # without one, a lookup is tried once (the client's own policy)
+        for attempt in range(1, LOOKUP_TRIES + 1):
             sent_at = self._turn()
             try:
                 return find_created(
                     self.client, url, posted_at, skew_s=self.settings.skew_s, claims=taken
                 )
             except GeonodeError as exc:
-                if attempt == tries or not may_retry(exc, is_read=True):
+                if pace is None or attempt == LOOKUP_TRIES or not may_retry(exc, is_read=True):
                     raise
-                retry_after = exc.retry_after if isinstance(exc, RateLimitedError) else None
+                limited = isinstance(exc, RateLimitedError)
                 with self._lock:
                     ceiling = min(self.settings.backoff_max_s, 2 ** (attempt - 1))
-                    wait = retry_after or self._rng.uniform(0.0, ceiling)
-                if self.pace is not None and isinstance(exc, RateLimitedError):
-                    self.pace.throttled(sent_at, wait)
+                    wait = (exc.retry_after if limited else None) or self._rng.uniform(0, ceiling)
+                if limited:
+                    pace.throttled(sent_at, wait)
                 else:
                     self._nap(wait)
         return None  # not reached: the last try returns or raises

@@ -48,14 +48,12 @@ def find_by_evidence(
     *,
     taken: Collection[str] = (),
 ) -> str | None:
-    """The id of the ``mode`` job posted for ``urls`` that ``source`` saw since ``since``."""
-    if mode is RunMode.ASYNC:
-        raise ValueError("an extract in doubt is looked up in the job list (doubt.find_created)")
-    kind = JobKind(mode.kind)
-    for job_id in source.candidates(kind, since):
+    """The id of the ``mode`` job (a batch or crawl: an extract is ``doubt.find_created``'s)
+    posted for ``urls`` that ``source`` saw since ``since``."""
+    check = _is_batch if mode is RunMode.BATCH else _is_crawl
+    for job_id in source.candidates(JobKind(mode.kind), since):
         if job_id in taken:
             continue
-        check = _is_batch if kind is JobKind.BATCH else _is_crawl
         try:
             matched = check(reader, job_id, urls, since)
         except NotFoundError:
@@ -73,10 +71,10 @@ def evidenced(
     *,
     skew_s: float,
 ) -> Iterator[tuple[Entry, str]]:
-    """Each batch or crawl of ``run`` in doubt that ``source`` names, with its job's id (a
-    lookup that fails leaves its entry in doubt)."""
+    """Each batch or crawl of ``run`` (not an extract run's) in doubt that ``source`` names,
+    with its job's id (a lookup that fails leaves its entry in doubt)."""
     doubted = journal.entries(run.name, [EntryState.IN_DOUBT])
-    if source is None or run.mode is RunMode.ASYNC or not doubted:
+    if source is None or not doubted:
         return
     taken = {e.job_id for e in journal.entries(run.name) if e.job_id}
     sinces = [_since(entry, skew_s) for entry in doubted]
