@@ -14,7 +14,7 @@ from scrape_pipeline.ledger.attributes import (
     PARTITION_KEY,
     RowPrefix,
 )
-from scrape_pipeline.runs.dynamodb import head_key, send, written
+from scrape_pipeline.runs.dynamo_items import head_key, send, written
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
