@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.completion import OPEN
-from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
+from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.job_outcomes import (
     FileOutcomes,

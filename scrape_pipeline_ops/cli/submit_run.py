@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.fields import format_time
 from scrape_pipeline.runs.delivery_evidence import DeliveryLog, DeliveryLogCandidates
-from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import CandidateSource
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec, post_options
+from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline.runs.report import CatchingUp, Event, EventKind, Planned, RunReport
 from scrape_pipeline.wiring.api import listing_lag
 from scrape_pipeline_ops.cli.config import FailedError, UsageError

@@ -20,10 +20,11 @@ from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint
-from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.inside import Next
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
+from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline.runs.report import Event, EventKind
 from scrape_pipeline_local.chaos import PROFILES
 from scrape_pipeline_local.clock import ManualClock

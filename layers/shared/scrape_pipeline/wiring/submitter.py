@@ -13,10 +13,11 @@ from scrape_pipeline.config.resources import LedgerSettings
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
-from scrape_pipeline.runs.engine import Submitter, SubmitterSettings
+from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.inside import Inside, InsideSettings, ObjectReader, Sender
 from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline.runs.pace import Pace
+from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline.wiring import stores
 from scrape_pipeline.wiring.api import geonode_client, listing_lag
 
