@@ -43,7 +43,7 @@ class Submitter(Posting):
         settings: SubmitterSettings | None = None,
         owner: str | None = None,
         announce: Callable[[str, str], None] | None = None,
-        listener: Callable[[Event], None] | None = None,
+        listener: Callable[[Event], None] = lambda event: None,
         rng: random.Random | None = None,
         evidence: CandidateSource | None = None,
         pace: Pace | None = None,
@@ -55,7 +55,7 @@ class Submitter(Posting):
         self.settings = settings or SubmitterSettings()
         self.owner = owner or new_owner()
         self._announce = announce
-        self._listener = listener or (lambda event: None)
+        self._listener = listener
         self._rng = rng or random.Random()  # backoff jitter only
         self._evidence = evidence  # names batches and crawls no API lists (evidence.py)
         self.pace = pace
