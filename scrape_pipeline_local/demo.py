@@ -834,11 +834,11 @@ class Demo:
         against the judge, the window audit and the bus (``run_checks``)."""
         import boto3
 
-        from scrape_pipeline.runs.dynamodb import DynamoJournal
+        from scrape_pipeline_ops.runs.table import TableJournal
 
         stack, bus = self.stack, self.bus
         assert stack.resources is not None and bus is not None and report.audit is not None
-        journal = DynamoJournal(stack.resources.table, client=boto3.client("dynamodb"))
+        journal = TableJournal(stack.resources.table, client=boto3.client("dynamodb"))
         client, s3, bucket = stack.client(), self._s3(), stack.resources.bucket
         bus.drain()
         seen = Evidence(
@@ -856,10 +856,10 @@ class Demo:
         """The job ids the run journal's entries name now, across the demo's runs."""
         import boto3
 
-        from scrape_pipeline.runs.dynamodb import DynamoJournal
+        from scrape_pipeline_ops.runs.table import TableJournal
 
         assert self.stack.resources is not None
-        journal = DynamoJournal(self.stack.resources.table, client=boto3.client("dynamodb"))
+        journal = TableJournal(self.stack.resources.table, client=boto3.client("dynamodb"))
         entries = (entry for run in self.runs for entry in journal.entries(run.name))
         return {entry.job_id for entry in entries if entry.job_id}
 

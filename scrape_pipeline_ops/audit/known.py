@@ -22,7 +22,7 @@ LISTED_LATE_S: Final = 600.0
 
 
 class RunJournal(Protocol):
-    """What is read of a runs journal (``SqliteJournal`` and ``DynamoJournal`` both are one)."""
+    """What is read of a runs journal (``SqliteJournal`` and ``TableJournal`` both are one)."""
 
     def run(self, name: str) -> Run | None: ...
 

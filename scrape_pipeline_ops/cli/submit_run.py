@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.fields import format_time
-from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLog, DeliveryLogCandidates
-from scrape_pipeline.runs.dynamodb import DynamoJournal
+from scrape_pipeline.runs.delivery_evidence import DeliveryLog, DeliveryLogCandidates
 from scrape_pipeline.runs.engine import Submitter
-from scrape_pipeline.runs.evidence import CandidateSource, LedgerCandidates
+from scrape_pipeline.runs.evidence import CandidateSource
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.pace import Pace
@@ -36,7 +35,9 @@ from scrape_pipeline.runs.report import CatchingUp, Event, EventKind, Planned, R
 from scrape_pipeline.wiring.api import listing_lag
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.progress import Progress
+from scrape_pipeline_ops.runs.evidence import AnyOf, LedgerCandidates
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
+from scrape_pipeline_ops.runs.table import TableJournal
 
 if TYPE_CHECKING:
     import argparse
@@ -64,7 +65,7 @@ def journal_path(flag: str | None, environ: Mapping[str, str]) -> Path:
 class OpenJournal:
     """The journal a command works with, what to call it, and whether it announces itself."""
 
-    journal: SqliteJournal | DynamoJournal
+    journal: SqliteJournal | TableJournal
     where: str  # the file's path, or "DynamoDB table NAME"
     announces: bool  # batches and crawls join the ledger in the write of their job id
     path: Path | None = None  # the file, for a file journal
@@ -88,7 +89,7 @@ def open_journal(ctx: Context, flag: str | None, *, existing: bool = False) -> O
     """
     table = ctx.environ.get(LEDGER_ENV)
     if table and not flag:
-        journal = DynamoJournal(table, client=ctx.aws("dynamodb"), ttl_days=_ttl_days(ctx))
+        journal = TableJournal(table, client=ctx.aws("dynamodb"), ttl_days=_ttl_days(ctx))
         return OpenJournal(journal, f"DynamoDB table {table}", announces=True)
     path = journal_path(flag, ctx.environ)
     if existing and not path.is_file():

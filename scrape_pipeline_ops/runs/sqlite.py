@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
+from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, Entry, Journal
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
 from scrape_pipeline.runs.plan import Run, RunMode
 
@@ -43,7 +43,7 @@ _BOUND: Final = frozenset({Guard.HOLDER, Guard.LEASE_EXPIRED})
 _COLUMNS: Final = ("run", "idx", "urls", *FIELDS)
 
 
-class SqliteJournal(BaseJournal):
+class SqliteJournal(Journal):
     """A journal in the SQLite file at ``path`` (created with its folder when missing)."""
 
     def __init__(self, path: str | Path, *, lease_s: float = DEFAULT_LEASE_S) -> None:

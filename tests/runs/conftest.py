@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.runs.dynamodb import DynamoJournal
-from scrape_pipeline.runs.journal import BaseJournal
+from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import client, clock, server
 from tests.support.template import create_ledger_table, moto_server
@@ -38,7 +38,7 @@ def table(moto_endpoint: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def journal_of(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseJournal]:
+def journal_of(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
     """A journal a submitter may keep: ``sqlite``, the file's; ``dynamodb``, the stack's (a
     fresh ledger table on the moto server on 127.0.0.1)."""
     if kind == "sqlite":

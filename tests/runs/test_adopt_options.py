@@ -16,7 +16,7 @@ from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.runs.doubt import Posted
 from scrape_pipeline.runs.engine import Submitter
-from scrape_pipeline.runs.journal import BaseJournal
+from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
@@ -27,7 +27,7 @@ URL = "https://example.com/adopt/page"
 
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
-def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseJournal]:
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
     """The file's journal (every run's entries read), and the stack's (each job's ledger row
     asked which run holds it: moto on 127.0.0.1)."""
     with journal_of(request.param, request, tmp_path) as opened:
@@ -46,7 +46,7 @@ def spec(formats: list[str], render_js: bool = False) -> RunSpec:
     return RunSpec.of([URL], RunMode.ASYNC, post_options(formats, render_js))
 
 
-def submit(journal: BaseJournal, api: GeonodeClient, clock: ManualClock, *a: Any) -> Any:
+def submit(journal: Journal, api: GeonodeClient, clock: ManualClock, *a: Any) -> Any:
     return Submitter(journal, api, clock=clock, rng=random.Random(3)).submit(*a)
 
 
@@ -62,7 +62,7 @@ def the_job(server: SimulatorServer, formats: list[str]) -> str:
 
 
 def test_an_extract_in_doubt_never_adopts_another_runs_job_of_other_formats(
-    server: SimulatorServer, api: GeonodeClient, journal: BaseJournal, clock: ManualClock
+    server: SimulatorServer, api: GeonodeClient, journal: Journal, clock: ManualClock
 ):
     # GIVEN run A posted URL for markdown and holds its job
     a = submit(journal, api, clock, spec(["markdown"]), "run-a")
@@ -80,7 +80,7 @@ def test_an_extract_in_doubt_never_adopts_another_runs_job_of_other_formats(
 
 
 def test_an_extract_in_doubt_never_adopts_another_runs_job_of_the_same_options(
-    server: SimulatorServer, api: GeonodeClient, journal: BaseJournal, clock: ManualClock
+    server: SimulatorServer, api: GeonodeClient, journal: Journal, clock: ManualClock
 ):
     # GIVEN run A holds the job of URL posted with the options run B posts too
     submit(journal, api, clock, spec(["markdown"]), "run-a")
@@ -96,7 +96,7 @@ def test_an_extract_in_doubt_never_adopts_another_runs_job_of_the_same_options(
 
 
 def test_an_extract_in_doubt_never_adopts_a_job_rendered_otherwise(
-    server: SimulatorServer, api: GeonodeClient, journal: BaseJournal, clock: ManualClock
+    server: SimulatorServer, api: GeonodeClient, journal: Journal, clock: ManualClock
 ):
     # GIVEN someone outside every run posted URL for markdown with JavaScript rendered
     api.submit_extract(URL, formats=["markdown"], render_js=True)

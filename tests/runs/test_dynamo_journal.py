@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.runs.dynamodb import DynamoJournal
-from scrape_pipeline.runs.journal import BaseJournal
+from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_ops.ledger import Ledger
 from tests.runs.journal_contract import NOW, JournalContract
@@ -22,7 +22,7 @@ class TestDynamoJournal(JournalContract):
     def make_journal(self, table: tuple[str, str]) -> Any:
         endpoint, name = table
 
-        def make(**kwargs: Any) -> BaseJournal:
+        def make(**kwargs: Any) -> Journal:
             client = boto3.client("dynamodb", endpoint_url=endpoint)
             return DynamoJournal(name, client=client, **kwargs)
 

@@ -14,7 +14,7 @@ import pytest
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind, JobState
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.engine import Submitter
-from scrape_pipeline.runs.evidence import LedgerCandidates, find_by_evidence
+from scrape_pipeline.runs.evidence import find_by_evidence
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind
@@ -22,6 +22,7 @@ from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main
 from scrape_pipeline_ops.geonode_admin import AdminClient
+from scrape_pipeline_ops.runs.evidence import LedgerCandidates
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
 

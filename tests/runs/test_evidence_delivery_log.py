@@ -12,7 +12,8 @@ import pytest
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.runs.delivery_evidence import AnyOf, DeliveryLogCandidates
+from scrape_pipeline.receiver.payload import EVENT_KINDS
+from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
@@ -20,6 +21,7 @@ from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.cli.main import main
 from scrape_pipeline_ops.geonode_admin import AdminClient
+from scrape_pipeline_ops.runs.evidence import AnyOf
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.integration.test_client_simulator import KEY
 
@@ -268,3 +270,7 @@ def test_delivery_log_is_read_after_posting_not_by_a_rerun_cut_before_it(
     journal.close()
     assert done.complete and route_count(server, "GET /v1/webhooks") == 1
     assert [server.sim.submissions().get(u) for u in spec.urls] == [1] * 4
+
+
+def test_delivery_log_looks_for_each_kind_under_the_event_the_receiver_reads():
+    assert {f"{kind}_completed": kind for kind in JobKind} == dict(EVENT_KINDS)

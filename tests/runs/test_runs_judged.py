@@ -23,7 +23,7 @@ from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import CandidateSource
-from scrape_pipeline.runs.journal import BaseJournal, MoveRefusedError
+from scrape_pipeline.runs.journal import Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import RunMode, RunSpec
@@ -169,7 +169,7 @@ def journal(tmp_path: Path) -> Iterator[SqliteJournal]:
 
 
 @pytest.fixture
-def any_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseJournal]:
+def any_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
     """Each journal a submitter may keep: the file, and the stack's (moto on 127.0.0.1)."""
     with journal_of(request.param, request, tmp_path) as opened:
         yield opened
@@ -217,7 +217,7 @@ def submitter(
 
 
 def killed(
-    at: At, mode: RunMode, journal: BaseJournal, client: GeonodeClient, told: Announced | None
+    at: At, mode: RunMode, journal: Journal, client: GeonodeClient, told: Announced | None
 ) -> tuple[Any, Any, Any]:
     """The journal, client and announcer of a submit that dies at ``at``."""
     method = POST_METHOD[mode] if at.method == "POST" else at.method
@@ -241,7 +241,7 @@ def posts(server: SimulatorServer, listed: Sequence[str]) -> list[int]:
 
 
 def resolve(
-    journal: BaseJournal, client: GeonodeClient, clock: ManualClock, name: str, **kw: Any
+    journal: Journal, client: GeonodeClient, clock: ManualClock, name: str, **kw: Any
 ) -> None:
     """``runs resolve NAME --repost-in-doubt``: settle from the evidence, re-plan what is left."""
     run = journal.run(name)
@@ -259,7 +259,7 @@ def resolve(
 def test_judged_rerun_after_a_kill_at_every_step_creates_each_url_once(
     server: SimulatorServer,
     api: GeonodeClient,
-    any_journal: BaseJournal,
+    any_journal: Journal,
     clock: ManualClock,
     case: Case,
     mode: RunMode,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.runs.journal import BaseJournal
+from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal
 from tests.runs.journal_contract import JournalContract
 
@@ -18,7 +18,7 @@ class TestSqliteJournal(JournalContract):
     def make_journal(self, tmp_path: Path) -> Iterator[Any]:
         opened: list[SqliteJournal] = []
 
-        def make(**kwargs: Any) -> BaseJournal:
+        def make(**kwargs: Any) -> Journal:
             opened.append(SqliteJournal(tmp_path / "state" / "journal.sqlite3", **kwargs))
             return opened[-1]
 

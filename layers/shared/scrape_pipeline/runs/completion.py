@@ -129,11 +129,15 @@ def _urls_of(
     items = _batch_items(run, row, batch_items)
     if items:
         return [{**base, "url": url, **_item_record(items.get(url))} for url in entry.urls]
-    record: dict[str, Any] = {"outcome": row.outcome.value if row.outcome else None}
-    record["keys"] = _keys(row)
+    return [{**base, "url": url, **_row_record(row)} for url in entry.urls]
+
+
+def _row_record(row: LedgerRow) -> dict[str, Any]:
+    """A job's outcome, keys and reason, as its row and its kept event give them."""
+    record = {"outcome": row.outcome.value if row.outcome else None, "keys": _keys(row)}
     if (reason := row.detail.get("reason")) is not None:
         record["reason"] = reason
-    return [{**base, "url": url, **record} for url in entry.urls]
+    return record
 
 
 def _batch_items(run: Run, row: LedgerRow, batch_items: BatchItems) -> dict[str, Mapping[str, Any]]:

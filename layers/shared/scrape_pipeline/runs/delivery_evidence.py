@@ -3,18 +3,14 @@ settles, failed deliveries too (``evidence.evidenced`` checks each against the e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from itertools import chain
-from typing import Final, Protocol
+from typing import Protocol
 
-from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind
-from scrape_pipeline.receiver.payload import EVENT_KINDS
-from scrape_pipeline.runs.evidence import CandidateSource, first_seen
-
-EVENT_OF_KIND: Final[Mapping[JobKind, str]] = {kind: event for event, kind in EVENT_KINDS.items()}
+from scrape_pipeline.runs.evidence import first_seen
 
 
 class DeliveryLog(Protocol):
@@ -36,9 +32,7 @@ class DeliveryLogCandidates:
         self.log = log
 
     def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
-        event = EVENT_OF_KIND.get(kind)
-        if event is None:
-            return
+        event = f"{kind}_completed"  # the API's names (``receiver.payload.EVENT_KINDS``)
         try:
             hooks = [h for h in self.log.list_webhooks() if h.event_type == event]
         except NotFoundError:
@@ -59,23 +53,3 @@ class DeliveryLogCandidates:
                     yield delivery.job_id
         except NotFoundError:
             return  # deleted while being read: what it named before is kept
-
-
-class AnyOf:
-    """The candidates of several sources, each id once; a source that fails gives nothing,
-    unless every source failed (the first failure is raised: the entries stay in doubt)."""
-
-    def __init__(self, *sources: CandidateSource) -> None:
-        self.sources: Sequence[CandidateSource] = sources
-
-    def candidates(self, kind: JobKind, since: float) -> Iterable[str]:
-        named: list[str] = []
-        failures: list[PipelineError] = []
-        for source in self.sources:
-            try:
-                named += source.candidates(kind, since)
-            except PipelineError as exc:
-                failures.append(exc)
-        if failures and len(failures) == len(self.sources):
-            raise failures[0]
-        return list(dict.fromkeys(named))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_transaction_canceled, unavailable
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger.attributes import OUTBOX_AT, RowPrefix
+from scrape_pipeline.ledger.attributes import OUTBOX_AT
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.table import DEFAULT_TTL_DAYS
 from scrape_pipeline.runs import moves
@@ -27,7 +27,7 @@ from scrape_pipeline.runs.dynamo_items import (
     head_key,
     send,
 )
-from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, BaseJournal, Entry
+from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, Entry, Journal
 from scrape_pipeline.runs.moves import EntryState, Move
 from scrape_pipeline.runs.plan import Run, RunMode
 
@@ -41,7 +41,7 @@ _BATCH: Final = 100  # BatchGetItem's and TransactWriteItems' limit
 _RECORDING: Final = frozenset({moves.SUBMIT.verb, moves.ADOPT.verb})
 
 
-class DynamoJournal(BaseJournal):
+class DynamoJournal(Journal):
     """A journal in the ledger table ``table_name`` (``client``: a boto3 DynamoDB client)."""
 
     def __init__(
@@ -60,9 +60,6 @@ class DynamoJournal(BaseJournal):
         self._ledger = Ledger(table_name, client=client, ttl_days=ttl_days)
         self._announcer = Announcer(self._ledger, client=client, sleep=sleep)
         self._modes: dict[str, RunMode] = {}  # a run's mode never changes: read once
-
-    def close(self) -> None:
-        """Nothing to close (the client is the caller's)."""
 
     def _insert_run(self, run: Run, entries: Sequence[Entry]) -> bool:
         head = {
@@ -133,28 +130,11 @@ class DynamoJournal(BaseJournal):
             created_at=float(found["created_at"]["N"]),
         )
 
-    def runs(self) -> list[Run]:
-        """Every run of the table, oldest first (``runs list``): a Scan for the heads."""
-        names: list[str] = []
-        request: dict[str, Any] = {
-            "FilterExpression": f"begins_with({PK}, :run) AND attribute_exists(fingerprint)",
-            "ExpressionAttributeValues": {":run": {"S": str(RowPrefix.RUN)}},
-            "ProjectionExpression": PK,
-        }
-        while True:
-            page = self._call("Scan", **request)
-            names += [item[PK]["S"].removeprefix(RowPrefix.RUN) for item in page.get("Items", [])]
-            if not page.get("LastEvaluatedKey"):
-                break
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        found = [run for name in names if (run := self.run(name)) is not None]
-        return sorted(found, key=lambda r: (r.created_at, r.name))
-
     def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
         run = self.run(name)
         if run is None:
             return []
-        wanted = {EntryState(s) for s in states}
+        wanted = set(states)  # a StrEnum: its values match too
         found = [e for e in self._read_all(name, run.entries) if not wanted or e.state in wanted]
         return sorted(found, key=lambda e: e.index)
 
@@ -221,7 +201,7 @@ class DynamoJournal(BaseJournal):
         encoded = encode({name: values[name] for name in values if name in FIELDS})
         names = {f"#{name}": name for name in encoded}
         placeholders = {f":{name}": value for name, value in encoded.items()}
-        now = float(values["updated_at"])  # every move writes it (``BaseJournal._move``)
+        now = float(values["updated_at"])  # every move writes it (``Journal._move``)
         placeholders[":ttl"] = {"N": str(int(now + self._ttl_s))}
         where, condition_names, condition_values = condition(move, guard_value)
         sets = ", ".join(f"#{name} = :{name}" for name in encoded)

@@ -43,7 +43,7 @@ class Submitter(Posting):
         settings: SubmitterSettings | None = None,
         owner: str | None = None,
         announce: Callable[[str, str], None] | None = None,
-        listener: Callable[[Event], None] | None = None,
+        listener: Callable[[Event], None] = lambda event: None,
         rng: random.Random | None = None,
         evidence: CandidateSource | None = None,
         pace: Pace | None = None,
@@ -55,7 +55,7 @@ class Submitter(Posting):
         self.settings = settings or SubmitterSettings()
         self.owner = owner or new_owner()
         self._announce = announce
-        self._listener = listener or (lambda event: None)
+        self._listener = listener
         self._rng = rng or random.Random()  # backoff jitter only
         self._evidence = evidence  # names batches and crawls no API lists (evidence.py)
         self.pace = pace
@@ -83,9 +83,7 @@ class Submitter(Posting):
         """Post every entry of a planned run not settled yet; past ``time_left`` (seconds) no
         entry is claimed nor wait begun, and the rest is left as it was (``cut``)."""
         run = planned.run
-        self._posts, self._not_acted, self._stopped = 0, 0, None
-        self._looked_up = set()
-        self._time_left = time_left or (lambda: math.inf)
+        self._begin(time_left)
         try:
             was_cut = self._work(run)
         except _OutOfTimeError:
@@ -108,11 +106,7 @@ class Submitter(Posting):
         self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
         # Only doubts already listable now: the rest are looked up after posting, not waited for.
         self._settle_doubts(run, ready_only=True)
-        planned_entries = self.journal.entries(run.name, [S.PLANNED])
-        if self.pace is None or self.pace.settings.workers == 1:
-            was_cut = self._post_serially(run, planned_entries)
-        else:
-            was_cut = self._post_in_parallel(run, planned_entries, self.pace.settings.workers)
+        was_cut = self._post_all(run, self.journal.entries(run.name, [S.PLANNED]))
         if self._stopped is None and not was_cut:
             self._wait_for_held(run)
             self._settle_doubts(run)
@@ -121,41 +115,48 @@ class Submitter(Posting):
     def settle(self, run: Run, *, post_unfound: bool = False) -> list[Entry]:
         """Resolve what is in doubt without posting planned entries (``runs resolve``); an
         extract not found is posted again only with ``post_unfound``. The entries after."""
+        self._begin(None, post_unfound=post_unfound)
+        self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
+        self._settle_doubts(run)
+        return self.journal.entries(run.name)
+
+    def _begin(self, time_left: Callable[[], float] | None, *, post_unfound: bool = True) -> None:
+        """A call's counters, afresh."""
         self._posts, self._not_acted, self._stopped = 0, 0, None
         self._looked_up, self._post_unfound = set(), post_unfound
-        self._time_left = lambda: math.inf
-        try:
-            self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
-            self._settle_doubts(run)
-        finally:
-            self._post_unfound = True
-        return self.journal.entries(run.name)
+        self._time_left = time_left or (lambda: math.inf)
 
     def _settle_doubts(self, run: Run, *, ready_only: bool = False) -> None:
         """Expire leases run out; adopt the job found for an entry in doubt, else post an
         extract again. ``ready_only``: skip extracts the list may not show yet, and batches and
         crawls (their evidence is read once, after posting)."""
         self._expire_leases(run)
-        if run.mode is not RunMode.ASYNC:
-            if ready_only:
-                return
-            found = evidenced(
-                self._evidence, self.client, self.journal, run, skew_s=self.settings.skew_s
-            )
-            for entry, job_id in found:
-                with contextlib.suppress(MoveRefusedError):  # another submitter settled it
-                    self._submitted(run, entry, job_id, None, EventKind.ADOPTED)
-            return
+        if run.mode is RunMode.ASYNC:
+            self._look_up_doubts(run, waits=ready_only or not self.settings.wait_for_doubts)
+        elif not ready_only:
+            self._adopt_evidenced(run)
+
+    def _adopt_evidenced(self, run: Run) -> None:
+        """Adopt each batch or crawl in doubt that later evidence names (no API lists them)."""
+        found = evidenced(
+            self._evidence, self.client, self.journal, run, skew_s=self.settings.skew_s
+        )
+        for entry, job_id in found:
+            with contextlib.suppress(MoveRefusedError):  # another submitter settled it
+                self._submitted(run, entry, job_id, None, EventKind.ADOPTED)
+
+    def _look_up_doubts(self, run: Run, *, waits: bool) -> None:
+        """Resolve each extract in doubt once a call; ``waits``: skip those the job list may
+        not cover yet rather than wait for it."""
         taken = Held(self.journal, run)  # every run's jobs: never adopted by another
         for entry in self.journal.entries(run.name, [S.IN_DOUBT]):
             if entry.index in self._looked_up or self._stopped is not None:
                 continue
             posted_at = entry.posted_at if entry.posted_at is not None else self._t()
-            waits = ready_only or not self.settings.wait_for_doubts
             if waits and posted_at + self.settings.listing_delay_s > self._t():
                 continue
             self._looked_up.add(entry.index)
-            self._resolve(run, entry, taken)
+            self._resolve(run, entry, posted_at, taken)
 
     def _expire_leases(self, run: Run) -> None:
         """Entries another submitter left posting past its lease, or whose process is gone:
@@ -172,8 +173,7 @@ class Submitter(Posting):
             except MoveRefusedError:
                 continue  # its submitter answered after all
 
-    def _resolve(self, run: Run, entry: Entry, taken: Held) -> None:
-        posted_at = entry.posted_at if entry.posted_at is not None else self._t()
+    def _resolve(self, run: Run, entry: Entry, posted_at: float, taken: Held) -> None:
         if posted_at + self.settings.listing_delay_s > self._t():
             self._tell(EventKind.CATCHING_UP, entry)  # a look-up before proves nothing
         self._wait_until(posted_at + self.settings.listing_delay_s)
@@ -199,22 +199,22 @@ class Submitter(Posting):
     def _look_up(self, url: str, posted_at: float, taken: Held) -> JobSummary | None:
         """``find_created`` at the pace's rate, tried again as the client would a read: a 429
         pauses every worker, other errors back off."""
-        tries = LOOKUP_TRIES if self.pace is not None else 1
-        for attempt in range(1, tries + 1):
+        pace = self.pace  # without one, a lookup is tried once (the client's own policy)
+        for attempt in range(1, LOOKUP_TRIES + 1):
             sent_at = self._turn()
             try:
                 return find_created(
                     self.client, url, posted_at, skew_s=self.settings.skew_s, claims=taken
                 )
             except GeonodeError as exc:
-                if attempt == tries or not may_retry(exc, is_read=True):
+                if pace is None or attempt == LOOKUP_TRIES or not may_retry(exc, is_read=True):
                     raise
-                retry_after = exc.retry_after if isinstance(exc, RateLimitedError) else None
+                limited = isinstance(exc, RateLimitedError)
                 with self._lock:
                     ceiling = min(self.settings.backoff_max_s, 2 ** (attempt - 1))
-                    wait = retry_after or self._rng.uniform(0.0, ceiling)
-                if self.pace is not None and isinstance(exc, RateLimitedError):
-                    self.pace.throttled(sent_at, wait)
+                    wait = (exc.retry_after if limited else None) or self._rng.uniform(0, ceiling)
+                if limited:
+                    pace.throttled(sent_at, wait)
                 else:
                     self._nap(wait)
         return None  # not reached: the last try returns or raises

@@ -6,20 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache, partial
-from itertools import chain
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
-from scrape_pipeline.jobs import JobKind, JobState
+from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.doubt import Held
 from scrape_pipeline.runs.journal import Entry, Journal
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
-
-if TYPE_CHECKING:
-    from scrape_pipeline.ledger.full import Ledger
 
 # A batch's first page, with its counters: most wrong candidates are told apart by it.
 _FIRST_PAGE: Final = 50
@@ -52,14 +48,12 @@ def find_by_evidence(
     *,
     taken: Collection[str] = (),
 ) -> str | None:
-    """The id of the ``mode`` job posted for ``urls`` that ``source`` saw since ``since``."""
-    if mode is RunMode.ASYNC:
-        raise ValueError("an extract in doubt is looked up in the job list (doubt.find_created)")
-    kind = JobKind(mode.kind)
-    for job_id in source.candidates(kind, since):
+    """The id of the ``mode`` job (a batch or crawl: an extract is ``doubt.find_created``'s)
+    posted for ``urls`` that ``source`` saw since ``since``."""
+    check = _is_batch if mode is RunMode.BATCH else _is_crawl
+    for job_id in source.candidates(JobKind(mode.kind), since):
         if job_id in taken:
             continue
-        check = _is_batch if kind is JobKind.BATCH else _is_crawl
         try:
             matched = check(reader, job_id, urls, since)
         except NotFoundError:
@@ -77,10 +71,10 @@ def evidenced(
     *,
     skew_s: float,
 ) -> Iterator[tuple[Entry, str]]:
-    """Each batch or crawl of ``run`` in doubt that ``source`` names, with its job's id (a
-    lookup that fails leaves its entry in doubt)."""
+    """Each batch or crawl of ``run`` (not an extract run's) in doubt that ``source`` names,
+    with its job's id (a lookup that fails leaves its entry in doubt)."""
     doubted = journal.entries(run.name, [EntryState.IN_DOUBT])
-    if source is None or run.mode is RunMode.ASYNC or not doubted:
+    if source is None or not doubted:
         return
     taken = {e.job_id for e in journal.entries(run.name) if e.job_id}
     sinces = [_since(entry, skew_s) for entry in doubted]
@@ -192,39 +186,3 @@ def _created_since(head: BatchStatus, since: float) -> bool:
         return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() >= since
     except ValueError:
         return True
-
-
-# The states a row of a job not finished is in: what the ledger's pending index holds.
-_NOT_DONE: Final = tuple(state for state in JobState if state is not JobState.DONE)
-
-
-class LedgerCandidates:
-    """Batches and crawls the ledger has rows for: one bounded Query of the pending index per
-    state not DONE; ``scan_done`` also Scans the table (billed as reading all of it) for rows
-    DONE already: for an operator's ``runs resolve``, never a submitter's loop."""
-
-    def __init__(self, ledger: Ledger, *, scan_done: bool = False, page: int = 100) -> None:
-        self.ledger = ledger
-        self.scan_done = scan_done
-        self.page = page
-
-    def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
-        found = self._pending(kind, since)
-        if self.scan_done:
-            found = chain(found, self._scanned(kind, since))
-        return first_seen(found)
-
-    def _pending(self, kind: JobKind, since: float) -> Iterator[str]:
-        until = self.ledger.clock.time() + 1.0
-        for state in _NOT_DONE:
-            cursor: dict[str, Any] | None = None
-            while True:
-                rows, cursor = self.ledger.pending(
-                    state, since_before=until, since_after=since, limit=self.page, cursor=cursor
-                )
-                yield from (r.key.job_id for r in rows if r.key.kind is kind)
-                if not cursor:
-                    break
-
-    def _scanned(self, kind: JobKind, since: float) -> Iterator[str]:
-        return self.ledger.created_since(kind, since)

@@ -67,12 +67,6 @@ class Move:
     guard: Guard = Guard.NONE
     why: str = ""
 
-    def allows(self, before: EntryState, after: EntryState) -> bool:
-        """This move may take an entry in ``before`` to ``after``."""
-        if before not in self.sources:
-            return False
-        return after == (self.target or before)
-
     def admits(self, mode: RunMode | None) -> bool:
         """A run of ``mode`` passes this move's run guard (None: the run is not known)."""
         modes = RUN_GUARDS.get(self.guard)
@@ -102,17 +96,5 @@ MOVES: Final = (
     PLAN, CLAIM, SUBMIT, REJECT, RELEASE, DOUBT, EXPIRE, ABANDON, ADOPT, RECLAIM, ANNOUNCE,
     REPOST,
 )  # fmt: skip
-BY_VERB: Final = {move.verb: move for move in MOVES}
 # An entry in one of these is settled for the submitter: nothing more is posted for it.
 FINAL: Final = (S.SUBMITTED, S.REJECTED)
-
-
-def markdown() -> str:
-    """The table as markdown, one line per move (the README's submit section shows it)."""
-    lines = ["| verb | from | to | guard | why |", "|---|---|---|---|---|"]
-    for move in MOVES:
-        target = move.target.value if move.target else "(unchanged)"
-        sources = ", ".join(s.value for s in move.sources)
-        row = (f"`{move.verb}`", sources, target, move.guard.value or "—", move.why)
-        lines.append(f"| {' | '.join(row)} |")
-    return "\n".join(lines) + "\n"

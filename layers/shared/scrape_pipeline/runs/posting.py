@@ -80,32 +80,18 @@ class Posting:
     def _out_of_time(self) -> bool:
         return self._time_left() <= 0
 
-    def _post_serially(self, run: Run, entries: Sequence[Entry]) -> bool:
-        """Post ``entries`` one after another; True when the caller's time ended it."""
-        for entry in entries:
-            if self._out_of_time():
-                return True
-            try:
-                self._post_planned(run, entry)
-            except _OutOfTimeError:
-                return True
-            if self._stopped is not None:
-                break
-        return False
-
-    def _post_in_parallel(self, run: Run, entries: Sequence[Entry], workers: int) -> bool:
-        """Post ``entries`` with up to ``workers`` threads (``workers.PostingPool``); True when
-        the caller's time ended it."""
-        pace = self.pace
-        assert pace is not None
+    def _post_all(self, run: Run, entries: Sequence[Entry]) -> bool:
+        """Post ``entries`` with the pace's workers (one without a pace) in a
+        ``workers.PostingPool``; True when the caller's time ended it."""
         pool = PostingPool(
             entries,
             post=lambda entry: self._post_planned(run, entry),
-            concurrency=pace.concurrency,
+            concurrency=self.pace.concurrency if self.pace is not None else lambda: 1,
             stopped=lambda: self._stopped is not None,
             out_of_time=self._out_of_time,
             lock=self._lock,
         )
+        workers = self.pace.settings.workers if self.pace is not None else 1
         return pool.run(workers, lambda: self._doubt_in_flight(_INTERRUPTED))
 
     def _doubt_in_flight(self, reason: str) -> None:
@@ -190,23 +176,18 @@ class Posting:
             return self.client.create_crawl(urls[0], **options)
         return self.client.submit_extract(urls[0], **options)
 
-    # -- recording answers -----------------------------------------------------------------
-
     def _failed(self, claimed: Entry, outcome: Outcome, sent_at: float) -> Entry:
-        verdict, now = outcome.verdict, self._t()
-        if verdict is Verdict.REJECTED:
-            with self._lock:
-                self._not_acted = 0
-            return self._tell(
-                EventKind.REJECTED, self.journal.reject(claimed, self.owner, outcome.reason, now)
-            )
-        if verdict is Verdict.IN_DOUBT:
-            with self._lock:
-                self._not_acted = 0
-            return self._tell(
-                EventKind.IN_DOUBT, self.journal.doubt(claimed, self.owner, outcome.reason, now)
-            )
-        return self._not_acted_on(claimed, outcome, sent_at, now)
+        now = self._t()
+        recorded = {
+            Verdict.REJECTED: (EventKind.REJECTED, self.journal.reject),
+            Verdict.IN_DOUBT: (EventKind.IN_DOUBT, self.journal.doubt),
+        }.get(outcome.verdict)
+        if recorded is None:
+            return self._not_acted_on(claimed, outcome, sent_at, now)
+        with self._lock:
+            self._not_acted = 0  # the API acted, or may have: no longer "in a row"
+        kind, move = recorded
+        return self._tell(kind, move(claimed, self.owner, outcome.reason, now))
 
     def _not_acted_on(self, claimed: Entry, outcome: Outcome, sent_at: float, now: float) -> Entry:
         """An answer that says the API did not act: planned again, after a wait every worker
@@ -266,8 +247,6 @@ class Posting:
         for entry in entries:
             if entry.state is S.SUBMITTED and not entry.announced:
                 self._announced(run, entry)
-
-    # -- small helpers ---------------------------------------------------------------------
 
     def _t(self) -> float:
         return self.clock.time()

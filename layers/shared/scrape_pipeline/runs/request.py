@@ -73,14 +73,14 @@ def requests_of(body: str) -> list[Request]:
     return [_start(record) for record in records]
 
 
-def _json_object(body: str) -> dict[str, Any]:
+def _json_object(text: str, what: str = "the message") -> dict[str, Any]:
     try:
-        message = json.loads(body)
+        found = json.loads(text)
     except ValueError as exc:
-        raise BadRequestError(f"not JSON: {body[:80]!r}") from exc
-    if not isinstance(message, dict):
-        raise BadRequestError(f"not a JSON object: {body[:80]!r}")
-    return message
+        raise BadRequestError(f"{what} is not JSON: {text[:80]!r}") from exc
+    if not isinstance(found, dict):
+        raise BadRequestError(f"{what} is not a JSON object: {text[:80]!r}")
+    return found
 
 
 def _start(record: Mapping[str, Any]) -> Start:
@@ -119,7 +119,8 @@ def parse_urls(text: str) -> list[str]:
 
 def spec_of(urls_text: str, options_text: str | None) -> RunSpec:
     """The run a URL list and its options file describe; BadRequestError when they do not."""
-    raw = _options(options_text)
+    text = (options_text or "").strip()
+    raw = _json_object(text, "the options file") if text else {}
     unknown = sorted(set(raw) - _OPTIONS)
     if unknown:
         raise BadRequestError(f"unknown options {unknown}; known: {sorted(_OPTIONS)}")
@@ -159,18 +160,6 @@ def _only_for(raw: Mapping[str, Any], name: str, mode: RunMode, owner: RunMode) 
     if mode is not owner:
         raise BadRequestError(f"{name} applies to mode {owner.value}")
     return _whole(raw, name, 1)
-
-
-def _options(text: str | None) -> dict[str, Any]:
-    if text is None or not text.strip():
-        return {}
-    try:
-        raw = json.loads(text)
-    except ValueError as exc:
-        raise BadRequestError("the options file is not JSON") from exc
-    if not isinstance(raw, dict):
-        raise BadRequestError("the options file is not a JSON object")
-    return raw
 
 
 def _whole(raw: Mapping[str, Any], name: str, default: int) -> int:

@@ -46,8 +46,22 @@ class PostingPool:
         self._crashes: list[BaseException] = []
 
     def run(self, workers: int, on_interrupt: Callable[[], None]) -> bool:
-        """Post every entry with ``workers`` threads; True when the caller's time ended it."""
-        run_threads(self._worker, workers, self._halt, on_interrupt)
+        """Post every entry with ``workers`` threads; True when the caller's time ended it.
+        Anything raised here halts them, and Ctrl-C hands what is in flight to ``on_interrupt``."""
+        threads = [
+            threading.Thread(target=self._worker, name=f"submit-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException as exc:
+            self._halt.set()
+            if isinstance(exc, KeyboardInterrupt):
+                on_interrupt()
+            raise
         if self._crashes:
             raise self._crashes[0]
         return self._cut.is_set()
@@ -94,29 +108,6 @@ class PostingPool:
         self._halt.set()
         with self._gate:
             self._gate.notify_all()
-
-
-def run_threads(
-    worker: Callable[[], None],
-    workers: int,
-    halt: threading.Event,
-    on_interrupt: Callable[[], None],
-) -> None:
-    """``workers`` threads of ``worker``, joined; anything raised here halts them, and Ctrl-C
-    hands what is in flight to ``on_interrupt`` (in doubt at once)."""
-    threads = [
-        threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(workers)
-    ]
-    for thread in threads:
-        thread.start()
-    try:
-        for thread in threads:
-            thread.join()
-    except BaseException as exc:
-        halt.set()
-        if isinstance(exc, KeyboardInterrupt):
-            on_interrupt()
-        raise
 
 
 def new_owner() -> str:
