@@ -11,6 +11,7 @@ write. Crashes are drawn from a seeded RNG.
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -393,18 +394,20 @@ def _kill_before_put_events(
 
 
 class _KillingClient:
-    """The retrier's Geonode client, dying after the API answered some item POSTs: the job
-    exists and nothing noted it, so the next holder must find it in the job list."""
+    """The resubmitter's Geonode client, dying after the API answered some item POSTs: the job
+    exists and nothing noted it, so the next holder must find it in the job list. Only item
+    retries die (``armed`` in the thread running one), not a failed job's resubmission."""
 
     def __init__(self, client: Any, rate: float, rng: random.Random, counts: dict[str, int]):
         self._client = client
         self._rate = rate
         self._rng = rng
         self._counts = counts
+        self.armed = threading.local()
 
     def submit_extract(self, *args: Any, **kwargs: Any) -> Any:
         submitted = self._client.submit_extract(*args, **kwargs)
-        if self._rng.random() < self._rate:
+        if getattr(self.armed, "on", False) and self._rng.random() < self._rate:
             self._counts["item-post"] += 1
             raise _Crash("processor killed after an item's retry POST")
         return submitted
@@ -416,8 +419,18 @@ class _KillingClient:
 def _kill_after_item_posts(
     stack: Any, rate: float, rng: random.Random, counts: dict[str, int]
 ) -> None:
-    retrier = stack.handlers["processor"].get_processor()[0]._retrier
-    retrier._client = _KillingClient(retrier._client, rate, rng, counts)
+    resubmitter = stack.handlers["processor"].get_processor()[0]._resubmitter
+    killing = resubmitter._client = _KillingClient(resubmitter._client, rate, rng, counts)
+    retry_item = resubmitter.retry_item
+
+    def armed_retry_item(*args: Any, **kwargs: Any) -> Any:
+        killing.armed.on = True
+        try:
+            return retry_item(*args, **kwargs)
+        finally:
+            killing.armed.on = False
+
+    resubmitter.retry_item = armed_retry_item
 
 
 # Where each batch or crawl is killed once: ten items into its second page.
