@@ -49,7 +49,7 @@ from scrape_pipeline.ledger.lifecycle import (
 )
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LeaseLostError
-from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.create import create_ledger_table, create_queues
@@ -181,7 +181,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.ledger = SpyLedger(self.table, client=aws.dynamodb, clock=self.clock)
         self.recoverer = Recoverer(
             self.ledger,
-            JobQueue(self.queue_url, client=aws.sqs),
+            BulkSender(self.queue_url, client=aws.sqs),
             RecoverySettings(stale_after_seconds=STALE_AFTER_SECONDS),
             clock=self.clock,
         )
