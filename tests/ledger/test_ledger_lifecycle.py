@@ -18,9 +18,9 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.lifecycle import ABSENT, MOVES, RECORD, RowState, Verb
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline_local.clock import ManualClock
 from tests.conftest import OFFLINE_AWS_ENV
 from tests.support.ledger import Ledger

@@ -36,6 +36,7 @@ from moto import mock_aws
 
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger.attributes import PENDING_INDEX
+from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.lifecycle import (
     ABSENT,
     DONE,
@@ -48,7 +49,6 @@ from scrape_pipeline.ledger.lifecycle import (
     Verb,
 )
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock

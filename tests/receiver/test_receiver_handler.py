@@ -12,7 +12,7 @@ import pytest
 
 import scrape_pipeline.ledger.intake as intake_module
 from scrape_pipeline import clock as clocks
-from scrape_pipeline.ledger.lifecycle import decide
+from scrape_pipeline.ledger.decide import decide
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import (

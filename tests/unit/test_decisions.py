@@ -24,17 +24,9 @@ from scrape_pipeline.jobs import (
     Source,
 )
 from scrape_pipeline.ledger import lifecycle
-from scrape_pipeline.ledger.lifecycle import (
-    ABSENT,
-    Decision,
-    Evidence,
-    Move,
-    Policy,
-    Seen,
-    Why,
-    decide,
-    recovery_evidence,
-)
+from scrape_pipeline.ledger.decide import decide, recovery_evidence
+from scrape_pipeline.ledger.evidence import Decision, Evidence, Policy, Seen, Why
+from scrape_pipeline.ledger.lifecycle import ABSENT, Move
 from scrape_pipeline.ledger.rows import LedgerRow
 
 NOW = 1_900_000_000.0  # whole, so NOW - 120.5 and the like are exact

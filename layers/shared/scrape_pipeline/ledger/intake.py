@@ -9,8 +9,15 @@ from dataclasses import dataclass, replace
 from scrape_pipeline.jobs import JobKey, JobState, Outcome, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
+from scrape_pipeline.ledger.evidence import (
+    Decision,
+    Evidence,
+    Policy,
+    Seen,
+    Why,
+    webhook_decision,
+)
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
-from scrape_pipeline.ledger.lifecycle import Decision, Evidence, Policy, Seen, Why, decide
 from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
 from scrape_pipeline.ledger.table import (
     ConditionFailedError,
@@ -92,7 +99,7 @@ class Intake(LedgerTable):
             return Taken(Why.NEW, written=recorded.row)
         row = recorded.row
         evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, delivery_id)
-        decision = decide(row, evidence, self.clock.time(), policy)
+        decision = webhook_decision(row, evidence, self.clock.time(), policy)
         if (written := self._make(decision.move, row, delivery_id)) is not None:
             return Taken(decision.why, row, written)
         return self._instead(decision.otherwise or decision, row)

@@ -36,15 +36,6 @@ class LedgerError(PipelineError):
     """Base of the ledger's own errors (AWS failures raise ``AWSUnavailableError``)."""
 
 
-class LeaseLostError(LedgerError):
-    """The caller no longer holds the job's lease; ``row`` is the row as it is now."""
-
-    def __init__(self, key: JobKey, row: LedgerRow | None) -> None:
-        super().__init__(f"lease on {key.pk} is not held")
-        self.key = key
-        self.row = row
-
-
 class ConditionFailedError(LedgerError):
     """A conditional write was refused; ``old`` is the item as it was (None: no item)."""
 

@@ -57,9 +57,8 @@ from scrape_pipeline.jobs import (
     Source,
     source_proven,
 )
-from scrape_pipeline.ledger.leases import Streak, new_owner_id
+from scrape_pipeline.ledger.leases import LeaseLostError, Streak, new_owner_id
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.closing import Closer, Waker, failure_record
 from scrape_pipeline.processor.deadline import Attempt, Deadline, OutOfTimeError

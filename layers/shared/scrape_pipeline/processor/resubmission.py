@@ -23,8 +23,8 @@ from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
+from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.item_retries import RetryRef, entry, formats_of

@@ -13,8 +13,9 @@ from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.config.settings import FromEnv, number
 from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger import lifecycle
+from scrape_pipeline.ledger.decide import decide, recovery_evidence
+from scrape_pipeline.ledger.evidence import Policy
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.ledger.lifecycle import Policy, decide, recovery_evidence
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LedgerError
 from scrape_pipeline.processor.bulk_send import BulkSender, UnsentError
