@@ -55,7 +55,7 @@ from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.create import create_ledger_table, create_queues
 from tests.conftest import OFFLINE_AWS_ENV
 from tests.property.conftest import examples
-from tests.support.ledger import Ledger
+from tests.support.ledger import Ledger, allows
 
 LEASE_SECONDS = 60.0
 STALE_AFTER_SECONDS = 900.0
@@ -576,7 +576,7 @@ class LedgerMachine(RuleBasedStateMachine):
         event(where.partition(": ")[2])  # --hypothesis-show-statistics
         assert step.key == key, f"{where}, an operation on {step.key}"
         called = sorted(verb.value for verb in self.ledger.called)
-        explained = [m for m in MOVES if m.verb in called and m.allows(*move)]
+        explained = [m for m in MOVES if m.verb in called and allows(m, *move)]
         assert explained, f"{where}: no move of the lifecycle table by {called} does this"
         assert step.wrote, f"{where}, which reported no write"
         if before is not None and after is not None:

@@ -61,12 +61,6 @@ class Move:
     targets: tuple[RowState, ...]
     guard: str = ""
 
-    def allows(self, before: RowState, after: RowState) -> bool:
-        """This move may take a row in ``before`` to ``after``."""
-        if before not in self.sources:
-            return False
-        return after in self.targets if self.targets else after == before
-
 
 V = Verb  # short, so that each move is one line and the table reads as a table
 RECORD = Move(V.RECORD, (ABSENT,), WAITING)
