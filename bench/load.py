@@ -310,12 +310,12 @@ class QueueDrain:
 
     def drain_once(self) -> int:
         """One receive and one batch delete; returns how many messages there were."""
-        from scrape_pipeline.processor.queue import JobMessage
+        from scrape_pipeline.processor.queue import read_message
 
         messages = take(self._sqs, self.queue_url, WaitTimeSeconds=0)
         with self._state:
             for message in messages:
-                self.jobs[JobMessage.from_json(message["Body"]).key.pk] += 1
+                self.jobs[read_message(message["Body"]).key.pk] += 1
             self._received += len(messages)
             self._state.notify_all()
         return len(messages)

@@ -18,7 +18,7 @@ from bench.aws_calls import AwsCalls, event_source_on
 from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobState, Outcome
 from scrape_pipeline.ledger.attributes import PARTITION_KEY, STATE_SINCE, TTL_ATTRIBUTE
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.processor.queue import JobMessage
+from scrape_pipeline.processor.queue import read_message
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.wiring.reconciler import build_reconciler
@@ -239,7 +239,7 @@ def processor(ledger: Ledger) -> Any:
     """A processor handler that stores every job of its SQS batch."""
 
     def handle(event: dict[str, Any], _context: Any) -> dict[str, Any]:
-        messages = [JobMessage.from_json(record["body"]) for record in event["Records"]]
+        messages = [read_message(record["body"]) for record in event["Records"]]
         by_source: dict[str, list[JobKey]] = {}
         for message in messages:
             by_source.setdefault(message.source, []).append(message.key)

@@ -32,8 +32,11 @@ NOT_IMPORTED = {
         # What it never runs of its own modules: the queue's batch sends, the API's settings,
         # and the other functions' shared wiring.
         "scrape_pipeline.processor.queue",
+        "scrape_pipeline.processor.bulk_send",
         "scrape_pipeline.geonode.settings",
         "scrape_pipeline.wiring.stores",
+        # The sweeps' decisions (a webhook's rule is ``ledger.evidence``'s).
+        "scrape_pipeline.ledger.decide",
     },
     "processor": {
         "scrape_pipeline.reconciler.run",
@@ -47,6 +50,14 @@ NOT_IMPORTED = {
         "scrape_pipeline.receiver.signatures",
         "scrape_pipeline.receiver.secret_store",
         "scrape_pipeline.runs.journal",
+        # The ledger's intake and the sweeps' decisions, the reconciler's batch sends, the
+        # webhook answers of the API client.
+        "scrape_pipeline.ledger.intake",
+        "scrape_pipeline.ledger.full",
+        "scrape_pipeline.ledger.evidence",
+        "scrape_pipeline.ledger.decide",
+        "scrape_pipeline.processor.bulk_send",
+        "scrape_pipeline.geonode.webhooks",
     },
     "reconciler": {
         "scrape_pipeline.processor.processing",
@@ -55,6 +66,37 @@ NOT_IMPORTED = {
         "scrape_pipeline.wiring.processor",
     },
 }
+
+
+# Functions and methods a function must not load, in a module it does load (a module
+# that carried them once: the split must hold).
+NOT_LOADED = {
+    "receiver": {
+        "scrape_pipeline.processor.message.JobMessage.from_json",
+        "scrape_pipeline.ledger.lifecycle.decide",
+        "scrape_pipeline.ledger.lifecycle.recovery_evidence",
+    },
+    "processor": {
+        "scrape_pipeline.processor.queue.JobQueue.send_many",
+        "scrape_pipeline.ledger.lifecycle.decide",
+    },
+}
+_LOADED_NAMES = """
+import json, sys
+import app
+found = []
+for path in json.loads(sys.argv[1]):
+    names = path.split(".")
+    for cut in range(len(names) - 1, 0, -1):
+        module = ".".join(names[:cut])
+        if module in sys.modules:
+            target = sys.modules[module]
+            for name in names[cut:]:
+                target = getattr(target, name, None)
+            found += [path] if target is not None else []
+            break
+print(json.dumps(found))
+"""
 
 
 def imported_by(function: str) -> set[str]:
@@ -78,6 +120,21 @@ def test_each_function_imports_its_own_wiring_and_not_the_others_logic(function:
     # THEN its own wiring module is loaded, and none of another function's logic
     assert f"scrape_pipeline.wiring.{function}" in modules
     assert sorted(modules & NOT_IMPORTED[function]) == []
+
+
+@pytest.mark.parametrize("function", sorted(NOT_LOADED))
+def test_each_function_loads_only_the_functions_it_runs(function: str) -> None:
+    # GIVEN a function's handler module, imported alone as in its own container
+    found = subprocess.run(
+        [sys.executable, "-c", _LOADED_NAMES, json.dumps(sorted(NOT_LOADED[function]))],
+        cwd=REPO / "functions" / function,
+        env={**os.environ, "PYTHONPATH": str(REPO / "layers" / "shared")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # THEN none of what another function runs came with the modules it loaded
+    assert json.loads(found.stdout) == []
 
 
 def test_functions_of_reads_handlers_and_environment_like_lambda(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ import boto3
 import pytest
 
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.processor.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.bulk_send import BulkSender
+from scrape_pipeline.processor.message import JobMessage
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimConfig
 from scrape_pipeline_local.stack import LocalStack, StackSettings
@@ -31,7 +32,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
 
 def send(stack: LocalStack, kind: JobKind, job_ids: list[str]) -> None:
     assert stack.resources is not None
-    queue = JobQueue(stack.resources.queue_url, client=boto3.client("sqs"))
+    queue = BulkSender(stack.resources.queue_url, client=boto3.client("sqs"))
     queue.send_many([JobMessage(JobKey(kind, job_id), "test") for job_id in job_ids])
 
 

@@ -15,9 +15,9 @@ from moto import mock_aws
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
-from scrape_pipeline.ledger.leases import Streak
+from scrape_pipeline.ledger.leases import LeaseLostError, Streak
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS, LeaseLostError
+from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.ledger import Ledger
 from tests.support.template import create_ledger_table, moto_server

@@ -27,8 +27,7 @@ from moto import mock_aws
 
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
-from scrape_pipeline.ledger.leases import Streak
-from scrape_pipeline.ledger.table import LeaseLostError
+from scrape_pipeline.ledger.leases import LeaseLostError, Streak
 from scrape_pipeline_local.clock import ManualClock
 from tests.support.ledger import Ledger
 from tests.support.template import create_ledger_table

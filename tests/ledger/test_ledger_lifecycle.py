@@ -18,12 +18,12 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.jobs import REASON_UNKNOWN_JOB, JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.lifecycle import ABSENT, MOVES, RECORD, RowState, Verb
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
 from scrape_pipeline_local.clock import ManualClock
 from tests.conftest import OFFLINE_AWS_ENV
-from tests.support.ledger import Ledger
+from tests.support.ledger import Ledger, allows
 from tests.support.template import create_ledger_table
 
 LEASE = 60.0
@@ -148,6 +148,6 @@ def test_ledger_writes_exactly_the_moves_of_the_lifecycle_table(
         assert after == before, f"{verb} wrote a {state.value} row: the table has no such move"
         return
     assert after != before, f"{verb} refused a {state.value} row: the table has {may}"
-    assert any(move.allows(state, moved_to) for move in may), (
+    assert any(allows(move, state, moved_to) for move in may), (
         f"{verb} took a {state.value} row to {moved_to.value}, not a to-state of {may}"
     )

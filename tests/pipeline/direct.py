@@ -7,7 +7,8 @@ import boto3
 
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.processor.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.bulk_send import BulkSender
+from scrape_pipeline.processor.message import JobMessage
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, outcome_keys, stored_versions, truth
 
@@ -34,7 +35,7 @@ def settled_jobs(
 def enqueue(stack: LocalStack, ids: list[str]) -> None:
     """One message per extract job, sent to the stack's queue."""
     assert stack.resources is not None
-    queue = JobQueue(stack.resources.queue_url, client=boto3.client("sqs"))
+    queue = BulkSender(stack.resources.queue_url, client=boto3.client("sqs"))
     queue.send_many([JobMessage(JobKey(JobKind.EXTRACT, job_id), "test") for job_id in ids])
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import SOURCE_JOB_LIST
-from scrape_pipeline.processor.queue import BATCH_MAX, JobMessage
+from scrape_pipeline.processor.queue import BATCH_MAX, read_message
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline_local.stack import LocalStack, StackSettings
@@ -115,7 +115,7 @@ def failing_entries(
     def send_message_batch(**kwargs: Any) -> Any:
         passed, failed = [], []
         for entry in kwargs["Entries"]:
-            job_id = JobMessage.from_json(entry["MessageBody"]).key.job_id
+            job_id = read_message(entry["MessageBody"]).key.job_id
             if job_id in fails and fails[job_id] < times:
                 fails[job_id] += 1
                 failed.append({"Id": entry["Id"], "SenderFault": False, "Code": "InternalError"})
@@ -189,7 +189,7 @@ def test_send_many_raises_when_entries_fail_twice(
     stack = make_stack(StackSettings(reconcile_interval=NO_SCHEDULE))
     found = reconciler(stack)
     queue = found._recoverer._queue
-    messages = [JobMessage.from_json(f'{{"kind":"extract","job_id":"j{i}"}}') for i in range(12)]
+    messages = [read_message(f'{{"kind":"extract","job_id":"j{i}"}}') for i in range(12)]
     fails: Counter[str] = Counter({"j11": 0})
     failing_entries(monkeypatch, found, fails, times=ALWAYS)
     # WHEN twelve are sent, THEN the failure is raised after one retry

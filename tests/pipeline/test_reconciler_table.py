@@ -20,7 +20,7 @@ from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.reconciler import run as reconciler_module
 from scrape_pipeline.reconciler.recovery import Recoverer
 from scrape_pipeline.reconciler.run import (
@@ -100,7 +100,7 @@ def test_a_sweep_added_as_one_class_and_one_row_runs_in_its_share_at_its_cadence
         ReconcilerSettings(),
         ledger=ledger,
         client=GeonodeClient("unused", base_url="http://127.0.0.1:9"),
-        recoverer=Recoverer(ledger, JobQueue(queue_url, client=aws["sqs"]), clock=clock),
+        recoverer=Recoverer(ledger, BulkSender(queue_url, client=aws["sqs"]), clock=clock),
         clock=clock,
     )
     # WHEN a run has 100 s left (80 after the 20 s margin)

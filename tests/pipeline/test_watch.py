@@ -21,7 +21,7 @@ from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.reconciler.recovery import Recoverer
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.sweeps import Budget, unlimited
@@ -94,7 +94,7 @@ def batch_watcher(aws: dict[str, Any], ledger: Ledger, clock: ManualClock) -> Wa
         WatchSettings(poll_seconds=POLL),
         ledger=ledger,
         client=GeonodeClient("unused", base_url="http://127.0.0.1:9"),
-        recoverer=Recoverer(ledger, JobQueue(aws["queue"], client=aws["sqs"]), clock=clock),
+        recoverer=Recoverer(ledger, BulkSender(aws["queue"], client=aws["sqs"]), clock=clock),
         clock=clock,
     )
 

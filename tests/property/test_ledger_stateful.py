@@ -36,6 +36,7 @@ from moto import mock_aws
 
 from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger.attributes import PENDING_INDEX
+from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.lifecycle import (
     ABSENT,
     DONE,
@@ -48,14 +49,13 @@ from scrape_pipeline.ledger.lifecycle import (
     Verb,
 )
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
-from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.reconciler.recovery import Recoverer, RecoverySettings
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.create import create_ledger_table, create_queues
 from tests.conftest import OFFLINE_AWS_ENV
 from tests.property.conftest import examples
-from tests.support.ledger import Ledger
+from tests.support.ledger import Ledger, allows
 
 LEASE_SECONDS = 60.0
 STALE_AFTER_SECONDS = 900.0
@@ -181,7 +181,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.ledger = SpyLedger(self.table, client=aws.dynamodb, clock=self.clock)
         self.recoverer = Recoverer(
             self.ledger,
-            JobQueue(self.queue_url, client=aws.sqs),
+            BulkSender(self.queue_url, client=aws.sqs),
             RecoverySettings(stale_after_seconds=STALE_AFTER_SECONDS),
             clock=self.clock,
         )
@@ -576,7 +576,7 @@ class LedgerMachine(RuleBasedStateMachine):
         event(where.partition(": ")[2])  # --hypothesis-show-statistics
         assert step.key == key, f"{where}, an operation on {step.key}"
         called = sorted(verb.value for verb in self.ledger.called)
-        explained = [m for m in MOVES if m.verb in called and m.allows(*move)]
+        explained = [m for m in MOVES if m.verb in called and allows(m, *move)]
         assert explained, f"{where}: no move of the lifecycle table by {called} does this"
         assert step.wrote, f"{where}, which reported no write"
         if before is not None and after is not None:

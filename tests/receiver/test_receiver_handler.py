@@ -12,7 +12,7 @@ import pytest
 
 import scrape_pipeline.ledger.intake as intake_module
 from scrape_pipeline import clock as clocks
-from scrape_pipeline.ledger.lifecycle import decide
+from scrape_pipeline.ledger.evidence import webhook_decision
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import (
@@ -50,21 +50,21 @@ def test_receiver_duplicate_answers_2xx_and_enqueues_nothing_more(stack: Stack, 
     assert len(stack.messages()) == 1
 
 
-def test_receiver_asks_decide_only_about_a_row_it_found(
+def test_receiver_asks_its_rule_only_about_a_row_it_found(
     stack: Stack, invoke: Invoke, monkeypatch: pytest.MonkeyPatch
 ):
-    # GIVEN the real decide, with its calls counted
+    # GIVEN the real webhook rule, with its calls counted
     asked: list[object] = []
 
     def counted(row: object, *rest: object) -> object:
         asked.append(row)
-        return decide(row, *rest)  # type: ignore[arg-type]
+        return webhook_decision(row, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(intake_module, "decide", counted)
+    monkeypatch.setattr(intake_module, "webhook_decision", counted)
     # WHEN a new job's delivery and a duplicate arrive
     invoke(delivery_body("job-1"))
     invoke(delivery_body("job-1"), headers={"X-Webhook-Delivery-Id": "dlv_2"})
-    # THEN the conditional put decided the new row; decide was asked once, about the row found
+    # THEN the conditional put decided the new row; the rule was asked once, about the row found
     assert [row is not None for row in asked] == [True]
     assert len(stack.messages()) == 1
 

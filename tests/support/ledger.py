@@ -1,11 +1,19 @@
-"""The ledger as the tests drive it: the operator's, and its moves as booleans."""
+"""The ledger as the tests drive it: the operator's, its moves as booleans, what a move allows."""
 
 from __future__ import annotations
 
 from scrape_pipeline.jobs import JobKey
+from scrape_pipeline.ledger.lifecycle import Move, RowState
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import ConditionFailedError, call
 from scrape_pipeline_ops import ledger
+
+
+def allows(move: Move, before: RowState, after: RowState) -> bool:
+    """``move`` may take a row in ``before`` to ``after`` (no targets: the state kept)."""
+    if before not in move.sources:
+        return False
+    return after in move.targets if move.targets else after == before
 
 
 class Ledger(ledger.Ledger):

@@ -24,18 +24,11 @@ from scrape_pipeline.jobs import (
     Source,
 )
 from scrape_pipeline.ledger import lifecycle
-from scrape_pipeline.ledger.lifecycle import (
-    ABSENT,
-    Decision,
-    Evidence,
-    Move,
-    Policy,
-    Seen,
-    Why,
-    decide,
-    recovery_evidence,
-)
+from scrape_pipeline.ledger.decide import decide, recovery_evidence
+from scrape_pipeline.ledger.evidence import Decision, Evidence, Policy, Seen, Why
+from scrape_pipeline.ledger.lifecycle import ABSENT, Move
 from scrape_pipeline.ledger.rows import LedgerRow
+from tests.support.ledger import allows
 
 NOW = 1_900_000_000.0  # whole, so NOW - 120.5 and the like are exact
 RESEND = 120.0  # the receiver's bound (ReceiverSettings.resend_after_seconds' default)
@@ -252,7 +245,7 @@ def test_each_move_decided_is_one_the_lifecycle_allows(case: Case) -> None:
             assert made.state is before
         else:
             assert made.move in lifecycle.MOVES
-            assert made.move.allows(before, made.state)
+            assert allows(made.move, before, made.state)
     if decision.otherwise is not None:
         assert decision.otherwise.state is before  # the row as read: the move did not happen
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from scrape_pipeline.jobs import Source, source_proven, source_recovers
-from scrape_pipeline.processor.queue import MAX_SOURCE_CHARS, JobMessage
+from scrape_pipeline.processor.queue import MAX_SOURCE_CHARS, read_message
 
 # What PROVEN_SOURCES listed before the type, and the receiver's "not a late webhook" pair.
 PROVEN = {"webhook", "submitted", "job_list", "delivery_log", "cli_replay", "rotation_replay"}
@@ -54,17 +54,17 @@ def _body(**fields: object) -> str:
     ],
 )
 def test_a_message_source_is_read_tolerantly(sent: object, read: str) -> None:
-    message = JobMessage.from_json(_body(source=sent))
+    message = read_message(_body(source=sent))
     assert message.source == read
     assert isinstance(message.source, Source) == isinstance(read, Source)
     assert message.key.job_id == "job-1"
 
 
 def test_a_message_without_a_source_is_still_a_job() -> None:
-    assert JobMessage.from_json(_body()).source == ""
+    assert read_message(_body()).source == ""
 
 
 def test_a_member_goes_out_as_its_plain_text() -> None:
-    message = JobMessage.from_json(_body(source="job_list"))
+    message = read_message(_body(source="job_list"))
     assert json.loads(message.to_json())["source"] == "job_list"
-    assert JobMessage.from_json(message.to_json()) == message
+    assert read_message(message.to_json()) == message

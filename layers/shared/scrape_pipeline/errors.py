@@ -4,7 +4,7 @@
     ├── SettingsError (ValueError)       settings: an environment variable is missing or bad
     ├── AWSError                         aws_errors: a botocore failure, translated there only
     │   ├── AWSUnavailableError          the call failed: retry later (the Lambdas: 503, retry)
-    │   │   └── UnsentError              queue: messages of a batch send not sent; ``unsent``
+    │   │   └── UnsentError              bulk_send: messages of a batch send not sent; ``unsent``
     │   └── AWSConfigurationError        ops.aws_translate: no region or no credentials (exit 2)
     ├── GeonodeError                     geonode.errors: the API client's own tree
     ├── SignatureError                   signatures: the delivery is not authentically signed

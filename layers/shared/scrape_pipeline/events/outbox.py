@@ -11,9 +11,9 @@ from typing import Any, Final
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError
 from scrape_pipeline.events.detail import SOURCE, OutcomeEvent, with_run
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.outbox import PendingEvent
 from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.work import WorkLedger
 
 MAX_ENTRIES: Final = 10
 MAX_REQUEST_BYTES: Final = 256 * 1024
@@ -91,7 +91,7 @@ class EventBus:
         return result
 
 
-def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:
+def retell_with_run(ledger: WorkLedger, row: LedgerRow) -> bool:
     """A settled row whose event does not name the run it names now (linked after the close):
     that event owed again naming it, the same id. True when it was retold."""
     if not row.is_done or row.run is None or row.outbox_event is None:
@@ -99,7 +99,7 @@ def retell_with_run(ledger: Ledger, row: LedgerRow) -> bool:
     return _retold(ledger, row.key, row.outbox_event, with_run(row.outbox_event, row.run))
 
 
-def _retold(ledger: Ledger, key: JobKey, event: str, told: str | None) -> bool:
+def _retold(ledger: WorkLedger, key: JobKey, event: str, told: str | None) -> bool:
     return told is not None and ledger.retell(key, event, told)
 
 
@@ -118,7 +118,7 @@ class Emitter:
     """Sends outbox events and clears them; holds a processor's until its batch's end, or with
     a ``linger`` until they fill a call or the oldest has waited that long."""
 
-    def __init__(self, bus: EventBus, ledger: Ledger, *, linger: float = 0.0) -> None:
+    def __init__(self, bus: EventBus, ledger: WorkLedger, *, linger: float = 0.0) -> None:
         self.bus = bus
         self._ledger = ledger
         self._linger = linger

@@ -4,14 +4,16 @@ retries included, is ``transport.Transport``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.fields import objects
 from scrape_pipeline.geonode.models import Job, JobSummary, Page, SubmittedJob
 from scrape_pipeline.geonode.transport import API_KEY_ENV, DateLike, Transport
-from scrape_pipeline.geonode.webhooks import Delivery, Webhook
+
+if TYPE_CHECKING:  # the processor, which loads this client, never reads the webhook answers
+    from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 
 __all__ = ["API_KEY_ENV", "BATCH_PAGE_MAX", "DELIVERIES_PAGE_MAX", "JOBS_PAGE_MAX", "GeonodeClient"]
 
@@ -110,6 +112,8 @@ class GeonodeClient(Transport):
 
     def list_webhooks(self) -> list[Webhook]:
         """Every subscription of the account."""
+        from scrape_pipeline.geonode.webhooks import Webhook  # noqa: PLC0415 - see the top
+
         return [
             Webhook.from_api(r)
             for r in _rows(self._get("/v1/webhooks"), "webhooks", "items", "data")
@@ -124,6 +128,8 @@ class GeonodeClient(Transport):
         page_size: int = DELIVERIES_PAGE_MAX,
     ) -> Page[Delivery]:
         """One page of a subscription's delivery attempts."""
+        from scrape_pipeline.geonode.webhooks import Delivery  # noqa: PLC0415 - see the top
+
         body = self._get(
             f"/v1/webhooks/{segment(webhook_id)}/deliveries",
             status=status,

@@ -13,14 +13,14 @@ from scrape_pipeline.ledger.rows import encode
 from scrape_pipeline.ledger.table import ConditionFailedError, call, write
 
 if TYPE_CHECKING:
-    from scrape_pipeline.ledger.full import Ledger
+    from scrape_pipeline.ledger.work import WorkLedger
 
 
 class Bookkeeping:
     """``chain#<kind>#<job_id>`` rows (a job's depth in its chain of resubmissions) and
     ``meta#<name>`` rows (the reconciler's watermark and checkpoints)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: WorkLedger) -> None:
         self._ledger = ledger
 
     def chain_depth(self, key: JobKey) -> int:

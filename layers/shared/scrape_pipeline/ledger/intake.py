@@ -3,16 +3,22 @@ at most ``max_reopens`` times), their undoing; each webhook's delivery id moves 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from scrape_pipeline.jobs import JobKey, JobState, Outcome, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
+from scrape_pipeline.ledger.evidence import (
+    Decision,
+    Evidence,
+    Policy,
+    Seen,
+    Why,
+    webhook_decision,
+)
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
-from scrape_pipeline.ledger.lifecycle import Decision, Evidence, Policy, Seen, Why, decide
-from scrape_pipeline.ledger.rows import Item, LedgerRow, Value, from_item, to_item
+from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
 from scrape_pipeline.ledger.table import (
     ConditionFailedError,
     LedgerError,
@@ -93,7 +99,7 @@ class Intake(LedgerTable):
             return Taken(Why.NEW, written=recorded.row)
         row = recorded.row
         evidence = Evidence(Seen.WEBHOOK, Source.WEBHOOK, delivery_id)
-        decision = decide(row, evidence, self.clock.time(), policy)
+        decision = webhook_decision(row, evidence, self.clock.time(), policy)
         if (written := self._make(decision.move, row, delivery_id)) is not None:
             return Taken(decision.why, row, written)
         return self._instead(decision.otherwise or decision, row)
@@ -138,25 +144,6 @@ class Intake(LedgerTable):
         except ConditionFailedError as refused:
             return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
         return Recorded(True, from_item(item))
-
-    def new_values(
-        self, key: JobKey, now: float, source: str, state: JobState
-    ) -> dict[Attr, Value]:
-        """A new row's attributes but its key and what its writer may know (detail, ...)."""
-        return {
-            Attr.KIND: key.kind,
-            Attr.JOB_ID: key.job_id,
-            Attr.STATE: state,
-            Attr.PENDING_STATE: state,
-            Attr.STATE_SINCE: now,
-            Attr.CREATED_AT: now,
-            Attr.UPDATED_AT: now,
-            Attr.EXPIRES_AT: self.expiry(now),
-            Attr.SOURCE: source,
-            # Lets the writer undo its own row, and only its own (forget_unsent).
-            Attr.TOKEN: uuid.uuid4().hex,
-            Attr.ATTEMPTS: 0,
-        }
 
     def forget_unsent(self, row: LedgerRow) -> bool:
         """Delete a row its writer could not enqueue (no orphan left); False if it moved on."""
@@ -246,15 +233,6 @@ class Intake(LedgerTable):
         update = Update().set(Attr.LATE_WEBHOOK_AT, now)
         guard = Field(Attr.LATE_WEBHOOK_AT).not_exists()
         return self._moved(row.key, lifecycle.NOTE_LATE_WEBHOOK, update, guard, now)
-
-    def _moved(
-        self, key: JobKey, move: lifecycle.Move, update: Update, guard: Condition, now: float
-    ) -> bool:
-        try:
-            self._update(key, state_is(move) & guard, update, now)
-        except ConditionFailedError:
-            return False
-        return True
 
     def _must_get(self, key: JobKey) -> LedgerRow:
         row = self.get(key)

@@ -1,19 +1,27 @@
-"""The processor's writes: a job's lease, then its holder's moves (``struck_by``: attempts since
-the last progress not ended cleanly; ``failures``: consecutive failed API calls)."""
+"""The processor's writes (a job's lease, its holder's moves, the jobs it links) and bulk reads;
+``struck_by``: attempts since the last progress not ended cleanly, ``failures``: failed calls."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobState, Outcome
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, SOURCE_SUBMITTED, JobKey, JobState, Outcome
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
-from scrape_pipeline.ledger.rows import LedgerRow, from_item
-from scrape_pipeline.ledger.table import ConditionFailedError, LeaseLostError, LedgerTable, in_state
+from scrape_pipeline.ledger.rows import LedgerRow, encode, from_item
+from scrape_pipeline.ledger.table import (
+    ConditionFailedError,
+    LedgerError,
+    LedgerTable,
+    call,
+    in_state,
+)
 
 # The outcome's event as told for a run (None: none), built when the write learns the run.
 type Telling = Callable[[str | None], str]
@@ -42,6 +50,15 @@ def _parked(state: JobState, now: float) -> Update:
     return in_state(state, now).remove(Attr.LEASE_OWNER, Attr.LEASE_UNTIL)
 
 
+class LeaseLostError(LedgerError):
+    """The caller no longer holds the job's lease; ``row`` is the row as it is now."""
+
+    def __init__(self, key: JobKey, row: LedgerRow | None) -> None:
+        super().__init__(f"lease on {key.pk} is not held")
+        self.key = key
+        self.row = row
+
+
 @dataclass(frozen=True)
 class LeaseResult:
     """``acquire``'s result: the new row when granted, else the old one."""
@@ -51,7 +68,8 @@ class LeaseResult:
 
 
 class Leases(LedgerTable):
-    """The processor's writes: one attempt's lease taken, then moved only by its holder."""
+    """The processor's writes (one attempt's lease taken, then moved only by its holder; the jobs
+    it links to runs and retried items) and its bulk reads."""
 
     def acquire(self, key: JobKey, owner: str, lease_seconds: float, *, source: str) -> LeaseResult:
         """Take the job's lease (from a waiting state, an expired lease, or no row: ``source``'s);
@@ -238,6 +256,69 @@ class Leases(LedgerTable):
             except LeaseLostError as lost:
                 run = _linked_run(lost, owner, run)
         raise LeaseLostError(key, None)
+
+    def link_retry(self, key: JobKey, item: str, *, run: str | None = None) -> bool:
+        """Link an extract job that retries a batch's or crawl's ``item`` to it (and to
+        ``run``): recorded WATCHING if it has no row yet; the first link stands."""
+        now = self.clock.time()
+        created = self._watched(key, now).set(Attr.RETRY_OF, item)
+        linked = Update().set(Attr.RETRY_OF, item)
+        if run is not None:
+            created, linked = created.set(Attr.RUN, run), linked.set(Attr.RUN, run)
+        if self._moved(key, lifecycle.LINK_NEW_RETRY, created, Field(Attr.PK).not_exists(), now):
+            return True
+        unlinked = Field(Attr.RETRY_OF).not_exists()
+        return self._moved(key, lifecycle.LINK_RETRY, linked, unlinked, now)
+
+    def carry_run(self, key: JobKey, run: str) -> LedgerRow:
+        """Name ``run`` on the row of a job that resubmits one of the run's (recorded WATCHING
+        if it has none yet) unless it names another run: the row as it is then."""
+        now = self.clock.time()
+        created = self._watched(key, now).set(Attr.RUN, run)
+        unnamed = Field(Attr.RUN).not_exists() | Field(Attr.RUN).eq(run)
+        for _ in range(2):  # a row undone between the two (``forget_unsent``): created again
+            with contextlib.suppress(ConditionFailedError):
+                condition = state_is(lifecycle.CARRY_NEW_RUN)
+                return from_item(
+                    self._update(key, condition, created, now, returns_new=True)["Attributes"]
+                )
+            try:
+                condition = state_is(lifecycle.CARRY_RUN) & unnamed
+                named = Update().set(Attr.RUN, run)
+                return from_item(
+                    self._update(key, condition, named, now, returns_new=True)["Attributes"]
+                )
+            except ConditionFailedError as refused:
+                if refused.old is not None:
+                    return from_item(refused.old)
+        raise LedgerError(f"{key.pk} neither absent nor present while its run was carried")
+
+    def _watched(self, key: JobKey, now: float) -> Update:
+        """The new row of a job posted a moment ago, waiting WATCHING for its webhook."""
+        update = Update().set(Attr.JOB_CREATED_AT, now)
+        for attr, value in self.new_values(key, now, SOURCE_SUBMITTED, JobState.WATCHING).items():
+            update.set(attr, value)
+        return update
+
+    def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]:
+        """The rows of up to 100 jobs in one read (missing jobs are absent from the result)."""
+        if len(keys) > 100:
+            raise ValueError("at most 100 keys per read")
+        items = self.batch_items([k.pk for k in keys]) if keys else []
+        return {row.key: row for row in map(from_item, items)}
+
+    def batch_items(self, pks: Sequence[str]) -> list[dict[str, Any]]:
+        """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
+        keys = [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)]
+        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+        items: list[dict[str, Any]] = []
+        for _ in range(8):  # unprocessed keys come back under load: ask for them again
+            response = call(self.client, "BatchGetItem", RequestItems=request)
+            items += response.get("Responses", {}).get(self.table_name, [])
+            request = dict(response.get("UnprocessedKeys") or {})
+            if not request:
+                return items
+        raise LedgerError("BatchGetItem kept returning unprocessed keys")
 
     def _leased_update(
         self,

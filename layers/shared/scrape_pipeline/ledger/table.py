@@ -3,6 +3,7 @@ ours) under the one conditional ``write`` (the refusing item comes back)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -13,11 +14,13 @@ from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger.attributes import Attr
-from scrape_pipeline.ledger.expressions import Condition, Update, expressions
-from scrape_pipeline.ledger.rows import Item, LedgerRow, encode, from_item
+from scrape_pipeline.ledger.expressions import Condition, Update, expressions, state_is
+from scrape_pipeline.ledger.rows import Item, LedgerRow, Value, encode, from_item
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
+
+    from scrape_pipeline.ledger.lifecycle import Move
 
 DEFAULT_TTL_DAYS = 90
 # One reopen usually settles a job closed as unknown, a second covers one that met the API's
@@ -31,15 +34,6 @@ type Operation = Literal[
 
 class LedgerError(PipelineError):
     """Base of the ledger's own errors (AWS failures raise ``AWSUnavailableError``)."""
-
-
-class LeaseLostError(LedgerError):
-    """The caller no longer holds the job's lease; ``row`` is the row as it is now."""
-
-    def __init__(self, key: JobKey, row: LedgerRow | None) -> None:
-        super().__init__(f"lease on {key.pk} is not held")
-        self.key = key
-        self.row = row
 
 
 class ConditionFailedError(LedgerError):
@@ -117,6 +111,32 @@ class LedgerTable:
     def expiry(self, now: float) -> int:
         """When a row written at ``now`` expires: a TTL after its last change."""
         return int(now) + self.ttl_seconds
+
+    def new_values(
+        self, key: JobKey, now: float, source: str, state: JobState
+    ) -> dict[Attr, Value]:
+        """A new row's attributes but its key and what its writer may know (detail, ...)."""
+        return {
+            Attr.KIND: key.kind,
+            Attr.JOB_ID: key.job_id,
+            Attr.STATE: state,
+            Attr.PENDING_STATE: state,
+            Attr.STATE_SINCE: now,
+            Attr.CREATED_AT: now,
+            Attr.UPDATED_AT: now,
+            Attr.EXPIRES_AT: self.expiry(now),
+            Attr.SOURCE: source,
+            # Lets the writer undo its own row, and only its own (forget_unsent).
+            Attr.TOKEN: uuid.uuid4().hex,
+            Attr.ATTEMPTS: 0,
+        }
+
+    def _moved(self, key: JobKey, move: Move, update: Update, guard: Condition, now: float) -> bool:
+        try:
+            self._update(key, state_is(move) & guard, update, now)
+        except ConditionFailedError:
+            return False
+        return True
 
     def _update(
         self,

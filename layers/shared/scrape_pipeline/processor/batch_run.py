@@ -13,12 +13,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LedgerError
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Deadline
 from scrape_pipeline.processor.processing import JobProcessor
-from scrape_pipeline.processor.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.queue import JobMessage, JobQueue, read_message
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger, Metrics
@@ -56,7 +56,7 @@ class BatchRun:
 
     processor: JobProcessor
     queue: JobQueue
-    ledger: Ledger
+    ledger: WorkLedger
     deadline: Deadline
     logger: Logger
     metrics: Metrics
@@ -69,7 +69,7 @@ class BatchRun:
         cls,
         processor: JobProcessor,
         queue: JobQueue,
-        ledger: Ledger,
+        ledger: WorkLedger,
         remaining: Callable[[], float],
         *,
         logger: Logger,
@@ -90,7 +90,7 @@ class BatchRun:
             with contextlib.suppress(AWSUnavailableError):
                 self.queue.acknowledge(self.finished)
             self.finished.clear()
-        message = JobMessage.from_json(record.body)
+        message = read_message(record.body)
         disposition = self.processor.process(message, deadline=self.deadline)
         self.metrics.add_metric(name=disposition.outcome.metric, unit=MetricUnit.Count, value=1)
         for name, count in disposition.item_metrics().items():
@@ -149,6 +149,6 @@ class BatchRun:
 
 def _job_message(body: object) -> JobMessage | None:
     try:
-        return JobMessage.from_json(body)
+        return read_message(body)
     except ValueError:
         return None  # not a job: handle reports it failed, in place

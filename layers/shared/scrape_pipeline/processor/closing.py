@@ -15,8 +15,8 @@ from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.fields import of_type
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, Outcome
-from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.disposition import Disposition, MessageOutcome
 from scrape_pipeline.processor.item_retries import RetryRef
@@ -41,7 +41,7 @@ class Closer:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: WorkLedger,
         results: ResultStore,
         *,
         clock: Clock,

@@ -10,8 +10,8 @@ from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.fields import as_dict
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import chains
-from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.manifest import ItemRecord, ItemStatus, counted
 
 # The item failure codes worth another try (those the API's extract jobs mark retryable).
@@ -97,7 +97,7 @@ class Settled:
         )
 
 
-def settled_items(ledger: Ledger, row: LedgerRow) -> Settled:
+def settled_items(ledger: WorkLedger, row: LedgerRow) -> Settled:
     """Each retrying item's chain followed in the ledger to the job that settled it, if any."""
     starts = {text: JobKey(JobKind.EXTRACT, read_entry(text)[1]) for text in row.retrying_items}
     records: list[ItemRecord] = []

@@ -1,21 +1,19 @@
 """A job queue message, ``{kind, job_id, source}`` (the processor fetches the real state), and
-its one send: all the receiver needs of the queue (``queue.JobQueue`` adds the rest)."""
+its one send: all the receiver needs of the queue (``queue`` reads messages back)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
-from scrape_pipeline.jobs import JobKey, JobKind, Source, is_job_id
+from scrape_pipeline.jobs import JobKey, Source
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
 
-_KINDS = tuple(kind.value for kind in JobKind)  # a tuple: any JSON value may be looked up
-# Our sources are short words (webhook, job_list, watch, ...); a longer one is not ours.
-MAX_SOURCE_CHARS = 64
+BATCH_MAX = 10  # SQS's cap on a batch's entries
 
 
 @dataclass(frozen=True)
@@ -31,35 +29,6 @@ class JobMessage:
             {"kind": self.key.kind.value, "job_id": self.key.job_id, "source": self.source},
             separators=(",", ":"),
         )
-
-    @classmethod
-    def from_json(cls, body: object) -> JobMessage:
-        """Read a message body; ``ValueError``, and nothing else, for any body not one of ours."""
-        data = _json_object(body)
-        job_id, kind = data.get("job_id"), data.get("kind")
-        # The job id goes into DynamoDB keys, URL paths and logs: only the API's shape of id.
-        if not is_job_id(job_id) or kind not in _KINDS:
-            raise ValueError("not a job message: no valid kind and job id")
-        source = _label(data.get("source", ""))
-        return cls(JobKey(JobKind(kind), job_id), Source.read(source) or source)
-
-
-def _json_object(body: object) -> dict[str, Any]:
-    if not isinstance(body, str):
-        raise ValueError("not a job message: no text body")
-    try:
-        data: Any = json.loads(body)
-    except RecursionError:
-        # Nesting deeper than the parser's stack: a body, not a fault of the handler.
-        raise ValueError("not a job message: nested too deep") from None
-    if not isinstance(data, dict):
-        raise ValueError("not a job message: not a JSON object")
-    return data
-
-
-def _label(source: object) -> str:
-    """A source label for logs and metrics only: one that is not ours is kept as nothing."""
-    return source if isinstance(source, str) and len(source) <= MAX_SOURCE_CHARS else ""
 
 
 class JobSender:

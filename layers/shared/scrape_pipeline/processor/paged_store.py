@@ -10,7 +10,7 @@ from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
-from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt, OutOfTimeError
 from scrape_pipeline.processor.item_retries import RetryRef, is_retryable, retrying_by_index
 from scrape_pipeline.processor.manifest import (
@@ -78,7 +78,7 @@ class PagedStore:
     def __init__(
         self,
         *,
-        ledger: Ledger,
+        ledger: WorkLedger,
         client: GeonodeClient,
         results: ResultStore,
         retrier: Resubmitter | None = None,

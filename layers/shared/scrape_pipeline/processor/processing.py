@@ -57,10 +57,9 @@ from scrape_pipeline.jobs import (
     Source,
     source_proven,
 )
-from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.ledger.leases import Streak, new_owner_id
+from scrape_pipeline.ledger.leases import LeaseLostError, Streak, new_owner_id
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.closing import Closer, Waker, failure_record
 from scrape_pipeline.processor.deadline import Attempt, Deadline, OutOfTimeError
 from scrape_pipeline.processor.disposition import (
@@ -98,7 +97,7 @@ class JobProcessor:
         self,
         settings: ProcessorSettings,
         *,
-        ledger: Ledger,
+        ledger: WorkLedger,
         client: GeonodeClient,
         results: ResultStore,
         resubmitter: Resubmitter,

@@ -23,9 +23,9 @@ from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
-from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.rows import LedgerRow
-from scrape_pipeline.ledger.table import LeaseLostError
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.item_retries import RetryRef, entry, formats_of
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
@@ -54,7 +54,7 @@ class Resubmitter:
     missing from the job list (``lag``)."""
 
     def __init__(
-        self, client: GeonodeClient, ledger: Ledger, *, per_chain_limit: int, lag: ListingLag
+        self, client: GeonodeClient, ledger: WorkLedger, *, per_chain_limit: int, lag: ListingLag
     ) -> None:
         self._client = client
         self._ledger = ledger
@@ -160,7 +160,7 @@ def _posted(job: Job) -> Posted:
     return Posted(chosen, bool(job.metadata.get("render_js", False)))
 
 
-def hand_on(ledger: Ledger, row: LedgerRow, owner: str, job_id: str) -> None:
+def hand_on(ledger: WorkLedger, row: LedgerRow, owner: str, job_id: str) -> None:
     """Before ``row`` closes, hand its item (linked) or run (named on the new row, retold if
     it settled) on to ``job_id``, noted on the row first so a later look-up knows it."""
     if row.retry_of is None and row.run is None:

@@ -21,8 +21,8 @@ from scrape_pipeline.config.resources import (
 )
 from scrape_pipeline.config.settings import SettingsError, integer, number, read_declared, required
 from scrape_pipeline.jobs import JobKey, Source
+from scrape_pipeline.ledger.evidence import Policy, Why
 from scrape_pipeline.ledger.intake import Intake
-from scrape_pipeline.ledger.lifecycle import Policy, Why
 from scrape_pipeline.ledger.table import LedgerError
 from scrape_pipeline.processor.message import JobMessage, JobSender
 from scrape_pipeline.receiver.freshness import Freshness

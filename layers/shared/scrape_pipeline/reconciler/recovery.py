@@ -13,11 +13,13 @@ from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.config.settings import FromEnv, number
 from scrape_pipeline.jobs import JobKey, JobState
 from scrape_pipeline.ledger import lifecycle
+from scrape_pipeline.ledger.decide import decide, recovery_evidence
+from scrape_pipeline.ledger.evidence import Policy
 from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.ledger.lifecycle import Policy, decide, recovery_evidence
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LedgerError
-from scrape_pipeline.processor.queue import JobMessage, JobQueue, UnsentError
+from scrape_pipeline.processor.bulk_send import BulkSender, UnsentError
+from scrape_pipeline.processor.message import JobMessage
 
 # Concurrent conditional writes in ``ensure_many``: enough to hide DynamoDB's round trip, few
 # enough not to crowd a small Lambda.
@@ -42,7 +44,7 @@ class Recoverer:
     def __init__(
         self,
         ledger: Ledger,
-        queue: JobQueue,
+        queue: BulkSender,
         settings: RecoverySettings | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,

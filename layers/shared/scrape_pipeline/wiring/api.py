@@ -11,7 +11,7 @@ from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.geonode.settings import GeonodeSettings
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
-from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.work import WorkLedger
 
 
 def geonode_client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> GeonodeClient:
@@ -27,7 +27,7 @@ def geonode_client(env: Mapping[str, str], retry: RetryPolicy, clock: Clock) -> 
     )
 
 
-def listing_lag(env: Mapping[str, str], ledger: Ledger | None, clock: Clock) -> ListingLag:
+def listing_lag(env: Mapping[str, str], ledger: WorkLedger | None, clock: Clock) -> ListingLag:
     """The listing lag allowed for: the floor from the environment, the reconciler's measured
     lag from the ledger (none: the floor alone)."""
     floor = GeonodeSettings.from_env(env).listing_lag_floor_s

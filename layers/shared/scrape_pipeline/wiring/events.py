@@ -6,11 +6,11 @@ from collections.abc import Mapping
 
 from scrape_pipeline.config.resources import EVENT_BUS_NAME
 from scrape_pipeline.events.outbox import Emitter, EventBus
-from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.work import WorkLedger
 
 
 def emitter_from_env(
-    env: Mapping[str, str], ledger: Ledger, *, linger: float = 0.0
+    env: Mapping[str, str], ledger: WorkLedger, *, linger: float = 0.0
 ) -> Emitter | None:
     """The emitter for the bus ``EVENT_BUS_NAME`` names (None: none), lingering ``linger`` s."""
     name = EVENT_BUS_NAME.read(env)

@@ -10,9 +10,10 @@ from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.jobs import JobKey, Source
-from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.ledger.work import WorkLedger
+from scrape_pipeline.processor.message import JobMessage
 from scrape_pipeline.processor.processing import JobProcessor
-from scrape_pipeline.processor.queue import JobMessage, JobQueue
+from scrape_pipeline.processor.queue import JobQueue
 from scrape_pipeline.processor.resubmission import Resubmitter
 from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.processor.settings import ProcessorSettings
@@ -26,7 +27,7 @@ class BuiltProcessor(NamedTuple):
 
     processor: JobProcessor
     queue: JobQueue
-    ledger: Ledger
+    ledger: WorkLedger
 
 
 def build_processor(
@@ -39,9 +40,9 @@ def build_processor(
     clock = clock or active_clock()
     settings = ProcessorSettings.from_env(env)
     bucket = RESULTS_BUCKET.read(env)
-    ledger = stores.ledger_from_env(env, clock)
+    ledger = stores.ledger_from_env(env, clock, WorkLedger)
     client = geonode_client(env, NO_RETRY, clock)
-    queue = stores.queue_from_env(env)
+    queue = stores.queue_from_env(env, JobQueue)
 
     def wake(parent: JobKey) -> None:
         # A batch or crawl whose retried item settled: any message makes the processor settle it.

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import RetryPolicy
+from scrape_pipeline.ledger.full import Ledger
+from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.reconciler.recovery import Recoverer
 from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
@@ -27,9 +29,11 @@ def build_reconciler(
     env = os.environ if env is None else env
     clock = clock or active_clock()
     settings = ReconcilerSettings.from_env(env)
-    ledger = stores.ledger_from_env(env, clock)
+    ledger = stores.ledger_from_env(env, clock, Ledger)
     client = geonode_client(env, RECONCILER_RETRY, clock)
-    recoverer = Recoverer(ledger, stores.queue_from_env(env), settings.recovery, clock=clock)
+    recoverer = Recoverer(
+        ledger, stores.queue_from_env(env, BulkSender), settings.recovery, clock=clock
+    )
     # No bucket (the CLI's ``reconcile`` given only the ledger and the queue): no run sweep.
     bucket = env.get(RESULTS_BUCKET.name, "")
     return Reconciler(

@@ -1,4 +1,5 @@
-"""The ledger and the job queue on real AWS clients: what the other functions' wiring shares."""
+"""The ledger and the job queue on real AWS clients, in the role each function runs: what the
+functions' wiring shares."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ from collections.abc import Mapping
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.resources import QUEUE_URL, LedgerSettings
-from scrape_pipeline.ledger.full import Ledger
-from scrape_pipeline.processor.queue import JobQueue
+from scrape_pipeline.ledger.table import LedgerTable
+from scrape_pipeline.processor.message import JobSender
 
 
-def ledger_from_env(env: Mapping[str, str], clock: Clock) -> Ledger:
-    """The ledger its declarations name (``resources.LedgerSettings``) on a DynamoDB client."""
+def ledger_from_env[L: LedgerTable](env: Mapping[str, str], clock: Clock, role: type[L]) -> L:
+    """``role``'s ledger, as its declarations name it (``resources.LedgerSettings``)."""
     import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
 
     settings = LedgerSettings.from_env(env)
-    return Ledger(
+    return role(
         settings.table_name,
         client=boto3.client("dynamodb"),
         ttl_days=settings.ttl_days,
@@ -24,8 +25,8 @@ def ledger_from_env(env: Mapping[str, str], clock: Clock) -> Ledger:
     )
 
 
-def queue_from_env(env: Mapping[str, str]) -> JobQueue:
-    """The job queue ``QUEUE_URL`` names, on an SQS client."""
+def queue_from_env[Q: JobSender](env: Mapping[str, str], role: type[Q]) -> Q:
+    """``role``'s job queue, the one ``QUEUE_URL`` names, on an SQS client."""
     import boto3  # noqa: PLC0415
 
-    return JobQueue(QUEUE_URL.read(env), client=boto3.client("sqs"))
+    return role(QUEUE_URL.read(env), client=boto3.client("sqs"))

@@ -11,6 +11,7 @@ from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.config.resources import LedgerSettings
 from scrape_pipeline.geonode.retry import NO_RETRY
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
@@ -52,7 +53,7 @@ def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = 
     # A batch or crawl in doubt is adopted once the delivery log names it: its settlement is
     # logged there whether or not its webhook reached the stack (no grant: the API's log).
     evidence = DeliveryLogCandidates(client)
-    lag = listing_lag(env, stores.ledger_from_env(env, clock), clock)
+    lag = listing_lag(env, stores.ledger_from_env(env, clock, WorkLedger), clock)
 
     def submitter(journal: Journal) -> Submitter:
         # The same pace as the CLI's: several POSTs in flight at the rate the API allows; the

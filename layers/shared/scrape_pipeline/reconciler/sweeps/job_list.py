@@ -12,7 +12,8 @@ from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT, LAG_MARGIN
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
 from scrape_pipeline.ledger import lifecycle
-from scrape_pipeline.ledger.lifecycle import Evidence, Policy, Seen, decide
+from scrape_pipeline.ledger.decide import decide
+from scrape_pipeline.ledger.evidence import Evidence, Policy, Seen
 from scrape_pipeline.reconciler.sweeps import (
     DEFAULT_MAX_PAGES,
     Budget,

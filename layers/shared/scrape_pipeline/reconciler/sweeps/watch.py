@@ -10,7 +10,8 @@ from scrape_pipeline.config.settings import number
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary, Page
 from scrape_pipeline.jobs import SOURCE_WATCH, JobState, Source
-from scrape_pipeline.ledger.lifecycle import Evidence, Policy, Seen, Why, decide
+from scrape_pipeline.ledger.decide import decide
+from scrape_pipeline.ledger.evidence import Evidence, Policy, Seen, Why
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.reconciler.sweeps import DEFAULT_MAX_PAGES, Budget, Sweep, SweepResult
 from scrape_pipeline.reconciler.sweeps.watch_listing import (
