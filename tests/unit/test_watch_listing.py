@@ -10,7 +10,15 @@ from scrape_pipeline.reconciler.sweeps.watch_listing import Listed, Listing, pac
 
 def jobs(*created: float) -> list[JobSummary]:
     return [
-        JobSummary(f"j{i}", "queued", None, datetime.fromtimestamp(c, UTC), None, None, {})
+        JobSummary(
+            raw={},
+            job_id=f"j{i}",
+            status="queued",
+            url=None,
+            created_at=datetime.fromtimestamp(c, UTC),
+            execution_time=None,
+            output=None,
+        )
         for i, c in enumerate(created)
     ]
 

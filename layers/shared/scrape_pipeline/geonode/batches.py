@@ -7,35 +7,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_pipeline.geonode.fields import as_dict, int_or_none, objects, of_type
+from scrape_pipeline.geonode.fields import Answer, api, as_dict, int_or_none, objects, of_type
 from scrape_pipeline.geonode.models import ApiStatus, Page, Settles, read_status
 
 
 @dataclass(frozen=True)
-class BatchItem(Settles):
+class BatchItem(Settles, Answer):
     """One URL of a batch, or one page of a crawl."""
 
-    input_index: int | None
-    url: str | None
-    status: ApiStatus | str
-    error_code: str | None
-    error_message: str | None
-    data: dict[str, Any]
-    metadata: dict[str, Any]
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> BatchItem:
-        return cls(
-            input_index=of_type(body.get("input_index"), int),
-            url=body.get("url"),
-            status=read_status(body.get("status", "")),
-            error_code=body.get("error_code"),
-            error_message=body.get("error_message"),
-            data=as_dict(body.get("data")),
-            metadata=as_dict(body.get("metadata")),
-            raw=dict(body),
-        )
+    input_index: int | None = api(lambda v: of_type(v, int))
+    url: str | None = api()
+    status: ApiStatus | str = api(read_status, default="")
+    error_code: str | None = api()
+    error_message: str | None = api()
+    data: dict[str, Any] = api(as_dict)
+    metadata: dict[str, Any] = api(as_dict)
 
 
 @dataclass(frozen=True)

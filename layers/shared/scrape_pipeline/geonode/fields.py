@@ -1,10 +1,14 @@
-"""Lenient readers of the API's JSON values: times, objects and counts that may be missing."""
+"""Lenient readers of the API's JSON values (times, objects and counts that may be missing), and
+``Answer``, the typed answer whose ``api`` fields are read from the keys of their names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final, Self
+
+REQUIRED: Final = object()  # an ``api`` field's default: its key missing is a KeyError
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -49,3 +53,26 @@ def as_int(value: Any, default: int = 0) -> int:
     """An integer (a bool is not a count); ``default`` for anything else."""
     found = int_or_none(value)
     return default if found is None else found
+
+
+def api(read: Callable[[Any], Any] = lambda value: value, *, default: Any = None) -> Any:
+    """A field read from its key in the answer (``default`` when absent) by ``read``."""
+    return field(metadata={"read": read, "default": default})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer of the API: its ``api`` fields read from it, the whole answer kept in ``raw``
+    (so no field the contract does not name yet is lost)."""
+
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_api(cls, body: Mapping[str, Any]) -> Self:
+        """Read each ``api`` field; ``KeyError`` when a ``REQUIRED`` one is missing."""
+        read = {f.name: _read(body, f.name, **f.metadata) for f in fields(cls) if f.metadata}
+        return cls(raw=dict(body), **read)
+
+
+def _read(body: Mapping[str, Any], name: str, read: Callable[[Any], Any], default: Any) -> Any:
+    return read(body[name] if default is REQUIRED else body.get(name, default))

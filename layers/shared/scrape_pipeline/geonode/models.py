@@ -10,6 +10,9 @@ from enum import StrEnum
 from typing import Any, Final
 
 from scrape_pipeline.geonode.fields import (
+    REQUIRED,
+    Answer,
+    api,
     as_dict,
     as_int,
     of_type,
@@ -74,100 +77,51 @@ class Page[T]:
 
 
 @dataclass(frozen=True)
-class SubmittedJob:
-    """The 202 answer to an async extract, a batch or a crawl."""
+class SubmittedJob(Answer):
+    """The 202 answer to an async extract, a batch or a crawl (no status: ``queued``, as the
+    contract says)."""
 
-    job_id: str
-    status: ApiStatus | str
-    status_url: str | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> SubmittedJob:
-        """Read the 202 answer; a status left out is ``queued``, as the contract says."""
-        return cls(
-            job_id=str(body["job_id"]),
-            status=read_status(body.get("status", ApiStatus.QUEUED)),
-            status_url=body.get("status_url"),
-            raw=dict(body),
-        )
+    job_id: str = api(str, default=REQUIRED)
+    status: ApiStatus | str = api(read_status, default=ApiStatus.QUEUED)
+    status_url: str | None = api()
 
 
 @dataclass(frozen=True)
-class JobError:
+class JobError(Answer):
     """Why a job failed, and whether trying again may help."""
 
-    code: str
-    message: str
-    retryable: bool
-
-    @classmethod
-    def from_api(cls, body: Any) -> JobError | None:
-        """None when the job has no ``error`` object."""
-        if not isinstance(body, Mapping):
-            return None
-        return cls(
-            code=str(body.get("code", "")),
-            message=str(body.get("message", "")),
-            retryable=bool(body.get("retryable", False)),
-        )
+    code: str = api(str, default="")
+    message: str = api(str, default="")
+    retryable: bool = api(bool, default=False)
 
 
 @dataclass(frozen=True)
-class Job(Settles):
-    """An extract job as ``GET /v1/extract/{job_id}`` returns it."""
+class Job(Settles, Answer):
+    """An extract job as ``GET /v1/extract/{job_id}`` returns it (``KeyError`` without a
+    ``job_id``)."""
 
-    job_id: str
-    status: ApiStatus | str
-    created_at: datetime | None
-    completed_at: datetime | None
-    data: dict[str, Any]
-    metadata: dict[str, Any]
-    error: JobError | None
-    tokens_charged: int | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
+    job_id: str = api(str, default=REQUIRED)
+    status: ApiStatus | str = api(read_status, default="")
+    created_at: datetime | None = api(parse_time)
+    completed_at: datetime | None = api(parse_time)
+    data: dict[str, Any] = api(as_dict)
+    metadata: dict[str, Any] = api(as_dict)
+    # None when the job has no ``error`` object.
+    error: JobError | None = api(lambda v: JobError.from_api(v) if isinstance(v, Mapping) else None)
+    tokens_charged: int | None = api()
 
     @property
     def url(self) -> str | None:
         return of_type(self.metadata.get("url"), str)
 
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> Job:
-        """Read ``GET /v1/extract/{job_id}``; ``KeyError`` without a ``job_id``."""
-        return cls(
-            job_id=str(body["job_id"]),
-            status=read_status(body.get("status", "")),
-            created_at=parse_time(body.get("created_at")),
-            completed_at=parse_time(body.get("completed_at")),
-            data=as_dict(body.get("data")),
-            metadata=as_dict(body.get("metadata")),
-            error=JobError.from_api(body.get("error")),
-            tokens_charged=body.get("tokens_charged"),
-            raw=dict(body),
-        )
-
 
 @dataclass(frozen=True)
-class JobSummary(Settles):
-    """One row of ``GET /v1/extract/jobs``."""
+class JobSummary(Settles, Answer):
+    """One row of ``GET /v1/extract/jobs`` (``KeyError`` without a ``job_id``)."""
 
-    job_id: str
-    status: ApiStatus | str
-    url: str | None
-    created_at: datetime | None
-    execution_time: Any
-    output: Any
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> JobSummary:
-        """Read one row of the job list; ``KeyError`` without a ``job_id``."""
-        return cls(
-            job_id=str(body["job_id"]),
-            status=read_status(body.get("status", "")),
-            url=body.get("url"),
-            created_at=parse_time(body.get("created_at")),
-            execution_time=body.get("execution_time"),
-            output=body.get("output"),
-            raw=dict(body),
-        )
+    job_id: str = api(str, default=REQUIRED)
+    status: ApiStatus | str = api(read_status, default="")
+    url: str | None = api()
+    created_at: datetime | None = api(parse_time)
+    execution_time: Any = api()
+    output: Any = api()
