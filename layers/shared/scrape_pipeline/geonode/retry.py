@@ -20,7 +20,8 @@ from scrape_pipeline.geonode.errors import (
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long and how often a request is tried again: the n-th wait is uniform in
-    [0, min(max_delay, base_delay * 2**n)], so many clients do not retry in step."""
+    [0, min(max_delay, base_delay * 2**n)], so many clients do not retry in step. The settings
+    that build one (``GEONODE_RETRY_*``) refuse values that are not positive."""
 
     max_attempts: int = 6
     base_delay: float = 0.5
@@ -30,36 +31,22 @@ class RetryPolicy:
     # waits out a blip; a person at a terminal (the CLI sets 2) wants the error at once.
     connect_attempts: int = 6
 
-    def __post_init__(self) -> None:
-        for broken, message in _POLICY_RULES:
-            if broken(self):
-                raise ValueError(message)
+    def wait(
+        self, error: GeonodeError, attempt: int, is_read: bool, elapsed: float, rng: random.Random
+    ) -> float | None:
+        """The wait before another try, when try ``attempt`` (from 1) failed with ``error``
+        ``elapsed`` seconds after the first began; None: give up (unsafe, no tries or time left)."""
+        never_sent = isinstance(error, TransportError) and not error.request_sent
+        tries = min(self.connect_attempts, self.max_attempts) if never_sent else self.max_attempts
+        if attempt >= tries or not may_retry(error, is_read):
+            return None
+        wait = self.backoff(attempt, rng, error.retry_after)
+        return wait if elapsed + wait <= self.deadline else None
 
-    def backoff(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
-        """The wait before try ``attempt + 1`` (``attempt`` counts failures so far, from 0)."""
-        ceiling = min(self.max_delay, self.base_delay * (2 ** min(attempt, 30)))
+    def backoff(self, attempt: int, rng: random.Random, retry_after: float | None) -> float:
+        """Full jitter after try ``attempt`` (from 1), ``retry_after`` the floor."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** min(attempt - 1, 30)))
         return max(rng.uniform(0.0, ceiling), retry_after or 0.0)
-
-    def attempts_for(self, error: GeonodeError) -> int:
-        """How many tries a request that failed with ``error`` gets in all."""
-        if isinstance(error, TransportError) and not error.request_sent:
-            return min(self.connect_attempts, self.max_attempts)
-        return self.max_attempts
-
-    def allows(self, error: GeonodeError, attempt: int, is_read: bool) -> bool:
-        """Whether try ``attempt`` (from 1), failed with ``error``, is followed by another."""
-        return may_retry(error, is_read) and attempt < self.attempts_for(error)
-
-
-# What a policy must hold, checked when it is made: the first broken is the ValueError.
-_POLICY_RULES: Final[tuple[tuple[Callable[[RetryPolicy], bool], str], ...]] = (
-    (
-        lambda p: p.max_attempts < 1 or p.connect_attempts < 1,
-        "max_attempts and connect_attempts must be at least 1",
-    ),
-    (lambda p: p.base_delay <= 0 or p.max_delay < p.base_delay, "need 0 < base_delay <= max_delay"),
-    (lambda p: p.deadline <= 0, "deadline must be positive"),
-)
 
 
 def may_retry(error: GeonodeError, is_read: bool) -> bool:

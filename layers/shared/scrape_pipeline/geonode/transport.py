@@ -115,13 +115,16 @@ class Transport:
             outcome = self._attempt(method, path, params, json)
             if isinstance(outcome, httpx.Response):
                 return outcome
-            if not key_renewed and _refused(outcome) and self._renew_key(sent_with):
+            if not key_renewed and self._renew_key(outcome, sent_with):
                 key_renewed = True  # once per request: a wrong new key is not chased
                 continue
             outcome.attempts = attempt
-            if not self.retry.allows(outcome, attempt, is_read):
+            elapsed = self._clock.monotonic() - started
+            with self._rng_lock:
+                wait = self.retry.wait(outcome, attempt, is_read, elapsed, self._rng)
+            if wait is None:
                 raise outcome
-            self._wait_or_give_up(outcome, attempt, started)
+            self._clock.sleep(wait)
 
     def _attempt(
         self, method: str, path: str, params: Mapping[str, Any] | None, json: Any
@@ -138,17 +141,10 @@ class Transport:
             return response
         return _api_error(response, self._clock.time())
 
-    def _wait_or_give_up(self, error: GeonodeError, attempt: int, started: float) -> None:
-        """Sleep the backoff before the next try; raise ``error`` if it would pass the deadline."""
-        with self._rng_lock:
-            wait = self.retry.backoff(attempt - 1, self._rng, error.retry_after)
-        if self._clock.monotonic() - started + wait > self.retry.deadline:
-            raise error
-        self._clock.sleep(wait)
-
-    def _renew_key(self, refused: str | None) -> bool:
-        """After a 401 for ``refused``: True when another key (maybe another thread's) is set."""
-        if self._refresh_key is None:
+    def _renew_key(self, error: GeonodeError, refused: str | None) -> bool:
+        """After a 401 (the key ``refused``): True when another key (maybe another thread's)
+        is set."""
+        if self._refresh_key is None or getattr(error, "status_code", None) != 401:
             return False
         with self._key_lock:
             if self._http.headers.get(API_KEY_HEADER) != refused:
@@ -193,11 +189,6 @@ def _api_key(given: str | None) -> str:
     if not key:
         raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
     return key
-
-
-def _refused(outcome: GeonodeError) -> bool:
-    """A 401: the key was refused (a rotated key may be read anew)."""
-    return isinstance(outcome, APIError) and outcome.status_code == 401
 
 
 def _api_error(response: httpx.Response, now: float) -> APIError:
