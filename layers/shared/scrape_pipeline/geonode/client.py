@@ -53,11 +53,10 @@ class GeonodeClient(Transport):
         """Every job matching ``filters`` across all pages, each once (newest first: a job
         created while paging pushes rows down, repeating them)."""
         seen: set[str] = set()
-        for page in self._pages(lambda n: self.list_jobs(page=n, **filters)):
-            for job in page.items:
-                if job.job_id not in seen:
-                    seen.add(job.job_id)
-                    yield job
+        for job in self._each(lambda n: self.list_jobs(page=n, **filters)):
+            if job.job_id not in seen:
+                seen.add(job.job_id)
+                yield job
 
     def create_batch(
         self,
@@ -86,17 +85,15 @@ class GeonodeClient(Transport):
         """Every item of a batch, page by page."""
         return self._items("batch", batch_id)
 
+    def _items(self, kind: str, job_id: str) -> Iterator[BatchItem]:
+        return self._each(lambda n: self._paged_job(kind, job_id, n, BATCH_PAGE_MAX).page)
+
     def _paged_job(self, kind: str, job_id: str, page: int, page_size: int) -> BatchStatus:
         # Batches and crawls share one paged shape: counters plus a page of items.
         body = self._get(
             f"/v1/{kind}/{segment(job_id)}", page=page, page_size=min(page_size, BATCH_PAGE_MAX)
         )
         return BatchStatus.from_api(body, page=page)
-
-    def _items(self, kind: str, job_id: str) -> Iterator[BatchItem]:
-        fetch = lambda n: self._paged_job(kind, job_id, n, BATCH_PAGE_MAX)  # noqa: E731
-        for status in self._pages(fetch):
-            yield from status.page.items
 
     def create_crawl(
         self, url: str, *, formats: Formats = MARKDOWN, render_js: bool = False, **options: Any
@@ -143,21 +140,16 @@ class GeonodeClient(Transport):
         self, webhook_id: str, *, status: str | None = None, start_page: int = 1
     ) -> Iterator[Delivery]:
         """Every delivery attempt of a subscription, page by page from ``start_page``."""
-        pages = self._pages(
-            lambda n: self.list_deliveries(webhook_id, status=status, page=n), start=start_page
-        )
-        for page in pages:
-            yield from page.items
+        fetch = lambda n: self.list_deliveries(webhook_id, status=status, page=n)  # noqa: E731
+        return self._each(fetch, start_page)
 
     @staticmethod
-    def _pages[P: (Page[Any], BatchStatus)](
-        fetch: Callable[[int], P], start: int = 1
-    ) -> Iterator[P]:
+    def _each[T](fetch: Callable[[int], Page[T]], start: int = 1) -> Iterator[T]:
+        """The items of the pages ``fetch`` reads, from page ``start`` to the last."""
         number = start
         while True:
-            result = fetch(number)
-            yield result
-            page = result.page if isinstance(result, BatchStatus) else result
+            page = fetch(number)
+            yield from page.items
             if page.is_last or not page.items:
                 return
             number += 1
