@@ -164,7 +164,7 @@ def _rows(body: Any, *names: str) -> list[Mapping[str, Any]]:
 
 def segment(value: str) -> str:
     """A path segment that cannot escape its route (ids come from webhooks: untrusted)."""
-    if not value or value in {".", ".."}:
+    if value in {"", ".", ".."}:
         raise ValueError("an id must be a non-empty path segment")
     return quote(value, safe="")
 

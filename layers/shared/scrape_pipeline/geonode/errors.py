@@ -25,8 +25,6 @@ class MissingAPIKeyError(GeonodeError):
 class TransportError(GeonodeError):
     """The network failed; ``request_sent`` says whether the API may have acted on the request."""
 
-    retryable = True
-
     def __init__(self, message: str, *, request_sent: bool) -> None:
         super().__init__(message)
         self.request_sent = request_sent
@@ -98,7 +96,6 @@ _BY_STATUS: Final[Mapping[int, type[APIError]]] = {
 }
 # Statuses whose failure is transient by nature, whatever the body says.
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-_CORRELATION_HEADERS: Final = ("X-Correlation-Id", "X-Request-Id")
 
 
 def error_class_for(status_code: int) -> type[APIError]:
@@ -114,7 +111,11 @@ def api_error(
     fields = _error_fields(body)
     code, message = _code_and_message(body, fields)
     retryable = fields.get("retryable")
-    correlation_id = fields.get("correlation_id") or _first_header(headers, _CORRELATION_HEADERS)
+    correlation_id = (
+        fields.get("correlation_id")
+        or headers.get("X-Correlation-Id")
+        or headers.get("X-Request-Id")
+    )
     cls = error_class_for(status_code)
     error = cls(
         status_code,
@@ -151,10 +152,6 @@ def _validation_message(detail: Sequence[Any]) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}" for d in objects(detail)
     )
-
-
-def _first_header(headers: Mapping[str, str], names: Sequence[str]) -> str | None:
-    return next((headers[n] for n in names if headers.get(n)), None)
 
 
 def _text(value: Any, limit: int | None = None) -> str | None:

@@ -51,11 +51,15 @@ class ListingLag:
     """The listing lag allowed for now; without ``books`` (a CLI with no stack), the floor."""
 
     def __init__(
-        self, books: CheckpointReader | None, *, clock: Clock, floor_s: float | None = None
+        self,
+        books: CheckpointReader | None,
+        *,
+        clock: Clock,
+        floor_s: float = LISTING_LAG_FLOOR.default,
     ) -> None:
         self._books = books
         self._clock = clock
-        self.floor_s = LISTING_LAG_FLOOR.default if floor_s is None else floor_s
+        self.floor_s = floor_s
 
     def allowed(self) -> float:
         """max(floor, ``LAG_MARGIN`` times the lag the reconciler's row holds)."""

@@ -3,6 +3,7 @@ them, ``Transport._send`` carries them out), and the one place httpx's errors be
 
 from __future__ import annotations
 
+import calendar
 import email.utils
 import functools
 import itertools
@@ -12,7 +13,7 @@ import re
 import ssl
 import threading
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Self
 
 import httpx
@@ -203,10 +204,8 @@ def _api_error(response: httpx.Response, now: float) -> APIError:
 
 
 def _retry_after(response: httpx.Response, now: float) -> float | None:
-    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date."""
-    raw = response.headers.get("Retry-After")
-    if not raw:
-        return None
+    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date (None: neither)."""
+    raw = response.headers.get("Retry-After", "")
     try:
         return max(0.0, float(raw))
     except ValueError:
@@ -215,9 +214,7 @@ def _retry_after(response: httpx.Response, now: float) -> float | None:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - now)
+    return max(0.0, calendar.timegm(when.utctimetuple()) - now)  # a date without zone: UTC
 
 
 _ERRNO: Final = re.compile(r"^\[Errno -?\d+\]\s*")
