@@ -350,7 +350,8 @@ _CLI_RETRY = RetrySettings.from_env({"GEONODE_RETRY_MAX_ATTEMPTS": "3"}).policy(
 def test_geonode_retry_settings_make_the_cli_clients_policy(policy: Any, requests: int):
     # GIVEN GEONODE_RETRY_MAX_ATTEMPTS=3 read as the CLI reads it, and an API that answers 503
     transport, seen = _always_503()
-    client = GeonodeClient("k", retry=policy, transport=transport, clock=ManualClock())
+    chosen = {} if policy is None else {"retry": policy}  # None: built without a policy
+    client = GeonodeClient("k", transport=transport, clock=ManualClock(), **chosen)
     # WHEN a job is read THEN the setting decides the attempts; a client built without a policy
     # has RetryPolicy's defaults, and the Lambdas' wiring gives its own (NO_RETRY, ...)
     with pytest.raises(ServerError):

@@ -3,11 +3,10 @@ after a 401 at most once per ``KEY_REFRESH_MIN_SECONDS`` (a wrong key costs a re
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from scrape_pipeline.aws_errors import fetch_secret
-from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
+from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.settings import SettingsError
 from scrape_pipeline.geonode.client import API_KEY_ENV
 from scrape_pipeline.geonode.settings import GEONODE_API_KEY_SECRET_ID
@@ -37,11 +36,8 @@ class ApiKeyStore:
         return fetch_secret(self._secret_id, KEY_CACHE_SECONDS, True).strip()
 
 
-def api_key_store(
-    env: Mapping[str, str] | None = None, *, clock: Clock = SYSTEM_CLOCK
-) -> ApiKeyStore:
-    """The key's store from the environment; ``SettingsError`` when no source is configured."""
-    env = os.environ if env is None else env
+def api_key_store(env: Mapping[str, str], *, clock: Clock) -> ApiKeyStore:
+    """The key's store from ``env``; ``SettingsError`` when no source is configured."""
     secret_id = GEONODE_API_KEY_SECRET_ID.read(env)
     if not (env.get(API_KEY_ENV) or secret_id):
         raise SettingsError(

@@ -37,7 +37,7 @@ class BatchStatus(Settles):
     @classmethod
     def from_api(cls, body: Mapping[str, Any], *, page: int | None = None) -> BatchStatus:
         """``page``, the page asked for, numbers the answer over its echo (none echoed: 1)."""
-        items = [BatchItem.from_api(i) for i in objects(body.get("items") or [])]
+        items = [BatchItem.from_api(i) for i in objects(body.get("items"))]
         job_id = body.get("job_id") or body.get("id")
         if not job_id:
             # As for an extract job: an answer that does not say which job it is is no answer.

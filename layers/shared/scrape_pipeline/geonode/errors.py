@@ -73,7 +73,7 @@ class ValidationError(APIError):
     @property
     def detail(self) -> list[Mapping[str, Any]]:
         """FastAPI's ``detail`` items, or an empty list for the other error shape."""
-        return objects(as_dict(self.body).get("detail") or [])
+        return objects(as_dict(self.body).get("detail"))
 
 
 class RateLimitedError(APIError):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Final, Self
@@ -34,9 +34,9 @@ def as_dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def objects(rows: Iterable[Any]) -> list[Mapping[str, Any]]:
-    """The JSON objects among ``rows``; anything else an answer's list holds is skipped."""
-    return [row for row in rows if isinstance(row, Mapping)]
+def objects(rows: Any) -> list[Mapping[str, Any]]:
+    """The JSON objects of the list ``rows``; anything else (in it, or instead of it) is skipped."""
+    return [row for row in rows if isinstance(row, Mapping)] if isinstance(rows, list) else []
 
 
 def of_type[T](value: object, kind: type[T]) -> T | None:

@@ -106,7 +106,6 @@ class Job(Settles, Answer):
     completed_at: datetime | None = api(parse_time)
     data: dict[str, Any] = api(as_dict)
     metadata: dict[str, Any] = api(as_dict)
-    # None when the job has no ``error`` object.
     error: JobError | None = api(lambda v: JobError.from_api(v) if isinstance(v, Mapping) else None)
     tokens_charged: int | None = api()
 

@@ -54,12 +54,12 @@ class Transport:
         *,
         base_url: str | None = None,
         settings: GeonodeSettings | None = None,
-        retry: RetryPolicy | None = None,
+        retry: RetryPolicy = RetryPolicy(),
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         transport: httpx.BaseTransport | None = None,
         connect_timeout: float | None = None,
-        refresh_key: Callable[[], str | None] | None = None,
+        refresh_key: Callable[[], str | None] = lambda: None,
     ) -> None:
         """``refresh_key``: called on a 401 for a key read anew; a request refused with the old
         key is sent once more with a new one (a 401 did nothing)."""
@@ -67,7 +67,7 @@ class Transport:
         key = _api_key(api_key)
         self.base_url = (base_url or settings.base_url).rstrip("/")
         self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
-        self.retry = retry or RetryPolicy()
+        self.retry = retry
         self._clock = clock
         self._rng = rng or random.Random()  # jitter only, not security
         self._rng_lock = threading.Lock()
@@ -145,7 +145,7 @@ class Transport:
     def _renew_key(self, error: GeonodeError, refused: str | None) -> bool:
         """After a 401 (the key ``refused``): True when another key (maybe another thread's)
         is set."""
-        if self._refresh_key is None or getattr(error, "status_code", None) != 401:
+        if getattr(error, "status_code", None) != 401:
             return False
         with self._key_lock:
             if self._http.headers.get(API_KEY_HEADER) != refused:
