@@ -13,11 +13,9 @@ REQUIRED: Final = object()  # an ``api`` field's default: its key missing is a K
 
 def parse_time(value: Any) -> datetime | None:
     """An ISO 8601 timestamp (``Z`` or offset) as an aware datetime; None when absent or invalid."""
-    if not isinstance(value, str):
-        return None
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
@@ -46,7 +44,7 @@ def of_type[T](value: object, kind: type[T]) -> T | None:
 
 def int_or_none(value: Any) -> int | None:
     """An integer (a bool is not a count); None for anything else."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if type(value) is int else None
 
 
 def as_int(value: Any, default: int = 0) -> int:

@@ -64,7 +64,9 @@ class Transport:
         """``refresh_key``: called on a 401 for a key read anew; a request refused with the old
         key is sent once more with a new one (a 401 did nothing)."""
         settings = settings or GeonodeSettings.from_env()
-        key = _api_key(api_key)
+        key = api_key or os.environ.get(API_KEY_ENV)
+        if not key:
+            raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
         self.base_url = (base_url or settings.base_url).rstrip("/")
         self._host = httpx.URL(self.base_url).netloc.decode("ascii", "replace")
         self.retry = retry
@@ -140,7 +142,12 @@ class Transport:
             return error
         if response.is_success:
             return response
-        return _api_error(response, self._clock.time())
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = None
+        retry_after = _retry_after(response, self._clock.time())
+        return api_error(response.status_code, body, response.headers, retry_after=retry_after)
 
     def _renew_key(self, error: GeonodeError, refused: str | None) -> bool:
         """After a 401 (the key ``refused``): True when another key (maybe another thread's)
@@ -174,33 +181,10 @@ class Transport:
 def query(**values: Any) -> dict[str, Any]:
     """Query parameters without the unset ones; dates in the API's format."""
     return {
-        key: _date_param(value) if key.endswith("_date") else value
+        key: format_time(value) if key.endswith("_date") and not isinstance(value, str) else value
         for key, value in values.items()
         if value is not None
     }
-
-
-def _date_param(value: DateLike) -> str:
-    return value if isinstance(value, str) else format_time(value)
-
-
-def _api_key(given: str | None) -> str:
-    """The key given, else the environment's; ``MissingAPIKeyError`` when neither has one."""
-    key = given or os.environ.get(API_KEY_ENV)
-    if not key:
-        raise MissingAPIKeyError(f"no API key: pass api_key or set {API_KEY_ENV}")
-    return key
-
-
-def _api_error(response: httpx.Response, now: float) -> APIError:
-    """The error an unsuccessful answer carries."""
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = None
-    return api_error(
-        response.status_code, body, response.headers, retry_after=_retry_after(response, now)
-    )
 
 
 def _retry_after(response: httpx.Response, now: float) -> float | None:
