@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
-from scrape_pipeline.geonode.fields import objects
+from scrape_pipeline.geonode.fields import Answer, objects
 from scrape_pipeline.geonode.models import Job, JobSummary, Page, SubmittedJob
 from scrape_pipeline.geonode.transport import API_KEY_ENV, DateLike, Transport
 
@@ -46,8 +46,8 @@ class GeonodeClient(Transport):
         body = self._get(
             "/v1/extract/jobs", page=page, page_size=min(page_size, JOBS_PAGE_MAX), **filters
         )
-        rows = _rows(body, "jobs", "items")  # items: the seed article's name for the same list
-        return Page.from_api(body, [JobSummary.from_api(r) for r in rows])
+        # items: the seed article's name for the same list
+        return Page.from_api(body, _rows(body, JobSummary, "jobs", "items"))
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobSummary]:
         """Every job matching ``filters`` across all pages, each once (newest first: a job
@@ -111,10 +111,7 @@ class GeonodeClient(Transport):
         """Every subscription of the account."""
         from scrape_pipeline.geonode.webhooks import Webhook  # noqa: PLC0415 - see the top
 
-        return [
-            Webhook.from_api(r)
-            for r in _rows(self._get("/v1/webhooks"), "webhooks", "items", "data")
-        ]
+        return _rows(self._get("/v1/webhooks"), Webhook, "webhooks", "items", "data")
 
     def list_deliveries(
         self,
@@ -133,8 +130,7 @@ class GeonodeClient(Transport):
             page=page,
             page_size=min(page_size, DELIVERIES_PAGE_MAX),
         )
-        rows = _rows(body, "items", "deliveries")
-        return Page.from_api(body, [Delivery.from_api(r) for r in rows])
+        return Page.from_api(body, _rows(body, Delivery, "items", "deliveries"))
 
     def iter_deliveries(
         self, webhook_id: str, *, status: str | None = None, start_page: int = 1
@@ -155,11 +151,11 @@ class GeonodeClient(Transport):
             number += 1
 
 
-def _rows(body: Any, *names: str) -> list[Mapping[str, Any]]:
-    """The objects of the answer's list: under the first of ``names`` it has, or the answer."""
+def _rows[A: Answer](body: Any, kind: type[A], *names: str) -> list[A]:
+    """The answer's list read as ``kind``: under the first of ``names`` it has, or the answer."""
     if isinstance(body, Mapping):
         body = next((body[n] for n in names if body.get(n) is not None), [])
-    return objects(body)
+    return [kind.from_api(row) for row in objects(body)]
 
 
 def segment(value: str) -> str:
