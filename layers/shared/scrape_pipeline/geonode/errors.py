@@ -98,11 +98,6 @@ _BY_STATUS: Final[Mapping[int, type[APIError]]] = {
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
-def error_class_for(status_code: int) -> type[APIError]:
-    """The exception class for an HTTP error status."""
-    return ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
-
-
 def api_error(
     status_code: int, body: Any, headers: Mapping[str, str], *, retry_after: float | None = None
 ) -> APIError:
@@ -116,7 +111,7 @@ def api_error(
         or headers.get("X-Correlation-Id")
         or headers.get("X-Request-Id")
     )
-    cls = error_class_for(status_code)
+    cls = ServerError if status_code >= 500 else _BY_STATUS.get(status_code, APIError)
     error = cls(
         status_code,
         code=_text(code),
@@ -150,7 +145,7 @@ def _code_and_message(body: Any, fields: Mapping[str, Any]) -> tuple[Any, Any]:
 def _validation_message(detail: Sequence[Any]) -> str:
     """``loc.path: msg`` of each FastAPI validation item, joined by "; "."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}" for d in objects(detail)
+        f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg', '')}" for d in objects(detail)
     )
 
 

@@ -4,9 +4,7 @@ not act on it (429, no connection made); waits with full jitter, ``Retry-After``
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
 
 from scrape_pipeline.geonode.errors import (
     TRANSIENT_STATUSES,
@@ -36,7 +34,7 @@ class RetryPolicy:
     ) -> float | None:
         """The wait before another try, when try ``attempt`` (from 1) failed with ``error``
         ``elapsed`` seconds after the first began; None: give up (unsafe, no tries or time left)."""
-        never_sent = isinstance(error, TransportError) and not error.request_sent
+        never_sent = not getattr(error, "request_sent", True)  # no connection was made
         tries = min(self.connect_attempts, self.max_attempts) if never_sent else self.max_attempts
         if attempt >= tries or not may_retry(error, is_read):
             return None
@@ -50,19 +48,13 @@ class RetryPolicy:
 
 
 def may_retry(error: GeonodeError, is_read: bool) -> bool:
-    """Whether trying again is safe and may help (``is_read``: a GET or HEAD)."""
-    when = next(_RETRY_WHEN[kind] for kind in type(error).__mro__ if kind in _RETRY_WHEN)
-    return when(error, is_read)
-
-
-# When each kind of error may be tried again, given ``is_read``; an error takes the rule of the
-# nearest class in its MRO (a 429 is an APIError, but throttled requests were not acted on).
-_RETRY_WHEN: Final[Mapping[type[GeonodeError], Callable[[Any, bool], bool]]] = {
-    RateLimitedError: lambda error, is_read: True,
-    TransportError: lambda error, is_read: is_read or not error.request_sent,
-    APIError: lambda error, is_read: is_read and error.status_code in TRANSIENT_STATUSES,
-    GeonodeError: lambda error, is_read: False,
-}
+    """Whether trying again is safe and may help (``is_read``: a GET or HEAD); a throttled
+    request (429) was not acted on, whatever its method."""
+    if isinstance(error, RateLimitedError):
+        return True
+    if isinstance(error, TransportError):
+        return is_read or not error.request_sent
+    return is_read and isinstance(error, APIError) and error.status_code in TRANSIENT_STATUSES
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
