@@ -43,7 +43,3 @@ class Delivery(Answer):
     http_status: int | None = api(lambda v: of_type(v, int))
     delivered_at: datetime | None = api(parse_time)
     created_at: datetime | None = api(parse_time)
-
-    @property
-    def succeeded(self) -> bool:
-        return self.http_status is not None and 200 <= self.http_status < 300
