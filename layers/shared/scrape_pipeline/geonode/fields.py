@@ -49,8 +49,7 @@ def int_or_none(value: Any) -> int | None:
 
 def as_int(value: Any, default: int = 0) -> int:
     """An integer (a bool is not a count); ``default`` for anything else."""
-    found = int_or_none(value)
-    return default if found is None else found
+    return value if type(value) is int else default
 
 
 def api(read: Callable[[Any], Any] = lambda value: value, *, default: Any = None) -> Any:
