@@ -32,7 +32,7 @@ from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import BadPlanError, RunMode, RunSpec, post_options
 from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline.runs.report import CatchingUp, Event, EventKind, Planned, RunReport
-from scrape_pipeline.wiring.api import listing_lag
+from scrape_pipeline.wiring.shared import listing_lag
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
 from scrape_pipeline_ops.cli.progress import Progress
 from scrape_pipeline_ops.runs.evidence import AnyOf, LedgerCandidates

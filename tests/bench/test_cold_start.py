@@ -34,7 +34,7 @@ NOT_IMPORTED = {
         "scrape_pipeline.processor.queue",
         "scrape_pipeline.processor.bulk_send",
         "scrape_pipeline.geonode.settings",
-        "scrape_pipeline.wiring.stores",
+        "scrape_pipeline.wiring.shared",
         # The sweeps' decisions (a webhook's rule is ``ledger.evidence``'s).
         "scrape_pipeline.ledger.decide",
     },

@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import boto3
+
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import NO_RETRY
@@ -17,9 +19,7 @@ from scrape_pipeline.processor.queue import JobQueue
 from scrape_pipeline.processor.resubmission import Resubmitter
 from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.processor.settings import ProcessorSettings
-from scrape_pipeline.wiring import stores
-from scrape_pipeline.wiring.api import geonode_client, listing_lag
-from scrape_pipeline.wiring.events import emitter_from_env
+from scrape_pipeline.wiring import shared
 
 
 class BuiltProcessor(NamedTuple):
@@ -34,15 +34,13 @@ def build_processor(
     env: Mapping[str, str] | None = None, *, clock: Clock | None = None
 ) -> BuiltProcessor:
     """The processor on real clients; it never waits on a throttled call (``NO_RETRY``)."""
-    import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
-
     env = os.environ if env is None else env
     clock = clock or active_clock()
     settings = ProcessorSettings.from_env(env)
     bucket = RESULTS_BUCKET.read(env)
-    ledger = stores.ledger_from_env(env, clock, WorkLedger)
-    client = geonode_client(env, NO_RETRY, clock)
-    queue = stores.queue_from_env(env, JobQueue)
+    ledger = shared.ledger_from_env(env, clock, WorkLedger)
+    client = shared.geonode_client(env, NO_RETRY, clock)
+    queue = shared.queue_from_env(env, JobQueue)
 
     def wake(parent: JobKey) -> None:
         # A batch or crawl whose retried item settled: any message makes the processor settle it.
@@ -57,10 +55,10 @@ def build_processor(
             client,
             ledger,
             per_chain_limit=settings.max_resubmissions_per_url,
-            lag=listing_lag(env, ledger, clock),
+            lag=shared.listing_lag(env, ledger, clock),
         ),
         clock=clock,
-        emitter=emitter_from_env(env, ledger, linger=settings.event_linger_seconds),
+        emitter=shared.emitter_from_env(env, ledger, linger=settings.event_linger_seconds),
         waker=wake,
     )
     return BuiltProcessor(processor, queue, ledger)

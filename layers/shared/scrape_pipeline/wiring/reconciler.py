@@ -13,9 +13,7 @@ from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.reconciler.recovery import Recoverer
 from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
-from scrape_pipeline.wiring import stores
-from scrape_pipeline.wiring.api import geonode_client
-from scrape_pipeline.wiring.events import emitter_from_env
+from scrape_pipeline.wiring import shared
 
 # The reconciler may wait a little for a throttled page (it runs minutes apart); the processor
 # never waits: its messages come back later instead.
@@ -29,10 +27,10 @@ def build_reconciler(
     env = os.environ if env is None else env
     clock = clock or active_clock()
     settings = ReconcilerSettings.from_env(env)
-    ledger = stores.ledger_from_env(env, clock, Ledger)
-    client = geonode_client(env, RECONCILER_RETRY, clock)
+    ledger = shared.ledger_from_env(env, clock, Ledger)
+    client = shared.geonode_client(env, RECONCILER_RETRY, clock)
     recoverer = Recoverer(
-        ledger, stores.queue_from_env(env, BulkSender), settings.recovery, clock=clock
+        ledger, shared.queue_from_env(env, BulkSender), settings.recovery, clock=clock
     )
     # No bucket (the CLI's ``reconcile`` given only the ledger and the queue): no run sweep.
     bucket = env.get(RESULTS_BUCKET.name, "")
@@ -42,6 +40,6 @@ def build_reconciler(
         client=client,
         recoverer=recoverer,
         clock=clock,
-        emitter=emitter_from_env(env, ledger),
+        emitter=shared.emitter_from_env(env, ledger),
         results=ResultStore(bucket) if bucket else None,
     )

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import boto3
+
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
 from scrape_pipeline.clock import Clock, active_clock
 from scrape_pipeline.config.resources import LedgerSettings
@@ -19,8 +21,7 @@ from scrape_pipeline.runs.inside import Inside, InsideSettings, ObjectReader, Se
 from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.posting import SubmitterSettings
-from scrape_pipeline.wiring import stores
-from scrape_pipeline.wiring.api import geonode_client, listing_lag
+from scrape_pipeline.wiring import shared
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
@@ -34,13 +35,11 @@ LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False, wait_for_doubts=Fals
 def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Inside:
     """The submitter function's logic on real clients; each POST is one request (``NO_RETRY``):
     the engine classifies its failure and backs off itself."""
-    import boto3  # noqa: PLC0415 - keeps the layer importable without AWS configured
-
     env = os.environ if env is None else env
     clock = clock or active_clock()
     settings = InsideSettings.from_env(env)
     table = LedgerSettings.from_env(env)
-    client = geonode_client(env, NO_RETRY, clock)
+    client = shared.geonode_client(env, NO_RETRY, clock)
     # The journal's rows live in the ledger's table, and expire as its rows do; a batch or
     # crawl is born announced (its ledger row is in the transaction that records its id).
     journal = DynamoJournal(
@@ -53,7 +52,7 @@ def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = 
     # A batch or crawl in doubt is adopted once the delivery log names it: its settlement is
     # logged there whether or not its webhook reached the stack (no grant: the API's log).
     evidence = DeliveryLogCandidates(client)
-    lag = listing_lag(env, stores.ledger_from_env(env, clock, WorkLedger), clock)
+    lag = shared.listing_lag(env, shared.ledger_from_env(env, clock, WorkLedger), clock)
 
     def submitter(journal: Journal) -> Submitter:
         # The same pace as the CLI's: several POSTs in flight at the rate the API allows; the
