@@ -381,8 +381,8 @@ def _kill_before_put_events(
     The emitter has taken the held events out of memory when it calls the bus, so a kill there
     loses them as a dead process would; the rows' outbox keeps them for the reconciler.
     """
-    bus = stack.handlers["processor"].get_processor()[0]._emitter.bus
-    put = bus.put
+    emitter = stack.handlers["processor"].get_processor()[0]._emitter
+    put = emitter.put
 
     def crashing_put(events: Any) -> Any:
         if rng.random() < rate:
@@ -390,7 +390,7 @@ def _kill_before_put_events(
             raise _Crash("processor killed after its DONE writes, before PutEvents")
         return put(events)
 
-    bus.put = crashing_put
+    emitter.put = crashing_put
 
 
 class _KillingClient:

@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.events.detail import DetailType, OutcomeEvent, event_id, outcome_event
-from scrape_pipeline.events.outbox import MAX_REQUEST_BYTES, Emitter, EventBus, chunks, entry_size
+from scrape_pipeline.events.outbox import MAX_REQUEST_BYTES, Emitter, chunks, entry_size
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline_local.clock import ManualClock
@@ -52,9 +52,7 @@ def world() -> Iterator[World]:
             calls.append(len(params["Entries"]))
 
         events.meta.events.register("provide-client-params.events.PutEvents", count)
-        yield World(
-            ledger, Emitter(EventBus(BUS, client=events), ledger), subscriber, events, clock, calls
-        )
+        yield World(ledger, Emitter(BUS, ledger, client=events), subscriber, events, clock, calls)
 
 
 def settle(world: World, job_id: str, outcome: Outcome = Outcome.STORED) -> str:
@@ -146,7 +144,7 @@ def test_an_entry_the_bus_refuses_stays_in_the_outbox_and_goes_out_later_same_id
 
 def lingering(world: World, seconds: float) -> Emitter:
     """``world``'s emitter, holding short calls' events up to ``seconds``."""
-    world.emitter = Emitter(world.emitter.bus, world.ledger, linger=seconds)
+    world.emitter = Emitter(BUS, world.ledger, client=world.events_client, linger=seconds)
     return world.emitter
 
 
@@ -203,7 +201,7 @@ def test_held_events_of_a_container_never_invoked_again_are_the_sweeps(world: Wo
     # WHEN the sweep's grace has passed and it emits what the index still owes
     world.clock.advance(91)
     pending, _ = world.ledger.pending_events(before=world.clock.time() - 90)
-    swept = Emitter(world.emitter.bus, world.ledger).emit(pending)
+    swept = Emitter(BUS, world.ledger, client=world.events_client).emit(pending)
     # THEN the three go out, once each, with the ids their rows were written with
     assert (swept.sent, swept.cleared) == (3, 3)
     received = [e["detail"]["event_id"] for e in world.subscriber.received()]
@@ -215,7 +213,7 @@ def test_a_failed_call_leaves_every_event_in_the_outbox(world: World) -> None:
     # GIVEN outcomes, and a bus that does not exist (the call fails altogether)
     settle(world, "job-a")
     settle(world, "job-b")
-    world.emitter.bus.name = "no-such-bus"
+    world.emitter.bus_name = "no-such-bus"
     # WHEN emitted
     result = world.emitter.flush(world.clock.time())
     # THEN nothing is cleared, the error is named, and both rows still owe their event

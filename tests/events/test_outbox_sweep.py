@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import Emitter, EventBus
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport
@@ -44,7 +44,7 @@ def parts() -> Iterator[tuple[Ledger, Reconciler, Subscriber, ManualClock]]:
             client=cast(Any, None),  # the outbox sweep calls neither the API
             recoverer=cast(Any, None),  # nor the queue
             clock=clock,
-            emitter=Emitter(EventBus(BUS, client=events), ledger),
+            emitter=Emitter(BUS, ledger, client=events),
         )
         yield ledger, reconciler, subscriber, clock
 

@@ -20,7 +20,7 @@ import boto3
 import pytest
 
 from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import Emitter, EventBus
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
@@ -61,7 +61,7 @@ class World:
             client=cast("Any", None),  # the run sweep calls neither the API
             recoverer=cast("Any", None),  # nor the queue
             clock=self.clock,
-            emitter=Emitter(EventBus(bus, client=self.events_client), self.ledger),
+            emitter=Emitter(bus, self.ledger, client=self.events_client),
             results=ResultStore(BUCKET, client=self.s3),
         )
         return sweep.run(Budget.no_deadline())
@@ -299,7 +299,7 @@ def _outbox_then_runs(world: World, clock: ManualClock) -> Callable[[], list[dic
         client=cast("Any", None),
         recoverer=cast("Any", None),
         clock=clock,
-        emitter=Emitter(EventBus(BUS, client=world.events_client), world.ledger),
+        emitter=Emitter(BUS, world.ledger, client=world.events_client),
         results=ResultStore(BUCKET, client=world.s3),
     )
 

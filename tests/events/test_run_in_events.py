@@ -18,7 +18,7 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.events.detail import outcome_event
-from scrape_pipeline.events.outbox import Emitter, EventBus
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.resubmission import hand_on
@@ -45,7 +45,7 @@ class World:
         events = boto3.client("events")
         events.create_event_bus(Name=BUS)
         self.subscriber: Subscriber = subscribe(events, boto3.client("sqs"), BUS)
-        self.emitter = Emitter(EventBus(BUS, client=events), self.ledger)
+        self.emitter = Emitter(BUS, self.ledger, client=events)
 
     def posted(self, mode: RunMode, url: str) -> Entry:
         """A run of one URL planned and its entry claimed: the POST is under way."""

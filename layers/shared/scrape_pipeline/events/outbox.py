@@ -1,5 +1,5 @@
-"""Outcome events on the bus at least once: ``EventBus`` puts them (at most ten entries and 256 KB
-a call), the ``Emitter`` clears them from the rows still holding them once the bus took them."""
+"""Outcome events on the bus at least once: the ``Emitter`` puts them (at most ten entries and
+256 KB a call), then clears them from the rows still holding them once the bus took them."""
 
 from __future__ import annotations
 
@@ -18,16 +18,6 @@ from scrape_pipeline.ledger.work import WorkLedger
 MAX_ENTRIES: Final = 10
 MAX_REQUEST_BYTES: Final = 256 * 1024
 _TIME_BYTES: Final = 14  # what EventBridge counts for an entry's time, sent or not
-
-
-@dataclass
-class PutResult:
-    """What one ``EventBus.put`` did: the events the bus took, those it did not, its calls."""
-
-    sent: list[OutcomeEvent] = field(default_factory=list)
-    failed: list[OutcomeEvent] = field(default_factory=list)
-    calls: int = 0
-    error: str | None = None  # a call that failed altogether ("ErrorType: message")
 
 
 def _entry(bus_name: str, event: OutcomeEvent) -> dict[str, Any]:
@@ -62,64 +52,42 @@ def chunks(
         yield chunk
 
 
-class EventBus:
-    """The stack's bus, through one EventBridge client."""
-
-    def __init__(self, name: str, *, client: Any) -> None:
-        self.name = name
-        self._events = client
-
-    def put(self, events: Sequence[OutcomeEvent]) -> PutResult:
-        """Send ``events`` in as few calls as the limits allow; never raises for AWS."""
-        result = PutResult()
-        entries = [_entry(self.name, event) for event in events]
-        for chunk in chunks(entries):
-            batch = [events[i] for i in chunk]
-            result.calls += 1
-            try:
-                response = self._events.put_events(Entries=[entries[i] for i in chunk])
-            except AWS_ERRORS as exc:
-                # The bus or the network failed: these wait in the outbox for the next try.
-                result.failed += batch
-                result.error = f"{type(exc).__name__}: {exc}"
-                continue
-            # An event refused, or with no answer, is not known taken.
-            answers = response.get("Entries", [])
-            for event, answer in zip(batch, answers, strict=False):
-                (result.failed if answer.get("ErrorCode") else result.sent).append(event)
-            result.failed += batch[len(answers) :]
-        return result
-
-
 def retell_with_run(ledger: WorkLedger, row: LedgerRow) -> bool:
     """A settled row whose event does not name the run it names now (linked after the close):
     that event owed again naming it, the same id. True when it was retold."""
     if not row.is_done or row.run is None or row.outbox_event is None:
         return False
-    return _retold(ledger, row.key, row.outbox_event, with_run(row.outbox_event, row.run))
-
-
-def _retold(ledger: WorkLedger, key: JobKey, event: str, told: str | None) -> bool:
-    return told is not None and ledger.retell(key, event, told)
+    told = with_run(row.outbox_event, row.run)
+    return told is not None and ledger.retell(row.key, row.outbox_event, told)
 
 
 @dataclass
 class EmitResult:
-    """What one emit did: events the bus took, those left in the outbox, PutEvents calls."""
+    """What one emit did: the events the bus took, how many it left in the outbox (their rows
+    keep them), PutEvents calls, rows cleared, failed calls ("ErrorType: message")."""
 
-    sent: int = 0
+    taken: list[OutcomeEvent] = field(default_factory=list)
     left: int = 0
     calls: int = 0
     cleared: int = 0
     errors: list[str] = field(default_factory=list)
 
+    @property
+    def sent(self) -> int:
+        """How many events the bus took."""
+        return len(self.taken)
+
 
 class Emitter:
-    """Sends outbox events and clears them; holds a processor's until its batch's end, or with
-    a ``linger`` until they fill a call or the oldest has waited that long."""
+    """Puts outbox events on the stack's bus (``bus_name``, through one EventBridge client) and
+    clears them; holds a processor's until its batch's end, or with a ``linger`` until they
+    fill a call or the oldest has waited that long."""
 
-    def __init__(self, bus: EventBus, ledger: WorkLedger, *, linger: float = 0.0) -> None:
-        self.bus = bus
+    def __init__(
+        self, bus_name: str, ledger: WorkLedger, *, client: Any, linger: float = 0.0
+    ) -> None:
+        self.bus_name = bus_name
+        self._events = client
         self._ledger = ledger
         self._linger = linger
         self._held: list[PendingEvent] = []
@@ -147,19 +115,32 @@ class Emitter:
 
     def emit(self, pending: Sequence[PendingEvent]) -> EmitResult:
         """Put ``pending`` on the bus, ten a call, then clear each one it took."""
-        result = EmitResult()
-        events: list[OutcomeEvent] = []
-        rows: dict[str, PendingEvent] = {}
-        for item in pending:
-            event = OutcomeEvent.from_json(item.event)
-            events.append(event)
-            rows[event.event_id] = item
-        put = self.bus.put(events)
-        result.calls, result.sent, result.left = put.calls, len(put.sent), len(put.failed)
-        if put.error:
-            result.errors.append(put.error)
-        for event in put.sent:
+        events = [OutcomeEvent.from_json(item.event) for item in pending]
+        rows = {event.event_id: item for event, item in zip(events, pending, strict=True)}
+        result = self.put(events)
+        for event in result.taken:
             self._clear(rows[event.event_id], result)
+        return result
+
+    def put(self, events: Sequence[OutcomeEvent]) -> EmitResult:
+        """Send ``events`` in as few calls as the limits allow; never raises for AWS."""
+        result = EmitResult()
+        entries = [_entry(self.bus_name, event) for event in events]
+        for chunk in chunks(entries):
+            batch = [events[i] for i in chunk]
+            result.calls += 1
+            try:
+                response = self._events.put_events(Entries=[entries[i] for i in chunk])
+            except AWS_ERRORS as exc:
+                # The bus or the network failed: these wait in the outbox for the next try.
+                result.left += len(batch)
+                result.errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            # An event refused, or with no answer, is not known taken.
+            answers = response.get("Entries", [])
+            taken = [e for e, a in zip(batch, answers, strict=False) if not a.get("ErrorCode")]
+            result.taken += taken
+            result.left += len(batch) - len(taken)
         return result
 
     def _clear(self, item: PendingEvent, result: EmitResult) -> None:

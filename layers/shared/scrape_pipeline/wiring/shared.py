@@ -9,7 +9,7 @@ import boto3
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.resources import EVENT_BUS_NAME, QUEUE_URL, LedgerSettings
-from scrape_pipeline.events.outbox import Emitter, EventBus
+from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.api_key import api_key_store
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.listing_lag import ListingLag
@@ -66,4 +66,4 @@ def emitter_from_env(
     name = EVENT_BUS_NAME.read(env)
     if not name:
         return None
-    return Emitter(EventBus(name, client=boto3.client("events")), ledger, linger=linger)
+    return Emitter(name, ledger, client=boto3.client("events"), linger=linger)

@@ -78,8 +78,8 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
     def _tell(self, name: str, event: str, result: RunsResult) -> None:
         """Put the run's event on the bus; the head remembers once the bus took it."""
         assert self._emitter is not None
-        put = self._emitter.bus.put([OutcomeEvent.from_json(event)])
-        result.failed(put.error)
+        put = self._emitter.put([OutcomeEvent.from_json(event)])
+        result.failed(next(iter(put.errors), None))
         if put.sent:
             result.events_sent += 1
             self._heads.told(name, event)
