@@ -224,7 +224,7 @@ def http_call(client: Any, url: str) -> Call:
 def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
     """The receiver's AWS calls without the receiver: its ledger's conditional PutItem
     (``Ledger.record``), then SendMessage if the row is new."""
-    from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey
+    from scrape_pipeline.jobs import JobKey, Source
     from scrape_pipeline.ledger.full import Ledger
     from scrape_pipeline.processor.queue import JobMessage, JobQueue
 
@@ -234,10 +234,10 @@ def raw_call(dynamodb: Any, sqs: Any, table: str, queue_url: str) -> Call:
     def call(delivery: Delivery) -> tuple[int | None, str]:
         key = JobKey.from_pk(delivery.pk)
         event = f"{key.kind}_completed"
-        recorded = ledger.record(key, source=SOURCE_WEBHOOK, detail={"event": event})
+        recorded = ledger.record(key, source=Source.WEBHOOK, detail={"event": event})
         if not recorded.created:
             return 200, "duplicate"
-        queue.send(JobMessage(key, SOURCE_WEBHOOK))
+        queue.send(JobMessage(key, Source.WEBHOOK))
         return 200, "accepted"
 
     return call

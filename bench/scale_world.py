@@ -15,7 +15,7 @@ from typing import Any
 import boto3
 
 from bench.aws_calls import AwsCalls, event_source_on
-from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobState, Outcome
+from scrape_pipeline.jobs import JobKey, JobState, Outcome, Source
 from scrape_pipeline.ledger.attributes import PARTITION_KEY, STATE_SINCE, TTL_ATTRIBUTE
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import read_message
@@ -232,7 +232,7 @@ def store(ledger: Ledger, keys: Sequence[JobKey], *, source: str) -> None:
 
 def receive(ledger: Ledger, keys: Sequence[JobKey]) -> None:
     """Webhooks that arrived: each job recorded by the receiver and stored by the processor."""
-    store(ledger, keys, source=SOURCE_WEBHOOK)
+    store(ledger, keys, source=Source.WEBHOOK)
 
 
 def processor(ledger: Ledger) -> Any:

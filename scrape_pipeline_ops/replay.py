@@ -3,7 +3,7 @@ delivery-log sweep's scan, once, with no checkpoint read or moved."""
 
 from __future__ import annotations
 
-from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG
+from scrape_pipeline.jobs import Source
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.reconciler.sweeps import Budget
 from scrape_pipeline.reconciler.sweeps.delivery_log import DeliveryLogResult, DeliveryLogSweep
@@ -15,7 +15,7 @@ def replay_failed(
     *,
     since: float,
     only_status: int | None = None,
-    source: str = SOURCE_DELIVERY_LOG,
+    source: str = Source.DELIVERY_LOG,
 ) -> DeliveryLogResult:
     """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
     A failing page is raised."""

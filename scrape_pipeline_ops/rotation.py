@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError, unavailable
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
-from scrape_pipeline.jobs import SOURCE_ROTATION
+from scrape_pipeline.jobs import Source
 from scrape_pipeline.receiver.signatures.secret import (
     WebhookSecret,
     WebhookSecrets,
@@ -237,7 +237,7 @@ def rotate_webhook_secret(
             webhook_id,
             since=started - 60.0,
             only_status=401,
-            source=SOURCE_ROTATION,
+            source=Source.ROTATION,
         ).recovered
     return RotationResult(
         webhook_id=webhook_id,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.geonode.fields import format_time, parse_time
 from scrape_pipeline.geonode.webhooks import Delivery
-from scrape_pipeline.jobs import SOURCE_CLI_REPLAY
+from scrape_pipeline.jobs import Source
 from scrape_pipeline_ops.cli.config import UsageError
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def replay(ctx: Context, args: argparse.Namespace) -> int:
         args.webhook_id,
         since=since,
         only_status=args.status_code,
-        source=SOURCE_CLI_REPLAY,
+        source=Source.CLI_REPLAY,
     )
     ctx.out.record(
         {

@@ -10,7 +10,7 @@ import pytest
 
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT
-from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey, JobKind, JobState
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Source
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport
@@ -164,11 +164,11 @@ def test_reconciler_delivery_log_checkpoint_skips_what_it_read(make_stack: MakeS
         client.submit_extract(f"https://example.com/log/{i}")
     settle(stack, 60)
     first = ReconcileReport()
-    reconciler(stack).run_sweep(SOURCE_DELIVERY_LOG, first)
+    reconciler(stack).run_sweep(Source.DELIVERY_LOG, first)
     assert first.recovered["delivery_log"] == 30
     settle(stack, 60)
     second = ReconcileReport()
-    reconciler(stack).run_sweep(SOURCE_DELIVERY_LOG, second)
+    reconciler(stack).run_sweep(Source.DELIVERY_LOG, second)
     assert second.recovered["delivery_log"] == 0
     assert check_exactly_once(stack) == {"stored": 30}
 
@@ -331,7 +331,7 @@ def test_reconciler_delivery_log_resumes_a_saved_pass_then_reads_afresh(
     monkeypatch.setattr(found._client, "list_deliveries", counted)
     # WHEN the delivery-log sweep runs
     report = ReconcileReport()
-    found.run_sweep(SOURCE_DELIVERY_LOG, report)
+    found.run_sweep(Source.DELIVERY_LOG, report)
     # THEN it took the saved pass up at its third page, then read the log afresh from the top
     assert pages == [*range(3, 13), *range(1, 13)]
     assert (report.resumed_passes, report.errors) == (1, {})

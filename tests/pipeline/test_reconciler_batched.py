@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
-from scrape_pipeline.jobs import SOURCE_JOB_LIST
+from scrape_pipeline.jobs import Source
 from scrape_pipeline.processor.queue import BATCH_MAX, read_message
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
@@ -67,7 +67,7 @@ def test_reconciler_recovers_in_batches_of_ten(make_stack: MakeStack):
     # WHEN one run recovers them
     report = found.run()
     # THEN every one went out in SendMessageBatch calls of ten, none one by one
-    assert report.recovered[SOURCE_JOB_LIST] == jobs
+    assert report.recovered[Source.JOB_LIST] == jobs
     assert calls.counts["SendMessageBatch"] == math.ceil(jobs / BATCH_MAX)
     assert calls.counts["SendMessage"] == 0
     assert calls.counts["BatchGetItem"] == math.ceil(jobs / PAGE)
@@ -88,7 +88,7 @@ def test_reconciler_healthy_account_costs_a_page_and_a_read_per_hundred(make_sta
     pages_before = list_requests(stack)
     # WHEN the job-list sweep reads them
     report = ReconcileReport()
-    found.run_sweep(SOURCE_JOB_LIST, report)
+    found.run_sweep(Source.JOB_LIST, report)
     # THEN it cost one list page and one BatchGetItem per 100 jobs, and no write but the
     # checkpoint's (one GetItem to read it, one PutItem a page to save it as it goes, so a
     # run killed mid-pass keeps the pages it read)
@@ -170,7 +170,7 @@ def test_reconciler_persistent_entry_failure_raises_and_loses_nothing(
     report = found.run()
     # THEN the entry was tried twice, the sweep failed loudly, and the rest went out
     assert fails[unlucky] == 2
-    assert "UnsentError" in report.errors[SOURCE_JOB_LIST]  # an AWSUnavailableError
+    assert "UnsentError" in report.errors[Source.JOB_LIST]  # an AWSUnavailableError
     # AND once SQS accepts it again, a later run recovers the job: nothing was dropped, and
     # its row was put back (not left ENQUEUED with no message until the stale-row sweep)
     fails.clear()

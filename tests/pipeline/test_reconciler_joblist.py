@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scrape_pipeline.jobs import SOURCE_JOB_LIST
+from scrape_pipeline.jobs import Source
 from scrape_pipeline.reconciler.report import ReconcileReport
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.reconciler.sweeps import Budget, job_list, watch, watch_listing
@@ -90,7 +90,7 @@ def pending_pass(
     remaining = FakeRemaining(1000.0)
     pages = slow_list_pages(monkeypatch, found, remaining)
     first = ReconcileReport()
-    found.run_sweep(SOURCE_JOB_LIST, first, Budget(remaining, TWO_PAGES))
+    found.run_sweep(Source.JOB_LIST, first, Budget(remaining, TWO_PAGES))
     return stack, found, remaining, pages, first
 
 
@@ -100,20 +100,20 @@ def test_reconciler_run_reads_fresh_ground_and_finishes_a_pending_pass(
     # GIVEN 25 dropped jobs, and a first sweep whose budget lasts two list pages
     stack, found, remaining, pages, first = pending_pass(make_stack, monkeypatch)
     assert (first.list_pages, first.list_passes, first.complete) == (2, 1, False)
-    assert first.recovered[SOURCE_JOB_LIST] == 20
+    assert first.recovered[Source.JOB_LIST] == 20
     # AND 3 more dropped jobs settle before the next run
     fresh = dropped_jobs(stack, 3, "fresh")
     settle(stack, 700)
     # WHEN the next sweep runs with time to spare
     pages.clear()
     second = ReconcileReport()
-    found.run_sweep(SOURCE_JOB_LIST, second, Budget(remaining, 1000.0))
+    found.run_sweep(Source.JOB_LIST, second, Budget(remaining, 1000.0))
     # THEN it read the fresh ground first (the 3 new jobs, and the overlap below the
     # watermark read again once: here the old jobs, all created at one instant, three pages),
     # then finished the pending pass at its third page, all in the same run
     assert [call["page"] for call in pages] == [1, 2, 3, 3]
     assert (second.list_passes, second.resumed_passes, second.complete) == (1, 1, True)
-    assert second.recovered[SOURCE_JOB_LIST] == 3 + 5
+    assert second.recovered[Source.JOB_LIST] == 3 + 5
     settle(stack, 60)
     assert stored(stack, fresh) == fresh
     assert check_exactly_once(stack) == {"stored": 28}
@@ -140,7 +140,7 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
 
     monkeypatch.setattr(found._client, "list_jobs", slow)
     report = ReconcileReport()
-    found.run_sweep(SOURCE_JOB_LIST, report, Budget(remaining, 1000.0))
+    found.run_sweep(Source.JOB_LIST, report, Budget(remaining, 1000.0))
     # THEN it read the fresh ground (nothing new: the overlap below the watermark read again
     # once), finished the pending pass at its third page, and went on with a closing fresh
     # pass over what came due meanwhile, all in the same run. The old jobs were all created at
@@ -150,7 +150,7 @@ def test_reconciler_finishing_a_pending_pass_goes_on_with_a_fresh_one(
     assert report.resumed_passes == 1 and report.list_passes == 2
     assert report.complete is True
     # (the old jobs read again are re-sent too: at 600 s a page their messages look lost)
-    assert report.recovered[SOURCE_JOB_LIST] >= 5 + 2
+    assert report.recovered[Source.JOB_LIST] >= 5 + 2
     settle(stack, 60)
     assert stored(stack, late) == late
     assert check_exactly_once(stack) == {"stored": 27}
@@ -204,14 +204,14 @@ def test_reconciler_pending_pass_watches_its_unsettled_jobs_and_never_rereads_th
         job_duration_min_s=SLOW_JOB_SECONDS,
         job_duration_max_s=SLOW_JOB_SECONDS + 1,
     )
-    assert (first.list_pages, first.recovered[SOURCE_JOB_LIST]) == (2, 0)
+    assert (first.list_pages, first.recovered[Source.JOB_LIST]) == (2, 0)
     assert first.newly_watched == 20
     pass_end = pages[0]["end_date"]
     # WHEN the next run finishes the pending pass while they still run
     second = ReconcileReport()
-    found.run_sweep(SOURCE_JOB_LIST, second, Budget(remaining, 1000.0))
+    found.run_sweep(Source.JOB_LIST, second, Budget(remaining, 1000.0))
     # THEN the last 5 are watched too, and the pass is done: no page of it is read again
-    assert (second.newly_watched, second.recovered[SOURCE_JOB_LIST]) == (5, 0)
+    assert (second.newly_watched, second.recovered[Source.JOB_LIST]) == (5, 0)
     assert second.complete is True
     pages.clear()
     settle(stack, 300)  # they settle
@@ -235,12 +235,12 @@ def test_reconciler_fresh_ground_leaves_half_the_run_to_older_passes(
     # WHEN a run's budget would let the fresh ground alone take all of it (3.5 pages)
     pages.clear()
     report = ReconcileReport()
-    found.run_sweep(SOURCE_JOB_LIST, report, Budget(remaining, 35.0))
+    found.run_sweep(Source.JOB_LIST, report, Budget(remaining, 35.0))
     # THEN the fresh pass stopped at half, and the old pass got its last page: a backlog
     # drains even while every run's new ground could fill the run
     assert [p["page"] for p in pages if p["end_date"] == old_end] == [3]
     assert len([p for p in pages if p["end_date"] != old_end]) >= 2
-    assert report.recovered[SOURCE_JOB_LIST] >= 5 + 20
+    assert report.recovered[Source.JOB_LIST] >= 5 + 20
 
 
 def lagging_stack(make_stack: MakeStack, lag: tuple[float, float], **sim: Any) -> LocalStack:
@@ -310,15 +310,15 @@ def test_reconciler_run_killed_mid_pass_keeps_the_pages_it_read(
         stack.clock.advance(1.0)
     settle(stack, 700)
     found = reconciler(stack)
-    killer = ListKiller(monkeypatch, found, found.sweeps[SOURCE_JOB_LIST]._books, at=2)
+    killer = ListKiller(monkeypatch, found, found.sweeps[Source.JOB_LIST]._books, at=2)
     # WHEN a run is killed during its second page
     with pytest.raises(Killed):
-        found.run_sweep(SOURCE_JOB_LIST, ReconcileReport())
+        found.run_sweep(Source.JOB_LIST, ReconcileReport())
     first_range = (killer.reads[0]["start_date"], killer.reads[0]["end_date"])
     # AND the next run starts (a new container)
     killer.revive()
     report = ReconcileReport()
-    found.run_sweep(SOURCE_JOB_LIST, report)
+    found.run_sweep(Source.JOB_LIST, report)
     # THEN it went on from the page it was killed in: the page before is not read again
     reads = [(r.get("start_date"), r.get("end_date"), r["page"]) for r in killer.reads]
     assert [page for *bounds, page in reads if tuple(bounds) == first_range] == [2, 3]

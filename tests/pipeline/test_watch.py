@@ -18,7 +18,7 @@ import pytest
 from moto import mock_aws
 
 from scrape_pipeline.geonode.client import GeonodeClient
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Source
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.bulk_send import BulkSender
@@ -161,7 +161,7 @@ def test_watch_sweep_on_a_busy_account_polls_batches_and_resumes_the_list(
     def run() -> ReconcileReport:
         report = ReconcileReport()
         run_pages = Budget(remaining, RUN_PAGES * LIST_PAGE_SECONDS + 5.0)
-        found.run_sweep(SOURCE_WATCH, report, run_pages)
+        found.run_sweep(Source.WATCH, report, run_pages)
         settle(stack, 60)
         return report
 
@@ -240,18 +240,18 @@ def test_watch_sweep_killed_mid_listing_keeps_the_pages_it_read(
     settle(stack, 1100)
     found = reconciler(stack)
     # (killed while it waits for its fifth page, the second of the processing jobs)
-    killer = ListKiller(monkeypatch, found, found.sweeps[SOURCE_WATCH]._books, at=5)
+    killer = ListKiller(monkeypatch, found, found.sweeps[Source.WATCH]._books, at=5)
     # WHEN a run is killed during its listing
     with pytest.raises(Killed):
-        found.run_sweep(SOURCE_WATCH, ReconcileReport())
+        found.run_sweep(Source.WATCH, ReconcileReport())
     killed_run = stack.sim.list_requests()
     assert len(killed_run) == 4
     # AND the next run starts (a new container), and the one after it
     killer.revive()
     reports = [ReconcileReport(), ReconcileReport()]
-    found.run_sweep(SOURCE_WATCH, reports[0])
+    found.run_sweep(Source.WATCH, reports[0])
     settle(stack, 60)
-    found.run_sweep(SOURCE_WATCH, reports[1])
+    found.run_sweep(Source.WATCH, reports[1])
     settle(stack, 60)
     # THEN the next run went on from the page the killed one was killed in: in the two runs,
     # the simulator listed each unsettled job once, in the six pages of one pass
@@ -287,7 +287,7 @@ def test_watch_sweep_past_the_listing_limit_polls_extract_jobs_by_age(make_stack
     stack.sim.add_background_jobs(API_KEY, OVERSIZE_BACKGROUND, age_s=86_400.0)
     extracts = watched_extracts(stack, 5, "oversize")
     found = reconciler(stack)
-    watcher = found.sweeps[SOURCE_WATCH]
+    watcher = found.sweeps[Source.WATCH]
     watcher.settings = replace(watcher.settings, max_listed=OVERSIZE_LIMIT)
     # WHEN the watch sweep runs every minute for 18 minutes
     reports = []
@@ -296,7 +296,7 @@ def test_watch_sweep_past_the_listing_limit_polls_extract_jobs_by_age(make_stack
             extracts += watched_extracts(stack, 5, "oversize-later")
         settle(stack, 60)
         reports.append(ReconcileReport())
-        found.run_sweep(SOURCE_WATCH, reports[-1])
+        found.run_sweep(Source.WATCH, reports[-1])
     settle(stack, 60)
     # THEN every job of ours is stored once, found by polls that follow its age (parked for
     # half its age: at about 1, 3 and 7 minutes, settled at 5), not one GET a run

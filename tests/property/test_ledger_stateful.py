@@ -34,7 +34,7 @@ from hypothesis.stateful import (
 )
 from moto import mock_aws
 
-from scrape_pipeline.jobs import SOURCE_WATCH, JobKey, JobKind, JobState, Outcome
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome, Source
 from scrape_pipeline.ledger.attributes import PENDING_INDEX
 from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.lifecycle import (
@@ -505,7 +505,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """The job list names the job unsettled: recorded WATCHING, unless it has a row."""
         before = self.before(key)
         step = self.begin("watch_many", key)
-        created = self.recoverer.watch_many({key: 1.0}, source=SOURCE_WATCH)
+        created = self.recoverer.watch_many({key: 1.0}, source=Source.WATCH)
         step.wrote = created == 1
         assert created == (before is None), "watch_many creates exactly when no row exists"
 

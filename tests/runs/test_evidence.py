@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
-from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind, JobState
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Source
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import find_by_evidence
@@ -58,7 +58,7 @@ def webhook_rows(server: SimulatorServer, ledger: Ledger, clock: ManualClock) ->
     named = []
     for event in server.sim.webhook_events():
         key = JobKey(kinds[event["event_type"]], event["job_id"])
-        ledger.record(key, source=SOURCE_WEBHOOK, delivery_id=event["event_id"])
+        ledger.record(key, source=Source.WEBHOOK, delivery_id=event["event_id"])
         named.append(event["job_id"])
     return named
 
@@ -158,7 +158,7 @@ def test_evidence_ledger_candidates_query_the_pending_index_and_scan_for_done_ro
 ):
     # GIVEN an old batch row, a new one, a new crawl and extract, and a new batch row DONE
     old = JobKey(JobKind.BATCH, "batch-old")
-    ledger.record(old, source=SOURCE_WEBHOOK)
+    ledger.record(old, source=Source.WEBHOOK)
     clock.advance(1000)
     since = clock.time()
     for key in (
@@ -167,7 +167,7 @@ def test_evidence_ledger_candidates_query_the_pending_index_and_scan_for_done_ro
         JobKey(JobKind.EXTRACT, "extract-new"),
         JobKey(JobKind.BATCH, "batch-done"),
     ):
-        ledger.record(key, source=SOURCE_WEBHOOK, state=JobState.ENQUEUED)
+        ledger.record(key, source=Source.WEBHOOK, state=JobState.ENQUEUED)
     # (DONE rows leave the sparse pending index)
     ledger.client.update_item(
         TableName=ledger.table_name,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scrape_pipeline.jobs import SOURCE_WEBHOOK, JobKey, JobKind
+from scrape_pipeline.jobs import JobKey, JobKind, Source
 from scrape_pipeline.processor.queue import JobMessage
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline_local.translate import template
@@ -57,7 +57,7 @@ def _headers(delivery_id: str, body: bytes, secret: str) -> dict[str, str]:
 
 def _job_batch() -> dict[str, Any]:
     """The processor's SQS batch: the sample delivery's job, then a message that is no job."""
-    job = JobMessage(JobKey(JobKind.EXTRACT, JOB_ID), SOURCE_WEBHOOK).to_json()
+    job = JobMessage(JobKey(JobKind.EXTRACT, JOB_ID), Source.WEBHOOK).to_json()
     return sqs_event(
         [job, POISON_BODY],
         queue_arn=f"arn:aws:sqs:us-east-1:{ACCOUNT}:scrape-pipeline-JobQueue",

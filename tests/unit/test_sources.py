@@ -18,9 +18,9 @@ AWAIT_THEIR_WEBHOOK = {"webhook", "submitted"}
 
 
 def test_every_source_states_both_traits() -> None:
-    # A member is proven and recovers unless its property says otherwise: these pin which.
-    assert {s.value for s in Source if s.proven} == PROVEN
-    assert {s.value for s in Source if not s.recovers} == AWAIT_THEIR_WEBHOOK
+    # A member is proven and recovers unless its trait says otherwise: these pin which.
+    assert {s.value for s in Source if source_proven(s)} == PROVEN
+    assert {s.value for s in Source if not source_recovers(s)} == AWAIT_THEIR_WEBHOOK
     assert Source.STUCK_ROWS.value == "stuck_rows"  # the reconciler's sweep name too
 
 

@@ -65,18 +65,6 @@ class Source(StrEnum):
     WATCH = "watch"
     STUCK_ROWS = "stuck_rows"  # the stuck-rows sweep re-sent a message its row lost
 
-    @property
-    def proven(self) -> bool:
-        """The job exists: a 404 for it is the API's lag or an incident, never a reason to close
-        it (a stuck row's re-send, or an unknown label, proves nothing by itself)."""
-        return self is not Source.STUCK_ROWS
-
-    @property
-    def recovers(self) -> bool:
-        """A row from here was written without the job's webhook: one that comes later was late,
-        not lost (``Ledger.note_late_webhook``); our submission's row waits for its webhook."""
-        return self not in (Source.WEBHOOK, Source.SUBMITTED)
-
     @classmethod
     def read(cls, label: str) -> Source | None:
         """The member ``label`` names, or None for a label that is not one of ours."""
@@ -86,26 +74,21 @@ class Source(StrEnum):
             return None
 
 
+# A job whose message comes from here exists: a 404 for it is the API's lag or an incident, never
+# a reason to close it (a stuck row's re-send, or a label not ours, proves nothing by itself).
+_PROVEN: Final = frozenset(Source) - {Source.STUCK_ROWS}
+
+
 def source_proven(label: str) -> bool:
-    """``Source.proven`` for a stored label: one that is not ours proves nothing."""
-    source = Source.read(label)
-    return source is not None and source.proven
+    """A message from ``label`` proves its job exists (``_PROVEN``)."""
+    return label in _PROVEN
 
 
 def source_recovers(label: str) -> bool:
-    """``Source.recovers`` for a stored label: one that is not ours (a replay's) recovers."""
-    source = Source.read(label)
-    return source is None or source.recovers
+    """A row from ``label`` (one not ours too) was written without the job's webhook: a later one
+    was late, not lost (``Ledger.note_late_webhook``); our submission's row waits for its own."""
+    return label not in (Source.WEBHOOK, Source.SUBMITTED)
 
-
-# The names (and the type) these had as bare strings (the tools' and the sweeps' names).
-SOURCE_WEBHOOK: Final[str] = Source.WEBHOOK
-SOURCE_SUBMITTED: Final[str] = Source.SUBMITTED
-SOURCE_JOB_LIST: Final[str] = Source.JOB_LIST
-SOURCE_DELIVERY_LOG: Final[str] = Source.DELIVERY_LOG
-SOURCE_CLI_REPLAY: Final[str] = Source.CLI_REPLAY
-SOURCE_ROTATION: Final[str] = Source.ROTATION
-SOURCE_WATCH: Final[str] = Source.WATCH
 
 # Ids the API issues are UUIDs; this admits any opaque token but nothing that could be a path,
 # an expression, a log-injection payload or text DynamoDB cannot store (a lone surrogate).

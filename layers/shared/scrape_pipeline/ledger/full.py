@@ -9,7 +9,7 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from scrape_pipeline.jobs import SOURCE_SUBMITTED, JobKey, JobKind, JobState
+from scrape_pipeline.jobs import JobKey, JobKind, JobState, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import PENDING_INDEX, Attr, RowPrefix
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, expressions, state_is
@@ -29,7 +29,7 @@ class Ledger(Intake, WorkLedger):
 
     def submitted_row(self, key: JobKey, now: float, *, run: str | None = None) -> Item:
         """The new row of a job just submitted (WATCHING, nothing enqueued): ``run``'s."""
-        values = self.new_values(key, now, SOURCE_SUBMITTED, JobState.WATCHING)
+        values = self.new_values(key, now, Source.SUBMITTED, JobState.WATCHING)
         return to_item({Attr.PK: key.pk, **values, Attr.JOB_CREATED_AT: now, Attr.RUN: run})
 
     def submitted_put(self, key: JobKey, now: float, *, run: str | None = None) -> dict[str, Any]:

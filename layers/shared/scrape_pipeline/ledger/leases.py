@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, SOURCE_SUBMITTED, JobKey, JobState, Outcome
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobState, Outcome, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.expressions import Condition, Field, Update, state_is
@@ -296,7 +296,7 @@ class Leases(LedgerTable):
     def _watched(self, key: JobKey, now: float) -> Update:
         """The new row of a job posted a moment ago, waiting WATCHING for its webhook."""
         update = Update().set(Attr.JOB_CREATED_AT, now)
-        for attr, value in self.new_values(key, now, SOURCE_SUBMITTED, JobState.WATCHING).items():
+        for attr, value in self.new_values(key, now, Source.SUBMITTED, JobState.WATCHING).items():
             update.set(attr, value)
         return update
 

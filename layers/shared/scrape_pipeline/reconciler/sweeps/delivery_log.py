@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import Page
 from scrape_pipeline.geonode.webhooks import Delivery
-from scrape_pipeline.jobs import SOURCE_DELIVERY_LOG, JobKey
+from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.receiver.payload import EVENT_KINDS
 from scrape_pipeline.reconciler.sweeps import (
     Budget,
@@ -102,7 +102,7 @@ class DeliveryLogResult(SweepResult):
 class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
     """Make sure of every job whose delivery failed, each subscription in an equal share."""
 
-    name = SOURCE_DELIVERY_LOG
+    name = Source.DELIVERY_LOG
 
     def new_result(self) -> DeliveryLogResult:
         return DeliveryLogResult()
@@ -145,7 +145,7 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
             result.resumed_passes += 1
         low, high, page = mark.next_pass(self.settings.delivery_overlap_seconds)
         scan = self.scan(webhook_id, low, page, result, budget, read_before=read_before)
-        result.recovered += self.ensure(scan.keys, SOURCE_DELIVERY_LOG)
+        result.recovered += self.ensure(scan.keys, Source.DELIVERY_LOG)
         finished = scan.next_page is None  # a failed page leaves the scan unfinished
         result.complete &= finished
         go_on = resumed and finished and not budget.spent(result.delivery_pages - read_before)

@@ -10,7 +10,7 @@ from scrape_pipeline.config.settings import FromEnv, integer, number
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT, LAG_MARGIN
 from scrape_pipeline.geonode.models import JobSummary
-from scrape_pipeline.jobs import SOURCE_JOB_LIST, JobKey, JobKind, Source
+from scrape_pipeline.jobs import JobKey, JobKind, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.decide import decide
 from scrape_pipeline.ledger.evidence import Evidence, Policy, Seen
@@ -90,7 +90,7 @@ class JobListResult(SweepResult):
 class JobListSweep(Sweep[JobListSettings, JobListResult]):
     """Reads the job list in passes and ensures the settled jobs."""
 
-    name = SOURCE_JOB_LIST
+    name = Source.JOB_LIST
 
     def new_result(self) -> JobListResult:
         return JobListResult()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from scrape_pipeline.config.settings import number
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import JobSummary, Page
-from scrape_pipeline.jobs import SOURCE_WATCH, JobState, Source
+from scrape_pipeline.jobs import JobState, Source
 from scrape_pipeline.ledger.decide import decide
 from scrape_pipeline.ledger.evidence import Evidence, Policy, Seen, Why
 from scrape_pipeline.ledger.rows import LedgerRow
@@ -69,7 +69,7 @@ class WatchResult(SweepResult):
 class Watcher(Sweep[WatchSettings, WatchResult]):
     """The reconciler's watch sweep."""
 
-    name = SOURCE_WATCH
+    name = Source.WATCH
 
     def new_result(self) -> WatchResult:
         return WatchResult()
