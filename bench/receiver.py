@@ -189,15 +189,14 @@ def run_without_aws(deliveries: int) -> dict[str, Any]:
 
     bundle = json.dumps({"secrets": [{"value": SECRET, "expires_at": None}]})
     settings = ReceiverSettings(table_name="ledger", queue_url="queue", secret_id="hooks")
-    app._receiver = Receiver(
+    receiver = Receiver(
         settings,
         ledger=Ledger("ledger", client=InstantDynamoDB()),  # type: ignore[arg-type]
         queue=JobQueue("queue", client=InstantSQS()),  # type: ignore[arg-type]
         secrets=SecretStore("hooks", fetch=lambda *_: bundle),
     )
-    import gc
-
-    gc.freeze()  # as get_receiver() does after a cold start
+    app.build_receiver = lambda: receiver
+    app.get_receiver()  # built once (and gc.freeze()), as after a cold start
 
     events = [
         signed_event(f"j{i}", f"d{i}{attempt}")

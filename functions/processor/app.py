@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from typing import Any
 
@@ -20,22 +21,18 @@ from scrape_pipeline.wiring.processor import BuiltProcessor, build_processor
 
 logger = Logger()
 metrics = Metrics()
-_built: BuiltProcessor | None = None
 
 
+@functools.cache
 def get_processor() -> BuiltProcessor:
     """The processor, its queue and its ledger, built once per container."""
-    global _built  # noqa: PLW0603 - one per warm container, on purpose
-    if _built is None:
-        _built = build_processor()
-        gc.freeze()
-    return _built
+    built = build_processor()
+    gc.freeze()
+    return built
 
 
-def reset_processor() -> None:
-    """Forget the cached processor (tests change the environment)."""
-    global _built  # noqa: PLW0603
-    _built = None
+# Forget the cached one (tests change the environment between cases).
+reset_processor = get_processor.cache_clear
 
 
 @logger.inject_lambda_context(clear_state=True)

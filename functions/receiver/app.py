@@ -5,6 +5,7 @@ Wiring only: the logic is ``receiver.webhook``, shared with the local stack and 
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 from typing import Any
@@ -20,24 +21,20 @@ from scrape_pipeline.wiring.receiver import build_receiver
 logger = Logger()
 metrics = Metrics()
 app = APIGatewayRestResolver()
-_receiver: Receiver | None = None
 
 
+@functools.cache
 def get_receiver() -> Receiver:
     """The receiver, built once per container from the environment."""
-    global _receiver  # noqa: PLW0603 - one per warm container, on purpose
-    if _receiver is None:
-        _receiver = build_receiver()
-        # Everything built so far lives as long as the container: keep the collector from
-        # rescanning it, which otherwise shows as millisecond spikes in the p99.
-        gc.freeze()
-    return _receiver
+    receiver = build_receiver()
+    # Everything built so far lives as long as the container: keep the collector from
+    # rescanning it, which otherwise shows as millisecond spikes in the p99.
+    gc.freeze()
+    return receiver
 
 
-def reset_receiver() -> None:
-    """Forget the cached receiver (tests change the environment between cases)."""
-    global _receiver  # noqa: PLW0603
-    _receiver = None
+# Forget the cached one (tests change the environment between cases).
+reset_receiver = get_receiver.cache_clear
 
 
 @app.post("/webhooks/<provider>")

@@ -3,6 +3,7 @@ Wiring only: the logic is ``scrape_pipeline.reconciler.run``."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -15,21 +16,16 @@ from scrape_pipeline.wiring.reconciler import build_reconciler
 
 logger = Logger()
 metrics = Metrics()
-_reconciler: Reconciler | None = None
 
 
+@functools.cache
 def get_reconciler() -> Reconciler:
     """The reconciler, built once per container."""
-    global _reconciler  # noqa: PLW0603 - one per warm container, on purpose
-    if _reconciler is None:
-        _reconciler = build_reconciler()
-    return _reconciler
+    return build_reconciler()
 
 
-def reset_reconciler() -> None:
-    """Forget the cached reconciler (tests change the environment)."""
-    global _reconciler  # noqa: PLW0603
-    _reconciler = None
+# Forget the cached one (tests change the environment between cases).
+reset_reconciler = get_reconciler.cache_clear
 
 
 @logger.inject_lambda_context(clear_state=True)

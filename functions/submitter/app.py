@@ -7,6 +7,7 @@ back after the queue's visibility timeout; the journal says where the run stands
 
 from __future__ import annotations
 
+import functools
 import gc
 from typing import Any
 
@@ -26,22 +27,18 @@ from scrape_pipeline.wiring.submitter import build_inside
 
 logger = Logger()
 metrics = Metrics()
-_inside: Inside | None = None
 
 
+@functools.cache
 def get_inside() -> Inside:
     """The submitter's logic, built once per container."""
-    global _inside  # noqa: PLW0603 - one per warm container, on purpose
-    if _inside is None:
-        _inside = build_inside()
-        gc.freeze()
-    return _inside
+    inside = build_inside()
+    gc.freeze()
+    return inside
 
 
-def reset_inside() -> None:
-    """Forget the cached logic (tests change the environment)."""
-    global _inside  # noqa: PLW0603
-    _inside = None
+# Forget the cached one (tests change the environment between cases).
+reset_inside = get_inside.cache_clear
 
 
 @logger.inject_lambda_context(clear_state=True)
