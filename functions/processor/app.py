@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -16,6 +17,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from scrape_pipeline.clock import active_clock
 from scrape_pipeline.processor.batch_run import BatchRun
 from scrape_pipeline.wiring.processor import BuiltProcessor, build_processor
 
@@ -26,7 +28,7 @@ metrics = Metrics()
 @functools.cache
 def get_processor() -> BuiltProcessor:
     """The processor, its queue and its ledger, built once per container."""
-    built = build_processor()
+    built = build_processor(os.environ, clock=active_clock())
     gc.freeze()
     return built
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -15,6 +16,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from scrape_pipeline.clock import active_clock
 from scrape_pipeline.receiver.webhook import Receiver, answer_proxy, correlation_id
 from scrape_pipeline.wiring.receiver import build_receiver
 
@@ -26,7 +28,7 @@ app = APIGatewayRestResolver()
 @functools.cache
 def get_receiver() -> Receiver:
     """The receiver, built once per container from the environment."""
-    receiver = build_receiver()
+    receiver = build_receiver(os.environ, clock=active_clock())
     # Everything built so far lives as long as the container: keep the collector from
     # rescanning it, which otherwise shows as millisecond spikes in the p99.
     gc.freeze()

@@ -10,6 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from scrape_pipeline.clock import active_clock
 from scrape_pipeline.reconciler.report import emit_run
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.wiring.reconciler import build_reconciler
@@ -21,7 +22,7 @@ metrics = Metrics()
 @functools.cache
 def get_reconciler() -> Reconciler:
     """The reconciler, built once per container."""
-    return build_reconciler()
+    return build_reconciler(os.environ, clock=active_clock())
 
 
 # Forget the cached one (tests change the environment between cases).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -22,6 +23,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from scrape_pipeline.clock import active_clock
 from scrape_pipeline.runs.inside import Inside, Next
 from scrape_pipeline.wiring.submitter import build_inside
 
@@ -32,7 +34,7 @@ metrics = Metrics()
 @functools.cache
 def get_inside() -> Inside:
     """The submitter's logic, built once per container."""
-    inside = build_inside()
+    inside = build_inside(os.environ, clock=active_clock())
     gc.freeze()
     return inside
 

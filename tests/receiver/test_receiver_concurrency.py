@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import boto3
 import httpx
 import pytest
 
+from scrape_pipeline.clock import SYSTEM_CLOCK
 from scrape_pipeline.jobs import JobKey, JobKind, JobState
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
@@ -54,7 +56,7 @@ def queue_depth(queue_url: str) -> int:
 
 def test_receiver_50_concurrent_duplicates_enqueue_once(env: dict[str, str]):
     # GIVEN 50 receiver containers and one job delivered to all of them at the same instant
-    receivers = [build_receiver() for _ in range(50)]
+    receivers = [build_receiver(os.environ, clock=SYSTEM_CLOCK) for _ in range(50)]
     body = delivery_body("race-1")
     headers = sign(SignatureConfig(), body, SECRET, time.time())
     start = threading.Barrier(50)
@@ -75,7 +77,7 @@ def test_receiver_50_concurrent_duplicates_enqueue_once(env: dict[str, str]):
 
 
 def _receiver_with_clock(clock: ManualClock) -> Receiver:
-    return build_receiver(clock=clock)
+    return build_receiver(os.environ, clock=clock)
 
 
 def test_receiver_recovers_row_left_by_crash_between_put_and_send(env: dict[str, str]):
@@ -103,7 +105,9 @@ def test_receiver_recovers_row_left_by_crash_between_put_and_send(env: dict[str,
 
 def test_receiver_message_is_job_id_only(env: dict[str, str]):
     body = delivery_body("m-1")
-    answer = build_receiver().handle(body, sign(SignatureConfig(), body, SECRET, time.time()))
+    answer = build_receiver(os.environ, clock=SYSTEM_CLOCK).handle(
+        body, sign(SignatureConfig(), body, SECRET, time.time())
+    )
     assert answer.status == 200
     messages = boto3.client("sqs").receive_message(
         QueueUrl=env["QUEUE_URL"], MaxNumberOfMessages=10
@@ -119,7 +123,7 @@ def test_receiver_enqueues_first_webhook_of_an_announced_batch(env: dict[str, st
     # GIVEN a batch its submitter announced to the ledger (no API lists batches)
     book = Ledger("ledger", client=boto3.client("dynamodb"))
     expect(book, JobKind.BATCH, "batch-1")
-    receiver = build_receiver()
+    receiver = build_receiver(os.environ, clock=SYSTEM_CLOCK)
     body = delivery_body("batch-1", event="batch_completed")
     # WHEN its webhook arrives, twice
     first = receiver.handle(body, sign(SignatureConfig(), body, SECRET, time.time()))

@@ -227,7 +227,7 @@ def test_wiring_names_a_bad_ttl():
         "LEDGER_TTL_DAYS": "2.5",
     }
     with pytest.raises(SettingsError, match=r"^LEDGER_TTL_DAYS must be an integer"):
-        build_processor(env)
+        build_processor(env, clock=ManualClock())
 
 
 # --- declarations: every declared setting is read under its name by its class ---------------

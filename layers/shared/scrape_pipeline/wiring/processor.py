@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
 import boto3
 
-from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.jobs import JobKey, Source
@@ -30,12 +29,8 @@ class BuiltProcessor(NamedTuple):
     ledger: WorkLedger
 
 
-def build_processor(
-    env: Mapping[str, str] | None = None, *, clock: Clock | None = None
-) -> BuiltProcessor:
+def build_processor(env: Mapping[str, str], *, clock: Clock) -> BuiltProcessor:
     """The processor on real clients; it never waits on a throttled call (``NO_RETRY``)."""
-    env = os.environ if env is None else env
-    clock = clock or active_clock()
     settings = ProcessorSettings.from_env(env)
     bucket = RESULTS_BUCKET.read(env)
     ledger = shared.ledger_from_env(env, clock, WorkLedger)

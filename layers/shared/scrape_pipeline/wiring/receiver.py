@@ -7,17 +7,16 @@ from collections.abc import Mapping
 
 import boto3
 
-from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.clock import Clock
 from scrape_pipeline.ledger.intake import Intake
 from scrape_pipeline.processor.message import JobSender
 from scrape_pipeline.receiver.secret_store import SecretStore
 from scrape_pipeline.receiver.webhook import Receiver, ReceiverSettings
 
 
-def build_receiver(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Receiver:
+def build_receiver(env: Mapping[str, str], *, clock: Clock) -> Receiver:
     """The receiver on real clients (boto3 honours ``AWS_ENDPOINT_URL``)."""
     settings = ReceiverSettings.from_env(env)
-    clock = clock or active_clock()
     ledger = Intake(
         settings.table_name,
         client=boto3.client("dynamodb"),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
-from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.resources import RESULTS_BUCKET
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.ledger.full import Ledger
@@ -20,12 +19,8 @@ from scrape_pipeline.wiring import shared
 RECONCILER_RETRY = RetryPolicy(max_attempts=4, base_delay=1.0, max_delay=10.0, deadline=30.0)
 
 
-def build_reconciler(
-    env: Mapping[str, str] | None = None, *, clock: Clock | None = None
-) -> Reconciler:
+def build_reconciler(env: Mapping[str, str], *, clock: Clock) -> Reconciler:
     """The reconciler on real clients."""
-    env = os.environ if env is None else env
-    clock = clock or active_clock()
     settings = ReconcilerSettings.from_env(env)
     ledger = shared.ledger_from_env(env, clock, Ledger)
     client = shared.geonode_client(env, RECONCILER_RETRY, clock)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING
 import boto3
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
-from scrape_pipeline.clock import Clock, active_clock
+from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.resources import LedgerSettings
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.ledger.work import WorkLedger
@@ -32,11 +31,9 @@ if TYPE_CHECKING:
 LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False, wait_for_doubts=False)
 
 
-def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Inside:
+def build_inside(env: Mapping[str, str], *, clock: Clock) -> Inside:
     """The submitter function's logic on real clients; each POST is one request (``NO_RETRY``):
     the engine classifies its failure and backs off itself."""
-    env = os.environ if env is None else env
-    clock = clock or active_clock()
     settings = InsideSettings.from_env(env)
     table = LedgerSettings.from_env(env)
     client = shared.geonode_client(env, NO_RETRY, clock)
