@@ -46,29 +46,26 @@ def error_code(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+# A call that got no answer, by kind: where (never connected: "cannot reach"), and why when the
+# socket's own words (refused, unknown name) are not in the wrapped urllib3 error. First match.
+_NO_ANSWER: Final = (
+    (ConnectTimeoutError, "cannot reach {}", "no connection in time"),
+    (ReadTimeoutError, "{}", "no answer in time"),
+    (BotocoreConnectionError, "cannot reach {}", "no connection"),
+    (HTTPClientError, "{}", "connection lost before an answer"),
+)
+
+
 def network_detail(exc: BaseException) -> str:
     """Where and why a call got no answer (``cannot reach HOST: connection refused``), or "";
     ours, from the endpoint and the socket, never AWS's text, so the Lambdas may log it."""
-    if not isinstance(exc, HTTPClientError | BotocoreConnectionError):
-        return ""
     kwargs = getattr(exc, "kwargs", {})
     host = urlsplit(str(kwargs.get("endpoint_url", ""))).netloc or "the AWS endpoint"
-    return _where_and_why(exc, host, kwargs)
-
-
-def _where_and_why(exc: BaseException, host: str, kwargs: dict[str, Any]) -> str:
-    if isinstance(exc, ConnectTimeoutError):
-        return f"cannot reach {host}: no connection in time"
-    if isinstance(exc, ReadTimeoutError):
-        return f"{host}: no answer in time"
-    # Never connected, or connected and lost: where, and a cause if the socket says none.
-    where, fallback = (
-        (f"cannot reach {host}", "no connection")
-        if isinstance(exc, BotocoreConnectionError)
-        else (host, "connection lost before an answer")
-    )
-    cause = _socket_cause(kwargs) or fallback
-    return f"{where}: {cause[:1].lower()}{cause[1:120]}"
+    for kind, where, why in _NO_ANSWER:
+        if isinstance(exc, kind):
+            cause = _socket_cause(kwargs) or why
+            return f"{where.format(host)}: {cause[:1].lower()}{cause[1:120]}"
+    return ""
 
 
 def _socket_cause(kwargs: dict[str, Any]) -> str:
