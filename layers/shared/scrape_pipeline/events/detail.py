@@ -115,11 +115,3 @@ def _where_stored(
     elif "prefix" in detail:
         where["manifest_key"] = f"{detail['prefix']}/manifest.json"
     return where
-
-
-def with_run(text: str, run: str) -> str | None:
-    """The kept event ``text`` naming ``run`` (same id); None if it names it already."""
-    event = OutcomeEvent.from_json(text)
-    if event.detail.get("run") == run:
-        return None
-    return OutcomeEvent(event.detail_type, {**event.detail, "run": run}).to_json()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, AWSUnavailableError
-from scrape_pipeline.events.detail import SOURCE, OutcomeEvent, with_run
+from scrape_pipeline.events.detail import SOURCE, OutcomeEvent
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.outbox import PendingEvent
 from scrape_pipeline.ledger.rows import LedgerRow
@@ -57,8 +57,11 @@ def retell_with_run(ledger: WorkLedger, row: LedgerRow) -> bool:
     that event owed again naming it, the same id. True when it was retold."""
     if not row.is_done or row.run is None or row.outbox_event is None:
         return False
-    told = with_run(row.outbox_event, row.run)
-    return told is not None and ledger.retell(row.key, row.outbox_event, told)
+    event = OutcomeEvent.from_json(row.outbox_event)
+    if event.detail.get("run") == row.run:
+        return False
+    told = OutcomeEvent(event.detail_type, {**event.detail, "run": row.run})
+    return ledger.retell(row.key, row.outbox_event, told.to_json())
 
 
 @dataclass
