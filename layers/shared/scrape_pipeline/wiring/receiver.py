@@ -1,5 +1,5 @@
-"""The receiver wired to AWS from the environment (not through ``stores``, whose full queue it
-does not need)."""
+"""The receiver wired to AWS from the environment (not through ``shared``, whose Geonode client
+and emitter it never runs)."""
 
 from __future__ import annotations
 
