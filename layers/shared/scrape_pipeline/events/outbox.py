@@ -130,20 +130,18 @@ class Emitter:
         result = EmitResult()
         entries = [_entry(self.bus_name, event) for event in events]
         for chunk in chunks(entries):
-            batch = [events[i] for i in chunk]
             result.calls += 1
             try:
                 response = self._events.put_events(Entries=[entries[i] for i in chunk])
             except AWS_ERRORS as exc:
                 # The bus or the network failed: these wait in the outbox for the next try.
-                result.left += len(batch)
                 result.errors.append(f"{type(exc).__name__}: {exc}")
-                continue
+                response = {}
             # An event refused, or with no answer, is not known taken.
-            answers = response.get("Entries", [])
-            taken = [e for e, a in zip(batch, answers, strict=False) if not a.get("ErrorCode")]
+            answers = zip(chunk, response.get("Entries", []), strict=False)
+            taken = [events[i] for i, answer in answers if not answer.get("ErrorCode")]
             result.taken += taken
-            result.left += len(batch) - len(taken)
+            result.left += len(chunk) - len(taken)
         return result
 
     def _clear(self, item: PendingEvent, result: EmitResult) -> None:
