@@ -41,20 +41,6 @@ def require(env: Mapping[str, str], *names: str) -> tuple[str, ...]:
     return values
 
 
-def _to_float(raw: str) -> float | None:
-    try:
-        return float(raw)
-    except ValueError:
-        return None
-
-
-def _to_int(raw: str) -> int | None:
-    try:
-        return int(raw) if _INTEGER.fullmatch(raw) else None
-    except ValueError:  # more digits than int() parses
-        return None
-
-
 # A number's limits, checked in order; the first broken is the error (``problem`` is formatted
 # with ``minimum`` and ``maximum``). The first refuses text that did not convert (None).
 _Limits = tuple[tuple[Callable[[Any, Any, Any], bool], str], ...]
@@ -73,8 +59,14 @@ _WHOLE: Final[_Limits] = (
 )
 
 
-def _within[N](name: str, raw: str, value: N | None, limits: _Limits, *, lo: Any, hi: Any) -> N:
-    """``value`` (``raw`` converted) when it keeps ``limits``, else ``SettingsError``."""
+def _within[N](
+    name: str, raw: str, convert: Callable[[str], N | None], limits: _Limits, *, lo: Any, hi: Any
+) -> N:
+    """``raw`` converted when it keeps ``limits``, else ``SettingsError``."""
+    try:
+        value = convert(raw)
+    except ValueError:  # not a number, or more digits than int() parses
+        value = None
     for broken, problem in limits:
         if broken(value, lo, hi):
             raise _bad(name, problem.format(minimum=lo, maximum=hi), raw)
@@ -128,12 +120,16 @@ def _one_of(setting: Setting[Any], raw: str) -> str:
     return raw.lower()
 
 
+def _plain_int(raw: str) -> int | None:
+    return int(raw) if _INTEGER.fullmatch(raw) else None
+
+
 def _whole(setting: Setting[Any], raw: str) -> int | None:
     """An integer setting's value: None for its ``off`` word, else a whole number."""
     if raw.lower() == setting.off:
         return None
     minimum = 1 if setting.minimum is None else int(setting.minimum)
-    return _within(setting.name, raw, _to_int(raw), _WHOLE, lo=minimum, hi=setting.maximum)
+    return _within(setting.name, raw, _plain_int, _WHOLE, lo=minimum, hi=setting.maximum)
 
 
 # How each kind parses a value that is set (an unset one is the default).
@@ -144,7 +140,7 @@ _PARSE: Final[Mapping[Kind, Callable[[Setting[Any], str], object]]] = {
     Kind.LIST: lambda setting, raw: (
         tuple(filter(None, map(str.strip, raw.split(",")))) or tuple(setting.default)
     ),
-    Kind.NUMBER: lambda s, raw: _within(s.name, raw, _to_float(raw), _REAL, lo=s.minimum, hi=None),
+    Kind.NUMBER: lambda s, raw: _within(s.name, raw, float, _REAL, lo=s.minimum, hi=None),
     Kind.INTEGER: _whole,
 }
 
