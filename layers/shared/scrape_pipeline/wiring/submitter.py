@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import boto3
@@ -25,10 +24,6 @@ from scrape_pipeline.wiring import shared
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
     from types_boto3_sqs.client import SQSClient
-
-# Never wait out another submitter's lease, nor the job list's lag behind an entry in doubt,
-# inside an invocation: a delayed continuation does.
-LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False, wait_for_doubts=False)
 
 
 def build_inside(env: Mapping[str, str], *, clock: Clock) -> Inside:
@@ -53,12 +48,15 @@ def build_inside(env: Mapping[str, str], *, clock: Clock) -> Inside:
 
     def submitter(journal: Journal) -> Submitter:
         # The same pace as the CLI's: several POSTs in flight at the rate the API allows; the
-        # listing lag as the reconciler measures it now (one BatchGetItem a round).
+        # listing lag as the reconciler measures it now (one BatchGetItem a round). Never wait
+        # out another's lease, nor the lag behind an entry in doubt: a delayed continuation does.
         return Submitter(
             journal,
             client,
             clock=clock,
-            settings=replace(LAMBDA_SUBMITTER, listing_delay_s=lag.allowed()),
+            settings=SubmitterSettings(
+                wait_for_leases=False, wait_for_doubts=False, listing_delay_s=lag.allowed()
+            ),
             pace=Pace(clock),
             evidence=evidence,
         )
