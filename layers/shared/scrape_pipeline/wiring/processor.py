@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import boto3
 
@@ -20,17 +19,12 @@ from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.processor.settings import ProcessorSettings
 from scrape_pipeline.wiring import shared
 
-
-class BuiltProcessor(NamedTuple):
-    """The processor, the queue it sends delayed copies to, and the ledger it leases from."""
-
-    processor: JobProcessor
-    queue: JobQueue
-    ledger: WorkLedger
+type BuiltProcessor = tuple[JobProcessor, JobQueue, WorkLedger]
 
 
 def build_processor(env: Mapping[str, str], *, clock: Clock) -> BuiltProcessor:
-    """The processor on real clients; it never waits on a throttled call (``NO_RETRY``)."""
+    """The processor, the queue it sends delayed copies to and the ledger it leases from, on real
+    clients; it never waits on a throttled call (``NO_RETRY``)."""
     settings = ProcessorSettings.from_env(env)
     bucket = RESULTS_BUCKET.read(env)
     ledger = shared.ledger_from_env(env, clock, WorkLedger)
@@ -56,4 +50,4 @@ def build_processor(env: Mapping[str, str], *, clock: Clock) -> BuiltProcessor:
         emitter=shared.emitter_from_env(env, ledger, linger=settings.event_linger_seconds),
         waker=wake,
     )
-    return BuiltProcessor(processor, queue, ledger)
+    return processor, queue, ledger
