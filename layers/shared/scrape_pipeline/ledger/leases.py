@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, SOURCE_SUBMITTED, JobKey, JobState, Outcome
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
@@ -300,25 +301,25 @@ class Leases(LedgerTable):
             update.set(attr, value)
         return update
 
-    def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]:
-        """The rows of up to 100 jobs in one read (missing jobs are absent from the result)."""
-        if len(keys) > 100:
-            raise ValueError("at most 100 keys per read")
-        items = self.batch_items([k.pk for k in keys]) if keys else []
-        return {row.key: row for row in map(from_item, items)}
+    def get_many(self, keys: Iterable[JobKey]) -> dict[JobKey, LedgerRow]:
+        """The rows of ``keys`` (missing jobs are absent), a hundred keys a BatchGetItem."""
+        return {row.key: row for row in map(from_item, self.batch_items([k.pk for k in keys]))}
 
-    def batch_items(self, pks: Sequence[str]) -> list[dict[str, Any]]:
-        """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
-        keys = [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)]
-        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+    def batch_items(self, pks: Iterable[str]) -> list[dict[str, Any]]:
+        """The raw items of ``pks``, a hundred keys a BatchGetItem (and its retries)."""
+        wanted = [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)]
         items: list[dict[str, Any]] = []
-        for _ in range(8):  # unprocessed keys come back under load: ask for them again
-            response = call(self.client, "BatchGetItem", RequestItems=request)
-            items += response.get("Responses", {}).get(self.table_name, [])
-            request = dict(response.get("UnprocessedKeys") or {})
-            if not request:
-                return items
-        raise LedgerError("BatchGetItem kept returning unprocessed keys")
+        for start in range(0, len(wanted), 100):
+            keys = wanted[start : start + 100]
+            request: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            for _ in range(8):  # unprocessed keys come back under load: ask for them again
+                response = call(self.client, "BatchGetItem", RequestItems=request)
+                items += response.get("Responses", {}).get(self.table_name, [])
+                if not (request := response.get("UnprocessedKeys")):
+                    break
+            else:
+                raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
+        return items
 
     def _leased_update(
         self,
