@@ -53,9 +53,7 @@ def follow[T](ledger: RowReader, starts: Mapping[T, JobKey]) -> dict[T, Chain]:
     rows: defaultdict[T, list[LedgerRow]] = defaultdict(list)
     ended: set[T] = set()
     current = dict(starts)
-    for _ in range(MAX_CHAIN):
-        if not current:
-            break
+    for _ in range(MAX_CHAIN):  # an empty read once every chain ended: no call
         read = ledger.get_many(current.values())
         following: dict[T, JobKey] = {}
         for name, key in current.items():

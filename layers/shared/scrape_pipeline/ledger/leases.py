@@ -307,19 +307,19 @@ class Leases(LedgerTable):
 
     def batch_items(self, pks: Iterable[str]) -> list[dict[str, Any]]:
         """The raw items of ``pks``, a hundred keys a BatchGetItem (and its retries)."""
-        wanted = [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)]
+        keys = [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)]
+        chunks = (keys[start : start + 100] for start in range(0, len(keys), 100))
+        return [item for chunk in chunks for item in self._read(chunk)]
+
+    def _read(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        request: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
         items: list[dict[str, Any]] = []
-        for start in range(0, len(wanted), 100):
-            keys = wanted[start : start + 100]
-            request: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
-            for _ in range(8):  # unprocessed keys come back under load: ask for them again
-                response = call(self.client, "BatchGetItem", RequestItems=request)
-                items += response.get("Responses", {}).get(self.table_name, [])
-                if not (request := response.get("UnprocessedKeys")):
-                    break
-            else:
-                raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
-        return items
+        for _ in range(8):  # unprocessed keys come back under load: ask for them again
+            response = call(self.client, "BatchGetItem", RequestItems=request)
+            items += response.get("Responses", {}).get(self.table_name, [])
+            if not (request := response.get("UnprocessedKeys")):
+                return items
+        raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
 
     def _leased_update(
         self,

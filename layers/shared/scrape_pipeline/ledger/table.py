@@ -39,9 +39,8 @@ class LedgerError(PipelineError):
 class ConditionFailedError(LedgerError):
     """A conditional write was refused; ``old`` is the item as it was (None: no item)."""
 
-    def __init__(self, pk: str, old: Mapping[str, Any] | None) -> None:
-        super().__init__(f"the condition on {pk} did not hold")
-        self.pk = pk
+    def __init__(self, old: Mapping[str, Any] | None) -> None:
+        super().__init__("a conditional write's condition did not hold")
         self.old = old
 
 
@@ -52,8 +51,7 @@ def call(db: DynamoDBClient, operation: Operation, **request: Any) -> dict[str, 
         return dict(send(**request))
     except AWS_ERRORS as exc:
         if is_condition_failed(exc):
-            pk = (request.get("Key") or request["Item"])[Attr.PK]["S"]
-            raise ConditionFailedError(pk, refused_item(exc)) from exc
+            raise ConditionFailedError(refused_item(exc)) from exc
         raise unavailable("dynamodb", operation, exc) from exc
 
 
