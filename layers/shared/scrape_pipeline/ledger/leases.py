@@ -91,10 +91,10 @@ class Leases(LedgerTable):
             state_is(lifecycle.TAKE_OVER) & Field(Attr.LEASE_UNTIL).lt(now)
         )
         try:
-            response = self._update(key, condition, update, now, returns_new=True)
+            return LeaseResult(True, self._update(key, condition, update, now))
         except ConditionFailedError as refused:
-            return LeaseResult(False, from_item(refused.old) if refused.old else self.get(key))
-        return LeaseResult(True, from_item(response["Attributes"]))
+            # The processor's role has no GetItem: the refusal's old row is the one read.
+            return LeaseResult(False, from_item(refused.old) if refused.old else None)
 
     def release(
         self,
@@ -269,7 +269,7 @@ class Leases(LedgerTable):
         if self._moved(key, lifecycle.LINK_NEW_RETRY, created, Field(Attr.PK).not_exists(), now):
             return True
         unlinked = Field(Attr.RETRY_OF).not_exists()
-        return self._moved(key, lifecycle.LINK_RETRY, linked, unlinked, now)
+        return self._moved(key, lifecycle.LINK_RETRY, linked, unlinked, now) is not None
 
     def carry_run(self, key: JobKey, run: str) -> LedgerRow:
         """Name ``run`` on the row of a job that resubmits one of the run's (recorded WATCHING
@@ -279,16 +279,10 @@ class Leases(LedgerTable):
         unnamed = Field(Attr.RUN).not_exists() | Field(Attr.RUN).eq(run)
         for _ in range(2):  # a row undone between the two (``forget_unsent``): created again
             with contextlib.suppress(ConditionFailedError):
-                condition = state_is(lifecycle.CARRY_NEW_RUN)
-                return from_item(
-                    self._update(key, condition, created, now, returns_new=True)["Attributes"]
-                )
+                return self._update(key, state_is(lifecycle.CARRY_NEW_RUN), created, now)
             try:
                 condition = state_is(lifecycle.CARRY_RUN) & unnamed
-                named = Update().set(Attr.RUN, run)
-                return from_item(
-                    self._update(key, condition, named, now, returns_new=True)["Attributes"]
-                )
+                return self._update(key, condition, Update().set(Attr.RUN, run), now)
             except ConditionFailedError as refused:
                 if refused.old is not None:
                     return from_item(refused.old)
@@ -336,10 +330,9 @@ class Leases(LedgerTable):
         if guard is not None:
             condition &= guard
         try:
-            response = self._update(key, condition, update, now, returns_new=True)
+            return self._update(key, condition, update, now)
         except ConditionFailedError as refused:
             raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
-        return from_item(response["Attributes"])
 
 
 def _linked_run(lost: LeaseLostError, owner: str, run: str | None) -> str | None:

@@ -31,7 +31,8 @@ class OutboxRows(LedgerTable):
         # The event stays on the row (out of the index): a run linked later retells it.
         update = Update().remove(Attr.OUTBOX_AT)
         guard = Field(Attr.OUTBOX_EVENT).eq(event) & Field(Attr.OUTBOX_AT).exists()
-        return self._moved(key, lifecycle.CLEAR_OUTBOX, update, guard, self.clock.time())
+        now = self.clock.time()
+        return self._moved(key, lifecycle.CLEAR_OUTBOX, update, guard, now) is not None
 
     def retell(self, key: JobKey, event: str, told: str) -> bool:
         """Owe a settled row's event again as ``told`` (naming its run) if the row still holds
@@ -39,7 +40,7 @@ class OutboxRows(LedgerTable):
         now = self.clock.time()
         update = Update().set(Attr.OUTBOX_EVENT, told).set(Attr.OUTBOX_AT, now)
         guard = Field(Attr.OUTBOX_EVENT).eq(event)
-        return self._moved(key, lifecycle.RETELL, update, guard, now)
+        return self._moved(key, lifecycle.RETELL, update, guard, now) is not None
 
     def pending_events(
         self, *, before: float, limit: int = 100, cursor: Mapping[str, Any] | None = None
