@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Outcome
 from scrape_pipeline.ledger import full
 from scrape_pipeline.ledger.attributes import Attr
+from scrape_pipeline.ledger.expressions import Field
 
 MAX_NAMED = 20  # how many batches or crawls not simply stored ``ItemCounts`` names, at most
 # What ``count_rows(with_items=True)`` reads besides the state and the outcome.
@@ -81,6 +83,17 @@ class RowCounts:
         pk = item[Attr.PK]["S"]
         if self.items is not None and not pk.startswith(f"{JobKind.EXTRACT.value}#"):
             self.items.add(pk, item)
+
+
+def created_since(
+    ledger: full.Ledger, kind: JobKind, since: float, until: float | None = None
+) -> Iterator[str]:
+    """The ids of ``kind``'s jobs first written from ``since`` (to ``until``): a filtered
+    Scan, an operator's call billed as the whole table."""
+    created, low = Field(Attr.CREATED_AT), Decimal(repr(since))  # exact, not to the ms
+    bound = created.gte(low) if until is None else created.between(low, Decimal(repr(until)))
+    for item in ledger.scan_jobs(only=Field(Attr.PK).begins_with(f"{kind.value}#") & bound):
+        yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
 
 
 class Ledger(full.Ledger):

@@ -22,7 +22,7 @@ from scrape_pipeline.aws_errors import AWS_ERRORS
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger.chains import MAX_CHAIN, RowReader, rows_of, successor
+from scrape_pipeline.ledger.chains import MAX_CHAIN, RowReader, successor
 from scrape_pipeline.processor.item_retries import retrying_by_index
 from scrape_pipeline.processor.manifest import manifest_key
 from scrape_pipeline_ops.audit.subjects import Calls, extract_subject, one_extract
@@ -38,7 +38,7 @@ type Container = tuple[JobKind, str]
 
 def successors(ledger: RowReader, job_ids: Iterable[str]) -> dict[str, str]:
     """Each extract job of ``job_ids`` that the ledger says was resubmitted: its successor."""
-    rows = rows_of(ledger, (JobKey(JobKind.EXTRACT, job_id) for job_id in job_ids))
+    rows = ledger.get_many(JobKey(JobKind.EXTRACT, job_id) for job_id in job_ids)
     return {key.job_id: following for key, row in rows.items() if (following := successor(row))}
 
 
@@ -67,7 +67,7 @@ class Links:
         """Each container's retried items, by index: its open row's, else its manifest's."""
         rows = {}
         if self.ledger is not None:
-            rows = rows_of(self.ledger, (JobKey(kind, job_id) for kind, job_id in containers))
+            rows = self.ledger.get_many(JobKey(kind, job_id) for kind, job_id in containers)
         found: dict[Container, dict[int, str]] = {}
         for kind, job_id in containers:
             row = rows.get(JobKey(kind, job_id))

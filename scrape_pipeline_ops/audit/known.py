@@ -6,14 +6,18 @@ These records only say where to look: every verdict is the API's status against 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, Entry
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import Run, RunMode
+from scrape_pipeline_ops.ledger import created_since
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger.full import Ledger
 
 CONTAINERS: Final = (JobKind.BATCH, JobKind.CRAWL)
 # How late the API may list a job, at most: rows the ledger wrote this long after a window's
@@ -29,15 +33,6 @@ class RunJournal(Protocol):
     def runs(self) -> list[Run]: ...
 
     def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]: ...
-
-
-class CreatedSince(Protocol):
-    """The ledger's filtered Scan of one kind's rows created at or after a moment (and at or
-    before another)."""
-
-    def created_since(
-        self, kind: JobKind, since: float, until: float | None = None
-    ) -> Iterable[str]: ...
 
 
 @dataclass
@@ -89,7 +84,7 @@ def of_window(
     until: float,
     *,
     journal: RunJournal | None = None,
-    ledger: CreatedSince | None = None,
+    ledger: Ledger | None = None,
 ) -> Known:
     """Every batch and crawl the journal's runs or the ledger's rows place near the window."""
     known = Known()
@@ -102,10 +97,10 @@ def of_window(
                 known.add(JobKind(run.mode.kind), entry.job_id)
     if ledger is not None:
         for kind in CONTAINERS:
-            for job_id in ledger.created_since(kind, since):
+            for job_id in created_since(ledger, kind, since):
                 known.add(kind, job_id)
         # A row is written once its job settles (or its run posts it): after the job's
         # creation, and within the listing lag of the window's end for any the list lacks.
-        noted = ledger.created_since(JobKind.EXTRACT, since, until + LISTED_LATE_S)
+        noted = created_since(ledger, JobKind.EXTRACT, since, until + LISTED_LATE_S)
         known.noted = dict.fromkeys(noted)
     return known

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind, JobState
 from scrape_pipeline.runs.evidence import CandidateSource, first_seen
+from scrape_pipeline_ops.ledger import created_since
 
 if TYPE_CHECKING:
     from scrape_pipeline.ledger.full import Ledger
@@ -30,7 +31,7 @@ class LedgerCandidates:
     def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
         found = self._pending(kind, since)
         if self.scan_done:
-            found = chain(found, self.ledger.created_since(kind, since))
+            found = chain(found, created_since(self.ledger, kind, since))
         return first_seen(found)
 
     def _pending(self, kind: JobKind, since: float) -> Iterator[str]:

@@ -19,7 +19,7 @@ def test_ledger_expressions_state_part_follows_the_lifecycle_table():
     # GIVEN the moves from no row, from one state, from several, and from any state
     cases = {
         lifecycle.RECORD: "attribute_not_exists(#n0)",
-        lifecycle.REOPEN: "#n0 = :v0",
+        lifecycle.REOPEN: "#n0 IN (:v0)",
         lifecycle.ENQUEUE: "#n0 IN (:v0, :v1, :v2)",
         lifecycle.ACQUIRE: "(attribute_not_exists(#n0) OR #n1 IN (:v0, :v1, :v2))",
         lifecycle.NOTE_LATE_WEBHOOK: "attribute_exists(#n0)",
@@ -53,11 +53,12 @@ def test_ledger_expressions_update_shares_the_conditions_placeholders():
     # and no placeholder of the update clashes with the condition's
     assert request["ConditionExpression"] == "(#n0 < :v0 AND (NOT contains(#n1, :v1)))"
     assert request["UpdateExpression"] == (
-        "SET #u1 = :u1, #u2 = :u2, #u4 = if_not_exists(#u4, :u3) + :u4,"
-        " #u5 = if_not_exists(#u5, :u5) REMOVE #u3 ADD #u6 :u6 DELETE #u0 :u0"
+        "SET #state = :u1, #lease_owner = :u2, #releases = if_not_exists(#releases, :u3) + :u4,"
+        " #source = if_not_exists(#source, :u5) REMOVE #lease_until ADD #seen_deliveries :u6"
+        " DELETE #struck_by :u0"
     )
     names = request["ExpressionAttributeNames"]
-    assert (names["#n0"], names["#u2"], names["#u3"]) == (
+    assert (names["#n0"], names["#lease_owner"], names["#lease_until"]) == (
         "lease_until",
         "lease_owner",
         "lease_until",
@@ -74,8 +75,8 @@ def test_ledger_expressions_update_shares_the_conditions_placeholders():
 def test_ledger_expressions_projection_and_absent_parts():
     request = expressions(ProjectionExpression=(Attr.PK, Attr.STATE), ConditionExpression=None)
     assert request == {
-        "ProjectionExpression": "#p0, #p1",
-        "ExpressionAttributeNames": {"#p0": "pk", "#p1": "state"},
+        "ProjectionExpression": "#pk, #state",
+        "ExpressionAttributeNames": {"#pk": "pk", "#state": "state"},
     }
 
 

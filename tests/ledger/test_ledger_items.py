@@ -40,6 +40,11 @@ B = JobKey(JobKind.BATCH, "b")
 C = JobKey(JobKind.CRAWL, "c")
 D = JobKey(JobKind.EXTRACT, "d")
 type Step = tuple[str, Callable[[], Any]]
+# Steps whose enqueue or reopen returns the row as written (DynamoDB's ALL_NEW), where the
+# single module returned the row as read with its moved fields replaced: the TTL the write
+# pushed (a TTL from the write's state_since) is the one difference.
+AS_WRITTEN = {"wake", "reopened then unclaimed", "woken then unclaimed"}
+TTL_SECONDS = 90 * 86_400
 # Fields added after the capture (a batch's retried items), with the value every row of
 # the scenario has: left out of the comparison when at it, so the capture stays as it was.
 ADDED_SINCE: dict[str, Any] = {
@@ -262,6 +267,16 @@ def _golden() -> list[dict[str, Any]]:
     return steps
 
 
+def _without_ttl(returned: Any, *, pushed: bool) -> Any:
+    """``returned`` with its rows' TTL left out (``pushed``: once checked as its last write's)."""
+    if isinstance(returned, list):
+        return [_without_ttl(value, pushed=pushed) for value in returned]
+    if not isinstance(returned, dict) or "expires_at" not in returned:
+        return returned
+    assert not pushed or returned["expires_at"] == int(returned["state_since"]) + TTL_SECONDS
+    return {k: v for k, v in returned.items() if k != "expires_at"}
+
+
 def test_ledger_writes_and_returns_what_the_single_module_did_with_no_more_calls(client: Any):
     # GIVEN the scenario as the single-module ledger ran it
     golden = _golden()
@@ -272,6 +287,9 @@ def test_ledger_writes_and_returns_what_the_single_module_did_with_no_more_calls
     assert [s["step"] for s in steps] == [g["step"] for g in golden]
     for step, was in zip(steps, golden, strict=True):
         assert step["items"] == was["items"], step["step"]
+        if step["step"] in AS_WRITTEN:
+            step["returned"] = _without_ttl(step["returned"], pushed=True)
+            was["returned"] = _without_ttl(was["returned"], pushed=False)
         assert step["returned"] == was["returned"], step["step"]
         grew = {op: n for op, n in step["calls"].items() if n > was["calls"].get(op, 0)}
         assert grew == {}, (step["step"], step["calls"], was["calls"])

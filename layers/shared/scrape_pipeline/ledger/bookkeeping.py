@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.attributes import Attr, RowPrefix
 from scrape_pipeline.ledger.expressions import Field, Update
@@ -25,18 +24,8 @@ class Bookkeeping:
 
     def chain_depth(self, key: JobKey) -> int:
         """How many resubmissions came before ``key`` in its chain (0: it starts one)."""
-        ledger = self._ledger
-        request: dict[str, Any] = {
-            ledger.table_name: {
-                "Keys": [{Attr.PK.value: encode(f"{RowPrefix.CHAIN}{key.pk}")}],
-                "ConsistentRead": True,
-            }
-        }
+        items = self._ledger.batch_items([f"{RowPrefix.CHAIN}{key.pk}"])
         # BatchGetItem, the processor's one read (its role has no GetItem), for one key.
-        response = call(ledger.client, "BatchGetItem", RequestItems=request)
-        if response.get("UnprocessedKeys"):
-            raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
-        items = response.get("Responses", {}).get(ledger.table_name, [])
         return int(items[0][Attr.DEPTH]["N"]) if items else 0  # record_chain writes the depth
 
     def record_chain(self, key: JobKey, depth: int) -> bool:
@@ -71,13 +60,10 @@ class Bookkeeping:
         return _fields(item) if item else None
 
     def read_many(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The fields of each checkpoint of ``names`` written so far, a hundred a read."""
-        out: dict[str, dict[str, str]] = {}
-        for start in range(0, len(names), 100):
-            pks = [f"{RowPrefix.META}{name}" for name in names[start : start + 100]]
-            for item in self._ledger.batch_items(pks):
-                out[item[Attr.PK]["S"].removeprefix(RowPrefix.META)] = _fields(item)
-        return out
+        """The fields of each checkpoint of ``names`` written so far."""
+        pks = [f"{RowPrefix.META}{name}" for name in names]
+        items = self._ledger.batch_items(pks)
+        return {item[Attr.PK]["S"].removeprefix(RowPrefix.META): _fields(item) for item in items}
 
     def write(self, name: str, fields: Mapping[str, str]) -> None:
         """Replace a checkpoint's fields."""

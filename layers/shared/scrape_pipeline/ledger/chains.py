@@ -4,7 +4,7 @@ BatchGetItem a hundred jobs a link)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -13,13 +13,12 @@ from scrape_pipeline.ledger.rows import LedgerRow
 
 # How far a chain is followed in one pass (resubmissions are bounded far below this).
 MAX_CHAIN: Final = 16
-_READ_MAX: Final = 100  # keys per BatchGetItem
 
 
 class RowReader(Protocol):
     """The ledger's batched read (``Ledger.get_many``)."""
 
-    def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]: ...
+    def get_many(self, keys: Iterable[JobKey]) -> dict[JobKey, LedgerRow]: ...
 
 
 def successor(row: LedgerRow) -> str | None:
@@ -29,15 +28,6 @@ def successor(row: LedgerRow) -> str | None:
     if job_id and (not row.is_done or row.outcome is Outcome.RESUBMITTED):
         return job_id
     return None
-
-
-def rows_of(ledger: RowReader, keys: Iterable[JobKey]) -> dict[JobKey, LedgerRow]:
-    """The rows of ``keys`` (those the ledger has), a hundred keys a BatchGetItem."""
-    wanted = list(dict.fromkeys(keys))
-    rows: dict[JobKey, LedgerRow] = {}
-    for start in range(0, len(wanted), _READ_MAX):
-        rows.update(ledger.get_many(wanted[start : start + _READ_MAX]))
-    return rows
 
 
 @dataclass(frozen=True)
@@ -63,10 +53,8 @@ def follow[T](ledger: RowReader, starts: Mapping[T, JobKey]) -> dict[T, Chain]:
     rows: defaultdict[T, list[LedgerRow]] = defaultdict(list)
     ended: set[T] = set()
     current = dict(starts)
-    for _ in range(MAX_CHAIN):
-        if not current:
-            break
-        read = rows_of(ledger, current.values())
+    for _ in range(MAX_CHAIN):  # an empty read once every chain ended: no call
+        read = ledger.get_many(current.values())
         following: dict[T, JobKey] = {}
         for name, key in current.items():
             row = read.get(key)

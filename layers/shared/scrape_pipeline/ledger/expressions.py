@@ -21,38 +21,6 @@ type _Action = Literal["SET", "REMOVE", "ADD", "DELETE"]
 _ACTIONS: tuple[_Action, ...] = ("SET", "REMOVE", "ADD", "DELETE")
 
 
-class _Placeholders:
-    """One request's ``#name`` and ``:value`` maps, shared by every expression it renders."""
-
-    def __init__(self) -> None:
-        self.builder = ConditionExpressionBuilder()
-        self.names: dict[str, str] = {}
-        self.values: dict[str, Any] = {}
-
-    def name(self, attr: Attr, prefix: str) -> str:
-        """A new placeholder for ``attr`` (``#u3``)."""
-        placeholder = f"#{prefix}{len(self.names)}"
-        self.names[placeholder] = attr.value
-        return placeholder
-
-    def value(self, value: Value) -> str:
-        """A new placeholder for ``value`` (``:u4``)."""
-        placeholder = f":u{len(self.values)}"
-        self.values[placeholder] = value
-        return placeholder
-
-    def condition(self, condition: Condition, *, key: bool) -> str:
-        built = self.builder.build_expression(condition, is_key_condition=key)
-        self.names |= built.attribute_name_placeholders
-        self.values |= built.attribute_value_placeholders
-        return str(built.condition_expression)
-
-    def maps(self) -> dict[str, Any]:
-        values = {k: encode(v) for k, v in self.values.items()}
-        maps = {"ExpressionAttributeNames": self.names, "ExpressionAttributeValues": values}
-        return {parameter: placeholders for parameter, placeholders in maps.items() if placeholders}
-
-
 class Update:
     """An update expression, one clause per attribute (a later one replaces it): a template of
     the attribute's placeholder ``{0}`` and its values' ``{1}``..."""
@@ -90,32 +58,50 @@ class Update:
         """``members`` leave the set ``attr`` (one left empty is removed)."""
         return self._put(attr, "DELETE", "{0} {1}", members)
 
-    def render(self, placeholders: _Placeholders) -> str:
-        """The update's text, its clauses grouped by action."""
+    def render(self, names: dict[str, str], values: dict[str, Value]) -> str:
+        """The update's text, its clauses grouped by action, its placeholders added."""
         groups: dict[_Action, list[str]] = {}
         for attr, (action, template, operands) in self._clauses.items():
-            name = placeholders.name(attr, "u")
-            clause = template.format(name, *map(placeholders.value, operands))
-            groups.setdefault(action, []).append(clause)
+            names[f"#{attr}"] = attr.value
+            slots = [f":u{len(values) + i}" for i in range(len(operands))]
+            values |= zip(slots, operands, strict=True)
+            groups.setdefault(action, []).append(template.format(f"#{attr}", *slots))
         return " ".join(
             f"{action} {', '.join(groups[action])}" for action in _ACTIONS if action in groups
         )
 
 
-def _rendered(parameter: str, part: Condition | Update | tuple[Attr, ...], p: _Placeholders) -> str:
+def _rendered(
+    parameter: str,
+    part: Condition | Update | tuple[Attr, ...],
+    builder: ConditionExpressionBuilder,
+    names: dict[str, str],
+    values: dict[str, Any],
+) -> str:
     if isinstance(part, Update):
-        return part.render(p)
+        return part.render(names, values)
     if isinstance(part, tuple):  # a projection
-        return ", ".join(p.name(attr, "p") for attr in part)
-    return p.condition(part, key=parameter == "KeyConditionExpression")
+        names |= {f"#{attr}": attr.value for attr in part}
+        return ", ".join(f"#{attr}" for attr in part)
+    built = builder.build_expression(part, is_key_condition=parameter == "KeyConditionExpression")
+    names |= built.attribute_name_placeholders
+    values |= built.attribute_value_placeholders
+    return str(built.condition_expression)
 
 
 def expressions(**parts: Condition | Update | tuple[Attr, ...] | None) -> dict[str, Any]:
     """The request parameters ``parts`` (None: left out; a condition, an ``Update`` or a
-    projection) and the placeholders they use."""
-    placeholders = _Placeholders()
-    request = {k: _rendered(k, part, placeholders) for k, part in parts.items() if part is not None}
-    return request | placeholders.maps()
+    projection) and the placeholders they use: ``#attr`` and ``:u0`` (conditions: boto3's)."""
+    builder = ConditionExpressionBuilder()  # counts its placeholders: one per request
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    request: dict[str, Any] = {
+        k: _rendered(k, v, builder, names, values) for k, v in parts.items() if v is not None
+    }
+    request["ExpressionAttributeNames"] = names  # every part names an attribute
+    if values:
+        request["ExpressionAttributeValues"] = {k: encode(v) for k, v in values.items()}
+    return request
 
 
 def state_is(move: lifecycle.Move) -> Condition:
@@ -132,8 +118,7 @@ def _in_states(states: list[JobState]) -> list[Condition]:
         return []
     if set(states) == set(JobState):
         return [Field(Attr.PK).exists()]  # every state at all is "a row"
-    state = Field(Attr.STATE)
-    return [state.eq(states[0]) if len(states) == 1 else state.is_in(states)]
+    return [Field(Attr.STATE).is_in(states)]
 
 
 __all__ = ("Condition", "Field", "Update", "expressions", "state_is")

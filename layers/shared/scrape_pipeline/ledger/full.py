@@ -4,15 +4,14 @@ submitter): the processor's ``WorkLedger``, intake, and the sweeps' reads."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from scrape_pipeline.jobs import JobKey, JobKind, JobState, Source
+from scrape_pipeline.jobs import JobKey, JobState, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import PENDING_INDEX, Attr, RowPrefix
-from scrape_pipeline.ledger.expressions import Condition, Field, Update, expressions, state_is
+from scrape_pipeline.ledger.expressions import Condition, Update, expressions, state_is
 from scrape_pipeline.ledger.intake import Intake
 from scrape_pipeline.ledger.rows import Item, LedgerRow, from_item, to_item
 from scrape_pipeline.ledger.table import call
@@ -67,16 +66,6 @@ class Ledger(Intake, WorkLedger):
         response = call(self.client, "Query", **request, **expressions(KeyConditionExpression=key))
         rows = [from_item(item) for item in response.get("Items", [])]
         return rows, response.get("LastEvaluatedKey")
-
-    def created_since(
-        self, kind: JobKind, since: float, until: float | None = None
-    ) -> Iterator[str]:
-        """The ids of ``kind``'s jobs first written from ``since`` (to ``until``): a filtered
-        Scan, an operator's call billed as the whole table."""
-        created, low = Field(Attr.CREATED_AT), Decimal(repr(since))  # exact, not to the ms
-        bound = created.gte(low) if until is None else created.between(low, Decimal(repr(until)))
-        for item in self.scan_jobs(only=Field(Attr.PK).begins_with(f"{kind.value}#") & bound):
-            yield JobKey.from_pk(item[Attr.PK.value]["S"]).job_id
 
     def scan_jobs(
         self, *attributes: Attr, only: Condition | None = None

@@ -4,7 +4,7 @@ at most ``max_reopens`` times), their undoing; each webhook's delivery id moves 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from scrape_pipeline.jobs import JobKey, JobState, Outcome, Source
 from scrape_pipeline.ledger import lifecycle
@@ -142,7 +142,9 @@ class Intake(LedgerTable):
         try:
             write(self.client, self.table_name, state_is(lifecycle.RECORD), item=item)
         except ConditionFailedError as refused:
-            return Recorded(False, from_item(refused.old) if refused.old else self._must_get(key))
+            if refused.old is None:  # a put refused for its key's row returns that row
+                raise LedgerError(f"{key.pk} refused without its row") from refused
+            return Recorded(False, from_item(refused.old))
         return Recorded(True, from_item(item))
 
     def forget_unsent(self, row: LedgerRow) -> bool:
@@ -165,10 +167,7 @@ class Intake(LedgerTable):
             row.state_since
         )
         update, guard = _with_evidence(in_state(JobState.ENQUEUED, now), guard, evidence)
-        if not self._moved(row.key, lifecycle.ENQUEUE, update, guard, now):
-            return None
-        seen = row.seen_with(evidence)
-        return replace(row, state=JobState.ENQUEUED, state_since=now, seen_deliveries=seen)
+        return self._moved(row.key, lifecycle.ENQUEUE, update, guard, now)
 
     def reopened(self, row: LedgerRow, *, evidence: str | None = None) -> LedgerRow | None:
         """A reopenable close as read back to ENQUEUED, counters reset, reopens + 1: the row as
@@ -176,10 +175,9 @@ class Intake(LedgerTable):
         if not self._may_reopen(row, evidence) or row.finished_at is None:
             return None
         now = self.clock.time()
-        detail = _reopened_detail(row)
         update = (
             in_state(JobState.ENQUEUED, now)
-            .set(Attr.DETAIL, detail)
+            .set(Attr.DETAIL, _reopened_detail(row))
             .set(Attr.NOT_FOUND, 0)
             .set(Attr.RELEASES, 0)
             .set(Attr.REOPENS, row.reopens + 1)
@@ -193,22 +191,7 @@ class Intake(LedgerTable):
             & (reopens.not_exists() | reopens.eq(row.reopens))
         )
         update, guard = _with_evidence(update, guard, evidence)
-        if not self._moved(row.key, lifecycle.REOPEN, update, guard, now):
-            return None
-        return replace(
-            row,
-            state=JobState.ENQUEUED,
-            state_since=now,
-            outcome=None,
-            finished_at=None,
-            detail=detail,
-            strikes=0,
-            not_found=0,
-            releases=0,
-            last_error=None,
-            reopens=row.reopens + 1,
-            seen_deliveries=row.seen_with(evidence),
-        )
+        return self._moved(row.key, lifecycle.REOPEN, update, guard, now)
 
     def _may_reopen(self, row: LedgerRow, evidence: str | None) -> bool:
         return row.reopenable and row.reopens < self.max_reopens and not row.has_seen(evidence)
@@ -225,17 +208,12 @@ class Intake(LedgerTable):
             # Evidence that moved nothing is not seen: the retry this 503 asks for must move it.
             update = update.delete(Attr.SEEN_DELIVERIES, added)
         guard = Field(Attr.STATE_SINCE).eq(written.state_since)
-        return self._moved(before.key, lifecycle.UNCLAIM, update, guard, self.clock.time())
+        now = self.clock.time()
+        return self._moved(before.key, lifecycle.UNCLAIM, update, guard, now) is not None
 
     def note_late_webhook(self, row: LedgerRow) -> bool:
         """Mark a webhook come for a job recovered without it; True the first time only."""
         now = self.clock.time()
         update = Update().set(Attr.LATE_WEBHOOK_AT, now)
         guard = Field(Attr.LATE_WEBHOOK_AT).not_exists()
-        return self._moved(row.key, lifecycle.NOTE_LATE_WEBHOOK, update, guard, now)
-
-    def _must_get(self, key: JobKey) -> LedgerRow:
-        row = self.get(key)
-        if row is None:  # deleted between the failed put and this read: a forgotten orphan
-            raise LedgerError(f"{key.pk} vanished while being recorded")
-        return row
+        return self._moved(row.key, lifecycle.NOTE_LATE_WEBHOOK, update, guard, now) is not None

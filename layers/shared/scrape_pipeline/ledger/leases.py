@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobState, Outcome, Source
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import Attr
@@ -90,10 +91,10 @@ class Leases(LedgerTable):
             state_is(lifecycle.TAKE_OVER) & Field(Attr.LEASE_UNTIL).lt(now)
         )
         try:
-            response = self._update(key, condition, update, now, returns_new=True)
+            return LeaseResult(True, self._update(key, condition, update, now))
         except ConditionFailedError as refused:
-            return LeaseResult(False, from_item(refused.old) if refused.old else self.get(key))
-        return LeaseResult(True, from_item(response["Attributes"]))
+            # The processor's role has no GetItem: the refusal's old row is the one read.
+            return LeaseResult(False, from_item(refused.old) if refused.old else None)
 
     def release(
         self,
@@ -268,7 +269,7 @@ class Leases(LedgerTable):
         if self._moved(key, lifecycle.LINK_NEW_RETRY, created, Field(Attr.PK).not_exists(), now):
             return True
         unlinked = Field(Attr.RETRY_OF).not_exists()
-        return self._moved(key, lifecycle.LINK_RETRY, linked, unlinked, now)
+        return self._moved(key, lifecycle.LINK_RETRY, linked, unlinked, now) is not None
 
     def carry_run(self, key: JobKey, run: str) -> LedgerRow:
         """Name ``run`` on the row of a job that resubmits one of the run's (recorded WATCHING
@@ -278,16 +279,10 @@ class Leases(LedgerTable):
         unnamed = Field(Attr.RUN).not_exists() | Field(Attr.RUN).eq(run)
         for _ in range(2):  # a row undone between the two (``forget_unsent``): created again
             with contextlib.suppress(ConditionFailedError):
-                condition = state_is(lifecycle.CARRY_NEW_RUN)
-                return from_item(
-                    self._update(key, condition, created, now, returns_new=True)["Attributes"]
-                )
+                return self._update(key, state_is(lifecycle.CARRY_NEW_RUN), created, now)
             try:
                 condition = state_is(lifecycle.CARRY_RUN) & unnamed
-                named = Update().set(Attr.RUN, run)
-                return from_item(
-                    self._update(key, condition, named, now, returns_new=True)["Attributes"]
-                )
+                return self._update(key, condition, Update().set(Attr.RUN, run), now)
             except ConditionFailedError as refused:
                 if refused.old is not None:
                     return from_item(refused.old)
@@ -300,25 +295,25 @@ class Leases(LedgerTable):
             update.set(attr, value)
         return update
 
-    def get_many(self, keys: Sequence[JobKey]) -> dict[JobKey, LedgerRow]:
-        """The rows of up to 100 jobs in one read (missing jobs are absent from the result)."""
-        if len(keys) > 100:
-            raise ValueError("at most 100 keys per read")
-        items = self.batch_items([k.pk for k in keys]) if keys else []
-        return {row.key: row for row in map(from_item, items)}
+    def get_many(self, keys: Iterable[JobKey]) -> dict[JobKey, LedgerRow]:
+        """The rows of ``keys`` (missing jobs are absent), a hundred keys a BatchGetItem."""
+        return {row.key: row for row in map(from_item, self.batch_items([k.pk for k in keys]))}
 
-    def batch_items(self, pks: Sequence[str]) -> list[dict[str, Any]]:
-        """The raw items of up to 100 partition keys, in one BatchGetItem (and its retries)."""
+    def batch_items(self, pks: Iterable[str]) -> list[dict[str, Any]]:
+        """The raw items of ``pks``, a hundred keys a BatchGetItem (and its retries)."""
         keys = [{Attr.PK.value: encode(pk)} for pk in dict.fromkeys(pks)]
-        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+        chunks = (keys[start : start + 100] for start in range(0, len(keys), 100))
+        return [item for chunk in chunks for item in self._read(chunk)]
+
+    def _read(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        request: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
         items: list[dict[str, Any]] = []
         for _ in range(8):  # unprocessed keys come back under load: ask for them again
             response = call(self.client, "BatchGetItem", RequestItems=request)
             items += response.get("Responses", {}).get(self.table_name, [])
-            request = dict(response.get("UnprocessedKeys") or {})
-            if not request:
+            if not (request := response.get("UnprocessedKeys")):
                 return items
-        raise LedgerError("BatchGetItem kept returning unprocessed keys")
+        raise AWSUnavailableError("dynamodb", "BatchGetItem", "UnprocessedKeys")
 
     def _leased_update(
         self,
@@ -335,10 +330,9 @@ class Leases(LedgerTable):
         if guard is not None:
             condition &= guard
         try:
-            response = self._update(key, condition, update, now, returns_new=True)
+            return self._update(key, condition, update, now)
         except ConditionFailedError as refused:
             raise LeaseLostError(key, from_item(refused.old) if refused.old else None) from refused
-        return from_item(response["Attributes"])
 
 
 def _linked_run(lost: LeaseLostError, owner: str, run: str | None) -> str | None:

@@ -10,8 +10,8 @@ from typing import Any
 from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger import lifecycle
 from scrape_pipeline.ledger.attributes import OUTBOX_INDEX, Attr, RowPrefix
-from scrape_pipeline.ledger.expressions import Field, Update, expressions, state_is
-from scrape_pipeline.ledger.table import ConditionFailedError, LedgerTable, call
+from scrape_pipeline.ledger.expressions import Field, Update, expressions
+from scrape_pipeline.ledger.table import LedgerTable, call
 
 
 @dataclass(frozen=True)
@@ -30,28 +30,17 @@ class OutboxRows(LedgerTable):
         """Forget the row's pending event if it is still ``event``; False if it changed or went."""
         # The event stays on the row (out of the index): a run linked later retells it.
         update = Update().remove(Attr.OUTBOX_AT)
-        condition = (
-            state_is(lifecycle.CLEAR_OUTBOX)
-            & Field(Attr.OUTBOX_EVENT).eq(event)
-            & Field(Attr.OUTBOX_AT).exists()
-        )
-        try:
-            self._update(key, condition, update, self.clock.time())
-        except ConditionFailedError:
-            return False
-        return True
+        guard = Field(Attr.OUTBOX_EVENT).eq(event) & Field(Attr.OUTBOX_AT).exists()
+        now = self.clock.time()
+        return self._moved(key, lifecycle.CLEAR_OUTBOX, update, guard, now) is not None
 
     def retell(self, key: JobKey, event: str, told: str) -> bool:
         """Owe a settled row's event again as ``told`` (naming its run) if the row still holds
         ``event``; False if it changed."""
         now = self.clock.time()
         update = Update().set(Attr.OUTBOX_EVENT, told).set(Attr.OUTBOX_AT, now)
-        condition = state_is(lifecycle.RETELL) & Field(Attr.OUTBOX_EVENT).eq(event)
-        try:
-            self._update(key, condition, update, now)
-        except ConditionFailedError:
-            return False
-        return True
+        guard = Field(Attr.OUTBOX_EVENT).eq(event)
+        return self._moved(key, lifecycle.RETELL, update, guard, now) is not None
 
     def pending_events(
         self, *, before: float, limit: int = 100, cursor: Mapping[str, Any] | None = None

@@ -89,10 +89,6 @@ class LedgerRow:
         """``delivery_id`` already moved this row: evidence used up (None: no delivery)."""
         return delivery_id is not None and delivery_id in self.seen_deliveries
 
-    def seen_with(self, delivery_id: str | None) -> frozenset[str]:
-        """The deliveries seen once ``delivery_id`` (if any) has moved the row too."""
-        return self.seen_deliveries | ({delivery_id} if delivery_id else set())
-
     def lease_expired(self, now: float) -> bool:
         """A PROCESSING row whose holder may have died."""
         return self.state is JobState.PROCESSING and (self.lease_until or 0.0) < now

@@ -39,9 +39,8 @@ class LedgerError(PipelineError):
 class ConditionFailedError(LedgerError):
     """A conditional write was refused; ``old`` is the item as it was (None: no item)."""
 
-    def __init__(self, pk: str, old: Mapping[str, Any] | None) -> None:
-        super().__init__(f"the condition on {pk} did not hold")
-        self.pk = pk
+    def __init__(self, old: Mapping[str, Any] | None) -> None:
+        super().__init__("a conditional write's condition did not hold")
         self.old = old
 
 
@@ -52,8 +51,7 @@ def call(db: DynamoDBClient, operation: Operation, **request: Any) -> dict[str, 
         return dict(send(**request))
     except AWS_ERRORS as exc:
         if is_condition_failed(exc):
-            pk = (request.get("Key") or request["Item"])[Attr.PK]["S"]
-            raise ConditionFailedError(pk, refused_item(exc)) from exc
+            raise ConditionFailedError(refused_item(exc)) from exc
         raise unavailable("dynamodb", operation, exc) from exc
 
 
@@ -131,32 +129,22 @@ class LedgerTable:
             Attr.ATTEMPTS: 0,
         }
 
-    def _moved(self, key: JobKey, move: Move, update: Update, guard: Condition, now: float) -> bool:
+    def _moved(
+        self, key: JobKey, move: Move, update: Update, guard: Condition, now: float
+    ) -> LedgerRow | None:
+        """``move`` written if ``guard`` holds too: the row as written, else None."""
         try:
-            self._update(key, state_is(move) & guard, update, now)
+            return self._update(key, state_is(move) & guard, update, now)
         except ConditionFailedError:
-            return False
-        return True
+            return None
 
-    def _update(
-        self,
-        key: JobKey,
-        condition: Condition,
-        update: Update,
-        now: float,
-        *,
-        returns_new: bool = False,
-    ) -> dict[str, Any]:
-        """``write`` of a job's row at ``now``, with ``updated_at`` and the TTL."""
+    def _update(self, key: JobKey, condition: Condition, update: Update, now: float) -> LedgerRow:
+        """``write`` of a job's row at ``now``, with ``updated_at`` and the TTL: the row as
+        written."""
         update.set(Attr.UPDATED_AT, now).set(Attr.EXPIRES_AT, self.expiry(now))
-        return write(
-            self.client,
-            self.table_name,
-            condition,
-            pk=key.pk,
-            update=update,
-            returns_new=returns_new,
-        )
+        table, pk = self.table_name, key.pk
+        response = write(self.client, table, condition, pk=pk, update=update, returns_new=True)
+        return from_item(response["Attributes"])
 
     def get(self, key: JobKey) -> LedgerRow | None:
         """The job's row, read consistently; None when unknown."""

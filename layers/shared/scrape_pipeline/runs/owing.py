@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
-from scrape_pipeline.ledger import chains
 from scrape_pipeline.ledger.chains import Chain, RowReader
 
 # A stored batch's own manifest by job id (None: not there).
@@ -40,6 +39,6 @@ def retries_owing(
         if batch is not None:
             jobs = _retry_jobs(batch_items(batch.job_id))
             retries[start] = [JobKey(JobKind.EXTRACT, job_id) for job_id in jobs]
-    rows = chains.rows_of(ledger, (key for keys in retries.values() for key in keys))
+    rows = ledger.get_many(key for keys in retries.values() for key in keys)
     owing = {key for key, row in rows.items() if row.outbox_at is not None}
     return frozenset(start for start, keys in retries.items() if owing.intersection(keys))
