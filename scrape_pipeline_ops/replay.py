@@ -4,9 +4,10 @@ delivery-log sweep's scan, once, with no checkpoint read or moved."""
 from __future__ import annotations
 
 from scrape_pipeline.jobs import Source
+from scrape_pipeline.reconciler.report import SweepResult
 from scrape_pipeline.reconciler.run import Reconciler
 from scrape_pipeline.reconciler.sweeps import Budget
-from scrape_pipeline.reconciler.sweeps.delivery_log import DeliveryLogResult, DeliveryLogSweep
+from scrape_pipeline.reconciler.sweeps.delivery_log import DeliveryLogSweep
 
 
 def replay_failed(
@@ -16,11 +17,11 @@ def replay_failed(
     since: float,
     only_status: int | None = None,
     source: str = Source.DELIVERY_LOG,
-) -> DeliveryLogResult:
+) -> SweepResult:
     """Ensure the jobs of failed deliveries since ``since``; ``only_status`` narrows (401).
     A failing page is raised."""
     log = DeliveryLogSweep(reconciler.settings, **reconciler.parts)
-    result = log.new_result()
+    result = SweepResult()
     budget = Budget.no_deadline().capped(reconciler.settings.max_pages)
     scan = log.scan(webhook_id, since, 1, result, budget, only_status=only_status)
     if scan.error is not None:

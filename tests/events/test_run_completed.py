@@ -27,11 +27,11 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.manifest import manifest_key
 from scrape_pipeline.processor.resubmission import hand_on
 from scrape_pipeline.processor.results import ResultStore
-from scrape_pipeline.reconciler.report import ReconcileReport
+from scrape_pipeline.reconciler.report import ReconcileReport, SweepResult
 from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps import Budget
 from scrape_pipeline.reconciler.sweeps.ledger_scans import SWEEP_OUTBOX
-from scrape_pipeline.reconciler.sweeps.runs import SWEEP_RUNS, RunsResult, RunsSweep
+from scrape_pipeline.reconciler.sweeps.runs import SWEEP_RUNS, RunsSweep
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec
@@ -53,7 +53,7 @@ class World:
     events_client: Any
     clock: ManualClock
 
-    def run_sweep(self, bus: str = BUS) -> RunsResult:
+    def run_sweep(self, bus: str = BUS) -> SweepResult:
         """One run of the run sweep, emitting on ``bus`` (one that is not there refuses)."""
         sweep = RunsSweep(
             ReconcilerSettings(),

@@ -23,6 +23,7 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.reconciler import run as reconciler_module
 from scrape_pipeline.reconciler.recovery import Recoverer
+from scrape_pipeline.reconciler.report import SweepResult
 from scrape_pipeline.reconciler.run import (
     CADENCE_CHECKPOINT,
     Cadence,
@@ -30,7 +31,7 @@ from scrape_pipeline.reconciler.run import (
     ReconcilerSettings,
     SweepRow,
 )
-from scrape_pipeline.reconciler.sweeps import Budget, Sweep, SweepResult
+from scrape_pipeline.reconciler.sweeps import Budget, Sweep
 from scrape_pipeline_local.clock import ManualClock
 from tests.pipeline.test_reconciler import FakeRemaining
 from tests.support.template import create_ledger_table, create_queues
@@ -44,13 +45,10 @@ class Probe:
     began: list[tuple[str, float]] = field(default_factory=list)
 
 
-class FailingProbe(Sweep[Probe, SweepResult]):
+class FailingProbe(Sweep[Probe]):
     """Recovers two jobs, then the API fails: five seconds of the run spent."""
 
     name = "failing_probe"
-
-    def new_result(self) -> SweepResult:
-        return SweepResult()
 
     def work(self, budget: Budget, result: SweepResult) -> None:
         self.settings.began.append((self.name, budget.left()))
@@ -60,13 +58,10 @@ class FailingProbe(Sweep[Probe, SweepResult]):
         raise ServerError(503, code="UNAVAILABLE", message="probe down")
 
 
-class QuietProbe(Sweep[Probe, SweepResult]):
+class QuietProbe(Sweep[Probe]):
     """Finds nothing, and finishes."""
 
     name = "quiet_probe"
-
-    def new_result(self) -> SweepResult:
-        return SweepResult()
 
     def work(self, budget: Budget, result: SweepResult) -> None:
         self.settings.began.append((self.name, budget.left()))

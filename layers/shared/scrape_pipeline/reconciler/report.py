@@ -13,8 +13,6 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 if TYPE_CHECKING:
     from aws_lambda_powertools import Metrics
 
-    from scrape_pipeline.reconciler.sweeps import SweepResult
-
 
 @dataclass
 class Counts:
@@ -38,8 +36,18 @@ class Counts:
     watermark: float = 0.0  # the job list's: the newest created_at listed, on the API's clock
 
 
-# A sweep's own fields, not counts: the report keeps them by sweep.
-_FATE = frozenset({"recovered", "complete", "error"})
+@dataclass
+class SweepResult(Counts):
+    """What one sweep's run did: the counts it keeps (the others stay 0), then its fate."""
+
+    recovered: int = 0  # jobs enqueued (or woken)
+    complete: bool = True  # False: cut short (time, pages) or failed; the next run goes on
+    error: str | None = None  # what failed ("ErrorType: message"), after the work before it
+
+    def failed(self, error: str | None) -> None:
+        """Note ``error`` (None: none) unless an earlier one is noted: the first cause is kept."""
+        if error and self.error is None:
+            self.error = error
 
 
 def _merged(mine: float, theirs: float) -> float:
@@ -71,9 +79,9 @@ class ReconcileReport(Counts):
         """Count in what ``sweep`` did (its failure too: the work before it counts)."""
         if recovers:
             self.recovered[sweep] = self.recovered.get(sweep, 0) + result.recovered
-        for name, theirs in vars(result).items():
-            if name not in _FATE:
-                setattr(self, name, _merged(getattr(self, name), theirs))
+        for count in dataclasses.fields(Counts):
+            mine, theirs = getattr(self, count.name), getattr(result, count.name)
+            setattr(self, count.name, _merged(mine, theirs))
         self.complete &= result.complete
         if result.error is not None:
             self.errors[sweep] = result.error

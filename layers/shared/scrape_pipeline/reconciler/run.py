@@ -170,7 +170,7 @@ CADENCE_SLACK = 5.0
 class SweepRow:
     """One sweep of the run: its class, weight, cadence, and the part of the settings it takes."""
 
-    sweep: type[Sweep[Any, Any]]
+    sweep: type[Sweep[Any]]
     share: Callable[[ReconcilerSettings], float]
     cadence: Cadence
     settings: Callable[[ReconcilerSettings], object] = lambda s: s
@@ -276,7 +276,7 @@ class Reconciler:
         self.parts = SweepParts(ledger=ledger, client=client, recoverer=recoverer, clock=clock)
         self.parts["emitter"], self.parts["results"] = emitter, results
         self._ledger, self._client, self._recoverer, self._clock = ledger, client, recoverer, clock
-        self.sweeps: dict[str, Sweep[Any, Any]] = {
+        self.sweeps: dict[str, Sweep[Any]] = {
             row.name: row.sweep(row.settings(settings), **self.parts) for row in SWEEP_TABLE
         }
 

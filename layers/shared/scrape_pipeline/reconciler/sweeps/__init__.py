@@ -1,5 +1,5 @@
-"""The reconciler's sweeps: one shape for all of them (``Sweep``, its ``SweepResult``), their
-time and page ``Budget``, the paged loop, and the passes over a list read newest first."""
+"""The reconciler's sweeps: one shape for all of them (``Sweep``, counting into a ``SweepResult``),
+their time and page ``Budget``, the paged loop, and the passes over a list read newest first."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.processor.deadline import RemainingSeconds
+from scrape_pipeline.reconciler.report import SweepResult as SweepResult  # the sweeps' too
 
 if TYPE_CHECKING:
     from scrape_pipeline.clock import Clock
@@ -85,20 +86,6 @@ class Budget:
         return max(0.0, self._remaining() - self._floor)
 
 
-@dataclass
-class SweepResult:
-    """What one sweep's run did; subclasses add their counts, named as the report's."""
-
-    recovered: int = 0  # jobs enqueued (or woken)
-    complete: bool = True  # False: cut short (time, pages) or failed; the next run goes on
-    error: str | None = None  # what failed ("ErrorType: message"), after the work before it
-
-    def failed(self, error: str | None) -> None:
-        """Note ``error`` (None: none) unless an earlier one is noted: the first cause is kept."""
-        if error and self.error is None:
-            self.error = error
-
-
 class SweepParts(TypedDict):
     """The pipeline's parts every sweep is built with (keyword arguments)."""
 
@@ -129,7 +116,7 @@ class ReconcilerKnobs(Protocol):
     def outbox_grace_seconds(self) -> float: ...
 
 
-class Sweep[SettingsT, ResultT: SweepResult](ABC):
+class Sweep[SettingsT](ABC):
     """A bounded, resumable search for jobs the webhooks missed."""
 
     name: ClassVar[str]  # its recovery source: the report's and the metric's name for it
@@ -146,9 +133,9 @@ class Sweep[SettingsT, ResultT: SweepResult](ABC):
         self._emitter = parts.get("emitter")
         self._results = parts.get("results")
 
-    def run(self, budget: Budget) -> ResultT:
+    def run(self, budget: Budget) -> SweepResult:
         """Work while ``budget`` lasts; an API or AWS failure ends the run, named in the result."""
-        result = self.new_result()
+        result = SweepResult()
         try:
             self.work(budget, result)
         except SWEEP_ERRORS as exc:
@@ -157,11 +144,7 @@ class Sweep[SettingsT, ResultT: SweepResult](ABC):
         return result
 
     @abstractmethod
-    def new_result(self) -> ResultT:
-        """An empty result of this sweep's kind."""
-
-    @abstractmethod
-    def work(self, budget: Budget, result: ResultT) -> None:
+    def work(self, budget: Budget, result: SweepResult) -> None:
         """The sweep itself, counting into ``result`` as it goes (so a failure keeps them)."""
 
 

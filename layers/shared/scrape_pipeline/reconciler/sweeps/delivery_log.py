@@ -91,31 +91,18 @@ def _key(delivery: Delivery) -> list[JobKey]:
     return [JobKey(kind, delivery.job_id)] if kind is not None and delivery.job_id else []
 
 
-@dataclass
-class DeliveryLogResult(SweepResult):
-    """What one delivery-log sweep (or replay) did."""
-
-    delivery_pages: int = 0
-    resumed_passes: int = 0
-
-
-class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
+class DeliveryLogSweep(Sweep[ReconcilerKnobs]):
     """Make sure of every job whose delivery failed, each subscription in an equal share."""
 
     name = Source.DELIVERY_LOG
 
-    def new_result(self) -> DeliveryLogResult:
-        return DeliveryLogResult()
-
-    def work(self, budget: Budget, result: DeliveryLogResult) -> None:
+    def work(self, budget: Budget, result: SweepResult) -> None:
         hooks = self._client.list_webhooks()
         for index, hook in enumerate(hooks):
             share = budget.share([1.0] * (len(hooks) - index))
             self._sweep_subscription(hook.id, result, share.capped(self.settings.max_pages))
 
-    def _sweep_subscription(
-        self, webhook_id: str, result: DeliveryLogResult, budget: Budget
-    ) -> None:
+    def _sweep_subscription(self, webhook_id: str, result: SweepResult, budget: Budget) -> None:
         """One subscription's log, in passes, the checkpoint saved once."""
         name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
         saved = self._books.read(name)
@@ -134,7 +121,7 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
         self,
         webhook_id: str,
         mark: _DeliveryCheckpoint,
-        result: DeliveryLogResult,
+        result: SweepResult,
         budget: Budget,
         read_before: int,
     ) -> tuple[_DeliveryCheckpoint, GeonodeError | None, bool]:
@@ -157,7 +144,7 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs, DeliveryLogResult]):
         webhook_id: str,
         low: float,
         page: int,
-        result: DeliveryLogResult,
+        result: SweepResult,
         budget: Budget,
         *,
         read_before: int = 0,

@@ -74,28 +74,12 @@ class JobListSettings(FromEnv):
     ).field()
 
 
-@dataclass
-class JobListResult(SweepResult):
-    """What one job-list sweep did."""
-
-    newly_watched: int = 0  # unsettled jobs recorded WATCHING for the watch sweep
-    list_pages: int = 0
-    list_passes: int = 0  # fresh passes: begun at the watermark this run
-    resumed_passes: int = 0
-    jobs_seen: int = 0
-    watermark: float = 0.0
-    listing_lag: float = 0.0
-
-
-class JobListSweep(Sweep[JobListSettings, JobListResult]):
+class JobListSweep(Sweep[JobListSettings]):
     """Reads the job list in passes and ensures the settled jobs."""
 
     name = Source.JOB_LIST
 
-    def new_result(self) -> JobListResult:
-        return JobListResult()
-
-    def work(self, budget: Budget, result: JobListResult) -> None:
+    def work(self, budget: Budget, result: SweepResult) -> None:
         """Fresh ground, then pending passes; the checkpoint saved whatever happens."""
         now = self._clock.time()
         saved = self._books.read(JOBS_CHECKPOINT)
@@ -113,7 +97,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
             result.complete = not cut_short and not mark.pending
             self._books.write(JOBS_CHECKPOINT, mark.fields())
 
-    def _passes(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
+    def _passes(self, mark: Checkpoint, budget: Budget, result: SweepResult) -> bool:
         """Fresh ground, the pending passes oldest first, then one closing fresh pass over the
         ground that came due meanwhile; True when cut short."""
         if self._fresh_pass(mark, budget, result):
@@ -133,7 +117,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         end = self._clock.time() - self.settings.threshold_seconds
         return end if end > max(mark.watermark, mark.fresh_end) else None
 
-    def _pending_pass(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
+    def _pending_pass(self, mark: Checkpoint, budget: Budget, result: SweepResult) -> bool:
         """Resume the oldest pending pass; True when cut short (it stays pending)."""
         if budget.spent(result.list_pages):
             return True
@@ -143,7 +127,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         mark.drop_finished()
         return not current.done
 
-    def _fresh_pass(self, mark: Checkpoint, budget: Budget, result: JobListResult) -> bool:
+    def _fresh_pass(self, mark: Checkpoint, budget: Budget, result: SweepResult) -> bool:
         """Read the new ground, if any, in a fresh pass; True when the run is cut short."""
         fresh_end = self._new_ground(mark)
         if fresh_end is None:
@@ -165,7 +149,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         return not current.done and budget.spent(result.list_pages)
 
     def _fresh(
-        self, mark: Checkpoint, end: float, result: JobListResult
+        self, mark: Checkpoint, end: float, result: SweepResult
     ) -> tuple[Pass, bool, Counted]:
         """A fresh pass up to ``end`` (pending until done), whether it confirms the overlap,
         and the count check's range after the check."""
@@ -220,7 +204,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         current: Pass,
         mark: Checkpoint,
         budget: Budget,
-        result: JobListResult,
+        result: SweepResult,
         *,
         confirming: bool = False,
     ) -> None:
@@ -255,7 +239,7 @@ class JobListSweep(Sweep[JobListSettings, JobListResult]):
         current: Pass,
         lag_base: Callable[[float], float | None],
         mark: Checkpoint,
-        result: JobListResult,
+        result: SweepResult,
     ) -> dict[JobKey, float]:
         """One page's jobs, one BatchGetItem: settled ones ensured, running ones parked
         WATCHING or reopened; returns when each was created."""

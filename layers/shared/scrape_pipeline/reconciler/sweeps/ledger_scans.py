@@ -3,7 +3,6 @@ kept from the bus) and the stuck rows (a message lost, a lease whose holder died
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 
 from scrape_pipeline.jobs import JobState, Source
@@ -14,25 +13,13 @@ SWEEP_OUTBOX = "outbox"
 OUTBOX_PAGE_ROWS = 100  # rows scanned per page of the index: ten PutEvents calls' worth
 
 
-@dataclass
-class OutboxResult(SweepResult):
-    """What one outbox sweep did: events sent, events the bus still refused, index pages."""
-
-    events_sent: int = 0
-    events_left: int = 0
-    outbox_pages: int = 0
-
-
-class OutboxSweep(Sweep[ReconcilerKnobs, OutboxResult]):
+class OutboxSweep(Sweep[ReconcilerKnobs]):
     """Emit the events a crash left in the outbox; nothing without a bus (it opens no gap)."""
 
     name = SWEEP_OUTBOX
     recovers = False
 
-    def new_result(self) -> OutboxResult:
-        return OutboxResult()
-
-    def work(self, budget: Budget, result: OutboxResult) -> None:
+    def work(self, budget: Budget, result: SweepResult) -> None:
         if self._emitter is None:
             return
         before = self._clock.time() - self.settings.outbox_grace_seconds
@@ -45,23 +32,13 @@ class OutboxSweep(Sweep[ReconcilerKnobs, OutboxResult]):
             result.failed(next(iter(emitted.errors), None))
 
 
-@dataclass
-class StuckRowsResult(SweepResult):
-    """What one stuck-rows sweep did."""
-
-    row_pages: int = 0
-
-
-class StuckRowsSweep(Sweep[ReconcilerKnobs, StuckRowsResult]):
+class StuckRowsSweep(Sweep[ReconcilerKnobs]):
     """Re-enqueue RECEIVED/ENQUEUED rows unchanged for STALE_AFTER and PROCESSING rows whose lease
     expired."""
 
     name = SOURCE_STUCK_ROWS
 
-    def new_result(self) -> StuckRowsResult:
-        return StuckRowsResult()
-
-    def work(self, budget: Budget, result: StuckRowsResult) -> None:
+    def work(self, budget: Budget, result: SweepResult) -> None:
         """Each state's rows oldest first. No cursor between runs: a row handled leaves the
         range (stamped now; PROCESSING rows stay, few), so a run starts where the last stopped."""
         now = self._clock.time()
@@ -78,7 +55,7 @@ class StuckRowsSweep(Sweep[ReconcilerKnobs, StuckRowsResult]):
                 return  # out of time: the next run starts again from the oldest
 
     def _sweep_state(
-        self, state: JobState, before: float, now: float, budget: Budget, result: StuckRowsResult
+        self, state: JobState, before: float, now: float, budget: Budget, result: SweepResult
     ) -> None:
         """One state's rows changed before ``before``, page by page (a lease: once expired)."""
         limit = self.settings.rows_per_state

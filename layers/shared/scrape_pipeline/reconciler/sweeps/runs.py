@@ -3,7 +3,6 @@ Open runs are checked from their head's ``checked`` index to the first unsettled
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, Unpack
 
@@ -30,30 +29,18 @@ SWEEP_RUNS: Final = "runs"
 RUN_PAGE: Final = 100  # heads a page of the index; entries (and rows) a read
 
 
-@dataclass
-class RunsResult(SweepResult):
-    """What one run sweep did: runs checked, runs completed, their events sent."""
-
-    runs_checked: int = 0
-    runs_completed: int = 0  # manifest and event written
-    events_sent: int = 0
-
-
-class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
+class RunsSweep(Sweep[ReconcilerKnobs]):
     """Complete the runs whose every URL is settled; nothing without a bus and a bucket."""
 
     name = SWEEP_RUNS
     recovers = False
-
-    def new_result(self) -> RunsResult:
-        return RunsResult()
 
     def __init__(self, settings: ReconcilerKnobs, **parts: Unpack[SweepParts]) -> None:
         super().__init__(settings, **parts)
         self._heads = RunHeads(self._ledger.table_name, client=self._ledger.client)
         self._journal = DynamoJournal(self._ledger.table_name, client=self._ledger.client)
 
-    def work(self, budget: Budget, result: RunsResult) -> None:
+    def work(self, budget: Budget, result: SweepResult) -> None:
         """The open runs page by page, each checked while the budget lasts."""
         if self._emitter is None or self._results is None:
             return
@@ -65,7 +52,7 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
                     return
                 self._one(name, result)
 
-    def _one(self, name: str, result: RunsResult) -> None:
+    def _one(self, name: str, result: SweepResult) -> None:
         head = self._heads.get(name)
         run = self._journal.run(name)
         if head is None or run is None or not head.planned:
@@ -75,7 +62,7 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
         if event is not None:
             self._tell(name, event, result)
 
-    def _tell(self, name: str, event: str, result: RunsResult) -> None:
+    def _tell(self, name: str, event: str, result: SweepResult) -> None:
         """Put the run's event on the bus; the head remembers once the bus took it."""
         assert self._emitter is not None
         put = self._emitter.put([OutcomeEvent.from_json(event)])
@@ -84,7 +71,7 @@ class RunsSweep(Sweep[ReconcilerKnobs, RunsResult]):
             result.events_sent += 1
             self._heads.told(name, event)
 
-    def _completed(self, run: Run, head: Head, result: RunsResult) -> str | None:
+    def _completed(self, run: Run, head: Head, result: SweepResult) -> str | None:
         """The run's event once it is complete (manifest written first); None while open."""
         if self._checked(run, head.checked) < run.entries:
             return None

@@ -56,25 +56,12 @@ class WatchSettings:
     max_listed: int = MAX_LISTED  # ids a listing keeps at most (smaller only in tests)
 
 
-@dataclass
-class WatchResult(SweepResult):
-    """What one watch sweep did (``recovered``: the jobs woken)."""
-
-    row_pages: int = 0
-    list_pages: int = 0
-    watch_list_pages: int = 0  # the same pages: the report tells the watch sweep's apart
-    watch_listings: int = 0  # listings of the unsettled jobs finished this run
-
-
-class Watcher(Sweep[WatchSettings, WatchResult]):
+class Watcher(Sweep[WatchSettings]):
     """The reconciler's watch sweep."""
 
     name = Source.WATCH
 
-    def new_result(self) -> WatchResult:
-        return WatchResult()
-
-    def work(self, budget: Budget, result: WatchResult) -> None:
+    def work(self, budget: Budget, result: SweepResult) -> None:
         """The rows (due polls woken), then the listing, then the extract rows judged."""
         saved = self._books.read(WATCH_CHECKPOINT) or {}
         listing = Listing.read(saved)
@@ -104,7 +91,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
             save(under_way)
 
     def _read_rows(
-        self, saved: Mapping[str, str], budget: Budget, result: WatchResult
+        self, saved: Mapping[str, str], budget: Budget, result: SweepResult
     ) -> tuple[list[LedgerRow], dict[str, str]]:
         """The rows pass, due polls woken: the extract rows read, and the fields to save."""
         now = self._clock.time()
@@ -144,7 +131,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         result.complete = False
         return extract_rows, fields(finished=False)
 
-    def _poll(self, rows: list[LedgerRow], now: float, result: WatchResult) -> list[LedgerRow]:
+    def _poll(self, rows: list[LedgerRow], now: float, result: SweepResult) -> list[LedgerRow]:
         """Wake the rows due a poll by age; returns the healthy extract rows, the listing's
         to judge (a sick job is polled on its schedule whatever the listing says)."""
         by_listing: list[LedgerRow] = []
@@ -159,7 +146,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         self._wake(due, result)
         return by_listing
 
-    def _wake(self, rows: list[LedgerRow], result: WatchResult) -> None:
+    def _wake(self, rows: list[LedgerRow], result: SweepResult) -> None:
         """Wake ``rows`` (each job once), counted in ``result``."""
         due = {row.key: row for row in rows}
         result.recovered += self._recoverer.ensure_many(list(due), due, source=Source.WATCH)
@@ -171,7 +158,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
         return now - row.state_since >= interval
 
-    def _judge(self, rows: list[LedgerRow], listed: Listed | None, result: WatchResult) -> None:
+    def _judge(self, rows: list[LedgerRow], listed: Listed | None, result: SweepResult) -> None:
         """Wake the extract rows that ``listed`` shows settled (or, oversize, due by age)."""
         if listed is None:
             return
@@ -188,7 +175,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         self,
         listing: Listing | None,
         budget: Budget,
-        result: WatchResult,
+        result: SweepResult,
         save: Callable[[Listing], None],
     ) -> tuple[Listing | None, Listed | None]:
         """Go on with the listing while ``budget`` lasts, saved after every page: the listing
@@ -218,7 +205,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         return listing, Listed.read(self._books.read(LISTED_CHECKPOINT))
 
     def _take(
-        self, listing: Listing, page: Page[JobSummary], result: WatchResult, now: float
+        self, listing: Listing, page: Page[JobSummary], result: SweepResult, now: float
     ) -> Listed | None:
         """Add ``page``: the listing it completes (or gives up, oversize), else None."""
         ids = {digest(job.job_id) for job in page.items}
@@ -235,7 +222,7 @@ class Watcher(Sweep[WatchSettings, WatchResult]):
         listing.past(page)
         return None
 
-    def _complete(self, listing: Listing, result: WatchResult) -> Listed:
+    def _complete(self, listing: Listing, result: SweepResult) -> Listed:
         """The finished ``listing``, with the ids earlier runs saved (then kept till the next)."""
         result.watch_listings += 1
         ids = set(listing.ids)
