@@ -52,14 +52,12 @@ class Budget:
         self._remaining = remaining
         self._pages = pages
         left = remaining()
-        # With no deadline there is no floor: the budget is never spent.
-        self._floor = None if math.isinf(left) else left - max(seconds, 0.0)
+        # With no deadline the floor is -inf: the budget is never spent.
+        self._floor = -math.inf if math.isinf(left) else left - max(seconds, 0.0)
 
     def spent(self, pages_read: int = 0) -> bool:
         """The time is used up or ``pages_read`` reached the page cap: stop at this page."""
-        if pages_read >= self._pages:
-            return True
-        return self._floor is not None and self._remaining() <= self._floor
+        return pages_read >= self._pages or self._remaining() <= self._floor
 
     def capped(self, pages: int) -> Budget:
         """This budget's time, at most ``pages`` pages (or its own cap, if lower)."""
@@ -70,7 +68,8 @@ class Budget:
         time a step did not use flows to the ones after it."""
         total = sum(weights)
         left = self.left()
-        seconds = left if total <= 0 or math.isinf(left) else left * weights[0] / total
+        # Without a deadline (left inf) the seconds do not matter: the floor stays -inf.
+        seconds = left if total <= 0 else left * weights[0] / total
         # The page cap is the caller's count, shared: the steps read against one cap.
         return Budget(self._remaining, seconds, pages=self._pages)
 
@@ -81,8 +80,6 @@ class Budget:
 
     def left(self) -> float:
         """Seconds of this budget still unspent (``inf`` without a deadline)."""
-        if self._floor is None:
-            return math.inf
         return max(0.0, self._remaining() - self._floor)
 
 
@@ -167,7 +164,7 @@ def paged[T](
             return
 
 
-@dataclass(frozen=True)
+@dataclass
 class SavedPass:
     """A pass cut short: its range and the next page to read (``lag_from``: the job list's)."""
 

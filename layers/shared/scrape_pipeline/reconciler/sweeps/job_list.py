@@ -245,10 +245,8 @@ class JobListSweep(Sweep[JobListSettings]):
         WATCHING or reopened; returns when each was created."""
         settled, running, created_at = _sorted(items, current)
         rows = self._ledger.get_many([*settled, *running])
-        lag = _listing_lag(lag_base, created_at, rows)
-        if lag > 0:
-            mark.measured(lag, self._clock.time())
         now = self._clock.time()
+        mark.measured(_listing_lag(lag_base, created_at, rows), now)
         reopen: list[JobKey] = []
         unknown: dict[JobKey, float] = {}
         for key, born in running.items():

@@ -34,17 +34,13 @@ class CountStep(Enum):
     REBASE = "rebase"
 
 
-@dataclass(eq=False)  # passes are told apart by identity
-class Pass:
-    """A range of the job list, read newest first; ``page`` is the next page to read."""
+@dataclass(eq=False)
+class Pass(SavedPass):
+    """A range of the job list, read newest first, as saved (``lag_from``: the watermark an
+    unknown job found in a range re-read for jobs listed late was unlisted at), and more."""
 
-    start: float
-    end: float
-    page: int = 1
     done: bool = False  # not saved: a finished pass leaves the checkpoint
     fresh: bool = False  # begun at the watermark this run: its first page moves the watermark
-    # A range re-read for jobs listed late: the watermark an unknown job found was unlisted at.
-    lag_from: float | None = None
     seen: dict[str, float] = field(default_factory=dict)  # not saved: job id -> created_at
     # Not saved: a re-read range's parts (``Counted.marks``); resumed later, ``lag_from`` serves.
     marks: Marks = ()
@@ -52,13 +48,6 @@ class Pass:
     def lag_base(self, created: float) -> float | None:
         """The watermark a job created then, found here unknown, was unlisted at (None: none)."""
         return next((w for top, w in self.marks if created <= top), self.lag_from)
-
-    def saved(self) -> SavedPass:
-        return SavedPass(self.start, self.end, self.page, self.lag_from)
-
-    @classmethod
-    def from_saved(cls, saved: SavedPass) -> Pass:
-        return cls(saved.start, saved.end, saved.page, lag_from=saved.lag_from)
 
 
 @dataclass
@@ -86,7 +75,7 @@ class Checkpoint:
         lag, seen_at = saved_lag(saved, now)
         return cls(
             float(saved["watermark"]),
-            [Pass.from_saved(p) for p in saved_passes(saved)],
+            [Pass(**vars(p)) for p in saved_passes(saved)],
             lag,
             seen_at,
             number_field(saved, "moved_at"),
@@ -101,7 +90,7 @@ class Checkpoint:
         return 0.0 if self.confirmed else max(configured, LAG_MARGIN * self.lag)
 
     def measured(self, lag: float, now: float) -> None:
-        """A job was listed ``lag`` seconds below the watermark a pass had already passed."""
+        """A page showed ``lag`` (a job listed that far below the watermark a pass had passed)."""
         if lag >= self.lag:
             self.lag, self.lag_seen_at = lag, now
 
@@ -146,7 +135,7 @@ class Checkpoint:
         out.update(_times_set(moved_at=self.moved_at, fresh_end=self.fresh_end))
         if self.confirmed:
             out["confirmed"] = "1"
-        out.update(pending_field(p.saved() for p in self.pending))
+        out.update(pending_field(self.pending))
         if self.counted is not None:
             out["counted"] = json.dumps(self.counted.encode())
         out.update(_times_set(counted_at=self.counted_at))
