@@ -98,8 +98,6 @@ class Recoverer:
     def watch_many(self, jobs: Mapping[JobKey, float], *, source: str) -> int:
         """Record WATCHING (no message: the watch sweep or its webhook wakes it) each of ``jobs``
         (key: its creation time) that has no row; how many rows were created."""
-        if not jobs:
-            return 0
 
         def record(key: JobKey) -> bool:
             created = jobs[key]

@@ -224,10 +224,8 @@ class CadenceRow:
 
     def gap_open(self, now: float) -> bool:
         """A run recovered a job less than ``gap_memory_seconds`` ago: webhooks go missing."""
-        seen = self.finished.get(GAP_SEEN) or self.saved.get(GAP_SEEN)
-        if not seen:
-            return False
-        return now - float(seen) < self.gap_memory_seconds
+        seen = {**self.saved, **self.finished}.get(GAP_SEEN)
+        return seen is not None and now - float(seen) < self.gap_memory_seconds
 
     def ran(self, row: SweepRow, result: SweepResult, started: float) -> None:
         """Remember a cadenced sweep's finished run (one cut short or failed is due again)."""
@@ -321,8 +319,7 @@ class Reconciler:
     ) -> SweepResult:
         """Run the sweep ``name`` into ``report``, whatever its cadence (no budget: page cap)."""
         sweep = self.sweeps[name]
-        result: SweepResult = sweep.run(budget or Budget.no_deadline())
+        result = sweep.run(budget or Budget.no_deadline())
+        # A failure is the report's (the handler logs it, the CLI prints it): not logged here.
         report.add(name, result, recovers=sweep.recovers)
-        if result.error is not None:
-            logger.warning("reconciler sweep %s failed: %s", name, result.error)
         return result

@@ -24,7 +24,6 @@ from scrape_pipeline.reconciler.sweeps import (
 )
 
 DELIVERIES_CHECKPOINT_PREFIX = "deliveries-"
-ENSURE_CHUNK = 100  # keys ensured at a time: one BatchGetItem's worth
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,7 @@ class _DeliveryCheckpoint:
     def read(cls, saved: Mapping[str, str] | None, default: float) -> _DeliveryCheckpoint:
         if not saved:
             return cls(default)
-        pending = saved_passes(saved)
-        return cls(float(saved["checkpoint"]), pending[0] if pending else None)
+        return cls(float(saved["checkpoint"]), next(iter(saved_passes(saved)), None))
 
     def fields(self) -> dict[str, str]:
         out = {"checkpoint": f"{self.checkpoint:.3f}"}
@@ -170,11 +168,5 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs]):
         return scan
 
     def ensure(self, keys: Sequence[JobKey], source: str) -> int:
-        """Ensure ``keys`` a hundred at a time."""
-        recovered = 0
-        for start in range(0, len(keys), ENSURE_CHUNK):
-            chunk = keys[start : start + ENSURE_CHUNK]
-            recovered += self._recoverer.ensure_many(
-                chunk, self._ledger.get_many(chunk), source=source
-            )
-        return recovered
+        """Ensure ``keys`` (``get_many`` reads them a hundred a BatchGetItem)."""
+        return self._recoverer.ensure_many(keys, self._ledger.get_many(keys), source=source)

@@ -50,21 +50,20 @@ class StuckRowsSweep(Sweep[ReconcilerKnobs]):
             (JobState.PROCESSING, now),
         )
         for state, before in ranges:
-            self._sweep_state(state, before, now, budget.capped(self.settings.max_pages), result)
+            self._sweep_state(state, before, budget.capped(self.settings.max_pages), result)
             if not result.complete:
                 return  # out of time: the next run starts again from the oldest
 
     def _sweep_state(
-        self, state: JobState, before: float, now: float, budget: Budget, result: SweepResult
+        self, state: JobState, before: float, budget: Budget, result: SweepResult
     ) -> None:
-        """One state's rows changed before ``before``, page by page (a lease: once expired)."""
+        """One state's rows changed before ``before``, page by page; the recoverer's rule
+        (``ledger.decide``) leaves a live lease alone."""
         limit = self.settings.rows_per_state
         read = partial(self._ledger.pending, state, since_before=before, limit=limit)
         for rows in paged(budget, read, result):
             result.row_pages += 1
-            due = {
-                r.key: r for r in rows if state is not JobState.PROCESSING or r.lease_expired(now)
-            }
+            due = {row.key: row for row in rows}
             result.recovered += self._recoverer.ensure_many(
                 list(due), due, source=SOURCE_STUCK_ROWS
             )

@@ -230,7 +230,7 @@ class Watcher(Sweep[WatchSettings]):
             return Listed(listing.started, frozenset(ids))  # read within this run: used at once
         names = [chunk_name(n) for n in range(listing.chunks_before)]
         for fields in self._books.read_many(names).values():
-            ids |= unpack(fields.get("ids"))
+            ids |= unpack(fields.get("ids", ""))
         listed = Listed(listing.started, frozenset(ids))
         self._books.write(LISTED_CHECKPOINT, listed.fields())
         return listed

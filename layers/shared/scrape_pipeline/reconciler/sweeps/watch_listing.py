@@ -37,9 +37,9 @@ def pack(ids: set[bytes]) -> str:
     return base64.b64encode(b"".join(sorted(ids))).decode()
 
 
-def unpack(text: str | None) -> set[bytes]:
+def unpack(text: str) -> set[bytes]:
     """The digests ``pack`` gave."""
-    raw = base64.b64decode(text or "")
+    raw = base64.b64decode(text)
     return {raw[i : i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)}
 
 
@@ -59,9 +59,9 @@ class Listing:
     times: list[float] = field(default_factory=list)
 
     @classmethod
-    def read(cls, saved: Mapping[str, str] | None) -> Listing | None:
+    def read(cls, saved: Mapping[str, str]) -> Listing | None:
         """The listing under way in the watch checkpoint's ``list_`` fields, if any."""
-        if not saved or not saved.get("list_started"):
+        if not saved.get("list_started"):
             return None
         end = saved.get("list_end")
         chunks = _whole(saved, "list_chunks")
@@ -146,7 +146,7 @@ class Listed:
     def read(cls, saved: Mapping[str, str] | None) -> Listed | None:
         if not saved or not saved.get("started"):
             return None
-        ids = frozenset(unpack(saved.get("ids")))
+        ids = frozenset(unpack(saved.get("ids", "")))
         return cls(float(saved["started"]), ids, saved.get("oversize") == "1")
 
     def given_up(self, now: float, retry_after: float) -> bool:
