@@ -45,13 +45,13 @@ class Recoverer:
         self,
         ledger: Ledger,
         queue: BulkSender,
-        settings: RecoverySettings | None = None,
+        settings: RecoverySettings = RecoverySettings(),
         *,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._ledger = ledger
         self._queue = queue
-        self.settings = settings or RecoverySettings()
+        self.settings = settings
         self._policy = Policy(stale_after_seconds=self.settings.stale_after_seconds)
         self._clock = clock
 

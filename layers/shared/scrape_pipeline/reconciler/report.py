@@ -46,8 +46,7 @@ class SweepResult(Counts):
 
     def failed(self, error: str | None) -> None:
         """Note ``error`` (None: none) unless an earlier one is noted: the first cause is kept."""
-        if error and self.error is None:
-            self.error = error
+        self.error = self.error or error
 
 
 def _merged(mine: float, theirs: float) -> float:

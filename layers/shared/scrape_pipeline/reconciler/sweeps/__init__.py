@@ -188,7 +188,7 @@ class SavedPass:
 
 def saved_passes(saved: Mapping[str, str]) -> list[SavedPass]:
     """The passes ``saved`` holds, oldest first."""
-    return [SavedPass.decode(raw) for raw in json.loads(saved.get(PENDING) or "[]")]
+    return [SavedPass.decode(raw) for raw in json.loads(saved.get(PENDING, "[]"))]
 
 
 def pending_field(passes: Iterable[SavedPass]) -> dict[str, str]:

@@ -110,7 +110,7 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs]):
         go_on, failure = True, None
         while go_on:
             mark, failure, go_on = self._pass(webhook_id, mark, result, budget, read_before)
-        if mark.fields() != (saved or {}):
+        if mark.fields() != saved:  # None too: a checkpoint has fields
             self._books.write(name, mark.fields())
         if failure is not None:
             raise failure  # after saving the pages read before it
@@ -126,8 +126,7 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs]):
         """One pass, resumed or fresh: the checkpoint after it, the failure that cut it short,
         and whether to go on with a fresh one."""
         resumed = mark.resume is not None
-        if resumed:
-            result.resumed_passes += 1
+        result.resumed_passes += int(resumed)
         low, high, page = mark.next_pass(self.settings.delivery_overlap_seconds)
         scan = self.scan(webhook_id, low, page, result, budget, read_before=read_before)
         result.recovered += self.ensure(scan.keys, Source.DELIVERY_LOG)

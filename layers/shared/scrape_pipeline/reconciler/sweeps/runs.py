@@ -4,7 +4,7 @@ Open runs are checked from their head's ``checked`` index to the first unsettled
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Final, Unpack
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from scrape_pipeline.events.detail import OutcomeEvent
 from scrape_pipeline.jobs import JobKey, JobKind
@@ -25,6 +25,10 @@ from scrape_pipeline.runs.heads import Head, RunHeads
 from scrape_pipeline.runs.journal import Entry
 from scrape_pipeline.runs.plan import Run
 
+if TYPE_CHECKING:
+    from scrape_pipeline.events.outbox import Emitter
+    from scrape_pipeline.processor.results import ResultStore
+
 SWEEP_RUNS: Final = "runs"
 RUN_PAGE: Final = 100  # heads a page of the index; entries (and rows) a read
 
@@ -34,6 +38,9 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
 
     name = SWEEP_RUNS
     recovers = False
+    # The emitter and the results bucket, once ``work`` knows there are both.
+    _bus: Emitter
+    _store: ResultStore
 
     def __init__(self, settings: ReconcilerKnobs, **parts: Unpack[SweepParts]) -> None:
         super().__init__(settings, **parts)
@@ -44,6 +51,7 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
         """The open runs page by page, each checked while the budget lasts."""
         if self._emitter is None or self._results is None:
             return
+        self._bus, self._store = self._emitter, self._results
         read = partial(self._heads.owing, limit=RUN_PAGE)
         for names in paged(budget.capped(self.settings.max_pages), read, result):
             for name in names:
@@ -64,8 +72,7 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
 
     def _tell(self, name: str, event: str, result: SweepResult) -> None:
         """Put the run's event on the bus; the head remembers once the bus took it."""
-        assert self._emitter is not None
-        put = self._emitter.put([OutcomeEvent.from_json(event)])
+        put = self._bus.put([OutcomeEvent.from_json(event)])
         result.failed(next(iter(put.errors), None))
         if put.sent:
             result.events_sent += 1
@@ -77,10 +84,9 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
             return None
         entries = self._journal.entries(run.name)
         followed = self._chains(run, entries)
-        assert self._results is not None
         manifest = completion.build(run, entries, followed, self._batch_items, self._clock.time())
-        self._results.put_json_once(manifest.key, manifest.body)
-        event = completion.completed_event(run, manifest, self._results.bucket)
+        self._store.put_json_once(manifest.key, manifest.body)
+        event = completion.completed_event(run, manifest, self._store.bucket)
         result.runs_completed += 1
         return self._heads.complete(run.name, event.to_json(), self._clock.time())
 
@@ -117,6 +123,5 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
 
     def _batch_items(self, job_id: str) -> dict[str, Any] | None:
         """A stored batch's own manifest (its items' URLs and keys): one GetObject."""
-        assert self._results is not None
-        found = self._results.read_json(manifest_key(JobKind.BATCH, job_id), missing_ok=True)
+        found = self._store.read_json(manifest_key(JobKind.BATCH, job_id), missing_ok=True)
         return found if isinstance(found, dict) else None

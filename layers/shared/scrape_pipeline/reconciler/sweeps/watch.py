@@ -82,11 +82,9 @@ class Watcher(Sweep[WatchSettings]):
 
         try:
             if extracts_before or extract_rows:
-                listed = None
-                try:
-                    under_way, listed = self._list(listing, budget, result, save)
-                finally:
-                    self._judge(extract_rows, listed, result)
+                # A listing that failed judges nothing: only one finished shows a job settled.
+                under_way, listed = self._list(listing, budget, result, save)
+                self._judge(extract_rows, listed, result)
         finally:
             save(under_way)
 
@@ -186,15 +184,14 @@ class Watcher(Sweep[WatchSettings]):
             if listed is not None and listed.given_up(now, self.settings.poll_seconds):
                 return None, listed  # polled by age until WATCH_POLL passed
             listing = Listing(started=now)
-        pages, read = budget.capped(self.settings.max_pages), 0
-        while not pages.spent(read):
+        pages = budget.capped(self.settings.max_pages)
+        while not pages.spent(result.watch_list_pages):
             page = self._client.list_jobs(
                 status=listing.api_status,
                 end_date=listing.end_date,
                 page=listing.page,
                 page_size=JOBS_PAGE_MAX,
             )
-            read += 1
             result.list_pages += 1
             result.watch_list_pages += 1
             finished = self._take(listing, page, result, now)
