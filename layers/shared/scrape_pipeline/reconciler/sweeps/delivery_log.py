@@ -101,19 +101,20 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs]):
             self._sweep_subscription(hook.id, result, share.capped(self.settings.max_pages))
 
     def _sweep_subscription(self, webhook_id: str, result: SweepResult, budget: Budget) -> None:
-        """One subscription's log, in passes, the checkpoint saved once."""
+        """One subscription's log: the pass cut short, if any, then a fresh one; the checkpoint
+        saved once, then a failing page raised."""
         name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
         saved = self._books.read(name)
-        default = self._clock.time() - self.settings.lookback_seconds
-        mark = _DeliveryCheckpoint.read(saved, default)
-        read_before = result.delivery_pages
-        go_on, failure = True, None
-        while go_on:
-            mark, failure, go_on = self._pass(webhook_id, mark, result, budget, read_before)
+        mark = _DeliveryCheckpoint.read(saved, self._clock.time() - self.settings.lookback_seconds)
+        read_before, resumed = result.delivery_pages, mark.resume is not None
+        mark, scan = self._pass(webhook_id, mark, result, budget, read_before)
+        spent = budget.spent(result.delivery_pages - read_before)
+        if resumed and scan.next_page is None and not spent:
+            mark, scan = self._pass(webhook_id, mark, result, budget, read_before)
         if mark.fields() != saved:  # None too: a checkpoint has fields
             self._books.write(name, mark.fields())
-        if failure is not None:
-            raise failure  # after saving the pages read before it
+        if scan.error is not None:
+            raise scan.error  # after saving the pages read before it
 
     def _pass(
         self,
@@ -122,19 +123,14 @@ class DeliveryLogSweep(Sweep[ReconcilerKnobs]):
         result: SweepResult,
         budget: Budget,
         read_before: int,
-    ) -> tuple[_DeliveryCheckpoint, GeonodeError | None, bool]:
-        """One pass, resumed or fresh: the checkpoint after it, the failure that cut it short,
-        and whether to go on with a fresh one."""
-        resumed = mark.resume is not None
-        result.resumed_passes += int(resumed)
+    ) -> tuple[_DeliveryCheckpoint, _Scan]:
+        """One pass, resumed or fresh: the checkpoint after it, and its scan."""
+        result.resumed_passes += int(mark.resume is not None)
         low, high, page = mark.next_pass(self.settings.delivery_overlap_seconds)
         scan = self.scan(webhook_id, low, page, result, budget, read_before=read_before)
         result.recovered += self.ensure(scan.keys, Source.DELIVERY_LOG)
-        finished = scan.next_page is None  # a failed page leaves the scan unfinished
-        result.complete &= finished
-        go_on = resumed and finished and not budget.spent(result.delivery_pages - read_before)
-        top = scan.newest if high is None else high
-        return mark.after(low, top, scan.next_page), scan.error, go_on
+        result.complete &= scan.next_page is None  # a failed page leaves the scan unfinished
+        return mark.after(low, scan.newest if high is None else high, scan.next_page), scan
 
     def scan(
         self,
