@@ -15,9 +15,8 @@ from scrape_pipeline.config.settings import FromEnv, integer, number, required
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import BadPlanError, RunMode
-from scrape_pipeline.runs.report import Planned, RunReport, catching_up
+from scrape_pipeline.runs.report import Planned, RunReport, Verdict, catching_up
 from scrape_pipeline.runs.request import (
     BadRequestError,
     Request,
