@@ -71,17 +71,11 @@ class Announcer:
                 # before the check (a webhook's row its writer undid): the other form, at once.
                 row_exists = not row_exists
                 continue
-            if not self._wait_to_retry(codes, attempt):
+            if not set(codes) & _RETRYABLE:
                 break
+            if attempt < _ATTEMPTS - 1:
+                self._sleep(_BACKOFF_S * 2**attempt)
         raise _unwritten(codes, key, what)
-
-    def _wait_to_retry(self, codes: Sequence[str], attempt: int) -> bool:
-        """Whether a transaction cancelled for ``codes`` is tried again (after a backoff)."""
-        if not set(codes) & _RETRYABLE:
-            return False
-        if attempt < _ATTEMPTS - 1:
-            self._sleep(_BACKOFF_S * 2**attempt)
-        return True
 
     def _retell(self, key: JobKey, run: str) -> None:
         """A row linked to its run after it settled: its event is owed again naming it."""

@@ -104,7 +104,7 @@ def entry_item(entry: Entry, ttl_s: float) -> dict[str, Any]:
     return item
 
 
-def _decode(name: str, value: Mapping[str, Any]) -> Any:
+def _decode(value: Mapping[str, Any]) -> Any:
     if "NULL" in value:
         return None
     if "BOOL" in value:
@@ -116,7 +116,7 @@ def _decode(name: str, value: Mapping[str, Any]) -> Any:
 
 def entry_of(run: str, item: Mapping[str, Any]) -> Entry:
     index = int(item[PK]["S"].rsplit("#", 1)[1])
-    fields = {name: _decode(name, item[name]) for name in FIELDS if name in item}
+    fields = {name: _decode(item[name]) for name in FIELDS if name in item}
     fields["state"] = EntryState(fields["state"])
     fields["announced"] = bool(fields.get("announced", False))
     urls = tuple(json.loads(zlib.decompress(bytes(item["urls"]["B"]))))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_no_such_key, unavailable
@@ -25,10 +24,6 @@ from scrape_pipeline.wiring.api import geonode_client, listing_lag
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
     from types_boto3_sqs.client import SQSClient
-
-# Never wait out another submitter's lease, nor the job list's lag behind an entry in doubt,
-# inside an invocation: a delayed continuation does.
-LAMBDA_SUBMITTER = SubmitterSettings(wait_for_leases=False, wait_for_doubts=False)
 
 
 def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = None) -> Inside:
@@ -62,7 +57,11 @@ def build_inside(env: Mapping[str, str] | None = None, *, clock: Clock | None = 
             journal,
             client,
             clock=clock,
-            settings=replace(LAMBDA_SUBMITTER, listing_delay_s=lag.allowed()),
+            # Never wait out another submitter's lease, nor the job list's lag behind an entry
+            # in doubt, inside an invocation: a delayed continuation does.
+            settings=SubmitterSettings(
+                listing_delay_s=lag.allowed(), wait_for_leases=False, wait_for_doubts=False
+            ),
             pace=Pace(clock),
             evidence=evidence,
         )
