@@ -43,31 +43,17 @@ class JobReader(Protocol):
 
 
 def find_by_evidence(
-    source: CandidateSource,
-    reader: JobReader,
+    named: Iterable[str],
+    reads: Reads,
     mode: RunMode,
     urls: Sequence[str],
     since: float,
     *,
     taken: Collection[str] = (),
-) -> str | None:
-    """The id of the ``mode`` job (a batch or crawl: an extract is ``doubt.find_created``'s)
-    posted for ``urls`` that ``source`` saw since ``since``."""
-    named = source.candidates(JobKind(mode.kind), since)
-    return _first_match(named, _Reads(reader), mode, urls, since, taken=taken)
-
-
-def _first_match(
-    named: Iterable[str],
-    reads: _Reads,
-    mode: RunMode,
-    urls: Sequence[str],
-    since: float,
-    *,
-    taken: Collection[str],
     held: Container[str] = (),
 ) -> str | None:
-    """The first of ``named`` not ``taken`` whose job fits the entry and no run ``held``."""
+    """The first of ``named`` not ``taken`` that is the ``mode`` job (a batch or crawl: an
+    extract is ``doubt.find_created``'s) posted for ``urls`` since ``since``, held by no run."""
     check = _is_batch if mode is RunMode.BATCH else _is_crawl
     for job_id in named:
         if job_id in taken:
@@ -101,10 +87,12 @@ def evidenced(
         named = list(source.candidates(JobKind(run.mode.kind), min(sinces)))
     except PipelineError:
         return  # the source is unreachable: still in doubt, looked up again next time
-    reads, held = _Reads(reader), Held(journal, run)
+    reads, held = Reads(reader), Held(journal, run)
     for entry, since in zip(doubted, sinces, strict=True):
         try:
-            job_id = _first_match(named, reads, run.mode, entry.urls, since, taken=taken, held=held)
+            job_id = find_by_evidence(
+                named, reads, run.mode, entry.urls, since, taken=taken, held=held
+            )
         except GeonodeError:
             continue
         if job_id is not None:
@@ -126,7 +114,7 @@ def _since(entry: Entry, skew_s: float) -> float:
     return (entry.posted_at or entry.doubted_at or 0.0) - skew_s
 
 
-class _Reads:
+class Reads:
     """A batch's or crawl's reads, each asked of the API once (one that raised, again)."""
 
     def __init__(self, reader: JobReader) -> None:
@@ -135,7 +123,7 @@ class _Reads:
         self.items = cache(lambda job_id: {item.url for item in reader.iter_batch_items(job_id)})
 
 
-def _is_batch(reads: _Reads, job_id: str, urls: Sequence[str], since: float) -> bool:
+def _is_batch(reads: Reads, job_id: str, urls: Sequence[str], since: float) -> bool:
     wanted = set(urls)
     total = _head_fits(reads.batch(job_id), wanted, since)
     if total is None:
@@ -156,7 +144,7 @@ def _head_fits(head: BatchStatus, wanted: set[str], since: float) -> int | None:
     return total
 
 
-def _is_crawl(reads: _Reads, job_id: str, urls: Sequence[str], since: float) -> bool:
+def _is_crawl(reads: Reads, job_id: str, urls: Sequence[str], since: float) -> bool:
     head = reads.crawl(job_id)
     return _created_since(head, since) and head.raw.get("url") == urls[0]
 
