@@ -86,13 +86,16 @@ def find_created(
     """The job a POST of ``url`` sent at ``posted_at`` created, if the API lists one that
     echoes the POST's options and that no one ``claims``."""
     since = posted_at - skew_s
+
+    def created(job: JobSummary) -> float:  # a job listed without its time: in the range
+        return job.created_at.timestamp() if job.created_at else since
+
     listed = [
         job
         for job in client.iter_jobs(url=url, start_date=since)
-        if job.url in (url, None)
-        and (job.created_at is None or job.created_at.timestamp() >= since)
+        if job.url in (url, None) and created(job) >= since
     ]
-    listed.sort(key=lambda job: job.created_at.timestamp() if job.created_at else since)
+    listed.sort(key=created)
     for job in listed:
         if job.job_id in claims:
             continue  # never two owners of one job

@@ -125,7 +125,7 @@ class Submitter(Posting):
             try:
                 if (entry.lease_until or 0.0) <= self._t():
                     self._tell(EventKind.IN_DOUBT, self.journal.expire(entry, self._t()))
-                elif entry.owner is not None and holder_gone(entry.owner):
+                elif holder_gone(entry.owner):
                     moved = self.journal.abandon(entry, entry.owner, self._t())
                     self._tell(EventKind.IN_DOUBT, moved)
             except MoveRefusedError:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrape_pipeline.clock import Clock
@@ -41,12 +40,10 @@ class Pace:
     def __init__(
         self,
         clock: Clock,
-        sleep: Callable[[float], None] | None = None,
-        settings: PaceSettings | None = None,
+        settings: PaceSettings = PaceSettings(),
     ) -> None:
         self.clock = clock
-        self.sleep = sleep or clock.sleep
-        self.settings = settings or PaceSettings()
+        self.settings = settings
         self._lock = threading.Lock()
         self._rate = self.settings.start_rate
         self._slow_start = True
@@ -94,7 +91,7 @@ class Pace:
                 self._lagging = now > self._next + 1.0 / self._rate
                 self._next = slot + 1.0 / self._rate
             if slot > now:
-                self.sleep(slot - now)
+                self.clock.sleep(slot - now)
             with self._lock:
                 if self._paused_until <= slot:
                     return slot

@@ -2,7 +2,7 @@
 in the journal (submitted, rejected, in doubt, or planned again when the API did not act).
 
 ``runs.engine.Submitter`` adds the run's flow and the settling of entries left in doubt.
-Every wait goes through the injected ``sleep`` and none outlasts the caller's time
+Every wait is the injected clock's ``sleep`` and none outlasts the caller's time
 (``_OutOfTimeError``).
 """
 
@@ -66,8 +66,7 @@ class Posting:
         client: SubmitClient,
         *,
         clock: Clock,
-        sleep: Callable[[float], None] | None = None,
-        settings: SubmitterSettings | None = None,
+        settings: SubmitterSettings = SubmitterSettings(),
         owner: str | None = None,
         announce: Callable[[str, str], None] | None = None,
         listener: Callable[[Event], None] = lambda event: None,
@@ -78,8 +77,7 @@ class Posting:
         self.journal = journal
         self.client = client
         self.clock = clock
-        self.sleep = sleep or clock.sleep
-        self.settings = settings or SubmitterSettings()
+        self.settings = settings
         self.owner = owner or new_owner()
         self._announce = announce
         self._listener = listener
@@ -279,7 +277,7 @@ class Posting:
         """Every wait of the engine: never begun when it would outlast the caller's time."""
         if seconds > self._time_left():
             raise _OutOfTimeError
-        self.sleep(seconds)
+        self.clock.sleep(seconds)
 
     def _tell(self, kind: EventKind, entry: Entry, api_status: str | None = None) -> Entry:
         self._listener(Event(kind, entry, api_status))

@@ -8,7 +8,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 if TYPE_CHECKING:
     from scrape_pipeline.runs.journal import Entry
@@ -115,7 +115,7 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def holder_gone(owner: str | None) -> bool:
+def holder_gone(owner: str | None) -> TypeGuard[str]:
     """``owner`` (a ``new_owner`` token) names a process of this host no longer alive (a pid
     reused since reads as alive: the lease is waited out)."""
     pid = _pid_of_this_host(owner)
