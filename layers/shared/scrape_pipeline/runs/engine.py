@@ -15,10 +15,10 @@ from scrape_pipeline.runs.doubt import Held, find_created
 from scrape_pipeline.runs.evidence import evidenced
 from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace, _OutOfTimeError, holder_gone
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 from scrape_pipeline.runs.posting import Posting
 from scrape_pipeline.runs.report import EventKind, Planned, RunReport, Verdict
-from scrape_pipeline.runs.workers import _OutOfTimeError, holder_gone
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
@@ -167,15 +167,17 @@ class Submitter(Posting):
             except GeonodeError as exc:
                 if pace is None or attempt == LOOKUP_TRIES or not may_retry(exc, is_read=True):
                     raise
-                limited = isinstance(exc, RateLimitedError)
-                with self._lock:
-                    ceiling = min(self.settings.backoff_max_s, 2 ** (attempt - 1))
-                    wait = (exc.retry_after if limited else None) or self._rng.uniform(0, ceiling)
-                if limited:
-                    pace.throttled(sent_at, wait)
-                else:
-                    self._nap(wait)
+                self._wait_to_look_again(pace, exc, attempt, sent_at)
         return None  # not reached: the last try returns or raises
+
+    def _wait_to_look_again(self, pace: Pace, exc: GeonodeError, attempt: int, sent: float) -> None:
+        """A 429's wait (its Retry-After) pauses every worker; another error's, this one."""
+        with self._lock:
+            wait = self._backoff(exc.retry_after, attempt)  # only a 429 carries a Retry-After
+        if isinstance(exc, RateLimitedError):
+            pace.throttled(sent, wait)
+        else:
+            self._nap(wait)
 
     def _wait_for_held(self, run: Run) -> None:
         """Wait until the leases of entries other submitters hold have run out."""

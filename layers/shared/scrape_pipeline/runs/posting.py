@@ -23,10 +23,9 @@ from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, JobLister
 from scrape_pipeline.runs.evidence import CandidateSource, JobReader
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.pace import Pace
+from scrape_pipeline.runs.pace import Pace, PostingPool, _OutOfTimeError, new_owner
 from scrape_pipeline.runs.plan import Run, RunMode
 from scrape_pipeline.runs.report import Event, EventKind, Outcome, Verdict, classify
-from scrape_pipeline.runs.workers import PostingPool, _OutOfTimeError, new_owner
 
 S = EntryState
 _INTERRUPTED = "interrupted mid-POST (Ctrl-C): the answer may be lost"
@@ -218,19 +217,19 @@ class Posting:
                 if self._stopped is None:
                     self._stopped = outcome
                 return released
-            wait = self._backoff(outcome.retry_after)
+            wait = self._backoff(outcome.retry_after, self._not_acted)
         if self.pace is not None:
             self.pace.throttled(sent_at, wait)  # every worker waits, not only this one
         else:
             self._nap(wait)
         return released
 
-    def _backoff(self, retry_after: float | None) -> float:
+    def _backoff(self, retry_after: float | None, attempt: int) -> float:
         """Retry-After when the API sent it, else exponential backoff with full jitter."""
         if retry_after is not None:
             return retry_after
         s = self.settings
-        ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** min(self._not_acted - 1, 30))
+        ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** min(attempt - 1, 30))
         return self._rng.uniform(0.0, ceiling)
 
     def _submitted(
