@@ -98,7 +98,7 @@ class Posting:
 
     def _post_all(self, run: Run, entries: Sequence[Entry]) -> bool:
         """Post ``entries`` with the pace's workers (one without a pace) in a
-        ``workers.PostingPool``; True when the caller's time ended it."""
+        ``pace.PostingPool``; True when the caller's time ended it."""
         pool = PostingPool(
             entries,
             post=lambda entry: self._post_planned(run, entry),
