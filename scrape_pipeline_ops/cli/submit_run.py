@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.fields import format_time
-from scrape_pipeline.runs.delivery_evidence import DeliveryLog, DeliveryLogCandidates
 from scrape_pipeline.runs.engine import Submitter
-from scrape_pipeline.runs.evidence import CandidateSource
+from scrape_pipeline.runs.evidence import CandidateSource, DeliveryLog, DeliveryLogCandidates
 from scrape_pipeline.runs.journal import RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.pace import Pace

@@ -14,7 +14,7 @@ import pytest
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Source
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.engine import Submitter
-from scrape_pipeline.runs.evidence import find_by_evidence
+from scrape_pipeline.runs.evidence import Reads, find_by_evidence
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind
@@ -133,13 +133,13 @@ def test_evidence_is_a_match_only_for_the_same_urls_after_the_post(
     crawl = client.create_crawl(entry[0], max_pages=1).job_id
     batch = RunMode.BATCH
     # THEN only the one of the same URLs since the post is the entry's
-    assert find_by_evidence(Listed(early, part, more, same), client, batch, entry, since) == same
-    assert find_by_evidence(Listed(early, part, more), client, batch, entry, since) is None
-    assert find_by_evidence(Listed(same), client, batch, entry, since, taken={same}) is None
+    assert find_by_evidence([early, part, more, same], Reads(client), batch, entry, since) == same
+    assert find_by_evidence([early, part, more], Reads(client), batch, entry, since) is None
+    assert find_by_evidence([same], Reads(client), batch, entry, since, taken={same}) is None
     # a crawl is its start URL's; an id the API does not know is no evidence
-    found = find_by_evidence(Listed("no-such-crawl", crawl), client, RunMode.CRAWL, entry, since)
+    found = find_by_evidence(["no-such-crawl", crawl], Reads(client), RunMode.CRAWL, entry, since)
     assert found == crawl
-    assert find_by_evidence(Listed(crawl), client, RunMode.CRAWL, entry[1:], since) is None
+    assert find_by_evidence([crawl], Reads(client), RunMode.CRAWL, entry[1:], since) is None
 
 
 def test_evidence_batch_with_an_invalid_url_is_still_the_entry_s(
@@ -149,8 +149,8 @@ def test_evidence_batch_with_an_invalid_url_is_still_the_entry_s(
     entry = [*urls("invalid", 2), "not a url"]
     job = client.create_batch(entry).job_id
     since = clock.time() - 300
-    assert find_by_evidence(Listed(job), client, RunMode.BATCH, entry, since) == job
-    assert find_by_evidence(Listed(job), client, RunMode.BATCH, entry[:2], since) is None
+    assert find_by_evidence([job], Reads(client), RunMode.BATCH, entry, since) == job
+    assert find_by_evidence([job], Reads(client), RunMode.BATCH, entry[:2], since) is None
 
 
 def test_evidence_ledger_candidates_query_the_pending_index_and_scan_for_done_rows(

@@ -13,8 +13,8 @@ import pytest
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.receiver.payload import EVENT_KINDS
-from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.moves import EntryState
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scrape_pipeline.geonode.errors import GeonodeError, TransportError, api_error
-from scrape_pipeline.runs.outcomes import Verdict, classify
+from scrape_pipeline.runs.report import Verdict, classify
 
 
 def _answer(status: int, retry_after: float | None = None) -> GeonodeError:

@@ -23,10 +23,9 @@ from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import HOLDER_GONE
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.pace import Pace, PaceSettings
+from scrape_pipeline.runs.pace import Pace, PaceSettings, holder_gone
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind
-from scrape_pipeline.runs.workers import holder_gone
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal

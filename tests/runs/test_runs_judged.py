@@ -25,8 +25,8 @@ from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import CandidateSource
 from scrape_pipeline.runs.journal import Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import RunMode, RunSpec
+from scrape_pipeline.runs.report import Verdict
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
 from scrape_pipeline_ops.runs.sqlite import SqliteJournal

@@ -226,24 +226,16 @@ def test_submitter_batch_in_doubt_is_reported_never_reposted(
 # -- the API's pace and balance --------------------------------------------------------------
 
 
-def test_submitter_honours_retry_after_through_the_injected_sleep(
+def test_submitter_honours_retry_after_through_the_injected_clock(
     server: SimulatorServer, journal: SqliteJournal, clock: ManualClock
 ):
     # GIVEN two 429s (Retry-After: 1) and a client that leaves retrying to the submitter
     server.sim.faults.burst(count=2, status=429, route="POST /v1/extract")
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        clock.sleep(seconds)
-
     policy = RetryPolicy(max_attempts=1)
     with GeonodeClient(KEY, base_url=server.base_url, clock=clock, retry=policy) as client:
         posted = urls("throttled", 3)
-        report = submitter(journal, client, clock, sleep=sleep).submit(
-            RunSpec.of(posted, RunMode.ASYNC)
-        )
-    assert slept == [1.0, 1.0]
+        report = submitter(journal, client, clock).submit(RunSpec.of(posted, RunMode.ASYNC))
+    assert clock.sleeps == [1.0, 1.0]
     assert report.complete and report.posts == 5
     once_each(server, posted)
 

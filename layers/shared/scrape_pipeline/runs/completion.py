@@ -78,20 +78,10 @@ def first_unsettled(
 
 @dataclass(frozen=True)
 class RunManifest:
-    """A complete run's manifest, and what its event repeats of it."""
+    """A complete run's manifest: where it is stored, and what it says."""
 
     key: str
     body: dict[str, Any]
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """URLs by outcome, and the run's URLs and jobs."""
-        return dict(self.body["counts"])
-
-    @property
-    def tokens_charged(self) -> int:
-        """Tokens the run's jobs were charged, as the processor kept them."""
-        return int(self.body["tokens_charged"])
 
 
 def _kept_event(row: LedgerRow) -> Mapping[str, Any]:
@@ -216,8 +206,8 @@ def completed_event(run: Run, manifest: RunManifest, bucket: str) -> OutcomeEven
             "mode": run.mode.value,
             "bucket": bucket,
             "manifest_key": manifest.key,
-            "counts": manifest.counts,
-            "tokens_charged": manifest.tokens_charged,
+            "counts": dict(manifest.body["counts"]),
+            "tokens_charged": manifest.body["tokens_charged"],
             "completed_at": manifest.body["completed_at"],
         },
     )

@@ -86,13 +86,16 @@ def find_created(
     """The job a POST of ``url`` sent at ``posted_at`` created, if the API lists one that
     echoes the POST's options and that no one ``claims``."""
     since = posted_at - skew_s
+
+    def created(job: JobSummary) -> float:  # a job listed without its time: in the range
+        return job.created_at.timestamp() if job.created_at else since
+
     listed = [
         job
         for job in client.iter_jobs(url=url, start_date=since)
-        if job.url in (url, None)
-        and (job.created_at is None or job.created_at.timestamp() >= since)
+        if job.url in (url, None) and created(job) >= since
     ]
-    listed.sort(key=lambda job: job.created_at.timestamp() if job.created_at else since)
+    listed.sort(key=created)
     for job in listed:
         if job.job_id in claims:
             continue  # never two owners of one job
@@ -151,20 +154,21 @@ class LedgerClaims:
     def __contains__(self, job_id: object) -> bool:
         if not isinstance(job_id, str) or job_id in self._own:
             return True
-        keys = [JobKey(JobKind.EXTRACT, job_id)]
-        if self._like is not None:
-            keys.append(JobKey(JobKind.EXTRACT, self._like))
-        rows = self._rows.get_many(keys)
-        if self._like is not None:
-            like = rows.get(keys[1])
-            # The job a holder of ``like`` noted before it died: ours (``resubmission.hand_on``).
-            self._item, self._noted = (
-                (like.retry_of, like.detail.get(DETAIL_RESUBMITTED_AS)) if like else (None, None)
-            )
-            self._like = None
-        if job_id == self._noted:
-            return False
-        row = rows.get(keys[0])
-        if row is None:
+        row = self._read(JobKey(JobKind.EXTRACT, job_id))
+        if row is None or job_id == self._noted:
             return False  # unknown to the ledger: a lost POST's job, as its webhook may be late
         return row.run is not None or (row.retry_of is not None and row.retry_of != self._item)
+
+    def _read(self, key: JobKey) -> LedgerRow | None:
+        """``key``'s row; the first read also reads ``like``'s, for what its holder noted."""
+        if self._like is None:
+            return self._rows.get_many([key]).get(key)
+        like_key = JobKey(JobKind.EXTRACT, self._like)
+        rows = self._rows.get_many([key, like_key])
+        like = rows.get(like_key)
+        # The job a holder of ``like`` noted before it died: ours (``resubmission.hand_on``).
+        self._item, self._noted = (
+            (like.retry_of, like.detail.get(DETAIL_RESUBMITTED_AS)) if like else (None, None)
+        )
+        self._like = None
+        return rows.get(key)

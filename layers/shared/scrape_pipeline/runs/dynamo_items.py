@@ -1,17 +1,30 @@
-"""The run journal's items in DynamoDB's form: keys, attribute values, a move's condition, and
-the one way the journal and the run heads call DynamoDB."""
+"""The run journal's items in DynamoDB's form: keys, attribute values, a move's condition, the
+one way the journal and the run heads call DynamoDB; and a recording move written with its
+job's ledger row in one transaction (``Announcer``): a batch or crawl (no API lists them) is
+never recorded without its row; a row that exists already is linked, not put."""
 
 from __future__ import annotations
 
 import json
+import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore import xform_name
 
-from scrape_pipeline.aws_errors import AWS_ERRORS, is_condition_failed, unavailable
+from scrape_pipeline.aws_errors import (
+    AWS_ERRORS,
+    CANCELLED_BY_CONDITION,
+    AWSUnavailableError,
+    cancellation_codes,
+    is_condition_failed,
+    unavailable,
+)
+from scrape_pipeline.events.outbox import retell_with_run
+from scrape_pipeline.jobs import JobKey
 from scrape_pipeline.ledger.attributes import PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
+from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.journal import FIELDS, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
 
@@ -104,7 +117,7 @@ def entry_item(entry: Entry, ttl_s: float) -> dict[str, Any]:
     return item
 
 
-def _decode(name: str, value: Mapping[str, Any]) -> Any:
+def _decode(value: Mapping[str, Any]) -> Any:
     if "NULL" in value:
         return None
     if "BOOL" in value:
@@ -116,8 +129,94 @@ def _decode(name: str, value: Mapping[str, Any]) -> Any:
 
 def entry_of(run: str, item: Mapping[str, Any]) -> Entry:
     index = int(item[PK]["S"].rsplit("#", 1)[1])
-    fields = {name: _decode(name, item[name]) for name in FIELDS if name in item}
+    fields = {name: _decode(item[name]) for name in FIELDS if name in item}
     fields["state"] = EntryState(fields["state"])
     fields["announced"] = bool(fields.get("announced", False))
     urls = tuple(json.loads(zlib.decompress(bytes(item["urls"]["B"]))))
     return Entry(run=run, index=index, urls=urls, **fields)
+
+
+# Cancellation reasons that say "try again", not "refused" (AWS's, never moto's).
+_RETRYABLE: Final = frozenset(
+    {
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+    }
+)
+_ATTEMPTS: Final = 5
+_BACKOFF_S: Final = 0.05
+
+
+class Announcer:
+    """Writes a recording move with its job's ledger row, in the ledger table ``ledger``."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        client: DynamoDBClient,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._ledger = ledger
+        self._db = client
+        self._sleep = sleep  # between tries of a transaction that met a concurrent write
+
+    def write(self, update: dict[str, Any], key: JobKey, run: str, what: str) -> bool:
+        """The move's ``update`` and ``key``'s ledger row in one transaction; False if the
+        move is refused. ``what`` names the entry."""
+        now = float(update["ExpressionAttributeValues"][":updated_at"]["N"])
+        put = self._ledger.submitted_put(key, now, run=run)
+        link = self._ledger.link_run_update(key, run)
+        # The row's write: its put, or (once the row is found to exist) its link to the run.
+        second = {False: {"Put": put}, True: {"Update": link}}
+        row_exists, codes = False, ["None"]
+        for attempt in range(_ATTEMPTS):
+            cancelled = self._transact([{"Update": update}, second[row_exists]])
+            if cancelled is None:
+                if row_exists:
+                    self._retell(key, run)
+                return True
+            codes = cancelled
+            if codes[0] == CANCELLED_BY_CONDITION:
+                return False
+            if codes[1] == CANCELLED_BY_CONDITION:
+                # The row exists (its webhook came first: it is left as it is), or vanished
+                # before the check (a webhook's row its writer undid): the other form, at once.
+                row_exists = not row_exists
+                continue
+            if not set(codes) & _RETRYABLE:
+                break
+            if attempt < _ATTEMPTS - 1:
+                self._sleep(_BACKOFF_S * 2**attempt)
+        raise _unwritten(codes, key, what)
+
+    def _retell(self, key: JobKey, run: str) -> None:
+        """A row linked to its run after it settled: its event is owed again naming it."""
+        row = self._ledger.get(key)
+        if row is not None and row.run == run:
+            retell_with_run(self._ledger, row)
+
+    def _transact(self, items: list[dict[str, Any]]) -> list[str] | None:
+        """One ``TransactWriteItems``: None when written, else each item's cancellation code."""
+        for item in items:
+            next(iter(item.values()))["TableName"] = self._ledger.table_name
+        try:
+            self._db.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+        except AWS_ERRORS as exc:
+            codes = cancellation_codes(exc, 2)
+            if codes is None:
+                raise unavailable("dynamodb", "TransactWriteItems", exc) from exc
+            return codes
+        return None
+
+
+def _unwritten(codes: Sequence[str], key: JobKey, what: str) -> AWSUnavailableError:
+    """The retryable error of a transaction given up on: the first reason it was cancelled."""
+    return AWSUnavailableError(
+        "dynamodb",
+        "TransactWriteItems",
+        next((c for c in codes if c != "None"), "TransactionCanceled"),
+        f"{what} and the ledger row of {key.pk} were not written; run the same command again",
+    )

@@ -14,10 +14,10 @@ from scrape_pipeline.ledger.attributes import OUTBOX_AT
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.table import DEFAULT_TTL_DAYS
 from scrape_pipeline.runs import moves
-from scrape_pipeline.runs.announce import Announcer
 from scrape_pipeline.runs.dynamo_items import (
     PK,
     TTL,
+    Announcer,
     _RefusedError,
     condition,
     encode,

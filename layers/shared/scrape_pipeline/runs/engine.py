@@ -5,69 +5,27 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
-import threading
 from collections import Counter
 from collections.abc import Callable
 
-from scrape_pipeline.clock import Clock
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError
 from scrape_pipeline.geonode.models import JobSummary
 from scrape_pipeline.geonode.retry import may_retry
 from scrape_pipeline.runs.doubt import Held, find_created
-from scrape_pipeline.runs.evidence import CandidateSource, evidenced
-from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
+from scrape_pipeline.runs.evidence import evidenced
+from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.outcomes import Outcome, Verdict
-from scrape_pipeline.runs.pace import Pace
+from scrape_pipeline.runs.pace import Pace, _OutOfTimeError, holder_gone
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
-from scrape_pipeline.runs.posting import Posting, SubmitClient, SubmitterSettings
-from scrape_pipeline.runs.report import Event, EventKind, Planned, RunReport
-from scrape_pipeline.runs.workers import _OutOfTimeError, holder_gone, new_owner
+from scrape_pipeline.runs.posting import Posting
+from scrape_pipeline.runs.report import EventKind, Planned, RunReport, Verdict
 
 S = EntryState
 LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
 
 
 class Submitter(Posting):
-    """Posts runs through ``journal`` with ``client``; ``announce(kind, job_id)`` tells the
-    ledger of each batch or crawl once its id is recorded; ``pace``: several workers."""
-
-    def __init__(
-        self,
-        journal: Journal,
-        client: SubmitClient,
-        *,
-        clock: Clock,
-        sleep: Callable[[float], None] | None = None,
-        settings: SubmitterSettings | None = None,
-        owner: str | None = None,
-        announce: Callable[[str, str], None] | None = None,
-        listener: Callable[[Event], None] = lambda event: None,
-        rng: random.Random | None = None,
-        evidence: CandidateSource | None = None,
-        pace: Pace | None = None,
-    ) -> None:
-        self.journal = journal
-        self.client = client
-        self.clock = clock
-        self.sleep = sleep or clock.sleep
-        self.settings = settings or SubmitterSettings()
-        self.owner = owner or new_owner()
-        self._announce = announce
-        self._listener = listener
-        self._rng = rng or random.Random()  # backoff jitter only
-        self._evidence = evidence  # names batches and crawls no API lists (evidence.py)
-        self.pace = pace
-        self._lock = threading.RLock()  # the counters below, shared by the workers
-        self._in_flight: dict[int, Entry] = {}  # claimed by this submitter, answer not recorded
-        self.throttled = 0  # POSTs answered "not acted on" (429 and the like)
-        self._posts = 0
-        self._not_acted = 0
-        self._stopped: Outcome | None = None
-        self._looked_up: set[int] = set()
-        self._post_unfound = True  # an extract the lookup did not find is posted again
-        self._time_left: Callable[[], float] = lambda: math.inf
+    """Plans runs and posts them (``Posting``), settling what a crash left in doubt."""
 
     def submit(self, spec: RunSpec, name: str | None = None) -> RunReport:
         """Plan ``spec`` (as ``name`` or its derived name) and post what is not submitted."""
@@ -167,7 +125,7 @@ class Submitter(Posting):
             try:
                 if (entry.lease_until or 0.0) <= self._t():
                     self._tell(EventKind.IN_DOUBT, self.journal.expire(entry, self._t()))
-                elif entry.owner is not None and holder_gone(entry.owner):
+                elif holder_gone(entry.owner):
                     moved = self.journal.abandon(entry, entry.owner, self._t())
                     self._tell(EventKind.IN_DOUBT, moved)
             except MoveRefusedError:
@@ -209,15 +167,17 @@ class Submitter(Posting):
             except GeonodeError as exc:
                 if pace is None or attempt == LOOKUP_TRIES or not may_retry(exc, is_read=True):
                     raise
-                limited = isinstance(exc, RateLimitedError)
-                with self._lock:
-                    ceiling = min(self.settings.backoff_max_s, 2 ** (attempt - 1))
-                    wait = (exc.retry_after if limited else None) or self._rng.uniform(0, ceiling)
-                if limited:
-                    pace.throttled(sent_at, wait)
-                else:
-                    self._nap(wait)
+                self._wait_to_look_again(pace, exc, attempt, sent_at)
         return None  # not reached: the last try returns or raises
+
+    def _wait_to_look_again(self, pace: Pace, exc: GeonodeError, attempt: int, sent: float) -> None:
+        """A 429's wait (its Retry-After) pauses every worker; another error's, this one."""
+        with self._lock:
+            wait = self._backoff(exc.retry_after, attempt)  # only a 429 carries a Retry-After
+        if isinstance(exc, RateLimitedError):
+            pace.throttled(sent, wait)
+        else:
+            self._nap(wait)
 
     def _wait_for_held(self, run: Run) -> None:
         """Wait until the leases of entries other submitters hold have run out."""

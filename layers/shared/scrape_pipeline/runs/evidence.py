@@ -1,16 +1,19 @@
 """Adopting a batch or crawl in doubt from later evidence (ledger rows, the webhook delivery
-log), only when the API's answer fits the entry exactly: a wrong adoption leaves URLs unposted."""
+log, which names one once it settles, failed deliveries too), only when the API's answer fits
+the entry exactly: a wrong adoption leaves URLs unposted."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache, partial
+from itertools import chain
 from typing import Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
+from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.doubt import Held
 from scrape_pipeline.runs.journal import Entry, Journal
@@ -40,25 +43,26 @@ class JobReader(Protocol):
 
 
 def find_by_evidence(
-    source: CandidateSource,
-    reader: JobReader,
+    named: Iterable[str],
+    reads: Reads,
     mode: RunMode,
     urls: Sequence[str],
     since: float,
     *,
     taken: Collection[str] = (),
+    held: Container[str] = (),
 ) -> str | None:
-    """The id of the ``mode`` job (a batch or crawl: an extract is ``doubt.find_created``'s)
-    posted for ``urls`` that ``source`` saw since ``since``."""
+    """The first of ``named`` not ``taken`` that is the ``mode`` job (a batch or crawl: an
+    extract is ``doubt.find_created``'s) posted for ``urls`` since ``since``, held by no run."""
     check = _is_batch if mode is RunMode.BATCH else _is_crawl
-    for job_id in source.candidates(JobKind(mode.kind), since):
+    for job_id in named:
         if job_id in taken:
             continue
         try:
-            matched = check(reader, job_id, urls, since)
+            matched = check(reads, job_id, urls, since)
         except NotFoundError:
             continue  # another account's, or not readable yet: no evidence either way
-        if matched:
+        if matched and job_id not in held:  # held: another run's batch of the same URLs
             return job_id
     return None
 
@@ -80,17 +84,15 @@ def evidenced(
     sinces = [_since(entry, skew_s) for entry in doubted]
     # One read of the source, and one of each candidate, serve every entry in doubt.
     try:
-        named = _Named(list(source.candidates(JobKind(run.mode.kind), min(sinces))))
+        named = list(source.candidates(JobKind(run.mode.kind), min(sinces)))
     except PipelineError:
         return  # the source is unreachable: still in doubt, looked up again next time
-    remembered = _Remembered(reader)
-    held = Held(journal, run)
+    reads, held = Reads(reader), Held(journal, run)
     for entry, since in zip(doubted, sinces, strict=True):
-        find = partial(
-            find_by_evidence, named, remembered, run.mode, entry.urls, since, taken=taken
-        )
         try:
-            job_id = _first_not_held(find, held, taken)
+            job_id = find_by_evidence(
+                named, reads, run.mode, entry.urls, since, taken=taken, held=held
+            )
         except GeonodeError:
             continue
         if job_id is not None:
@@ -112,51 +114,21 @@ def _since(entry: Entry, skew_s: float) -> float:
     return (entry.posted_at or entry.doubted_at or 0.0) - skew_s
 
 
-def _first_not_held(find: Callable[[], str | None], held: Held, taken: set[str]) -> str | None:
-    """The first job ``find`` names that no run's entry holds."""
-    job_id = find()
-    while job_id is not None and job_id in held:
-        taken.add(job_id)  # another run's batch of the same URLs: look further
-        job_id = find()
-    return job_id
-
-
-class _Named:
-    """Candidates read once."""
-
-    def __init__(self, job_ids: Sequence[str]) -> None:
-        self.job_ids = job_ids
-
-    def candidates(self, kind: JobKind, since: float) -> Iterable[str]:
-        return self.job_ids
-
-
-class _Remembered:
-    """A reader that asks the API about each batch or crawl once."""
+class Reads:
+    """A batch's or crawl's reads, each asked of the API once (one that raised, again)."""
 
     def __init__(self, reader: JobReader) -> None:
-        # Remembered by their arguments: a lookup that raised is asked again.
-        self._batch = cache(reader.get_batch)
-        self._crawl = cache(reader.get_crawl)
-        self._items = cache(lambda batch_id: list(reader.iter_batch_items(batch_id)))
-
-    def get_batch(self, batch_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
-        return self._batch(batch_id, page=page, page_size=page_size)
-
-    def get_crawl(self, crawl_id: str, *, page: int = 1, page_size: int = 10) -> BatchStatus:
-        return self._crawl(crawl_id, page=page, page_size=page_size)
-
-    def iter_batch_items(self, batch_id: str) -> Iterator[BatchItem]:
-        return iter(self._items(batch_id))
+        self.batch = cache(partial(reader.get_batch, page_size=_FIRST_PAGE))
+        self.crawl = cache(partial(reader.get_crawl, page_size=1))
+        self.items = cache(lambda job_id: {item.url for item in reader.iter_batch_items(job_id)})
 
 
-def _is_batch(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
-    head = reader.get_batch(job_id, page_size=_FIRST_PAGE)
+def _is_batch(reads: Reads, job_id: str, urls: Sequence[str], since: float) -> bool:
     wanted = set(urls)
-    total = _head_fits(head, wanted, since)
+    total = _head_fits(reads.batch(job_id), wanted, since)
     if total is None:
         return False
-    items = {item.url for item in reader.iter_batch_items(job_id)}
+    items = reads.items(job_id)
     # Every item one of the entry's URLs, each URL once, the others counted invalid.
     return len(items) == total and items <= wanted
 
@@ -172,8 +144,8 @@ def _head_fits(head: BatchStatus, wanted: set[str], since: float) -> int | None:
     return total
 
 
-def _is_crawl(reader: JobReader, job_id: str, urls: Sequence[str], since: float) -> bool:
-    head = reader.get_crawl(job_id, page_size=1)
+def _is_crawl(reads: Reads, job_id: str, urls: Sequence[str], since: float) -> bool:
+    head = reads.crawl(job_id)
     return _created_since(head, since) and head.raw.get("url") == urls[0]
 
 
@@ -186,3 +158,45 @@ def _created_since(head: BatchStatus, since: float) -> bool:
         return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() >= since
     except ValueError:
         return True
+
+
+class DeliveryLog(Protocol):
+    """The reads of the delivery log this needs (``GeonodeClient`` has them)."""
+
+    def list_webhooks(self) -> list[Webhook]: ...
+
+    def iter_deliveries(
+        self, webhook_id: str, *, status: str | None = None, start_page: int = 1
+    ) -> Iterator[Delivery]: ...
+
+
+class DeliveryLogCandidates:
+    """Job ids the delivery log of the kind's subscriptions (active or not) names since
+    ``since``: one ``GET /v1/webhooks``, then each log's pages newest first down to ``since``.
+    No subscription (or a 404) is no evidence; any other failure is raised (still in doubt)."""
+
+    def __init__(self, log: DeliveryLog) -> None:
+        self.log = log
+
+    def candidates(self, kind: JobKind, since: float) -> Iterator[str]:
+        event = f"{kind}_completed"  # the API's names (``receiver.payload.EVENT_KINDS``)
+        try:
+            hooks = [h for h in self.log.list_webhooks() if h.event_type == event]
+        except NotFoundError:
+            return
+        yield from first_seen(
+            chain.from_iterable(self._named(hook.id, event, since) for hook in hooks)
+        )
+
+    def _named(self, webhook_id: str, event: str, since: float) -> Iterator[str]:
+        """The job ids of one subscription's attempts since ``since``, newest first."""
+        try:
+            for delivery in self.log.iter_deliveries(webhook_id):
+                # An attempt listed without its time counts as inside the range.
+                created = delivery.created_at
+                if created is not None and created.timestamp() < since:
+                    return  # every attempt after it is older still
+                if delivery.event_type == event and delivery.job_id:
+                    yield delivery.job_id
+        except NotFoundError:
+            return  # deleted while being read: what it named before is kept

@@ -83,6 +83,7 @@ class RunHeads:
             "SET #checked = :i",
             "attribute_not_exists(#checked) OR #checked < :i",
             {":i": {"N": str(index)}},
+            names={"#checked": CHECKED},
         )
 
     def complete(self, name: str, event: str, now: float) -> str:
@@ -92,6 +93,7 @@ class RunHeads:
             "SET #event = :event, #completed = :now",
             "attribute_not_exists(#event)",
             {":event": {"S": event}, ":now": {"N": f"{now:.3f}"}},
+            names={"#event": str(OUTBOX_EVENT), "#completed": COMPLETED_AT},
         )
         if written:
             return event
@@ -100,23 +102,26 @@ class RunHeads:
 
     def told(self, name: str, event: str) -> bool:
         """The bus took ``event``: the head leaves the outbox index; False if it holds another."""
-        return self._update(name, "REMOVE #at", "#event = :event", {":event": {"S": event}})
+        names = {"#at": str(OUTBOX_AT), "#event": str(OUTBOX_EVENT)}
+        return self._update(
+            name, "REMOVE #at", "#event = :event", {":event": {"S": event}}, names=names
+        )
 
-    def _update(self, name: str, update: str, condition: str, values: Mapping[str, Any]) -> bool:
-        names = {
-            "#event": str(OUTBOX_EVENT),
-            "#at": str(OUTBOX_AT),
-            "#checked": CHECKED,
-            "#completed": COMPLETED_AT,
-        }
-        used = {k: v for k, v in names.items() if k in update or k in condition}
-        used["#pk"] = _PK
+    def _update(
+        self,
+        name: str,
+        update: str,
+        condition: str,
+        values: Mapping[str, Any],
+        *,
+        names: Mapping[str, str],
+    ) -> bool:
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "Key": {_PK: {"S": head_key(name)}},
             "UpdateExpression": update,
             "ConditionExpression": f"attribute_exists(#pk) AND ({condition})",
-            "ExpressionAttributeNames": used,
+            "ExpressionAttributeNames": {"#pk": _PK, **names},
             "ExpressionAttributeValues": dict(values),
         }
         return written(self._db, "UpdateItem", **request)

@@ -15,7 +15,6 @@ from scrape_pipeline.config.settings import FromEnv, integer, number, required
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.outcomes import Verdict
 from scrape_pipeline.runs.plan import BadPlanError, RunMode
 from scrape_pipeline.runs.report import Planned, RunReport, catching_up
 from scrape_pipeline.runs.request import (
@@ -162,7 +161,7 @@ class Inside:
         # Progress is a POST, or an entry in doubt adopted since the round began.
         adopted = report.counts.get(S.IN_DOUBT, 0) < report.resumed.get(S.IN_DOUBT, 0)
         idle = 0 if report.posts or adopted else idle + 1
-        if report.stopped is not None and report.stopped.verdict is Verdict.NOT_ACTED:
+        if report.stopped is not None:  # not acted on too many times in a row: later
             delay = self.settings.retry_delay_s
             return self._continue(report, delay, idle, report.stopped.reason)
         waiting = self._waiting(report, lag_s)

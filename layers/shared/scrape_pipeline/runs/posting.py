@@ -1,13 +1,14 @@
 """The submitter's posting: claim each planned entry, POST it, and record what the answer says
 in the journal (submitted, rejected, in doubt, or planned again when the API did not act).
 
-``Posting`` is the part of ``runs.engine.Submitter`` that posts; the engine adds the run's
-flow and the settling of entries left in doubt. Every wait goes through the submitter's
-injected ``sleep`` and none outlasts the caller's time (``_OutOfTimeError``).
+``runs.engine.Submitter`` adds the run's flow and the settling of entries left in doubt.
+Every wait is the injected clock's ``sleep`` and none outlasts the caller's time
+(``_OutOfTimeError``).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -19,14 +20,12 @@ from scrape_pipeline.geonode.errors import GeonodeError
 from scrape_pipeline.geonode.models import SubmittedJob
 from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
 from scrape_pipeline.runs.doubt import DEFAULT_SKEW_S, JobLister
-from scrape_pipeline.runs.evidence import JobReader
+from scrape_pipeline.runs.evidence import CandidateSource, JobReader
 from scrape_pipeline.runs.journal import Entry, Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.outcomes import Outcome, Verdict, classify
-from scrape_pipeline.runs.pace import Pace
+from scrape_pipeline.runs.pace import Pace, PostingPool, _OutOfTimeError, new_owner
 from scrape_pipeline.runs.plan import Run, RunMode
-from scrape_pipeline.runs.report import Event, EventKind
-from scrape_pipeline.runs.workers import PostingPool, _OutOfTimeError
+from scrape_pipeline.runs.report import Event, EventKind, Outcome, Verdict, classify
 
 S = EntryState
 _INTERRUPTED = "interrupted mid-POST (Ctrl-C): the answer may be lost"
@@ -56,33 +55,50 @@ class SubmitterSettings:
 
 
 class Posting:
-    """Posts a run's entries and records each answer; the state is the submitter's own
-    (``Submitter.__init__`` sets it)."""
+    """Posts a run's entries through ``journal`` with ``client`` and records each answer;
+    ``announce(kind, job_id)`` tells the ledger of each batch or crawl once its id is recorded;
+    ``pace``: several workers."""
 
-    journal: Journal
-    client: SubmitClient
-    clock: Clock
-    sleep: Callable[[float], None]
-    settings: SubmitterSettings
-    owner: str
-    pace: Pace | None
-    throttled: int
-    _announce: Callable[[str, str], None] | None
-    _listener: Callable[[Event], None]
-    _rng: random.Random
-    _lock: threading.RLock
-    _in_flight: dict[int, Entry]
-    _posts: int
-    _not_acted: int
-    _stopped: Outcome | None
-    _time_left: Callable[[], float]
+    def __init__(
+        self,
+        journal: Journal,
+        client: SubmitClient,
+        *,
+        clock: Clock,
+        settings: SubmitterSettings = SubmitterSettings(),
+        owner: str | None = None,
+        announce: Callable[[str, str], None] | None = None,
+        listener: Callable[[Event], None] = lambda event: None,
+        rng: random.Random | None = None,
+        evidence: CandidateSource | None = None,
+        pace: Pace | None = None,
+    ) -> None:
+        self.journal = journal
+        self.client = client
+        self.clock = clock
+        self.settings = settings
+        self.owner = owner or new_owner()
+        self._announce = announce
+        self._listener = listener
+        self._rng = rng or random.Random()  # backoff jitter only
+        self._evidence = evidence  # names batches and crawls no API lists (evidence.py)
+        self.pace = pace
+        self._lock = threading.RLock()  # the counters below, shared by the workers
+        self._in_flight: dict[int, Entry] = {}  # claimed by this submitter, answer not recorded
+        self.throttled = 0  # POSTs answered "not acted on" (429 and the like)
+        self._posts = 0
+        self._not_acted = 0
+        self._stopped: Outcome | None = None
+        self._looked_up: set[int] = set()
+        self._post_unfound = True  # an extract the lookup did not find is posted again
+        self._time_left: Callable[[], float] = lambda: math.inf
 
     def _out_of_time(self) -> bool:
         return self._time_left() <= 0
 
     def _post_all(self, run: Run, entries: Sequence[Entry]) -> bool:
         """Post ``entries`` with the pace's workers (one without a pace) in a
-        ``workers.PostingPool``; True when the caller's time ended it."""
+        ``pace.PostingPool``; True when the caller's time ended it."""
         pool = PostingPool(
             entries,
             post=lambda entry: self._post_planned(run, entry),
@@ -201,19 +217,19 @@ class Posting:
                 if self._stopped is None:
                     self._stopped = outcome
                 return released
-            wait = self._backoff(outcome.retry_after)
+            wait = self._backoff(outcome.retry_after, self._not_acted)
         if self.pace is not None:
             self.pace.throttled(sent_at, wait)  # every worker waits, not only this one
         else:
             self._nap(wait)
         return released
 
-    def _backoff(self, retry_after: float | None) -> float:
+    def _backoff(self, retry_after: float | None, attempt: int) -> float:
         """Retry-After when the API sent it, else exponential backoff with full jitter."""
         if retry_after is not None:
             return retry_after
         s = self.settings
-        ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** min(self._not_acted - 1, 30))
+        ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** min(attempt - 1, 30))
         return self._rng.uniform(0.0, ceiling)
 
     def _submitted(
@@ -260,7 +276,7 @@ class Posting:
         """Every wait of the engine: never begun when it would outlast the caller's time."""
         if seconds > self._time_left():
             raise _OutOfTimeError
-        self.sleep(seconds)
+        self.clock.sleep(seconds)
 
     def _tell(self, kind: EventKind, entry: Entry, api_status: str | None = None) -> Entry:
         self._listener(Event(kind, entry, api_status))

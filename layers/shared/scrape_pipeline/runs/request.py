@@ -159,11 +159,7 @@ def _only_for(raw: Mapping[str, Any], name: str, mode: RunMode, owner: RunMode) 
         return None
     if mode is not owner:
         raise BadRequestError(f"{name} applies to mode {owner.value}")
-    return _whole(raw, name, 1)
-
-
-def _whole(raw: Mapping[str, Any], name: str, default: int) -> int:
-    value = raw.get(name, default)
+    value = raw[name]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadRequestError(f"{name} is a whole number of at least 1")
     return value

@@ -12,9 +12,9 @@ from scrape_pipeline.clock import Clock
 from scrape_pipeline.config.resources import LedgerSettings
 from scrape_pipeline.geonode.retry import NO_RETRY
 from scrape_pipeline.ledger.work import WorkLedger
-from scrape_pipeline.runs.delivery_evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.inside import Inside, InsideSettings, ObjectReader, Sender
 from scrape_pipeline.runs.journal import Journal
 from scrape_pipeline.runs.pace import Pace
