@@ -18,8 +18,7 @@ from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.deadline import Attempt
-from scrape_pipeline.processor.item_retries import RetryRef, formats_of
-from scrape_pipeline.processor.resubmission import Resubmitter, hand_on
+from scrape_pipeline.processor.resubmission import Resubmitter, RetryRef, formats_of, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options

@@ -39,7 +39,7 @@ class Attr(StrEnum):
     ITEMS_FAILED = "items_failed"
     ITEMS_CANCELLED = "items_cancelled"
     PAGE_SECONDS = "page_seconds"
-    RETRYING_ITEMS = "retrying_items"  # ``<item index>:<extract job id>`` (``item_retries``)
+    RETRYING_ITEMS = "retrying_items"  # ``<item index>:<extract job id>`` (``resubmission``)
     RETRY_POSTING = "retry_posting"  # the items whose retry's POST is under way
     POSTED_AT = "posted_at"
     PAGES_STORED = "pages_stored"

@@ -88,7 +88,7 @@ CLEAR_OUTBOX = Move(V.CLEAR_OUTBOX, tuple(JobState), (), "its pending event as e
 LINK_RUN = Move(V.LINK_RUN, tuple(JobState), (), "in the write of the job id to the run")
 # A settled row's event owed again, naming the run linked after it was written.
 RETELL = Move(V.RETELL, (DONE,), (), "its event as written, without its run")
-# A batch's or crawl's items retried as extract jobs (``item_retries``).
+# A batch's or crawl's items retried as extract jobs (``resubmission``).
 NOTE_ITEM_RETRY = Move(V.NOTE_ITEM_RETRY, (PROCESSING,), (), _HOLDER)
 SETTLE_ITEMS = Move(V.SETTLE_ITEMS, (PROCESSING,), (), _HOLDER)
 LINK_NEW_RETRY = Move(V.LINK_RETRY, (ABSENT,), (WATCHING,), "a retry's job not known yet")

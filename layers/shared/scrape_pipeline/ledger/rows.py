@@ -46,7 +46,7 @@ class LedgerRow:
     items_failed: int = 0
     items_cancelled: int = 0
     # Items retried as extract jobs and not settled (``<index>:<job id>``), those whose POST
-    # began unnoted, and the page count once every page is stored (``item_retries``).
+    # began unnoted, and the page count once every page is stored (``resubmission``).
     retrying_items: frozenset[str] = frozenset()
     retry_posting: frozenset[str] = frozenset()
     posted_at: float | None = None

@@ -19,7 +19,7 @@ from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.disposition import Disposition, MessageOutcome
-from scrape_pipeline.processor.item_retries import RetryRef
+from scrape_pipeline.processor.resubmission import RetryRef
 from scrape_pipeline.processor.results import ResultStore
 
 # Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.

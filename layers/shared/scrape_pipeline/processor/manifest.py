@@ -11,7 +11,10 @@ from typing import Any
 
 from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.fields import int_or_none, of_type
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
+from scrape_pipeline.ledger import chains
+from scrape_pipeline.ledger.rows import LedgerRow
+from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.results import ResultStore, result_prefix
 
 PARTS_PREFIX = "manifest-parts"
@@ -20,6 +23,8 @@ MANIFEST_VERSION = 1
 # The reason of a failed item the API gave no error code for.
 REASON_ITEM_FAILED = "item failed"
 _OPTIONAL = frozenset({"reason", "retry_job"})
+# The detail of a linked extract job that was stored: its keys, for the item's manifest line.
+DETAIL_KEYS = "keys"
 
 
 class ItemStatus(StrEnum):
@@ -82,6 +87,34 @@ class ItemRecord:
             reason=body.get("reason"),
             retry_job=body.get("retry_job"),
         )
+
+
+def settled_items(ledger: WorkLedger, entries: Iterable[str]) -> dict[str, ItemRecord]:
+    """Each retrying item (``<index>:<job id>``) whose chain the ledger shows settled: its
+    final record."""
+    starts = {text: JobKey(JobKind.EXTRACT, text.partition(":")[2]) for text in entries}
+    return {
+        text: _final(int(text.partition(":")[0]), chain.final)
+        for text, chain in chains.follow(ledger, starts).items()
+        if chain.final is not None
+    }
+
+
+def _final(index: int, job: LedgerRow) -> ItemRecord:
+    """The item's final record from the extract job that settled its chain."""
+    detail = job.detail
+    tokens_text = detail.get(DETAIL_TOKENS, "")
+    tokens = int(tokens_text) if tokens_text.isdigit() else None
+    url, retry_job = detail.get("url"), job.key.job_id
+    if job.outcome is Outcome.STORED:
+        keys = tuple(filter(None, detail.get(DETAIL_KEYS, "").split(",")))
+        return ItemRecord(index, url, ItemStatus.STORED, keys, tokens, None, retry_job)
+    if job.outcome is Outcome.CANCELLED:
+        return ItemRecord(index, url, ItemStatus.CANCELLED, (), tokens, None, retry_job)
+    record = detail.get("record")
+    keys = (record,) if record else ()
+    reason = detail.get("reason") or "retry failed"
+    return ItemRecord(index, url, ItemStatus.DEAD_LETTERED, keys, tokens, reason, retry_job)
 
 
 def manifest_key(kind: JobKind, job_id: str) -> str:

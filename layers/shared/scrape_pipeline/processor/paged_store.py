@@ -12,7 +12,6 @@ from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt, OutOfTimeError
-from scrape_pipeline.processor.item_retries import RetryRef, is_retryable, retrying_by_index
 from scrape_pipeline.processor.manifest import (
     Covered,
     ItemRecord,
@@ -20,7 +19,12 @@ from scrape_pipeline.processor.manifest import (
     ManifestWriter,
     counted,
 )
-from scrape_pipeline.processor.resubmission import Resubmitter
+from scrape_pipeline.processor.resubmission import (
+    Resubmitter,
+    RetryRef,
+    is_retryable,
+    retrying_by_index,
+)
 from scrape_pipeline.processor.results import ResultStore, metadata_of, result_prefix
 
 BATCH_PAGE_SIZE = 50  # the API's largest page of batch and crawl items

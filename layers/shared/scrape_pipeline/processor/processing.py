@@ -70,7 +70,7 @@ from scrape_pipeline.processor.disposition import (
     retry_after,
     seconds,
 )
-from scrape_pipeline.processor.item_retries import DETAIL_KEYS, settled_items
+from scrape_pipeline.processor.manifest import DETAIL_KEYS, counted, settled_items
 from scrape_pipeline.processor.paged_store import (
     DETAIL_CANCELLED,
     DETAIL_PAGES,
@@ -289,16 +289,21 @@ class JobProcessor:
 
     def _settle_items(self, attempt: Attempt, row: LedgerRow) -> Disposition:
         """Take settled retried items off the row; the manifest and DONE once none is left."""
-        settled = settled_items(self._ledger, row)
+        settled = settled_items(self._ledger, row.retrying_items)
         manifest = self._pages.manifest
-        for record in settled.records:
+        for record in settled.values():
             manifest.settle_retry(attempt.key, record)
-        counts = settled.counts(row)
-        if settled.entries:
+        more = counted(settled.values())
+        counts = (
+            row.items_stored + more[0],
+            row.items_failed + more[1],
+            row.items_cancelled + more[2],
+        )
+        if settled:
             row = self._ledger.settle_items(
                 attempt.key,
                 attempt.owner,
-                settled=settled.entries,
+                settled=frozenset(settled),
                 counts=counts,
                 pages=row.pages_stored,
             )

@@ -4,7 +4,7 @@ chain's budget; a holder that died after its POST is followed by one that adopts
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,7 +18,7 @@ from scrape_pipeline.geonode.errors import (
     RateLimitedError,
     TransportError,
 )
-from scrape_pipeline.geonode.fields import parse_time
+from scrape_pipeline.geonode.fields import as_dict, parse_time
 from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.models import Job
 from scrape_pipeline.jobs import JobKey, JobKind
@@ -27,7 +27,6 @@ from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
-from scrape_pipeline.processor.item_retries import RetryRef, entry, formats_of
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
 # A POST that failed so did nothing (429, 402, 401), or may not have (``request_sent``).
@@ -39,6 +38,55 @@ def did_nothing(exc: Exception) -> bool:
     return isinstance(exc, NOTHING_DONE) and not (
         isinstance(exc, TransportError) and exc.request_sent
     )
+
+
+@dataclass(frozen=True)
+class RetryRef:
+    """The item an extract job retries: its batch or crawl, and its index there."""
+
+    parent: JobKey
+    index: int
+
+    def text(self) -> str:
+        """As a row keeps it: ``<kind>#<job id>#<index>``."""
+        return f"{self.parent.pk}#{self.index}"
+
+    @classmethod
+    def read(cls, text: str | None) -> RetryRef | None:
+        """The ref ``text`` holds; None for none, or for one that is not ours."""
+        if not text:
+            return None
+        pk, _, index = text.rpartition("#")
+        try:
+            return cls(JobKey.from_pk(pk), int(index))
+        except ValueError:
+            return None
+
+
+def retrying_by_index(entries: Iterable[str]) -> dict[int, str]:
+    """A row's retrying items (``<index>:<job id>``): index to the retry's job id."""
+    return {int(index): job_id for index, _, job_id in (t.partition(":") for t in entries)}
+
+
+def is_retryable(item: BatchItem, codes: Sequence[str]) -> bool:
+    """Another try may help: the item's own ``retryable`` flag, else its code in ``codes``."""
+    for flag in (item.raw.get("retryable"), as_dict(item.raw.get("error")).get("retryable")):
+        if isinstance(flag, bool):
+            return flag
+    return item.error_code in codes  # None, no code, is in none
+
+
+def formats_of(status: BatchStatus) -> tuple[str, ...]:
+    """The formats the batch asked for, else those its items returned, else markdown."""
+    asked = status.raw.get("formats")
+    if isinstance(asked, list) and asked and all(isinstance(f, str) for f in asked):
+        return tuple(asked)
+    seen: dict[str, None] = {}
+    for item in status.page.items:
+        for name in ("markdown", "html"):
+            if item.data.get(name) is not None:
+                seen[name] = None
+    return tuple(seen) or ("markdown",)
 
 
 @dataclass(frozen=True)
@@ -123,7 +171,7 @@ class Resubmitter:
                 # Posted as the look-up matches it: the batch's formats, not rendered.
                 lambda: self._client.submit_extract(url, formats=formats_of(status)).job_id,
             )
-        self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
+        self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, f"{ref.index}:{job_id}")
         key = JobKey(JobKind.EXTRACT, job_id)
         self._bookkeeping.record_chain(key, 1)
         self._ledger.link_retry(key, ref.text(), run=attempt.row.run)

@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrape_pipeline.config.settings import FromEnv, integer, number, paths
-from scrape_pipeline.processor.item_retries import DEFAULT_RETRYABLE_ITEM_CODES
-
-__all__ = ["ProcessorSettings"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,7 @@ class ProcessorSettings(FromEnv):
     ).field()
     retryable_item_codes: tuple[str, ...] = paths(
         "RETRYABLE_ITEM_CODES",
-        DEFAULT_RETRYABLE_ITEM_CODES,
+        ("UPSTREAM_TIMEOUT", "RATE_LIMITED"),  # those the API's extract jobs mark retryable
         "a batch's or crawl's item failed with one of these `error_code`s (or flagged "
         "`retryable`) is resubmitted as an extract job linked to it, within "
         "`MAX_RESUBMISSIONS_PER_URL`, instead of dead-lettered",

@@ -11,7 +11,7 @@ from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.models import Job, JobSummary
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind
 
-# Only annotations name these: the processor's look-ups (``item_retries``, ``resubmission``)
+# Only annotations name these: the processor's look-ups (``resubmission``)
 # load none of the runs' journal with this module.
 if TYPE_CHECKING:
     from scrape_pipeline.ledger.rows import LedgerRow
