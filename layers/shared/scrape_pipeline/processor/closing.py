@@ -14,26 +14,16 @@ from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.fields import of_type
 from scrape_pipeline.geonode.models import Job
-from scrape_pipeline.jobs import JobKey, Outcome
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, Outcome
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
-from scrape_pipeline.processor.disposition import Disposition, MessageOutcome
+from scrape_pipeline.processor.disposition import Disposition, MessageOutcome, items_dead
 from scrape_pipeline.processor.resubmission import RetryRef
 from scrape_pipeline.processor.results import ResultStore
 
 # Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
 type Waker = Callable[[JobKey], None]
-
-
-def _told(row: LedgerRow, tell: Callable[[str | None], str]) -> str:
-    """The event the DONE wrote (told for the run the row names)."""
-    return row.outbox_event or tell(row.run)
-
-
-def _settled_at(job: Job | None) -> float | None:
-    """When the API says the job completed, if it does."""
-    return job.completed_at.timestamp() if job is not None and job.completed_at else None
 
 
 class Closer:
@@ -55,24 +45,14 @@ class Closer:
         self._emitter = emitter
         self._waker = waker  # None: only the watch sweep wakes a batch whose item settled
 
-    def retire_superseded(self, row: LedgerRow) -> None:
-        """A reopened job's dead-letter record, retired before its outcome is written, so a new
-        dead letter is the one live record."""
-        superseded = row.detail.get("superseded")
-        if superseded:
-            self._results.retire(superseded)
-
     def dead_letter(self, attempt: Attempt, record: Mapping[str, Any]) -> Disposition:
         key = attempt.key
+        self._retire_superseded(attempt.row)
         where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
-        reason = str(record.get("reason", ""))
-        self.finish(
-            attempt,
-            Outcome.DEAD_LETTERED,
-            {"record": where, "reason": reason},
-            url=of_type(record.get("url"), str),
+        detail = {"record": where, "reason": str(record.get("reason", ""))}
+        return self.finish(
+            attempt, Outcome.DEAD_LETTERED, detail, url=of_type(record.get("url"), str)
         )
-        return Disposition(MessageOutcome.DEAD_LETTERED, detail=reason)
 
     def finish(
         self,
@@ -83,9 +63,11 @@ class Closer:
         url: str | None = None,
         keys: list[str] | None = None,
         job: Job | None = None,
-    ) -> None:
+    ) -> Disposition:
         """DONE with ``outcome``, its event (naming the row's run then) in the same write (the
         outbox), held for the emit."""
+        if outcome is not Outcome.DEAD_LETTERED:  # ``dead_letter`` did, before its own write
+            self._retire_superseded(attempt.row)
         now = self._clock.time()
         told = partial(
             outcome_event,
@@ -93,7 +75,9 @@ class Closer:
             outcome,
             reopens=attempt.row.reopens,
             finished_at=now,
-            settled_at=_settled_at(job),
+            settled_at=job.completed_at.timestamp()
+            if job is not None and job.completed_at
+            else None,
             bucket=self._results.bucket,
             detail=detail,
             url=url,
@@ -110,8 +94,20 @@ class Closer:
             row = self._ledger.finish(
                 attempt.key, attempt.owner, outcome, detail, event=tell, run=attempt.row.run
             )
-            self._emitter.add(attempt.key, _told(row, tell), now)
-        self._wake_parent(attempt.row)
+            self._emitter.add(attempt.key, row.outbox_event or tell(row.run), now)
+        if outcome is not Outcome.RESUBMITTED:  # the item goes on with the new job (``hand_on``)
+            self._wake_parent(attempt.row)
+        said = detail.get("reason") or detail.get(DETAIL_RESUBMITTED_AS, "")
+        return Disposition(
+            MessageOutcome(outcome), detail=said, items_dead_lettered=items_dead(detail)
+        )
+
+    def _retire_superseded(self, row: LedgerRow) -> None:
+        """A reopened job's dead-letter record, retired before its outcome is written, so a new
+        dead letter is the one live record."""
+        superseded = row.detail.get("superseded")
+        if superseded:
+            self._results.retire(superseded)
 
     def _wake_parent(self, row: LedgerRow) -> None:
         """A retried item's extract job settled: its batch or crawl settles it now (if the

@@ -223,9 +223,7 @@ class JobProcessor:
         if detail is None:
             return self._not_settled(attempt, api_job, woken=attempt.woken)
         # Only now is cancelled its outcome: a draining job keeps the record it was closed with.
-        self._closer.retire_superseded(attempt.row)
-        self._closer.finish(attempt, Outcome.CANCELLED, detail)
-        return Disposition(MessageOutcome.CANCELLED, items_dead_lettered=items_dead(detail))
+        return self._closer.finish(attempt, Outcome.CANCELLED, detail)
 
     def _store(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
         if isinstance(api_job, BatchStatus):
@@ -235,9 +233,7 @@ class JobProcessor:
             if DETAIL_RETRYING in items:
                 return self._retrying(attempt, items)
             # A job closed as unknown that did settle: its dead-letter record is retired.
-            self._closer.retire_superseded(attempt.row)
-            self._closer.finish(attempt, Outcome.STORED, items)
-            return Disposition(MessageOutcome.STORED, items_dead_lettered=items_dead(items))
+            return self._closer.finish(attempt, Outcome.STORED, items)
         key = attempt.key
         data, metadata = api_job.data, metadata_of(api_job.raw)
         keys = self._results.store(key.kind, key.job_id, data, metadata)
@@ -245,14 +241,11 @@ class JobProcessor:
         detail = {"prefix": result_prefix(key.kind, key.job_id), DETAIL_KEYS: ",".join(keys)}
         if api_job.tokens_charged is not None:  # what the job cost: runs show adds it up
             detail[DETAIL_TOKENS] = str(api_job.tokens_charged)
-        self._closer.retire_superseded(attempt.row)
-        self._closer.finish(
+        return self._closer.finish(
             attempt, Outcome.STORED, detail, url=api_job.url, keys=keys, job=api_job
         )
-        return Disposition(MessageOutcome.STORED)
 
     def _failed(self, attempt: Attempt, api_job: Job | BatchStatus) -> Disposition:
-        self._closer.retire_superseded(attempt.row)
         if isinstance(api_job, BatchStatus):
             items = self._pages.store_items(attempt, api_job)
             closed = self._closer.dead_letter(attempt, failure_record("batch failed", None))
@@ -270,8 +263,7 @@ class JobProcessor:
         }
         # The item or run this job is followed for goes on with the new job, before this closes.
         hand_on(self._ledger, attempt.row, attempt.owner, resubmission.job_id)
-        self._ledger.finish(attempt.key, attempt.owner, Outcome.RESUBMITTED, detail)
-        return Disposition(MessageOutcome.RESUBMITTED, detail=resubmission.job_id)
+        return self._closer.finish(attempt, Outcome.RESUBMITTED, detail)
 
     def _retrying(self, attempt: Attempt, items: Mapping[str, str]) -> Disposition:
         """Every page stored, some items retrying: settle those already settled."""
@@ -312,9 +304,7 @@ class JobProcessor:
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
             return Disposition(MessageOutcome.ITEMS_RETRYING, detail=str(row.items_retrying))
         detail = self._pages.closed(attempt.key, counts, manifest.kept_status(attempt.key))
-        self._closer.retire_superseded(attempt.row)
-        self._closer.finish(attempt, Outcome.STORED, detail)
-        return Disposition(MessageOutcome.STORED, items_dead_lettered=counts[1])
+        return self._closer.finish(attempt, Outcome.STORED, detail)
 
     def _not_settled(
         self, attempt: Attempt, api_job: Job | BatchStatus, *, woken: bool
@@ -358,7 +348,6 @@ class JobProcessor:
         )
 
     def _poisoned(self, attempt: Attempt, error: str | None) -> Disposition:
-        self._closer.retire_superseded(attempt.row)
         record = {
             "reason": REASON_POISON,
             "attempts": str(attempt.row.strikes),
