@@ -44,6 +44,11 @@ class Deadline:
         length = remaining()
         return cls(remaining, safety_margin(lambda: length, stop_margin), length)
 
+    @classmethod
+    def endless(cls) -> Deadline:
+        """No end (a caller without one): every job and page fits, and takes no time."""
+        return cls(lambda: math.inf, 0.0)
+
     def near(self) -> bool:
         """Too close to the end to start a job."""
         return self.remaining() < self.margin
@@ -61,6 +66,7 @@ class Deadline:
     def end_page(self) -> None:
         """The page begun last is stored and checkpointed."""
         if self._page_from is not None:
+            # An endless deadline's page takes inf - inf (nan), which ``max`` passes over.
             self.longest_page = max(self.longest_page, self._page_from - self.remaining())
             self._page_from = None
 
@@ -72,7 +78,7 @@ class Attempt:
     key: JobKey
     owner: str
     row: LedgerRow
-    deadline: Deadline | None = None
+    deadline: Deadline = field(default_factory=Deadline.endless)
     # Woken by the watch sweep: a job that still runs goes back to sleep at once.
     woken: bool = False
 

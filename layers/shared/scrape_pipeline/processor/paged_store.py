@@ -114,8 +114,7 @@ class PagedStore:
         end = self._store_pages(run, at)
         if end is None:
             return None
-        if attempt.deadline is not None:
-            attempt.deadline.end_page()
+        attempt.deadline.end_page()
         counts = (end.stored, end.failed, end.cancelled)
         if not noted:
             return self.closed(attempt.key, counts, run.status)
@@ -184,9 +183,8 @@ class PagedStore:
     def _store_page(self, run: _Pass, at: _Position) -> _PageDone:
         """One page's items from ``at.item``; the deadline stops it after one item at least."""
         done = _PageDone()
-        deadline = run.attempt.deadline
         for position, item in enumerate(run.status.page.items[at.item :], start=at.item):
-            if position > at.item and deadline is not None and deadline.near():
+            if position > at.item and run.attempt.deadline.near():
                 done.stopped_at = position
                 return done
             record = self._record(run, item, _index(item, at.page, position))
@@ -221,10 +219,8 @@ class PagedStore:
 
     def _checkpoint(self, attempt: Attempt, at: _Position) -> None:
         """Record the pages (and items) done so far: progress, which clears the strikes."""
-        page_seconds = attempt.row.page_seconds
-        if attempt.deadline is not None:
-            attempt.deadline.end_page()
-            page_seconds = attempt.deadline.longest_page or page_seconds
+        attempt.deadline.end_page()
+        page_seconds = attempt.deadline.longest_page or attempt.row.page_seconds
         self._ledger.checkpoint(
             attempt.key,
             attempt.owner,
@@ -239,10 +235,9 @@ class PagedStore:
 
 def _begin_page(attempt: Attempt) -> None:
     """A page is next: out of time unless it fits, timed from now if it does."""
-    if attempt.deadline is not None:
-        if not attempt.deadline.room_for_page(attempt.row.page_seconds):
-            raise OutOfTimeError
-        attempt.deadline.start_page()
+    if not attempt.deadline.room_for_page(attempt.row.page_seconds):
+        raise OutOfTimeError
+    attempt.deadline.start_page()
 
 
 def items_detail(key: JobKey, counts: Sequence[int]) -> dict[str, str]:
