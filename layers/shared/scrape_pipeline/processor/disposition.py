@@ -46,31 +46,19 @@ class MessageOutcome(StrEnum):
 
     @property
     def metric(self) -> str:
-        """The metric this outcome counts in (a 404 of an unproven job counts as not settled)."""
-        return _METRICS[self]
+        """The metric this outcome counts in: ``JobsDeadLettered`` for ``dead_lettered``."""
+        return _METRICS.get(self) or "Jobs" + self.title().replace("_", "")
 
 
+# The metrics not named ``Jobs`` and the outcome's words (a 404 of an unproven job counts as
+# not settled).
 _METRICS: dict[MessageOutcome, str] = {
-    MessageOutcome.STORED: "JobsStored",
-    MessageOutcome.RESUBMITTED: "JobsResubmitted",
-    MessageOutcome.DEAD_LETTERED: "JobsDeadLettered",
-    MessageOutcome.POISONED: "JobsPoisoned",
-    MessageOutcome.CANCELLED: "JobsCancelled",
-    MessageOutcome.NOT_SETTLED: "JobsNotSettled",
     MessageOutcome.NOT_FOUND: "JobsNotSettled",
-    MessageOutcome.WATCHING: "JobsWatching",
-    MessageOutcome.ITEMS_RETRYING: "JobsItemsRetrying",
     MessageOutcome.PARKED: "JobsParkedSick",
-    MessageOutcome.IN_PROGRESS: "JobsInProgress",
     MessageOutcome.OUT_OF_TIME: "ProcessorOutOfTime",
-    MessageOutcome.FAILED_ATTEMPT: "JobsFailedAttempt",
     MessageOutcome.THROTTLED: "GeonodeThrottled",
     MessageOutcome.API_UNAVAILABLE: "GeonodeUnavailable",
     MessageOutcome.AWS_UNAVAILABLE: "ProcessorAWSUnavailable",
-    MessageOutcome.BUSY: "JobsBusy",
-    MessageOutcome.ALREADY_DONE: "JobsAlreadyDone",
-    MessageOutcome.LEASE_LOST: "JobsLeaseLost",
-    MessageOutcome.IN_DOUBT: "JobsInDoubt",
 }
 
 
