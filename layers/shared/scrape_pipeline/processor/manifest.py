@@ -133,11 +133,18 @@ def _kept(key: JobKey, name: str) -> str:
     return f"{PARTS_PREFIX}/{key.kind.value}/{key.job_id}/{name}"
 
 
-def counted(records: Iterable[ItemRecord]) -> tuple[int, int, int]:
-    """How many of ``records`` were stored, dead-lettered, cancelled."""
+type Counts = tuple[int, int, int]  # items stored, dead-lettered, cancelled
+
+
+def counted(records: Iterable[ItemRecord], base: Counts = (0, 0, 0)) -> Counts:
+    """``base`` plus how many of ``records`` were stored, dead-lettered, cancelled."""
     statuses = [record.status for record in records]
-    done = (ItemStatus.STORED, ItemStatus.DEAD_LETTERED, ItemStatus.CANCELLED)
-    return (statuses.count(done[0]), statuses.count(done[1]), statuses.count(done[2]))
+    stored, failed, cancelled = base
+    return (
+        stored + statuses.count(ItemStatus.STORED),
+        failed + statuses.count(ItemStatus.DEAD_LETTERED),
+        cancelled + statuses.count(ItemStatus.CANCELLED),
+    )
 
 
 def build_manifest(

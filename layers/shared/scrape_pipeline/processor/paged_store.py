@@ -13,6 +13,7 @@ from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt, OutOfTimeError
 from scrape_pipeline.processor.manifest import (
+    Counts,
     Covered,
     ItemRecord,
     ItemStatus,
@@ -37,10 +38,10 @@ DETAIL_CANCELLED = "items_cancelled"
 @dataclass
 class _Pass:
     """One attempt's pass over the pages: the retrying items (index to job id), the page's
-    status; no ``retrier``: none is retried."""
+    status; ``retry``: retryably failed items are resubmitted."""
 
     attempt: Attempt
-    retrier: Resubmitter | None
+    retry: bool
     noted: dict[int, str]
     status: BatchStatus
 
@@ -51,20 +52,11 @@ class _Position:
 
     page: int
     item: int
-    stored: int
-    failed: int
-    cancelled: int = 0
+    counts: Counts
 
     def plus(self, covered: Covered) -> _Position:
         """On to the end of what the parts cover, their items counted."""
-        stored, failed, cancelled = counted(covered.records)
-        return _Position(
-            self.page,
-            covered.end,
-            self.stored + stored,
-            self.failed + failed,
-            self.cancelled + cancelled,
-        )
+        return _Position(self.page, covered.end, counted(covered.records, self.counts))
 
 
 @dataclass
@@ -85,7 +77,7 @@ class PagedStore:
         ledger: WorkLedger,
         client: GeonodeClient,
         results: ResultStore,
-        retrier: Resubmitter | None = None,
+        retrier: Resubmitter,
         retryable_codes: Sequence[str] = (),
     ) -> None:
         self._ledger = ledger
@@ -106,21 +98,18 @@ class PagedStore:
         """Store each completed item once, dead-letter (``retry``: resubmit the retryable) the
         failed, from the checkpoint on; None while an item is pending."""
         row = attempt.row
-        at = _Position(
-            row.next_page, row.next_item, row.items_stored, row.items_failed, row.items_cancelled
-        )
+        counts = (row.items_stored, row.items_failed, row.items_cancelled)
         noted = retrying_by_index(row.retrying_items)
-        run = _Pass(attempt, self._retrier if retry else None, noted, first_page)
-        end = self._store_pages(run, at)
+        run = _Pass(attempt, retry, noted, first_page)
+        end = self._store_pages(run, _Position(row.next_page, row.next_item, counts))
         if end is None:
             return None
         attempt.deadline.end_page()
-        counts = (end.stored, end.failed, end.cancelled)
         if not noted:
-            return self.closed(attempt.key, counts, run.status)
+            return self.closed(attempt.key, end.counts, run.status)
         self.manifest.keep_status(attempt.key, run.status)
         retrying = {DETAIL_RETRYING: str(len(noted)), DETAIL_PAGES: str(end.page)}
-        return {**items_detail(attempt.key, counts), **retrying}
+        return {**items_detail(attempt.key, end.counts), **retrying}
 
     def closed(self, key: JobKey, counts: Sequence[int], status: BatchStatus) -> dict[str, str]:
         """The detail of a job none of whose items is left: its manifest written (last, and
@@ -205,9 +194,9 @@ class PagedStore:
             return ItemRecord.of(item, index, ItemStatus.CANCELLED)
         if item.status != ApiStatus.FAILED:
             return None
-        if run.retrier is not None and is_retryable(item, self._retryable_codes):
+        if run.retry and is_retryable(item, self._retryable_codes):
             # Resubmitted as a linked extract job, unless the budget allows none.
-            job_id = run.retrier.retry_item(
+            job_id = self._retrier.retry_item(
                 RetryRef(key, index), item, status=run.status, attempt=run.attempt, noted=run.noted
             )
             if job_id is not None:
@@ -225,11 +214,11 @@ class PagedStore:
             attempt.key,
             attempt.owner,
             next_page=at.page,
-            stored=at.stored,
-            failed=at.failed,
+            stored=at.counts[0],
+            failed=at.counts[1],
             page_seconds=page_seconds,
             next_item=at.item,
-            cancelled=at.cancelled,
+            cancelled=at.counts[2],
         )
 
 
