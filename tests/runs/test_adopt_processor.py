@@ -15,7 +15,7 @@ import pytest
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.resubmission import Resubmitter, RetryRef, formats_of, hand_on
@@ -97,9 +97,10 @@ def test_a_resubmission_never_adopts_a_runs_job_or_one_of_other_formats(
         client.get_job(failed), next_holder(ledger, key)
     )
     # THEN it posted a new markdown job: the other one is left to its owner
-    assert found is not None and found.job_id != foreign, f"adopted {other}"
+    assert found is not None and found[DETAIL_RESUBMITTED_AS] != foreign, f"adopted {other}"
     jobs = created(server)
-    assert not found.adopted and jobs[found.job_id]["formats"] == ["markdown"]
+    assert found["adopted"] == "false"
+    assert jobs[found[DETAIL_RESUBMITTED_AS]]["formats"] == ["markdown"]
     assert len(jobs) == 3
 
 
@@ -119,7 +120,7 @@ def test_a_resubmission_adopts_the_job_its_dead_holder_posted_not_a_later_runs(
         client.get_job(failed), next_holder(ledger, key)
     )
     # THEN it adopted the dead holder's job, and posted nothing
-    assert found is not None and found.adopted and found.job_id == posted
+    assert found == {DETAIL_RESUBMITTED_AS: posted, "adopted": "true"}
     assert server.sim.submissions()[URL] == 3
 
 
@@ -173,5 +174,5 @@ def test_a_runs_resubmission_adopts_the_job_its_dead_holder_handed_the_run_on_to
         client.get_job(failed), next_holder(ledger, key)
     )
     # THEN it adopted the job the run was handed on to, and posted nothing
-    assert found is not None and found.adopted and found.job_id == posted
+    assert found == {DETAIL_RESUBMITTED_AS: posted, "adopted": "true"}
     assert server.sim.submissions()[URL] == 2

@@ -229,17 +229,13 @@ class JobProcessor:
             return replace(closed, items_dead_lettered=items_dead(items or {}))
         if api_job.error is None or not api_job.error.retryable:
             return self._closer.dead_letter(attempt, failure_record("not retryable", api_job))
-        resubmission = self._resubmitter.resubmit(api_job, attempt)
-        if resubmission is None:
+        detail = self._resubmitter.resubmit(api_job, attempt)
+        if detail is None:
             return self._closer.dead_letter(
                 attempt, failure_record("resubmission budget spent", api_job)
             )
-        detail = {
-            DETAIL_RESUBMITTED_AS: resubmission.job_id,
-            "adopted": str(resubmission.adopted).lower(),
-        }
         # The item or run this job is followed for goes on with the new job, before this closes.
-        hand_on(self._ledger, attempt.row, attempt.owner, resubmission.job_id)
+        hand_on(self._ledger, attempt.row, attempt.owner, detail[DETAIL_RESUBMITTED_AS])
         return self._closer.finish(attempt, Outcome.RESUBMITTED, detail)
 
     def _retrying(self, attempt: Attempt, items: Mapping[str, str]) -> Disposition:
@@ -262,11 +258,8 @@ class JobProcessor:
         manifest = self._pages.manifest
         for record in settled.values():
             manifest.settle_retry(attempt.key, record)
-        more = counted(settled.values())
-        counts = (
-            row.items_stored + more[0],
-            row.items_failed + more[1],
-            row.items_cancelled + more[2],
+        counts = counted(
+            settled.values(), (row.items_stored, row.items_failed, row.items_cancelled)
         )
         if settled:
             row = self._ledger.settle_items(

@@ -21,7 +21,7 @@ from scrape_pipeline.geonode.errors import (
 from scrape_pipeline.geonode.fields import as_dict, parse_time
 from scrape_pipeline.geonode.listing_lag import ListingLag
 from scrape_pipeline.geonode.models import Job
-from scrape_pipeline.jobs import JobKey, JobKind
+from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.rows import LedgerRow
@@ -31,13 +31,6 @@ from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
 # A POST that failed so did nothing (429, 402, 401), or may not have (``request_sent``).
 NOTHING_DONE = (RateLimitedError, PaymentRequiredError, AuthError, TransportError)
-
-
-def did_nothing(exc: Exception) -> bool:
-    """The POST that raised ``exc`` certainly created no job."""
-    return isinstance(exc, NOTHING_DONE) and not (
-        isinstance(exc, TransportError) and exc.request_sent
-    )
 
 
 @dataclass(frozen=True)
@@ -89,14 +82,6 @@ def formats_of(status: BatchStatus) -> tuple[str, ...]:
     return tuple(seen) or ("markdown",)
 
 
-@dataclass(frozen=True)
-class Resubmission:
-    """The job that carries on for the failed one; ``adopted`` when an earlier attempt posted it."""
-
-    job_id: str
-    adopted: bool
-
-
 class Resubmitter:
     """Posts a job's or an item's request again, never while an earlier POST's job may still be
     missing from the job list (``lag``)."""
@@ -110,9 +95,10 @@ class Resubmitter:
         self.per_chain_limit = per_chain_limit
         self.lag = lag
 
-    def resubmit(self, job: Job, attempt: Attempt) -> Resubmission | None:
-        """The new job for ``job``'s URL (looked up first after a first attempt, which may
-        have posted), or None without a URL or budget; errors go up with nothing counted."""
+    def resubmit(self, job: Job, attempt: Attempt) -> dict[str, str] | None:
+        """The detail naming the new job for ``job``'s URL (looked up first after a first
+        attempt, which may have posted: ``adopted``), or None without a URL or budget; errors go
+        up with nothing counted."""
         url = job.url
         if not url:
             return None
@@ -124,7 +110,7 @@ class Resubmitter:
             if newer is not None:
                 # Recorded again in case the holder that posted it died before recording it.
                 self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, newer), depth + 1)
-                return Resubmission(newer, adopted=True)
+                return {DETAIL_RESUBMITTED_AS: newer, "adopted": "true"}
         if depth >= self.per_chain_limit:
             return None
         posted = _posted(job)
@@ -137,7 +123,7 @@ class Resubmitter:
             ),
         )
         self._bookkeeping.record_chain(JobKey(JobKind.EXTRACT, submitted), depth + 1)
-        return Resubmission(submitted, adopted=False)
+        return {DETAIL_RESUBMITTED_AS: submitted, "adopted": "false"}
 
     def retry_item(
         self,
@@ -195,7 +181,7 @@ def _post_noted(note: Callable[[bool], object], post: Callable[[], str]) -> str:
     try:
         return post()
     except NOTHING_DONE as exc:
-        if did_nothing(exc):
+        if not (isinstance(exc, TransportError) and exc.request_sent):
             with contextlib.suppress(AWSUnavailableError, LeaseLostError):
                 note(False)
         raise
