@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scrape_pipeline.clock import active_clock
 from scrape_pipeline.processor.batch_run import BatchRun
+from scrape_pipeline.processor.deadline import Deadline
 from scrape_pipeline.wiring.processor import BuiltProcessor, build_processor
 
 logger = Logger()
@@ -42,14 +43,12 @@ reset_processor = get_processor.cache_clear
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """SQS batch in, ``batchItemFailures`` out."""
     processor, queue, ledger = get_processor()
-    run = BatchRun.start(
-        processor,
-        queue,
-        ledger,
+    # Built at the invocation's start, while the time left is its whole length.
+    deadline = Deadline.of_invocation(
         lambda: context.get_remaining_time_in_millis() / 1000,
-        logger=logger,
-        metrics=metrics,
+        processor.settings.stop_margin_seconds,
     )
+    run = BatchRun(processor, queue, ledger, deadline, logger, metrics)
     # All failed is a normal state (every job throttled): not a Lambda error that alarms.
     batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     response = process_partial_response(

@@ -4,7 +4,7 @@ job that kills its invocation cannot send them round the redrive limit into the 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,21 +63,6 @@ class BatchRun:
     # The message ids with earlier failed or killed attempts; receipt handles finished so far.
     suspects: set[str] = field(default_factory=set)
     finished: list[str] = field(default_factory=list)
-
-    @classmethod
-    def start(
-        cls,
-        processor: JobProcessor,
-        queue: JobQueue,
-        ledger: WorkLedger,
-        remaining: Callable[[], float],
-        *,
-        logger: Logger,
-        metrics: Metrics,
-    ) -> BatchRun:
-        """At the invocation's start, while ``remaining()`` is its whole length."""
-        deadline = Deadline.of_invocation(remaining, processor.settings.stop_margin_seconds)
-        return cls(processor, queue, ledger, deadline, logger, metrics)
 
     def ordered(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """The SQS event with its records in processing order (suspects last)."""
