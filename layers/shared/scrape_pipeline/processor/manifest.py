@@ -4,7 +4,7 @@ each checkpoint, then the manifest, once, before DONE: it means every item settl
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from operator import attrgetter
 from typing import Any
@@ -185,15 +185,9 @@ class Part:
     last: bool
 
     def to_json(self) -> dict[str, Any]:
-        """The part as S3 keeps it."""
-        return {
-            "page": self.page,
-            "first": self.first,
-            "end": self.end,
-            "page_end": self.page_end,
-            "last": self.last,
-            "items": [r.to_json() for r in self.records],
-        }
+        """The part as S3 keeps it (its records as ``items``)."""
+        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+        return {**body, "items": [r.to_json() for r in self.records]}
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Part:
