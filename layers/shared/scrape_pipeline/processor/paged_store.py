@@ -87,10 +87,15 @@ class PagedStore:
         self._retrier = retrier
         self._retryable_codes = tuple(retryable_codes)
 
-    def first_page(self, attempt: Attempt) -> BatchStatus:
-        """The batch's or crawl's state with the page its checkpoint points at, if it fits."""
-        _begin_page(attempt)
-        return self._get(attempt.key, page=attempt.row.next_page)
+    def page(self, attempt: Attempt, page: int) -> BatchStatus:
+        """The batch's or crawl's state with page ``page``: out of time unless it fits, timed
+        from now if it does."""
+        if not attempt.deadline.room_for_page(attempt.row.page_seconds):
+            raise OutOfTimeError
+        attempt.deadline.start_page()
+        key = attempt.key
+        get = self._client.get_batch if key.kind is JobKind.BATCH else self._client.get_crawl
+        return get(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
 
     def store_items(
         self, attempt: Attempt, first_page: BatchStatus, *, retry: bool = False
@@ -152,8 +157,7 @@ class PagedStore:
         self._checkpoint(run.attempt, at)
         if done.stopped_at is not None:
             raise OutOfTimeError  # out of time, though a dead attempt's part ended the page
-        _begin_page(run.attempt)
-        run.status = self._get(run.attempt.key, page=at.page)
+        run.status = self.page(run.attempt, at.page)
         return at
 
     def _hold_page(self, attempt: Attempt, at: _Position, done: _PageDone) -> None:
@@ -163,11 +167,6 @@ class PagedStore:
             self._checkpoint(attempt, at)
         if done.stopped_at is not None:
             raise OutOfTimeError
-
-    def _get(self, key: JobKey, page: int) -> BatchStatus:
-        if key.kind is JobKind.BATCH:
-            return self._client.get_batch(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
-        return self._client.get_crawl(key.job_id, page=page, page_size=BATCH_PAGE_SIZE)
 
     def _store_page(self, run: _Pass, at: _Position) -> _PageDone:
         """One page's items from ``at.item``; the deadline stops it after one item at least."""
@@ -220,13 +219,6 @@ class PagedStore:
             next_item=at.item,
             cancelled=at.counts[2],
         )
-
-
-def _begin_page(attempt: Attempt) -> None:
-    """A page is next: out of time unless it fits, timed from now if it does."""
-    if not attempt.deadline.room_for_page(attempt.row.page_seconds):
-        raise OutOfTimeError
-    attempt.deadline.start_page()
 
 
 def items_detail(key: JobKey, counts: Sequence[int]) -> dict[str, str]:

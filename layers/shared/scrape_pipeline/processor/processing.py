@@ -4,7 +4,7 @@ acts on the API's answer now and never sleeps (its decisions: docs/architecture.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
@@ -165,20 +165,18 @@ class JobProcessor:
             api_job: Job | BatchStatus = (
                 self._client.get_job(attempt.key.job_id)
                 if attempt.key.kind is JobKind.EXTRACT
-                else self._pages.first_page(attempt)
+                else self._pages.page(attempt, attempt.row.next_page)
             )
         except NotFoundError:
             return self._not_found(attempt)
         # A settled job's one outcome, by its status (an unknown status is not settled).
-        by_status: Mapping[str, Callable[[Attempt, Job | BatchStatus], Disposition]] = {
-            ApiStatus.COMPLETED: self._store,
-            ApiStatus.FAILED: self._failed,
-            ApiStatus.CANCELLED: self._cancelled,
-        }
-        settled = by_status.get(api_job.status)
-        if settled is None:
-            return self._not_settled(attempt, api_job, woken=attempt.woken)
-        return settled(attempt, api_job)
+        if api_job.status == ApiStatus.COMPLETED:
+            return self._store(attempt, api_job)
+        if api_job.status == ApiStatus.FAILED:
+            return self._failed(attempt, api_job)
+        if api_job.status == ApiStatus.CANCELLED:
+            return self._cancelled(attempt, api_job)
+        return self._not_settled(attempt, api_job, woken=attempt.woken)
 
     def _not_found(self, attempt: Attempt) -> Disposition:
         row = attempt.row
@@ -280,12 +278,9 @@ class JobProcessor:
         self, attempt: Attempt, api_job: Job | BatchStatus, *, woken: bool
     ) -> Disposition:
         row = attempt.row
-        created = (
-            api_job.created_at.timestamp()
-            if isinstance(api_job, Job) and api_job.created_at
-            else None
-        )
-        created = created or row.created_at
+        created = row.created_at
+        if isinstance(api_job, Job) and api_job.created_at:
+            created = api_job.created_at.timestamp()
         if woken or self._clock.time() - created >= self.settings.watch_after_seconds:
             # Parked, not polled: woken by its webhook or by the watch sweep.
             self._ledger.watch(attempt.key, attempt.owner, job_created_at=created)
