@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, unavailable
 from scrape_pipeline.jobs import JobKey, JobKind, Source, is_job_id
@@ -20,19 +21,31 @@ __all__ = ["BATCH_MAX", "MAX_SOURCE_CHARS", "JobMessage", "JobQueue", "read_mess
 
 def read_message(body: object) -> JobMessage:
     """Read a message body; ``ValueError``, and nothing else, for any body not one of ours."""
-    try:
-        data = json.loads(body) if isinstance(body, str) else None
-    except RecursionError:  # nesting deeper than the parser's stack: a body, not our fault
-        data = None
-    data = data if isinstance(data, dict) else {}
+    data = _json_object(body)
     job_id, kind = data.get("job_id"), data.get("kind")
     # The job id goes into DynamoDB keys, URL paths and logs: only the API's shape of id.
     if not is_job_id(job_id) or kind not in _KINDS:
         raise ValueError("not a job message: no valid kind and job id")
-    # A source label is for logs and metrics only: one that is not ours is kept as nothing.
-    source = data.get("source", "")
-    source = source if isinstance(source, str) and len(source) <= MAX_SOURCE_CHARS else ""
+    source = _label(data.get("source", ""))
     return JobMessage(JobKey(JobKind(kind), job_id), Source.read(source) or source)
+
+
+def _json_object(body: object) -> dict[str, Any]:
+    if not isinstance(body, str):
+        raise ValueError("not a job message: no text body")
+    try:
+        data: Any = json.loads(body)
+    except RecursionError:
+        # Nesting deeper than the parser's stack: a body, not a fault of the handler.
+        raise ValueError("not a job message: nested too deep") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a job message: not a JSON object")
+    return data
+
+
+def _label(source: object) -> str:
+    """A source label for logs and metrics only: one that is not ours is kept as nothing."""
+    return source if isinstance(source, str) and len(source) <= MAX_SOURCE_CHARS else ""
 
 
 class JobQueue(JobSender):
