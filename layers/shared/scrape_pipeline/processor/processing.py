@@ -1,5 +1,29 @@
 """The processor's logic: one job id in, exactly one outcome, whatever order things came in; it
-acts on the API's answer now and never sleeps (its decisions: docs/architecture.md)."""
+acts on the API's answer now and never sleeps ("later" is a ``Disposition``'s delay).
+
+    lease ─▶ GET job ─▶ completed          store each format once (S3); DONE stored (a batch's
+      │             │                      or crawl's retryably failed items resubmitted as
+      │             │                      extract jobs first: WATCHING until they settle)
+      │             ├─▶ failed, retryable  resubmit (once per job, N per URL); DONE resubmitted
+      │             ├─▶ failed otherwise   dead-letter record; DONE dead_lettered
+      │             ├─▶ cancelled          DONE cancelled (a crawl's finished pages stored first)
+      │             ├─▶ not settled        release, retry later with a growing delay; after
+      │             │                      WATCH_AFTER, or at once when the watch sweep woke
+      │             │                      it, park it WATCHING (no message, no polls)
+      │             ├─▶ 404                release; only 404s count toward "unknown job", and
+      │             │                      only for a job nothing proves exists (its row's
+      │             │                      source): a proven one is re-checked, never closed
+      │             ├─▶ 5xx, network       release; retry after a backoff that grows with the
+      │             │                      job's run of failed calls; at SICK_AFTER_FAILURES
+      │             │                      (404s of a proven job count too) park it WATCHING:
+      │             │                      the watch sweep polls it slowly, an alarm counts it
+      │             └─▶ 429                release; retry after Retry-After
+      ├─ any other error: release, keeping the attempt's strike and the error
+      ├─ strikes past MAX_ATTEMPTS (errors, or attempts killed by a timeout): dead-letter, no call
+      ├─ a batch or crawl with every page stored and items retrying: no GET; settle those
+      │  whose extract jobs settled (the ledger says), manifest and DONE once none is left
+      └─ not granted: DONE → drop the message; leased elsewhere → look again when that lease ends
+"""
 
 from __future__ import annotations
 
