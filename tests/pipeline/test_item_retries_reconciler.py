@@ -32,7 +32,7 @@ def test_a_batch_with_items_retrying_is_left_to_the_watch_sweep_until_they_settl
     # GIVEN a settled 80-URL batch whose items failed retryably at 30 %, no webhooks, and a
     # processor whose wake of a batch (once a retry settles) is lost
     stack = make_stack(StackSettings(webhooks=False), item_retryable_failure_rate=0.3)
-    processor(stack)._closer._waker = None
+    processor(stack)._closer._waker = lambda _parent: None  # each wake is lost
     batch = stack.client().create_batch([f"https://example.com/w/{i}" for i in range(80)])
     key = JobKey(JobKind.BATCH, batch.job_id)
     stack.run_until(

@@ -14,7 +14,7 @@ from scrape_pipeline.events.detail import outcome_event
 from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.geonode.fields import of_type
 from scrape_pipeline.geonode.models import Job
-from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, Outcome
+from scrape_pipeline.jobs import JobKey, Outcome
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
@@ -24,6 +24,11 @@ from scrape_pipeline.processor.results import ResultStore
 
 # Wakes a batch or crawl (sends its message): an extract job retrying one of its items settled.
 type Waker = Callable[[JobKey], None]
+
+
+def _settled_at(job: Job | None) -> float | None:
+    """When the API says the job completed, if it does."""
+    return job.completed_at.timestamp() if job is not None and job.completed_at else None
 
 
 class Closer:
@@ -36,23 +41,23 @@ class Closer:
         *,
         clock: Clock,
         emitter: Emitter | None = None,
-        waker: Waker | None = None,
+        waker: Waker,
     ) -> None:
         self._ledger = ledger
         self._results = results
         self._clock = clock
         # None: no bus (EVENT_BUS_NAME unset), so no outcome is told and nothing is kept for it.
         self._emitter = emitter
-        self._waker = waker  # None: only the watch sweep wakes a batch whose item settled
+        self._waker = waker
 
     def dead_letter(self, attempt: Attempt, record: Mapping[str, Any]) -> Disposition:
         key = attempt.key
         self._retire_superseded(attempt.row)
         where = self._results.dead_letter(key.kind, key.job_id, {"job_id": key.job_id, **record})
-        detail = {"record": where, "reason": str(record.get("reason", ""))}
-        return self.finish(
-            attempt, Outcome.DEAD_LETTERED, detail, url=of_type(record.get("url"), str)
-        )
+        reason = str(record.get("reason", ""))
+        detail = {"record": where, "reason": reason}
+        url = of_type(record.get("url"), str)
+        return self.finish(attempt, Outcome.DEAD_LETTERED, detail, url=url, said=reason)
 
     def finish(
         self,
@@ -63,9 +68,10 @@ class Closer:
         url: str | None = None,
         keys: list[str] | None = None,
         job: Job | None = None,
+        said: str = "",
     ) -> Disposition:
         """DONE with ``outcome``, its event (naming the row's run then) in the same write (the
-        outbox), held for the emit."""
+        outbox), held for the emit; the message's Disposition (``said``: its detail)."""
         if outcome is not Outcome.DEAD_LETTERED:  # ``dead_letter`` did, before its own write
             self._retire_superseded(attempt.row)
         now = self._clock.time()
@@ -75,9 +81,7 @@ class Closer:
             outcome,
             reopens=attempt.row.reopens,
             finished_at=now,
-            settled_at=job.completed_at.timestamp()
-            if job is not None and job.completed_at
-            else None,
+            settled_at=_settled_at(job),
             bucket=self._results.bucket,
             detail=detail,
             url=url,
@@ -97,7 +101,6 @@ class Closer:
             self._emitter.add(attempt.key, row.outbox_event or tell(row.run), now)
         if outcome is not Outcome.RESUBMITTED:  # the item goes on with the new job (``hand_on``)
             self._wake_parent(attempt.row)
-        said = detail.get("reason") or detail.get(DETAIL_RESUBMITTED_AS, "")
         return Disposition(
             MessageOutcome(outcome), detail=said, items_dead_lettered=items_dead(detail)
         )
@@ -113,7 +116,7 @@ class Closer:
         """A retried item's extract job settled: its batch or crawl settles it now (if the
         message is not sent, the watch sweep wakes the batch)."""
         ref = RetryRef.read(row.retry_of)
-        if ref is None or self._waker is None:
+        if ref is None:
             return
         with contextlib.suppress(AWSUnavailableError):
             self._waker(ref.parent)

@@ -28,7 +28,7 @@ acts on the API's answer now and never sleeps ("later" is a ``Disposition``'s de
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
@@ -103,7 +103,7 @@ class JobProcessor:
         resubmitter: Resubmitter,
         clock: Clock = SYSTEM_CLOCK,
         emitter: Emitter | None = None,
-        waker: Waker | None = None,
+        waker: Waker,
     ) -> None:
         self.settings = settings
         self._emitter = emitter
@@ -194,13 +194,15 @@ class JobProcessor:
         except NotFoundError:
             return self._not_found(attempt)
         # A settled job's one outcome, by its status (an unknown status is not settled).
-        if api_job.status == ApiStatus.COMPLETED:
-            return self._store(attempt, api_job)
-        if api_job.status == ApiStatus.FAILED:
-            return self._failed(attempt, api_job)
-        if api_job.status == ApiStatus.CANCELLED:
-            return self._cancelled(attempt, api_job)
-        return self._not_settled(attempt, api_job, woken=attempt.woken)
+        by_status: Mapping[str, Callable[[Attempt, Job | BatchStatus], Disposition]] = {
+            ApiStatus.COMPLETED: self._store,
+            ApiStatus.FAILED: self._failed,
+            ApiStatus.CANCELLED: self._cancelled,
+        }
+        settled = by_status.get(api_job.status)
+        if settled is None:
+            return self._not_settled(attempt, api_job, woken=attempt.woken)
+        return settled(attempt, api_job)
 
     def _not_found(self, attempt: Attempt) -> Disposition:
         row = attempt.row
@@ -258,7 +260,9 @@ class JobProcessor:
             )
         # The item or run this job is followed for goes on with the new job, before this closes.
         hand_on(self._ledger, attempt.row, attempt.owner, detail[DETAIL_RESUBMITTED_AS])
-        return self._closer.finish(attempt, Outcome.RESUBMITTED, detail)
+        return self._closer.finish(
+            attempt, Outcome.RESUBMITTED, detail, said=detail[DETAIL_RESUBMITTED_AS]
+        )
 
     def _retrying(self, attempt: Attempt, items: Mapping[str, str]) -> Disposition:
         """Every page stored, some items retrying: settle those already settled."""
