@@ -23,8 +23,7 @@ from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.models import ApiStatus
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger.chains import MAX_CHAIN, RowReader, successor
-from scrape_pipeline.processor.manifest import manifest_key
-from scrape_pipeline.processor.resubmission import retrying_by_index
+from scrape_pipeline.processor.manifest import manifest_key, retrying_by_index
 from scrape_pipeline_ops.audit.subjects import Calls, extract_subject, one_extract
 from scrape_pipeline_ops.audit.verdicts import Subject
 

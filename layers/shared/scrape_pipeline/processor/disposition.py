@@ -47,7 +47,7 @@ class MessageOutcome(StrEnum):
     @property
     def metric(self) -> str:
         """The metric this outcome counts in: ``JobsDeadLettered`` for ``dead_lettered``."""
-        return _METRICS.get(self) or "Jobs" + self.title().replace("_", "")
+        return _METRICS.get(self, "Jobs" + self.title().replace("_", ""))
 
 
 # The metrics not named ``Jobs`` and the outcome's words (a 404 of an unproven job counts as

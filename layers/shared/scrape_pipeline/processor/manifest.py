@@ -89,12 +89,28 @@ class ItemRecord:
         )
 
 
+def entry(index: int, job_id: str) -> str:
+    """An item retried by ``job_id`` as the batch's row notes it (``retrying_items``)."""
+    return f"{index}:{job_id}"
+
+
+def read_entry(text: str) -> tuple[int, str]:
+    """``entry`` read back: the item's index and its retry's job id."""
+    index, _, job_id = text.partition(":")
+    return int(index), job_id
+
+
+def retrying_by_index(entries: Iterable[str]) -> dict[int, str]:
+    """The row's retrying items: index to the retry's job id."""
+    return dict(read_entry(text) for text in entries)
+
+
 def settled_items(ledger: WorkLedger, entries: Iterable[str]) -> dict[str, ItemRecord]:
     """Each retrying item (``<index>:<job id>``) whose chain the ledger shows settled: its
     final record."""
-    starts = {text: JobKey(JobKind.EXTRACT, text.partition(":")[2]) for text in entries}
+    starts = {text: JobKey(JobKind.EXTRACT, read_entry(text)[1]) for text in entries}
     return {
-        text: _final(int(text.partition(":")[0]), chain.final)
+        text: _final(read_entry(text)[0], chain.final)
         for text, chain in chains.follow(ledger, starts).items()
         if chain.final is not None
     }

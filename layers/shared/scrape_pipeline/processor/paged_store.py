@@ -19,12 +19,12 @@ from scrape_pipeline.processor.manifest import (
     ItemStatus,
     ManifestWriter,
     counted,
+    retrying_by_index,
 )
 from scrape_pipeline.processor.resubmission import (
     Resubmitter,
     RetryRef,
     is_retryable,
-    retrying_by_index,
 )
 from scrape_pipeline.processor.results import ResultStore, metadata_of, result_prefix
 

@@ -4,7 +4,7 @@ chain's budget; a holder that died after its POST is followed by one that adopts
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,6 +27,7 @@ from scrape_pipeline.ledger.leases import LeaseLostError
 from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.work import WorkLedger
 from scrape_pipeline.processor.deadline import Attempt
+from scrape_pipeline.processor.manifest import entry
 from scrape_pipeline.runs.doubt import LedgerClaims, Posted, find_created
 
 # A POST that failed so did nothing (429, 402, 401), or may not have (``request_sent``).
@@ -54,11 +55,6 @@ class RetryRef:
             return cls(JobKey.from_pk(pk), int(index))
         except ValueError:
             return None
-
-
-def retrying_by_index(entries: Iterable[str]) -> dict[int, str]:
-    """A row's retrying items (``<index>:<job id>``): index to the retry's job id."""
-    return {int(index): job_id for index, _, job_id in (t.partition(":") for t in entries)}
 
 
 def is_retryable(item: BatchItem, codes: Sequence[str]) -> bool:
@@ -157,7 +153,7 @@ class Resubmitter:
                 # Posted as the look-up matches it: the batch's formats, not rendered.
                 lambda: self._client.submit_extract(url, formats=formats_of(status)).job_id,
             )
-        self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, f"{ref.index}:{job_id}")
+        self._ledger.note_item_retry(ref.parent, attempt.owner, ref.index, entry(ref.index, job_id))
         key = JobKey(JobKind.EXTRACT, job_id)
         self._bookkeeping.record_chain(key, 1)
         self._ledger.link_retry(key, ref.text(), run=attempt.row.run)
