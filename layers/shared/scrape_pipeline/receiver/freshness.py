@@ -12,7 +12,7 @@ from typing import Final
 from scrape_pipeline.config.settings import Kind, Setting, read_declared
 from scrape_pipeline.receiver.payload import PayloadError
 from scrape_pipeline.receiver.signatures.config import DEFAULT_TOLERANCE_SECONDS, SignatureConfig
-from scrape_pipeline.receiver.signatures.signing import SignatureError
+from scrape_pipeline.receiver.signatures.signing import SignatureError, outside
 
 DEFAULT_MAX_AGE_SECONDS: Final = 36 * 3600
 OFF: Final = "off"
@@ -56,13 +56,10 @@ class Freshness:
     def check(self, stamp: object, now: float) -> None:
         """Return if ``stamp`` (as sent) is inside the window; ``PayloadError`` when it is absent
         or unreadable, ``StaleDeliveryError`` when outside."""
-        if self.max_age is None:
-            return
-        age = now - sent_at(stamp)
-        if age > self.max_age:
-            raise StaleDeliveryError(f"more than {self.max_age} s old")
-        if -age > self.max_ahead:
-            raise StaleDeliveryError(f"more than {self.max_ahead} s in the future")
+        if self.max_age is not None and (
+            late := outside(now - sent_at(stamp), self.max_age, self.max_ahead)
+        ):
+            raise StaleDeliveryError(late)
 
 
 def sent_at(stamp: object) -> float:

@@ -3,8 +3,6 @@ statuses here and nowhere else (docs/architecture.md lists the answers)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import os
 from collections.abc import Callable, Mapping
@@ -40,6 +38,7 @@ from scrape_pipeline.receiver.signatures.signing import (
     NoValidSecretError,
     SignatureError,
     SignatureMismatchError,
+    decode_base64,
     verify,
 )
 
@@ -220,10 +219,9 @@ def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
     text = body or ""
     if not base64_encoded:
         return text.encode()
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):  # ValueError: non-ASCII text
-        raise PayloadError("body is not valid base64") from None
+    if (raw := decode_base64(text)) is None:
+        raise PayloadError("body is not valid base64")
+    return raw
 
 
 def answer_proxy(

@@ -132,7 +132,7 @@ _SECRET_RULES: Final[_Rules] = (
     (lambda s: not _text(s.value), "a webhook secret must be a non-empty string"),
     # NaN would compare False against every `now`; a bool is not a time.
     (
-        lambda s: s.expires_at is not None and not _finite(s.expires_at),
+        lambda s: s.expires_at is not None and not finite(s.expires_at),
         "expires_at must be finite epoch seconds or None",
     ),
 )
@@ -171,5 +171,6 @@ def _text(value: object) -> bool:
     return isinstance(value, str) and bool(value)
 
 
-def _finite(value: object) -> bool:
+def finite(value: object) -> bool:
+    """A real number of seconds: not NaN nor infinite, nor a bool."""
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
