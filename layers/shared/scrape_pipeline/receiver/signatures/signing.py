@@ -208,7 +208,7 @@ def verify(
     check_inputs(body, now)
     # Our own misconfiguration first: with no usable key no request can pass, whatever it holds.
     keys = _active_keys(config, secrets, now)
-    presented = PRESENT[config.kind](config, headers)
+    presented = PRESENT[config.scheme](config, headers)
     tolerance = config.tolerance_seconds
     if presented.timestamp is not None and (
         late := outside(now - int(presented.timestamp), tolerance, tolerance)
@@ -244,7 +244,7 @@ def _active_keys(
         if secret.is_active(now):
             # One bad entry must not block the others during a rotation.
             with contextlib.suppress(ValueError):
-                keys.append(key(config.kind, secret.value))
+                keys.append(key(config.scheme, secret.value))
     if not keys:
         raise NoValidSecretError("no unexpired, well-formed secret is configured")
     return keys
