@@ -41,12 +41,6 @@ class FieldLocations(FromEnv):
         "where the event is, which names the job's kind. Read from the signed body only: "
         "`X-Webhook-Event` is unsigned, and a body without an event is a 400",
     ).field()
-    kind: Sequence[str] = paths(
-        "JOB_KIND_FIELDS",
-        (),
-        "a field naming the job's kind itself, for other payloads; none: the kind follows from "
-        "the event (`extract_completed` is an extract)",
-    ).field()
     delivery_id: Sequence[str] = paths(
         "DELIVERY_ID_FIELDS",
         ("delivery_id", "id"),
@@ -122,28 +116,17 @@ def _read(document: Mapping[str, Any], paths: Sequence[str], field: _Field) -> A
     return value
 
 
-def _kind(event: str, named: Any) -> JobKind:
-    """The job's kind: the one a kind field names, else the one the event implies."""
-    if named is None:
-        if event not in EVENT_KINDS:
-            raise PayloadError("unknown event type")
-        return EVENT_KINDS[event]
-    try:
-        return JobKind(named)
-    except ValueError:
-        raise PayloadError("unknown job kind") from None
-
-
 def read_notification(document: Any, locations: FieldLocations) -> Notification:
     """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
     if not isinstance(document, Mapping):
         raise PayloadError("body must be a JSON object")
     job_id = _read(document, locations.job_id, _JOB_ID)
     event = _read(document, locations.event, _EVENT)
-    kind = _kind(event, _first(document, locations.kind))
+    if event not in EVENT_KINDS:  # the event names the job's kind: `extract_completed`, an extract
+        raise PayloadError("unknown event type")
     delivery_id = _read(document, locations.delivery_id, _DELIVERY_ID)
     stamp = _first(document, locations.timestamp)
-    return Notification(kind, job_id, event, delivery_id, stamp)
+    return Notification(EVENT_KINDS[event], job_id, event, delivery_id, stamp)
 
 
 def _load(body: bytes) -> Any:

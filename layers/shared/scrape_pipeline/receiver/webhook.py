@@ -21,6 +21,7 @@ from scrape_pipeline.config.settings import SettingsError, integer, number, read
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger.evidence import Policy, Why
 from scrape_pipeline.ledger.intake import Intake
+from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LedgerError
 from scrape_pipeline.processor.message import JobMessage, JobSender
 from scrape_pipeline.receiver.freshness import Freshness
@@ -304,21 +305,19 @@ class Receiver:
             detail={"event": note.event},
             policy=Policy(resend_after_seconds=self.settings.resend_after_seconds),
         )
-        before, written = taken.before, taken.written
-        if written is not None:
-            message = JobMessage(key, Source.WEBHOOK)
-            if before is None:
-                self._send_or_undo(message, lambda: self._ledger.forget_unsent(written))
-            else:
-                self._send_or_undo(message, lambda: self._ledger.unclaim(before, written))
+        if taken.written is not None:
+            try:
+                self._queue.send(JobMessage(key, Source.WEBHOOK))
+            except AWSUnavailableError:
+                # Undo the write so the sender's retry (this answer is a 503) makes it afresh; if
+                # the undo fails too, the stale row is re-enqueued by a delivery or the reconciler.
+                with contextlib.suppress(AWSUnavailableError):
+                    self._undo(taken.before, taken.written)
+                raise
         return _answer(_OUTCOMES.get(taken.why, WebhookOutcome.DUPLICATE), key)
 
-    def _send_or_undo(self, message: JobMessage, undo: Callable[[], object]) -> None:
-        try:
-            self._queue.send(message)
-        except AWSUnavailableError:
-            # Undo the write so the sender's retry (this answer is a 503) makes it afresh; if
-            # the undo fails too, the stale row is re-enqueued by a delivery or the reconciler.
-            with contextlib.suppress(AWSUnavailableError):
-                undo()
-            raise
+    def _undo(self, before: LedgerRow | None, written: LedgerRow) -> None:
+        if before is None:
+            self._ledger.forget_unsent(written)
+        else:
+            self._ledger.unclaim(before, written)
