@@ -66,8 +66,8 @@ def sent_at(stamp: object) -> float:
     """Epoch seconds of an ISO 8601 date-time with a zone, or of whole epoch seconds."""
     if stamp is None:
         raise PayloadError("missing timestamp")
-    # JSON's true and false are ints to Python, not times.
-    if isinstance(stamp, int) and not isinstance(stamp, bool) and 0 <= stamp < _MAX_EPOCH:
+    # JSON's true and false are ints to Python (bools), not times.
+    if type(stamp) is int and 0 <= stamp < _MAX_EPOCH:
         return float(stamp)
     moment = None
     if isinstance(stamp, str) and len(stamp) <= 40:

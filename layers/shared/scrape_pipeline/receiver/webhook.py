@@ -236,10 +236,9 @@ def answer_proxy(
     body decoded (bad settings: 503)."""
     try:
         raw = proxy_body(body, base64_encoded)
+        built = receiver()
     except PayloadError as exc:
         return bad_request(exc)
-    try:
-        built = receiver()
     except SettingsError as exc:
         return unavailable_answer(f"configuration: {exc}")
     return built.handle(raw, headers)

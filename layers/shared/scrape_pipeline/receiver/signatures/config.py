@@ -17,6 +17,7 @@ from scrape_pipeline.config.settings import (
     read_declared,
     text,
 )
+from scrape_pipeline.receiver.signatures.secret import first_broken
 
 
 class Scheme(StrEnum):
@@ -93,9 +94,8 @@ class SignatureConfig:
             raise ValueError(f"unknown signature scheme {self.scheme!r}; expected one of {SCHEMES}")
         object.__setattr__(self, "scheme", Scheme(self.scheme))  # from_env reads it as text
         rules = _CONFIGURABLE if self.scheme is Scheme.GEONODE else _FIXED
-        for broken, message in rules:
-            if broken(self):
-                raise ValueError(message.format(c=self, scheme=self.scheme.value))
+        if (message := first_broken(self, rules)) is not None:
+            raise ValueError(message.format(c=self, scheme=self.scheme.value))
 
     @property
     def signature_header(self) -> str:

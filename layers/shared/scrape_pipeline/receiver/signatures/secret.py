@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import chain
@@ -44,10 +44,6 @@ class WebhookSecrets:
 
     subscriptions: Mapping[str, tuple[WebhookSecret, ...]] = field(default_factory=dict)
     shared: tuple[WebhookSecret, ...] = ()
-
-    def of(self, webhook_id: str) -> tuple[WebhookSecret, ...]:
-        """The secrets that may have signed ``webhook_id``'s deliveries: its own and the shared."""
-        return (*self.subscriptions.get(webhook_id, ()), *self.shared)
 
     def every(self) -> list[WebhookSecret]:
         """Every secret once, unexpiring first: the receiver tries them all, because the body
@@ -118,9 +114,13 @@ def _check(
     part: Any, rules: _Rules, error: type[ValueError] = SecretBundleError, where: str = ""
 ) -> None:
     """Raise ``error`` with the message of the first rule ``part`` breaks."""
-    for broken, message in rules:
-        if broken(part):
-            raise error(message.format(where=where))
+    if (message := first_broken(part, rules)) is not None:
+        raise error(message.format(where=where))
+
+
+def first_broken[T, M](part: T, rules: Iterable[tuple[Callable[[T], bool], M]]) -> M | None:
+    """What the first rule ``part`` breaks says (each rule assumes those before hold), or None."""
+    return next((says for broken, says in rules if broken(part)), None)
 
 
 _Rules = tuple[tuple[Callable[[Any], bool], str], ...]

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal, cast
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.receiver.signatures.config import Encoding, Scheme, SignatureConfig
-from scrape_pipeline.receiver.signatures.secret import WebhookSecret, finite
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret, finite, first_broken
 
 FailureReason = Literal[
     "missing header",
@@ -104,18 +104,17 @@ def header(headers: Mapping[str, str], name: str) -> str:
     with different values are ambiguous, not chosen."""
     wanted = name.lower()
     values = list({v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted})
-    for broken, reason, detail in _VALUE_RULES:  # the first broken, each assuming those before
-        if broken(values):
-            raise SignatureError(reason, detail.format(name=name))
+    if (problem := first_broken(values, _VALUE_RULES)) is not None:
+        raise SignatureError(problem[0], problem[1].format(name=name))
     return values[0].strip(" \t")
 
 
-# A header's distinct values.
-_VALUE_RULES: Final[tuple[tuple[Callable[[Any], bool], FailureReason, str], ...]] = (
-    (lambda values: not values, "missing header", "{name}"),
-    (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
-    (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
-    (lambda values: not cast(str, values[0]).strip(" \t"), "malformed header", "{name} is empty"),
+# A header's distinct values: the failure and its detail.
+_VALUE_RULES: Final[tuple[tuple[Callable[[Any], bool], tuple[FailureReason, str]], ...]] = (
+    (lambda values: not values, ("missing header", "{name}")),
+    (lambda values: len(values) > 1, ("malformed header", "{name} appears with different values")),
+    (lambda values: not isinstance(values[0], str), ("malformed header", "{name} is not text")),
+    (lambda values: not cast(str, values[0]).strip(" \t"), ("malformed header", "{name} is empty")),
 )
 
 
@@ -136,13 +135,6 @@ def _from_base64(text: str) -> bytes | None:
     return raw if len(raw) == DIGEST_SIZE else None
 
 
-# The 32 signature bytes, or None when the text is not exactly that in the encoding.
-_DECODE: Final[Mapping[Encoding, Callable[[str], bytes | None]]] = {
-    "hex": _from_hex,
-    "base64": _from_base64,
-}
-
-
 def _usable(candidates: list[bytes | None], name: str) -> list[bytes]:
     """The decodable candidates (any valid one suffices); a header with none is malformed."""
     found = list(filter(None, candidates))
@@ -155,7 +147,8 @@ def _prefixed(headers: Mapping[str, str], name: str, prefix: str, enc: Encoding)
     value = header(headers, name)
     if not value.startswith(prefix):
         raise _malformed(f"{name} lacks its prefix")
-    return _usable([_DECODE[enc](value[len(prefix) :])], name)
+    decode = _from_base64 if enc == "base64" else _from_hex
+    return _usable([decode(value[len(prefix) :])], name)
 
 
 def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
