@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
@@ -244,23 +244,16 @@ def answer_proxy(
     return built.handle(raw, headers)
 
 
+@dataclass(frozen=True)
 class Receiver:
     """Verify, record, enqueue."""
 
-    def __init__(
-        self,
-        settings: ReceiverSettings,
-        *,
-        ledger: Intake,
-        queue: JobSender,
-        secrets: SecretStore,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        self.settings = settings
-        self._ledger = ledger
-        self._queue = queue
-        self._secrets = secrets
-        self._clock = clock
+    settings: ReceiverSettings
+    _: KW_ONLY
+    ledger: Intake
+    queue: JobSender
+    secrets: SecretStore
+    clock: Clock = SYSTEM_CLOCK
 
     def handle(self, body: bytes, headers: Mapping[str, str]) -> Answer:
         """Answer one delivery, given its exact bytes and headers."""
@@ -272,7 +265,7 @@ class Receiver:
             self._verify(body, headers)
             note = parse_delivery(body, self.settings.fields)
             # Verified bytes, but maybe captured long ago: the signed time says.
-            self.settings.freshness.check(note.stamp, self._clock.time())
+            self.settings.freshness.check(note.stamp, self.clock.time())
         except _REFUSED as exc:
             return _refusal(exc)
         if isinstance(note, TestEvent):
@@ -285,20 +278,20 @@ class Receiver:
             return unavailable_answer(str(exc), key)
 
     def _verify(self, body: bytes, headers: Mapping[str, str]) -> None:
-        now = self._clock.time()
+        now = self.clock.time()
         config = self.settings.signature
         try:
-            verify(config, headers, body, self._secrets.secrets(), now)
+            verify(config, headers, body, self.secrets.secrets(), now)
         except (SignatureMismatchError, NoValidSecretError):
             # Maybe the secret was rotated since we cached it: read it anew, once.
-            fresh = self._secrets.refreshed()
+            fresh = self.secrets.refreshed()
             if fresh is None:
                 raise
             verify(config, headers, body, fresh, now)
 
     def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
         # One call decides and writes; what it wrote is sent here, and undone if the send fails.
-        taken = self._ledger.take_webhook(
+        taken = self.ledger.take_webhook(
             key,
             delivery_id=note.delivery_id,
             detail={"event": note.event},
@@ -306,7 +299,7 @@ class Receiver:
         )
         if taken.written is not None:
             try:
-                self._queue.send(JobMessage(key, Source.WEBHOOK))
+                self.queue.send(JobMessage(key, Source.WEBHOOK))
             except AWSUnavailableError:
                 # Undo the write so the sender's retry (this answer is a 503) makes it afresh; if
                 # the undo fails too, the stale row is re-enqueued by a delivery or the reconciler.
@@ -317,6 +310,6 @@ class Receiver:
 
     def _undo(self, before: LedgerRow | None, written: LedgerRow) -> None:
         if before is None:
-            self._ledger.forget_unsent(written)
+            self.ledger.forget_unsent(written)
         else:
-            self._ledger.unclaim(before, written)
+            self.ledger.unclaim(before, written)

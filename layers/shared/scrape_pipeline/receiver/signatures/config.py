@@ -93,8 +93,7 @@ class SignatureConfig:
         if self.scheme not in SCHEMES:
             raise ValueError(f"unknown signature scheme {self.scheme!r}; expected one of {SCHEMES}")
         object.__setattr__(self, "scheme", Scheme(self.scheme))  # from_env reads it as text
-        rules = _CONFIGURABLE if self.scheme is Scheme.GEONODE else _FIXED
-        if (message := first_broken(self, rules)) is not None:
+        if (message := first_broken(self, _RULES[self.scheme])) is not None:
             raise ValueError(message.format(c=self, scheme=self.scheme.value))
 
     @property
@@ -169,3 +168,7 @@ _CONFIGURABLE: Final[_Rules] = (
         "timestamp_header must differ from the signature header",
     ),
 )
+# Each scheme's rules: only geonode's format is configurable.
+_RULES: Final[Mapping[Scheme, _Rules]] = {s: _FIXED for s in Scheme} | {
+    Scheme.GEONODE: _CONFIGURABLE
+}

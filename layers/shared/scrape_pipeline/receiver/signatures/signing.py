@@ -103,7 +103,7 @@ def header(headers: Mapping[str, str], name: str) -> str:
     """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
     with different values are ambiguous, not chosen."""
     wanted = name.lower()
-    values = list({v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted})
+    values = list({v for k, v in headers.items() if k.lower() == wanted})
     if (problem := first_broken(values, _VALUE_RULES)) is not None:
         raise SignatureError(problem[0], problem[1].format(name=name))
     return values[0].strip(" \t")
