@@ -11,6 +11,7 @@ from typing import Any
 from scrape_pipeline.config.settings import FromEnv, paths
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind, is_job_id
+from scrape_pipeline.receiver.signatures.secret import first_broken
 
 EVENT_KINDS: Mapping[str, JobKind] = {
     "extract_completed": JobKind.EXTRACT,
@@ -56,14 +57,34 @@ class FieldLocations(FromEnv):
 
 @dataclass(frozen=True)
 class Notification:
-    """Which job, of what kind, which attempt (None: unnamed), and when: ``stamp`` is the
-    timestamp field as sent (None: absent), for ``freshness`` to judge."""
+    """Which job, which attempt (None: unnamed), and when: ``stamp`` is the timestamp field as
+    sent (None: absent), for ``freshness`` to judge; ``PayloadError`` when it names no job."""
 
-    kind: JobKind
     job_id: str
     event: str
     delivery_id: str | None = None
     stamp: object = None
+
+    def __post_init__(self) -> None:
+        if (problem := first_broken(self, _NOTIFICATION_RULES)) is not None:
+            raise PayloadError(problem)
+
+    @property
+    def kind(self) -> JobKind:
+        """The job's kind, which its event names: ``extract_completed``, an extract."""
+        return EVENT_KINDS[self.event]
+
+
+# What a notification must keep, in order; the first broken is the ``PayloadError``.
+_NOTIFICATION_RULES: tuple[tuple[Callable[[Notification], bool], str], ...] = (
+    (lambda n: n.job_id is None, "missing job id"),
+    (lambda n: not is_job_id(n.job_id), "malformed job id"),
+    # An event that is not text names nothing: as good as none.
+    (lambda n: not isinstance(n.event, str) or not n.event, "missing event type"),
+    (lambda n: n.event not in EVENT_KINDS, "unknown event type"),
+    # Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
+    (lambda n: n.delivery_id is not None and not is_job_id(n.delivery_id), "malformed delivery id"),
+)
 
 
 @dataclass(frozen=True)
@@ -87,46 +108,12 @@ def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
     return None
 
 
-@dataclass(frozen=True)
-class _Field:
-    """A field is ``valid``, else ``malformed``; absent, ``missing`` (None: optional)."""
-
-    valid: Callable[[Any], bool]
-    malformed: str
-    missing: str | None = None
-
-
-_JOB_ID = _Field(is_job_id, "malformed job id", "missing job id")
-# An event that is not text names nothing: as good as none.
-_EVENT = _Field(
-    lambda v: isinstance(v, str) and bool(v), "missing event type", "missing event type"
-)
-# Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
-_DELIVERY_ID = _Field(is_job_id, "malformed delivery id")
-
-
-def _read(document: Mapping[str, Any], paths: Sequence[str], field: _Field) -> Any:
-    value = _first(document, paths)
-    if value is None:
-        if field.missing:
-            raise PayloadError(field.missing)
-        return None
-    if not field.valid(value):
-        raise PayloadError(field.malformed)
-    return value
-
-
 def read_notification(document: Any, locations: FieldLocations) -> Notification:
     """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
     if not isinstance(document, Mapping):
         raise PayloadError("body must be a JSON object")
-    job_id = _read(document, locations.job_id, _JOB_ID)
-    event = _read(document, locations.event, _EVENT)
-    if event not in EVENT_KINDS:  # the event names the job's kind: `extract_completed`, an extract
-        raise PayloadError("unknown event type")
-    delivery_id = _read(document, locations.delivery_id, _DELIVERY_ID)
-    stamp = _first(document, locations.timestamp)
-    return Notification(EVENT_KINDS[event], job_id, event, delivery_id, stamp)
+    read = (locations.job_id, locations.event, locations.delivery_id, locations.timestamp)
+    return Notification(*(_first(document, paths) for paths in read))
 
 
 def _load(body: bytes) -> Any:
