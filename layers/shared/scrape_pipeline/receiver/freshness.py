@@ -3,15 +3,14 @@ for ever); a late retry refused here is replayed from the delivery log by the re
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final
 
 from scrape_pipeline.config.settings import Kind, Setting, read_declared
 from scrape_pipeline.receiver.payload import PayloadError
 from scrape_pipeline.receiver.signatures.config import DEFAULT_TOLERANCE_SECONDS, SignatureConfig
+from scrape_pipeline.receiver.signatures.secret import aware_time
 from scrape_pipeline.receiver.signatures.signing import SignatureError, outside
 
 DEFAULT_MAX_AGE_SECONDS: Final = 36 * 3600
@@ -69,12 +68,6 @@ def sent_at(stamp: object) -> float:
     # JSON's true and false are ints to Python (bools), not times.
     if type(stamp) is int and 0 <= stamp < _MAX_EPOCH:
         return float(stamp)
-    moment = None
-    if isinstance(stamp, str) and len(stamp) <= 40:
-        with contextlib.suppress(ValueError):
-            moment = datetime.fromisoformat(stamp)
-    # A naive time would be read in the Lambda's zone: insist on the sender's. An aware one
-    # is within datetime's years, so its epoch seconds are always finite.
-    if moment is None or moment.tzinfo is None:
+    if (moment := aware_time(stamp)) is None:
         raise PayloadError("malformed timestamp")
-    return moment.timestamp()
+    return moment

@@ -3,6 +3,7 @@ name a position in the bundle, never its content (the content is the secret)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -99,15 +100,22 @@ def _secret(entry: Any, where: str) -> WebhookSecret:
 
 
 def _expiry(expires: Any, where: str) -> float:
-    try:
-        moment = datetime.fromisoformat(expires)
-    except (TypeError, ValueError):  # TypeError: not a string
-        moment = None
-    if moment is None or moment.tzinfo is None:  # a naive time would depend on the Lambda's TZ
+    if (moment := aware_time(expires)) is None:
         raise SecretBundleError(
             f"{where}.expires_at must be an ISO 8601 date-time with a time zone, or null"
         )
-    return moment.timestamp()
+    return moment
+
+
+def aware_time(text: object) -> float | None:
+    """Epoch seconds of an ISO 8601 date-time with a zone, else None: a naive one would be read
+    in the Lambda's zone (an aware one is within datetime's years, so always finite)."""
+    if not isinstance(text, str) or len(text) > 40:  # no date-time is longer
+        return None
+    with contextlib.suppress(ValueError):
+        moment = datetime.fromisoformat(text)
+        return moment.timestamp() if moment.tzinfo is not None else None
+    return None
 
 
 def _check(
