@@ -244,7 +244,7 @@ def answer_proxy(
     return built.handle(raw, headers)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Receiver:
     """Verify, record, enqueue."""
 
