@@ -68,10 +68,12 @@ def parse_secret_bundle(raw: str) -> WebhookSecrets:
 
 
 def _bundle(document: dict[str, Any]) -> WebhookSecrets:
-    _check(document, _SUBSCRIPTIONS_RULES)
+    subscriptions = document.get("subscriptions", {})
+    if not isinstance(subscriptions, dict) or not (subscriptions or "secrets" in document):
+        raise SecretBundleError('"subscriptions" must be a non-empty object of webhook ids')
     shared = _secret_list(document["secrets"], "secrets") if "secrets" in document else ()
     parsed: dict[str, tuple[WebhookSecret, ...]] = {}
-    for index, (webhook_id, entries) in enumerate(document.get("subscriptions", {}).items()):
+    for index, (webhook_id, entries) in enumerate(subscriptions.items()):
         _check(webhook_id, _WEBHOOK_ID_RULES, where=f"#{index}")
         parsed[webhook_id] = _secret_list(entries, f"subscriptions[#{index}]")
     return WebhookSecrets(parsed, shared)
@@ -149,15 +151,6 @@ _DOCUMENT_RULES: Final[_Rules] = (
     (
         lambda d: not isinstance(d, dict) or not d or not set(d) <= _BUNDLE_KEYS,
         'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"',
-    ),
-)
-_SUBSCRIPTIONS_RULES: Final[_Rules] = (
-    (
-        lambda d: (
-            not isinstance(d.get("subscriptions", {}), dict)
-            or not (d.get("subscriptions") or "secrets" in d)
-        ),
-        '"subscriptions" must be a non-empty object of webhook ids',
     ),
 )
 _WEBHOOK_ID_RULES: Final[_Rules] = (
