@@ -110,8 +110,8 @@ def run_handler(deliveries: int) -> dict[str, Any]:
 
         app.reset_receiver()
         receiver = app.get_receiver()
-        receiver._ledger.client = meter.wrap(receiver._ledger.client)
-        receiver._queue._sqs = meter.wrap(receiver._queue._sqs)
+        receiver.ledger.client = meter.wrap(receiver.ledger.client)
+        receiver.queue._sqs = meter.wrap(receiver.queue._sqs)
 
         sqs = boto3.client("sqs")
         new_events = [signed_event(f"job-{i}", f"d-{i}") for i in range(deliveries)]

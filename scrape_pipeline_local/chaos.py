@@ -338,7 +338,7 @@ def install_crashes(stack: Any, profile: ChaosProfile, seed: int) -> dict[str, i
         "item-post": 0,
     }
     if profile.receiver_crash_rate:
-        queue = stack.handlers["receiver"].get_receiver()._queue
+        queue = stack.handlers["receiver"].get_receiver().queue
         send = queue.send
 
         def crashing_send(message: Any, **kwargs: Any) -> Any:

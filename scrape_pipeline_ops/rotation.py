@@ -77,6 +77,11 @@ def with_new_secret(
     return WebhookSecrets({**current.subscriptions, webhook_id: mine}, current.shared)
 
 
+def secrets_of(secrets: WebhookSecrets, webhook_id: str) -> tuple[WebhookSecret, ...]:
+    """The secrets that may have signed ``webhook_id``'s deliveries: its own and the shared."""
+    return (*secrets.subscriptions.get(webhook_id, ()), *secrets.shared)
+
+
 def with_rotated_secret(
     current: WebhookSecrets,
     webhook_id: str,
@@ -94,7 +99,7 @@ def with_rotated_secret(
     """
     previous = [
         WebhookSecret(s.value, expires_at=min(s.expires_at, until) if s.expires_at else until)
-        for s in dict.fromkeys(current.of(webhook_id))
+        for s in dict.fromkeys(secrets_of(current, webhook_id))
         if s.is_active(started) and s.value != new_secret
     ]
     changes: dict[str, tuple[WebhookSecret, ...]] = {
@@ -109,7 +114,7 @@ def with_rotated_secret(
 
 def valid_for(secrets: WebhookSecrets, webhook_id: str, now: float) -> list[WebhookSecret]:
     """``webhook_id``'s secrets still valid at ``now`` (none: its deliveries are refused)."""
-    return [s for s in secrets.of(webhook_id) if s.is_active(now)]
+    return [s for s in secrets_of(secrets, webhook_id) if s.is_active(now)]
 
 
 @dataclass(frozen=True)

@@ -54,9 +54,9 @@ def attach(
     config: SignatureConfig, key: bytes, body: bytes, ts: str, msg_id: str | None
 ) -> dict[str, str]:
     """The headers a sender adds to ``body`` signed at ``ts`` (``msg_id``: standard_webhooks)."""
-    if config.kind is Scheme.STANDARD_WEBHOOKS:
+    if config.scheme is Scheme.STANDARD_WEBHOOKS:
         return _attach_standard(config, key, body, ts, msg_id)
-    return _ATTACH[config.kind](config, key, body, ts)
+    return _ATTACH[config.scheme](config, key, body, ts)
 
 
 def sign(
@@ -67,4 +67,4 @@ def sign(
     check_inputs(body, now)
     if not isinstance(secret, str) or not secret:  # the receiver's secrets are checked on reading
         raise ValueError("a webhook secret must be a non-empty string")
-    return attach(config, key(config.kind, secret), body, str(math.floor(now)), msg_id)
+    return attach(config, key(config.scheme, secret), body, str(math.floor(now)), msg_id)

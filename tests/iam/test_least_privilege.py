@@ -117,7 +117,7 @@ def _faults(stack: LocalStack) -> None:
     stack.run_until(lambda: _settled(stack), step=5.0, limit=600)
     stack.sim.faults.update(duplicate_rate=0.0)
     # the receiver's SQS send fails once (its row forgotten, 503), then crashes once
-    real_send = receiver._queue.send
+    real_send = receiver.queue.send
     faults = ["unavailable", "crash"]
 
     def send(message: JobMessage, **kwargs: Any) -> str:
@@ -127,7 +127,7 @@ def _faults(stack: LocalStack) -> None:
             raise RuntimeError("receiver killed between the put and the send")
         return str(real_send(message, **kwargs))
 
-    receiver._queue.send = send
+    receiver.queue.send = send
     real_finish = processor._ledger.finish
     crashed: list[str] = []
 
@@ -160,13 +160,13 @@ def _stuck_row(stack: LocalStack) -> Callable[[], Any]:
     """A job whose SQS send crashed after its row was put, its webhooks then disabled so no
     retry finds the row; returns what enables them again."""
     receiver = stack.handlers["receiver"].get_receiver()
-    real_send = receiver._queue.send
+    real_send = receiver.queue.send
 
     def crash(message: JobMessage, **kwargs: Any) -> str:
-        receiver._queue.send = real_send
+        receiver.queue.send = real_send
         raise RuntimeError("receiver killed between the put and the send")
 
-    receiver._queue.send = crash
+    receiver.queue.send = crash
     stack.sim.faults.update(duplicate_rate=0.0, drop_rate=0.0)
     client = stack.client()
     hooks = list(stack.webhook_ids.values())

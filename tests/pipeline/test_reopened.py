@@ -138,7 +138,7 @@ def test_reopened_job_whose_message_could_not_be_sent_is_reopened_again_soon(
         # twice: the batch send's own second try fails too
         failed = fail_first(sqs, "SendMessageBatch", 2)
     else:
-        sqs = stack.handlers["receiver"].get_receiver()._queue._sqs
+        sqs = stack.handlers["receiver"].get_receiver().queue._sqs
         failed = fail_first(sqs, "SendMessage", 1)
     ids = closed_as_unknown(stack, 3)
     started = stack.clock.time()

@@ -13,7 +13,7 @@ import pytest
 import scrape_pipeline.ledger.intake as intake_module
 from scrape_pipeline import clock as clocks
 from scrape_pipeline.ledger.evidence import webhook_decision
-from scrape_pipeline.receiver.signatures.config import SignatureConfig
+from scrape_pipeline.receiver.signatures.config import Scheme, SignatureConfig
 from scrape_pipeline_local.clock import ManualClock
 from tests.receiver.conftest import (
     SECRET,
@@ -191,7 +191,7 @@ def test_receiver_plain_text_body_when_not_base64(stack: Stack, invoke: Invoke):
 
 def test_receiver_standard_webhooks_scheme(stack: Stack, invoke: Invoke, monkeypatch):
     monkeypatch.setenv("SIGNATURE_SCHEME", "standard_webhooks")
-    config = SignatureConfig(scheme="standard_webhooks")
+    config = SignatureConfig(scheme=Scheme.STANDARD_WEBHOOKS)
     ok = invoke(delivery_body("sw-1"), config=config)
     assert ok["statusCode"] == 200
     # a geonode-style signature means nothing to this scheme
@@ -200,7 +200,7 @@ def test_receiver_standard_webhooks_scheme(stack: Stack, invoke: Invoke, monkeyp
 
 def test_receiver_stale_timestamp_rejected(stack: Stack, invoke: Invoke, monkeypatch):
     monkeypatch.setenv("SIGNATURE_SCHEME", "stripe")
-    config = SignatureConfig(scheme="stripe")
+    config = SignatureConfig(scheme=Scheme.STRIPE)
     response = invoke(delivery_body(), config=config, now=time.time() - 3600)
     assert response["statusCode"] == 401
     assert stack.rows() == []

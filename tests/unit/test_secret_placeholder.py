@@ -23,7 +23,7 @@ def test_placeholder_generated_from_the_template_is_set_apart():
         assert bundle.contents().placeholder is True
         # AND once a real secret is written it is read back, the placeholder gone
         bundle.write(WebhookSecrets({"wh-1": (WebhookSecret("whsec_" + "a" * 42),)}))
-        assert [s.value for s in bundle.read().of("wh-1")] == ["whsec_" + "a" * 42]
+        assert [s.value for s in bundle.read().subscriptions["wh-1"]] == ["whsec_" + "a" * 42]
         assert bundle.contents().placeholder is False
 
 

@@ -37,9 +37,9 @@ GEONODE = SignatureConfig()
 GEONODE_FULL = SignatureConfig(
     header="X-Geo-Sig", encoding="base64", prefix="v1=", timestamp_header="X-Geo-Timestamp"
 )
-STANDARD = SignatureConfig(scheme="standard_webhooks")
-STRIPE = SignatureConfig(scheme="stripe")
-GITHUB = SignatureConfig(scheme="github")
+STANDARD = SignatureConfig(scheme=Scheme.STANDARD_WEBHOOKS)
+STRIPE = SignatureConfig(scheme=Scheme.STRIPE)
+GITHUB = SignatureConfig(scheme=Scheme.GITHUB)
 
 CONFIGS = {
     "geonode": GEONODE,
@@ -424,7 +424,7 @@ def test_verify_timestamp_outside_tolerance_rejected(name: str, offset: int) -> 
 
 
 def test_verify_custom_tolerance_applies() -> None:
-    config = SignatureConfig(scheme="stripe", tolerance_seconds=10)
+    config = SignatureConfig(scheme=Scheme.STRIPE, tolerance_seconds=10)
 
     verify(config, signed(config, at=NOW - 10), BODY, [WebhookSecret(GEONODE_SECRET)], NOW)
     assert reason_of(config, signed(config, at=NOW - 11)) == "timestamp outside tolerance"
@@ -637,7 +637,7 @@ def test_signature_error_messages_contain_no_secret_or_signature() -> None:
 def test_signature_config_from_env_defaults() -> None:
     config = SignatureConfig.from_env({})
 
-    assert config == SignatureConfig(scheme="geonode", tolerance_seconds=300)
+    assert config == SignatureConfig(scheme=Scheme.GEONODE, tolerance_seconds=300)
     assert config.signature_header == "X-Webhook-Signature"
     assert config.encoding is None and config.prefix == "" and config.timestamp_header is None
 
@@ -717,7 +717,7 @@ def test_signature_config_from_env_invalid_values_raise(
 @pytest.mark.parametrize("tolerance", [0, -1, True, 1.5, None])
 def test_signature_config_tolerance_cannot_be_disabled(tolerance: Any) -> None:
     with pytest.raises(ValueError, match="tolerance"):
-        SignatureConfig(scheme="stripe", tolerance_seconds=tolerance)
+        SignatureConfig(scheme=Scheme.STRIPE, tolerance_seconds=tolerance)
 
 
 def test_signature_config_unknown_scheme_raises() -> None:

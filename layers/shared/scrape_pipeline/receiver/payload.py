@@ -11,6 +11,7 @@ from typing import Any
 from scrape_pipeline.config.settings import FromEnv, paths
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind, is_job_id
+from scrape_pipeline.receiver.signatures.secret import first_broken
 
 EVENT_KINDS: Mapping[str, JobKind] = {
     "extract_completed": JobKind.EXTRACT,
@@ -41,12 +42,6 @@ class FieldLocations(FromEnv):
         "where the event is, which names the job's kind. Read from the signed body only: "
         "`X-Webhook-Event` is unsigned, and a body without an event is a 400",
     ).field()
-    kind: Sequence[str] = paths(
-        "JOB_KIND_FIELDS",
-        (),
-        "a field naming the job's kind itself, for other payloads; none: the kind follows from "
-        "the event (`extract_completed` is an extract)",
-    ).field()
     delivery_id: Sequence[str] = paths(
         "DELIVERY_ID_FIELDS",
         ("delivery_id", "id"),
@@ -62,14 +57,34 @@ class FieldLocations(FromEnv):
 
 @dataclass(frozen=True)
 class Notification:
-    """Which job, of what kind, which attempt (None: unnamed), and when: ``stamp`` is the
-    timestamp field as sent (None: absent), for ``freshness`` to judge."""
+    """Which job, which attempt (None: unnamed), and when: ``stamp`` is the timestamp field as
+    sent (None: absent), for ``freshness`` to judge; ``PayloadError`` when it names no job."""
 
-    kind: JobKind
     job_id: str
     event: str
     delivery_id: str | None = None
     stamp: object = None
+
+    def __post_init__(self) -> None:
+        if (problem := first_broken(self, _NOTIFICATION_RULES)) is not None:
+            raise PayloadError(problem)
+
+    @property
+    def kind(self) -> JobKind:
+        """The job's kind, which its event names: ``extract_completed``, an extract."""
+        return EVENT_KINDS[self.event]
+
+
+# What a notification must keep, in order; the first broken is the ``PayloadError``.
+_NOTIFICATION_RULES: tuple[tuple[Callable[[Notification], bool], str], ...] = (
+    (lambda n: n.job_id is None, "missing job id"),
+    (lambda n: not is_job_id(n.job_id), "malformed job id"),
+    # An event that is not text names nothing: as good as none.
+    (lambda n: not isinstance(n.event, str) or not n.event, "missing event type"),
+    (lambda n: n.event not in EVENT_KINDS, "unknown event type"),
+    # Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
+    (lambda n: n.delivery_id is not None and not is_job_id(n.delivery_id), "malformed delivery id"),
+)
 
 
 @dataclass(frozen=True)
@@ -93,57 +108,12 @@ def _first(document: Mapping[str, Any], paths: Sequence[str]) -> Any:
     return None
 
 
-@dataclass(frozen=True)
-class _Field:
-    """A field is ``valid``, else ``malformed``; absent, ``missing`` (None: optional)."""
-
-    valid: Callable[[Any], bool]
-    malformed: str
-    missing: str | None = None
-
-
-_JOB_ID = _Field(is_job_id, "malformed job id", "missing job id")
-# An event that is not text names nothing: as good as none.
-_EVENT = _Field(
-    lambda v: isinstance(v, str) and bool(v), "missing event type", "missing event type"
-)
-# Ids shaped like the API's own: what a ledger row can keep as evidence it has seen.
-_DELIVERY_ID = _Field(is_job_id, "malformed delivery id")
-
-
-def _read(document: Mapping[str, Any], paths: Sequence[str], field: _Field) -> Any:
-    value = _first(document, paths)
-    if value is None:
-        if field.missing:
-            raise PayloadError(field.missing)
-        return None
-    if not field.valid(value):
-        raise PayloadError(field.malformed)
-    return value
-
-
-def _kind(event: str, named: Any) -> JobKind:
-    """The job's kind: the one a kind field names, else the one the event implies."""
-    if named is None:
-        if event not in EVENT_KINDS:
-            raise PayloadError("unknown event type")
-        return EVENT_KINDS[event]
-    try:
-        return JobKind(named)
-    except ValueError:
-        raise PayloadError("unknown job kind") from None
-
-
 def read_notification(document: Any, locations: FieldLocations) -> Notification:
     """The job a parsed delivery is about; ``PayloadError`` says what is wrong with it."""
     if not isinstance(document, Mapping):
         raise PayloadError("body must be a JSON object")
-    job_id = _read(document, locations.job_id, _JOB_ID)
-    event = _read(document, locations.event, _EVENT)
-    kind = _kind(event, _first(document, locations.kind))
-    delivery_id = _read(document, locations.delivery_id, _DELIVERY_ID)
-    stamp = _first(document, locations.timestamp)
-    return Notification(kind, job_id, event, delivery_id, stamp)
+    read = (locations.job_id, locations.event, locations.delivery_id, locations.timestamp)
+    return Notification(*(_first(document, paths) for paths in read))
 
 
 def _load(body: bytes) -> Any:

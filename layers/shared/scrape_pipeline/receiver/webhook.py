@@ -3,12 +3,10 @@ statuses here and nowhere else (docs/architecture.md lists the answers)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
@@ -23,6 +21,7 @@ from scrape_pipeline.config.settings import SettingsError, integer, number, read
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger.evidence import Policy, Why
 from scrape_pipeline.ledger.intake import Intake
+from scrape_pipeline.ledger.rows import LedgerRow
 from scrape_pipeline.ledger.table import LedgerError
 from scrape_pipeline.processor.message import JobMessage, JobSender
 from scrape_pipeline.receiver.freshness import Freshness
@@ -40,6 +39,7 @@ from scrape_pipeline.receiver.signatures.signing import (
     NoValidSecretError,
     SignatureError,
     SignatureMismatchError,
+    decode_base64,
     verify,
 )
 
@@ -220,10 +220,9 @@ def proxy_body(body: str | None, base64_encoded: bool | None) -> bytes:
     text = body or ""
     if not base64_encoded:
         return text.encode()
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):  # ValueError: non-ASCII text
-        raise PayloadError("body is not valid base64") from None
+    if (raw := decode_base64(text)) is None:
+        raise PayloadError("body is not valid base64")
+    return raw
 
 
 def answer_proxy(
@@ -237,32 +236,24 @@ def answer_proxy(
     body decoded (bad settings: 503)."""
     try:
         raw = proxy_body(body, base64_encoded)
+        built = receiver()
     except PayloadError as exc:
         return bad_request(exc)
-    try:
-        built = receiver()
     except SettingsError as exc:
         return unavailable_answer(f"configuration: {exc}")
     return built.handle(raw, headers)
 
 
+@dataclass
 class Receiver:
     """Verify, record, enqueue."""
 
-    def __init__(
-        self,
-        settings: ReceiverSettings,
-        *,
-        ledger: Intake,
-        queue: JobSender,
-        secrets: SecretStore,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        self.settings = settings
-        self._ledger = ledger
-        self._queue = queue
-        self._secrets = secrets
-        self._clock = clock
+    settings: ReceiverSettings
+    _: KW_ONLY
+    ledger: Intake
+    queue: JobSender
+    secrets: SecretStore
+    clock: Clock = SYSTEM_CLOCK
 
     def handle(self, body: bytes, headers: Mapping[str, str]) -> Answer:
         """Answer one delivery, given its exact bytes and headers."""
@@ -274,7 +265,7 @@ class Receiver:
             self._verify(body, headers)
             note = parse_delivery(body, self.settings.fields)
             # Verified bytes, but maybe captured long ago: the signed time says.
-            self.settings.freshness.check(note.stamp, self._clock.time())
+            self.settings.freshness.check(note.stamp, self.clock.time())
         except _REFUSED as exc:
             return _refusal(exc)
         if isinstance(note, TestEvent):
@@ -287,40 +278,38 @@ class Receiver:
             return unavailable_answer(str(exc), key)
 
     def _verify(self, body: bytes, headers: Mapping[str, str]) -> None:
-        now = self._clock.time()
+        now = self.clock.time()
         config = self.settings.signature
         try:
-            verify(config, headers, body, self._secrets.secrets(), now)
+            verify(config, headers, body, self.secrets.secrets(), now)
         except (SignatureMismatchError, NoValidSecretError):
             # Maybe the secret was rotated since we cached it: read it anew, once.
-            fresh = self._secrets.refreshed()
+            fresh = self.secrets.refreshed()
             if fresh is None:
                 raise
             verify(config, headers, body, fresh, now)
 
     def _record_and_enqueue(self, key: JobKey, note: Notification) -> Answer:
         # One call decides and writes; what it wrote is sent here, and undone if the send fails.
-        taken = self._ledger.take_webhook(
+        taken = self.ledger.take_webhook(
             key,
             delivery_id=note.delivery_id,
             detail={"event": note.event},
             policy=Policy(resend_after_seconds=self.settings.resend_after_seconds),
         )
-        before, written = taken.before, taken.written
-        if written is not None:
-            message = JobMessage(key, Source.WEBHOOK)
-            if before is None:
-                self._send_or_undo(message, lambda: self._ledger.forget_unsent(written))
-            else:
-                self._send_or_undo(message, lambda: self._ledger.unclaim(before, written))
+        if taken.written is not None:
+            try:
+                self.queue.send(JobMessage(key, Source.WEBHOOK))
+            except AWSUnavailableError:
+                # Undo the write so the sender's retry (this answer is a 503) makes it afresh; if
+                # the undo fails too, the stale row is re-enqueued by a delivery or the reconciler.
+                with contextlib.suppress(AWSUnavailableError):
+                    self._undo(taken.before, taken.written)
+                raise
         return _answer(_OUTCOMES.get(taken.why, WebhookOutcome.DUPLICATE), key)
 
-    def _send_or_undo(self, message: JobMessage, undo: Callable[[], object]) -> None:
-        try:
-            self._queue.send(message)
-        except AWSUnavailableError:
-            # Undo the write so the sender's retry (this answer is a 503) makes it afresh; if
-            # the undo fails too, the stale row is re-enqueued by a delivery or the reconciler.
-            with contextlib.suppress(AWSUnavailableError):
-                undo()
-            raise
+    def _undo(self, before: LedgerRow | None, written: LedgerRow) -> None:
+        if before is None:
+            self.ledger.forget_unsent(written)
+        else:
+            self.ledger.unclaim(before, written)

@@ -17,6 +17,7 @@ from scrape_pipeline.config.settings import (
     read_declared,
     text,
 )
+from scrape_pipeline.receiver.signatures.secret import first_broken
 
 
 class Scheme(StrEnum):
@@ -28,8 +29,6 @@ class Scheme(StrEnum):
     GITHUB = "github"
 
 
-# The spellings a caller may pass for ``SignatureConfig.scheme``; it is held as a ``Scheme``.
-SchemeName = Literal["geonode", "standard_webhooks", "stripe", "github"]
 Encoding = Literal["hex", "base64"]
 
 SCHEMES: Final[tuple[str, ...]] = tuple(s.value for s in Scheme)
@@ -53,7 +52,7 @@ class SignatureConfig:
     """How deliveries are signed. ``None`` fields take the scheme's fixed or default value."""
 
     # RUF009 cannot tell these annotations are immutable; ``.field()`` is a ``dataclasses.field``.
-    scheme: Scheme | SchemeName = Setting(  # noqa: RUF009
+    scheme: Scheme = Setting(  # noqa: RUF009
         "SIGNATURE_SCHEME",
         Scheme.GEONODE,
         "`geonode`, `standard_webhooks`, `stripe` or `github`",
@@ -93,28 +92,21 @@ class SignatureConfig:
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
             raise ValueError(f"unknown signature scheme {self.scheme!r}; expected one of {SCHEMES}")
-        object.__setattr__(self, "scheme", Scheme(self.scheme))
-        rules = _CONFIGURABLE if self.kind is Scheme.GEONODE else _FIXED
-        for broken, message in rules:
-            if broken(self):
-                raise ValueError(message.format(c=self, scheme=self.kind.value))
-
-    @property
-    def kind(self) -> Scheme:
-        """The scheme as its enum (``scheme`` is one once constructed; this says so to mypy)."""
-        return Scheme(self.scheme)
+        object.__setattr__(self, "scheme", Scheme(self.scheme))  # from_env reads it as text
+        if (message := first_broken(self, _RULES[self.scheme])) is not None:
+            raise ValueError(message.format(c=self, scheme=self.scheme.value))
 
     @property
     def signature_header(self) -> str:
         """The header that carries the signature(s)."""
-        return self.header or SIGNATURE_HEADER[self.kind]
+        return self.header or SIGNATURE_HEADER[self.scheme]
 
     @property
     def signs_timestamp(self) -> bool:
         """The signed bytes include a timestamp ``verify`` checks (only geonode may name its
         header); when not, ``freshness`` reads the time from the signed body instead."""
         timestamped = (Scheme.STANDARD_WEBHOOKS, Scheme.STRIPE)
-        return self.timestamp_header is not None or self.kind in timestamped
+        return self.timestamp_header is not None or self.scheme in timestamped
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SignatureConfig:
@@ -150,12 +142,8 @@ _TOLERANCE: Final[_Rules] = (
 _FIXED: Final[_Rules] = (
     *_TOLERANCE,
     (
-        lambda c: c.header is not None or c.encoding is not None,
-        "scheme {scheme!r} fixes its header and encoding",
-    ),
-    (
-        lambda c: bool(c.prefix) or c.timestamp_header is not None,
-        "scheme {scheme!r} fixes its prefix and timestamp",
+        lambda c: (c.header, c.encoding, c.prefix, c.timestamp_header) != (None, None, "", None),
+        "scheme {scheme!r} fixes its header, encoding, prefix and timestamp",
     ),
 )
 _CONFIGURABLE: Final[_Rules] = (
@@ -169,12 +157,18 @@ _CONFIGURABLE: Final[_Rules] = (
         "unknown encoding {c.encoding!r}; expected one of " + str(ENCODINGS),
     ),
     (
-        lambda c: not (isinstance(c.prefix, str) and c.prefix.isascii() and c.prefix.isprintable()),
-        "prefix must be printable ASCII",
+        lambda c: (
+            not (isinstance(c.prefix, str) and c.prefix.isascii() and c.prefix.isprintable())
+            or " " in c.prefix
+        ),
+        "prefix must be printable ASCII without whitespace",
     ),
-    (lambda c: " " in c.prefix, "prefix must not contain whitespace"),
     (
         lambda c: (c.timestamp_header or "").lower() == c.signature_header.lower(),
         "timestamp_header must differ from the signature header",
     ),
 )
+# Each scheme's rules: only geonode's format is configurable.
+_RULES: Final[Mapping[Scheme, _Rules]] = {s: _FIXED for s in Scheme} | {
+    Scheme.GEONODE: _CONFIGURABLE
+}

@@ -3,9 +3,10 @@ name a position in the bundle, never its content (the content is the secret)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import chain
@@ -45,10 +46,6 @@ class WebhookSecrets:
     subscriptions: Mapping[str, tuple[WebhookSecret, ...]] = field(default_factory=dict)
     shared: tuple[WebhookSecret, ...] = ()
 
-    def of(self, webhook_id: str) -> tuple[WebhookSecret, ...]:
-        """The secrets that may have signed ``webhook_id``'s deliveries: its own and the shared."""
-        return (*self.subscriptions.get(webhook_id, ()), *self.shared)
-
     def every(self) -> list[WebhookSecret]:
         """Every secret once, unexpiring first: the receiver tries them all, because the body
         that names the subscription is parsed only after the signature is verified."""
@@ -71,10 +68,12 @@ def parse_secret_bundle(raw: str) -> WebhookSecrets:
 
 
 def _bundle(document: dict[str, Any]) -> WebhookSecrets:
-    _check(document, _SUBSCRIPTIONS_RULES)
+    subscriptions = document.get("subscriptions", {})
+    if not isinstance(subscriptions, dict) or not (subscriptions or "secrets" in document):
+        raise SecretBundleError('"subscriptions" must be a non-empty object of webhook ids')
     shared = _secret_list(document["secrets"], "secrets") if "secrets" in document else ()
     parsed: dict[str, tuple[WebhookSecret, ...]] = {}
-    for index, (webhook_id, entries) in enumerate(document.get("subscriptions", {}).items()):
+    for index, (webhook_id, entries) in enumerate(subscriptions.items()):
         _check(webhook_id, _WEBHOOK_ID_RULES, where=f"#{index}")
         parsed[webhook_id] = _secret_list(entries, f"subscriptions[#{index}]")
     return WebhookSecrets(parsed, shared)
@@ -103,24 +102,35 @@ def _secret(entry: Any, where: str) -> WebhookSecret:
 
 
 def _expiry(expires: Any, where: str) -> float:
-    try:
-        moment = datetime.fromisoformat(expires)
-    except (TypeError, ValueError):  # TypeError: not a string
-        moment = None
-    if moment is None or moment.tzinfo is None:  # a naive time would depend on the Lambda's TZ
+    if (moment := aware_time(expires)) is None:
         raise SecretBundleError(
             f"{where}.expires_at must be an ISO 8601 date-time with a time zone, or null"
         )
-    return moment.timestamp()
+    return moment
+
+
+def aware_time(text: object) -> float | None:
+    """Epoch seconds of an ISO 8601 date-time with a zone, else None: a naive one would be read
+    in the Lambda's zone (an aware one is within datetime's years, so always finite)."""
+    if not isinstance(text, str) or len(text) > 40:  # no date-time is longer
+        return None
+    with contextlib.suppress(ValueError):
+        moment = datetime.fromisoformat(text)
+        return moment.timestamp() if moment.tzinfo is not None else None
+    return None
 
 
 def _check(
     part: Any, rules: _Rules, error: type[ValueError] = SecretBundleError, where: str = ""
 ) -> None:
     """Raise ``error`` with the message of the first rule ``part`` breaks."""
-    for broken, message in rules:
-        if broken(part):
-            raise error(message.format(where=where))
+    if (message := first_broken(part, rules)) is not None:
+        raise error(message.format(where=where))
+
+
+def first_broken[T, M](part: T, rules: Iterable[tuple[Callable[[T], bool], M]]) -> M | None:
+    """What the first rule ``part`` breaks says (each rule assumes those before hold), or None."""
+    return next((says for broken, says in rules if broken(part)), None)
 
 
 _Rules = tuple[tuple[Callable[[Any], bool], str], ...]
@@ -132,7 +142,7 @@ _SECRET_RULES: Final[_Rules] = (
     (lambda s: not _text(s.value), "a webhook secret must be a non-empty string"),
     # NaN would compare False against every `now`; a bool is not a time.
     (
-        lambda s: s.expires_at is not None and not _finite(s.expires_at),
+        lambda s: s.expires_at is not None and not finite(s.expires_at),
         "expires_at must be finite epoch seconds or None",
     ),
 )
@@ -141,15 +151,6 @@ _DOCUMENT_RULES: Final[_Rules] = (
     (
         lambda d: not isinstance(d, dict) or not d or not set(d) <= _BUNDLE_KEYS,
         'the secret bundle must be an object with the keys "subscriptions" and/or "secrets"',
-    ),
-)
-_SUBSCRIPTIONS_RULES: Final[_Rules] = (
-    (
-        lambda d: (
-            not isinstance(d.get("subscriptions", {}), dict)
-            or not (d.get("subscriptions") or "secrets" in d)
-        ),
-        '"subscriptions" must be a non-empty object of webhook ids',
     ),
 )
 _WEBHOOK_ID_RULES: Final[_Rules] = (
@@ -171,5 +172,6 @@ def _text(value: object) -> bool:
     return isinstance(value, str) and bool(value)
 
 
-def _finite(value: object) -> bool:
+def finite(value: object) -> bool:
+    """A real number of seconds: not NaN nor infinite, nor a bool."""
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)

@@ -7,7 +7,6 @@ import base64
 import contextlib
 import hashlib
 import hmac
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from typing import Any, Final, Literal, cast
 
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.receiver.signatures.config import Encoding, Scheme, SignatureConfig
-from scrape_pipeline.receiver.signatures.secret import WebhookSecret
+from scrape_pipeline.receiver.signatures.secret import WebhookSecret, finite, first_broken
 
 FailureReason = Literal[
     "missing header",
@@ -82,14 +81,18 @@ def key(scheme: Scheme, secret: str) -> bytes:
 
 def _sw_key(secret: str) -> bytes:
     encoded = secret.removeprefix(_SW_SECRET_PREFIX)
-    encoded += "=" * (-len(encoded) % 4)  # some senders publish unpadded base64
+    # Some senders publish unpadded base64; an empty key would be anyone's.
+    if decoded := decode_base64(encoded + "=" * (-len(encoded) % 4)):
+        return decoded
+    raise ValueError("the secret is not whsec_ followed by non-empty base64")
+
+
+def decode_base64(text: str) -> bytes | None:
+    """Strict base64's bytes, or None (its error would chain the attacker's text)."""
     try:
-        decoded = base64.b64decode(encoded, validate=True)
-    except ValueError:  # binascii.Error and non-ASCII input are both ValueError
-        raise ValueError("the secret is not whsec_ followed by base64") from None
-    if not decoded:
-        raise ValueError("the secret decodes to an empty key")
-    return decoded
+        return base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error, or non-ASCII text
+        return None
 
 
 def _malformed(detail: str) -> SignatureError:
@@ -100,19 +103,18 @@ def header(headers: Mapping[str, str], name: str) -> str:
     """The value of ``name`` in any case, without surrounding blanks (RFC 9110); two spellings
     with different values are ambiguous, not chosen."""
     wanted = name.lower()
-    values = list({v for k, v in headers.items() if isinstance(k, str) and k.lower() == wanted})
-    for broken, reason, detail in _VALUE_RULES:  # the first broken, each assuming those before
-        if broken(values):
-            raise SignatureError(reason, detail.format(name=name))
+    values = list({v for k, v in headers.items() if k.lower() == wanted})
+    if (problem := first_broken(values, _VALUE_RULES)) is not None:
+        raise SignatureError(problem[0], problem[1].format(name=name))
     return values[0].strip(" \t")
 
 
-# A header's distinct values.
-_VALUE_RULES: Final[tuple[tuple[Callable[[Any], bool], FailureReason, str], ...]] = (
-    (lambda values: not values, "missing header", "{name}"),
-    (lambda values: len(values) > 1, "malformed header", "{name} appears with different values"),
-    (lambda values: not isinstance(values[0], str), "malformed header", "{name} is not text"),
-    (lambda values: not cast(str, values[0]).strip(" \t"), "malformed header", "{name} is empty"),
+# A header's distinct values: the failure and its detail.
+_VALUE_RULES: Final[tuple[tuple[Callable[[Any], bool], tuple[FailureReason, str]], ...]] = (
+    (lambda values: not values, ("missing header", "{name}")),
+    (lambda values: len(values) > 1, ("malformed header", "{name} appears with different values")),
+    (lambda values: not isinstance(values[0], str), ("malformed header", "{name} is not text")),
+    (lambda values: not cast(str, values[0]).strip(" \t"), ("malformed header", "{name} is empty")),
 )
 
 
@@ -129,18 +131,8 @@ def _from_hex(text: str) -> bytes | None:
 
 
 def _from_base64(text: str) -> bytes | None:
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except ValueError:  # binascii.Error, or non-ASCII text
-        return None
+    raw = decode_base64(text) or b""
     return raw if len(raw) == DIGEST_SIZE else None
-
-
-# The 32 signature bytes, or None when the text is not exactly that in the encoding.
-_DECODE: Final[Mapping[Encoding, Callable[[str], bytes | None]]] = {
-    "hex": _from_hex,
-    "base64": _from_base64,
-}
 
 
 def _usable(candidates: list[bytes | None], name: str) -> list[bytes]:
@@ -155,7 +147,8 @@ def _prefixed(headers: Mapping[str, str], name: str, prefix: str, enc: Encoding)
     value = header(headers, name)
     if not value.startswith(prefix):
         raise _malformed(f"{name} lacks its prefix")
-    return _usable([_DECODE[enc](value[len(prefix) :])], name)
+    decode = _from_base64 if enc == "base64" else _from_hex
+    return _usable([decode(value[len(prefix) :])], name)
 
 
 def _geonode(config: SignatureConfig, headers: Mapping[str, str]) -> Presented:
@@ -208,18 +201,22 @@ def verify(
     check_inputs(body, now)
     # Our own misconfiguration first: with no usable key no request can pass, whatever it holds.
     keys = _active_keys(config, secrets, now)
-    presented = PRESENT[config.kind](config, headers)
-    if presented.timestamp is not None:
-        _check_tolerance(now - int(presented.timestamp), config.tolerance_seconds)
+    presented = PRESENT[config.scheme](config, headers)
+    tolerance = config.tolerance_seconds
+    if presented.timestamp is not None and (
+        late := outside(now - int(presented.timestamp), tolerance, tolerance)
+    ):
+        raise SignatureError("timestamp outside tolerance", late)
     if not any(_signed_by(k, body, presented) for k in keys):
         raise SignatureMismatchError()
 
 
-def _check_tolerance(skew: float, tolerance: int) -> None:
-    if abs(skew) > tolerance:
-        # Both ways: a far-future timestamp would otherwise stay replayable for longer.
-        direction = "old" if skew > 0 else "far in the future"
-        raise SignatureError("timestamp outside tolerance", f"more than {tolerance} s {direction}")
+def outside(age: float, max_age: float, max_ahead: float) -> str | None:
+    """Why a signed time ``age`` seconds old is outside ``[-max_ahead, max_age]``, else None:
+    both ways, as a far-future one would otherwise stay replayable for longer."""
+    if age > max_age:
+        return f"more than {max_age} s old"
+    return f"more than {max_ahead} s ahead" if -age > max_ahead else None
 
 
 def _signed_by(key: bytes, body: bytes, presented: Presented) -> bool:
@@ -240,7 +237,7 @@ def _active_keys(
         if secret.is_active(now):
             # One bad entry must not block the others during a rotation.
             with contextlib.suppress(ValueError):
-                keys.append(key(config.kind, secret.value))
+                keys.append(key(config.scheme, secret.value))
     if not keys:
         raise NoValidSecretError("no unexpired, well-formed secret is configured")
     return keys
@@ -251,10 +248,5 @@ def check_inputs(body: bytes, now: float) -> None:
     if not isinstance(body, bytes | bytearray):
         # A str body was already decoded (or is still base64): the caller must pass raw bytes.
         raise TypeError("body must be the raw request bytes")
-    _check_now(now)
-
-
-def _check_now(now: float) -> None:
-    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
-        # NaN would make every tolerance and expiry comparison False, i.e. pass.
+    if not finite(now):  # NaN would make every tolerance and expiry comparison False, i.e. pass
         raise ValueError("now must be finite epoch seconds")
