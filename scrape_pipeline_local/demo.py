@@ -369,7 +369,7 @@ class Demo:
                     if progress is not None:
                         progress(min(done, total_units), total_units)
                     step = self._next_step(plan, elapsed)
-                    self.clock.advance(self._idle_jump(step))
+                self.clock.advance(self._idle_jump(plan, elapsed, step))
                 if self._done(bool(plan), checking, elapsed):
                     break
             self._observe()
@@ -449,17 +449,23 @@ class Demo:
                 return STEP_SECONDS  # settled work waits for its outcome: watch it closely
         return idle
 
-    def _idle_jump(self, step: float) -> float:
+    def _idle_jump(self, plan: Sequence[Any], elapsed: float, step: float) -> float:
         """The idle stretch to skip (``idle``): only once every settled unit has its outcome,
-        event and run report, and short of the horizon and the next cancellation."""
-        if step == STEP_SECONDS or not self._all_told():
+        event and run report, and short of the horizon and the next cancellation. Tried at
+        every idle step, not only at checks: a wake point (a watch poll, a settlement) ends a
+        jump, and the slots after it are as idle as those before; a unit settled since the
+        last check (``done_at`` not read yet) keeps the usual step's care until the next."""
+        if step == STEP_SECONDS or self._next_step(plan, elapsed) == STEP_SECONDS:
+            return 0.0
+        if not self._all_told():
             return 0.0
         offsets = [self.profile.horizon_s] + [at for at, _, _ in self._cancels[:1]]
         now = self.clock.time()
         until = min(self.stack.quiet_until(), self.started_at + min(offsets))
-        if until - now >= 2 * step:
-            watch = ReconcilerSettings.from_env().watch
-            until = min(until, idle.next_watch_poll(self._ledger(), watch, now))
+        if until - now > step:
+            watch, ledger = ReconcilerSettings.from_env().watch, self._ledger()
+            by_listing = idle.listing_wakes(ledger)
+            until = min(until, idle.next_watch_poll(ledger, watch, now, by_listing=by_listing))
         return idle.jump(now, until, step)
 
     def _all_told(self) -> bool:

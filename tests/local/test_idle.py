@@ -27,9 +27,15 @@ class _Parked:
         return self.rows[at : at + 1], (at + 1 if at + 1 < len(self.rows) else None)
 
 
-def _row(job: str, parked_at: float, created_at: float, failing_since: float | None = None) -> Any:
+def _row(
+    job: str,
+    parked_at: float,
+    created_at: float,
+    failing_since: float | None = None,
+    kind: JobKind = JobKind.BATCH,
+) -> Any:
     return LedgerRow(
-        JobKey(JobKind.EXTRACT, job),
+        JobKey(kind, job),
         JobState.WATCHING,
         state_since=parked_at,
         created_at=created_at,
@@ -48,11 +54,20 @@ def _row(job: str, parked_at: float, created_at: float, failing_since: float | N
         (200_000.0, 10.0, 199_000.0),  # sick: its age counts from its failing run
     ],
 )
+# A healthy extract row under ``by_listing`` is the listing's: the next test.
+@pytest.mark.parametrize(
+    ("kind", "by_listing"),
+    [(JobKind.BATCH, False), (JobKind.BATCH, True), (JobKind.EXTRACT, False)],
+)
 def test_next_watch_poll_is_when_the_watch_sweep_finds_the_row_due(
-    parked_at: float, created_at: float, failing_since: float | None
+    parked_at: float,
+    created_at: float,
+    failing_since: float | None,
+    kind: JobKind,
+    by_listing: bool,
 ) -> None:
-    row = _row("a", parked_at, created_at, failing_since)
-    at = next_watch_poll(_Parked([row]), SETTINGS, parked_at)
+    row = _row("a", parked_at, created_at, failing_since, kind)
+    at = next_watch_poll(_Parked([row]), SETTINGS, parked_at, by_listing=by_listing)
     sweep = SimpleNamespace(settings=SETTINGS)
     assert not Watcher._due(sweep, row, at - 1.0)  # type: ignore[arg-type]
     assert Watcher._due(sweep, row, at)  # type: ignore[arg-type]
@@ -64,7 +79,21 @@ def test_next_watch_poll_is_the_soonest_of_every_page() -> None:
     assert next_watch_poll(_Parked([]), SETTINGS, 0.0) == float("inf")
 
 
-def test_jump_lands_on_the_last_slot_before_the_due_time() -> None:
-    assert jump(0.0, 1000.0, 300.0) == 600.0  # runs at 600, then 900, due at 1000
-    assert jump(0.0, 900.0, 300.0) == 600.0
-    assert jump(0.0, 500.0, 300.0) == 0.0
+def test_next_watch_poll_leaves_a_healthy_extract_row_to_the_listing() -> None:
+    # GIVEN a healthy extract row long overdue by age, and a batch row due in an hour
+    rows = [_row("x", 1_000.0, 900.0, kind=JobKind.EXTRACT), _row("b", 200_000.0, 10.0)]
+    # THEN with no listing under way only the batch's poll wakes the run; else both do
+    assert next_watch_poll(_Parked(rows), SETTINGS, 200_000.0, by_listing=True) == 203_600.0
+    assert next_watch_poll(_Parked(rows), SETTINGS, 200_000.0) == 1_000.0 + 120.0
+    # AND a sick extract row is polled by age whatever the listing says
+    sick = _row("s", 200_000.0, 10.0, failing_since=199_000.0, kind=JobKind.EXTRACT)
+    assert next_watch_poll(_Parked([sick]), SETTINGS, 200_000.0, by_listing=True) == 201_000.0
+
+
+def test_jump_lands_on_the_first_slot_at_or_after_the_due_time() -> None:
+    # the next run is at the clock's time: runs at 0, 300, 600 and 900 see nothing due
+    assert jump(0.0, 1000.0, 300.0) == 1200.0
+    assert jump(0.0, 900.0, 300.0) == 900.0
+    assert jump(0.0, 500.0, 300.0) == 600.0
+    assert jump(0.0, 300.0, 300.0) == 0.0  # the next slot's run is the due one anyway
+    assert jump(0.0, 0.0, 300.0) == 0.0
