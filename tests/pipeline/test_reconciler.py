@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 import pytest
 
+from scrape_pipeline.geonode.client import JOBS_PAGE_MAX
 from scrape_pipeline.geonode.errors import ServerError
 from scrape_pipeline.geonode.listing_lag import JOBS_CHECKPOINT
 from scrape_pipeline.jobs import JobKey, JobKind, JobState, Source
@@ -20,6 +21,9 @@ from scrape_pipeline.reconciler.sweeps.ledger_scans import SOURCE_STUCK_ROWS
 from scrape_pipeline_local.apigw import LambdaContext
 from scrape_pipeline_local.stack import LocalStack, StackSettings
 from tests.pipeline.conftest import MakeStack, check_exactly_once, truth
+
+# The bounded-work test's jobs: three job-list pages, the last of one job.
+BOUNDED_JOBS = 2 * JOBS_PAGE_MAX + 1
 
 NO_SCHEDULE = 10.0**9  # runs are called by hand in these tests
 
@@ -53,13 +57,14 @@ def slow_dropped_stack(make_stack: MakeStack) -> LocalStack:
 
 
 def test_reconciler_bounded_work_resumes_where_it_stopped(make_stack: MakeStack):
-    # GIVEN 250 jobs nobody was told about, and a budget of one list page per run
+    # GIVEN 201 jobs nobody was told about (three pages of 100, the last of one job: the
+    # fewest for two runs stopped short), and a budget of one list page per run
     stack = make_stack(
         StackSettings(reconcile_interval=NO_SCHEDULE, env={"RECONCILE_MAX_PAGES": "1"})
     )
     stack.sim.faults.update(drop_rate=1.0)
     client = stack.client()
-    for i in range(250):
+    for i in range(BOUNDED_JOBS):
         client.submit_extract(f"https://example.com/many/{i}")
     settle(stack, 700)  # settled, and older than the threshold
     # WHEN it runs three times
@@ -67,9 +72,9 @@ def test_reconciler_bounded_work_resumes_where_it_stopped(make_stack: MakeStack)
     # THEN each run read one page, the first two stopped short, and nothing was found twice
     assert [r.list_pages for r in reports] == [1, 1, 1]
     assert [r.complete for r in reports[:2]] == [False, False]
-    assert sum(r.recovered["job_list"] for r in reports) == 250
+    assert sum(r.recovered["job_list"] for r in reports) == BOUNDED_JOBS
     settle(stack, 60)
-    assert check_exactly_once(stack) == {"stored": 250}
+    assert check_exactly_once(stack) == {"stored": BOUNDED_JOBS}
     later = reconciler(stack).run()
     assert later.recovered["job_list"] == 0
 
