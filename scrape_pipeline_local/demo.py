@@ -284,6 +284,7 @@ class Demo:
         self._cancels: list[tuple[float, str, str]] = []
         self._cancel_draws = random.Random(seed)
         self.aws_calls = CallRecorder()
+        self._jump_ledger: Any = None
         self.wire = WireTimes()  # when each event was written and put, in wall time
         self._extracts = 0  # extract jobs submitted so far: picks the sick ones
         self.runs: list[DemoRun] = []  # the workload's submission runs (``plan``)
@@ -463,7 +464,9 @@ class Demo:
         now = self.clock.time()
         until = min(self.stack.quiet_until(), self.started_at + min(offsets))
         if until - now > step:
-            watch, ledger = ReconcilerSettings.from_env().watch, self._ledger()
+            if self._jump_ledger is None:  # one client for every step's look (not one each)
+                self._jump_ledger = self._ledger()
+            watch, ledger = ReconcilerSettings.from_env().watch, self._jump_ledger
             by_listing = idle.listing_wakes(ledger)
             until = min(until, idle.next_watch_poll(ledger, watch, now, by_listing=by_listing))
         return idle.jump(now, until, step)
