@@ -92,9 +92,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     _pip(sys.executable, "wheel", "--no-deps", "--wheel-dir", "dist", "./source", cwd=work)
     [wheel] = (work / "dist").glob("scrape_pipeline-*.whl")
     venv = work / "venv"
-    subprocess.run([_python312(), "-m", "venv", str(venv)], check=True, timeout=120)
+    # No pip of its own (ensurepip's copy is most of a venv's making): this pip installs into
+    # it through ``--python``, what the venv's own pip would put there.
+    subprocess.run(
+        [_python312(), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     _pip(
-        venv / "bin" / "python",
+        sys.executable,
+        "--python",
+        str(venv / "bin" / "python"),
         "install",
         "-c",
         str(REPO / "constraints.txt"),
