@@ -31,7 +31,7 @@ def listing_wakes(ledger: Any) -> bool:
     """The watch sweep's listing alone wakes a healthy extract row: none is under way across
     runs (its runs must not be skipped) and the last one was not given up (rows polled by age)."""
     books = Bookkeeping(ledger)
-    if Listing.read(books.read(WATCH_CHECKPOINT)) is not None:
+    if Listing.read(books.read(WATCH_CHECKPOINT) or {}) is not None:
         return False
     listed = Listed.read(books.read(LISTED_CHECKPOINT))
     return listed is None or not listed.oversize
