@@ -13,6 +13,7 @@ from typing import Any
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind
 from scrape_pipeline_local.chaos import PROFILES
@@ -73,7 +74,7 @@ def measure(urls: int, share: float, seed: int) -> dict[str, Any]:
         ):
             journal = SqliteJournal(Path(folder) / "journal.sqlite3")
             client = Losing(api, sim, share, seed)
-            submitter = Submitter(journal, client, clock=clock, listener=listen)
+            submitter = Submitter(journal, client, clock=clock, pace=Pace(clock), listener=listen)
             report = submitter.submit(RunSpec.of(listed, RunMode.ASYNC, {}))
             journal.close()
         posts = sim.sim.submissions()

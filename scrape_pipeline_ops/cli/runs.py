@@ -26,6 +26,7 @@ from scrape_pipeline.runs.completion import OPEN
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import Run, RunMode
 from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline_ops.cli.config import FailedError, UsageError
@@ -379,6 +380,7 @@ def run_resolve(ctx: Context, args: argparse.Namespace) -> int:
             opened.journal,
             api,
             clock=ctx.clock,
+            pace=Pace(ctx.clock),
             announce=announce,
             evidence=evidence,
             settings=settings,

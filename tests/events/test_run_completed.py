@@ -34,6 +34,7 @@ from scrape_pipeline.reconciler.sweeps.ledger_scans import SWEEP_OUTBOX
 from scrape_pipeline.reconciler.sweeps.runs import SWEEP_RUNS, RunsSweep
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe
@@ -128,7 +129,9 @@ def test_a_run_gets_its_manifest_and_one_run_completed_only_once_every_job_settl
 ):
     # GIVEN an extract run of three URLs posted through the DynamoDB journal
     urls = [f"https://example.com/run-complete/{i}" for i in range(3)]
-    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(5))
+    submitter = Submitter(
+        world.journal, client, clock=clock, pace=Pace(clock), rng=random.Random(5)
+    )
     report = submitter.submit(RunSpec.of(urls, RunMode.ASYNC), "tonight")
     assert report.complete
     jobs = {e.urls[0]: e.job_id or "" for e in report.entries}
@@ -174,7 +177,9 @@ def test_a_refused_run_completed_is_sent_again_by_the_next_sweep_with_its_id(
 ):
     # GIVEN a batch run of three URLs in two batches, both settled (dead-lettered whole)
     urls = [f"https://example.com/run-batch/{i}" for i in range(3)]
-    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(6))
+    submitter = Submitter(
+        world.journal, client, clock=clock, pace=Pace(clock), rng=random.Random(6)
+    )
     report = submitter.submit(RunSpec.of(urls, RunMode.BATCH, batch_size=2), "batches")
     assert report.complete
     for entry in report.entries:
@@ -238,7 +243,9 @@ def test_a_run_whose_job_was_resubmitted_completes_with_the_job_that_ended_its_c
 ):
     # GIVEN an extract run of two URLs, the first URL's job failed retryably and resubmitted
     urls = [f"https://example.com/run-chain/{i}" for i in range(2)]
-    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(5))
+    submitter = Submitter(
+        world.journal, client, clock=clock, pace=Pace(clock), rng=random.Random(5)
+    )
     report = submitter.submit(RunSpec.of(urls, RunMode.ASYNC), "chained")
     jobs = {e.urls[0]: e.job_id or "" for e in report.entries}
     again = client.submit_extract(urls[0]).job_id
@@ -317,7 +324,9 @@ def test_run_completed_waits_for_a_final_jobs_event_still_in_the_outbox(
     # GIVEN an extract run of two URLs, both jobs stored, but the second's processor killed
     # between its DONE and its emit: its Job Stored waits in the outbox for the sweep's grace
     urls = [f"https://example.com/run-outbox/{i}" for i in range(2)]
-    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(7))
+    submitter = Submitter(
+        world.journal, client, clock=clock, pace=Pace(clock), rng=random.Random(7)
+    )
     report = submitter.submit(RunSpec.of(urls, RunMode.ASYNC), "owing")
     jobs = {e.urls[0]: e.job_id or "" for e in report.entries}
     _settle(world, JobKind.EXTRACT, jobs[urls[0]], Outcome.STORED, urls[0])
@@ -345,7 +354,9 @@ def test_run_completed_waits_for_a_batch_items_retry_whose_event_is_still_in_the
     # GIVEN a batch run of two URLs in one batch, whose first item failed retryably and was
     # retried as an extract job: that job stored, its processor killed before its emit
     urls = [f"https://example.com/run-retry/{i}" for i in range(2)]
-    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(8))
+    submitter = Submitter(
+        world.journal, client, clock=clock, pace=Pace(clock), rng=random.Random(8)
+    )
     report = submitter.submit(RunSpec.of(urls, RunMode.BATCH, batch_size=2), "retried")
     [entry] = report.entries
     batch = entry.job_id or ""
@@ -379,7 +390,9 @@ def test_an_open_run_reads_no_batch_manifest_past_its_first_open_entry(
 ):
     # GIVEN a batch run of two batches: the first still running, the second stored
     urls = [f"https://example.com/run-open/{i}" for i in range(2)]
-    submitter = Submitter(world.journal, client, clock=clock, rng=random.Random(9))
+    submitter = Submitter(
+        world.journal, client, clock=clock, pace=Pace(clock), rng=random.Random(9)
+    )
     report = submitter.submit(RunSpec.of(urls, RunMode.BATCH, batch_size=1), "open-first")
     second = report.entries[1].job_id or ""
     items = [{"index": 0, "url": urls[1], "status": "stored", "keys": []}]

@@ -17,6 +17,7 @@ from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.runs.doubt import Posted
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
@@ -47,7 +48,7 @@ def spec(formats: list[str], render_js: bool = False) -> RunSpec:
 
 
 def submit(journal: Journal, api: GeonodeClient, clock: ManualClock, *a: Any) -> Any:
-    return Submitter(journal, api, clock=clock, rng=random.Random(3)).submit(*a)
+    return Submitter(journal, api, clock=clock, pace=Pace(clock), rng=random.Random(3)).submit(*a)
 
 
 def created(server: SimulatorServer) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from scrape_pipeline.processor.deadline import Attempt
 from scrape_pipeline.processor.resubmission import Resubmitter, RetryRef, formats_of, hand_on
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec, post_options
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
@@ -65,7 +66,9 @@ def a_runs_job(
     """Run ``run-a`` posts URL through the stack's journal: its ledger row names the run."""
     journal = DynamoJournal(ledger.table_name, client=ledger.client)
     spec = RunSpec.of([URL], RunMode.ASYNC, post_options(formats, False))
-    report = Submitter(journal, client, clock=clock, rng=random.Random(3)).submit(spec, "run-a")
+    report = Submitter(journal, client, clock=clock, pace=Pace(clock), rng=random.Random(3)).submit(
+        spec, "run-a"
+    )
     [job_id] = [e.job_id for e in report.entries]
     assert job_id is not None
     row = ledger.get(JobKey(JobKind.EXTRACT, job_id))

@@ -26,6 +26,7 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
@@ -43,7 +44,7 @@ def ledger_table(table: tuple[str, str]) -> tuple[Any, str]:
 
 def _submitter(journal: DynamoJournal, client: Any, clock: ManualClock) -> Submitter:
     # No announce callback: the journal announces in the write of the job id.
-    return Submitter(journal, client, clock=clock, rng=random.Random(3))
+    return Submitter(journal, client, clock=clock, pace=Pace(clock), rng=random.Random(3))
 
 
 def _row(db: Any, table: str, kind: str, job_id: str) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import Reads, find_by_evidence
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind
 from scrape_pipeline_local.clock import ManualClock
@@ -47,7 +48,7 @@ def journal(tmp_path: Path) -> Iterator[SqliteJournal]:
 
 
 def submitter(journal: SqliteJournal, client: Any, clock: ManualClock, **kw: Any) -> Submitter:
-    return Submitter(journal, client, clock=clock, rng=random.Random(4), **kw)
+    return Submitter(journal, client, clock=clock, pace=Pace(clock), rng=random.Random(4), **kw)
 
 
 def webhook_rows(server: SimulatorServer, ledger: Ledger, clock: ManualClock) -> list[str]:

@@ -16,6 +16,7 @@ from scrape_pipeline.receiver.payload import EVENT_KINDS
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import DeliveryLogCandidates
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline_local.clock import ManualClock
 from scrape_pipeline_local.simulator import SimulatorServer
@@ -250,7 +251,7 @@ def test_delivery_log_is_read_after_posting_not_by_a_rerun_cut_before_it(
     source = DeliveryLogCandidates(client)
     spec = RunSpec.of(urls("cut", 4), RunMode.BATCH, batch_size=2)
     server.sim.faults.lose_answers(POST_BATCH, [504])
-    submitter = Submitter(journal, client, clock=clock, evidence=source)
+    submitter = Submitter(journal, client, clock=clock, pace=Pace(clock), evidence=source)
     planned = submitter.plan(spec)
     # one POST, then the time is up
     first = submitter.work(
@@ -259,14 +260,14 @@ def test_delivery_log_is_read_after_posting_not_by_a_rerun_cut_before_it(
     assert first.counts == {EntryState.IN_DOUBT: 1, EntryState.PLANNED: 1}
     settle_and_deliver(server, clock)
     # WHEN a rerun is cut before posting anything
-    cut = Submitter(journal, client, clock=clock, evidence=source).work(
+    cut = Submitter(journal, client, clock=clock, pace=Pace(clock), evidence=source).work(
         planned, time_left=lambda: 0.0
     )
     # THEN it read no evidence (a rerun killed again pays nothing for it) ...
     assert cut.counts == {EntryState.IN_DOUBT: 1, EntryState.PLANNED: 1}
     assert route_count(server, "GET /v1/webhooks") == 0
     # ... and one that posts reads it once, after posting, and adopts the batch
-    done = Submitter(journal, client, clock=clock, evidence=source).work(planned)
+    done = Submitter(journal, client, clock=clock, pace=Pace(clock), evidence=source).work(planned)
     journal.close()
     assert done.complete and route_count(server, "GET /v1/webhooks") == 1
     assert [server.sim.submissions().get(u) for u in spec.urls] == [1] * 4

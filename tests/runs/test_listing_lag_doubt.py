@@ -23,6 +23,7 @@ from scrape_pipeline.reconciler.sweeps.job_list_state import Checkpoint
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.inside import Next
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.posting import SubmitterSettings
 from scrape_pipeline.runs.report import Event, EventKind
@@ -91,7 +92,9 @@ def test_submit_under_listing_lag_adopts_each_lost_answer_and_posts_each_url_onc
     doubts = Doubts(clock)
     journal = SqliteJournal(tmp_path / "journal.sqlite3")
     try:
-        submitter = Submitter(journal, api, clock=clock, rng=random.Random(3), listener=doubts)
+        submitter = Submitter(
+            journal, api, clock=clock, pace=Pace(clock), rng=random.Random(3), listener=doubts
+        )
         # WHEN the run is submitted (as `submit` does, the engine waiting on the manual clock)
         report = submitter.submit(RunSpec.of(urls, RunMode.ASYNC, {}))
     finally:
@@ -128,9 +131,9 @@ def test_submit_allows_for_the_lag_the_reconciler_measured_beyond_the_floor(
             KEY, base_url=server.base_url, clock=clock, retry=RetryPolicy(max_attempts=1)
         ) as api:
             settings = SubmitterSettings(listing_delay_s=lag)
-            report = Submitter(journal, api, clock=clock, settings=settings).submit(
-                RunSpec.of(urls, RunMode.ASYNC, {})
-            )
+            report = Submitter(
+                journal, api, clock=clock, pace=Pace(clock), settings=settings
+            ).submit(RunSpec.of(urls, RunMode.ASYNC, {}))
         # THEN each URL was created once
         assert _posted(server, urls) == {url: 1 for url in urls}
         assert report.complete

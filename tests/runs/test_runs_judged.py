@@ -25,6 +25,7 @@ from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.evidence import CandidateSource
 from scrape_pipeline.runs.journal import Journal, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Verdict
 from scrape_pipeline_local.clock import ManualClock
@@ -212,7 +213,13 @@ def submitter(
     evidence: CandidateSource | None = None,
 ) -> Submitter:
     return Submitter(
-        journal, client, clock=clock, rng=random.Random(3), announce=announce, evidence=evidence
+        journal,
+        client,
+        clock=clock,
+        pace=Pace(clock),
+        rng=random.Random(3),
+        announce=announce,
+        evidence=evidence,
     )
 
 

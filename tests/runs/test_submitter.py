@@ -16,6 +16,7 @@ from scrape_pipeline.geonode.retry import RetryPolicy
 from scrape_pipeline.geonode.settings import GeonodeSettings
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.moves import EntryState
+from scrape_pipeline.runs.pace import Pace
 from scrape_pipeline.runs.plan import RunMode, RunSpec
 from scrape_pipeline.runs.report import Event, EventKind, RunReport
 from scrape_pipeline_local.clock import ManualClock
@@ -64,7 +65,7 @@ class CrashingClient:
 
 
 def submitter(journal: SqliteJournal, client: Any, clock: ManualClock, **kw: Any) -> Submitter:
-    return Submitter(journal, client, clock=clock, rng=random.Random(2), **kw)
+    return Submitter(journal, client, clock=clock, pace=Pace(clock), rng=random.Random(2), **kw)
 
 
 def once_each(server: SimulatorServer, posted: list[str]) -> None:
@@ -235,7 +236,9 @@ def test_submitter_honours_retry_after_through_the_injected_clock(
     with GeonodeClient(KEY, base_url=server.base_url, clock=clock, retry=policy) as client:
         posted = urls("throttled", 3)
         report = submitter(journal, client, clock).submit(RunSpec.of(posted, RunMode.ASYNC))
-    assert clock.sleeps == [1.0, 1.0]
+    # Each Retry-After waited in full, then the pace's slots at the rate halved twice (5/s)
+    assert clock.sleeps[:2] == [1.0, 1.0]
+    assert all(0 < s <= 0.2 + 1e-6 for s in clock.sleeps[2:])
     assert report.complete and report.posts == 5
     once_each(server, posted)
 

@@ -15,13 +15,13 @@ from scrape_pipeline.runs.doubt import Held, find_created
 from scrape_pipeline.runs.evidence import evidenced
 from scrape_pipeline.runs.journal import Entry, MoveRefusedError
 from scrape_pipeline.runs.moves import EntryState
-from scrape_pipeline.runs.pace import Pace, _OutOfTimeError, holder_gone
+from scrape_pipeline.runs.pace import _OutOfTimeError, holder_gone
 from scrape_pipeline.runs.plan import Run, RunMode, RunSpec
 from scrape_pipeline.runs.posting import Posting
 from scrape_pipeline.runs.report import EventKind, Planned, RunReport, Verdict
 
 S = EntryState
-LOOKUP_TRIES = 6  # a lookup's tries with a pace (the client's own policy for reads)
+LOOKUP_TRIES = 6  # a lookup's tries (the client's own policy for reads)
 
 
 class Submitter(Posting):
@@ -47,7 +47,7 @@ class Submitter(Posting):
         except _OutOfTimeError:
             was_cut = True
         entries = self.journal.entries(run.name)
-        pause = self.pace.paused_until() - self._t() if self.pace is not None else 0.0
+        pause = self.pace.paused_until() - self._t()
         return RunReport(
             run,
             planned.created,
@@ -157,7 +157,6 @@ class Submitter(Posting):
     def _look_up(self, url: str, posted_at: float, taken: Held) -> JobSummary | None:
         """``find_created`` at the pace's rate, tried again as the client would a read: a 429
         pauses every worker, other errors back off."""
-        pace = self.pace  # without one, a lookup is tried once (the client's own policy)
         for attempt in range(1, LOOKUP_TRIES + 1):
             sent_at = self._turn()
             try:
@@ -165,17 +164,17 @@ class Submitter(Posting):
                     self.client, url, posted_at, skew_s=self.settings.skew_s, claims=taken
                 )
             except GeonodeError as exc:
-                if pace is None or attempt == LOOKUP_TRIES or not may_retry(exc, is_read=True):
+                if attempt == LOOKUP_TRIES or not may_retry(exc, is_read=True):
                     raise
-                self._wait_to_look_again(pace, exc, attempt, sent_at)
+                self._wait_to_look_again(exc, attempt, sent_at)
         return None  # not reached: the last try returns or raises
 
-    def _wait_to_look_again(self, pace: Pace, exc: GeonodeError, attempt: int, sent: float) -> None:
+    def _wait_to_look_again(self, exc: GeonodeError, attempt: int, sent: float) -> None:
         """A 429's wait (its Retry-After) pauses every worker; another error's, this one."""
         with self._lock:
             wait = self._backoff(exc.retry_after, attempt)  # only a 429 carries a Retry-After
         if isinstance(exc, RateLimitedError):
-            pace.throttled(sent, wait)
+            self.pace.throttled(sent, wait)
         else:
             self._nap(wait)
 

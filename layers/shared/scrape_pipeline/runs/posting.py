@@ -57,7 +57,7 @@ class SubmitterSettings:
 class Posting:
     """Posts a run's entries through ``journal`` with ``client`` and records each answer;
     ``announce(kind, job_id)`` tells the ledger of each batch or crawl once its id is recorded;
-    ``pace``: several workers."""
+    ``pace`` sets its send rate and workers."""
 
     def __init__(
         self,
@@ -65,13 +65,13 @@ class Posting:
         client: SubmitClient,
         *,
         clock: Clock,
+        pace: Pace,
         settings: SubmitterSettings = SubmitterSettings(),
         owner: str | None = None,
         announce: Callable[[str, str], None] | None = None,
         listener: Callable[[Event], None] = lambda event: None,
         rng: random.Random | None = None,
         evidence: CandidateSource | None = None,
-        pace: Pace | None = None,
     ) -> None:
         self.journal = journal
         self.client = client
@@ -97,18 +97,17 @@ class Posting:
         return self._time_left() <= 0
 
     def _post_all(self, run: Run, entries: Sequence[Entry]) -> bool:
-        """Post ``entries`` with the pace's workers (one without a pace) in a
-        ``pace.PostingPool``; True when the caller's time ended it."""
+        """Post ``entries`` with the pace's workers in a ``pace.PostingPool``; True when the
+        caller's time ended it."""
         pool = PostingPool(
             entries,
             post=lambda entry: self._post_planned(run, entry),
-            concurrency=self.pace.concurrency if self.pace is not None else lambda: 1,
+            concurrency=self.pace.concurrency,
             stopped=lambda: self._stopped is not None,
             out_of_time=self._out_of_time,
             lock=self._lock,
         )
-        workers = self.pace.settings.workers if self.pace is not None else 1
-        return pool.run(workers, lambda: self._doubt_in_flight(_INTERRUPTED))
+        return pool.run(self.pace.settings.workers, lambda: self._doubt_in_flight(_INTERRUPTED))
 
     def _doubt_in_flight(self, reason: str) -> None:
         """What this submitter has in flight goes to doubt (its answer may never be read)."""
@@ -140,12 +139,8 @@ class Posting:
                 return
 
     def _turn(self) -> float:
-        """Wait for the pace's next send slot (no pace: now); the time it is sent at.
-
-        A slot past the caller's time is not waited for (``_OutOfTimeError``).
-        """
-        if self.pace is None:
-            return self._t()
+        """Wait for the pace's next send slot; the time it is sent at. A slot past the caller's
+        time is not waited for (``_OutOfTimeError``)."""
         slot = self.pace.turn_before(self._t() + self._time_left())
         if slot is None:
             raise _OutOfTimeError
@@ -180,8 +175,7 @@ class Posting:
             raise
         with self._lock:
             self._not_acted = 0
-        if self.pace is not None:
-            self.pace.answered(sent_at)
+        self.pace.answered(sent_at)
         return None, self._submitted(run, claimed, job.job_id, str(job.status), EventKind.SUBMITTED)
 
     def _send(self, run: Run, urls: Sequence[str]) -> SubmittedJob:
@@ -218,10 +212,7 @@ class Posting:
                     self._stopped = outcome
                 return released
             wait = self._backoff(outcome.retry_after, self._not_acted)
-        if self.pace is not None:
-            self.pace.throttled(sent_at, wait)  # every worker waits, not only this one
-        else:
-            self._nap(wait)
+        self.pace.throttled(sent_at, wait)  # every worker waits, not only this one
         return released
 
     def _backoff(self, retry_after: float | None, attempt: int) -> float:
