@@ -27,6 +27,7 @@ from scrape_pipeline.ledger.attributes import PARTITION_KEY, TTL_ATTRIBUTE, RowP
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.journal import FIELDS, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
+from scrape_pipeline.runs.plan import Run, RunMode
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -134,6 +135,19 @@ def entry_of(run: str, item: Mapping[str, Any]) -> Entry:
     fields["announced"] = bool(fields.get("announced", False))
     urls = tuple(json.loads(zlib.decompress(bytes(item["urls"]["B"]))))
     return Entry(run=run, index=index, urls=urls, **fields)
+
+
+def run_of(name: str, item: Mapping[str, Any]) -> Run:
+    """The run a head item describes."""
+    return Run(
+        name=name,
+        mode=RunMode(item["mode"]["S"]),
+        fingerprint=item["fingerprint"]["S"],
+        options=json.loads(item["options"]["S"]),
+        entries=int(item["entries"]["N"]),
+        urls=int(item["urls"]["N"]),
+        created_at=float(item["created_at"]["N"]),
+    )
 
 
 # Cancellation reasons that say "try again", not "refused" (AWS's, never moto's).

@@ -25,6 +25,7 @@ from scrape_pipeline.runs.dynamo_items import (
     entry_key,
     entry_of,
     head_key,
+    run_of,
     send,
 )
 from scrape_pipeline.runs.journal import DEFAULT_LEASE_S, FIELDS, Entry, Journal
@@ -119,16 +120,9 @@ class DynamoJournal(Journal):
         found = self._get(head_key(name))
         if found is None:
             return None
-        self._modes[name] = RunMode(found["mode"]["S"])
-        return Run(
-            name=name,
-            mode=RunMode(found["mode"]["S"]),
-            fingerprint=found["fingerprint"]["S"],
-            options=json.loads(found["options"]["S"]),
-            entries=int(found["entries"]["N"]),
-            urls=int(found["urls"]["N"]),
-            created_at=float(found["created_at"]["N"]),
-        )
+        run = run_of(name, found)
+        self._modes[name] = run.mode
+        return run
 
     def entries(self, name: str, states: Collection[EntryState] = ()) -> list[Entry]:
         run = self.run(name)

@@ -14,7 +14,8 @@ from scrape_pipeline.ledger.attributes import (
     PARTITION_KEY,
     RowPrefix,
 )
-from scrape_pipeline.runs.dynamo_items import head_key, send, written
+from scrape_pipeline.runs.dynamo_items import head_key, run_of, send, written
+from scrape_pipeline.runs.plan import Run
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -26,11 +27,10 @@ _PK: Final = str(PARTITION_KEY)
 
 @dataclass(frozen=True)
 class Head:
-    """What the run sweep reads of a head."""
+    """What the run sweep reads of a head: the run and its completion's progress."""
 
-    name: str
+    run: Run
     planned: bool
-    entries: int
     checked: int = 0
     completed: str | None = None  # the Run Completed event's text, once written
 
@@ -62,18 +62,17 @@ class RunHeads:
         return names, page.get("LastEvaluatedKey")
 
     def get(self, name: str) -> Head | None:
-        """The run's head (None: no such run)."""
+        """The run's head, read consistent (None: no such run)."""
         key = {_PK: {"S": head_key(name)}}
-        item = send(self._db, "GetItem", TableName=self.table_name, Key=key).get("Item")
+        request = {"TableName": self.table_name, "Key": key, "ConsistentRead": True}
+        item = send(self._db, "GetItem", **request).get("Item")
         if not item:
             return None
-        event = item.get(str(OUTBOX_EVENT), {}).get("S")
         return Head(
-            name=name,
+            run=run_of(name, item),
             planned=bool(item.get("planned", {}).get("BOOL", False)),
-            entries=int(item["entries"]["N"]),
             checked=int(item.get(CHECKED, {}).get("N", "0")),
-            completed=event,
+            completed=item.get(str(OUTBOX_EVENT), {}).get("S"),
         )
 
     def checked(self, name: str, index: int) -> None:

@@ -62,11 +62,10 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
 
     def _one(self, name: str, result: SweepResult) -> None:
         head = self._heads.get(name)
-        run = self._journal.run(name)
-        if head is None or run is None or not head.planned:
+        if head is None or not head.planned:
             return  # its planner is still at work (or stopped half-way: its rerun finishes)
         result.runs_checked += 1
-        event = head.completed or self._completed(run, head, result)
+        event = head.completed or self._completed(head, result)
         if event is not None:
             self._tell(name, event, result)
 
@@ -78,8 +77,9 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
             result.events_sent += 1
             self._heads.told(name, event)
 
-    def _completed(self, run: Run, head: Head, result: SweepResult) -> str | None:
+    def _completed(self, head: Head, result: SweepResult) -> str | None:
         """The run's event once it is complete (manifest written first); None while open."""
+        run = head.run
         if self._checked(run, head.checked) < run.entries:
             return None
         entries = self._journal.entries(run.name)
