@@ -29,7 +29,7 @@ def test_pace_slow_start_then_halves_on_a_429_and_grows_additively():
         p.answered(p.turn())
     assert p.rate == pytest.approx(15.0)  # slow start: one more per clean answer
     p.throttled(p.turn(), 1.0)
-    assert p.rate == pytest.approx(7.5) and p.cuts == 1
+    assert p.rate == pytest.approx(7.5)  # halved once
     sent = p.turn()
     p.answered(sent)
     # additive: a tenth of the 15/s it was cut from, 1.5/s, per second of answers
@@ -43,12 +43,12 @@ def test_pace_429s_of_one_congestion_cut_once_and_pause_everyone():
     p.throttled(sent[0], 2.0)
     p.throttled(sent[1], 2.0)  # sent before the cut: the same congestion
     p.throttled(sent[2], 2.0)
-    assert p.rate == pytest.approx(10.0) and p.cuts == 1 and p.throttles == 3
+    assert p.rate == pytest.approx(10.0)  # halved once for the three
     now = clock.time()
     assert p.turn() == pytest.approx(now + 2.0)  # the next send waits out Retry-After
     later = p.turn()
     p.throttled(later, 1.0)  # sent after the cut: a new congestion
-    assert p.rate == pytest.approx(5.0) and p.cuts == 2
+    assert p.rate == pytest.approx(5.0)  # halved again
 
 
 def test_a_slot_past_the_latest_is_refused_at_once_and_not_taken():

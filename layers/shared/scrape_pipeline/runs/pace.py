@@ -63,8 +63,6 @@ class Pace:
         self._cut_at = float("-inf")  # when the rate was last cut
         self._lagging = False  # the workers come late for their slots: the rate is not the limit
         self._latency = 0.0  # seconds from send to answer, a moving average
-        self.throttles = 0  # 429s (and other not-acted answers) reported
-        self.cuts = 0
 
     @property
     def rate(self) -> float:
@@ -125,13 +123,11 @@ class Pace:
         """The request sent at ``sent_at`` was not acted on (429): cut once, pause everyone."""
         with self._lock:
             now = self.clock.time()
-            self.throttles += 1
             if sent_at > self._cut_at:  # sent after the last cut: news of this rate
                 self._slow_start = False
                 self._peak = self._rate
                 self._rate = max(self.settings.min_rate, self._rate * self.settings.decrease)
                 self._cut_at = now
-                self.cuts += 1
             self._paused_until = max(self._paused_until, now + max(pause_s, 0.0))
             self._next = max(self._next, self._paused_until)
 
