@@ -4,7 +4,6 @@ out), posts every planned entry (``posting``); time and waits are the injected c
 from __future__ import annotations
 
 import contextlib
-import math
 from collections import Counter
 from collections.abc import Callable
 
@@ -77,12 +76,6 @@ class Submitter(Posting):
         self._announce_left(run, self.journal.entries(run.name, [S.SUBMITTED]))
         self._settle_doubts(run)
         return self.journal.entries(run.name)
-
-    def _begin(self, time_left: Callable[[], float] | None, *, post_unfound: bool = True) -> None:
-        """A call's counters, afresh."""
-        self._posts, self._not_acted, self._stopped = 0, 0, None
-        self._looked_up, self._post_unfound = set(), post_unfound
-        self._time_left = time_left or (lambda: math.inf)
 
     def _settle_doubts(self, run: Run, *, ready_only: bool = False) -> None:
         """Expire leases run out; adopt the job found for an entry in doubt, else post an

@@ -67,7 +67,6 @@ class Posting:
         clock: Clock,
         pace: Pace,
         settings: SubmitterSettings = SubmitterSettings(),
-        owner: str | None = None,
         announce: Callable[[str, str], None] | None = None,
         listener: Callable[[Event], None] = lambda event: None,
         rng: random.Random | None = None,
@@ -77,7 +76,7 @@ class Posting:
         self.client = client
         self.clock = clock
         self.settings = settings
-        self.owner = owner or new_owner()
+        self.owner = new_owner()
         self._announce = announce
         self._listener = listener
         self._rng = rng or random.Random()  # backoff jitter only
@@ -86,12 +85,15 @@ class Posting:
         self._lock = threading.RLock()  # the counters below, shared by the workers
         self._in_flight: dict[int, Entry] = {}  # claimed by this submitter, answer not recorded
         self.throttled = 0  # POSTs answered "not acted on" (429 and the like)
-        self._posts = 0
-        self._not_acted = 0
+        self._begin(None)
+
+    def _begin(self, time_left: Callable[[], float] | None, *, post_unfound: bool = True) -> None:
+        """A call's counters, afresh; ``post_unfound``: an extract not found is posted again."""
+        self._posts, self._not_acted = 0, 0
         self._stopped: Outcome | None = None
         self._looked_up: set[int] = set()
-        self._post_unfound = True  # an extract the lookup did not find is posted again
-        self._time_left: Callable[[], float] = lambda: math.inf
+        self._post_unfound = post_unfound
+        self._time_left: Callable[[], float] = time_left or (lambda: math.inf)
 
     def _out_of_time(self) -> bool:
         return self._time_left() <= 0
