@@ -35,14 +35,6 @@ class PaceSettings:
     decrease: float = 0.5  # the rate is multiplied by this on a 429
     slow_s: float = 5.0  # an answer slower than this is not "fast": the rate does not grow
 
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError("workers must be at least 1")
-        if not 0 < self.min_rate <= self.start_rate <= self.max_rate:
-            raise ValueError("rates must satisfy 0 < min_rate <= start_rate <= max_rate")
-        if not 0 < self.decrease < 1 or self.increase <= 0:
-            raise ValueError("decrease must be in (0, 1) and increase positive")
-
 
 class Pace:
     """Send slots for the submitter's workers at the AIMD rate; thread-safe."""
