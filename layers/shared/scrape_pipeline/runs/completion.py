@@ -32,14 +32,11 @@ def run_manifest_key(run: str) -> str:
     return f"{RUNS_PREFIX}/{run}/manifest.json"
 
 
-def job_key(run: Run, entry: Entry) -> JobKey | None:
-    """The job ``entry`` made (None: none recorded)."""
-    return JobKey(JobKind(run.mode.kind), entry.job_id) if entry.job_id else None
-
-
 def submitted_key(run: Run, entry: Entry) -> JobKey | None:
     """The job a submitted ``entry`` made, where its chain starts (None: not submitted)."""
-    return job_key(run, entry) if entry.state is S.SUBMITTED else None
+    if entry.state is not S.SUBMITTED or not entry.job_id:
+        return None
+    return JobKey(JobKind(run.mode.kind), entry.job_id)
 
 
 def settled(
