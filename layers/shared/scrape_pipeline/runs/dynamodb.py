@@ -149,7 +149,7 @@ class DynamoJournal(Journal):
                 self.table_name: {"Keys": keys, "ConsistentRead": consistent}
             }
             while request:
-                page = self._send("BatchGetItem", RequestItems=request)
+                page = send(self._db, "BatchGetItem", RequestItems=request)
                 for item in page.get("Responses", {}).get(self.table_name, []):
                     yield entry_of(name, item)
                 request = page.get("UnprocessedKeys")  # none, or {}: all read
@@ -213,7 +213,4 @@ class DynamoJournal(Journal):
         return self._modes.get(run, RunMode.ASYNC)
 
     def _call(self, operation: str, **request: Any) -> dict[str, Any]:
-        return self._send(operation, TableName=self.table_name, **request)
-
-    def _send(self, operation: str, **request: Any) -> dict[str, Any]:
-        return send(self._db, operation, **request)
+        return send(self._db, operation, TableName=self.table_name, **request)
