@@ -145,16 +145,6 @@ _PARSE: Final[Mapping[Kind, Callable[[Setting[Any], str], object]]] = {
 }
 
 
-def text(name: str, default: str, reason: str) -> Setting[str]:
-    """A string, stripped of surrounding spaces."""
-    return Setting(name, default, reason)
-
-
-def required(name: str, reason: str) -> Setting[str]:
-    """A string without a default: a resource's name the stack gives."""
-    return Setting(name, "", reason, required=True)
-
-
 def number(
     name: str, default: float, reason: str, *, minimum: float | None = None
 ) -> Setting[float]:
@@ -167,11 +157,6 @@ def integer(
 ) -> Setting[int]:
     """A whole number in ``[minimum, maximum]``."""
     return Setting(name, default, reason, Kind.INTEGER, minimum=minimum, maximum=maximum)
-
-
-def paths(name: str, default: tuple[str, ...], reason: str) -> Setting[tuple[str, ...]]:
-    """Comma-separated items (dotted field paths)."""
-    return Setting(name, default, reason, Kind.LIST)
 
 
 def declared(cls: type) -> dict[str, Setting[Any]]:
