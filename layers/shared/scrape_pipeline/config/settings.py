@@ -81,7 +81,7 @@ class Kind(StrEnum):
     CHOICE = "choice"  # one of ``choices``, any case
     LIST = "list"  # comma-separated items, empty ones dropped
     NUMBER = "number"  # finite: positive, or at least ``minimum``
-    INTEGER = "integer"  # whole: at least ``minimum`` (1), at most ``maximum``
+    INTEGER = "integer"  # whole: at least ``minimum``, at most ``maximum``
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,7 @@ def _whole(setting: Setting[Any], raw: str) -> int | None:
     """An integer setting's value: None for its ``off`` word, else a whole number."""
     if raw.lower() == setting.off:
         return None
-    minimum = 1 if setting.minimum is None else int(setting.minimum)
-    return _within(setting.name, raw, _plain_int, _WHOLE, lo=minimum, hi=setting.maximum)
+    return _within(setting.name, raw, _plain_int, _WHOLE, lo=setting.minimum, hi=setting.maximum)
 
 
 # How each kind parses a value that is set (an unset one is the default).
