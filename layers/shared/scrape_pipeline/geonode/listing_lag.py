@@ -62,8 +62,8 @@ class ListingLag:
         """max(floor, ``LAG_MARGIN`` times the lag the reconciler's row holds)."""
         if self._books is None:
             return self.floor_s
-        saved = self._books.read_many([JOBS_CHECKPOINT]).get(JOBS_CHECKPOINT)
-        measured = saved_lag(saved, self._clock.time())[0] if saved else 0.0
+        saved = self._books.read_many([JOBS_CHECKPOINT]).get(JOBS_CHECKPOINT, {})
+        measured = saved_lag(saved, self._clock.time())[0]
         return max(self.floor_s, LAG_MARGIN * measured)
 
     def check(self, posted_at: float | None) -> None:
