@@ -7,10 +7,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_pipeline.geonode.batches import BatchItem
 from scrape_pipeline.geonode.client import MARKDOWN, Formats, GeonodeClient, job_body, segment
 from scrape_pipeline.geonode.fields import as_dict, as_int
-from scrape_pipeline.geonode.models import ApiStatus, read_status
+from scrape_pipeline.geonode.models import ApiStatus, BatchItem, read_status
 from scrape_pipeline.geonode.transport import query
 from scrape_pipeline.geonode.webhooks import Webhook
 

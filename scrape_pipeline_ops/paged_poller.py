@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
-from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.client import BATCH_PAGE_MAX
 from scrape_pipeline.geonode.errors import (
     GeonodeError,
@@ -25,6 +24,7 @@ from scrape_pipeline.geonode.errors import (
     RateLimitedError,
 )
 from scrape_pipeline.geonode.fields import as_int
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline_ops.many_poller import RoundsPoller
 

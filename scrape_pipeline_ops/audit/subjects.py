@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scrape_pipeline.geonode.batches import BatchStatus
 from scrape_pipeline.geonode.client import JOBS_PAGE_MAX, GeonodeClient
 from scrape_pipeline.geonode.errors import NotFoundError
 from scrape_pipeline.geonode.fields import parse_time
-from scrape_pipeline.geonode.models import TERMINAL_STATUSES, JobSummary
+from scrape_pipeline.geonode.models import TERMINAL_STATUSES, BatchStatus, JobSummary
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.processor.paged_store import BATCH_PAGE_SIZE
 from scrape_pipeline.processor.results import CONTENT_FILES

@@ -19,7 +19,7 @@ from scrape_pipeline_ops.cli.config import UsageError
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
 
-    from scrape_pipeline.geonode.batches import BatchItem
+    from scrape_pipeline.geonode.models import BatchItem
     from scrape_pipeline_ops.cli.config import Context
 
 

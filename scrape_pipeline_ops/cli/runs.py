@@ -49,8 +49,7 @@ from scrape_pipeline_ops.cli.submit_run import (
 if TYPE_CHECKING:
     import argparse
 
-    from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
-    from scrape_pipeline.geonode.models import Job, JobSummary, SubmittedJob
+    from scrape_pipeline.geonode.models import BatchItem, BatchStatus, Job, JobSummary, SubmittedJob
     from scrape_pipeline.geonode.webhooks import Delivery, Webhook
     from scrape_pipeline_ops.cli.config import Context
 

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.processor.manifest import (
     REASON_ITEM_FAILED,

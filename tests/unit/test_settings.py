@@ -17,10 +17,7 @@ from scrape_pipeline.config.settings import (
     declared,
     integer,
     number,
-    paths,
     require,
-    required,
-    text,
 )
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.client import GeonodeClient
@@ -61,18 +58,18 @@ def test_read_unset_or_empty_is_the_default(env: dict[str, str]):
     # WHEN each reader reads it THEN the default comes back
     assert read_float(env, "X", 2.5) == 2.5
     assert read_int(env, "X", 7) == 7
-    assert text("X", "d", "").read(env) == "d"
+    assert Setting("X", "d", "").read(env) == "d"
     assert read_choice(env, "X", "a", ("a", "b")) == "a"
-    assert paths("X", ("p", "q"), "").read(env) == ("p", "q")
+    assert Setting("X", ("p", "q"), "", Kind.LIST).read(env) == ("p", "q")
 
 
 def test_read_values_are_parsed_and_stripped():
     env = {"F": " 0.25 ", "I": "12", "S": " name ", "C": "B", "L": " a.b , ,c "}
     assert read_float(env, "F", 1.0) == 0.25
     assert read_int(env, "I", 1) == 12
-    assert text("S", "", "").read(env) == "name"
+    assert Setting("S", "", "").read(env) == "name"
     assert read_choice(env, "C", "a", ("a", "b")) == "b"
-    assert paths("L", (), "").read(env) == ("a.b", "c")
+    assert Setting[tuple[str, ...]]("L", (), "", Kind.LIST).read(env) == ("a.b", "c")
 
 
 @pytest.mark.parametrize(
@@ -325,7 +322,11 @@ def test_a_variable_declared_twice_is_refused():
 
 def test_markdown_shows_defaults_as_written():
     rows = markdown(
-        [required("A", "a | b"), Setting("B", ("x", "y"), "", Kind.LIST), integer("C", 3, "")]
+        [
+            Setting("A", "", "a | b", required=True),
+            Setting("B", ("x", "y"), "", Kind.LIST),
+            integer("C", 3, ""),
+        ]
     ).splitlines()
     assert rows[2:] == ["| `A` | (required) | a &#124; b |", "| `B` | `x,y` |  |", "| `C` | 3 |  |"]
 

@@ -148,6 +148,4 @@ def fetch_secret(secret_id: str, max_age: float, force: bool) -> str:
         if isinstance(cause, AWS_ERRORS):
             raise unavailable("secretsmanager", "GetSecretValue", cause) from exc
         raise AWSUnavailableError("secretsmanager", "GetSecretValue", type(exc).__name__) from exc
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    return str(value)
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scrape_pipeline.config.settings import FromEnv, integer, required, text
+from scrape_pipeline.config.settings import FromEnv, Setting, integer
 from scrape_pipeline.ledger.table import DEFAULT_MAX_REOPENS, DEFAULT_TTL_DAYS
 
-LEDGER_TABLE_NAME = required("LEDGER_TABLE_NAME", "the ledger table")
-QUEUE_URL = required("QUEUE_URL", "the job queue (the processor re-sends delayed copies to it)")
-RESULTS_BUCKET = required(
+LEDGER_TABLE_NAME = Setting("LEDGER_TABLE_NAME", "", "the ledger table", required=True)
+QUEUE_URL = Setting(
+    "QUEUE_URL",
+    "",
+    "the job queue (the processor re-sends delayed copies to it)",
+    required=True,
+)
+RESULTS_BUCKET = Setting(
     "RESULTS_BUCKET",
+    "",
     "where the processor stores results and dead-letter records, and the reconciler each "
     "run's manifest",
+    required=True,
 )
-EVENT_BUS_NAME = text(
+EVENT_BUS_NAME = Setting(
     "EVENT_BUS_NAME",
     "",
     "the stack's EventBridge bus: each outcome (stored, dead-lettered, cancelled) is put on "

@@ -81,7 +81,7 @@ class Kind(StrEnum):
     CHOICE = "choice"  # one of ``choices``, any case
     LIST = "list"  # comma-separated items, empty ones dropped
     NUMBER = "number"  # finite: positive, or at least ``minimum``
-    INTEGER = "integer"  # whole: at least ``minimum`` (1), at most ``maximum``
+    INTEGER = "integer"  # whole: at least ``minimum``, at most ``maximum``
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,7 @@ def _whole(setting: Setting[Any], raw: str) -> int | None:
     """An integer setting's value: None for its ``off`` word, else a whole number."""
     if raw.lower() == setting.off:
         return None
-    minimum = 1 if setting.minimum is None else int(setting.minimum)
-    return _within(setting.name, raw, _plain_int, _WHOLE, lo=minimum, hi=setting.maximum)
+    return _within(setting.name, raw, _plain_int, _WHOLE, lo=setting.minimum, hi=setting.maximum)
 
 
 # How each kind parses a value that is set (an unset one is the default).
@@ -145,16 +144,6 @@ _PARSE: Final[Mapping[Kind, Callable[[Setting[Any], str], object]]] = {
 }
 
 
-def text(name: str, default: str, reason: str) -> Setting[str]:
-    """A string, stripped of surrounding spaces."""
-    return Setting(name, default, reason)
-
-
-def required(name: str, reason: str) -> Setting[str]:
-    """A string without a default: a resource's name the stack gives."""
-    return Setting(name, "", reason, required=True)
-
-
 def number(
     name: str, default: float, reason: str, *, minimum: float | None = None
 ) -> Setting[float]:
@@ -167,11 +156,6 @@ def integer(
 ) -> Setting[int]:
     """A whole number in ``[minimum, maximum]``."""
     return Setting(name, default, reason, Kind.INTEGER, minimum=minimum, maximum=maximum)
-
-
-def paths(name: str, default: tuple[str, ...], reason: str) -> Setting[tuple[str, ...]]:
-    """Comma-separated items (dotted field paths)."""
-    return Setting(name, default, reason, Kind.LIST)
 
 
 def declared(cls: type) -> dict[str, Setting[Any]]:

@@ -35,19 +35,16 @@ def entry_size(entry: dict[str, Any]) -> int:
     return len(text.encode()) + _TIME_BYTES
 
 
-def chunks(
-    entries: Sequence[dict[str, Any]], *, limit: int = MAX_REQUEST_BYTES
-) -> Iterator[list[int]]:
-    """The entries' indexes, cut into calls of at most ten entries and ``limit`` bytes."""
+def chunks(entries: Sequence[dict[str, Any]]) -> Iterator[list[int]]:
+    """The entries' indexes, cut into calls of at most ten entries and 256 KB."""
     chunk: list[int] = []
     size = 0
     for index, entry in enumerate(entries):
-        grown = size + entry_size(entry)
-        if chunk and (len(chunk) == MAX_ENTRIES or grown > limit):
+        if chunk and (len(chunk) == MAX_ENTRIES or size + entry_size(entry) > MAX_REQUEST_BYTES):
             yield chunk
-            chunk, grown = [], entry_size(entry)
+            chunk, size = [], 0
         chunk.append(index)
-        size = grown
+        size += entry_size(entry)
     if chunk:
         yield chunk
 

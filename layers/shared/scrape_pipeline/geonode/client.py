@@ -7,9 +7,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
-from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.fields import Answer, objects
-from scrape_pipeline.geonode.models import Job, JobSummary, Page, SubmittedJob
+from scrape_pipeline.geonode.models import (
+    BatchItem,
+    BatchStatus,
+    Job,
+    JobSummary,
+    Page,
+    SubmittedJob,
+)
 from scrape_pipeline.geonode.transport import API_KEY_ENV, DateLike, Transport
 
 if TYPE_CHECKING:  # the processor, which loads this client, never reads the webhook answers

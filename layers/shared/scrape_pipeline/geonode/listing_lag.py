@@ -4,12 +4,15 @@ margin; until then a look-up that finds nothing proves nothing (the URL stays in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from scrape_pipeline.clock import Clock
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.geonode.settings import LISTING_LAG_FLOOR
+
+if TYPE_CHECKING:
+    from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 
 # The job-list sweep's checkpoint row (``meta#`` + this), where it saves the lag it measured.
 JOBS_CHECKPOINT = "reconciler-jobs"
@@ -29,18 +32,12 @@ def _number(saved: Mapping[str, str], name: str) -> float:
     return float(saved.get(name) or 0.0)  # absent (rows of earlier versions) or empty: 0
 
 
-class CheckpointReader(Protocol):
-    """Reads checkpoint rows in one BatchGetItem (``ledger.Bookkeeping.read_many``)."""
-
-    def read_many(self, names: Sequence[str]) -> dict[str, dict[str, str]]: ...
-
-
 class ListingCatchingUpError(PipelineError):
     """A POST may have created a job the job list does not show yet: look again at ``until``."""
 
-    def __init__(self, posted_at: float, until: float, lag: float) -> None:
+    def __init__(self, posted_at: float, until: float) -> None:
         super().__init__(f"posted at {posted_at:.0f}: maybe not listed until {until:.0f}")
-        self.posted_at, self.until, self.lag = posted_at, until, lag
+        self.until = until
 
     def retry_in(self, now: float) -> int:
         """Whole seconds from ``now`` until a look-up proves something (at least one)."""
@@ -52,7 +49,7 @@ class ListingLag:
 
     def __init__(
         self,
-        books: CheckpointReader | None,
+        books: Bookkeeping | None,
         *,
         clock: Clock,
         floor_s: float = LISTING_LAG_FLOOR.default,
@@ -65,8 +62,8 @@ class ListingLag:
         """max(floor, ``LAG_MARGIN`` times the lag the reconciler's row holds)."""
         if self._books is None:
             return self.floor_s
-        saved = self._books.read_many([JOBS_CHECKPOINT]).get(JOBS_CHECKPOINT)
-        measured = saved_lag(saved, self._clock.time())[0] if saved else 0.0
+        saved = self._books.read_many([JOBS_CHECKPOINT]).get(JOBS_CHECKPOINT, {})
+        measured = saved_lag(saved, self._clock.time())[0]
         return max(self.floor_s, LAG_MARGIN * measured)
 
     def check(self, posted_at: float | None) -> None:
@@ -76,4 +73,4 @@ class ListingLag:
             return
         lag = self.allowed()
         if self._clock.time() < posted_at + lag:
-            raise ListingCatchingUpError(posted_at, posted_at + lag, lag)
+            raise ListingCatchingUpError(posted_at, posted_at + lag)

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scrape_pipeline.config.settings import FromEnv, Kind, Setting, number, text
+from scrape_pipeline.config.settings import FromEnv, Kind, Setting, number
 
 DEFAULT_BASE_URL = "https://scraper.geonode.io"
 
 # The key is not part of GeonodeSettings: ``api_key`` reads one or the other.
-GEONODE_SCRAPER_API_KEY = text(
+GEONODE_SCRAPER_API_KEY = Setting(
     "GEONODE_SCRAPER_API_KEY",
     "",
     "the API key for the CLI and local runs; never logged, never in an error",
 )
-GEONODE_API_KEY_SECRET_ID = text(
+GEONODE_API_KEY_SECRET_ID = Setting(
     "GEONODE_API_KEY_SECRET_ID",
     "",
     "where the Lambdas read the key (Secrets Manager, cached 5 min); one of the two is required",

@@ -9,8 +9,8 @@ from enum import StrEnum
 from operator import attrgetter
 from typing import Any
 
-from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.fields import int_or_none, of_type
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.jobs import DETAIL_TOKENS, JobKey, JobKind, Outcome
 from scrape_pipeline.ledger import chains
 from scrape_pipeline.ledger.rows import LedgerRow

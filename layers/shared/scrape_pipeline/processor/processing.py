@@ -34,7 +34,6 @@ from dataclasses import replace
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.clock import SYSTEM_CLOCK, Clock
 from scrape_pipeline.events.outbox import EmitResult, Emitter
-from scrape_pipeline.geonode.batches import BatchStatus
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -46,7 +45,7 @@ from scrape_pipeline.geonode.errors import (
     TransportError,
 )
 from scrape_pipeline.geonode.listing_lag import ListingCatchingUpError
-from scrape_pipeline.geonode.models import ApiStatus, Job
+from scrape_pipeline.geonode.models import ApiStatus, BatchStatus, Job
 from scrape_pipeline.jobs import (
     DETAIL_RESUBMITTED_AS,
     DETAIL_TOKENS,

@@ -10,7 +10,6 @@ from datetime import datetime
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.events.outbox import retell_with_run
-from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.client import GeonodeClient
 from scrape_pipeline.geonode.errors import (
     AuthError,
@@ -20,7 +19,7 @@ from scrape_pipeline.geonode.errors import (
 )
 from scrape_pipeline.geonode.fields import as_dict, parse_time
 from scrape_pipeline.geonode.listing_lag import ListingLag
-from scrape_pipeline.geonode.models import Job
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus, Job
 from scrape_pipeline.jobs import DETAIL_RESUBMITTED_AS, JobKey, JobKind
 from scrape_pipeline.ledger.bookkeeping import Bookkeeping
 from scrape_pipeline.ledger.leases import LeaseLostError

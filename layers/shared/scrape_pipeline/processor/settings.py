@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scrape_pipeline.config.settings import FromEnv, integer, number, paths
+from scrape_pipeline.config.settings import FromEnv, Kind, Setting, integer, number
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,13 @@ class ProcessorSettings(FromEnv):
         "the processor starts no job and reads no further batch page this close to its deadline "
         "(at most a quarter of the invocation); a batch or crawl goes on from its checkpoint",
     ).field()
-    retryable_item_codes: tuple[str, ...] = paths(
+    retryable_item_codes: tuple[str, ...] = Setting(
         "RETRYABLE_ITEM_CODES",
         ("UPSTREAM_TIMEOUT", "RATE_LIMITED"),  # those the API's extract jobs mark retryable
         "a batch's or crawl's item failed with one of these `error_code`s (or flagged "
         "`retryable`) is resubmitted as an extract job linked to it, within "
         "`MAX_RESUBMISSIONS_PER_URL`, instead of dead-lettered",
+        Kind.LIST,
     ).field()
     event_linger_seconds: float = number(
         "EVENT_LINGER_SECONDS",

@@ -41,6 +41,7 @@ class Freshness:
         "at +20 % jitter (33.1 h, docs/geonode-api.md) even if every retry keeps the event's "
         "time. `off`, by name only, for a sender that stamps no time",
         Kind.INTEGER,
+        minimum=1,
         maximum=_MAX_AGE_LIMIT,
         off=OFF,
     ).field()

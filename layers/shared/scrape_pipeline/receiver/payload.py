@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_pipeline.config.settings import FromEnv, paths
+from scrape_pipeline.config.settings import FromEnv, Kind, Setting
 from scrape_pipeline.errors import PipelineError
 from scrape_pipeline.jobs import JobKind, is_job_id
 from scrape_pipeline.receiver.signatures.secret import first_broken
@@ -30,28 +30,32 @@ class FieldLocations(FromEnv):
     """Dotted paths tried in order; the first present value wins. The defaults are the
     contract's envelope, then the seed article's flat fields (the real payload is unpublished)."""
 
-    job_id: Sequence[str] = paths(
+    job_id: Sequence[str] = Setting(
         "JOB_ID_FIELDS",
         ("data.job_id", "job_id"),
         "where the job id is in the payload: the contract's envelope, then the seed article's "
         "flat field",
+        Kind.LIST,
     ).field()
-    event: Sequence[str] = paths(
+    event: Sequence[str] = Setting(
         "EVENT_FIELDS",
         ("event", "event_type"),
         "where the event is, which names the job's kind. Read from the signed body only: "
         "`X-Webhook-Event` is unsigned, and a body without an event is a 400",
+        Kind.LIST,
     ).field()
-    delivery_id: Sequence[str] = paths(
+    delivery_id: Sequence[str] = Setting(
         "DELIVERY_ID_FIELDS",
         ("delivery_id", "id"),
         "the attempt's id (kept on the row as evidence seen: a delivery that created, reopened "
         "or woke a job never moves it again; one without an id only creates rows)",
+        Kind.LIST,
     ).field()
-    timestamp: Sequence[str] = paths(
+    timestamp: Sequence[str] = Setting(
         "TIMESTAMP_FIELDS",
         ("timestamp",),
         "the attempt's time, which `WEBHOOK_MAX_AGE_SECONDS` judges",
+        Kind.LIST,
     ).field()
 
 

@@ -17,7 +17,7 @@ from scrape_pipeline.config.resources import (
     MAX_REOPENS,
     QUEUE_URL,
 )
-from scrape_pipeline.config.settings import SettingsError, integer, number, read_declared, required
+from scrape_pipeline.config.settings import Setting, SettingsError, integer, number, read_declared
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.ledger.evidence import Policy, Why
 from scrape_pipeline.ledger.intake import Intake
@@ -55,11 +55,13 @@ class ReceiverSettings:
 
     table_name: str = LEDGER_TABLE_NAME.field()
     queue_url: str = QUEUE_URL.field()
-    secret_id: str = required(
+    secret_id: str = Setting(
         "WEBHOOK_SECRET_ID",
+        "",
         'the secret bundle, per subscription: `{"subscriptions": {"<webhook id>": '
         '[{"value", "expires_at"}]}}`, several valid at once; an old flat '
         '`{"secrets": [...]}` reads as shared by all and is migrated by the next rotation',
+        required=True,
     ).field()
     signature: SignatureConfig = field(default_factory=SignatureConfig)
     fields: FieldLocations = field(default_factory=FieldLocations)

@@ -11,8 +11,8 @@ from itertools import chain
 from typing import Final, Protocol
 
 from scrape_pipeline.errors import PipelineError
-from scrape_pipeline.geonode.batches import BatchItem, BatchStatus
 from scrape_pipeline.geonode.errors import GeonodeError, NotFoundError
+from scrape_pipeline.geonode.models import BatchItem, BatchStatus
 from scrape_pipeline.geonode.webhooks import Delivery, Webhook
 from scrape_pipeline.jobs import JobKind
 from scrape_pipeline.runs.doubt import Held

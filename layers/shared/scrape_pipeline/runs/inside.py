@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Final
 
 from scrape_pipeline.clock import Clock
-from scrape_pipeline.config.settings import FromEnv, integer, number, required
+from scrape_pipeline.config.settings import FromEnv, Setting, integer, number
 from scrape_pipeline.runs.engine import Submitter
 from scrape_pipeline.runs.journal import Journal, RunMismatchError
 from scrape_pipeline.runs.moves import EntryState
@@ -31,8 +31,8 @@ from scrape_pipeline.runs.request import (
 SQS_MAX_DELAY_S: Final = 900
 S = EntryState
 
-SUBMISSIONS_QUEUE_URL = required(
-    "SUBMISSIONS_QUEUE_URL", "where the submitter sends a run's continuation"
+SUBMISSIONS_QUEUE_URL = Setting(
+    "SUBMISSIONS_QUEUE_URL", "", "where the submitter sends a run's continuation", required=True
 )
 
 

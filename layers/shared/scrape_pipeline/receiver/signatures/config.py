@@ -15,7 +15,6 @@ from scrape_pipeline.config.settings import (
     declared,
     integer,
     read_declared,
-    text,
 )
 from scrape_pipeline.receiver.signatures.secret import first_broken
 
@@ -71,7 +70,7 @@ class SignatureConfig:
         Kind.CHOICE,
         choices=ENCODINGS,
     ).field()
-    prefix: str = text(
+    prefix: str = Setting(
         "SIGNATURE_PREFIX",
         "",
         f"{_GEONODE_ONLY}: the text before the encoded signature, e.g. `sha256=`",
