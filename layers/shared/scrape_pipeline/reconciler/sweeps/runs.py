@@ -89,11 +89,9 @@ class RunsSweep(Sweep[ReconcilerSettings]):
         index = start
         while index < run.entries:
             stop = min(run.entries, index + RUN_PAGE)
-            reached = self._reached(run, index, stop)
-            if reached < stop:  # an entry open, or its job not settled: checked up to it
-                index = reached
+            index = self._reached(run, index, stop)
+            if index < stop:  # an entry open, or its job not settled: checked up to it
                 break
-            index = stop
         if index > start:
             self._heads.checked(run.name, index)
         return index
