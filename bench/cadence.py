@@ -21,15 +21,15 @@ class Cadence:
     def from_template(cls) -> Cadence:
         """The template's reconciler, its parameters at their defaults."""
         from bench.scale_world import TemplateReconciler
-        from scrape_pipeline.reconciler.run import ReconcilerSettings
+        from scrape_pipeline.reconciler.settings import ReconcilerSettings
 
         template = TemplateReconciler.read()
         settings = ReconcilerSettings.from_env(template.env)
         return cls(
             schedule=template.schedule,
             interval_seconds=template.interval,
-            threshold_seconds=settings.threshold_seconds,
-            overlap_seconds=settings.overlap_seconds,
+            threshold_seconds=settings.job_list.threshold_seconds,
+            overlap_seconds=settings.job_list.overlap_seconds,
             full_sweep_seconds=settings.full_sweep_seconds,
             gap_memory_seconds=settings.gap_memory_seconds,
         )

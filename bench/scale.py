@@ -295,18 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     os.environ.update(QUIET_ENV)
-    from scrape_pipeline.reconciler.run import ReconcilerSettings
+    from scrape_pipeline.reconciler.settings import ReconcilerSettings
 
     overrides = dict(item.split("=", 1) for item in args.env)
     template = TemplateReconciler.read(args.schedule)
     settings = ReconcilerSettings.from_env({**template.env, **overrides})
-    runs, tail_runs = plan_timing(template.interval, settings.threshold_seconds, args.runs)
+    runs, tail_runs = plan_timing(template.interval, settings.job_list.threshold_seconds, args.runs)
     grid = [(rate, drop) for rate in args.rates for drop in args.drops]
     # The longest points first, so two workers finish together.
     grid.sort(key=lambda point: -point[0] * (1 + point[1]))
     print(
         f"{len(grid)} points, {runs} runs of {template.schedule} each "
-        f"(threshold {settings.threshold_seconds:g} s, timeout {template.timeout:g} s), "
+        f"(threshold {settings.job_list.threshold_seconds:g} s, timeout {template.timeout:g} s), "
         f"{args.workers} workers"
     )
     started = time.perf_counter()

@@ -38,7 +38,7 @@ from typing import Any, TextIO
 from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, ServerError
 from scrape_pipeline.processor.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
 from scrape_pipeline.processor.settings import ProcessorSettings
-from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline_local import idle
 from scrape_pipeline_local.agreement import compare, summary
 from scrape_pipeline_local.aws_calls import CallRecorder
@@ -85,7 +85,9 @@ SUBMIT_SPAN_SECONDS = 600.0
 # processor's own retries add at most its longest wait. The chaos matrix judges by it, and a
 # run past its horizon goes on while a settled unit is still within it (below).
 _R = ReconcilerSettings()
-FINISH_BOUND_SECONDS = _R.threshold_seconds + _R.stale_after_seconds + 2 * 600 + 600
+FINISH_BOUND_SECONDS = (
+    _R.job_list.threshold_seconds + _R.recovery.stale_after_seconds + 2 * 600 + 600
+)
 # How long after its outcome an event may take: an emit lost in a crash waits for the outbox's
 # grace and the next reconciler run (a minute); a second run's room for a busy or failed one.
 EVENT_BOUND_SECONDS = _R.outbox_grace_seconds + 2 * 60.0

@@ -24,7 +24,7 @@ from scrape_pipeline.receiver.payload import FieldLocations
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline.receiver.webhook import ReceiverSettings
 from scrape_pipeline.reconciler.recovery import RecoverySettings
-from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps.job_list import JobListSettings
 from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline.runs.inside import InsideSettings

@@ -22,7 +22,7 @@ def replay_failed(
     A failing page is raised."""
     log = DeliveryLogSweep(reconciler.settings, **reconciler.parts)
     result = SweepResult()
-    budget = Budget.no_deadline().capped(reconciler.settings.max_pages)
+    budget = Budget.no_deadline().capped(reconciler.settings.job_list.max_pages)
     scan = log.scan(webhook_id, since, 1, result, budget, only_status=only_status)
     if scan.error is not None:
         raise scan.error

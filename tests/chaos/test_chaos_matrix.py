@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from scrape_pipeline.processor.settings import ProcessorSettings
-from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline_local.chaos import PROFILES
 from scrape_pipeline_local.demo import FINISH_BOUND_SECONDS, STEP_SECONDS, Demo, Report

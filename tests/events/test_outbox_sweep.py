@@ -18,7 +18,8 @@ from scrape_pipeline.events.outbox import Emitter
 from scrape_pipeline.jobs import JobKey, JobKind, Outcome
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.reconciler.report import ReconcileReport
-from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
+from scrape_pipeline.reconciler.run import Reconciler
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps.ledger_scans import SWEEP_OUTBOX
 from scrape_pipeline_local.clock import ManualClock
 from tests.events.bus_fixture import Subscriber, subscribe

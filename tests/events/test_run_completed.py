@@ -28,7 +28,8 @@ from scrape_pipeline.processor.manifest import manifest_key
 from scrape_pipeline.processor.resubmission import hand_on
 from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.reconciler.report import ReconcileReport, SweepResult
-from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
+from scrape_pipeline.reconciler.run import Reconciler
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps import Budget
 from scrape_pipeline.reconciler.sweeps.ledger_scans import SWEEP_OUTBOX
 from scrape_pipeline.reconciler.sweeps.runs import SWEEP_RUNS, RunsSweep

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline_local.demo import STEP_SECONDS, Demo
 
 

@@ -129,7 +129,7 @@ def test_reconciler_watches_an_unsettled_job_instead_of_pinning_the_watermark(
     for _ in range(12):  # two minutes of the default schedule, past the job's end
         settle(stack, 60)
         report = found.run()
-        assert all(start >= watermark - found.settings.overlap_seconds for start in starts)
+        assert all(start >= watermark - found.settings.job_list.overlap_seconds for start in starts)
         watermark, starts = report.watermark, []
     # AND the watch sweep woke it once it settled: stored once, with one GET
     settle(stack, 60)

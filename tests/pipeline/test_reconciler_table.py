@@ -28,9 +28,9 @@ from scrape_pipeline.reconciler.run import (
     CADENCE_CHECKPOINT,
     Cadence,
     Reconciler,
-    ReconcilerSettings,
     SweepRow,
 )
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps import Budget, Sweep
 from scrape_pipeline_local.clock import ManualClock
 from tests.pipeline.test_reconciler import FakeRemaining

@@ -28,7 +28,7 @@ from scrape_pipeline.processor.settings import ProcessorSettings
 from scrape_pipeline.receiver.freshness import Freshness
 from scrape_pipeline.receiver.signatures.config import SignatureConfig
 from scrape_pipeline.receiver.webhook import PLATFORM_MAX_BODY_BYTES, ReceiverSettings
-from scrape_pipeline.reconciler.run import ReconcilerSettings
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline.wiring.processor import build_processor
 from scrape_pipeline_local.clock import ManualClock

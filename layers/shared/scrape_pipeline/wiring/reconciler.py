@@ -11,7 +11,8 @@ from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.bulk_send import BulkSender
 from scrape_pipeline.processor.results import ResultStore
 from scrape_pipeline.reconciler.recovery import Recoverer
-from scrape_pipeline.reconciler.run import Reconciler, ReconcilerSettings
+from scrape_pipeline.reconciler.run import Reconciler
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.wiring import shared
 
 # The reconciler may wait a little for a throttled page (it runs minutes apart); the processor

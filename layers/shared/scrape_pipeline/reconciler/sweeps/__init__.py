@@ -9,7 +9,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, TypedDict, Unpack
 
 from scrape_pipeline.aws_errors import AWSUnavailableError
 from scrape_pipeline.geonode.errors import GeonodeError
@@ -92,25 +92,6 @@ class SweepParts(TypedDict):
     clock: Clock
     emitter: NotRequired[Emitter | None]  # None: the stack has no bus
     results: NotRequired[ResultStore | None]  # the results bucket (runs' manifests)
-
-
-class ReconcilerKnobs(Protocol):
-    """What the outbox, runs, stuck-rows and delivery-log sweeps read of ``ReconcilerSettings``."""
-
-    @property
-    def max_pages(self) -> int: ...
-    @property
-    def lookback_seconds(self) -> float: ...
-    @property
-    def stale_after_seconds(self) -> float: ...
-    @property
-    def rows_per_state(self) -> int: ...
-    @property
-    def delivery_overlap_seconds(self) -> float: ...
-    @property
-    def delivery_page_size(self) -> int: ...
-    @property
-    def outbox_grace_seconds(self) -> float: ...
 
 
 class Sweep[SettingsT](ABC):

@@ -11,9 +11,9 @@ from scrape_pipeline.geonode.models import Page
 from scrape_pipeline.geonode.webhooks import Delivery
 from scrape_pipeline.jobs import JobKey, Source
 from scrape_pipeline.receiver.payload import EVENT_KINDS
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
 from scrape_pipeline.reconciler.sweeps import (
     Budget,
-    ReconcilerKnobs,
     SavedPass,
     Sweep,
     SweepResult,
@@ -89,23 +89,26 @@ def _key(delivery: Delivery) -> list[JobKey]:
     return [JobKey(kind, delivery.job_id)] if kind is not None and delivery.job_id else []
 
 
-class DeliveryLogSweep(Sweep[ReconcilerKnobs]):
+class DeliveryLogSweep(Sweep[ReconcilerSettings]):
     """Make sure of every job whose delivery failed, each subscription in an equal share."""
 
     name = Source.DELIVERY_LOG
 
     def work(self, budget: Budget, result: SweepResult) -> None:
         hooks = self._client.list_webhooks()
+        pages = self.settings.job_list.max_pages
         for index, hook in enumerate(hooks):
             share = budget.share([1.0] * (len(hooks) - index))
-            self._sweep_subscription(hook.id, result, share.capped(self.settings.max_pages))
+            self._sweep_subscription(hook.id, result, share.capped(pages))
 
     def _sweep_subscription(self, webhook_id: str, result: SweepResult, budget: Budget) -> None:
         """One subscription's log: the pass cut short, if any, then a fresh one; the checkpoint
         saved once, then a failing page raised."""
         name = f"{DELIVERIES_CHECKPOINT_PREFIX}{webhook_id}"
         saved = self._books.read(name)
-        mark = _DeliveryCheckpoint.read(saved, self._clock.time() - self.settings.lookback_seconds)
+        mark = _DeliveryCheckpoint.read(
+            saved, self._clock.time() - self.settings.job_list.lookback_seconds
+        )
         read_before, resumed = result.delivery_pages, mark.resume is not None
         mark, scan = self._pass(webhook_id, mark, result, budget, read_before)
         spent = budget.spent(result.delivery_pages - read_before)

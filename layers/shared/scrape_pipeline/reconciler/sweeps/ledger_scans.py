@@ -6,14 +6,15 @@ from __future__ import annotations
 from functools import partial
 
 from scrape_pipeline.jobs import JobState, Source
-from scrape_pipeline.reconciler.sweeps import Budget, ReconcilerKnobs, Sweep, SweepResult, paged
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps import Budget, Sweep, SweepResult, paged
 
 SOURCE_STUCK_ROWS: str = Source.STUCK_ROWS
 SWEEP_OUTBOX = "outbox"
 OUTBOX_PAGE_ROWS = 100  # rows scanned per page of the index: ten PutEvents calls' worth
 
 
-class OutboxSweep(Sweep[ReconcilerKnobs]):
+class OutboxSweep(Sweep[ReconcilerSettings]):
     """Emit the events a crash left in the outbox; nothing without a bus (it opens no gap)."""
 
     name = SWEEP_OUTBOX
@@ -24,7 +25,7 @@ class OutboxSweep(Sweep[ReconcilerKnobs]):
             return
         before = self._clock.time() - self.settings.outbox_grace_seconds
         read = partial(self._ledger.pending_events, before=before, limit=OUTBOX_PAGE_ROWS)
-        for pending in paged(budget.capped(self.settings.max_pages), read, result):
+        for pending in paged(budget.capped(self.settings.job_list.max_pages), read, result):
             result.outbox_pages += 1
             emitted = self._emitter.emit(pending)
             result.events_sent += emitted.sent
@@ -32,7 +33,7 @@ class OutboxSweep(Sweep[ReconcilerKnobs]):
             result.failed(next(iter(emitted.errors), None))
 
 
-class StuckRowsSweep(Sweep[ReconcilerKnobs]):
+class StuckRowsSweep(Sweep[ReconcilerSettings]):
     """Re-enqueue RECEIVED/ENQUEUED rows unchanged for STALE_AFTER and PROCESSING rows whose lease
     expired."""
 
@@ -42,15 +43,16 @@ class StuckRowsSweep(Sweep[ReconcilerKnobs]):
         """Each state's rows oldest first. No cursor between runs: a row handled leaves the
         range (stamped now; PROCESSING rows stay, few), so a run starts where the last stopped."""
         now = self._clock.time()
-        stale_before = now - self.settings.stale_after_seconds
+        stale_before = now - self.settings.recovery.stale_after_seconds
         # A lease lasts far less than STALE_AFTER; rows leased before now may have expired.
         ranges = (
             (JobState.RECEIVED, stale_before),
             (JobState.ENQUEUED, stale_before),
             (JobState.PROCESSING, now),
         )
+        pages = self.settings.job_list.max_pages
         for state, before in ranges:
-            self._sweep_state(state, before, budget.capped(self.settings.max_pages), result)
+            self._sweep_state(state, before, budget.capped(pages), result)
             if not result.complete:
                 return  # out of time: the next run starts again from the oldest
 

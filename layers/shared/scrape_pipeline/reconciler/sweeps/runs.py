@@ -11,14 +11,8 @@ from scrape_pipeline.jobs import JobKey, JobKind
 from scrape_pipeline.ledger import chains
 from scrape_pipeline.ledger.chains import Chain
 from scrape_pipeline.processor.manifest import manifest_key
-from scrape_pipeline.reconciler.sweeps import (
-    Budget,
-    ReconcilerKnobs,
-    Sweep,
-    SweepParts,
-    SweepResult,
-    paged,
-)
+from scrape_pipeline.reconciler.settings import ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps import Budget, Sweep, SweepParts, SweepResult, paged
 from scrape_pipeline.runs import completion, owing
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.heads import Head, RunHeads
@@ -33,7 +27,7 @@ SWEEP_RUNS: Final = "runs"
 RUN_PAGE: Final = 100  # heads a page of the index; entries (and rows) a read
 
 
-class RunsSweep(Sweep[ReconcilerKnobs]):
+class RunsSweep(Sweep[ReconcilerSettings]):
     """Complete the runs whose every URL is settled; nothing without a bus and a bucket."""
 
     name = SWEEP_RUNS
@@ -42,7 +36,7 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
     _bus: Emitter
     _store: ResultStore
 
-    def __init__(self, settings: ReconcilerKnobs, **parts: Unpack[SweepParts]) -> None:
+    def __init__(self, settings: ReconcilerSettings, **parts: Unpack[SweepParts]) -> None:
         super().__init__(settings, **parts)
         self._heads = RunHeads(self._ledger.table_name, client=self._ledger.client)
         self._journal = DynamoJournal(self._ledger.table_name, client=self._ledger.client)
@@ -53,7 +47,7 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
             return
         self._bus, self._store = self._emitter, self._results
         read = partial(self._heads.owing, limit=RUN_PAGE)
-        for names in paged(budget.capped(self.settings.max_pages), read, result):
+        for names in paged(budget.capped(self.settings.job_list.max_pages), read, result):
             for name in names:
                 if budget.spent():
                     result.complete = False
@@ -95,11 +89,9 @@ class RunsSweep(Sweep[ReconcilerKnobs]):
         index = start
         while index < run.entries:
             stop = min(run.entries, index + RUN_PAGE)
-            reached = self._reached(run, index, stop)
-            if reached < stop:  # an entry open, or its job not settled: checked up to it
-                index = reached
+            index = self._reached(run, index, stop)
+            if index < stop:  # an entry open, or its job not settled: checked up to it
                 break
-            index = stop
         if index > start:
             self._heads.checked(run.name, index)
         return index
