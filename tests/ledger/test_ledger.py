@@ -134,9 +134,10 @@ def test_ledger_pending_pages_with_cursor(ledger: Ledger, clock: ManualClock):
     assert seen == [f"p{i}" for i in range(7)]
 
 
-def test_ledger_pending_rejects_done(ledger: Ledger):
-    with pytest.raises(ValueError, match="DONE"):
-        ledger.pending(JobState.DONE, since_before=0)
+def test_ledger_pending_lists_no_done_row(ledger: Ledger, clock: ManualClock):
+    ledger.acquire(KEY, "w", lease_seconds=5, source="sqs")
+    ledger.finish(KEY, "w", Outcome.STORED)
+    assert ledger.pending(JobState.DONE, since_before=clock.time() + 1) == ([], None)
 
 
 def test_ledger_forget_unsent_only_own_received_row(ledger: Ledger):

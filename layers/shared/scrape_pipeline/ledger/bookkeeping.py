@@ -49,14 +49,7 @@ class Bookkeeping:
 
     def read(self, name: str) -> dict[str, str] | None:
         """A checkpoint's fields, or None before the first write."""
-        response = call(
-            self._ledger.client,
-            "GetItem",
-            TableName=self._ledger.table_name,
-            Key={Attr.PK.value: encode(f"{RowPrefix.META}{name}")},
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
+        item = self._ledger.get_item(f"{RowPrefix.META}{name}")
         return _fields(item) if item else None
 
     def read_many(self, names: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -106,19 +106,15 @@ def expressions(**parts: Condition | Update | tuple[Attr, ...] | None) -> dict[s
 
 def state_is(move: lifecycle.Move) -> Condition:
     """The condition that a row is in one of ``move``'s from-states."""
-    absent = [Field(Attr.PK).not_exists()] if lifecycle.ABSENT in move.sources else []
-    clauses = absent + _in_states([s for s in move.sources if isinstance(s, JobState)])
-    if not clauses:
-        raise ValueError(f"{move.verb} moves no row: it has no from-state")
-    return reduce(or_, clauses)
-
-
-def _in_states(states: list[JobState]) -> list[Condition]:
-    if not states:
-        return []
+    states = [s for s in move.sources if isinstance(s, JobState)]
+    clauses: list[Condition] = []
+    if lifecycle.ABSENT in move.sources:
+        clauses.append(Field(Attr.PK).not_exists())
     if set(states) == set(JobState):
-        return [Field(Attr.PK).exists()]  # every state at all is "a row"
-    return [Field(Attr.STATE).is_in(states)]
+        clauses.append(Field(Attr.PK).exists())  # every state at all is "a row"
+    elif states:
+        clauses.append(Field(Attr.STATE).is_in(states))
+    return reduce(or_, clauses)
 
 
 __all__ = ("Condition", "Field", "Update", "expressions", "state_is")

@@ -57,8 +57,6 @@ class Ledger(Intake, WorkLedger):
     ) -> tuple[list[LedgerRow], dict[str, Any] | None]:
         """A page of rows in ``state`` (not DONE) since before ``since_before`` (and from
         ``since_after``, a resume point that stays valid however rows moved), oldest first."""
-        if state is JobState.DONE:
-            raise ValueError("DONE rows are not in the pending index")
         key = Key(Attr.PENDING_STATE).eq(state) & _since(since_before, since_after)
         request = {"TableName": self.table_name, "IndexName": PENDING_INDEX, "Limit": limit}
         if cursor:

@@ -199,8 +199,6 @@ class Intake(LedgerTable):
     def unclaim(self, before: LedgerRow, written: LedgerRow) -> bool:
         """Put back a row ``enqueue``/``reopened`` wrote whose message could not be sent, if
         still as ``written``."""
-        if before.state not in lifecycle.UNCLAIM.targets:
-            raise ValueError(f"unclaim puts no row back to {before.state}")
         update = (
             _closed_again(before) if before.is_done else in_state(before.state, before.state_since)
         )

@@ -148,11 +148,12 @@ class LedgerTable:
 
     def get(self, key: JobKey) -> LedgerRow | None:
         """The job's row, read consistently; None when unknown."""
-        item = call(
-            self.client,
-            "GetItem",
-            TableName=self.table_name,
-            Key={Attr.PK.value: encode(key.pk)},
-            ConsistentRead=True,
-        ).get("Item")
+        item = self.get_item(key.pk)
         return from_item(item) if item else None
+
+    def get_item(self, pk: str) -> Item | None:
+        """The item at ``pk`` (a job's or a bookkeeping row), read consistently; None if none."""
+        key = {Attr.PK.value: encode(pk)}
+        return call(
+            self.client, "GetItem", TableName=self.table_name, Key=key, ConsistentRead=True
+        ).get("Item")
