@@ -277,7 +277,7 @@ def test_ledger_failed_calls_run_until_an_answer_and_park_keeps_counting(
     ledger.acquire(KEY, "w3", lease_seconds=60, source="sqs")
     second = ledger.release(KEY, "w3", streak=Streak.FAILED, not_found=True)
     ledger.acquire(KEY, "w4", lease_seconds=60, source="sqs")
-    parked = ledger.park(KEY, "w4", not_found=True)
+    parked = ledger.watch(KEY, "w4", not_found=True)
 
     # THEN the run counts failures from its first one, a throttle neither adds nor ends it,
     # and the parked row is WATCHING, clean (no strike), still counting

@@ -129,7 +129,7 @@ def _scenario(ledger: Ledger, books: Bookkeeping, clock: ManualClock) -> Iterato
     yield "acquire again", lambda: ledger.acquire(A, "w2", 60.0, source="sqs")
     yield "release answered", lambda: ledger.release(A, "w2", streak=Streak.ANSWERED)
     yield "acquire third", lambda: ledger.acquire(A, "w3", 60.0, source="sqs")
-    yield "park", later(3.0, lambda: ledger.park(A, "w3", not_found=True))
+    yield "park", later(3.0, lambda: ledger.watch(A, "w3", not_found=True))
     yield "note_late_webhook", lambda: ledger.note_late_webhook(row(A))
     yield "note_late_webhook again", lambda: ledger.note_late_webhook(row(A))
     yield "wake", later(10.0, lambda: ledger.enqueue(row(A), evidence="d3"))

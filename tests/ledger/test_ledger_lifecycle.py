@@ -76,7 +76,6 @@ CALLS: dict[Verb, Callable[[Ledger, JobKey, LedgerRow], Any]] = {
     ),
     Verb.RELEASE: lambda ledger, key, row: ledger.release(key, HOLDER),
     Verb.WATCH: lambda ledger, key, row: ledger.watch(key, HOLDER, job_created_at=1.0),
-    Verb.PARK: lambda ledger, key, row: ledger.park(key, HOLDER),
     Verb.FINISH: lambda ledger, key, row: ledger.finish(key, HOLDER, Outcome.STORED),
     Verb.NOTE_LATE_WEBHOOK: lambda ledger, key, row: ledger.note_late_webhook(row),
     Verb.CLEAR_OUTBOX: lambda ledger, key, row: _clear_outbox(ledger, key),

@@ -409,7 +409,7 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(lease=leases, not_found=st.booleans())
     def processor_park(self, lease: tuple[JobKey, str], not_found: bool) -> None:
         key, owner = lease
-        call = lambda: self.ledger.park(key, owner, not_found=not_found)  # noqa: E731
+        call = lambda: self.ledger.watch(key, owner, not_found=not_found)  # noqa: E731
         before = self.before(key)
         row = self._leased("park", key, owner, call)
         if row is not None:

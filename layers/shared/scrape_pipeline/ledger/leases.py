@@ -118,26 +118,26 @@ class Leases(LedgerTable):
         update = _with_streak(update, streak, now)
         return self._leased_update(key, owner, lifecycle.RELEASE, update, now)
 
-    def watch(self, key: JobKey, owner: str, *, job_created_at: float) -> LedgerRow:
-        """Park a long-running job: WATCHING, no lease, no message (the attempt was clean)."""
-        now = self.clock.time()
-        update = (
-            _parked(JobState.WATCHING, now)
-            .set(Attr.JOB_CREATED_AT, float(job_created_at))
-            .delete(Attr.STRUCK_BY, {owner})
-        )
-        update = _with_streak(update, Streak.ANSWERED, now)
-        return self._leased_update(key, owner, lifecycle.WATCH, update, now)
-
-    def park(self, key: JobKey, owner: str, *, not_found: bool = False) -> LedgerRow:
-        """Park a job whose API calls keep failing: WATCHING, one more failure, the strike taken
-        back (a sick API is not a poison job)."""
+    def watch(
+        self,
+        key: JobKey,
+        owner: str,
+        *,
+        job_created_at: float | None = None,
+        not_found: bool = False,
+    ) -> LedgerRow:
+        """Park the job WATCHING, no lease, no message, the strike taken back: a long-running job
+        (``job_created_at``: the API answered) or, without it, one whose calls keep failing."""
         now = self.clock.time()
         update = _parked(JobState.WATCHING, now).delete(Attr.STRUCK_BY, {owner})
+        if job_created_at is None:
+            update = _with_streak(update, Streak.FAILED, now)  # a sick API is no poison job
+        else:
+            update.set(Attr.JOB_CREATED_AT, float(job_created_at))
+            update = _with_streak(update, Streak.ANSWERED, now)
         if not_found:
             update.increment(Attr.NOT_FOUND)
-        update = _with_streak(update, Streak.FAILED, now)
-        return self._leased_update(key, owner, lifecycle.PARK, update, now)
+        return self._leased_update(key, owner, lifecycle.WATCH, update, now)
 
     def checkpoint(
         self,

@@ -38,7 +38,6 @@ class Verb(StrEnum):
     CHECKPOINT = "checkpoint"
     RELEASE = "release"
     WATCH = "watch"
-    PARK = "park"
     FINISH = "finish"
     NOTE_LATE_WEBHOOK = "note_late_webhook"
     CLEAR_OUTBOX = "clear_outbox"
@@ -80,7 +79,6 @@ TAKE_OVER = Move(V.ACQUIRE, (PROCESSING,), (PROCESSING,), "the lease has expired
 CHECKPOINT = Move(V.CHECKPOINT, (PROCESSING,), (), _HOLDER)
 RELEASE = Move(V.RELEASE, (PROCESSING,), (ENQUEUED,), _HOLDER)
 WATCH = Move(V.WATCH, (PROCESSING,), (WATCHING,), _HOLDER)
-PARK = Move(V.PARK, (PROCESSING,), (WATCHING,), _HOLDER)
 FINISH = Move(V.FINISH, (PROCESSING,), (DONE,), _HOLDER)
 NOTE_LATE_WEBHOOK = Move(V.NOTE_LATE_WEBHOOK, tuple(JobState), (), "not marked late before")
 # Any state: a row reopened before its close's event went out still owes it.

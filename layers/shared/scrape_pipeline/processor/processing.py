@@ -320,7 +320,7 @@ class JobProcessor:
         job whose every GET fails costs a few GETs an hour (the watch sweep's), not one a retry."""
         row = attempt.row
         if row.failures + 1 >= self.settings.sick_after_failures:
-            self._ledger.park(attempt.key, attempt.owner, not_found=not_found)
+            self._ledger.watch(attempt.key, attempt.owner, not_found=not_found)
             return Disposition(MessageOutcome.PARKED, detail=why)
         self._ledger.release(attempt.key, attempt.owner, not_found=not_found, streak=Streak.FAILED)
         outcome = MessageOutcome.NOT_FOUND if not_found else MessageOutcome.API_UNAVAILABLE
