@@ -16,7 +16,7 @@ import boto3
 
 from bench.aws_calls import AwsCalls, event_source_on
 from scrape_pipeline.jobs import JobKey, JobState, Outcome, Source
-from scrape_pipeline.ledger.attributes import PARTITION_KEY, STATE_SINCE, TTL_ATTRIBUTE
+from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.processor.queue import read_message
 from scrape_pipeline.reconciler.report import ReconcileReport
@@ -197,15 +197,15 @@ def done_item(key: JobKey, now: float, *, source: str, ttl_seconds: int) -> dict
     and finish leave behind (``Ledger.record``, ``acquire``, ``finish``)."""
     number = {"N": repr(now)}
     return {
-        PARTITION_KEY: {"S": key.pk},
+        Attr.PK: {"S": key.pk},
         "kind": {"S": key.kind.value},
         "job_id": {"S": key.job_id},
         "state": {"S": JobState.DONE.value},
-        STATE_SINCE: number,
+        Attr.STATE_SINCE: number,
         "created_at": number,
         "updated_at": number,
         "finished_at": number,
-        TTL_ATTRIBUTE: {"N": str(int(now) + ttl_seconds)},
+        Attr.EXPIRES_AT: {"N": str(int(now) + ttl_seconds)},
         "source": {"S": source},
         "token": {"S": uuid.uuid4().hex},
         "attempts": {"N": "1"},

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from scrape_pipeline.ledger.attributes import PARTITION_KEY, RowPrefix
+from scrape_pipeline.ledger.attributes import Attr, RowPrefix
 from scrape_pipeline.runs.dynamodb import DynamoJournal
 from scrape_pipeline.runs.plan import Run
 
-_PK = str(PARTITION_KEY)
+_PK = str(Attr.PK)
 
 
 class TableJournal(DynamoJournal):

@@ -57,12 +57,6 @@ class Attr(StrEnum):
 
 PENDING_INDEX: Final = "pending-by-state"
 OUTBOX_INDEX: Final = "outbox-by-time"  # a run's head owes its Run Completed there too
-# The names other code imports (the tests' fixtures, the benchmarks' stand-in rows).
-PARTITION_KEY: Final = Attr.PK
-STATE_SINCE: Final = Attr.STATE_SINCE
-TTL_ATTRIBUTE: Final = Attr.EXPIRES_AT
-OUTBOX_AT: Final = Attr.OUTBOX_AT
-OUTBOX_EVENT: Final = Attr.OUTBOX_EVENT
 
 
 class RowPrefix(StrEnum):

@@ -23,7 +23,7 @@ from scrape_pipeline.aws_errors import (
 )
 from scrape_pipeline.events.outbox import retell_with_run
 from scrape_pipeline.jobs import JobKey
-from scrape_pipeline.ledger.attributes import PARTITION_KEY, TTL_ATTRIBUTE, RowPrefix
+from scrape_pipeline.ledger.attributes import Attr, RowPrefix
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.runs.journal import FIELDS, Entry
 from scrape_pipeline.runs.moves import EntryState, Guard, Move
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
 
 
-PK: Final = str(PARTITION_KEY)
-TTL: Final = str(TTL_ATTRIBUTE)
+PK: Final = str(Attr.PK)
+TTL: Final = str(Attr.EXPIRES_AT)
 _NUMBERS: Final = frozenset({"lease_until", "posted_at", "doubted_at", "updated_at"})
 _GUARDS: Final[Mapping[Guard, str]] = {
     Guard.NONE: "",

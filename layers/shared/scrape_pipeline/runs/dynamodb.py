@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrape_pipeline.aws_errors import AWS_ERRORS, is_transaction_canceled, unavailable
 from scrape_pipeline.jobs import JobKey, JobKind
-from scrape_pipeline.ledger.attributes import OUTBOX_AT
+from scrape_pipeline.ledger.attributes import Attr
 from scrape_pipeline.ledger.full import Ledger
 from scrape_pipeline.ledger.table import DEFAULT_TTL_DAYS
 from scrape_pipeline.runs import moves
@@ -74,7 +74,7 @@ class DynamoJournal(Journal):
             "planned": {"BOOL": False},
             TTL: {"N": str(int(run.created_at + self._ttl_s))},
             # Owing its Run Completed from the start: in the outbox index until the bus took it.
-            str(OUTBOX_AT): {"N": f"{run.created_at:.3f}"},
+            str(Attr.OUTBOX_AT): {"N": f"{run.created_at:.3f}"},
         }
         try:
             self._call("PutItem", Item=head, ConditionExpression=f"attribute_not_exists({PK})")

@@ -7,13 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from scrape_pipeline.ledger.attributes import (
-    OUTBOX_AT,
-    OUTBOX_EVENT,
-    OUTBOX_INDEX,
-    PARTITION_KEY,
-    RowPrefix,
-)
+from scrape_pipeline.ledger.attributes import OUTBOX_INDEX, Attr, RowPrefix
 from scrape_pipeline.runs.dynamo_items import head_key, run_of, send, written
 from scrape_pipeline.runs.plan import Run
 
@@ -22,7 +16,7 @@ if TYPE_CHECKING:
 
 CHECKED: Final = "checked"
 COMPLETED_AT: Final = "completed_at"
-_PK: Final = str(PARTITION_KEY)
+_PK: Final = str(Attr.PK)
 
 
 @dataclass(frozen=True)
@@ -72,7 +66,7 @@ class RunHeads:
             run=run_of(name, item),
             planned=bool(item.get("planned", {}).get("BOOL", False)),
             checked=int(item.get(CHECKED, {}).get("N", "0")),
-            completed=item.get(str(OUTBOX_EVENT), {}).get("S"),
+            completed=item.get(str(Attr.OUTBOX_EVENT), {}).get("S"),
         )
 
     def checked(self, name: str, index: int) -> None:
@@ -92,7 +86,7 @@ class RunHeads:
             "SET #event = :event, #completed = :now",
             "attribute_not_exists(#event)",
             {":event": {"S": event}, ":now": {"N": f"{now:.3f}"}},
-            names={"#event": str(OUTBOX_EVENT), "#completed": COMPLETED_AT},
+            names={"#event": str(Attr.OUTBOX_EVENT), "#completed": COMPLETED_AT},
         )
         if written:
             return event
@@ -101,7 +95,7 @@ class RunHeads:
 
     def told(self, name: str, event: str) -> bool:
         """The bus took ``event``: the head leaves the outbox index; False if it holds another."""
-        names = {"#at": str(OUTBOX_AT), "#event": str(OUTBOX_EVENT)}
+        names = {"#at": str(Attr.OUTBOX_AT), "#event": str(Attr.OUTBOX_EVENT)}
         return self._update(
             name, "REMOVE #at", "#event = :event", {":event": {"S": event}}, names=names
         )
