@@ -65,11 +65,7 @@ class OutboxRows(LedgerTable):
                 item[Attr.OUTBOX_EVENT]["S"],
             )
             for item in page.get("Items", [])
-            if _a_jobs(item)
+            # A job's event (a run's head owes its Run Completed here too: the run sweep's).
+            if Attr.OUTBOX_EVENT in item and not item[Attr.PK]["S"].startswith(RowPrefix.RUN)
         ]
         return events, page.get("LastEvaluatedKey")
-
-
-def _a_jobs(item: Mapping[str, Any]) -> bool:
-    """A job's event (a run's head owes its Run Completed here too: the run sweep's)."""
-    return Attr.OUTBOX_EVENT in item and not item[Attr.PK]["S"].startswith(RowPrefix.RUN)

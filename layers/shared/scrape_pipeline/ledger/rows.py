@@ -118,11 +118,6 @@ def to_item(values: Mapping[Attr, Value | None]) -> Item:
     return {attr.value: encode(value) for attr, value in values.items() if value is not None}
 
 
-def _strikes(value: object) -> int:
-    # Rows from before strikes were a set kept a number: ignored (forgotten once).
-    return len(value) if isinstance(value, set) else 0
-
-
 # How a present attribute (boto3-decoded) is read, by its field's type (or its name).
 _BY_TYPE: Final[Mapping[str, Callable[[Any], Any]]] = {
     "JobKey": JobKey.from_pk,
@@ -135,7 +130,7 @@ _BY_TYPE: Final[Mapping[str, Callable[[Any], Any]]] = {
     "int": int,
     "frozenset[str]": frozenset,
     "dict[str, str]": lambda value: {k: str(v) for k, v in value.items()},
-    "strikes": _strikes,
+    "strikes": len,  # the attempts that hold one (struck_by, a set)
 }
 # Fields read from an attribute of another name.
 _ATTRIBUTE: Final = {"key": Attr.PK.value, "strikes": Attr.STRUCK_BY.value}
