@@ -39,6 +39,7 @@ from scrape_pipeline.geonode.errors import GeonodeError, RateLimitedError, Serve
 from scrape_pipeline.processor.results import DEAD_LETTER_PREFIX, RESULTS_PREFIX
 from scrape_pipeline.processor.settings import ProcessorSettings
 from scrape_pipeline.reconciler.settings import ReconcilerSettings
+from scrape_pipeline.reconciler.sweeps.watch import WatchSettings
 from scrape_pipeline_local import idle
 from scrape_pipeline_local.agreement import compare, summary
 from scrape_pipeline_local.aws_calls import CallRecorder
@@ -286,7 +287,7 @@ class Demo:
         self._cancels: list[tuple[float, str, str]] = []
         self._cancel_draws = random.Random(seed)
         self.aws_calls = CallRecorder()
-        self._jump_ledger: Any = None
+        self._jump_ledger: tuple[Any, WatchSettings] | None = None
         self.wire = WireTimes()  # when each event was written and put, in wall time
         self._extracts = 0  # extract jobs submitted so far: picks the sick ones
         self.runs: list[DemoRun] = []  # the workload's submission runs (``plan``)
@@ -466,9 +467,9 @@ class Demo:
         now = self.clock.time()
         until = min(self.stack.quiet_until(), self.started_at + min(offsets))
         if until - now > step:
-            if self._jump_ledger is None:  # one client for every step's look (not one each)
-                self._jump_ledger = self._ledger()
-            watch, ledger = ReconcilerSettings.from_env().watch, self._jump_ledger
+            if self._jump_ledger is None:  # one client and one read of the settings, for every step
+                self._jump_ledger = self._ledger(), ReconcilerSettings.from_env().watch
+            ledger, watch = self._jump_ledger
             by_listing = idle.listing_wakes(ledger)
             until = min(until, idle.next_watch_poll(ledger, watch, now, by_listing=by_listing))
         return idle.jump(now, until, step)

@@ -40,8 +40,8 @@ def listing_wakes(ledger: Any) -> bool:
 def next_watch_poll(
     ledger: Any, settings: WatchSettings, now: float, *, by_listing: bool = False
 ) -> float:
-    """When the watch sweep next polls a WATCHING row by its age (``Watcher._due`` solved for
-    the time: due once parked ``min(poll, max(first_poll, age / 2))``). With ``by_listing``
+    """When the watch sweep next polls a WATCHING row by its age (the sweep's own rule,
+    ``WatchSettings.poll_due_at``). With ``by_listing``
     (``listing_wakes``), a row the sweep leaves to the listing (``Why.BY_LISTING``: a healthy
     extract job) has no poll: the listing shows it settled once the simulator settles it, a
     change ``LocalStack.quiet_until`` already waits for."""
@@ -51,10 +51,7 @@ def next_watch_poll(
         for row in rows:
             if by_listing and decide(row, _DUE, now, Policy()).why is Why.BY_LISTING:
                 continue
-            since = row.state_since
-            born = row.failing_since or row.job_created_at or row.created_at
-            wait = min(settings.poll_seconds, max(settings.first_poll_seconds, since - born))
-            soonest = min(soonest, since + wait)
+            soonest = min(soonest, settings.poll_due_at(row))
         if cursor is None or not rows:
             return soonest
 

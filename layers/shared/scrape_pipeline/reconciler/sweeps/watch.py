@@ -55,6 +55,12 @@ class WatchSettings:
     listing_lag_seconds: float = 30.0  # a job parked this long before a listing is in it
     max_listed: int = MAX_LISTED  # ids a listing keeps at most (smaller only in tests)
 
+    def poll_due_at(self, row: LedgerRow) -> float:
+        """When a parked row's poll by age falls due: once parked for half its age (polls at ages
+        1, 2, 4, 8... x first_poll, then capped); a sick job's age counts from its failing run."""
+        age = row.state_since - (row.failing_since or row.job_created_at or row.created_at)
+        return row.state_since + min(self.poll_seconds, max(self.first_poll_seconds, age))
+
 
 class Watcher(Sweep[WatchSettings]):
     """The reconciler's watch sweep."""
@@ -150,11 +156,8 @@ class Watcher(Sweep[WatchSettings]):
         result.recovered += self._recoverer.ensure_many(list(due), due, source=Source.WATCH)
 
     def _due(self, row: LedgerRow, now: float) -> bool:
-        """A poll by age is due (a sick job's age counts from the start of its failing run)."""
-        age = now - (row.failing_since or row.job_created_at or row.created_at)
-        # Parked for half its age: polls at ages 1, 2, 4, 8... x first_poll, then capped.
-        interval = min(self.settings.poll_seconds, max(self.settings.first_poll_seconds, age / 2))
-        return now - row.state_since >= interval
+        """A poll by age is due (``WatchSettings.poll_due_at``)."""
+        return now >= self.settings.poll_due_at(row)
 
     def _judge(self, rows: list[LedgerRow], listed: Listed | None, result: SweepResult) -> None:
         """Wake the extract rows that ``listed`` shows settled (or, oversize, due by age)."""
